@@ -1,0 +1,257 @@
+"""The ``transformer-course`` command.
+
+``transformer-course run [NOTEBOOK ...] [--profile smoke|full]`` executes notebooks headless, in
+order, with nbclient, writing executed copies to a build folder (never over the sources), and
+prints a table: notebook, status, seconds, headline metric. A full-profile run writes one record
+per notebook to ``results/``.
+
+``transformer-course results [--update-readme README.md]`` prints the table of recorded results,
+or rewrites the README's copy of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import results, runtime
+from .profiles import PROFILE_NAMES
+
+__all__ = ["main", "run_notebooks", "NotebookRun"]
+
+
+@dataclass
+class NotebookRun:
+    """What happened when one notebook ran."""
+
+    path: Path
+    status: str = "not run"  # "passed" | "failed"
+    seconds: float = 0.0
+    metrics: dict = field(default_factory=dict)
+    environment: dict = field(default_factory=dict)  # the kernel's hardware and versions
+    failure: str | None = None  # which cell failed and why
+    executed_copy: Path | None = None
+    record: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+def find_notebooks(names: list[str], notebooks_dir: Path) -> list[Path]:
+    """Resolve ``names`` (paths, file names, or ids such as ``01``) to notebooks, in order.
+
+    With no names, every ``NN_*.ipynb`` in ``notebooks_dir``.
+
+    Raises:
+        SystemExit: naming the argument that matches no notebook, and listing those that exist.
+    """
+    available = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+    if not names:
+        if not available:
+            raise SystemExit(f"error: no notebooks (NN_*.ipynb) in {notebooks_dir}")
+        return available
+    chosen = []
+    for name in names:
+        path = Path(name)
+        if path.suffix == ".ipynb" and path.exists():
+            chosen.append(path)
+            continue
+        matches = [p for p in available if p.name == name or p.stem == name or p.name.startswith(f"{name}_")]
+        if len(matches) != 1:
+            listing = ", ".join(p.stem for p in available) or "none"
+            raise SystemExit(
+                f"error: NOTEBOOK {name!r} matches {len(matches)} notebooks in {notebooks_dir}; "
+                f"available: {listing}"
+            )
+        chosen.append(matches[0])
+    return chosen
+
+
+def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: bool) -> NotebookRun:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from tqdm import tqdm
+    from traitlets.config import Config
+
+    run = NotebookRun(path=path)
+    notebook = nbformat.read(path, as_version=4)
+    code_cells = sum(cell.cell_type == "code" for cell in notebook.cells)
+    current = {"index": None}
+    bar = tqdm(total=code_cells, desc=path.stem, unit="cell", disable=not progress, leave=False)
+
+    def on_cell_start(cell, cell_index):
+        current["index"] = cell_index
+
+    def on_cell_executed(cell, cell_index, execute_reply):
+        bar.update(1)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        metrics_file = Path(scratch) / "metrics.jsonl"
+        saved = {key: os.environ.get(key) for key in ("COURSE_PROFILE", results.METRICS_FILE_VARIABLE, "TF_CPP_MIN_LOG_LEVEL")}
+        os.environ.update(
+            {"COURSE_PROFILE": profile, results.METRICS_FILE_VARIABLE: str(metrics_file)}
+        )
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        config = Config()
+        config.KernelManager.transport = "ipc"  # a local socket file, not an unencrypted TCP port
+        client = NotebookClient(
+            notebook,
+            config=config,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent.resolve())}},
+            on_cell_start=on_cell_start,
+            on_cell_executed=on_cell_executed,
+        )
+        start = time.perf_counter()
+        try:
+            client.execute()
+            run.status = "passed"
+        except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
+            run.status = "failed"
+            index = current["index"]
+            where = "before any cell ran" if index is None else f"cell {index + 1} of {len(notebook.cells)}"
+            if index is not None:
+                first_line = notebook.cells[index].source.strip().splitlines()[:1]
+                if first_line:
+                    where += f" ({first_line[0][:60]!r})"
+            reason = getattr(error, "ename", None) or type(error).__name__
+            detail = getattr(error, "evalue", None) or str(error).strip().splitlines()[-1:]
+            run.failure = f"{where}: {reason}: {detail if isinstance(detail, str) else ' '.join(detail)}"
+        finally:
+            run.seconds = time.perf_counter() - start
+            bar.close()
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        run.metrics, run.environment = results.read_report(metrics_file)
+
+    build_dir.mkdir(parents=True, exist_ok=True)
+    run.executed_copy = build_dir / path.name
+    nbformat.write(notebook, run.executed_copy)
+    return run
+
+
+def run_notebooks(
+    paths: list[Path],
+    profile: str,
+    build_dir: Path,
+    results_dir: Path,
+    timeout: int = 1800,
+    progress: bool = True,
+) -> list[NotebookRun]:
+    """Execute ``paths`` in order; a failure does not stop the later notebooks.
+
+    Args:
+        paths: notebooks to run.
+        profile: ``"smoke"`` or ``"full"``; passed to each kernel as ``COURSE_PROFILE``.
+        build_dir: where the executed copies go (the sources are never written).
+        results_dir: where a full-profile run writes one record per passing notebook.
+        timeout: int, seconds one cell may run.
+        progress: bool, show a progress bar per notebook.
+
+    Returns:
+        One :class:`NotebookRun` per notebook.
+
+    Raises:
+        ValueError: for an unknown ``profile``.
+    """
+    if profile not in PROFILE_NAMES:
+        raise ValueError(f"`profile` must be one of {PROFILE_NAMES}; received {profile!r}.")
+    runs = []
+    for index, path in enumerate(paths, start=1):
+        if progress:
+            print(f"[{index}/{len(paths)}] {path} ({profile} profile)", file=sys.stderr, flush=True)
+        run = _run_one(path, profile, build_dir, timeout, progress)
+        if run.passed and profile == "full":
+            run.record = results.write_record(
+                results_dir,
+                path.stem,
+                profile=profile,
+                metrics=run.metrics,
+                seconds=run.seconds,
+                hardware=run.environment.get("hardware") or runtime.hardware(),
+                versions=run.environment.get("versions") or runtime.library_versions(),
+                commit=runtime.git_commit(path.parent),
+            )
+        runs.append(run)
+    return runs
+
+
+def summary_table(runs: list[NotebookRun]) -> str:
+    """A plain-text table: notebook, status, seconds, headline metric."""
+    rows = [("notebook", "status", "seconds", "headline metric")]
+    for run in runs:
+        top = results.headline(run.metrics)
+        metric = "—" if top is None else f"{top[0]} = {top[1]['value']:.4f}"
+        rows.append((run.path.stem, run.status.upper(), f"{run.seconds:.1f}", metric))
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def _command_run(arguments) -> int:
+    paths = find_notebooks(arguments.notebooks, Path(arguments.notebooks_dir))
+    runs = run_notebooks(
+        paths,
+        arguments.profile,
+        Path(arguments.build_dir),
+        Path(arguments.results_dir),
+        timeout=arguments.timeout,
+        progress=not arguments.quiet,
+    )
+    print(summary_table(runs))
+    for run in runs:
+        if not run.passed:
+            print(f"\nFAILED {run.path}, {run.failure}\n  executed copy with the traceback: {run.executed_copy}")
+        elif run.record:
+            print(f"recorded {run.record}")
+    if arguments.profile != "full":
+        print(f"\n{arguments.profile} profile: a quick check that everything runs; its numbers mean nothing.")
+    return 0 if all(run.passed for run in runs) else 1
+
+
+def _command_results(arguments) -> int:
+    if arguments.update_readme:
+        changed = results.update_readme_table(arguments.update_readme, arguments.results_dir)
+        print(f"{arguments.update_readme}: {'updated' if changed else 'already up to date'}")
+    else:
+        print(results.results_table(results.load_records(arguments.results_dir)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="execute notebooks headless and print a summary table")
+    run.add_argument("notebooks", nargs="*", metavar="NOTEBOOK", help="paths or ids (01); default: all, in order")
+    run.add_argument("--profile", choices=PROFILE_NAMES, default=os.environ.get("COURSE_PROFILE") or "full")
+    run.add_argument("--notebooks-dir", default="notebooks", help="where NN_*.ipynb live (default: notebooks)")
+    run.add_argument("--build-dir", default="build/executed", help="executed copies go here (default: build/executed)")
+    run.add_argument("--results-dir", default="results", help="full-profile records go here (default: results)")
+    run.add_argument("--timeout", type=int, default=1800, help="seconds one cell may run (default: 1800)")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.set_defaults(handler=_command_run)
+
+    table = commands.add_parser("results", help="print the table of recorded full-profile results")
+    table.add_argument("--results-dir", default="results")
+    table.add_argument("--update-readme", metavar="README", help="rewrite the table in this README")
+    table.set_defaults(handler=_command_results)
+
+    arguments = parser.parse_args(argv)
+    return arguments.handler(arguments)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

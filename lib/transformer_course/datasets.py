@@ -1,0 +1,569 @@
+"""Data for the course: the reversal task, IMDB reviews and English–Spanish sentence pairs.
+
+The reversal task is made on the fly. The two real data sets are downloaded once from their
+canonical upstream address, verified by sha256, converted into the cache layout below, and read
+from the cache from then on::
+
+    <cache dir>/imdb/train.csv.gz      25,000 reviews, header ``text,label``
+    <cache dir>/imdb/test.csv.gz       25,000 reviews
+    <cache dir>/spa-eng/spa.txt.gz     118,964 lines ``English<TAB>Spanish``
+
+The cache directory is, in order: the ``cache_dir`` argument, the ``COURSE_DATA_DIR``
+environment variable, then a per-user cache directory (``platformdirs.user_cache_dir``).
+A read-only cache that already holds the files is fine: loading never writes to it.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import os
+import random
+import re
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "reversal_dataset",
+    "one_hot_encode",
+    "one_hot_decode",
+    "load_imdb",
+    "load_spa_eng",
+    "cache_directory",
+    "download",
+    "DataSource",
+    "TextSplit",
+    "IMDB_SOURCE",
+    "SPA_ENG_SOURCE",
+    "DatasetError",
+    "ChecksumError",
+    "DownloadError",
+    "DatasetUnavailableError",
+    "CorruptCacheError",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# The reversal task
+# --------------------------------------------------------------------------------------------
+
+
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"`{name}` must be an integer >= {minimum}; received {value!r}.")
+    return int(value)
+
+
+def one_hot_encode(sequence, n_features: int) -> np.ndarray:
+    """One-hot encode integer symbols.
+
+    Args:
+        sequence: integers in ``0 .. n_features - 1``, any shape ``S`` (a list, or an array of
+            shape ``(T,)`` or ``(N, T)``).
+        n_features: int, the one-hot width F.
+
+    Returns:
+        float32 array of shape ``S + (F,)`` with a single 1 in each last-axis vector.
+
+    Raises:
+        ValueError: if ``n_features < 1`` or a symbol is outside ``0 .. n_features - 1``
+            (the message gives the first bad value).
+    """
+    n_features = _check_int("n_features", n_features, 1)
+    symbols = np.asarray(sequence)
+    if symbols.size and not np.issubdtype(symbols.dtype, np.integer):
+        raise ValueError(f"`sequence` must hold integers; received dtype {symbols.dtype}.")
+    bad = (symbols < 0) | (symbols >= n_features)
+    if np.any(bad):
+        raise ValueError(
+            f"`sequence` values must lie in 0..{n_features - 1} for n_features={n_features}; "
+            f"received {symbols[bad].flat[0]}."
+        )
+    return np.eye(n_features, dtype="float32")[symbols]
+
+
+def one_hot_decode(encoded) -> np.ndarray:
+    """Turn one-hot vectors (or probabilities) back into symbols with argmax on the last axis.
+
+    Args:
+        encoded: array of shape ``S + (F,)``, one-hot vectors or probability distributions.
+
+    Returns:
+        int64 array of shape ``S``.
+
+    Raises:
+        ValueError: if ``encoded`` is a scalar.
+    """
+    encoded = np.asarray(encoded)
+    if encoded.ndim < 1:
+        raise ValueError("`encoded` must have a last axis of one-hot width; received a scalar.")
+    return np.argmax(encoded, axis=-1).astype("int64")
+
+
+def reversal_dataset(
+    train_size: int = 2000,
+    test_size: int = 200,
+    n_timesteps_in: int = 4,
+    n_features: int = 10,
+    seed: int | None = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The reversal task: given ``[2, 8, 1, 6]``, predict ``[6, 1, 8, 2]``.
+
+    Symbols are drawn uniformly from ``1 .. n_features - 1``; symbol 0 is never used, as in the
+    lecture notes (so a zero vector can serve as the decoder's start input without clashing).
+
+    Args:
+        train_size: int >= 1, number of training sequences N_train.
+        test_size: int >= 1, number of test sequences N_test.
+        n_timesteps_in: int >= 1, sequence length T.
+        n_features: int >= 2, one-hot width F.
+        seed: int or None, seeds NumPy's ``default_rng``; the same seed gives the same data.
+
+    Returns:
+        ``(X_train, y_train, X_test, y_test)``, float32 one-hot arrays of shape ``(N, T, F)``;
+        ``y[i]`` is ``X[i]`` reversed along the time axis.
+
+    Raises:
+        ValueError: naming the argument, for a size below its minimum or not an integer.
+    """
+    train_size = _check_int("train_size", train_size, 1)
+    test_size = _check_int("test_size", test_size, 1)
+    n_timesteps_in = _check_int("n_timesteps_in", n_timesteps_in, 1)
+    n_features = _check_int("n_features", n_features, 2)
+    generator = np.random.default_rng(seed)
+
+    def make(size: int) -> tuple[np.ndarray, np.ndarray]:
+        symbols = generator.integers(1, n_features, size=(size, n_timesteps_in))
+        return one_hot_encode(symbols, n_features), one_hot_encode(symbols[:, ::-1], n_features)
+
+    X_train, y_train = make(train_size)
+    X_test, y_test = make(test_size)
+    return X_train, y_train, X_test, y_test
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+
+
+class DatasetError(Exception):
+    """Base class of every data-loading error in this module."""
+
+
+class ChecksumError(DatasetError):
+    """A downloaded file's sha256 differs from the published one; the file was deleted."""
+
+    def __init__(self, filename: str, expected: str, actual: str):
+        self.filename, self.expected, self.actual = filename, expected, actual
+        super().__init__(
+            f"Checksum mismatch for {filename}: expected sha256 {expected}, got {actual}. "
+            "The file was deleted; download it again (a proxy or a changed upstream file can "
+            "cause this)."
+        )
+
+
+class DownloadError(DatasetError):
+    """A download failed or was cut short; no partial file was kept."""
+
+
+class DatasetUnavailableError(DownloadError):
+    """The data is not in the cache and cannot be downloaded (offline, or downloads disabled)."""
+
+
+class CorruptCacheError(DatasetError):
+    """A cache file exists but cannot be read as the expected data."""
+
+    def __init__(self, path: Path, problem: str):
+        self.path = Path(path)
+        super().__init__(
+            f"The cached file {self.path} is corrupt: {problem}. Delete it and load the data "
+            "again to rebuild it from the downloaded archive."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Cache directory, download and atomic writes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where a data set comes from and what it must hold once converted.
+
+    Attributes:
+        name: str, what the data set is called in messages.
+        url: str, the canonical upstream address of the archive.
+        sha256: str, the archive's published sha256 (64 lowercase hex digits).
+        filename: str, the name the archive is saved under in ``<cache dir>/downloads/``.
+        expected_records: int or None, rows each split must hold once converted (IMDB: reviews
+            per split; spa-eng: sentence pairs); ``None`` skips that check.
+    """
+
+    name: str
+    url: str
+    sha256: str
+    filename: str
+    expected_records: int | None = None
+
+
+IMDB_SOURCE = DataSource(
+    name="IMDB movie reviews (aclImdb v1, Maas et al. 2011)",
+    url="https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
+    sha256="c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe",
+    filename="aclImdb_v1.tar.gz",
+    expected_records=25_000,
+)
+
+SPA_ENG_SOURCE = DataSource(
+    name="English-Spanish sentence pairs (Tatoeba via manythings.org/anki, 2018-05-13)",
+    url="https://storage.googleapis.com/download.tensorflow.org/data/spa-eng.zip",
+    sha256="0c4fd7825d3d872488d38c157f784e035edab4f2ff0df25a2a208790ecb5b58f",
+    filename="spa-eng.zip",
+    expected_records=118_964,
+)
+
+_CHUNK_BYTES = 1 << 20
+
+
+def cache_directory(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The data cache directory: ``cache_dir``, else ``COURSE_DATA_DIR``, else a per-user cache.
+
+    Args:
+        cache_dir: str or path, or None.
+
+    Returns:
+        The directory as an absolute ``Path`` (it may not exist yet).
+    """
+    if cache_dir is None:
+        cache_dir = os.environ.get("COURSE_DATA_DIR") or None
+    if cache_dir is None:
+        import platformdirs
+
+        cache_dir = platformdirs.user_cache_dir("transformer-course")
+    return Path(cache_dir).expanduser().resolve()
+
+
+@contextmanager
+def _atomic_output(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it into place only if the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(handle)
+    temporary = Path(temporary)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(_CHUNK_BYTES), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _manual_instructions(source: DataSource, destination: Path, files: str) -> str:
+    return (
+        f"Download {source.url} by hand (sha256 {source.sha256}) and save it as {destination}, "
+        f"then run this again; or set COURSE_DATA_DIR (or pass `cache_dir`) to a folder that "
+        f"already holds {files}."
+    )
+
+
+def download(
+    source: DataSource, directory: str | os.PathLike, *, progress: bool = True, timeout: float = 60
+) -> Path:
+    """Download ``source`` into ``directory`` and verify its sha256; reuse a verified copy.
+
+    The bytes go to a temporary file beside the destination and are hashed on the way; the file
+    is moved into place only when the download is complete and the checksum matches, so an
+    interrupted or failed download never leaves a partial or unverified file behind.
+
+    Args:
+        source: a :class:`DataSource`.
+        directory: where to save ``source.filename`` (created if missing).
+        progress: bool, show a progress bar (tqdm) while downloading.
+        timeout: float, seconds to wait on the connection before giving up.
+
+    Returns:
+        The path of the verified file.
+
+    Raises:
+        ChecksumError: the downloaded (or an already present) file has another sha256; the file
+            is deleted.
+        DatasetUnavailableError: the server cannot be reached (offline); the message says what
+            to download by hand and where to put it.
+        DownloadError: the connection broke off or the server answered with an error.
+    """
+    destination = Path(directory) / source.filename
+    if destination.exists():
+        actual = _sha256_of(destination)
+        if actual == source.sha256:
+            return destination
+        destination.unlink()
+        raise ChecksumError(str(destination), source.sha256, actual)
+
+    from tqdm.auto import tqdm
+
+    instructions = _manual_instructions(source, destination, "the converted files")
+    with _atomic_output(destination) as temporary:
+        digest, received = hashlib.sha256(), 0
+        try:
+            with urllib.request.urlopen(source.url, timeout=timeout) as response:
+                length = response.headers.get("Content-Length")
+                total = int(length) if length and length.isdigit() else None
+                with open(temporary, "wb") as stream, tqdm(
+                    total=total, unit="B", unit_scale=True, desc=source.filename,
+                    disable=not progress, leave=False,
+                ) as bar:
+                    for chunk in iter(lambda: response.read(_CHUNK_BYTES), b""):
+                        stream.write(chunk)
+                        digest.update(chunk)
+                        received += len(chunk)
+                        bar.update(len(chunk))
+        except urllib.error.HTTPError as error:
+            raise DownloadError(
+                f"Downloading {source.url} failed: HTTP {error.code} {error.reason}. {instructions}"
+            ) from error
+        except urllib.error.URLError as error:
+            raise DatasetUnavailableError(
+                f"Cannot reach {source.url} ({error.reason}); are you offline? {instructions}"
+            ) from error
+        except (OSError, EOFError) as error:  # includes http.client.IncompleteRead, timeouts
+            raise DownloadError(
+                f"The download of {source.url} broke off after {received:,} bytes ({error!r}); "
+                f"nothing was kept. Try again. {instructions}"
+            ) from error
+        if total is not None and received != total:
+            raise DownloadError(
+                f"The download of {source.url} broke off after {received:,} of {total:,} bytes; "
+                f"nothing was kept. Try again. {instructions}"
+            )
+        actual = digest.hexdigest()
+        if actual != source.sha256:
+            raise ChecksumError(source.url, source.sha256, actual)
+    return destination
+
+
+# --------------------------------------------------------------------------------------------
+# IMDB
+# --------------------------------------------------------------------------------------------
+
+
+class TextSplit(NamedTuple):
+    """One split of a labelled text data set.
+
+    Attributes:
+        texts: list of N str, the raw texts.
+        labels: int64 array of shape ``(N,)``.
+    """
+
+    texts: list
+    labels: np.ndarray
+
+
+_IMDB_MEMBER = re.compile(r"^aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")
+_IMDB_LABELS = {"neg": 0, "pos": 1}
+_IMDB_SHUFFLE_SEED = 1337
+
+
+def _imdb_row_order(keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The cache's row order: sort by (label, review id) — neg before pos — then shuffle."""
+    ordered = sorted(keys)
+    random.Random(_IMDB_SHUFFLE_SEED).shuffle(ordered)
+    return ordered
+
+
+def _convert_imdb(archive: Path, folder: Path) -> None:
+    """Convert ``aclImdb_v1.tar.gz`` into ``folder/{train,test}.csv.gz`` (atomic writes)."""
+    reviews: dict[str, dict[tuple[int, int], str]] = {"train": {}, "test": {}}
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            for member in tar:
+                match = _IMDB_MEMBER.match(member.name)
+                if not match or not member.isfile():
+                    continue
+                split, label, review_id, _rating = match.groups()
+                text = tar.extractfile(member).read().decode("utf-8")
+                reviews[split][(_IMDB_LABELS[label], int(review_id))] = text
+    except (tarfile.TarError, OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
+        raise CorruptCacheError(archive, f"cannot read it as the IMDB archive ({error})") from error
+    for split, rows in reviews.items():
+        if not rows:
+            raise CorruptCacheError(archive, f"it holds no aclImdb/{split}/(pos|neg) reviews")
+        with _atomic_output(folder / f"{split}.csv.gz") as temporary:
+            with gzip.open(temporary, "wt", encoding="utf-8", newline="") as stream:
+                writer = csv.writer(stream, lineterminator="\n")
+                writer.writerow(["text", "label"])
+                for key in _imdb_row_order(list(rows)):
+                    writer.writerow([rows[key], key[0]])
+
+
+def _read_imdb_split(path: Path, expected_records: int | None) -> TextSplit:
+    texts, labels = [], []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as stream:
+            reader = csv.reader(stream)
+            header = next(reader, None)
+            if header != ["text", "label"]:
+                raise CorruptCacheError(path, f"its header is {header!r}, not ['text', 'label']")
+            for row in reader:
+                if len(row) != 2 or row[1] not in ("0", "1"):
+                    raise CorruptCacheError(
+                        path, f"row {reader.line_num} is not a text and a 0/1 label"
+                    )
+                texts.append(row[0])
+                labels.append(int(row[1]))
+    except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as error:
+        raise CorruptCacheError(path, f"it cannot be read ({error})") from error
+    if expected_records is not None and len(texts) != expected_records:
+        raise CorruptCacheError(path, f"it holds {len(texts):,} reviews, not {expected_records:,}")
+    return TextSplit(texts, np.asarray(labels, dtype="int64"))
+
+
+def load_imdb(
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    source: DataSource = IMDB_SOURCE,
+    download_if_missing: bool = True,
+    progress: bool = True,
+) -> tuple[TextSplit, TextSplit]:
+    """The IMDB Large Movie Review Dataset, original 25,000 / 25,000 train / test split.
+
+    Texts are the raw reviews (mixed case, punctuation, ``<br />`` tags); labels are 1 for a
+    positive review (rating >= 7) and 0 for a negative one (rating <= 4). Rows come shuffled in
+    a fixed order, so a plain validation split is not single-class.
+
+    Args:
+        cache_dir: the cache directory; see :func:`cache_directory`.
+        source: where to download from if the cache lacks the files (tests pass their own).
+        download_if_missing: bool, download when the cache lacks the files; if False, raise.
+        progress: bool, show a progress bar while downloading.
+
+    Returns:
+        ``(train, test)``, two :class:`TextSplit` of 25,000 reviews each.
+
+    Raises:
+        DatasetUnavailableError: the files are not cached and cannot be downloaded; the message
+            says what to download and where to put it.
+        ChecksumError, DownloadError: the download failed; nothing partial is kept.
+        CorruptCacheError: a cached file cannot be read or holds the wrong number of reviews.
+
+    Source:
+        Maas et al., 2011. "Learning Word Vectors for Sentiment Analysis", ACL-HLT.
+        https://ai.stanford.edu/~amaas/data/sentiment/
+    """
+    root = cache_directory(cache_dir)
+    folder = root / "imdb"
+    paths = [folder / "train.csv.gz", folder / "test.csv.gz"]
+    if not all(path.exists() for path in paths):
+        archive_path = root / "downloads" / source.filename
+        if not download_if_missing and not archive_path.exists():
+            raise DatasetUnavailableError(
+                f"{source.name} is not in the cache {folder}. "
+                + _manual_instructions(source, archive_path, "imdb/train.csv.gz and imdb/test.csv.gz")
+            )
+        archive = download(source, root / "downloads", progress=progress)
+        _convert_imdb(archive, folder)
+    train, test = (_read_imdb_split(path, source.expected_records) for path in paths)
+    return train, test
+
+
+# --------------------------------------------------------------------------------------------
+# English-Spanish pairs
+# --------------------------------------------------------------------------------------------
+
+_SPA_ENG_MEMBER = "spa-eng/spa.txt"
+
+
+def _convert_spa_eng(archive: Path, folder: Path) -> None:
+    """Copy ``spa-eng/spa.txt`` out of the zip into ``folder/spa.txt.gz`` (atomic write)."""
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            with bundle.open(_SPA_ENG_MEMBER) as member, _atomic_output(
+                folder / "spa.txt.gz"
+            ) as temporary:
+                with open(temporary, "wb") as raw, gzip.GzipFile(
+                    filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0
+                ) as stream:
+                    shutil.copyfileobj(member, stream)
+    except KeyError as error:
+        raise CorruptCacheError(archive, f"it has no member {_SPA_ENG_MEMBER}") from error
+    except (zipfile.BadZipFile, OSError, zlib.error) as error:
+        raise CorruptCacheError(archive, f"cannot read it as a zip archive ({error})") from error
+
+
+def _read_spa_eng(path: Path, expected_records: int | None) -> list[tuple[str, str]]:
+    pairs = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="\n") as stream:
+            for number, line in enumerate(stream, start=1):
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) != 2 or not fields[0] or not fields[1]:
+                    raise CorruptCacheError(
+                        path, f"line {number} is not 'English<TAB>Spanish': {line[:80]!r}"
+                    )
+                pairs.append((fields[0], fields[1]))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
+        raise CorruptCacheError(path, f"it cannot be read ({error})") from error
+    if expected_records is not None and len(pairs) != expected_records:
+        raise CorruptCacheError(path, f"it holds {len(pairs):,} pairs, not {expected_records:,}")
+    return pairs
+
+
+def load_spa_eng(
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    source: DataSource = SPA_ENG_SOURCE,
+    download_if_missing: bool = True,
+    progress: bool = True,
+) -> list[tuple[str, str]]:
+    """English–Spanish sentence pairs from the Tatoeba Project (manythings.org/anki, 2018).
+
+    Args:
+        cache_dir: the cache directory; see :func:`cache_directory`.
+        source: where to download from if the cache lacks the file (tests pass their own).
+        download_if_missing: bool, download when the cache lacks the file; if False, raise.
+        progress: bool, show a progress bar while downloading.
+
+    Returns:
+        A list of 118,964 ``(english, spanish)`` str pairs, in file order (short to long).
+        Spanish keeps its accents and ¿ ¡.
+
+    Raises:
+        DatasetUnavailableError: the file is not cached and cannot be downloaded; the message
+            says what to download and where to put it.
+        ChecksumError, DownloadError: the download failed; nothing partial is kept.
+        CorruptCacheError: the cached file cannot be read or holds the wrong number of pairs.
+
+    Source:
+        Tatoeba (tatoeba.org), via manythings.org/anki; CC-BY 2.0 FR.
+    """
+    root = cache_directory(cache_dir)
+    path = root / "spa-eng" / "spa.txt.gz"
+    if not path.exists():
+        archive_path = root / "downloads" / source.filename
+        if not download_if_missing and not archive_path.exists():
+            raise DatasetUnavailableError(
+                f"{source.name} is not in the cache {path.parent}. "
+                + _manual_instructions(source, archive_path, "spa-eng/spa.txt.gz")
+            )
+        archive = download(source, root / "downloads", progress=progress)
+        _convert_spa_eng(archive, path.parent)
+    return _read_spa_eng(path, source.expected_records)

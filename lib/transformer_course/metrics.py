@@ -1,0 +1,61 @@
+"""Metrics the course reports.
+
+Sequence-to-sequence accuracy comes in two strengths: **element accuracy** counts every output
+step that is right, **sequence accuracy** counts a sequence only if every step is right.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["element_accuracy", "sequence_accuracy"]
+
+
+def _symbols(name: str, values) -> np.ndarray:
+    values = np.asarray(values)
+    if values.ndim == 3:  # (N, T, F) one-hot vectors or probabilities
+        return np.argmax(values, axis=-1)
+    if values.ndim == 2 and np.issubdtype(values.dtype, np.integer):  # (N, T) symbols
+        return values
+    raise ValueError(
+        f"`{name}` must be one-hot/probabilities of shape (N, T, F) or integer symbols of shape "
+        f"(N, T); received shape {values.shape} and dtype {values.dtype}."
+    )
+
+
+def _aligned(y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
+    true, predicted = _symbols("y_true", y_true), _symbols("y_pred", y_pred)
+    if true.shape != predicted.shape:
+        raise ValueError(
+            f"`y_true` and `y_pred` must describe the same (N, T) sequences; received "
+            f"{true.shape} and {predicted.shape}."
+        )
+    if true.size == 0:
+        raise ValueError("`y_true` holds no sequences; accuracy of nothing is undefined.")
+    return true, predicted
+
+
+def element_accuracy(y_true, y_pred) -> float:
+    """Fraction of output steps whose most likely symbol is the true one.
+
+    Args:
+        y_true: one-hot ``(N, T, F)`` or integer ``(N, T)`` targets.
+        y_pred: probabilities or one-hot ``(N, T, F)``, or integer ``(N, T)`` predictions.
+
+    Returns:
+        float in [0, 1].
+
+    Raises:
+        ValueError: if the shapes disagree, a rank is wrong, or there is nothing to score.
+    """
+    true, predicted = _aligned(y_true, y_pred)
+    return float(np.mean(true == predicted))
+
+
+def sequence_accuracy(y_true, y_pred) -> float:
+    """Fraction of sequences whose every step is right (exact match).
+
+    Arguments, return value and errors as :func:`element_accuracy`.
+    """
+    true, predicted = _aligned(y_true, y_pred)
+    return float(np.mean(np.all(true == predicted, axis=-1)))

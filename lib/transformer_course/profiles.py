@@ -1,0 +1,162 @@
+"""Run profiles: the settings every notebook reads.
+
+Two profiles exist:
+
+* ``smoke`` — the whole series runs on a 2-core CPU in minutes. Continuous integration uses it.
+  Accuracies from a smoke run mean nothing and nothing asserts them.
+* ``full`` — the settings behind every number the course reports.
+
+The profile comes from the ``name`` argument, else the ``COURSE_PROFILE`` environment variable,
+else ``full``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["PROFILE_NAMES", "DEFAULT_PROFILE", "Profile", "Settings", "profile"]
+
+DEFAULT_PROFILE = "full"
+
+# Settings per profile, then per notebook id. Keep the two profiles' keys identical:
+# a test checks it, so a notebook never finds a key missing in one of them.
+_SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "full": {
+        "01": {
+            # The lecture notes' setup: sequences of 4 values in 1..9, one-hot width 10.
+            "train_size": 2000,
+            "test_size": 200,
+            "n_timesteps_in": 4,
+            "n_features": 10,
+            "units": 16,
+            "batch_size": 10,
+            "epochs": 60,
+            "teacher_forcing_epochs": 60,
+            # The bottleneck sweep: longer sequences over a 16-wide vocabulary.
+            "sweep_lengths": (4, 8, 12, 16, 20),
+            "sweep_n_features": 16,
+            "sweep_train_size": 10000,
+            "sweep_test_size": 1000,
+            "sweep_units": 64,
+            "sweep_batch_size": 32,
+            "sweep_epochs": 40,
+        },
+    },
+    "smoke": {
+        "01": {
+            "train_size": 200,
+            "test_size": 40,
+            "n_timesteps_in": 4,
+            "n_features": 10,
+            "units": 16,
+            "batch_size": 20,
+            "epochs": 2,
+            "teacher_forcing_epochs": 2,
+            "sweep_lengths": (4, 8),
+            "sweep_n_features": 16,
+            "sweep_train_size": 200,
+            "sweep_test_size": 40,
+            "sweep_units": 16,
+            "sweep_batch_size": 50,
+            "sweep_epochs": 1,
+        },
+    },
+}
+
+PROFILE_NAMES: tuple[str, ...] = tuple(sorted(_SETTINGS))
+
+
+class Settings(Mapping):
+    """Read-only settings of one notebook in one profile, readable as ``settings.epochs``.
+
+    Raises:
+        AttributeError / KeyError: for a setting the profile does not define; the message lists
+            the settings that exist.
+    """
+
+    def __init__(self, notebook: str, profile_name: str, values: Mapping[str, Any]):
+        self._notebook = notebook
+        self._profile_name = profile_name
+        self._values = MappingProxyType(dict(values))
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise KeyError(
+                f"Notebook {self._notebook!r} has no setting {key!r} in profile "
+                f"{self._profile_name!r}; it has: {', '.join(sorted(self._values))}."
+            ) from None
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):
+            raise AttributeError(key)
+        try:
+            return self[key]
+        except KeyError as error:
+            raise AttributeError(error.args[0]) from None
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        items = ", ".join(f"{key}={value!r}" for key, value in self._values.items())
+        return f"Settings(notebook={self._notebook!r}, profile={self._profile_name!r}, {items})"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named profile; ``notebook(id)`` gives that notebook's settings."""
+
+    name: str
+
+    def notebook(self, notebook_id: str) -> Settings:
+        """Settings for notebook ``notebook_id`` (``"01"``, ``"02"``, ...).
+
+        Raises:
+            ValueError: if the profile defines no settings for ``notebook_id``.
+        """
+        table = _SETTINGS[self.name]
+        if notebook_id not in table:
+            raise ValueError(
+                f"`notebook_id` must be one of {sorted(table)}; received {notebook_id!r}."
+            )
+        return Settings(notebook_id, self.name, table[notebook_id])
+
+    @property
+    def is_full(self) -> bool:
+        """True for the profile whose results the course reports."""
+        return self.name == "full"
+
+
+def profile(name: str | None = None) -> Profile:
+    """Return the active run profile.
+
+    Args:
+        name: ``"smoke"`` or ``"full"``. Defaults to the ``COURSE_PROFILE`` environment
+            variable, and to ``"full"`` when that is unset or empty.
+
+    Returns:
+        A :class:`Profile`; ``profile().notebook("01").epochs`` is a setting.
+
+    Raises:
+        ValueError: for an unknown profile name; the message lists the valid ones and says
+            where the bad name came from.
+    """
+    source = "`name`"
+    if name is None:
+        name = os.environ.get("COURSE_PROFILE", "").strip() or DEFAULT_PROFILE
+        source = "COURSE_PROFILE"
+    if name not in _SETTINGS:
+        raise ValueError(
+            f"Unknown profile {name!r} (from {source}); valid profiles: "
+            f"{', '.join(PROFILE_NAMES)}."
+        )
+    return Profile(name)

@@ -1,0 +1,185 @@
+"""Records of real runs: what a notebook reports, and the summary table built from them.
+
+A notebook calls :func:`report_metric` for each number it reports. When the headless runner
+(``transformer-course run``) executes the notebook it collects those metrics, and after a
+full-profile run it writes one JSON record per notebook to ``results/`` with the metrics, the
+profile, the hardware, the library versions, the run time in seconds and the git commit.
+The README's results table is generated from those records (``transformer-course results``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+__all__ = [
+    "METRICS_FILE_VARIABLE",
+    "report_metric",
+    "report_environment",
+    "read_report",
+    "write_record",
+    "load_records",
+    "results_table",
+    "update_readme_table",
+]
+
+METRICS_FILE_VARIABLE = "COURSE_METRICS_FILE"
+_TABLE_START = "<!-- results-table:start -->"
+_TABLE_END = "<!-- results-table:end -->"
+
+
+def report_metric(name: str, value, description: str = "", headline: bool = False) -> None:
+    """Report one number a notebook shows: print it, and hand it to the runner if one is running.
+
+    Args:
+        name: str, a short identifier (``"test_element_accuracy"``).
+        value: a finite int or float (NumPy scalars are accepted).
+        description: str, what the number is, for the summary table.
+        headline: bool, the notebook's main number (the runner's table shows it).
+
+    Raises:
+        ValueError: if ``name`` is empty or ``value`` is not a finite number.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"`name` must be a non-empty str; received {name!r}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`value` must be a number; received {value!r}.") from None
+    if not math.isfinite(number):
+        raise ValueError(f"`value` must be finite; received {value!r}.")
+    print(f"{name} = {number:.4f}" + (f"  ({description})" if description else ""))
+    target = os.environ.get(METRICS_FILE_VARIABLE)
+    if target:
+        entry = {"name": name, "value": number, "description": description, "headline": headline}
+        with open(target, "a", encoding="utf-8") as stream:
+            stream.write(json.dumps(entry) + "\n")
+
+
+def report_environment(hardware: dict, versions: dict) -> None:
+    """Hand the kernel's hardware and library versions to the runner, if one is running."""
+    target = os.environ.get(METRICS_FILE_VARIABLE)
+    if target:
+        with open(target, "a", encoding="utf-8") as stream:
+            stream.write(json.dumps({"environment": {"hardware": hardware, "versions": versions}}) + "\n")
+
+
+def read_report(path: str | os.PathLike) -> tuple[dict, dict]:
+    """Read what :func:`report_metric` and :func:`report_environment` wrote.
+
+    Returns:
+        ``(metrics, environment)``: metrics maps name -> ``{"value", "description",
+        "headline"}`` (a later report of a name replaces an earlier one); environment holds
+        ``hardware`` and ``versions`` when reported. Both are empty if the file is missing.
+    """
+    metrics: dict = {}
+    environment: dict = {}
+    path = Path(path)
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            if "environment" in entry:
+                environment = entry["environment"]
+            else:
+                metrics[entry.pop("name")] = entry
+    return metrics, environment
+
+
+def write_record(
+    results_dir: str | os.PathLike,
+    notebook: str,
+    *,
+    profile: str,
+    metrics: dict,
+    seconds: float,
+    hardware: dict,
+    versions: dict,
+    commit: dict,
+) -> Path:
+    """Write ``results_dir/<notebook>.json`` atomically and return its path.
+
+    Args:
+        results_dir: folder of records (created if missing).
+        notebook: str, the notebook's file stem (``"01_seq2seq_lstm"``).
+        profile: str, the profile the run used.
+        metrics: the metrics from :func:`read_report`.
+        seconds: float, wall-clock run time of the whole notebook.
+        hardware, versions, commit: from :mod:`transformer_course.runtime`.
+    """
+    record = {
+        "notebook": notebook,
+        "profile": profile,
+        "metrics": metrics,
+        "seconds": round(seconds, 1),
+        "hardware": hardware,
+        "versions": versions,
+        "commit": commit.get("commit"),
+        "uncommitted_changes": commit.get("dirty"),
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    folder = Path(results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{notebook}.json"
+    temporary = path.with_suffix(".json.part")
+    temporary.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def load_records(results_dir: str | os.PathLike) -> list[dict]:
+    """All records in ``results_dir``, ordered by notebook name."""
+    folder = Path(results_dir)
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
+
+
+def headline(metrics: dict) -> tuple[str, dict] | None:
+    """The metric marked ``headline``, else the first one, else None."""
+    for name, entry in metrics.items():
+        if entry.get("headline"):
+            return name, entry
+    return next(iter(metrics.items()), None)
+
+
+def results_table(records: list[dict]) -> str:
+    """A Markdown table of the records: notebook, headline metric, value, hardware, time."""
+    lines = [
+        "| notebook | result | value | profile | hardware | run time | commit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for record in records:
+        top = headline(record["metrics"])
+        name, value = ("—", "—") if top is None else (top[1].get("description") or top[0], f"{top[1]['value']:.4f}")
+        hardware = record["hardware"]
+        machine = hardware.get("accelerator") or f"CPU ({hardware.get('cpu_count')} cores)"
+        commit = (record.get("commit") or "unknown")[:10]
+        lines.append(
+            f"| {record['notebook']} | {name} | {value} | {record['profile']} | {machine} | "
+            f"{record['seconds'] / 60:.1f} min | {commit} |"
+        )
+    return "\n".join(lines)
+
+
+def update_readme_table(readme: str | os.PathLike, results_dir: str | os.PathLike) -> bool:
+    """Regenerate the table between the README's results-table markers.
+
+    Returns:
+        True if the README changed.
+
+    Raises:
+        ValueError: if the README lacks the two marker lines.
+    """
+    path = Path(readme)
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(_TABLE_START), text.find(_TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path} must contain the lines {_TABLE_START} and {_TABLE_END}.")
+    table = results_table(load_records(results_dir))
+    new = text[: start + len(_TABLE_START)] + "\n" + table + "\n" + text[end:]
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text

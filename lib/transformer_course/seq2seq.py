@@ -1,0 +1,256 @@
+"""LSTM encoder-decoder models for sequence-to-sequence tasks (notebook 01).
+
+The encoder reads the whole input and hands its final hidden and cell states ``(h, c)`` — the
+context vector — to the decoder, which then writes the output one step at a time.
+
+Shape letters: B batch, T_in input length, T_out output length, F one-hot width (features),
+U LSTM units.
+
+References:
+    Sutskever, Vinyals and Le, 2014. "Sequence to Sequence Learning with Neural Networks",
+    §2 (the encoder-decoder) and §3.3 (reversing the source). https://arxiv.org/abs/1409.3215
+    Williams and Zipser, 1989. "A Learning Algorithm for Continually Running Fully Recurrent
+    Neural Networks" (teacher forcing).
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+__all__ = [
+    "LSTMDecoder",
+    "build_encoder_decoder",
+    "build_teacher_forcing_encoder_decoder",
+    "shift_right",
+]
+
+_FEEDBACK_MODES = ("probabilities", "argmax")
+
+
+def _check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer; received {value!r}.")
+    return int(value)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class LSTMDecoder(keras.layers.Layer):
+    """An LSTM decoder that writes ``output_length`` steps, one at a time.
+
+    At each step one ``LSTMCell`` step is followed by a dense softmax over the ``n_features``
+    symbols. The layer runs in one of two modes:
+
+    * **free-running** (``decoder_inputs=None``): the first input is all zeros (a start symbol
+      that is no one-hot vector), and each later input is the decoder's own previous prediction.
+      ``feedback="probabilities"`` feeds back the softmax output itself, which keeps the loop
+      differentiable so the model can be trained this way (the lecture notes' model);
+      ``feedback="argmax"`` feeds back the one-hot vector of the most likely symbol, which matches
+      what a teacher-forced model saw in training.
+    * **teacher forcing** (``decoder_inputs`` given): the input at step ``t`` is
+      ``decoder_inputs[:, t]``, normally the true target shifted right by one step
+      (see :func:`shift_right`), whatever the decoder predicted before.
+
+    Args:
+        units: int, the LSTM width U; must match the encoder's state width.
+        n_features: int, the one-hot width F of inputs and outputs.
+        output_length: int, how many steps T_out to write.
+        feedback: str, ``"probabilities"`` (default) or ``"argmax"``: what the free-running
+            mode feeds back.
+        **kwargs: passed to ``keras.layers.Layer`` (``name``, ``dtype``, ...).
+
+    Call arguments:
+        states: tuple ``(state_h, state_c)``, each float32 of shape ``(B, U)``: the encoder's
+            final hidden and cell states, the context vector.
+        decoder_inputs: optional float32 ``(B, T_out, F)``: teacher-forcing inputs. ``None``
+            runs free.
+
+    Returns:
+        float32 ``(B, T_out, F)``: a probability distribution over the F symbols at each step.
+
+    Raises:
+        ValueError: for a non-positive ``units``, ``n_features`` or ``output_length``, an unknown
+            ``feedback``, or ``decoder_inputs`` whose shape is not ``(B, T_out, F)``.
+
+    Example:
+        >>> decoder = LSTMDecoder(units=16, n_features=10, output_length=4)
+        >>> h = c = keras.ops.zeros((2, 16))
+        >>> decoder((h, c)).shape
+        (2, 4, 10)
+    """
+
+    def __init__(self, units, n_features, output_length, feedback="probabilities", **kwargs):
+        super().__init__(**kwargs)
+        self.units = _check_positive_int("units", units)
+        self.n_features = _check_positive_int("n_features", n_features)
+        self.output_length = _check_positive_int("output_length", output_length)
+        if feedback not in _FEEDBACK_MODES:
+            raise ValueError(
+                f"`feedback` must be one of {_FEEDBACK_MODES}; received {feedback!r}."
+            )
+        self.feedback = feedback
+        self.cell = keras.layers.LSTMCell(self.units, name="lstm_cell")
+        self.output_dense = keras.layers.Dense(
+            self.n_features, activation="softmax", name="output_dense"
+        )
+
+    def build(self, states_shape, decoder_inputs_shape=None):
+        self.cell.build((None, self.n_features))
+        self.output_dense.build((None, self.units))
+        super().build(states_shape)
+
+    def call(self, states, decoder_inputs=None):
+        state_h, state_c = states  # (B, U) each
+        if decoder_inputs is not None:
+            expected = (self.output_length, self.n_features)
+            if tuple(decoder_inputs.shape[1:]) != expected:
+                raise ValueError(
+                    f"`decoder_inputs` must have shape (batch, {expected[0]}, {expected[1]}); "
+                    f"received {tuple(decoder_inputs.shape)}."
+                )
+        batch_size = ops.shape(state_h)[0]
+        step_input = ops.zeros((batch_size, self.n_features), dtype=state_h.dtype)  # (B, F)
+        outputs = []
+        for step in range(self.output_length):
+            if decoder_inputs is not None:
+                step_input = decoder_inputs[:, step, :]  # teacher forcing: the true previous symbol
+            cell_output, (state_h, state_c) = self.cell(step_input, [state_h, state_c])
+            probabilities = self.output_dense(cell_output)  # (B, F)
+            outputs.append(probabilities)
+            if self.feedback == "probabilities":
+                step_input = probabilities
+            else:
+                step_input = ops.one_hot(
+                    ops.argmax(probabilities, axis=-1), self.n_features, dtype=probabilities.dtype
+                )
+        return ops.stack(outputs, axis=1)  # (B, T_out, F)
+
+    def compute_output_shape(self, states_shape, decoder_inputs_shape=None):
+        batch_size = states_shape[0][0]
+        return (batch_size, self.output_length, self.n_features)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            units=self.units,
+            n_features=self.n_features,
+            output_length=self.output_length,
+            feedback=self.feedback,
+        )
+        return config
+
+
+def _encoder(n_timesteps_in: int, n_features: int, units: int):
+    encoder_inputs = keras.Input(shape=(n_timesteps_in, n_features), name="encoder_inputs")
+    encoder_lstm = keras.layers.LSTM(units, return_state=True, name="encoder_lstm")
+    _, state_h, state_c = encoder_lstm(encoder_inputs)  # (B, U) each: the context vector
+    return encoder_inputs, (state_h, state_c)
+
+
+def build_encoder_decoder(
+    n_timesteps_in: int,
+    n_features: int,
+    units: int,
+    n_timesteps_out: int | None = None,
+    name: str = "lstm_encoder_decoder",
+) -> keras.Model:
+    """The free-running LSTM encoder-decoder of the lecture notes (uncompiled).
+
+    Encoder ``LSTM(units, return_state=True)`` → context ``(h, c)`` → :class:`LSTMDecoder` that
+    starts from a zero input and feeds its own softmax output back at every step, in training
+    and at inference alike.
+
+    Args:
+        n_timesteps_in: int, input length T_in.
+        n_features: int, one-hot width F.
+        units: int, LSTM width U of encoder and decoder.
+        n_timesteps_out: int, output length T_out; defaults to ``n_timesteps_in``.
+        name: str, the model's name.
+
+    Returns:
+        A ``keras.Model`` mapping float32 ``(B, T_in, F)`` one-hot inputs to float32
+        ``(B, T_out, F)`` probabilities.
+
+    Raises:
+        ValueError: if any size is not a positive integer.
+    """
+    n_timesteps_in = _check_positive_int("n_timesteps_in", n_timesteps_in)
+    n_timesteps_out = _check_positive_int(
+        "n_timesteps_out", n_timesteps_in if n_timesteps_out is None else n_timesteps_out
+    )
+    encoder_inputs, states = _encoder(n_timesteps_in, n_features, units)
+    decoder = LSTMDecoder(units, n_features, n_timesteps_out, feedback="probabilities", name="decoder")
+    return keras.Model(encoder_inputs, decoder(states), name=name)
+
+
+def build_teacher_forcing_encoder_decoder(
+    n_timesteps_in: int,
+    n_features: int,
+    units: int,
+    n_timesteps_out: int | None = None,
+    name: str = "teacher_forcing_encoder_decoder",
+) -> tuple[keras.Model, keras.Model]:
+    """An LSTM encoder-decoder trained with teacher forcing, and its step-by-step inference model.
+
+    Both models share every layer (so training one trains the other). The training model's
+    decoder reads the true previous symbol at each step; the inference model's decoder has no
+    targets, so it starts from a zero input and feeds back the one-hot of its own most likely
+    symbol.
+
+    Args:
+        n_timesteps_in: int, input length T_in.
+        n_features: int, one-hot width F.
+        units: int, LSTM width U.
+        n_timesteps_out: int, output length T_out; defaults to ``n_timesteps_in``.
+        name: str, prefix of the two models' names.
+
+    Returns:
+        ``(training_model, inference_model)``:
+
+        * ``training_model``: inputs ``[encoder_inputs (B, T_in, F), decoder_inputs
+          (B, T_out, F)]`` — ``decoder_inputs = shift_right(targets)`` — to ``(B, T_out, F)``
+          probabilities;
+        * ``inference_model``: ``encoder_inputs (B, T_in, F)`` to ``(B, T_out, F)``
+          probabilities, decoding one step at a time.
+
+    Raises:
+        ValueError: if any size is not a positive integer.
+    """
+    n_timesteps_in = _check_positive_int("n_timesteps_in", n_timesteps_in)
+    n_timesteps_out = _check_positive_int(
+        "n_timesteps_out", n_timesteps_in if n_timesteps_out is None else n_timesteps_out
+    )
+    encoder_inputs, states = _encoder(n_timesteps_in, n_features, units)
+    decoder_inputs = keras.Input(shape=(n_timesteps_out, n_features), name="decoder_inputs")
+    decoder = LSTMDecoder(units, n_features, n_timesteps_out, feedback="argmax", name="decoder")
+    training_model = keras.Model(
+        [encoder_inputs, decoder_inputs],
+        decoder(states, decoder_inputs=decoder_inputs),
+        name=f"{name}_training",
+    )
+    inference_model = keras.Model(encoder_inputs, decoder(states), name=f"{name}_inference")
+    return training_model, inference_model
+
+
+def shift_right(targets) -> np.ndarray:
+    """Teacher-forcing decoder inputs: the targets delayed by one step, starting from zeros.
+
+    Args:
+        targets: array ``(B, T_out, F)``, the one-hot targets.
+
+    Returns:
+        float32 ``(B, T_out, F)``: ``out[:, 0]`` is all zeros (the start symbol) and
+        ``out[:, t] = targets[:, t - 1]`` for ``t >= 1``.
+
+    Raises:
+        ValueError: if ``targets`` is not rank 3.
+    """
+    targets = np.asarray(targets, dtype="float32")
+    if targets.ndim != 3:
+        raise ValueError(
+            f"`targets` must have shape (batch, steps, features); received shape {targets.shape}."
+        )
+    shifted = np.zeros_like(targets)
+    shifted[:, 1:] = targets[:, :-1]
+    return shifted
