@@ -100,7 +100,9 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
         )
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         config = Config()
-        config.KernelManager.transport = "ipc"  # a local socket file, not an unencrypted TCP port
+        # Talk to the kernel through socket files in the scratch folder, not unencrypted TCP ports.
+        config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = str(Path(scratch, "kernel"))
         client = NotebookClient(
             notebook,
             config=config,
@@ -114,9 +116,9 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
         try:
             client.execute()
             run.status = "passed"
-        except (CellExecutionError, CellTimeoutError, DeadKernelError) as error:
+        except Exception as error:  # a cell error, a timeout, a dead or unstartable kernel
             run.status = "failed"
-            index = current["index"]
+            index = current["index"] if isinstance(error, (CellExecutionError, CellTimeoutError, DeadKernelError)) else None
             where = "before any cell ran" if index is None else f"cell {index + 1} of {len(notebook.cells)}"
             if index is not None:
                 first_line = notebook.cells[index].source.strip().splitlines()[:1]
