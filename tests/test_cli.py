@@ -1,0 +1,95 @@
+"""The headless runner on small notebooks of its own."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from transformer_course import cli
+
+PASSING = [
+    "import os\nprint('profile:', os.environ['COURSE_PROFILE'])",
+    "from transformer_course.results import report_metric\nreport_metric('answer', 42, 'the answer', headline=True)",
+]
+FAILING = ["x = 1", "raise ValueError('broken on purpose')", "print('never reached')"]
+
+
+def _write(folder: Path, name: str, cells: list[str]) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("# A test notebook")]
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in cells]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = folder / name
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.fixture
+def project(tmp_path):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    _write(notebooks, "01_first.ipynb", PASSING)
+    _write(notebooks, "02_broken.ipynb", FAILING)
+    _write(notebooks, "03_third.ipynb", PASSING)
+    return tmp_path
+
+
+def _digests(folder: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+def test_run_reports_each_notebook_and_continues_after_a_failure(project, capsys):
+    notebooks = project / "notebooks"
+    before = _digests(notebooks)
+    code = cli.main([
+        "run", "--profile", "full", "--quiet", "--notebooks-dir", str(notebooks),
+        "--build-dir", str(project / "build"), "--results-dir", str(project / "results"),
+    ])
+    output = capsys.readouterr().out
+    assert code == 1
+    table = output.split("\n\n")[0]
+    assert "01_first   PASSED" in table and "answer = 42.0000" in table
+    assert "02_broken  FAILED" in table
+    assert "03_third   PASSED" in table
+    assert "FAILED " + str(notebooks / "02_broken.ipynb") in output
+    assert "cell 3 of 4" in output and "ValueError" in output and "broken on purpose" in output
+    # Sources untouched; executed copies in the build folder, the failing one with its traceback.
+    assert _digests(notebooks) == before
+    executed = nbformat.read(project / "build" / "01_first.ipynb", 4)
+    assert executed.cells[1].outputs[0]["text"] == "profile: full\n"
+    broken = nbformat.read(project / "build" / "02_broken.ipynb", 4)
+    assert broken.cells[2].outputs[0]["output_type"] == "error"
+    # A full-profile run records each passing notebook.
+    assert sorted(p.name for p in (project / "results").iterdir()) == ["01_first.json", "03_third.json"]
+    record = json.loads((project / "results" / "01_first.json").read_text())
+    assert record["profile"] == "full"
+    assert record["metrics"]["answer"]["value"] == 42
+    assert record["seconds"] > 0 and record["versions"]["keras"] and record["hardware"]["cpu_count"]
+    assert "commit" in record
+
+
+def test_smoke_run_of_chosen_notebooks_writes_no_records(project, capsys):
+    code = cli.main([
+        "run", "03", "01_first", "--profile", "smoke", "--quiet",
+        "--notebooks-dir", str(project / "notebooks"), "--build-dir", str(project / "build"),
+        "--results-dir", str(project / "results"),
+    ])
+    output = capsys.readouterr().out
+    assert code == 0
+    assert output.index("03_third") < output.index("01_first")  # in the order given
+    assert not (project / "results").exists()
+    executed = nbformat.read(project / "build" / "03_third.ipynb", 4)
+    assert executed.cells[1].outputs[0]["text"] == "profile: smoke\n"
+
+
+def test_unknown_notebook_lists_the_available_ones(project):
+    with pytest.raises(SystemExit, match="NOTEBOOK '07' matches 0 notebooks.*01_first, 02_broken, 03_third"):
+        cli.main(["run", "07", "--notebooks-dir", str(project / "notebooks")])
+
+
+def test_unknown_profile_is_refused(project, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--profile", "fast", "--notebooks-dir", str(project / "notebooks")])
+    assert "invalid choice: 'fast'" in capsys.readouterr().err

@@ -1,0 +1,28 @@
+import numpy as np
+import pytest
+
+from transformer_course.datasets import one_hot_encode
+from transformer_course.metrics import element_accuracy, sequence_accuracy
+
+
+def test_accuracies_on_a_known_example():
+    targets = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
+    predictions = np.array([[1, 2, 3, 4], [5, 6, 0, 8]])  # 7 of 8 steps, 1 of 2 sequences
+    assert element_accuracy(targets, predictions) == pytest.approx(7 / 8)
+    assert sequence_accuracy(targets, predictions) == pytest.approx(1 / 2)
+
+
+def test_probabilities_are_scored_by_argmax():
+    targets = one_hot_encode([[1, 2]], 3)
+    probabilities = np.array([[[0.2, 0.7, 0.1], [0.5, 0.2, 0.3]]])  # right, then wrong
+    assert element_accuracy(targets, probabilities) == pytest.approx(0.5)
+    assert sequence_accuracy(targets, probabilities) == 0.0
+
+
+def test_mismatched_shapes_are_rejected():
+    with pytest.raises(ValueError, match="same \\(N, T\\) sequences"):
+        element_accuracy(np.zeros((2, 4), int), np.zeros((2, 5), int))
+    with pytest.raises(ValueError, match="`y_pred` must be"):
+        sequence_accuracy(np.zeros((2, 4), int), np.zeros(4))
+    with pytest.raises(ValueError, match="no sequences"):
+        element_accuracy(np.zeros((0, 4), int), np.zeros((0, 4), int))

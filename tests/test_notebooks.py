@@ -1,0 +1,76 @@
+"""The notebooks as files: pairing, stored outputs, badges, and the README's commands.
+
+Executing them is nbval's job: pytest collects notebooks/*.ipynb with --nbval-lax.
+"""
+
+import re
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+COLAB = "https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/"
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks/NN_*.ipynb found"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_paired_script_matches_the_notebook(path):
+    script = path.with_suffix(".py")
+    assert script.exists(), f"{path.name} has no paired {script.name}; run jupytext --set-formats ipynb,py:percent"
+    from_notebook = [(c.cell_type, c.source.strip()) for c in jupytext.read(path).cells]
+    from_script = [(c.cell_type, c.source.strip()) for c in jupytext.read(script).cells]
+    assert from_notebook == from_script, f"{path.name} and {script.name} disagree; run jupytext --sync {path}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_outputs_come_from_one_full_profile_run_without_errors(path):
+    notebook = nbformat.read(path, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert all(cell.execution_count is not None for cell in code), "every code cell must have run"
+    counts = [cell.execution_count for cell in code]
+    assert counts == list(range(1, len(code) + 1)), "outputs must come from one top-to-bottom run"
+    assert not [o for cell in code for o in cell.outputs if o.output_type == "error"]
+    first_output = next(o for cell in code for o in cell.outputs if o.output_type == "stream")
+    assert first_output["text"].startswith("Profile: full\n")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_code_cells_stay_short(path):
+    notebook = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code":
+            assert len(cell.source.splitlines()) <= 16, f"cell {index + 1} has over 15 lines of code"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_colab_badges(path):
+    badge = COLAB + path.name
+    assert badge in (ROOT / "README.md").read_text(encoding="utf-8")
+    first_cell = nbformat.read(path, as_version=4).cells[0]
+    assert badge in first_cell.source
+
+
+def _readme_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", quick_start, flags=re.S)
+
+
+def test_readme_quick_start_has_two_complete_commands():
+    commands = _readme_commands()
+    assert len(commands) == 2
+    for command in commands:
+        assert command.startswith("python3 -m venv .venv && .venv/bin/pip install -r requirements.txt -e .")
+    assert commands[0].endswith("transformer-course run --profile smoke")
+    assert commands[1].endswith("-m pytest")
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert _readme_commands()[1] in ci.splitlines()

@@ -1,0 +1,59 @@
+import pytest
+
+from transformer_course import PROFILE_NAMES, profile
+from transformer_course.profiles import _SETTINGS
+
+
+def test_default_profile_is_full(monkeypatch):
+    monkeypatch.delenv("COURSE_PROFILE", raising=False)
+    assert profile().name == "full"
+    assert profile().is_full
+
+
+def test_environment_variable_selects_profile(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "smoke")
+    assert profile().name == "smoke"
+    assert not profile().is_full
+
+
+def test_argument_wins_over_environment(monkeypatch):
+    monkeypatch.setenv("COURSE_PROFILE", "smoke")
+    assert profile("full").name == "full"
+
+
+@pytest.mark.parametrize("source", ["argument", "environment"])
+def test_unknown_profile_lists_the_valid_ones(monkeypatch, source):
+    if source == "environment":
+        monkeypatch.setenv("COURSE_PROFILE", "fast")
+        call = profile
+    else:
+        call = lambda: profile("fast")  # noqa: E731
+    with pytest.raises(ValueError) as error:
+        call()
+    message = str(error.value)
+    assert "'fast'" in message and "full" in message and "smoke" in message
+    assert ("COURSE_PROFILE" in message) == (source == "environment")
+
+
+def test_profiles_define_the_same_settings():
+    assert set(PROFILE_NAMES) == {"full", "smoke"}
+    full, smoke = _SETTINGS["full"], _SETTINGS["smoke"]
+    assert full.keys() == smoke.keys()
+    for notebook in full:
+        assert full[notebook].keys() == smoke[notebook].keys(), notebook
+
+
+def test_settings_read_as_attributes_and_reject_unknown_keys():
+    settings = profile("smoke").notebook("01")
+    assert settings.n_features == settings["n_features"] == 10
+    with pytest.raises(AttributeError, match="has no setting 'learning_rat'"):
+        settings.learning_rat
+    with pytest.raises(ValueError, match="notebook_id"):
+        profile("smoke").notebook("99")
+
+
+def test_full_profile_uses_the_lecture_notes_setup():
+    settings = profile("full").notebook("01")
+    assert (settings.n_timesteps_in, settings.n_features) == (4, 10)
+    assert (settings.train_size, settings.test_size) == (2000, 200)
+    assert 20 in settings.sweep_lengths and settings.sweep_n_features == 16

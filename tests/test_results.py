@@ -1,0 +1,66 @@
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from transformer_course import results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_report_metric_prints_and_hands_the_value_to_the_runner(tmp_path, monkeypatch, capsys):
+    target = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv(results.METRICS_FILE_VARIABLE, str(target))
+    results.report_metric("accuracy", 0.5, "test accuracy", headline=True)
+    results.report_metric("accuracy", 0.75, "test accuracy", headline=True)  # a later report wins
+    results.report_environment({"cpu_count": 2}, {"keras": "3"})
+    assert "accuracy = 0.5000" in capsys.readouterr().out
+    metrics, environment = results.read_report(target)
+    assert metrics == {"accuracy": {"value": 0.75, "description": "test accuracy", "headline": True}}
+    assert environment == {"hardware": {"cpu_count": 2}, "versions": {"keras": "3"}}
+
+
+def test_report_metric_without_a_runner_only_prints(monkeypatch, capsys, tmp_path):
+    monkeypatch.delenv(results.METRICS_FILE_VARIABLE, raising=False)
+    monkeypatch.chdir(tmp_path)
+    results.report_metric("loss", 1)
+    assert capsys.readouterr().out.startswith("loss = 1.0000")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, "high", None])
+def test_report_metric_rejects_non_numbers(value):
+    with pytest.raises(ValueError, match="`value` must be"):
+        results.report_metric("x", value)
+
+
+def test_record_and_table(tmp_path):
+    path = results.write_record(
+        tmp_path, "01_example", profile="full",
+        metrics={"acc": {"value": 0.98125, "description": "test accuracy", "headline": True}},
+        seconds=125.0, hardware={"accelerator": None, "cpu_count": 2}, versions={"keras": "3.15.1"},
+        commit={"commit": "a" * 40, "dirty": False},
+    )
+    record = json.loads(path.read_text())
+    for key in ("metrics", "profile", "hardware", "versions", "seconds", "commit", "finished_at"):
+        assert key in record
+    assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
+    table = results.results_table(results.load_records(tmp_path))
+    assert "| 01_example | test accuracy | 0.9812 | full | CPU (2 cores) | 2.1 min | aaaaaaaaaa |" in table
+
+
+def test_update_readme_table_needs_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="results-table:start"):
+        results.update_readme_table(readme, tmp_path)
+
+
+def test_readme_table_matches_the_recorded_results():
+    """The README's table is generated from results/; regenerate it with
+    `transformer-course results --update-readme README.md`."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("<!-- results-table:start -->") + len("<!-- results-table:start -->")
+    end = text.index("<!-- results-table:end -->")
+    assert text[start:end].strip() == results.results_table(results.load_records(ROOT / "results"))
