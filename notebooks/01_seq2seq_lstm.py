@@ -209,7 +209,8 @@ plot_training_curves({"fed-back predictions": history_free});
 # %% [markdown]
 # Two accuracies matter. **Element accuracy** counts every output step that is right;
 # **sequence accuracy** counts a sequence only if all its steps are right. The notes report
-# element accuracy (Train 99.550 %, Test 98.125 %: 785 of 800 test steps).
+# element accuracy (Train 99.550 %, Test 98.125 %: 785 of 800 test steps) without saying how many
+# epochs they trained; compare with the numbers below.
 
 # %%
 def score(model, X, y):
@@ -290,15 +291,15 @@ report_metric("teacher_forcing_test_sequence_accuracy", teacher_sequence, "teach
 # %% [markdown]
 # What to take from the comparison:
 #
-# - Teacher forcing gives the decoder clean inputs from the first epoch, so each step learns
-#   faster, and every step's input is known in advance — on a GPU the decoder can process the
-#   whole target at once instead of in a loop (the Transformer decoder of notebook 07 relies on
-#   this).
+# - Teacher forcing gives the decoder clean inputs from the first epoch, and every step's input
+#   is known before training starts. An LSTM still has to run its steps in order, but the
+#   Transformer decoder of notebook 07 uses this to compute all target positions in parallel.
 # - Its weakness is **exposure bias**: in training the decoder never sees its own mistakes, so
 #   at inference one wrong step can derail the rest. Feeding back predictions trains under the
 #   same conditions as inference but learns more slowly.
-# - On a task this small both end near the top; the numbers above come from this run, not from a
-#   claim.
+# - On a task this small both reach the top. The curves of the stored run show the difference in
+#   speed: teacher forcing passes 95 % validation accuracy within about 7 epochs, the fed-back
+#   model needs about 20.
 
 # %% [markdown]
 # ## 7. The bottleneck: longer sequences

@@ -108,6 +108,7 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
             config=config,
             timeout=timeout,
             kernel_name="python3",
+            record_timing=False,  # keeps executed copies free of per-cell timestamps
             resources={"metadata": {"path": str(path.parent.resolve())}},
             on_cell_start=on_cell_start,
             on_cell_executed=on_cell_executed,
@@ -173,6 +174,7 @@ def run_notebooks(
     for index, path in enumerate(paths, start=1):
         if progress:
             print(f"[{index}/{len(paths)}] {path} ({profile} profile)", file=sys.stderr, flush=True)
+        commit = runtime.git_commit(path.parent)  # the code as it was when the run started
         run = _run_one(path, profile, build_dir, timeout, progress)
         if run.passed and profile == "full":
             run.record = results.write_record(
@@ -183,7 +185,7 @@ def run_notebooks(
                 seconds=run.seconds,
                 hardware=run.environment.get("hardware") or runtime.hardware(),
                 versions=run.environment.get("versions") or runtime.library_versions(),
-                commit=runtime.git_commit(path.parent),
+                commit=commit,
             )
         runs.append(run)
     return runs

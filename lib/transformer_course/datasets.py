@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,6 +286,31 @@ def _manual_instructions(source: DataSource, destination: Path, files: str) -> s
     )
 
 
+def _ensure_cached(
+    root: Path,
+    paths: list[Path],
+    source: DataSource,
+    convert: Callable[[Path, Path], None],
+    download_if_missing: bool,
+    progress: bool,
+) -> None:
+    """Make sure the converted ``paths`` exist under ``root``: download and convert if missing.
+
+    ``convert(archive, folder)`` writes the converted files into ``paths[0].parent``.
+    """
+    if all(path.exists() for path in paths):
+        return
+    archive_path = root / "downloads" / source.filename
+    if not download_if_missing and not archive_path.exists():
+        wanted = " and ".join(str(path.relative_to(root)) for path in paths)
+        raise DatasetUnavailableError(
+            f"{source.name} is not in the cache {root}. "
+            + _manual_instructions(source, archive_path, wanted)
+        )
+    archive = download(source, root / "downloads", progress=progress)
+    convert(archive, paths[0].parent)
+
+
 def download(
     source: DataSource, directory: str | os.PathLike, *, progress: bool = True, timeout: float = 60
 ) -> Path:
@@ -470,17 +495,8 @@ def load_imdb(
         https://ai.stanford.edu/~amaas/data/sentiment/
     """
     root = cache_directory(cache_dir)
-    folder = root / "imdb"
-    paths = [folder / "train.csv.gz", folder / "test.csv.gz"]
-    if not all(path.exists() for path in paths):
-        archive_path = root / "downloads" / source.filename
-        if not download_if_missing and not archive_path.exists():
-            raise DatasetUnavailableError(
-                f"{source.name} is not in the cache {folder}. "
-                + _manual_instructions(source, archive_path, "imdb/train.csv.gz and imdb/test.csv.gz")
-            )
-        archive = download(source, root / "downloads", progress=progress)
-        _convert_imdb(archive, folder)
+    paths = [root / "imdb" / "train.csv.gz", root / "imdb" / "test.csv.gz"]
+    _ensure_cached(root, paths, source, _convert_imdb, download_if_missing, progress)
     train, test = (_read_imdb_split(path, source.expected_records) for path in paths)
     return train, test
 
@@ -557,13 +573,5 @@ def load_spa_eng(
     """
     root = cache_directory(cache_dir)
     path = root / "spa-eng" / "spa.txt.gz"
-    if not path.exists():
-        archive_path = root / "downloads" / source.filename
-        if not download_if_missing and not archive_path.exists():
-            raise DatasetUnavailableError(
-                f"{source.name} is not in the cache {path.parent}. "
-                + _manual_instructions(source, archive_path, "spa-eng/spa.txt.gz")
-            )
-        archive = download(source, root / "downloads", progress=progress)
-        _convert_spa_eng(archive, path.parent)
+    _ensure_cached(root, [path], source, _convert_spa_eng, download_if_missing, progress)
     return _read_spa_eng(path, source.expected_records)

@@ -141,6 +141,14 @@ class LSTMDecoder(keras.layers.Layer):
         return config
 
 
+def _lengths(n_timesteps_in, n_timesteps_out) -> tuple[int, int]:
+    """Validate the input length and the output length, which defaults to the input length."""
+    n_timesteps_in = _check_positive_int("n_timesteps_in", n_timesteps_in)
+    if n_timesteps_out is None:
+        return n_timesteps_in, n_timesteps_in
+    return n_timesteps_in, _check_positive_int("n_timesteps_out", n_timesteps_out)
+
+
 def _encoder(n_timesteps_in: int, n_features: int, units: int):
     encoder_inputs = keras.Input(shape=(n_timesteps_in, n_features), name="encoder_inputs")
     encoder_lstm = keras.layers.LSTM(units, return_state=True, name="encoder_lstm")
@@ -175,10 +183,7 @@ def build_encoder_decoder(
     Raises:
         ValueError: if any size is not a positive integer.
     """
-    n_timesteps_in = _check_positive_int("n_timesteps_in", n_timesteps_in)
-    n_timesteps_out = _check_positive_int(
-        "n_timesteps_out", n_timesteps_in if n_timesteps_out is None else n_timesteps_out
-    )
+    n_timesteps_in, n_timesteps_out = _lengths(n_timesteps_in, n_timesteps_out)
     encoder_inputs, states = _encoder(n_timesteps_in, n_features, units)
     decoder = LSTMDecoder(units, n_features, n_timesteps_out, feedback="probabilities", name="decoder")
     return keras.Model(encoder_inputs, decoder(states), name=name)
@@ -217,10 +222,7 @@ def build_teacher_forcing_encoder_decoder(
     Raises:
         ValueError: if any size is not a positive integer.
     """
-    n_timesteps_in = _check_positive_int("n_timesteps_in", n_timesteps_in)
-    n_timesteps_out = _check_positive_int(
-        "n_timesteps_out", n_timesteps_in if n_timesteps_out is None else n_timesteps_out
-    )
+    n_timesteps_in, n_timesteps_out = _lengths(n_timesteps_in, n_timesteps_out)
     encoder_inputs, states = _encoder(n_timesteps_in, n_features, units)
     decoder_inputs = keras.Input(shape=(n_timesteps_out, n_features), name="decoder_inputs")
     decoder = LSTMDecoder(units, n_features, n_timesteps_out, feedback="argmax", name="decoder")
