@@ -26,3 +26,13 @@ def test_mismatched_shapes_are_rejected():
         sequence_accuracy(np.zeros((2, 4), int), np.zeros(4))
     with pytest.raises(ValueError, match="no sequences"):
         element_accuracy(np.zeros((0, 4), int), np.zeros((0, 4), int))
+
+
+def test_anti_diagonal_mass():
+    from transformer_course.metrics import anti_diagonal_attention_mass
+
+    perfect = np.eye(4)[::-1][None]  # step t looks only at position 3 - t
+    assert anti_diagonal_attention_mass(perfect) == 1.0
+    assert anti_diagonal_attention_mass(np.full((2, 4, 4), 0.25)) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="T == S"):
+        anti_diagonal_attention_mass(np.ones((2, 3, 4)))

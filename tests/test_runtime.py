@@ -48,3 +48,15 @@ def test_plots_check_their_inputs():
         plots.plot_training_curves({"m": {"loss": [1.0, 0.5]}}, metrics=("accuracy",))
     with pytest.raises(ValueError, match=r"shape \(T, F\)"):
         plots.plot_one_hot(np.zeros((2, 3, 4)))
+
+
+def test_attention_heatmap_labels_are_checked():
+    from transformer_course import plots
+
+    axis = plots.plot_attention(np.eye(3)[::-1], [1, 2, 3], [3, 2, 1])
+    assert axis.get_xlabel() == "input position (symbol)"
+    assert [t.get_text() for t in axis.get_xticklabels()] == ["1", "2", "3"]
+    with pytest.raises(ValueError, match="`source_labels` must have 3 labels"):
+        plots.plot_attention(np.eye(3), [1, 2])
+    with pytest.raises(ValueError, match=r"shape \(T, S\)"):
+        plots.plot_attention(np.ones(3))

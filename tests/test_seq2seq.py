@@ -125,3 +125,50 @@ def test_decoder_rejects_mismatched_teacher_forcing_inputs():
 def test_builder_rejects_bad_sizes():
     with pytest.raises(ValueError, match="`n_timesteps_in`"):
         build_encoder_decoder(0, 10, units=8)
+
+
+# --- with attention ---------------------------------------------------------------------------
+
+from transformer_course.seq2seq import ATTENTION_SCORES, AttentionLSTMDecoder, build_attention_encoder_decoder  # noqa: E402
+
+
+@pytest.mark.parametrize("score", ATTENTION_SCORES)
+def test_attention_model_shapes_and_weights(score):
+    model, attention_model = build_attention_encoder_decoder(5, 7, units=8, score=score)
+    X, _ = _inputs(steps=5, features=7)
+    probabilities, weights = (keras.ops.convert_to_numpy(t) for t in attention_model(X))
+    assert probabilities.shape == (6, 5, 7) and weights.shape == (6, 5, 5)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(X)), probabilities, atol=1e-6)
+    assert attention_model.get_layer("decoder") is model.get_layer("decoder")
+
+
+@pytest.mark.parametrize("score", ATTENTION_SCORES)
+def test_attention_model_round_trip(score, tmp_path):
+    _, attention_model = build_attention_encoder_decoder(4, 6, units=8, score=score)
+    X, _ = _inputs(steps=4, features=6)
+    attention_model.save(tmp_path / "m.keras")
+    restored = keras.models.load_model(tmp_path / "m.keras")
+    for original, loaded in zip(attention_model(X), restored(X)):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded), keras.ops.convert_to_numpy(original), atol=1e-6)
+
+
+def test_attention_decoder_never_attends_to_masked_source_positions():
+    decoder = AttentionLSTMDecoder(units=8, n_features=5, output_length=3, score="general")
+    generator = np.random.default_rng(0)
+    encoder_outputs = generator.normal(size=(2, 6, 8)).astype("float32")
+    states = (encoder_outputs[:, -1], encoder_outputs[:, -1])
+    mask = np.array([[True] * 4 + [False] * 2, [True] * 6])
+    probabilities, weights = decoder(encoder_outputs, states, encoder_mask=mask)
+    weights = keras.ops.convert_to_numpy(weights)
+    assert (weights[0, :, 4:] == 0).all()
+    changed = encoder_outputs.copy()
+    changed[0, 4:] = 50.0  # what sits in the padding cannot matter
+    probabilities_changed, _ = decoder(changed, states, encoder_mask=mask)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(probabilities_changed)[0],
+                               keras.ops.convert_to_numpy(probabilities)[0], atol=1e-6)
+
+
+def test_attention_decoder_rejects_unknown_score():
+    with pytest.raises(ValueError, match="`score` must be one of"):
+        AttentionLSTMDecoder(units=4, n_features=5, output_length=3, score="cosine")

@@ -41,6 +41,11 @@ class _SourceAttention(keras.layers.Layer):
     def compute_mask(self, *args, **kwargs):
         return None
 
+    def build(self, query_shape, values_shape=None, mask_shape=None):
+        if values_shape is not None:
+            self._check_shapes(query_shape, values_shape)
+        super().build(query_shape)
+
     def _check_shapes(self, query_shape, values_shape):
         if len(query_shape) != 2:
             raise ValueError(

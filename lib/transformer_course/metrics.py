@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["element_accuracy", "sequence_accuracy"]
+__all__ = ["element_accuracy", "sequence_accuracy", "anti_diagonal_attention_mass"]
 
 
 def _symbols(name: str, values) -> np.ndarray:
@@ -59,3 +59,28 @@ def sequence_accuracy(y_true, y_pred) -> float:
     """
     true, predicted = _aligned(y_true, y_pred)
     return float(np.mean(np.all(true == predicted, axis=-1)))
+
+
+def anti_diagonal_attention_mass(attention_weights) -> float:
+    """Mean attention weight that output step t puts on input position S - 1 - t.
+
+    For the reversal task that is exactly the input symbol step t must copy, so a model that
+    attends perfectly scores 1.0; uniform attention over S positions scores 1 / S.
+
+    Args:
+        attention_weights: float array ``(N, T, S)`` with T == S, each row summing to 1.
+
+    Returns:
+        float in [0, 1].
+
+    Raises:
+        ValueError: if the array is not rank 3 with T == S.
+    """
+    weights = np.asarray(attention_weights)
+    if weights.ndim != 3 or weights.shape[1] != weights.shape[2]:
+        raise ValueError(
+            "`attention_weights` must have shape (N, T, S) with T == S; received shape "
+            f"{weights.shape}."
+        )
+    steps = weights.shape[1]
+    return float(np.mean(weights[:, np.arange(steps), steps - 1 - np.arange(steps)]))

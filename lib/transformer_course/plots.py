@@ -1,4 +1,4 @@
-"""Plots the notebooks show: training curves, accuracy against sequence length, one-hot grids."""
+"""Plots the notebooks show: training curves, accuracy against length, one-hot grids, attention."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["plot_training_curves", "plot_accuracy_by_length", "plot_one_hot"]
+__all__ = ["plot_training_curves", "plot_accuracy_by_length", "plot_one_hot", "plot_attention"]
 
 
 def _axes(axes, count: int = 1, width: float = 5.0):
@@ -105,6 +105,41 @@ def plot_one_hot(encoded, title: str = "", axis=None):
     axis.set_yticks(range(encoded.shape[0]))
     axis.set_xlabel("symbol")
     axis.set_ylabel("time step")
+    if title:
+        axis.set_title(title)
+    return axis
+
+
+def plot_attention(weights, source_labels=None, target_labels=None, title: str = "", axis=None):
+    """Heatmap of attention weights: one row per output step, one column per input position.
+
+    Args:
+        weights: float array ``(T, S)``; row t is where output step t looked.
+        source_labels: optional S labels for the columns (the input symbols).
+        target_labels: optional T labels for the rows (the output symbols).
+        title: str, the panel title.
+        axis: optional matplotlib axis.
+
+    Returns:
+        The matplotlib axis.
+
+    Raises:
+        ValueError: if ``weights`` is not 2-D or a label list has the wrong length.
+    """
+    weights = np.asarray(weights)
+    if weights.ndim != 2:
+        raise ValueError(f"`weights` must have shape (T, S); received shape {weights.shape}.")
+    for name, labels, size in (("source_labels", source_labels, weights.shape[1]),
+                               ("target_labels", target_labels, weights.shape[0])):
+        if labels is not None and len(labels) != size:
+            raise ValueError(f"`{name}` must have {size} labels; received {len(labels)}.")
+    axis = _axes(axis, width=3.8)
+    image = axis.imshow(weights, cmap="viridis", vmin=0, vmax=1)
+    axis.set_xticks(range(weights.shape[1]), source_labels if source_labels is not None else None)
+    axis.set_yticks(range(weights.shape[0]), target_labels if target_labels is not None else None)
+    axis.set_xlabel("input position" + (" (symbol)" if source_labels is not None else ""))
+    axis.set_ylabel("output step" + (" (symbol)" if target_labels is not None else ""))
+    axis.figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
     if title:
         axis.set_title(title)
     return axis

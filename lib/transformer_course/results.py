@@ -22,6 +22,7 @@ __all__ = [
     "read_report",
     "write_record",
     "load_records",
+    "load_record",
     "results_table",
     "update_readme_table",
 ]
@@ -135,6 +136,17 @@ def load_records(results_dir: str | os.PathLike) -> list[dict]:
     """All records in ``results_dir``, ordered by notebook name."""
     folder = Path(results_dir)
     return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
+
+
+def load_record(notebook: str, results_dir: str | os.PathLike = "../results") -> dict | None:
+    """The record of ``notebook``'s last full-profile run, or None if there is none.
+
+    Args:
+        notebook: str, the notebook's file stem (``"01_seq2seq_lstm"``).
+        results_dir: the records' folder; the default suits a notebook in ``notebooks/``.
+    """
+    path = Path(results_dir) / f"{notebook}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def headline(metrics: dict) -> tuple[str, dict] | None:

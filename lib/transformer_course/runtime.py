@@ -28,7 +28,8 @@ def import_tensorflow_quietly():
 
     Sets ``TF_CPP_MIN_LOG_LEVEL=3`` unless already set, then imports TensorFlow with file
     descriptor 2 captured. Afterwards every captured line is written back to stderr except the
-    known lines that only say no CUDA driver was found. Real errors and warnings still show.
+    known lines that only say no CUDA driver was found. It also filters TensorFlow's "retracing"
+    warning, which every freshly built model triggers. Real errors and warnings still show.
 
     Returns:
         The ``tensorflow`` module.
@@ -53,7 +54,19 @@ def import_tensorflow_quietly():
             ]
             if kept:
                 print("\n".join(kept), file=sys.stderr)
+    import logging
+
+    logging.getLogger("tensorflow").addFilter(_drop_retracing_warnings)
     return tensorflow
+
+
+def _drop_retracing_warnings(record) -> bool:
+    """Drop TensorFlow's warning that a tf.function was traced again.
+
+    Every new Keras model traces its own training and prediction functions, so a notebook that
+    trains one model per sequence length triggers this warning although nothing is wrong.
+    """
+    return "triggered tf.function retracing" not in record.getMessage()
 
 
 def start_notebook(notebook_id: str, seed: int = 42) -> Settings:

@@ -1,7 +1,9 @@
-"""LSTM encoder-decoder models for sequence-to-sequence tasks (notebook 01).
+"""LSTM encoder-decoder models for sequence-to-sequence tasks (notebooks 01 and 02).
 
 The encoder reads the whole input and hands its final hidden and cell states ``(h, c)`` — the
-context vector — to the decoder, which then writes the output one step at a time.
+context vector — to the decoder, which then writes the output one step at a time. With attention
+(notebook 02) the decoder also sees every encoder state, through a fresh context vector at each
+step.
 
 Shape letters: B batch, T_in input length, T_out output length, F one-hot width (features),
 U LSTM units.
@@ -11,6 +13,8 @@ References:
     §2 (the encoder-decoder) and §3.3 (reversing the source). https://arxiv.org/abs/1409.3215
     Williams and Zipser, 1989. "A Learning Algorithm for Continually Running Fully Recurrent
     Neural Networks" (teacher forcing).
+    Bahdanau, Cho and Bengio, 2015. "Neural Machine Translation by Jointly Learning to Align and
+    Translate", §3.1 (a decoder that attends before each step). https://arxiv.org/abs/1409.0473
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ import keras
 import numpy as np
 from keras import ops
 
+from .attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
+
 __all__ = [
+    "ATTENTION_SCORES",
+    "AttentionLSTMDecoder",
+    "build_attention_encoder_decoder",
     "LSTMDecoder",
     "build_encoder_decoder",
     "build_teacher_forcing_encoder_decoder",
@@ -27,6 +36,7 @@ __all__ = [
 ]
 
 _FEEDBACK_MODES = ("probabilities", "argmax")
+ATTENTION_SCORES = ("dot", "general", "bahdanau")
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -141,6 +151,103 @@ class LSTMDecoder(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="transformer_course")
+class AttentionLSTMDecoder(keras.layers.Layer):
+    """An LSTM decoder that attends over every encoder state before each step.
+
+    At output step t, with decoder state ``(h, c)`` (the encoder's final states at t = 0):
+
+    1. score every encoder state against ``h`` and softmax the scores into attention weights;
+    2. the context vector is the weighted sum of the encoder states;
+    3. one ``LSTMCell`` step reads ``[context; previous output]`` (all zeros at t = 0);
+    4. a dense softmax gives the step's distribution, which is fed back as the next input.
+
+    The query is the state *before* the step, as in Bahdanau et al. (2015); Luong et al. (2015)
+    score the state after it. The score functions themselves are interchangeable.
+
+    Args:
+        units: int, the LSTM width U; must match the encoder's width for the dot score.
+        n_features: int, the one-hot width F of the outputs.
+        output_length: int, how many steps T_out to write.
+        score: str, ``"dot"``, ``"general"`` or ``"bahdanau"`` (see
+            :mod:`transformer_course.attention`).
+        attention_units: int, the Bahdanau attention width A; defaults to ``units``. Ignored by
+            the other scores.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        encoder_outputs: float32 ``(B, S, U)``, the encoder's hidden state at every source step.
+        states: tuple ``(state_h, state_c)``, float32 ``(B, U)`` each, the encoder's final states.
+        encoder_mask: optional bool ``(B, S)`` from the **source** sequence; True = may attend.
+
+    Returns:
+        ``(probabilities, attention_weights)``: float32 ``(B, T_out, F)`` and ``(B, T_out, S)``;
+        row t of the weights is where step t looked, summing to 1 over unmasked positions.
+
+    Raises:
+        ValueError: for a non-positive size or an unknown ``score``.
+    """
+
+    def __init__(self, units, n_features, output_length, score="dot", attention_units=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units = _check_positive_int("units", units)
+        self.n_features = _check_positive_int("n_features", n_features)
+        self.output_length = _check_positive_int("output_length", output_length)
+        if score not in ATTENTION_SCORES:
+            raise ValueError(f"`score` must be one of {ATTENTION_SCORES}; received {score!r}.")
+        self.score = score
+        self.attention_units = _check_positive_int(
+            "attention_units", units if attention_units is None else attention_units
+        )
+        if score == "dot":
+            self.attention = LuongDotAttention(name="attention")
+        elif score == "general":
+            self.attention = LuongGeneralAttention(name="attention")
+        else:
+            self.attention = BahdanauAttention(self.attention_units, name="attention")
+        self.cell = keras.layers.LSTMCell(self.units, name="lstm_cell")
+        self.output_dense = keras.layers.Dense(self.n_features, activation="softmax", name="output_dense")
+
+    def build(self, encoder_outputs_shape, states_shape=None, encoder_mask_shape=None):
+        self.attention.build((None, self.units), encoder_outputs_shape)
+        self.cell.build((None, encoder_outputs_shape[-1] + self.n_features))
+        self.output_dense.build((None, self.units))
+        super().build(encoder_outputs_shape)
+
+    def call(self, encoder_outputs, states, encoder_mask=None):
+        state_h, state_c = states  # (B, U) each
+        batch_size = ops.shape(state_h)[0]
+        step_input = ops.zeros((batch_size, self.n_features), dtype=state_h.dtype)  # start symbol
+        outputs, weights = [], []
+        for _ in range(self.output_length):
+            context, step_weights = self.attention(state_h, encoder_outputs, mask=encoder_mask)  # (B, U), (B, S)
+            cell_input = ops.concatenate([context, step_input], axis=-1)  # (B, U + F)
+            cell_output, (state_h, state_c) = self.cell(cell_input, [state_h, state_c])
+            probabilities = self.output_dense(cell_output)  # (B, F)
+            outputs.append(probabilities)
+            weights.append(step_weights)
+            step_input = probabilities  # feed the prediction back
+        return ops.stack(outputs, axis=1), ops.stack(weights, axis=1)
+
+    def compute_output_shape(self, encoder_outputs_shape, states_shape=None, encoder_mask_shape=None):
+        batch_size, source_length = encoder_outputs_shape[0], encoder_outputs_shape[1]
+        return (
+            (batch_size, self.output_length, self.n_features),
+            (batch_size, self.output_length, source_length),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            units=self.units,
+            n_features=self.n_features,
+            output_length=self.output_length,
+            score=self.score,
+            attention_units=self.attention_units,
+        )
+        return config
+
+
 def _lengths(n_timesteps_in, n_timesteps_out) -> tuple[int, int]:
     """Validate the input length and the output length, which defaults to the input length."""
     n_timesteps_in = _check_positive_int("n_timesteps_in", n_timesteps_in)
@@ -233,6 +340,51 @@ def build_teacher_forcing_encoder_decoder(
     )
     inference_model = keras.Model(encoder_inputs, decoder(states), name=f"{name}_inference")
     return training_model, inference_model
+
+
+def build_attention_encoder_decoder(
+    n_timesteps_in: int,
+    n_features: int,
+    units: int,
+    score: str = "dot",
+    attention_units: int | None = None,
+    n_timesteps_out: int | None = None,
+    name: str | None = None,
+) -> tuple[keras.Model, keras.Model]:
+    """An LSTM encoder-decoder with attention, feeding back its own predictions (uncompiled).
+
+    Encoder ``LSTM(units, return_sequences=True, return_state=True)`` → every encoder state and
+    the final ``(h, c)`` → :class:`AttentionLSTMDecoder`.
+
+    Args:
+        n_timesteps_in: int, input length S.
+        n_features: int, one-hot width F.
+        units: int, LSTM width U of encoder and decoder.
+        score: str, ``"dot"``, ``"general"`` or ``"bahdanau"``.
+        attention_units: int, the Bahdanau attention width; defaults to ``units``.
+        n_timesteps_out: int, output length T_out; defaults to ``n_timesteps_in``.
+        name: str, the model's name; defaults to ``"attention_<score>"``.
+
+    Returns:
+        ``(model, attention_model)``, sharing every layer: ``model`` maps float32
+        ``(B, S, F)`` inputs to ``(B, T_out, F)`` probabilities (train this one);
+        ``attention_model`` returns ``[probabilities, attention_weights (B, T_out, S)]``.
+
+    Raises:
+        ValueError: if a size is not a positive integer or ``score`` is unknown.
+    """
+    n_timesteps_in, n_timesteps_out = _lengths(n_timesteps_in, n_timesteps_out)
+    name = name or f"attention_{score}"
+    encoder_inputs = keras.Input(shape=(n_timesteps_in, n_features), name="encoder_inputs")
+    encoder_lstm = keras.layers.LSTM(units, return_sequences=True, return_state=True, name="encoder_lstm")
+    encoder_outputs, state_h, state_c = encoder_lstm(encoder_inputs)  # (B, S, U), (B, U), (B, U)
+    decoder = AttentionLSTMDecoder(
+        units, n_features, n_timesteps_out, score=score, attention_units=attention_units, name="decoder"
+    )
+    probabilities, weights = decoder(encoder_outputs, (state_h, state_c))
+    model = keras.Model(encoder_inputs, probabilities, name=name)
+    attention_model = keras.Model(encoder_inputs, [probabilities, weights], name=f"{name}_with_weights")
+    return model, attention_model
 
 
 def shift_right(targets) -> np.ndarray:
