@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -93,3 +94,16 @@ def test_unknown_profile_is_refused(project, capsys):
     with pytest.raises(SystemExit):
         cli.main(["run", "--profile", "fast", "--notebooks-dir", str(project / "notebooks")])
     assert "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_a_dead_kernel_fails_only_its_notebook(tmp_path, capsys):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    _write(notebooks, "01_dies.ipynb", ["import os\nos._exit(1)"])
+    _write(notebooks, "02_fine.ipynb", PASSING)
+    code = cli.main(["run", "--profile", "smoke", "--quiet", "--notebooks-dir", str(notebooks),
+                     "--build-dir", str(tmp_path / "build"), "--results-dir", str(tmp_path / "results")])
+    output = capsys.readouterr().out
+    assert code == 1
+    assert re.search(r"01_dies\s+FAILED", output) and re.search(r"02_fine\s+PASSED", output)
+    assert "cell 2 of 2" in output and "DeadKernelError" in output

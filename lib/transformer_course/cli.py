@@ -120,14 +120,14 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
         except Exception as error:  # a cell error, a timeout, a dead or unstartable kernel
             run.status = "failed"
             index = current["index"] if isinstance(error, (CellExecutionError, CellTimeoutError, DeadKernelError)) else None
-            where = "before any cell ran" if index is None else f"cell {index + 1} of {len(notebook.cells)}"
+            where = "outside the cells (kernel start-up or shut-down)" if index is None else f"cell {index + 1} of {len(notebook.cells)}"
             if index is not None:
                 first_line = notebook.cells[index].source.strip().splitlines()[:1]
                 if first_line:
                     where += f" ({first_line[0][:60]!r})"
             reason = getattr(error, "ename", None) or type(error).__name__
-            detail = getattr(error, "evalue", None) or str(error).strip().splitlines()[-1:]
-            run.failure = f"{where}: {reason}: {detail if isinstance(detail, str) else ' '.join(detail)}"
+            last_line = (str(error).strip().splitlines() or [""])[-1]
+            run.failure = f"{where}: {reason}: {getattr(error, 'evalue', None) or last_line}"
         finally:
             run.seconds = time.perf_counter() - start
             bar.close()
