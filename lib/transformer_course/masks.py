@@ -1,0 +1,105 @@
+"""One mask contract for every attention layer in the course.
+
+Masks are boolean, and **True means "is a real token / may be attended to"**.
+
+* A padding mask has shape ``(B, T)``: which positions of a sequence hold real tokens.
+* An attention mask has shape ``(B, T, S)``: may query position t attend to key position s.
+* A causal mask has shape ``(T, S)`` (normally T == S), lower-triangular, broadcast over the
+  batch: position t may attend to positions 0..t, never to the future.
+
+Masks combine with AND. In self-attention the query and key padding masks come from the same
+sequence; in a decoder's cross-attention the key mask comes from the **source** sequence.
+
+Shape letters: B batch, T query (target) length, S key (source) length.
+"""
+
+from __future__ import annotations
+
+from keras import ops
+
+__all__ = ["padding_mask", "causal_mask", "attention_mask", "combine_masks"]
+
+
+def padding_mask(token_ids, padding_id: int = 0):
+    """Which positions hold real tokens.
+
+    Args:
+        token_ids: int tensor or array ``(B, T)``.
+        padding_id: int, the id used for padding (0 in this course).
+
+    Returns:
+        bool ``(B, T)``: True where ``token_ids != padding_id``.
+    """
+    return ops.not_equal(token_ids, padding_id)
+
+
+def causal_mask(query_length: int, key_length: int | None = None):
+    """Lower-triangular mask: query position t may attend to key positions 0..t only.
+
+    Args:
+        query_length: int, T (a scalar tensor, such as a dynamic shape, is accepted too).
+        key_length: int, S; defaults to T.
+
+    Returns:
+        bool ``(T, S)``.
+
+    Raises:
+        ValueError: if a length is not a positive integer.
+    """
+    key_length = query_length if key_length is None else key_length
+    for name, value in (("query_length", query_length), ("key_length", key_length)):
+        if isinstance(value, bool) or (isinstance(value, (int, float)) and (value < 1 or value != int(value))):
+            raise ValueError(f"`{name}` must be a positive integer; received {value!r}.")
+    rows = ops.expand_dims(ops.arange(query_length), 1)  # (T, 1)
+    columns = ops.expand_dims(ops.arange(key_length), 0)  # (1, S)
+    return ops.greater_equal(rows, columns)
+
+
+def combine_masks(*masks):
+    """AND together the masks that are not None (they broadcast against each other).
+
+    Returns:
+        The combined bool mask, or None if every argument is None.
+    """
+    combined = None
+    for mask in masks:
+        if mask is None:
+            continue
+        mask = ops.cast(mask, "bool")
+        combined = mask if combined is None else ops.logical_and(combined, mask)
+    return combined
+
+
+def attention_mask(query_padding_mask=None, key_padding_mask=None, causal: bool = False):
+    """Build a ``(B, T, S)`` attention mask from padding masks and, optionally, causality.
+
+    Args:
+        query_padding_mask: optional bool ``(B, T)`` from the query sequence. A padded query
+            position may attend to nothing (its output is ignored downstream anyway).
+        key_padding_mask: optional bool ``(B, S)`` from the key/value sequence (the **source**
+            sequence in cross-attention): no query may attend to a padded key.
+        causal: bool, also forbid attending to later positions (self-attention in a decoder).
+
+    Returns:
+        bool ``(B, T, S)`` (or ``(1, T, S)`` when only ``causal`` is given), or None when there
+        is nothing to mask.
+
+    Raises:
+        ValueError: if ``causal`` is set but no lengths are known (pass at least one mask, or use
+            :func:`causal_mask` directly).
+    """
+    query_part = None if query_padding_mask is None else ops.expand_dims(query_padding_mask, -1)
+    key_part = None if key_padding_mask is None else ops.expand_dims(key_padding_mask, -2)
+    causal_part = None
+    if causal:
+        if query_padding_mask is None and key_padding_mask is None:
+            raise ValueError(
+                "`causal=True` needs `query_padding_mask` or `key_padding_mask` to know the "
+                "lengths; use causal_mask(T) on its own otherwise."
+            )
+        reference_query = query_padding_mask if query_padding_mask is not None else key_padding_mask
+        reference_key = key_padding_mask if key_padding_mask is not None else query_padding_mask
+        causal_part = ops.expand_dims(
+            causal_mask(int(reference_query.shape[-1]), int(reference_key.shape[-1])), 0
+        )
+    return combine_masks(query_part, key_part, causal_part)
