@@ -1,0 +1,185 @@
+"""Positional information for attention, which by itself ignores word order.
+
+* :func:`sinusoidal_encoding` — the fixed encoding of Vaswani et al. (2017), §3.5.
+* :class:`PositionalEmbedding` — learned token and position embeddings, summed.
+* :class:`RelativePositionBias` — a learned bias per query-key offset, added to attention
+  scores (Shaw et al., 2018; the bucket-free, clipped form).
+
+Shape letters: B batch, T sequence length, E embedding width, N heads.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+__all__ = ["sinusoidal_encoding", "PositionalEmbedding", "RelativePositionBias"]
+
+
+def _check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer; received {value!r}.")
+    return int(value)
+
+
+def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
+    """The sinusoidal positional encoding table.
+
+    ``P[t, 2i] = sin(t / 10000^(2i / depth))`` and ``P[t, 2i + 1] = cos(t / 10000^(2i / depth))``:
+    each pair of columns is a sine and cosine of one frequency, from one cycle every 2π
+    positions (columns 0, 1) down to one every 2π·10000 positions.
+
+    Args:
+        length: int, number of positions T (rows), starting at position 0.
+        depth: int, the encoding width E (columns); must be even.
+
+    Returns:
+        float32 array ``(T, E)`` with values in [-1, 1].
+
+    Raises:
+        ValueError: if ``length`` or ``depth`` is not a positive integer, or ``depth`` is odd.
+
+    Source: Vaswani et al., 2017, "Attention Is All You Need", §3.5.
+    """
+    length = _check_positive_int("length", length)
+    depth = _check_positive_int("depth", depth)
+    if depth % 2:
+        raise ValueError(f"`depth` must be even (sine and cosine pairs); received {depth}.")
+    positions = np.arange(length, dtype="float64")[:, None]  # (T, 1)
+    frequencies = 1.0 / 10000 ** (np.arange(0, depth, 2, dtype="float64") / depth)  # (E/2,)
+    angles = positions * frequencies  # (T, E/2)
+    table = np.empty((length, depth), dtype="float64")
+    table[:, 0::2] = np.sin(angles)
+    table[:, 1::2] = np.cos(angles)
+    return table.astype("float32")
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class PositionalEmbedding(keras.layers.Layer):
+    """Learned token embedding plus learned position embedding.
+
+    ``output[b, t] = token_embedding[ids[b, t]] + position_embedding[t]``.
+
+    Args:
+        sequence_length: int, the longest sequence the layer accepts (rows of the position
+            table).
+        vocab_size: int, number of token ids (rows of the token table).
+        embed_dim: int, E.
+        mask_zero: bool, treat id 0 as padding: the output carries a padding mask
+            ``ids != 0`` (True = real token) that later layers (attention, pooling) honour.
+            Defaults to True.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: int ``(B, T)`` token ids, ``T <= sequence_length``.
+
+    Returns:
+        float32 ``(B, T, E)``, with the padding mask ``(B, T)`` attached when ``mask_zero``.
+
+    Raises:
+        ValueError: for non-positive sizes, or inputs longer than ``sequence_length``.
+
+    Source: Devlin et al., 2019 (BERT), §3 (learned position embeddings); Chollet, "Deep
+    Learning with Python", 2nd ed., §11.4.3.
+    """
+
+    def __init__(self, sequence_length, vocab_size, embed_dim, mask_zero=True, **kwargs):
+        super().__init__(**kwargs)
+        self.sequence_length = _check_positive_int("sequence_length", sequence_length)
+        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
+        self.embed_dim = _check_positive_int("embed_dim", embed_dim)
+        self.mask_zero = bool(mask_zero)
+        self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding")
+        self.position_embedding = keras.layers.Embedding(sequence_length, embed_dim, name="position_embedding")
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        self.token_embedding.build(inputs_shape)
+        self.position_embedding.build((None,))
+        super().build(inputs_shape)
+
+    def call(self, inputs):
+        length = inputs.shape[-1]
+        if length is not None and length > self.sequence_length:
+            raise ValueError(
+                f"`inputs` has {length} positions but this PositionalEmbedding was built for "
+                f"sequence_length={self.sequence_length}."
+            )
+        positions = ops.arange(ops.shape(inputs)[-1])  # (T,)
+        return self.token_embedding(inputs) + self.position_embedding(positions)  # (B, T, E)
+
+    def compute_mask(self, inputs, mask=None):
+        return ops.not_equal(inputs, 0) if self.mask_zero else None
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape) + (self.embed_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            sequence_length=self.sequence_length,
+            vocab_size=self.vocab_size,
+            embed_dim=self.embed_dim,
+            mask_zero=self.mask_zero,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class RelativePositionBias(keras.layers.Layer):
+    """A learned attention bias for each offset between key and query position.
+
+    ``bias[n, t, s] = table[n, clip(s - t, -max_distance, max_distance) + max_distance]``: one
+    number per head and offset, added to the attention scores before the softmax. Unlike an
+    absolute position, an offset means the same thing anywhere in a sequence of any length.
+
+    Args:
+        num_heads: int, N (one bias table per head).
+        max_distance: int, offsets further than this share the bias of ±max_distance.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        attention_scores: float32 ``(B, N, T, S)``, scores before the softmax.
+
+    Returns:
+        float32 ``(B, N, T, S)``: the scores plus the bias (:meth:`bias` gives the bias alone).
+
+    Raises:
+        ValueError: for non-positive ``num_heads`` or ``max_distance``.
+
+    Source: Shaw, Uszkoreit and Vaswani, 2018, "Self-Attention with Relative Position
+    Representations", §3; the scalar-bias form of Raffel et al., 2020 (T5), §2.1.
+    """
+
+    def __init__(self, num_heads, max_distance, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = _check_positive_int("num_heads", num_heads)
+        self.max_distance = _check_positive_int("max_distance", max_distance)
+        self.table = self.add_weight(
+            name="table", shape=(self.num_heads, 2 * self.max_distance + 1), initializer="zeros"
+        )
+
+    def offsets(self, query_length, key_length=None):
+        """Clipped offsets ``s - t`` shifted to table columns: int ``(T, S)``."""
+        key_length = query_length if key_length is None else key_length
+        offsets = ops.expand_dims(ops.arange(key_length), 0) - ops.expand_dims(ops.arange(query_length), 1)
+        return ops.clip(offsets, -self.max_distance, self.max_distance) + self.max_distance
+
+    def bias(self, query_length, key_length=None):
+        """The bias alone: float32 ``(N, T, S)``."""
+        return ops.take(self.table, self.offsets(query_length, key_length), axis=1)
+
+    def call(self, attention_scores):
+        if len(attention_scores.shape) != 4:
+            raise ValueError(
+                "`attention_scores` must have shape (batch, heads, query_length, key_length); "
+                f"received {tuple(attention_scores.shape)}."
+            )
+        shape = ops.shape(attention_scores)
+        return attention_scores + self.bias(shape[2], shape[3])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_heads=self.num_heads, max_distance=self.max_distance)
+        return config
