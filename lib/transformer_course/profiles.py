@@ -65,6 +65,17 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "sweep_epochs": 15,
             "sweep_patience": 4,
         },
+        "03": {
+            # Reviews used to study lengths and adapt the vectoriser (all 25,000 training reviews).
+            "imdb_reviews": 25000,
+            "max_tokens": 20000,
+            "output_sequence_length": 600,
+        },
+        "04": {
+            # Random query/key pairs per width in the "why divide by sqrt(d_k)" experiment.
+            "scaling_samples": 2000,
+            "scaling_widths": (4, 16, 64, 256, 1024),
+        },
     },
     "smoke": {
         "01": {
@@ -101,6 +112,15 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "sweep_batch_size": 50,
             "sweep_epochs": 1,
             "sweep_patience": 1,
+        },
+        "03": {
+            "imdb_reviews": 1000,
+            "max_tokens": 20000,
+            "output_sequence_length": 600,
+        },
+        "04": {
+            "scaling_samples": 200,
+            "scaling_widths": (4, 16, 64, 256, 1024),
         },
     },
 }

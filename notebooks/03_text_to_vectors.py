@@ -1,0 +1,307 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 — From text to vectors
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/03_text_to_vectors.ipynb)
+#
+# **What you will learn**
+# - the steps between a raw string and the integers a model reads: standardisation,
+#   tokenisation, a vocabulary, padding and truncation;
+# - word, character and subword tokens, and what each costs;
+# - how to build a vectoriser in plain Python, and how Keras' `TextVectorization` does the same;
+# - why a vocabulary's order among equally frequent words is a choice, not a fact;
+# - one-hot vectors against learned embeddings, and why an embedding lookup *is* a matrix
+#   product.
+#
+# **Prerequisites:** Python strings and dictionaries; NumPy.
+#
+# Data: the IMDB Large Movie Review Dataset — Maas et al., 2011, *Learning Word Vectors for
+# Sentiment Analysis*, ACL-HLT, pp. 142–150 (no explicit license; cite the paper).
+
+# %%
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # Colab only: install the course package, keep Colab's TensorFlow/Keras
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "transformer-course @ git+https://github.com/transformer-course/transformer-course@v0.1.0"],
+                   check=True)
+
+import transformer_course as tc
+
+settings = tc.start_notebook("03", seed=42)
+
+# %%
+import re
+import string
+from collections import Counter
+
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+
+from transformer_course.datasets import load_imdb
+from transformer_course.results import report_metric
+
+# %% [markdown]
+# ## 1. Standardisation
+#
+# Before splitting text into tokens, remove differences that should not matter: here, letter
+# case and punctuation. "The fox!" and "the fox" then become the same tokens. (What "should not
+# matter" depends on the task: for translation, in notebook 07, we will keep Spanish ¿ and ¡.)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def standardize(text):
+    """Lower-case `text` and delete ASCII punctuation."""
+    return re.sub(f"[{re.escape(string.punctuation)}]", "", text.lower())
+
+
+print(standardize("The quick, brown Fox! Isn't it?"))
+
+# %% [markdown]
+# ## 2. Tokenisation: words, characters, subwords
+#
+# | tokens | vocabulary | sequence length | unknown words |
+# |---|---|---|---|
+# | words | large (tens of thousands) | short | common: every unseen word is `[UNK]` |
+# | characters | tiny (about a hundred) | long (5–6× words) | none, but meaning must be rebuilt from letters |
+# | subwords | chosen (e.g. 30,000) | in between | rare: an unseen word splits into known pieces |
+#
+# Subword tokenisers (BPE, WordPiece) learn pieces from data. The idea fits in a few lines:
+# split a word greedily into the longest pieces found in a vocabulary (WordPiece marks a piece
+# that continues a word with `##`).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+pieces = {"un", "play", "believ", "##believ", "##able", "##ing", "##s", "##er"}
+
+
+def subword_tokenize(word):
+    """Greedy longest-match split of `word` into `pieces`; `[UNK]` if no split exists."""
+    tokens, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in pieces:
+                tokens.append(piece)
+                start = end
+                break
+        else:
+            return ["[UNK]"]
+    return tokens
+
+
+sentence = "unbelievable players"
+print("words     :", sentence.split())
+print("characters:", list(sentence.replace(" ", "")))
+print("subwords  :", [piece for word in sentence.split() for piece in subword_tokenize(word)])
+
+# %% [markdown]
+# ## 3. A vocabulary, from scratch
+#
+# The lecture notes' example: build a vocabulary of at most 6 entries from three sentences, then
+# encode a new one. Index 0 is reserved for **padding**, index 1 for **`[UNK]`** (out of
+# vocabulary), and the remaining 4 entries go to the most frequent words.
+
+# %%
+corpus = ["the quick brown fox", "jumps over the lazy dog", "the fox is quick"]
+sentence = "the fox jumps over the moon"
+counts = Counter(word for text in corpus for word in standardize(text).split())
+print(counts.most_common())
+
+# %% [markdown]
+# "the" (3) is first, "quick" and "fox" (2 each) come next — but in which order? And only one of
+# the six words seen once fits. Counting does not decide; a **tie-breaking rule** does. Our
+# vectoriser makes the rule an argument: by default, ties keep the order in which words were
+# first seen (as `Counter.most_common` does).
+
+# %%
+def build_vocabulary(texts, max_tokens, tie_order=None):
+    """["", "[UNK]"] then the most frequent words; ties broken by `tie_order`, else first seen."""
+    counts = Counter(word for text in texts for word in standardize(text).split())
+    order = list(tie_order or []) + [word for word in counts if word not in (tie_order or [])]
+    words = sorted(counts, key=lambda word: (-counts[word], order.index(word)))
+    return ["", "[UNK]"] + words[: max_tokens - 2]
+
+
+def vectorize(text, vocabulary, length=None):
+    """Word ids of `text`; unknown words -> 1; truncated or padded with 0 to `length` if given."""
+    index = {word: i for i, word in enumerate(vocabulary)}
+    ids = [index.get(word, 1) for word in standardize(text).split()]
+    return ids if length is None else ids[:length] + [0] * (length - len(ids))
+
+# %% [markdown]
+# The notes' vocabulary is *the, fox, quick, jumps*: among the ties it puts "fox" before "quick"
+# and picks "jumps" from the words seen once, without stating a rule. Given that order, our
+# vectoriser reproduces their result exactly; with first-seen order it gives another, equally
+# valid one:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+notes_vocabulary = build_vocabulary(corpus, 6, tie_order=["the", "fox", "quick", "jumps"])
+first_seen_vocabulary = build_vocabulary(corpus, 6)
+print("notes' order:", notes_vocabulary, "->", vectorize(sentence, notes_vocabulary))
+print("first seen  :", first_seen_vocabulary, "->", vectorize(sentence, first_seen_vocabulary))
+assert vectorize(sentence, notes_vocabulary) == [2, 3, 5, 1, 2, 1]  # the lecture notes' answer
+print("padded to 8 :", vectorize(sentence, notes_vocabulary, length=8))
+print("truncated 4 :", vectorize(sentence, notes_vocabulary, length=4))
+
+# %% [markdown]
+# ## 4. The same with Keras' `TextVectorization`
+#
+# `TextVectorization` standardises (lower case, strip punctuation), splits on whitespace, builds
+# the vocabulary with `adapt`, and maps words to ids with the same conventions: 0 for padding,
+# 1 for `[UNK]`.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+vectorizer = keras.layers.TextVectorization(max_tokens=6)
+vectorizer.adapt(corpus)
+print("Keras vocabulary:", [str(word) for word in vectorizer.get_vocabulary()])
+print("Keras ids       :", keras.ops.convert_to_numpy(vectorizer([sentence]))[0].tolist())
+
+# %% [markdown]
+# Keras breaks the ties its own way, so its ids differ from both of ours — and none of the three
+# is wrong. The words in a tie are equally frequent, so the data gives no reason to prefer one;
+# every library picks some deterministic order (first seen, alphabetical, hash order, whatever
+# its counting code happens to produce). What matters is that the **same** vocabulary is used
+# for training and for every prediction afterwards: an id means nothing without its vocabulary.
+#
+# ## 5. Output modes
+#
+# `output_mode` decides what comes out. `"int"` keeps the order (a sequence of ids, for models
+# that read sequences); `"multi_hot"` and `"tf_idf"` give one vector of vocabulary size per text,
+# a **bag of words** that forgets order (the baseline of notebook 06).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for mode in ("int", "multi_hot", "tf_idf"):
+    layer = keras.layers.TextVectorization(max_tokens=6, output_mode=mode)
+    layer.adapt(corpus)
+    values = np.round(keras.ops.convert_to_numpy(layer([sentence]))[0].astype("float64"), 3)
+    print(f"{mode:<9}", [str(word) for word in layer.get_vocabulary()], "->", values.tolist())
+
+# %% [markdown]
+# In the bag-of-words modes there is no padding index, so the vocabulary shifts by one:
+# index 0 counts the unknown words. `tf_idf` weighs each count by how rare the word is across
+# the adapted texts, so "the", present in every sentence, counts for less.
+#
+# ## 6. Real text: IMDB reviews
+#
+# 25,000 training reviews (the full profile uses all of them). How long are they, in words?
+
+# %%
+train, _ = load_imdb()
+texts = train.texts[: settings.imdb_reviews]
+lengths = np.array([len(standardize(text).split()) for text in texts])
+print(f"{len(texts):,} reviews; words per review: median {np.median(lengths):.0f}, "
+      f"90th percentile {np.percentile(lengths, 90):.0f}, longest {lengths.max():,}")
+
+# %%
+cut = settings.output_sequence_length
+within = float(np.mean(lengths <= cut))
+plt.figure(figsize=(7, 3.4))
+plt.hist(lengths, bins=100, range=(0, 1500), color="tab:blue")
+plt.axvline(cut, color="tab:red", linestyle="--", label=f"{cut} tokens: {100 * within:.1f} % of reviews fit")
+plt.xlabel("words per review (after standardisation)")
+plt.ylabel("reviews")
+plt.legend();
+
+# %%
+report_metric("reviews_within_600_tokens", within,
+              "IMDB training reviews that fit in 600 tokens", headline=True)
+
+# %% [markdown]
+# The distribution has a long tail: a cut at 600 keeps most reviews whole and truncates only the
+# longest, while keeping every batch a fixed, affordable size. Now a vocabulary of the 20,000
+# most frequent words, adapted on the **training** texts only (the test set must not influence
+# anything the model uses):
+
+# %%
+imdb_vectorizer = keras.layers.TextVectorization(
+    max_tokens=settings.max_tokens, output_sequence_length=settings.output_sequence_length)
+imdb_vectorizer.adapt(texts)
+vocabulary = [str(word) for word in imdb_vectorizer.get_vocabulary()]
+print(f"vocabulary size {len(vocabulary):,}; most frequent:", vocabulary[2:14])
+ids = keras.ops.convert_to_numpy(imdb_vectorizer(texts[:1]))[0]
+print("first review -> ids of shape", ids.shape, ":", ids[:12].tolist(), "...")
+print("unknown words in it:", int((ids == 1).sum()), "of", int((ids > 0).sum()))
+
+# %%
+all_ids = keras.ops.convert_to_numpy(imdb_vectorizer(texts[:2000]))
+coverage = float(np.mean(all_ids[all_ids > 0] != 1))
+report_metric("vocabulary_coverage", coverage,
+              "share of known words in the first 2,000 vectorised training reviews (20,000-word vocabulary)")
+
+# %% [markdown]
+# Notice "br" among the most frequent words: the reviews contain HTML line breaks `<br />`, and
+# stripping punctuation leaves "br". Notebook 06 removes them with a custom standardisation —
+# a reminder to look at the data before trusting a default.
+#
+# ## 7. From ids to vectors: one-hot or learned embeddings
+#
+# | | one-hot | learned embedding |
+# |---|---|---|
+# | size | vocabulary size (20,000) | chosen, small (e.g. 32–512) |
+# | values | a single 1, the rest 0 (sparse) | real numbers (dense) |
+# | similarity | every pair of words equally far apart | similar words can end up close |
+# | where from | fixed by the vocabulary | learned with the model |
+#
+# An `Embedding` layer is a table with one row per id. Looking up a row is the same as
+# multiplying the one-hot vector by the table — the lookup just skips the multiplications by 0:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+embedding = keras.layers.Embedding(input_dim=6, output_dim=3)
+ids = np.array([[2, 3, 5, 1, 2, 1]])                           # the notes' sentence, (B, T)
+looked_up = keras.ops.convert_to_numpy(embedding(ids))         # (B, T, E)
+table = keras.ops.convert_to_numpy(embedding.embeddings)       # (V, E)
+one_hot = np.eye(6, dtype="float32")[ids]                      # (B, T, V)
+print("lookup", looked_up.shape, "== one-hot", one_hot.shape, "@ table", table.shape, ":",
+      np.allclose(looked_up, one_hot @ table))
+
+# %% [markdown]
+# Padding must not count as a word. With `mask_zero=True` the embedding also produces a
+# **padding mask** — True for real tokens, False for padding — that later layers (attention,
+# pooling) use to ignore the padded positions:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+masked_embedding = keras.layers.Embedding(input_dim=6, output_dim=3, mask_zero=True)
+padded = np.array([vectorize(sentence, notes_vocabulary, length=8)])
+print("ids :", padded[0].tolist())
+print("mask:", keras.ops.convert_to_numpy(masked_embedding.compute_mask(padded))[0].tolist())
+
+# %% [markdown]
+# ## Summary
+#
+# - Text becomes numbers in steps: standardise, tokenise, look up in a vocabulary (0 = padding,
+#   1 = `[UNK]`), then pad or truncate to a fixed length.
+# - Words, characters and subwords trade vocabulary size against sequence length and unknown
+#   words.
+# - Ties in word frequency are broken by a rule each implementation chooses: the notes, our
+#   default and Keras give three different, equally valid vocabularies. Keep the vocabulary with
+#   the model.
+# - A learned embedding is a dense table; a lookup equals one-hot times the table, and
+#   `mask_zero` marks the padding for later layers.
+#
+# ## Exercise (ungraded)
+#
+# Add a `tie_order="alphabetical"` option to `build_vocabulary`. Which ids does the notes'
+# sentence get? Then adapt the IMDB vectoriser with a custom `standardize` function that also
+# removes `<br />`, and check that "br" leaves the vocabulary.
