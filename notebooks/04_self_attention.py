@@ -1,0 +1,398 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 — Self-attention, queries, keys and values, multi-head attention
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/04_self_attention.ipynb)
+#
+# **What you will learn**
+# - why one fixed vector per word is not enough, and how **self-attention** gives each word a
+#   vector that depends on its sentence;
+# - self-attention written with loops, then as one matrix expression;
+# - **queries, keys and values**, traced shape by shape through a worked example;
+# - why the scores are divided by $\sqrt{d_k}$ — measured, not asserted;
+# - **multi-head attention** built from scratch, then checked number for number against Keras;
+# - **masks** for padding and for the future (the causal mask);
+# - why attention needs **positional information**, and three ways to give it.
+#
+# **Prerequisites:** notebook 02 (attention weights, context vectors) and notebook 03 (token ids
+# and embeddings).
+
+# %%
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # Colab only: install the course package, keep Colab's TensorFlow/Keras
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "transformer-course @ git+https://github.com/transformer-course/transformer-course@v0.1.0"],
+                   check=True)
+
+import transformer_course as tc
+
+settings = tc.start_notebook("04", seed=42)
+
+# %%
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+
+from transformer_course.attention import MultiHeadAttention, scaled_dot_product_attention
+from transformer_course.masks import attention_mask, causal_mask, padding_mask
+from transformer_course.positional import PositionalEmbedding, RelativePositionBias, sinusoidal_encoding
+from transformer_course.results import report_metric
+
+
+def to_numpy(x):
+    """A NumPy copy of a tensor."""
+    return keras.ops.convert_to_numpy(x)
+
+# %% [markdown]
+# ## 1. One vector per word is not enough
+#
+# An embedding table gives a word the same vector in every sentence. "bank" in *the river bank*
+# and in *the bank loan* are the same id, so they get the same row:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+vocabulary = {"the": 2, "river": 3, "bank": 4, "loan": 5}
+embedding = keras.layers.Embedding(input_dim=6, output_dim=4)
+first = to_numpy(embedding(np.array([[2, 3, 4]])))[0]   # the river bank
+second = to_numpy(embedding(np.array([[2, 4, 5]])))[0]  # the bank loan
+print("'bank' has the same vector in both sentences:", bool(np.array_equal(first[2], second[1])))
+
+# %% [markdown]
+# We want each word's vector to be **mixed with the words around it**, weighted by how relevant
+# they are. That is attention again — but now a sequence attends to *itself*.
+#
+# ## 2. Self-attention, with loops
+#
+# For each word $i$: score it against every word $j$ with a dot product, scale by $\sqrt{d}$,
+# softmax the scores into weights, and replace word $i$ by the weighted sum of all the words.
+
+# %%
+def softmax(x, axis=-1):
+    """Numerically stable softmax."""
+    exponentials = np.exp(x - x.max(axis=axis, keepdims=True))
+    return exponentials / exponentials.sum(axis=axis, keepdims=True)
+
+
+def self_attention_loops(X):
+    """Self-attention over the rows of X (T, d), one word at a time."""
+    T, d = X.shape
+    output = np.zeros_like(X)
+    for i in range(T):
+        scores = np.array([X[i] @ X[j] for j in range(T)]) / np.sqrt(d)  # (T,)
+        weights = softmax(scores)
+        output[i] = sum(weights[j] * X[j] for j in range(T))
+    return output
+
+# %% [markdown]
+# The loops compute every pair of dot products, which is one matrix product: $X X^\top$. So
+# self-attention in one line is
+# $$\operatorname{SelfAttention}(X) = \operatorname{softmax}\!\left(\frac{X X^\top}{\sqrt d}\right) X .$$
+
+# %%
+# NBVAL_CHECK_OUTPUT
+X = np.random.default_rng(0).normal(size=(5, 8))  # 5 words, width 8
+vectorised = softmax(X @ X.T / np.sqrt(8)) @ X       # (T, T) weights times (T, d)
+print("loops == matrices:", np.allclose(self_attention_loops(X), vectorised))
+print("shapes: X", X.shape, "-> X X^T", (X @ X.T).shape, "-> output", vectorised.shape)
+
+# %% [markdown]
+# ## 3. Queries, keys and values
+#
+# Plain self-attention has no parameters: for fixed inputs the weights are fixed. Three learned
+# matrices give each word three roles:
+#
+# - a **query** $q = x W^Q$ — what this word is looking for;
+# - a **key** $k = x W^K$ — what this word offers to be found by;
+# - a **value** $v = x W^V$ — what this word hands over when it is attended to.
+#
+# $$\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V,
+# \qquad Q = X W^Q,\; K = X W^K,\; V = X W^V .$$
+#
+# The lecture notes' example: three words with 4-dimensional embeddings and their $W^Q$
+# ($d_{model} = 4$, $d_k = 3$):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+X = np.array([[1, 2, 3, 4],     # How
+              [2, 4, 8, 7],     # Are
+              [1, 2, 1, 2]])    # You            (T, d_model) = (3, 4)
+W_Q = np.array([[1, 1, 1],
+                [0, 0, 0],
+                [2, 1, 1],
+                [3, 2, 4]])     #                (d_model, d_k) = (4, 3)
+Q = X @ W_Q                     #                (T, d_k) = (3, 3)
+print("Q =\n", Q)
+assert Q.tolist() == [[19, 12, 20], [39, 24, 38], [9, 6, 10]]
+
+# %% [markdown]
+# The notes stop at $W^Q$. To finish the computation we choose small $W^K$ and $W^V$ of our own
+# and follow every shape:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+W_K = np.array([[0, 1, 0], [1, 0, 0], [0, 0, 1], [1, 0, 1]]) / 10  # (d_model, d_k), our choice
+W_V = np.array([[1, 0], [0, 1], [1, 1], [0, 0]])                  # (d_model, d_v), our choice
+K, V = X @ W_K, X @ W_V                                            # (T, d_k), (T, d_v)
+scores = Q @ K.T                                                   # (T, T)
+weights = softmax(scores / np.sqrt(3))                             # (T, T), rows sum to 1
+output = weights @ V                                               # (T, d_v)
+for name, value in [("K", K), ("scores", scores), ("weights", weights), ("output", output)]:
+    print(f"{name} {value.shape}:\n", np.round(value, 3))
+
+# %% [markdown]
+# Read row by row: every word, "How" included, puts nearly all its weight on "Are", whose key
+# matches every query best, so every output is nearly "Are"'s value. With embeddings of integers
+# this large the scores lie far apart even after scaling, and the softmax is close to a hard
+# choice — the saturation that section 4 measures. Sizes never depend on the vocabulary, only on
+# the sentence length $T$ and the widths $d_{model}, d_k, d_v$; the $T \times T$ score matrix is
+# why attention's cost grows with the square of the length.
+#
+# ## 4. Why divide by $\sqrt{d_k}$?
+#
+# If the entries of $q$ and $k$ have mean 0 and variance 1, their dot product is a sum of $d_k$
+# such products: its variance is $d_k$. Large scores push the softmax towards a single 1 and
+# zeros elsewhere, where its gradient vanishes. Measure it: random queries and 10 random keys
+# at growing widths, with and without the scaling.
+
+# %%
+generator = np.random.default_rng(1)
+rows = []
+for width in settings.scaling_widths:
+    q = generator.normal(size=(settings.scaling_samples, 1, width))
+    k = generator.normal(size=(settings.scaling_samples, 10, width))
+    raw = (q @ k.transpose(0, 2, 1))[:, 0]  # (samples, 10) dot products
+    rows.append((width, raw.std(), softmax(raw).max(-1).mean(), softmax(raw / np.sqrt(width)).max(-1).mean()))
+print(f"{'d_k':>6}{'score std':>11}{'max weight, raw':>17}{'max weight, scaled':>20}")
+for width, spread, raw_max, scaled_max in rows:
+    print(f"{width:>6}{spread:>11.1f}{raw_max:>17.3f}{scaled_max:>20.3f}")
+
+# %%
+widths = [row[0] for row in rows]
+plt.figure(figsize=(6, 3.4))
+plt.semilogx(widths, [row[2] for row in rows], "o-", label="softmax(q·k)")
+plt.semilogx(widths, [row[3] for row in rows], "o-", label="softmax(q·k / √d_k)")
+plt.axhline(0.1, color="grey", linestyle=":", label="uniform over 10 keys")
+plt.xlabel("d_k"); plt.ylabel("mean largest weight"); plt.ylim(0, 1.05); plt.legend();
+report_metric("max_weight_unscaled_largest_width", rows[-1][2], f"mean largest softmax weight, d_k={widths[-1]}, unscaled", headline=True)
+report_metric("max_weight_scaled_largest_width", rows[-1][3], f"mean largest softmax weight, d_k={widths[-1]}, scaled by sqrt(d_k)")
+
+# %% [markdown]
+# The spread of the raw scores grows like $\sqrt{d_k}$ and the unscaled softmax saturates: at
+# large widths nearly all weight lands on one key. Divided by $\sqrt{d_k}$ the scores keep unit
+# spread at every width, and the weights stay soft enough to learn from.
+#
+# The package's `scaled_dot_product_attention(query, key, value, mask=None)` returns the output
+# and the weights, and gives the same numbers as the formula:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+package_output, package_weights = scaled_dot_product_attention(Q.astype("float32"), K.astype("float32"), V.astype("float32"))
+print("package == by hand:", np.allclose(to_numpy(package_output), output, atol=1e-4),
+      np.allclose(to_numpy(package_weights), weights, atol=1e-5))
+
+# %% [markdown]
+# ## 5. Multi-head attention
+#
+# One attention can only average one way. **Multi-head attention** runs $N$ attentions side by
+# side, each in its own $H$-dimensional subspace ($H = E / N$), and concatenates their outputs:
+#
+# 1. project $X$ with $W^Q, W^K, W^V$ of shape $(E, N, H)$ → per-head $Q, K, V$ of shape $(N, T, H)$;
+# 2. scaled dot-product attention in each head → $(N, T, H)$;
+# 3. concatenate the heads → $(T, N \cdot H)$ and project with $W^O$ back to $(T, E)$.
+#
+# The total cost is about that of one full-width head, and each head can learn a different
+# relation (one may follow syntax, another coreference). From scratch, for one sentence:
+
+# %%
+def multi_head_attention(X, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O):
+    """Multi-head self-attention of X (T, E); kernels (E, N, H), W_O (N, H, E)."""
+    Q = np.einsum("te,enh->nth", X, W_Q) + b_Q[:, None]   # (N, T, H): split into heads
+    K = np.einsum("te,enh->nth", X, W_K) + b_K[:, None]
+    V = np.einsum("te,enh->nth", X, W_V) + b_V[:, None]
+    H = Q.shape[-1]
+    weights = softmax(Q @ K.transpose(0, 2, 1) / np.sqrt(H))  # (N, T, T)
+    heads = weights @ V                                       # (N, T, H)
+    return np.einsum("nth,nhe->te", heads, W_O) + b_O, weights  # concatenate + W_O: (T, E)
+
+# %% [markdown]
+# Keras' `MultiHeadAttention` stores its weights in exactly this layout, and so does the
+# package's from-scratch layer. Copy Keras' weights into ours and into the function above, and
+# all three agree:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+E, N = 8, 2
+sentence = np.random.default_rng(2).normal(size=(1, 5, E)).astype("float32")  # (B, T, E)
+keras_layer = keras.layers.MultiHeadAttention(num_heads=N, key_dim=E // N)
+our_layer = MultiHeadAttention(num_heads=N, key_dim=E // N)
+keras_output, keras_weights = keras_layer(sentence, sentence, return_attention_scores=True)
+our_layer(sentence, sentence)
+our_layer.set_weights(keras_layer.get_weights())
+our_output, our_weights = our_layer(sentence, sentence, return_attention_scores=True)
+scratch_output, scratch_weights = multi_head_attention(sentence[0], *keras_layer.get_weights())
+print("weights:", [tuple(w.shape) for w in keras_layer.get_weights()])
+print("ours == Keras:", np.allclose(to_numpy(our_output), to_numpy(keras_output), atol=1e-5),
+      np.allclose(to_numpy(our_weights), to_numpy(keras_weights), atol=1e-5))
+print("from scratch == Keras:", np.allclose(scratch_output, to_numpy(keras_output)[0], atol=1e-5))
+
+# %% [markdown]
+# A common mistake (several well-known tutorials make it) is `key_dim=embed_dim`, which makes
+# every head as wide as the model and multiplies the attention parameters by $N$. With
+# `key_dim = embed_dim // num_heads` the layer above has $4 (E \cdot E + E)$ parameters:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("4 x (E*E + E) =", 4 * (E * E + E), "; count_params() =", our_layer.count_params())
+too_wide = MultiHeadAttention(num_heads=N, key_dim=E)
+too_wide(sentence, sentence)
+print("with key_dim=E:", too_wide.count_params(), "parameters")
+
+# %% [markdown]
+# ## 6. Masks
+#
+# The course uses one mask contract everywhere (`transformer_course.masks`): a boolean mask,
+# **True = may attend / is a real token**; padding masks `(B, T)`, attention masks `(B, T, S)`,
+# the causal mask `(T, T)`; masks combine with AND.
+#
+# - A **padding mask** stops every word from attending to padding.
+# - A **causal mask** stops word $t$ from attending to words after it: a decoder that writes
+#   left to right must not peek at the answer.
+
+# %%
+tokens = np.array([[5, 7, 3, 9, 0, 0]])  # four words, two padding
+padding = padding_mask(tokens)                                   # (B, T)
+both = attention_mask(padding, padding, causal=True)             # (B, T, T)
+figure, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+key_padding = np.broadcast_to(to_numpy(padding)[0], (6, 6))      # every query, masked keys
+for axis, (title, mask) in zip(axes, [("padding (keys)", key_padding), ("causal", to_numpy(causal_mask(6))),
+                                      ("padding AND causal", to_numpy(both)[0])]):
+    axis.imshow(mask, cmap="Greys_r", vmin=0, vmax=1)
+    axis.set_title(title); axis.set_xlabel("key position"); axis.set_ylabel("query position")
+figure.tight_layout()
+
+# %% [markdown]
+# White means "may attend". Now check the two promises: no weight on padding or the future, and
+# changing a later word never changes an earlier output.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+embedded = keras.layers.Embedding(10, E)(tokens)  # (B, T, E)
+layer = MultiHeadAttention(num_heads=N, key_dim=E // N)
+out, w = layer(embedded, embedded, query_mask=padding, value_mask=padding,
+               use_causal_mask=True, return_attention_scores=True)
+w = to_numpy(w)[0]                                             # (N, T, T)
+print("largest weight on the future:", float(w[:, ~np.tril(np.ones((6, 6), bool))].max()))
+print("largest weight on padding (real queries):", float(w[:, :4, 4:].max()))
+changed = to_numpy(embedded).copy(); changed[0, 3] += 5.0      # change word 3 only
+out_changed = layer(changed, changed, use_causal_mask=True)
+print("outputs 0-2 unchanged:", np.allclose(to_numpy(layer(embedded, embedded, use_causal_mask=True))[0, :3],
+                                          to_numpy(out_changed)[0, :3], atol=1e-6))
+
+# %% [markdown]
+# ## 7. Position
+#
+# Self-attention compares every word with every other word, but nothing in it says *where* a
+# word is. Shuffle the words and the outputs are shuffled the same way — the layer cannot tell
+# "dog bites man" from "man bites dog":
+
+# %%
+# NBVAL_CHECK_OUTPUT
+X = np.random.default_rng(3).normal(size=(1, 5, E)).astype("float32")
+permutation = np.array([3, 0, 4, 1, 2])
+plain = to_numpy(our_layer(X, X))[0]
+shuffled = to_numpy(our_layer(X[:, permutation], X[:, permutation]))[0]
+print("attention(shuffled X) == shuffled attention(X):", np.allclose(shuffled, plain[permutation], atol=1e-5))
+
+# %% [markdown]
+# The fix is to add position information to each embedding. The original Transformer adds a
+# fixed **sinusoidal encoding**: pairs of dimensions hold $\sin(t \omega_i)$ and $\cos(t \omega_i)$
+# with frequencies $\omega_i = 1/10000^{2i/d}$ from one cycle per $2\pi$ positions down to one per
+# $2\pi \cdot 10000$. The notes' picture, 50 positions by 128 dimensions:
+
+# %%
+table = sinusoidal_encoding(50, 128).astype("float64")  # (positions, dimensions)
+plt.figure(figsize=(8, 3.6))
+plt.pcolormesh(table, cmap="RdBu", vmin=-1, vmax=1)
+plt.xlabel("dimension"); plt.ylabel("position"); plt.colorbar(label="value")
+plt.title("sinusoidal positional encoding, 50 positions x 128 dimensions");
+
+# %% [markdown]
+# Check a few values against the formula by hand. Position 0 is $(0, 1, 0, 1, \dots)$; at
+# position 1 the first pair is $(\sin 1, \cos 1)$; in 128 dimensions the second pair has
+# frequency $10000^{-2/128} = 0.8660$:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print("position 0, dims 0-3:", np.round(table[0, :4], 4).tolist())
+print("position 1, dims 0-1:", np.round(table[1, :2], 4).tolist(), "; sin 1, cos 1 =", round(np.sin(1), 4), round(np.cos(1), 4))
+frequency = 10000 ** (-2 / 128)
+print("position 1, dims 2-3:", np.round(table[1, 2:4], 4).tolist(), "; by hand:",
+      round(np.sin(frequency), 4), round(np.cos(frequency), 4))
+print("position 7, dim 0:", round(float(table[7, 0]), 4), "; sin 7 =", round(np.sin(7), 4))
+
+# %% [markdown]
+# Two alternatives. A **learned position embedding** (BERT) is a second embedding table indexed
+# by position, added to the token embedding; `PositionalEmbedding` does this and passes the
+# padding mask on, so attention layers after it ignore the padding:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+positional = PositionalEmbedding(sequence_length=6, vocab_size=10, embed_dim=E)
+vectors = positional(tokens)                                      # (B, T, E)
+print("token + position:", tuple(vectors.shape), "; padding mask:",
+      to_numpy(keras.src.backend.get_keras_mask(vectors))[0].tolist())
+shuffled_tokens = tokens[:, [1, 0, 2, 3, 4, 5]]
+print("order now changes the vectors:", not np.allclose(to_numpy(positional(shuffled_tokens))[0, 0],
+                                                         to_numpy(vectors)[0, 1]))
+
+# %% [markdown]
+# A **relative position bias** (Shaw et al. 2018; T5) encodes not where a word is but how far
+# apart two words are: one learned number per head and offset $s - t$ (clipped at a maximum
+# distance), added to the attention scores before the softmax. The same offset means the same
+# thing anywhere in a sentence of any length. With a maximum distance of 2 and a table whose
+# entries we set by hand to $-|s - t|$ — "prefer nearby words":
+
+# %%
+# NBVAL_CHECK_OUTPUT
+relative = RelativePositionBias(num_heads=1, max_distance=2)
+relative.table.assign(np.array([[-2.0, -1.0, 0.0, -1.0, -2.0]]))  # offsets -2, -1, 0, +1, +2
+print("bias (T=5):\n", to_numpy(relative.bias(5))[0])
+uniform_scores = np.zeros((1, 1, 5, 5), "float32")               # attention with no preference
+word_2 = to_numpy(keras.ops.softmax(relative(uniform_scores), axis=-1))[0, 0, 2].astype("float64")
+print("weights of word 2:", np.round(word_2, 3).tolist())
+
+# %% [markdown]
+# ## Summary
+#
+# - Self-attention replaces each word's vector by a weighted average of all the words in its
+#   sentence: $\operatorname{softmax}(Q K^\top / \sqrt{d_k})\, V$.
+# - Queries, keys and values are three learned projections of the same embeddings; the score
+#   matrix is $T \times T$.
+# - Without the $1/\sqrt{d_k}$ scaling, wide heads saturate the softmax (measured above).
+# - Multi-head attention splits the width into $N$ heads of $E/N$, attends in each, concatenates
+#   and projects with $W^O$ — and our layer equals Keras' to $10^{-5}$.
+# - Masks (True = may attend) keep attention off padding and, in a decoder, off the future.
+# - Attention alone ignores order; sinusoidal encodings, learned position embeddings or relative
+#   position biases put it back.
+#
+# ## Exercise (ungraded)
+#
+# Extend `multi_head_attention` with a `mask` argument (True = may attend) and check it against
+# `our_layer` with `use_causal_mask=True`. Then use `RelativePositionBias` inside your function:
+# add its bias to the scores before the softmax.
