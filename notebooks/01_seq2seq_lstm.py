@@ -278,13 +278,13 @@ plot_training_curves({"fed-back predictions": history_free, "teacher forcing": h
 # *given a perfect past*. What counts is the inference model, which has no such help:
 
 # %%
-teacher_train_element, teacher_train_sequence = score(inference_model, X_train, y_train)
+teacher_train_element, _ = score(inference_model, X_train, y_train)
 teacher_element, teacher_sequence = score(inference_model, X_test, y_test)
-print(f"{'model':<28}{'test element':>14}{'test sequence':>15}{'train time':>12}")
-for name, element, sequence, seconds in [
-        ("A: fed-back predictions", test_element, test_sequence, seconds_free),
-        ("B: teacher forcing", teacher_element, teacher_sequence, seconds_teacher)]:
-    print(f"{name:<28}{100 * element:>13.3f}%{100 * sequence:>14.3f}%{seconds:>11.0f}s")
+print(f"{'model':<26}{'train element':>14}{'test element':>13}{'test sequence':>14}{'time':>7}")
+for name, train_part, element, sequence, seconds in [
+        ("A: fed-back predictions", train_element, test_element, test_sequence, seconds_free),
+        ("B: teacher forcing", teacher_train_element, teacher_element, teacher_sequence, seconds_teacher)]:
+    print(f"{name:<26}{100 * train_part:>13.3f}%{100 * element:>12.3f}%{100 * sequence:>13.3f}%{seconds:>6.0f}s")
 report_metric("teacher_forcing_test_element_accuracy", teacher_element, "teacher forcing: test element accuracy")
 report_metric("teacher_forcing_test_sequence_accuracy", teacher_sequence, "teacher forcing: test sequence accuracy")
 
