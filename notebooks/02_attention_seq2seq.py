@@ -218,10 +218,11 @@ for name in ("dot", "general", "bahdanau"):
 plot_training_curves({name: run["history"] for name, run in trained.items()});
 
 # %%
-print(f"{'score':<10}{'parameters':>11}{'train elem':>12}{'test elem':>11}{'test seq':>10}{'time':>7}")
+print(f"{'score':<10}{'parameters':>11}{'epochs':>8}{'train elem':>12}{'test elem':>11}{'test seq':>10}{'time':>7}")
 for name, run in trained.items():
     (train_element, _), (test_element, test_sequence) = run["train"], run["test"]
-    print(f"{name:<10}{run['model'].count_params():>11,}{100 * train_element:>11.2f}%"
+    epochs_run = len(run["history"].history["loss"])
+    print(f"{name:<10}{run['model'].count_params():>11,}{epochs_run:>8}{100 * train_element:>11.2f}%"
           f"{100 * test_element:>10.2f}%{100 * test_sequence:>9.2f}%{run['seconds']:>6.0f}s")
 for name, run in trained.items():
     report_metric(f"{name}_test_element_accuracy", run["test"][0], f"{name} score, length 4 / 10 features: test element accuracy")
@@ -305,8 +306,11 @@ for (length, kind), (element, sequence) in sweep.items():
                   f"length {length} / {settings.sweep_n_features} features, {label}: test sequence accuracy")
 
 # %% [markdown]
-# At the longest length the heatmaps show why attention holds up: each output step still finds
-# the single input position it has to copy.
+# At the longest length the heatmaps show why attention holds up: step $t$ looks mostly at
+# input position $S - 1 - t$, the symbol it has to copy. Some weight spills onto the neighbours.
+# The encoder is an LSTM that reads left to right, so its state at position $s + 1$ still carries
+# the symbol at $s$, and a mix of the two is as good as the exact position. The anti-diagonal
+# mass measures how sharp the band is, not whether the answer is right.
 
 # %%
 length = max(settings.sweep_lengths)
@@ -327,8 +331,8 @@ figure.tight_layout()
 # - The weights come from an alignment score between the decoder state and each encoder state:
 #   Luong's dot (no parameters), Luong's general ($h_t^\top W_a \bar h_s$) or Bahdanau's additive
 #   score ($v_a^\top \tanh(W_a h_t + U_a \bar h_s)$).
-# - Attention weights can be looked at. On the reversal task they should, and do, sit on the
-#   anti-diagonal, and the mean weight there measures it.
+# - Attention weights can be looked at. On long reversal sequences they form the anti-diagonal
+#   band the task calls for, and the mean weight on the anti-diagonal measures how sharp it is.
 # - With the same training budget the model without attention falls apart as the sequences grow,
 #   while the attention models keep their accuracy: the numbers and curves above come from this
 #   run.

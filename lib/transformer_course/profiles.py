@@ -53,7 +53,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "n_features": 10,
             "units": 16,
             "batch_size": 10,
-            "epochs": 40,
+            "epochs": 100,  # an upper bound: training stops when validation loss stalls
             "patience": 10,
             # The length sweep: the same budget for the model without attention and each score.
             "sweep_lengths": (4, 8, 16, 20),
