@@ -195,7 +195,7 @@ def score(model, X, y):
     predicted = keras.ops.convert_to_numpy(model(X, training=False))  # (N, T, F)
     return element_accuracy(y, predicted), sequence_accuracy(y, predicted)
 
-
+# %%
 def train(model, X, y, epochs, batch_size, patience, show_progress=True):
     """Fit `model`, keeping the weights of its epoch with the lowest validation loss.
 

@@ -87,7 +87,6 @@ print(standardize("The quick, brown Fox! Isn't it?"))
 # that continues a word with `##`).
 
 # %%
-# NBVAL_CHECK_OUTPUT
 pieces = {"un", "play", "believ", "##believ", "##able", "##ing", "##s", "##er"}
 
 
@@ -105,7 +104,8 @@ def subword_tokenize(word):
             return ["[UNK]"]
     return tokens
 
-
+# %%
+# NBVAL_CHECK_OUTPUT
 sentence = "unbelievable players"
 print("words     :", sentence.split())
 print("characters:", list(sentence.replace(" ", "")))

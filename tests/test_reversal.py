@@ -63,5 +63,5 @@ def test_reversal_dataset_is_reproducible_per_seed():
 def test_invalid_sizes_name_the_argument(argument, value):
     arguments = dict(train_size=10, test_size=10, n_timesteps_in=4, n_features=10)
     arguments[argument] = value
-    with pytest.raises(ValueError, match=f"`{argument}` must be an integer"):
+    with pytest.raises(ValueError, match=f"`{argument}` must be (a positive integer|an integer >= 2)"):
         reversal_dataset(**arguments)

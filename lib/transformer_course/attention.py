@@ -37,6 +37,7 @@ import math
 import keras
 from keras import ops
 
+from ._validation import check_integer
 from .masks import causal_mask, combine_masks
 
 __all__ = [
@@ -181,9 +182,7 @@ class BahdanauAttention(_SourceAttention):
 
     def __init__(self, units, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
-            raise ValueError(f"`units` must be a positive integer; received {units!r}.")
-        self.units = units
+        self.units = check_integer("units", units)
         self.W_a = keras.layers.Dense(units, use_bias=False, name="W_a")
         self.U_a = keras.layers.Dense(units, use_bias=False, name="U_a")
         self.v_a = keras.layers.Dense(1, use_bias=False, name="v_a")
@@ -313,14 +312,11 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (("num_heads", num_heads), ("key_dim", key_dim), ("value_dim", value_dim)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"`{name}` must be a positive integer; received {value!r}.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim if value_dim is not None else key_dim
+        self.num_heads = check_integer("num_heads", num_heads)
+        self.key_dim = check_integer("key_dim", key_dim)
+        self.value_dim = self.key_dim if value_dim is None else check_integer("value_dim", value_dim)
         self.dropout = dropout
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

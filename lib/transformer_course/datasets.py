@@ -36,6 +36,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._validation import check_integer
+
 __all__ = [
     "reversal_dataset",
     "one_hot_encode",
@@ -61,12 +63,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}; received {value!r}.")
-    return int(value)
-
-
 def one_hot_encode(sequence, n_features: int) -> np.ndarray:
     """One-hot encode integer symbols.
 
@@ -82,7 +78,7 @@ def one_hot_encode(sequence, n_features: int) -> np.ndarray:
         ValueError: if ``n_features < 1`` or a symbol is outside ``0 .. n_features - 1``
             (the message gives the first bad value).
     """
-    n_features = _check_int("n_features", n_features, 1)
+    n_features = check_integer("n_features", n_features)
     symbols = np.asarray(sequence)
     if symbols.size and not np.issubdtype(symbols.dtype, np.integer):
         raise ValueError(f"`sequence` must hold integers; received dtype {symbols.dtype}.")
@@ -139,10 +135,10 @@ def reversal_dataset(
     Raises:
         ValueError: naming the argument, for a size below its minimum or not an integer.
     """
-    train_size = _check_int("train_size", train_size, 1)
-    test_size = _check_int("test_size", test_size, 1)
-    n_timesteps_in = _check_int("n_timesteps_in", n_timesteps_in, 1)
-    n_features = _check_int("n_features", n_features, 2)
+    train_size = check_integer("train_size", train_size)
+    test_size = check_integer("test_size", test_size)
+    n_timesteps_in = check_integer("n_timesteps_in", n_timesteps_in)
+    n_features = check_integer("n_features", n_features, 2)
     generator = np.random.default_rng(seed)
 
     def make(size: int) -> tuple[np.ndarray, np.ndarray]:

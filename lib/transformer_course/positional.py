@@ -14,13 +14,9 @@ import keras
 import numpy as np
 from keras import ops
 
+from ._validation import check_integer
+
 __all__ = ["sinusoidal_encoding", "PositionalEmbedding", "RelativePositionBias"]
-
-
-def _check_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer; received {value!r}.")
-    return int(value)
 
 
 def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
@@ -42,8 +38,8 @@ def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
 
     Source: Vaswani et al., 2017, "Attention Is All You Need", §3.5.
     """
-    length = _check_positive_int("length", length)
-    depth = _check_positive_int("depth", depth)
+    length = check_integer("length", length)
+    depth = check_integer("depth", depth)
     if depth % 2:
         raise ValueError(f"`depth` must be even (sine and cosine pairs); received {depth}.")
     positions = np.arange(length, dtype="float64")[:, None]  # (T, 1)
@@ -86,9 +82,9 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def __init__(self, sequence_length, vocab_size, embed_dim, mask_zero=True, **kwargs):
         super().__init__(**kwargs)
-        self.sequence_length = _check_positive_int("sequence_length", sequence_length)
-        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
-        self.embed_dim = _check_positive_int("embed_dim", embed_dim)
+        self.sequence_length = check_integer("sequence_length", sequence_length)
+        self.vocab_size = check_integer("vocab_size", vocab_size)
+        self.embed_dim = check_integer("embed_dim", embed_dim)
         self.mask_zero = bool(mask_zero)
         self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding")
         self.position_embedding = keras.layers.Embedding(sequence_length, embed_dim, name="position_embedding")
@@ -154,8 +150,8 @@ class RelativePositionBias(keras.layers.Layer):
 
     def __init__(self, num_heads, max_distance, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads = _check_positive_int("num_heads", num_heads)
-        self.max_distance = _check_positive_int("max_distance", max_distance)
+        self.num_heads = check_integer("num_heads", num_heads)
+        self.max_distance = check_integer("max_distance", max_distance)
         self.table = self.add_weight(
             name="table", shape=(self.num_heads, 2 * self.max_distance + 1), initializer="zeros"
         )

@@ -23,6 +23,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from ._validation import check_integer
 from .attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
 
 __all__ = [
@@ -37,12 +38,6 @@ __all__ = [
 
 _FEEDBACK_MODES = ("probabilities", "argmax")
 ATTENTION_SCORES = ("dot", "general", "bahdanau")
-
-
-def _check_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer; received {value!r}.")
-    return int(value)
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -92,9 +87,9 @@ class LSTMDecoder(keras.layers.Layer):
 
     def __init__(self, units, n_features, output_length, feedback="probabilities", **kwargs):
         super().__init__(**kwargs)
-        self.units = _check_positive_int("units", units)
-        self.n_features = _check_positive_int("n_features", n_features)
-        self.output_length = _check_positive_int("output_length", output_length)
+        self.units = check_integer("units", units)
+        self.n_features = check_integer("n_features", n_features)
+        self.output_length = check_integer("output_length", output_length)
         if feedback not in _FEEDBACK_MODES:
             raise ValueError(
                 f"`feedback` must be one of {_FEEDBACK_MODES}; received {feedback!r}."
@@ -190,13 +185,13 @@ class AttentionLSTMDecoder(keras.layers.Layer):
 
     def __init__(self, units, n_features, output_length, score="dot", attention_units=None, **kwargs):
         super().__init__(**kwargs)
-        self.units = _check_positive_int("units", units)
-        self.n_features = _check_positive_int("n_features", n_features)
-        self.output_length = _check_positive_int("output_length", output_length)
+        self.units = check_integer("units", units)
+        self.n_features = check_integer("n_features", n_features)
+        self.output_length = check_integer("output_length", output_length)
         if score not in ATTENTION_SCORES:
             raise ValueError(f"`score` must be one of {ATTENTION_SCORES}; received {score!r}.")
         self.score = score
-        self.attention_units = _check_positive_int(
+        self.attention_units = check_integer(
             "attention_units", units if attention_units is None else attention_units
         )
         if score == "dot":
@@ -250,10 +245,10 @@ class AttentionLSTMDecoder(keras.layers.Layer):
 
 def _lengths(n_timesteps_in, n_timesteps_out) -> tuple[int, int]:
     """Validate the input length and the output length, which defaults to the input length."""
-    n_timesteps_in = _check_positive_int("n_timesteps_in", n_timesteps_in)
+    n_timesteps_in = check_integer("n_timesteps_in", n_timesteps_in)
     if n_timesteps_out is None:
         return n_timesteps_in, n_timesteps_in
-    return n_timesteps_in, _check_positive_int("n_timesteps_out", n_timesteps_out)
+    return n_timesteps_in, check_integer("n_timesteps_out", n_timesteps_out)
 
 
 def _encoder(n_timesteps_in: int, n_features: int, units: int):
