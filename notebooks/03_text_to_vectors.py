@@ -87,8 +87,7 @@ print(standardize("The quick, brown Fox! Isn't it?"))
 # that continues a word with `##`).
 
 # %%
-pieces = {"un", "play", "believ", "##believ", "##able", "##ing", "##s", "##er"}
-
+pieces = {"un", "play", "believ", "##believ", "##able", "##ing", "##s", "##er"}  # a toy vocabulary
 
 def subword_tokenize(word):
     """Greedy longest-match split of `word` into `pieces`; `[UNK]` if no split exists."""
