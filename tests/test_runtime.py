@@ -60,3 +60,23 @@ def test_attention_heatmap_labels_are_checked():
         plots.plot_attention(np.eye(3), [1, 2])
     with pytest.raises(ValueError, match=r"shape \(T, S\)"):
         plots.plot_attention(np.ones(3))
+
+
+def test_git_commit_ignores_the_results_folder_only(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "results" / "01.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    clean = runtime.git_commit(tmp_path / "notebooks", ignore=(tmp_path / "results",))
+    assert len(clean["commit"]) == 40 and clean["dirty"] is False
+    (tmp_path / "results" / "01.json").write_text('{"new": 1}')
+    assert runtime.git_commit(tmp_path / "notebooks", ignore=(tmp_path / "results",))["dirty"] is False
+    assert runtime.git_commit(tmp_path / "notebooks")["dirty"] is True
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert runtime.git_commit(tmp_path / "notebooks", ignore=(tmp_path / "results",))["dirty"] is True

@@ -174,7 +174,8 @@ def run_notebooks(
     for index, path in enumerate(paths, start=1):
         if progress:
             print(f"[{index}/{len(paths)}] {path} ({profile} profile)", file=sys.stderr, flush=True)
-        commit = runtime.git_commit(path.parent)  # the code as it was when the run started
+        # The code as it was when the run started; records this run writes do not count as changes.
+        commit = runtime.git_commit(path.parent, ignore=(results_dir,))
         run = _run_one(path, profile, build_dir, timeout, progress)
         if run.passed and profile == "full":
             run.record = results.write_record(

@@ -141,8 +141,12 @@ def library_versions() -> dict:
     return versions
 
 
-def git_commit(directory: str | os.PathLike = ".") -> dict:
+def git_commit(directory: str | os.PathLike = ".", ignore: tuple = ()) -> dict:
     """The git commit of ``directory`` and whether its tracked files had uncommitted changes.
+
+    Args:
+        directory: a folder inside the checkout.
+        ignore: paths whose changes do not count (the results folder the runner itself writes).
 
     Returns:
         dict with ``commit`` (40-hex str, or None outside a git checkout) and ``dirty`` (bool or
@@ -161,7 +165,8 @@ def git_commit(directory: str | os.PathLike = ".") -> dict:
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no")
+    excluded = [f":(exclude){Path(path).resolve()}" for path in ignore]
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", *excluded)
     return {"commit": commit, "dirty": bool(status)}
 
 
