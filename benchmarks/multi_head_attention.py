@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=30)
     arguments = parser.parse_args(argv)
     if arguments.width % arguments.heads:
         parser.error(f"--width {arguments.width} is not divisible by --heads {arguments.heads}")
