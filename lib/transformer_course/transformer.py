@@ -1,0 +1,172 @@
+"""Transformer blocks.
+
+Shape letters: B batch, T sequence length, E model width, F feed-forward width, N heads.
+
+Mask contract (see :mod:`transformer_course.masks`): True = real token / may attend. The encoder's
+padding mask comes from its own input sequence.
+
+References:
+    Vaswani et al., 2017. "Attention Is All You Need", §3.1 (encoder stack), §3.3 (position-wise
+    feed-forward networks), §5.4 (residual dropout). https://arxiv.org/abs/1706.03762
+    Xiong et al., 2020. "On Layer Normalization in the Transformer Architecture" (pre-norm).
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from ._validation import check_integer
+from .attention import MultiHeadAttention
+from .masks import combine_masks
+
+__all__ = ["TransformerEncoder"]
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class TransformerEncoder(keras.layers.Layer):
+    """One Transformer encoder block.
+
+    Post-norm (the original, ``norm_first=False``)::
+
+        x = LayerNorm(x + Dropout(MultiHeadSelfAttention(x)))
+        x = LayerNorm(x + Dropout(Dense_E(activation(Dense_F(x)))))
+
+    Pre-norm (``norm_first=True``) normalises the input of each sub-layer instead:
+    ``x = x + Dropout(SubLayer(LayerNorm(x)))``, which trains deep stacks more stably.
+
+    The weights are created in keras-hub's order and shapes, so
+    ``encoder.set_weights(keras_hub.layers.TransformerEncoder(...).get_weights())`` copies one.
+
+    Args:
+        intermediate_dim: int, F, the width of the feed-forward hidden layer.
+        num_heads: int, N; must divide the input width E (each head gets ``E // N``).
+        dropout: float in [0, 1), applied to the attention weights and to each sub-layer's output
+            before its residual connection.
+        activation: the feed-forward activation; defaults to ``"relu"``.
+        layer_norm_epsilon: float, LayerNorm's epsilon; defaults to ``1e-5``.
+        kernel_initializer, bias_initializer: Keras initializers for every dense projection.
+        norm_first: bool, pre-norm instead of post-norm. Defaults to False.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: float ``(B, T, E)``.
+        padding_mask: optional bool ``(B, T)`` of the input sequence, True = real token. When
+            omitted, the Keras mask of ``inputs`` (from ``mask_zero`` or ``PositionalEmbedding``)
+            is used. No position attends to padding.
+        attention_mask: optional bool ``(B, T, T)``, ANDed with the padding mask.
+        training: bool, apply dropout.
+        return_attention_scores: bool, also return the weights ``(B, N, T, T)``.
+
+    Returns:
+        float ``(B, T, E)`` (and the weights), carrying the input's padding mask onwards.
+
+    Raises:
+        ValueError: for a non-positive ``intermediate_dim`` or ``num_heads``, a ``dropout``
+            outside [0, 1), an input that is not rank 3, or a width E that ``num_heads`` does not
+            divide.
+
+    Example:
+        >>> encoder = TransformerEncoder(intermediate_dim=64, num_heads=4)
+        >>> encoder(keras.ops.ones((2, 10, 32))).shape
+        (2, 10, 32)
+    """
+
+    def __init__(
+        self,
+        intermediate_dim,
+        num_heads,
+        dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        norm_first=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.intermediate_dim = check_integer("intermediate_dim", intermediate_dim)
+        self.num_heads = check_integer("num_heads", num_heads)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+        self.dropout = dropout
+        self.activation = keras.activations.get(activation)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.norm_first = bool(norm_first)
+        self.supports_masking = True
+
+    def _initializers(self):
+        return dict(
+            kernel_initializer=self.kernel_initializer.__class__.from_config(self.kernel_initializer.get_config()),
+            bias_initializer=self.bias_initializer.__class__.from_config(self.bias_initializer.get_config()),
+        )
+
+    def build(self, inputs_shape):
+        if len(inputs_shape) != 3:
+            raise ValueError(f"`inputs` must have shape (batch, length, width); received {tuple(inputs_shape)}.")
+        embed_dim = inputs_shape[-1]
+        if embed_dim % self.num_heads:
+            raise ValueError(
+                f"`num_heads`={self.num_heads} must divide the input width {embed_dim}: each head "
+                f"gets key_dim = width // num_heads, and {embed_dim} / {self.num_heads} is not whole."
+            )
+        self.attention = MultiHeadAttention(
+            self.num_heads, embed_dim // self.num_heads, dropout=self.dropout, name="self_attention",
+            **self._initializers(),
+        )
+        self.attention.build(inputs_shape, inputs_shape)
+        self.attention_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="attention_norm")
+        self.attention_norm.build(inputs_shape)
+        self.attention_dropout = keras.layers.Dropout(self.dropout, name="attention_dropout")
+        self.feedforward_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="feedforward_norm")
+        self.feedforward_norm.build(inputs_shape)
+        self.feedforward_hidden = keras.layers.Dense(
+            self.intermediate_dim, activation=self.activation, name="feedforward_hidden", **self._initializers()
+        )
+        self.feedforward_hidden.build(inputs_shape)
+        self.feedforward_output = keras.layers.Dense(embed_dim, name="feedforward_output", **self._initializers())
+        self.feedforward_output.build((*inputs_shape[:-1], self.intermediate_dim))
+        self.feedforward_dropout = keras.layers.Dropout(self.dropout, name="feedforward_dropout")
+        super().build(inputs_shape)
+
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
+             return_attention_scores=False, mask=None):
+        padding_mask = mask if padding_mask is None else padding_mask  # (B, T), True = real token
+        key_mask = None if padding_mask is None else ops.expand_dims(ops.cast(padding_mask, "bool"), 1)  # (B, 1, T)
+        self_attention_mask = combine_masks(key_mask, attention_mask)
+
+        # 1. Multi-head self-attention sub-layer with its residual connection.
+        residual = inputs
+        x = self.attention_norm(inputs) if self.norm_first else inputs
+        x = self.attention(x, x, attention_mask=self_attention_mask, training=training,
+                           return_attention_scores=return_attention_scores)
+        x, scores = x if return_attention_scores else (x, None)
+        x = residual + self.attention_dropout(x, training=training)
+        x = x if self.norm_first else self.attention_norm(x)
+
+        # 2. Position-wise feed-forward sub-layer: the same two dense layers at every position.
+        residual = x
+        y = self.feedforward_norm(x) if self.norm_first else x
+        y = self.feedforward_output(self.feedforward_hidden(y))
+        x = residual + self.feedforward_dropout(y, training=training)
+        x = x if self.norm_first else self.feedforward_norm(x)
+        return (x, scores) if return_attention_scores else x
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            intermediate_dim=self.intermediate_dim,
+            num_heads=self.num_heads,
+            dropout=self.dropout,
+            activation=keras.activations.serialize(self.activation),
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            norm_first=self.norm_first,
+        )
+        return config
