@@ -76,6 +76,12 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "scaling_samples": 2000,
             "scaling_widths": (4, 16, 64, 256, 1024),
         },
+        "05": {
+            # The residual-connection experiment: a deep stack of dense layers, one batch.
+            "depth": 20,
+            "width": 64,
+            "batch_size": 256,
+        },
     },
     "smoke": {
         "01": {
@@ -121,6 +127,11 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
         "04": {
             "scaling_samples": 200,
             "scaling_widths": (4, 16, 64, 256, 1024),
+        },
+        "05": {
+            "depth": 20,
+            "width": 64,
+            "batch_size": 256,
         },
     },
 }
