@@ -81,3 +81,92 @@ def test_equal_to_keras_hub(features, norm_first, with_padding):
     expected = _numpy(reference(features, padding_mask=padding))
     got = _numpy(ours(features, padding_mask=padding))
     np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+# --- the decoder ------------------------------------------------------------------------------
+
+from transformer_course.transformer import TransformerDecoder  # noqa: E402
+
+
+@pytest.fixture
+def pair():
+    generator = np.random.default_rng(1)
+    target = generator.normal(size=(2, 5, E)).astype("float32")  # (B, T, E)
+    source = generator.normal(size=(2, 7, E)).astype("float32")  # (B, S, E)
+    return target, source
+
+
+def test_decoder_shape_and_parameter_count(pair):
+    target, source = pair
+    decoder = TransformerDecoder(intermediate_dim=F, num_heads=N)
+    assert tuple(decoder(target, source).shape) == target.shape
+    # self-attention and cross-attention 2 * 4(E*E + E), three LayerNorms 3*2E, feed-forward
+    assert decoder.count_params() == 8 * (E * E + E) + 6 * E + (E * F + F) + (F * E + E)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_no_information_flows_from_later_target_tokens(pair, norm_first):
+    target, source = pair
+    decoder = TransformerDecoder(intermediate_dim=F, num_heads=N, norm_first=norm_first)
+    changed = target.copy()
+    changed[:, 3:] = np.random.default_rng(9).normal(size=changed[:, 3:].shape)
+    before, after = _numpy(decoder(target, source)), _numpy(decoder(changed, source))
+    np.testing.assert_allclose(after[:, :3], before[:, :3], atol=1e-5)
+    assert not np.allclose(after[:, 3:], before[:, 3:])
+
+
+def test_source_padding_changes_nothing(pair):
+    target, source = pair
+    decoder = TransformerDecoder(intermediate_dim=F, num_heads=N)
+    padded = np.concatenate([source, np.full((2, 3, E), 7.0, "float32")], axis=1)  # 3 padding positions
+    mask = np.array([[True] * 7 + [False] * 3] * 2)
+    np.testing.assert_allclose(_numpy(decoder(target, padded, encoder_padding_mask=mask)),
+                               _numpy(decoder(target, source)), atol=1e-5)
+    _, weights = decoder(target, padded, encoder_padding_mask=mask, return_attention_scores=True)
+    assert _numpy(weights)[..., 7:].max() < 1e-6
+
+
+def test_cross_attention_uses_the_source_mask_from_mask_zero():
+    source_tokens = np.array([[5, 6, 7, 0, 0, 0, 0]])  # 3 real source tokens
+    target_tokens = np.array([[1, 2, 3, 4, 5]])         # 5 real target tokens
+    source = PositionalEmbedding(7, 10, E)(source_tokens)
+    target = PositionalEmbedding(5, 10, E)(target_tokens)
+    _, weights = TransformerDecoder(intermediate_dim=F, num_heads=N)(target, source, return_attention_scores=True)
+    weights = _numpy(weights)  # (B, N, T, S)
+    assert weights[..., 3:].max() < 1e-6           # no target position looks at source padding
+    assert weights[..., :3].min() > 0              # and every one looks at the real source tokens
+
+
+def test_decoder_round_trip(tmp_path, pair):
+    target, source = pair
+    target_input, source_input = keras.Input((5, E)), keras.Input((7, E))
+    output = TransformerDecoder(intermediate_dim=F, num_heads=N, norm_first=True)(target_input, source_input)
+    model = keras.Model([target_input, source_input], output)
+    model.save(tmp_path / "decoder.keras")
+    restored = keras.models.load_model(tmp_path / "decoder.keras")
+    np.testing.assert_allclose(_numpy(restored([target, source])), _numpy(model([target, source])), atol=1e-6)
+
+
+def test_decoder_needs_an_encoder_sequence(pair):
+    target, _ = pair
+    with pytest.raises(ValueError, match="`encoder_sequence` is required"):
+        TransformerDecoder(intermediate_dim=F, num_heads=N)(target)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("with_padding", [False, True])
+def test_decoder_equal_to_keras_hub(pair, norm_first, with_padding):
+    keras_hub = pytest.importorskip("keras_hub")
+    target, source = pair
+    reference = keras_hub.layers.TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=norm_first)
+    ours = TransformerDecoder(intermediate_dim=F, num_heads=N, norm_first=norm_first)
+    reference(target, source)
+    ours(target, source)
+    assert [w.shape for w in ours.get_weights()] == [w.shape for w in reference.get_weights()]
+    ours.set_weights(reference.get_weights())
+    masks = {}
+    if with_padding:
+        masks = dict(decoder_padding_mask=np.array([[True] * 3 + [False] * 2, [True] * 5]),
+                     encoder_padding_mask=np.array([[True] * 7, [True] * 4 + [False] * 3]))
+    np.testing.assert_allclose(_numpy(ours(target, source, **masks)),
+                               _numpy(reference(target, source, **masks)), atol=1e-5)

@@ -20,11 +20,60 @@ from ._validation import check_integer
 from .attention import MultiHeadAttention
 from .masks import combine_masks
 
-__all__ = ["TransformerEncoder"]
+__all__ = ["TransformerEncoder", "TransformerDecoder"]
+
+
+class _TransformerBlock(keras.layers.Layer):
+    """What the encoder and decoder blocks share: arguments, their checks, initializers, config."""
+
+    def __init__(
+        self,
+        intermediate_dim,
+        num_heads,
+        dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        norm_first=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.intermediate_dim = check_integer("intermediate_dim", intermediate_dim)
+        self.num_heads = check_integer("num_heads", num_heads)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+        self.dropout = dropout
+        self.activation = keras.activations.get(activation)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.norm_first = bool(norm_first)
+        self.supports_masking = True
+
+    def _initializers(self):
+        return dict(
+            kernel_initializer=self.kernel_initializer.__class__.from_config(self.kernel_initializer.get_config()),
+            bias_initializer=self.bias_initializer.__class__.from_config(self.bias_initializer.get_config()),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            intermediate_dim=self.intermediate_dim,
+            num_heads=self.num_heads,
+            dropout=self.dropout,
+            activation=keras.activations.serialize(self.activation),
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+            norm_first=self.norm_first,
+        )
+        return config
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
-class TransformerEncoder(keras.layers.Layer):
+class TransformerEncoder(_TransformerBlock):
     """One Transformer encoder block.
 
     Post-norm (the original, ``norm_first=False``)::
@@ -71,37 +120,6 @@ class TransformerEncoder(keras.layers.Layer):
         >>> encoder(keras.ops.ones((2, 10, 32))).shape
         (2, 10, 32)
     """
-
-    def __init__(
-        self,
-        intermediate_dim,
-        num_heads,
-        dropout=0.0,
-        activation="relu",
-        layer_norm_epsilon=1e-5,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        norm_first=False,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.intermediate_dim = check_integer("intermediate_dim", intermediate_dim)
-        self.num_heads = check_integer("num_heads", num_heads)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
-        self.dropout = dropout
-        self.activation = keras.activations.get(activation)
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.norm_first = bool(norm_first)
-        self.supports_masking = True
-
-    def _initializers(self):
-        return dict(
-            kernel_initializer=self.kernel_initializer.__class__.from_config(self.kernel_initializer.get_config()),
-            bias_initializer=self.bias_initializer.__class__.from_config(self.bias_initializer.get_config()),
-        )
 
     def build(self, inputs_shape):
         if len(inputs_shape) != 3:
@@ -157,16 +175,132 @@ class TransformerEncoder(keras.layers.Layer):
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            intermediate_dim=self.intermediate_dim,
-            num_heads=self.num_heads,
-            dropout=self.dropout,
-            activation=keras.activations.serialize(self.activation),
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            bias_initializer=keras.initializers.serialize(self.bias_initializer),
-            norm_first=self.norm_first,
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class TransformerDecoder(_TransformerBlock):
+    """One Transformer decoder block: causal self-attention, cross-attention, feed-forward.
+
+    Post-norm (the original, ``norm_first=False``)::
+
+        x = LayerNorm(x + Dropout(SelfAttention(x, causal mask AND target padding mask)))
+        x = LayerNorm(x + Dropout(CrossAttention(query=x, keys/values=encoder output,
+                                                 source padding mask)))
+        x = LayerNorm(x + Dropout(FFN(x)))
+
+    Cross-attention is masked with the **source** (encoder) padding mask: no target position may
+    look at padding in the source sentence. (Masking it with the decoder's own mask, as one
+    well-known tutorial does, is a bug: that mask describes the wrong sequence.)
+
+    Weights are created in keras-hub's order and shapes, so
+    ``decoder.set_weights(keras_hub.layers.TransformerDecoder(...).get_weights())`` copies one.
+
+    Args:
+        intermediate_dim: int, F, the feed-forward hidden width.
+        num_heads: int, N; must divide the model width E.
+        dropout: float in [0, 1), on attention weights and on each sub-layer's output.
+        activation: feed-forward activation; defaults to ``"relu"``.
+        layer_norm_epsilon: float; defaults to ``1e-5``.
+        kernel_initializer, bias_initializer: Keras initializers for every dense projection.
+        norm_first: bool, pre-norm instead of post-norm. Defaults to False.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        decoder_sequence: float ``(B, T, E)``, the target sequence so far (teacher forcing: the
+            target shifted right).
+        encoder_sequence: float ``(B, S, E)``, the encoder's output.
+        decoder_padding_mask: optional bool ``(B, T)``, True = real target token.
+        encoder_padding_mask: optional bool ``(B, S)``, True = real source token.
+        use_causal_mask: bool, forbid attending to later target positions. Defaults to True.
+        training: bool, apply dropout.
+        return_attention_scores: bool, also return the cross-attention weights ``(B, N, T, S)``.
+        decoder_sequence_mask, encoder_sequence_mask: filled in by Keras from the inputs' masks
+            (``mask_zero``, ``PositionalEmbedding``); the explicit padding masks above win.
+
+    Returns:
+        float ``(B, T, E)`` (and the cross-attention weights), carrying the target's padding mask.
+
+    Raises:
+        ValueError: for bad sizes or dropout, inputs that are not rank 3, a width E that
+            ``num_heads`` does not divide, or a missing ``encoder_sequence``.
+
+    Source: Vaswani et al., 2017, §3.1 (decoder stack) and §3.2.3 (the three uses of attention).
+    """
+
+    def _attention(self, name, query_shape, value_shape):
+        layer = MultiHeadAttention(
+            self.num_heads, query_shape[-1] // self.num_heads, dropout=self.dropout, name=name,
+            **self._initializers(),
         )
-        return config
+        layer.build(query_shape, value_shape)
+        return layer
+
+    def _norm(self, name, shape):
+        layer = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)
+        layer.build(shape)
+        return layer
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        if encoder_sequence_shape is None:
+            raise ValueError("`encoder_sequence` is required: this decoder always attends to an encoder's output.")
+        for name, shape in (("decoder_sequence", decoder_sequence_shape), ("encoder_sequence", encoder_sequence_shape)):
+            if len(shape) != 3:
+                raise ValueError(f"`{name}` must have shape (batch, length, width); received {tuple(shape)}.")
+        embed_dim = decoder_sequence_shape[-1]
+        if embed_dim % self.num_heads:
+            raise ValueError(
+                f"`num_heads`={self.num_heads} must divide the input width {embed_dim}: each head "
+                f"gets key_dim = width // num_heads, and {embed_dim} / {self.num_heads} is not whole."
+            )
+        self.self_attention = self._attention("self_attention", decoder_sequence_shape, decoder_sequence_shape)
+        self.self_attention_norm = self._norm("self_attention_norm", decoder_sequence_shape)
+        self.cross_attention = self._attention("cross_attention", decoder_sequence_shape, encoder_sequence_shape)
+        self.cross_attention_norm = self._norm("cross_attention_norm", decoder_sequence_shape)
+        self.feedforward_hidden = keras.layers.Dense(
+            self.intermediate_dim, activation=self.activation, name="feedforward_hidden", **self._initializers()
+        )
+        self.feedforward_hidden.build(decoder_sequence_shape)
+        self.feedforward_output = keras.layers.Dense(embed_dim, name="feedforward_output", **self._initializers())
+        self.feedforward_output.build((*decoder_sequence_shape[:-1], self.intermediate_dim))
+        self.feedforward_norm = self._norm("feedforward_norm", decoder_sequence_shape)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, name="residual_dropout")
+        super().build(decoder_sequence_shape)
+
+    def _sublayer(self, x, norm, function, training):
+        """Residual wrapper: post-norm LayerNorm(x + F(x)) or pre-norm x + F(LayerNorm(x))."""
+        output = function(norm(x) if self.norm_first else x)
+        x = x + self.dropout_layer(output, training=training)
+        return x if self.norm_first else norm(x)
+
+    def call(self, decoder_sequence, encoder_sequence=None, decoder_padding_mask=None,
+             encoder_padding_mask=None, use_causal_mask=True, training=None,
+             return_attention_scores=False, decoder_sequence_mask=None, encoder_sequence_mask=None):
+        if encoder_sequence is None:
+            raise ValueError("`encoder_sequence` is required: this decoder always attends to an encoder's output.")
+        target_mask = decoder_sequence_mask if decoder_padding_mask is None else decoder_padding_mask  # (B, T)
+        source_mask = encoder_sequence_mask if encoder_padding_mask is None else encoder_padding_mask  # (B, S)
+        self_mask = None if target_mask is None else ops.expand_dims(ops.cast(target_mask, "bool"), 1)  # (B, 1, T)
+        cross_mask = None if source_mask is None else ops.expand_dims(ops.cast(source_mask, "bool"), 1)  # (B, 1, S)
+        scores = {}
+
+        def self_attention(x):
+            return self.self_attention(x, x, attention_mask=self_mask, use_causal_mask=use_causal_mask,
+                                       training=training)
+
+        def cross_attention(x):
+            if not return_attention_scores:
+                return self.cross_attention(x, encoder_sequence, attention_mask=cross_mask, training=training)
+            output, scores["cross"] = self.cross_attention(
+                x, encoder_sequence, attention_mask=cross_mask, training=training, return_attention_scores=True)
+            return output
+
+        def feedforward(x):
+            return self.feedforward_output(self.feedforward_hidden(x))
+
+        x = self._sublayer(decoder_sequence, self.self_attention_norm, self_attention, training)  # 1. causal self-attention
+        x = self._sublayer(x, self.cross_attention_norm, cross_attention, training)  # 2. attend to the source
+        x = self._sublayer(x, self.feedforward_norm, feedforward, training)  # 3. position-wise feed-forward
+        return (x, scores["cross"]) if return_attention_scores else x
+
+    def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        return tuple(decoder_sequence_shape)
