@@ -36,3 +36,27 @@ def test_anti_diagonal_mass():
     assert anti_diagonal_attention_mass(np.full((2, 4, 4), 0.25)) == pytest.approx(0.25)
     with pytest.raises(ValueError, match="T == S"):
         anti_diagonal_attention_mass(np.ones((2, 3, 4)))
+
+
+def test_masked_metrics_ignore_padding():
+    import keras
+
+    from transformer_course.metrics import masked_accuracy, masked_loss
+
+    y_true = np.array([[3, 1, 2, 0, 0], [1, 1, 0, 0, 0]])
+    generator = np.random.default_rng(0)
+    y_pred = generator.dirichlet(np.ones(4), size=(2, 5)).astype("float32")  # (B, T, V)
+    real = y_true != 0
+    # Reference: Keras' own loss with the padding weighted out, and a NumPy count.
+    reference = keras.losses.SparseCategoricalCrossentropy(reduction="sum")(y_true, y_pred, sample_weight=real)
+    assert float(masked_loss(y_true, y_pred)) == pytest.approx(float(reference) / real.sum(), rel=1e-5)
+    expected = (y_pred.argmax(-1) == y_true)[real].mean()
+    assert float(masked_accuracy(y_true, y_pred)) == pytest.approx(expected)
+    # Whatever the model predicts at padded positions changes neither number.
+    changed = y_pred.copy()
+    changed[~real] = np.eye(4)[0]  # predicting "padding" there would inflate a plain accuracy
+    assert float(masked_loss(y_true, changed)) == pytest.approx(float(masked_loss(y_true, y_pred)), rel=1e-6)
+    assert float(masked_accuracy(y_true, changed)) == pytest.approx(expected)
+    plain_accuracy = (changed.argmax(-1) == y_true).mean()
+    assert plain_accuracy > expected  # why the masked version exists
+    assert float(masked_accuracy(np.zeros((1, 3), int), y_pred[:1, :3])) == 0.0

@@ -2,13 +2,24 @@
 
 Sequence-to-sequence accuracy comes in two strengths: **element accuracy** counts every output
 step that is right, **sequence accuracy** counts a sequence only if every step is right.
+
+For translation, :func:`masked_loss` and :func:`masked_accuracy` ignore padding: a padded target
+position (id 0) is neither a loss to minimise nor a free point of accuracy.
 """
 
 from __future__ import annotations
 
+import keras
 import numpy as np
+from keras import ops
 
-__all__ = ["element_accuracy", "sequence_accuracy", "anti_diagonal_attention_mass"]
+__all__ = [
+    "element_accuracy",
+    "sequence_accuracy",
+    "anti_diagonal_attention_mass",
+    "masked_loss",
+    "masked_accuracy",
+]
 
 
 def _symbols(name: str, values) -> np.ndarray:
@@ -84,3 +95,40 @@ def anti_diagonal_attention_mass(attention_weights) -> float:
         )
     steps = weights.shape[1]
     return float(np.mean(weights[:, np.arange(steps), steps - 1 - np.arange(steps)]))
+
+
+def _real_tokens(y_true, padding_id: int = 0):
+    return ops.cast(ops.not_equal(y_true, padding_id), "float32")
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+def masked_loss(y_true, y_pred):
+    """Mean cross-entropy over real target tokens only (id 0 is padding).
+
+    Args:
+        y_true: int ``(B, T)`` target ids; 0 marks padding.
+        y_pred: float ``(B, T, V)`` probabilities (a softmax output).
+
+    Returns:
+        float32 scalar: the sum of per-token cross-entropies at real positions divided by the
+        number of real positions (0 if there are none).
+    """
+    per_token = keras.losses.sparse_categorical_crossentropy(y_true, y_pred)  # (B, T)
+    real = _real_tokens(y_true)
+    return ops.sum(per_token * real) / ops.maximum(ops.sum(real), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+def masked_accuracy(y_true, y_pred):
+    """Share of real target tokens (id != 0) whose most likely predicted id is right.
+
+    Args:
+        y_true: int ``(B, T)`` target ids; 0 marks padding.
+        y_pred: float ``(B, T, V)`` probabilities or logits.
+
+    Returns:
+        float32 scalar in [0, 1] (0 if there are no real tokens).
+    """
+    real = _real_tokens(y_true)
+    hits = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int64")), "float32")
+    return ops.sum(hits * real) / ops.maximum(ops.sum(real), 1.0)
