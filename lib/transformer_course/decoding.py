@@ -1,0 +1,139 @@
+"""Turning a next-token distribution into a sequence: greedy search and beam search.
+
+Both work with any model through one callable, ``next_token_probabilities(decoded)``: given the
+ids decoded so far, int ``(K, t)``, it returns the probabilities of the next id, float ``(K, V)``
+(for a translator: run the decoder on ``decoded`` against a fixed source and take the last
+position's softmax). Id 0 is padding.
+
+References:
+    Sutskever, Vinyals and Le, 2014, §3.2 (beam search for seq2seq).
+    Wu et al., 2016, "Google's Neural Machine Translation System", §7 (length penalty).
+    https://arxiv.org/abs/1609.08144
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ._validation import check_integer
+
+__all__ = ["greedy_decode", "beam_search", "length_penalty"]
+
+_PADDING = 0
+
+
+def _probabilities(function: Callable, decoded: np.ndarray) -> np.ndarray:
+    probabilities = np.asarray(function(decoded), dtype="float64")
+    if probabilities.ndim != 2 or probabilities.shape[0] != decoded.shape[0]:
+        raise ValueError(
+            "`next_token_probabilities` must return shape (sequences, vocabulary) = "
+            f"({decoded.shape[0]}, V); returned {probabilities.shape}."
+        )
+    return probabilities
+
+
+def greedy_decode(next_token_probabilities: Callable, start_ids, end_id: int, max_length: int) -> np.ndarray:
+    """Decode by taking the most likely next id at every step.
+
+    Args:
+        next_token_probabilities: callable, int ``(B, t)`` -> float ``(B, V)``.
+        start_ids: int or int array ``(B,)``, the start id of each sequence.
+        end_id: int, the id that ends a sequence.
+        max_length: int, the most ids to generate after the start id.
+
+    Returns:
+        int64 ``(B, 1 + n)``, n <= max_length: each row starts with its start id; after its end
+        id, a row holds padding (0). Decoding stops once every row has ended.
+
+    Raises:
+        ValueError: for a non-positive ``max_length`` or a callable returning the wrong shape.
+    """
+    max_length = check_integer("max_length", max_length)
+    decoded = np.atleast_1d(np.asarray(start_ids, dtype="int64"))[:, None]  # (B, 1)
+    finished = np.zeros(decoded.shape[0], dtype=bool)
+    for _ in range(max_length):
+        next_ids = _probabilities(next_token_probabilities, decoded).argmax(axis=-1)  # (B,)
+        next_ids = np.where(finished, _PADDING, next_ids)
+        decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
+        finished |= next_ids == end_id
+        if finished.all():
+            break
+    return decoded
+
+
+def length_penalty(length, alpha: float) -> np.ndarray:
+    """GNMT's length penalty ``((5 + length) / 6) ** alpha``; alpha = 0 turns it off.
+
+    A hypothesis' score is its summed log-probability divided by this, so that longer outputs
+    are not punished merely for multiplying more probabilities below 1.
+    """
+    return ((5.0 + np.asarray(length, dtype="float64")) / 6.0) ** alpha
+
+
+def beam_search(
+    next_token_probabilities: Callable,
+    start_id: int,
+    end_id: int,
+    max_length: int,
+    beam_width: int = 4,
+    alpha: float = 0.6,
+) -> tuple[np.ndarray, float]:
+    """Keep the ``beam_width`` best partial sequences at every step; return the best finished one.
+
+    Each step extends every kept sequence by every id, scores the extensions by summed
+    log-probability, and keeps the best ``beam_width``. A sequence that emits ``end_id`` is set
+    aside as finished. Search stops when ``beam_width`` sequences have finished or after
+    ``max_length`` steps; the winner has the highest ``log p / length_penalty(length, alpha)``
+    (length counted without the start id). With ``beam_width=1`` this is greedy search.
+
+    Args:
+        next_token_probabilities: callable, int ``(K, t)`` -> float ``(K, V)``.
+        start_id: int, the start id.
+        end_id: int, the end id.
+        max_length: int, the most ids to generate after the start id.
+        beam_width: int, K, sequences kept at every step.
+        alpha: float >= 0, the length penalty's exponent (0: no normalisation).
+
+    Returns:
+        ``(ids, score)``: int64 ``(1 + n,)`` starting with ``start_id`` (ending with ``end_id``
+        unless ``max_length`` was reached first), and its length-normalised log-probability.
+
+    Raises:
+        ValueError: for a non-positive ``max_length`` or ``beam_width``, a negative ``alpha``,
+            or a callable returning the wrong shape.
+    """
+    max_length = check_integer("max_length", max_length)
+    beam_width = check_integer("beam_width", beam_width)
+    if alpha < 0:
+        raise ValueError(f"`alpha` must be >= 0; received {alpha!r}.")
+    beams = np.array([[start_id]], dtype="int64")  # (K, t)
+    scores = np.zeros(1)  # summed log-probabilities, (K,)
+    finished: list[tuple[float, np.ndarray]] = []
+    for step in range(1, max_length + 1):
+        with np.errstate(divide="ignore"):
+            log_probabilities = np.log(_probabilities(next_token_probabilities, beams))  # (K, V)
+        candidates = (scores[:, None] + log_probabilities).ravel()  # (K * V,)
+        vocabulary = log_probabilities.shape[1]
+        best = np.argsort(-candidates, kind="stable")[: 2 * beam_width]
+        kept_beams, kept_scores = [], []
+        for flat in best:
+            beam, token = divmod(int(flat), vocabulary)
+            if not np.isfinite(candidates[flat]):
+                break
+            sequence = np.append(beams[beam], token)
+            if token == end_id:
+                finished.append((candidates[flat] / length_penalty(step, alpha), sequence))
+            else:
+                kept_beams.append(sequence)
+                kept_scores.append(candidates[flat])
+            if len(kept_beams) == beam_width:
+                break
+        if len(finished) >= beam_width or not kept_beams:
+            break
+        beams, scores = np.array(kept_beams), np.array(kept_scores)
+    if not finished:  # nothing ended within max_length: rank the open sequences instead
+        finished = [(score / length_penalty(beams.shape[1] - 1, alpha), beam) for score, beam in zip(scores, beams)]
+    score, ids = max(finished, key=lambda item: item[0])
+    return ids, float(score)

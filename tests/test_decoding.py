@@ -1,0 +1,80 @@
+import math
+
+import numpy as np
+import pytest
+
+from transformer_course.decoding import beam_search, greedy_decode, length_penalty
+
+PAD, START, END, A, B = 0, 1, 2, 3, 4
+
+
+def table_model(table):
+    """A toy model: next-token probabilities looked up by the ids decoded so far."""
+    def next_token_probabilities(decoded):
+        rows = []
+        for sequence in decoded:
+            key = tuple(int(i) for i in sequence if i != PAD)
+            rows.append(table.get(key, [0, 0, 1.0, 0, 0]))  # unknown prefix: end
+        return np.array(rows)
+    return next_token_probabilities
+
+
+# Greedy takes A (0.5) first and ends with probability 0.5 * 0.35 * ...; B first then END has 0.36.
+TRAP = table_model({
+    (START,): [0, 0, 0.1, 0.5, 0.4],
+    (START, A): [0, 0, 0.3, 0.35, 0.35],
+    (START, B): [0, 0, 0.9, 0.05, 0.05],
+    (START, A, A): [0, 0, 0.5, 0.25, 0.25],
+    (START, A, B): [0, 0, 0.5, 0.25, 0.25],
+})
+
+
+def test_greedy_follows_the_most_likely_id_and_pads_finished_rows():
+    model = table_model({(START,): [0, 0, 0, 1, 0], (START, A): [0, 0, 0, 0, 1],
+                         (START, B): [0, 0, 1, 0, 0], (START, A, B): [0, 0, 1, 0, 0]})
+    decoded = greedy_decode(model, start_ids=[START, START], end_id=END, max_length=10)
+    np.testing.assert_array_equal(decoded, [[START, A, B, END], [START, A, B, END]])
+    mixed = table_model({(START,): [0, 0, 1, 0, 0], (B,): [0, 0, 0, 1, 0], (B, A): [0, 0, 1, 0, 0]})
+    np.testing.assert_array_equal(greedy_decode(mixed, [START, B], END, 5), [[START, END, PAD], [B, A, END]])
+
+
+def test_greedy_stops_at_max_length():
+    loop = table_model({})
+    forever = lambda decoded: np.tile([0, 0, 0, 1.0, 0], (decoded.shape[0], 1))  # noqa: E731
+    assert greedy_decode(forever, START, END, 4).tolist() == [[START, A, A, A, A]]
+    assert greedy_decode(loop, START, END, 4).tolist() == [[START, END]]
+
+
+def test_beam_search_escapes_the_greedy_trap():
+    greedy = greedy_decode(TRAP, START, END, 5)[0]
+    assert greedy[:2].tolist() == [START, A]
+    ids, score = beam_search(TRAP, START, END, max_length=5, beam_width=2, alpha=0.0)
+    assert ids.tolist() == [START, B, END]
+    assert score == pytest.approx(math.log(0.4 * 0.9))
+
+
+def test_beam_width_one_is_greedy():
+    ids, _ = beam_search(TRAP, START, END, max_length=5, beam_width=1, alpha=0.0)
+    np.testing.assert_array_equal(ids, greedy_decode(TRAP, START, END, 5)[0])
+
+
+def test_length_penalty_normalises_the_score():
+    assert length_penalty(1, 0.0) == 1.0
+    assert length_penalty(7, 1.0) == pytest.approx(2.0)
+    ids, score = beam_search(TRAP, START, END, max_length=5, beam_width=2, alpha=1.0)
+    generated = len(ids) - 1
+    assert score == pytest.approx(math.log(0.4 * 0.9) / ((5 + generated) / 6))
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(max_length=0), "`max_length`"), (dict(beam_width=0), "`beam_width`"), (dict(alpha=-1.0), "`alpha`"),
+])
+def test_beam_search_checks_its_arguments(arguments, message):
+    settings = dict(start_id=START, end_id=END, max_length=5, beam_width=2, alpha=0.6) | arguments
+    with pytest.raises(ValueError, match=message):
+        beam_search(TRAP, **settings)
+
+
+def test_a_model_returning_the_wrong_shape_is_named():
+    with pytest.raises(ValueError, match="must return shape"):
+        greedy_decode(lambda decoded: np.ones(5), START, END, 3)
