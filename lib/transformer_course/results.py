@@ -23,6 +23,7 @@ __all__ = [
     "write_record",
     "load_records",
     "load_record",
+    "headline",
     "results_table",
     "update_readme_table",
 ]
