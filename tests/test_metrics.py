@@ -60,3 +60,25 @@ def test_masked_metrics_ignore_padding():
     plain_accuracy = (changed.argmax(-1) == y_true).mean()
     assert plain_accuracy > expected  # why the masked version exists
     assert float(masked_accuracy(np.zeros((1, 3), int), y_pred[:1, :3])) == 0.0
+
+
+def test_corpus_bleu_against_known_values():
+    from transformer_course.metrics import corpus_bleu
+
+    references = ["el gato está en la alfombra", "hoy hace mucho frío"]
+    score, signature = corpus_bleu(references, references)
+    assert score == pytest.approx(100.0)
+    assert signature.startswith("nrefs:1|case:mixed") and "tok:13a" in signature
+    assert corpus_bleu(["completely different words here", "nothing alike"], references)[0] < 10
+    # The argument order matters: a short hypothesis is penalised, a short reference is not.
+    short, long = ["el gato"], ["el gato está en la alfombra"]
+    assert corpus_bleu(short, long)[0] < corpus_bleu(long, short)[0]
+
+
+def test_corpus_bleu_checks_its_arguments():
+    from transformer_course.metrics import corpus_bleu
+
+    with pytest.raises(ValueError, match="pair up one to one; received 1 and 2"):
+        corpus_bleu(["a"], ["a", "b"])
+    with pytest.raises(ValueError, match="`hypotheses` must be a list of str"):
+        corpus_bleu("a single string", ["a"])

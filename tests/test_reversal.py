@@ -65,3 +65,18 @@ def test_invalid_sizes_name_the_argument(argument, value):
     arguments[argument] = value
     with pytest.raises(ValueError, match=f"`{argument}` must be (a positive integer|an integer >= 2)"):
         reversal_dataset(**arguments)
+
+
+def test_split_pairs_is_seeded_and_complete():
+    from transformer_course.datasets import split_pairs
+
+    pairs = [(f"en {i}", f"es {i}") for i in range(1000)]
+    train, validation, test = split_pairs(pairs, seed=3)
+    assert (len(train), len(validation), len(test)) == (700, 150, 150)
+    assert sorted(train + validation + test) == sorted(pairs)
+    assert split_pairs(pairs, seed=3) == (train, validation, test)
+    assert split_pairs(pairs, seed=4)[0] != train
+    with pytest.raises(ValueError, match="`fractions` must be three positive numbers"):
+        split_pairs(pairs, fractions=(0.8, 0.3, 0.1))
+    with pytest.raises(ValueError, match="empty"):
+        split_pairs([])

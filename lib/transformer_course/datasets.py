@@ -44,6 +44,7 @@ __all__ = [
     "one_hot_decode",
     "load_imdb",
     "load_spa_eng",
+    "split_pairs",
     "cache_directory",
     "download",
     "DataSource",
@@ -571,3 +572,31 @@ def load_spa_eng(
     path = root / "spa-eng" / "spa.txt.gz"
     _ensure_cached(root, [path], source, _convert_spa_eng, download_if_missing, progress)
     return _read_spa_eng(path, source.expected_records)
+
+
+def split_pairs(pairs, fractions=(0.7, 0.15, 0.15), seed: int = 0):
+    """Shuffle sentence pairs with a fixed seed and cut them into train, validation and test.
+
+    Args:
+        pairs: a sequence of items (for example ``(english, spanish)`` tuples).
+        fractions: three positive floats summing to 1: the train, validation and test shares.
+        seed: int, seeds the shuffle; the same seed and input give the same split.
+
+    Returns:
+        ``(train, validation, test)``, three lists that together hold every pair exactly once;
+        the test list takes whatever rounding leaves over.
+
+    Raises:
+        ValueError: if ``fractions`` is not three positive numbers summing to 1, or ``pairs``
+            is empty.
+    """
+    if len(fractions) != 3 or min(fractions) <= 0 or abs(sum(fractions) - 1.0) > 1e-9:
+        raise ValueError(f"`fractions` must be three positive numbers summing to 1; received {fractions!r}.")
+    items = list(pairs)
+    if not items:
+        raise ValueError("`pairs` is empty: there is nothing to split.")
+    order = np.random.default_rng(seed).permutation(len(items))
+    train_end = int(round(fractions[0] * len(items)))
+    validation_end = train_end + int(round(fractions[1] * len(items)))
+    shuffled = [items[i] for i in order]
+    return shuffled[:train_end], shuffled[train_end:validation_end], shuffled[validation_end:]

@@ -19,6 +19,7 @@ __all__ = [
     "anti_diagonal_attention_mass",
     "masked_loss",
     "masked_accuracy",
+    "corpus_bleu",
 ]
 
 
@@ -132,3 +133,41 @@ def masked_accuracy(y_true, y_pred):
     real = _real_tokens(y_true)
     hits = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int64")), "float32")
     return ops.sum(hits * real) / ops.maximum(ops.sum(real), 1.0)
+
+
+def corpus_bleu(hypotheses, references) -> tuple[float, str]:
+    """Corpus BLEU of translations against one reference each, computed by sacrebleu.
+
+    The order matters: ``hypotheses`` are what the model wrote, ``references`` the human
+    translations. (Swapping them changes the brevity penalty and the score.) sacrebleu applies its
+    own standard tokenisation (``13a``) and is case-sensitive; normalise both sides the same way
+    before calling, and report the returned signature with the score.
+
+    Args:
+        hypotheses: list of N str, the model's translations.
+        references: list of N str, one reference translation for each hypothesis.
+
+    Returns:
+        ``(score, signature)``: BLEU in [0, 100] and sacrebleu's signature string, e.g.
+        ``"nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"``.
+
+    Raises:
+        ValueError: if either argument is not a list of str, or their lengths differ, or they
+            are empty.
+
+    Source: Papineni et al., 2002, "BLEU: a Method for Automatic Evaluation of Machine
+    Translation"; Post, 2018, "A Call for Clarity in Reporting BLEU Scores" (sacrebleu).
+    """
+    from sacrebleu.metrics import BLEU
+
+    for name, texts in (("hypotheses", hypotheses), ("references", references)):
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+            raise ValueError(f"`{name}` must be a list of str, one per sentence; received {type(texts).__name__}.")
+    if len(hypotheses) != len(references) or not hypotheses:
+        raise ValueError(
+            "`hypotheses` and `references` must be non-empty and pair up one to one; received "
+            f"{len(hypotheses)} and {len(references)}."
+        )
+    bleu = BLEU()
+    result = bleu.corpus_score(list(hypotheses), [list(references)])
+    return float(result.score), str(bleu.get_signature())
