@@ -57,6 +57,28 @@ class _TransformerBlock(keras.layers.Layer):
             bias_initializer=self.bias_initializer.__class__.from_config(self.bias_initializer.get_config()),
         )
 
+    def _check_width(self, embed_dim):
+        if embed_dim % self.num_heads:
+            raise ValueError(
+                f"`num_heads`={self.num_heads} must divide the input width {embed_dim}: each head "
+                f"gets key_dim = width // num_heads, and {embed_dim} / {self.num_heads} is not whole."
+            )
+
+    def _attention(self, name, query_shape, value_shape):
+        """A built MultiHeadAttention with key_dim = E // num_heads."""
+        layer = MultiHeadAttention(
+            self.num_heads, query_shape[-1] // self.num_heads, dropout=self.dropout, name=name,
+            **self._initializers(),
+        )
+        layer.build(query_shape, value_shape)
+        return layer
+
+    def _norm(self, name, shape):
+        """A built LayerNormalization."""
+        layer = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)
+        layer.build(shape)
+        return layer
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -125,21 +147,11 @@ class TransformerEncoder(_TransformerBlock):
         if len(inputs_shape) != 3:
             raise ValueError(f"`inputs` must have shape (batch, length, width); received {tuple(inputs_shape)}.")
         embed_dim = inputs_shape[-1]
-        if embed_dim % self.num_heads:
-            raise ValueError(
-                f"`num_heads`={self.num_heads} must divide the input width {embed_dim}: each head "
-                f"gets key_dim = width // num_heads, and {embed_dim} / {self.num_heads} is not whole."
-            )
-        self.attention = MultiHeadAttention(
-            self.num_heads, embed_dim // self.num_heads, dropout=self.dropout, name="self_attention",
-            **self._initializers(),
-        )
-        self.attention.build(inputs_shape, inputs_shape)
-        self.attention_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="attention_norm")
-        self.attention_norm.build(inputs_shape)
+        self._check_width(embed_dim)
+        self.attention = self._attention("self_attention", inputs_shape, inputs_shape)
+        self.attention_norm = self._norm("attention_norm", inputs_shape)
         self.attention_dropout = keras.layers.Dropout(self.dropout, name="attention_dropout")
-        self.feedforward_norm = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name="feedforward_norm")
-        self.feedforward_norm.build(inputs_shape)
+        self.feedforward_norm = self._norm("feedforward_norm", inputs_shape)
         self.feedforward_hidden = keras.layers.Dense(
             self.intermediate_dim, activation=self.activation, name="feedforward_hidden", **self._initializers()
         )
@@ -227,19 +239,6 @@ class TransformerDecoder(_TransformerBlock):
     Source: Vaswani et al., 2017, §3.1 (decoder stack) and §3.2.3 (the three uses of attention).
     """
 
-    def _attention(self, name, query_shape, value_shape):
-        layer = MultiHeadAttention(
-            self.num_heads, query_shape[-1] // self.num_heads, dropout=self.dropout, name=name,
-            **self._initializers(),
-        )
-        layer.build(query_shape, value_shape)
-        return layer
-
-    def _norm(self, name, shape):
-        layer = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)
-        layer.build(shape)
-        return layer
-
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         if encoder_sequence_shape is None:
             raise ValueError("`encoder_sequence` is required: this decoder always attends to an encoder's output.")
@@ -247,11 +246,7 @@ class TransformerDecoder(_TransformerBlock):
             if len(shape) != 3:
                 raise ValueError(f"`{name}` must have shape (batch, length, width); received {tuple(shape)}.")
         embed_dim = decoder_sequence_shape[-1]
-        if embed_dim % self.num_heads:
-            raise ValueError(
-                f"`num_heads`={self.num_heads} must divide the input width {embed_dim}: each head "
-                f"gets key_dim = width // num_heads, and {embed_dim} / {self.num_heads} is not whole."
-            )
+        self._check_width(embed_dim)
         self.self_attention = self._attention("self_attention", decoder_sequence_shape, decoder_sequence_shape)
         self.self_attention_norm = self._norm("self_attention_norm", decoder_sequence_shape)
         self.cross_attention = self._attention("cross_attention", decoder_sequence_shape, encoder_sequence_shape)
