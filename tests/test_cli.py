@@ -107,3 +107,16 @@ def test_a_dead_kernel_fails_only_its_notebook(tmp_path, capsys):
     assert code == 1
     assert re.search(r"01_dies\s+FAILED", output) and re.search(r"02_fine\s+PASSED", output)
     assert "cell 2 of 2" in output and "DeadKernelError" in output
+
+
+def test_a_relative_data_directory_means_where_the_command_was_typed(tmp_path, monkeypatch, capsys):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    _write(notebooks, "01_where.ipynb", ["from transformer_course.datasets import cache_directory\nprint(cache_directory())"])
+    (tmp_path / "cache").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COURSE_DATA_DIR", "cache")  # relative to tmp_path, not to notebooks/
+    assert cli.main(["run", "--profile", "smoke", "--quiet", "--notebooks-dir", "notebooks",
+                     "--build-dir", "build", "--results-dir", "results"]) == 0
+    executed = nbformat.read(tmp_path / "build" / "01_where.ipynb", 4)
+    assert executed.cells[1].outputs[0]["text"].strip() == str((tmp_path / "cache").resolve())

@@ -255,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     table.set_defaults(handler=_command_results)
 
     arguments = parser.parse_args(argv)
+    from .datasets import pin_data_directory
+
+    pin_data_directory()  # kernels run in the notebooks' folder, not where the command was typed
     return arguments.handler(arguments)
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "load_spa_eng",
     "split_pairs",
     "cache_directory",
+    "pin_data_directory",
     "download",
     "DataSource",
     "TextSplit",
@@ -251,6 +252,18 @@ def cache_directory(cache_dir: str | os.PathLike | None = None) -> Path:
 
         cache_dir = platformdirs.user_cache_dir("transformer-course")
     return Path(cache_dir).expanduser().resolve()
+
+
+def pin_data_directory() -> None:
+    """Make a relative ``COURSE_DATA_DIR`` absolute, against the current directory.
+
+    Call it in a process that starts notebook kernels (the runner, the test suite) before any
+    kernel starts: a kernel runs in the notebook's folder, where a relative path would point
+    somewhere else than where the user typed it.
+    """
+    value = os.environ.get("COURSE_DATA_DIR")
+    if value:
+        os.environ["COURSE_DATA_DIR"] = str(Path(value).expanduser().resolve())
 
 
 @contextmanager
