@@ -73,6 +73,16 @@ class _TransformerBlock(keras.layers.Layer):
         layer.build(query_shape, value_shape)
         return layer
 
+    def _feedforward(self, shape):
+        """The built position-wise feed-forward pair: Dense(F, activation) then Dense(E)."""
+        hidden = keras.layers.Dense(
+            self.intermediate_dim, activation=self.activation, name="feedforward_hidden", **self._initializers()
+        )
+        hidden.build(shape)
+        output = keras.layers.Dense(shape[-1], name="feedforward_output", **self._initializers())
+        output.build((*shape[:-1], self.intermediate_dim))
+        return hidden, output
+
     def _norm(self, name, shape):
         """A built LayerNormalization."""
         layer = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)
@@ -146,18 +156,12 @@ class TransformerEncoder(_TransformerBlock):
     def build(self, inputs_shape):
         if len(inputs_shape) != 3:
             raise ValueError(f"`inputs` must have shape (batch, length, width); received {tuple(inputs_shape)}.")
-        embed_dim = inputs_shape[-1]
-        self._check_width(embed_dim)
+        self._check_width(inputs_shape[-1])
         self.attention = self._attention("self_attention", inputs_shape, inputs_shape)
         self.attention_norm = self._norm("attention_norm", inputs_shape)
         self.attention_dropout = keras.layers.Dropout(self.dropout, name="attention_dropout")
         self.feedforward_norm = self._norm("feedforward_norm", inputs_shape)
-        self.feedforward_hidden = keras.layers.Dense(
-            self.intermediate_dim, activation=self.activation, name="feedforward_hidden", **self._initializers()
-        )
-        self.feedforward_hidden.build(inputs_shape)
-        self.feedforward_output = keras.layers.Dense(embed_dim, name="feedforward_output", **self._initializers())
-        self.feedforward_output.build((*inputs_shape[:-1], self.intermediate_dim))
+        self.feedforward_hidden, self.feedforward_output = self._feedforward(inputs_shape)
         self.feedforward_dropout = keras.layers.Dropout(self.dropout, name="feedforward_dropout")
         super().build(inputs_shape)
 
@@ -245,18 +249,12 @@ class TransformerDecoder(_TransformerBlock):
         for name, shape in (("decoder_sequence", decoder_sequence_shape), ("encoder_sequence", encoder_sequence_shape)):
             if len(shape) != 3:
                 raise ValueError(f"`{name}` must have shape (batch, length, width); received {tuple(shape)}.")
-        embed_dim = decoder_sequence_shape[-1]
-        self._check_width(embed_dim)
+        self._check_width(decoder_sequence_shape[-1])
         self.self_attention = self._attention("self_attention", decoder_sequence_shape, decoder_sequence_shape)
         self.self_attention_norm = self._norm("self_attention_norm", decoder_sequence_shape)
         self.cross_attention = self._attention("cross_attention", decoder_sequence_shape, encoder_sequence_shape)
         self.cross_attention_norm = self._norm("cross_attention_norm", decoder_sequence_shape)
-        self.feedforward_hidden = keras.layers.Dense(
-            self.intermediate_dim, activation=self.activation, name="feedforward_hidden", **self._initializers()
-        )
-        self.feedforward_hidden.build(decoder_sequence_shape)
-        self.feedforward_output = keras.layers.Dense(embed_dim, name="feedforward_output", **self._initializers())
-        self.feedforward_output.build((*decoder_sequence_shape[:-1], self.intermediate_dim))
+        self.feedforward_hidden, self.feedforward_output = self._feedforward(decoder_sequence_shape)
         self.feedforward_norm = self._norm("feedforward_norm", decoder_sequence_shape)
         self.dropout_layer = keras.layers.Dropout(self.dropout, name="residual_dropout")
         super().build(decoder_sequence_shape)
