@@ -7,6 +7,7 @@ import platform
 import re
 import subprocess
 import sys
+import warnings
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -57,6 +58,9 @@ def import_tensorflow_quietly():
     import logging
 
     logging.getLogger("tensorflow").addFilter(_drop_retracing_warnings)
+    # Keras' `fit` defaults to shuffle=True and warns that a tf.data.Dataset is not reshuffled by
+    # it; the course's datasets shuffle themselves (`dataset.shuffle(...)`), so the warning is noise.
+    warnings.filterwarnings("ignore", message=r"`shuffle=True` was passed, but will be ignored", category=UserWarning)
     return tensorflow
 
 

@@ -1,0 +1,241 @@
+"""Sequence classification with a Transformer encoder: pooling heads and a model builder.
+
+A Transformer encoder returns one vector per token; a classifier needs one vector per text.
+Two ways to pool, both here:
+
+* **global max pooling** (Chollet, "Deep Learning with Python", 2nd ed., §11.4): for each
+  feature, its largest value over the real tokens. :class:`MaskedGlobalMaxPooling1D` skips
+  padding — ``keras.layers.GlobalMaxPooling1D`` does not, so a padded position could win the max
+  and a review's score would depend on how much padding its batch happened to have.
+* a **[CLS] token** (Devlin et al., 2019, BERT, §3): :class:`PrependClassToken` puts an extra
+  token in front of every sequence; attention lets it gather from the whole text, and its output
+  vector is the text's summary.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+from ._validation import check_integer
+from .positional import PositionalEmbedding
+from .transformer import TransformerEncoder
+
+__all__ = [
+    "MaskedGlobalMaxPooling1D",
+    "PrependClassToken",
+    "ClassTokenOutput",
+    "build_sentiment_classifier",
+    "build_end_to_end_classifier",
+    "predict_sentiment",
+    "POOLINGS",
+]
+
+POOLINGS = ("max", "cls")
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class MaskedGlobalMaxPooling1D(keras.layers.Layer):
+    """The largest value of each feature over the real (unmasked) positions.
+
+    Call arguments:
+        inputs: float ``(B, T, E)``.
+        mask: optional bool ``(B, T)``, True = real token; filled in by Keras from the previous
+            layer (``mask_zero`` embeddings, ``PositionalEmbedding``, the course's encoders).
+            Without a mask every position counts.
+
+    Returns:
+        float ``(B, E)``. A sequence with no real token (an empty text) gives zeros.
+
+    Raises:
+        ValueError: for an input that is not rank 3.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if len(inputs.shape) != 3:
+            raise ValueError(f"`inputs` must have shape (batch, length, width); received {tuple(inputs.shape)}.")
+        if mask is None:
+            return ops.max(inputs, axis=1)
+        real = ops.expand_dims(ops.cast(mask, "bool"), -1)  # (B, T, 1)
+        lowest = ops.full_like(inputs, float(keras.config.epsilon()) - 3.0e38)
+        pooled = ops.max(ops.where(real, inputs, lowest), axis=1)  # (B, E)
+        return ops.where(ops.any(real, axis=1), pooled, ops.zeros_like(pooled))
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        return (inputs_shape[0], inputs_shape[2])
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class PrependClassToken(keras.layers.Layer):
+    """Put a ``[CLS]`` token id in front of every sequence of token ids.
+
+    Args:
+        token_id: int, the id used for ``[CLS]``; give it a row of its own in the embedding
+            table (``vocab_size`` for a vocabulary of ids ``0 .. vocab_size - 1``).
+
+    Call arguments:
+        inputs: int ``(B, T)`` token ids, 0 = padding.
+
+    Returns:
+        int ``(B, T + 1)``; column 0 is ``token_id``, so it is never padding.
+
+    Raises:
+        ValueError: for a ``token_id`` that is not a positive integer.
+    """
+
+    def __init__(self, token_id, **kwargs):
+        super().__init__(**kwargs)
+        self.token_id = check_integer("token_id", token_id)
+
+    def call(self, inputs):
+        column = ops.full((ops.shape(inputs)[0], 1), self.token_id, dtype=inputs.dtype)
+        return ops.concatenate([column, inputs], axis=1)
+
+    def compute_output_shape(self, inputs_shape):
+        length = None if inputs_shape[1] is None else inputs_shape[1] + 1
+        return (inputs_shape[0], length)
+
+    def get_config(self):
+        return {**super().get_config(), "token_id": self.token_id}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class ClassTokenOutput(keras.layers.Layer):
+    """The output vector at position 0 (the ``[CLS]`` token): ``(B, T, E) -> (B, E)``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        return inputs[:, 0, :]
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        return (inputs_shape[0], inputs_shape[2])
+
+
+def build_sentiment_classifier(
+    vocab_size: int,
+    sequence_length: int,
+    embed_dim: int = 256,
+    num_heads: int = 2,
+    intermediate_dim: int = 32,
+    num_layers: int = 1,
+    positions: bool = True,
+    pooling: str = "max",
+    dropout: float = 0.5,
+    name: str | None = None,
+) -> keras.Model:
+    """A binary text classifier: embedding → Transformer encoder(s) → pooling → dropout → sigmoid.
+
+    The defaults are the IMDB model of Chollet, "Deep Learning with Python", 2nd ed., §11.4.3.
+    The encoder block is :class:`~transformer_course.transformer.TransformerEncoder` (post-norm,
+    Vaswani et al., 2017, §3.1). Every layer honours the padding mask, so the prediction for a
+    text does not depend on how much padding follows it.
+
+    Args:
+        vocab_size: int, token ids ``0 .. vocab_size - 1`` (0 = padding).
+        sequence_length: int, the longest input accepted (rows of the position table).
+        embed_dim, num_heads, intermediate_dim: ints, E, N (divides E) and the feed-forward width.
+        num_layers: int, encoder blocks stacked, sharing no weights.
+        positions: bool, add a learned position embedding (``PositionalEmbedding``); without it
+            the model sees a bag of words, only mixed by attention.
+        pooling: ``"max"`` (masked global max pooling) or ``"cls"`` (a ``[CLS]`` token with id
+            ``vocab_size``, output at position 0).
+        dropout: float in [0, 1), before the output layer (the encoder blocks use none).
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from int ``(B, T)`` token ids to float32 ``(B, 1)``, P(positive).
+        Its layers are named ``embedding``, ``encoder_1`` …, ``pooling`` and ``output``.
+
+    Raises:
+        ValueError: for non-positive sizes, an unknown ``pooling``, a ``dropout`` outside [0, 1),
+            or a ``num_heads`` that does not divide ``embed_dim``.
+    """
+    vocab_size = check_integer("vocab_size", vocab_size)
+    sequence_length = check_integer("sequence_length", sequence_length)
+    embed_dim = check_integer("embed_dim", embed_dim)
+    num_layers = check_integer("num_layers", num_layers)
+    if pooling not in POOLINGS:
+        raise ValueError(f"`pooling` must be one of {POOLINGS}; received {pooling!r}.")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    if check_integer("num_heads", num_heads) and embed_dim % num_heads:
+        raise ValueError(f"`num_heads` ({num_heads}) must divide `embed_dim` ({embed_dim}).")
+
+    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    ids, rows, length = token_ids, vocab_size, sequence_length
+    if pooling == "cls":
+        ids, rows, length = PrependClassToken(vocab_size, name="prepend_cls")(token_ids), vocab_size + 1, sequence_length + 1
+    if positions:
+        x = PositionalEmbedding(length, rows, embed_dim, name="embedding")(ids)
+    else:
+        x = keras.layers.Embedding(rows, embed_dim, mask_zero=True, name="embedding")(ids)
+    for index in range(num_layers):
+        x = TransformerEncoder(intermediate_dim, num_heads, name=f"encoder_{index + 1}")(x)
+    x = (MaskedGlobalMaxPooling1D if pooling == "max" else ClassTokenOutput)(name="pooling")(x)
+    x = keras.layers.Dropout(dropout, name="dropout")(x)
+    probability = keras.layers.Dense(1, activation="sigmoid", name="output")(x)
+    return keras.Model(token_ids, probability, name=name)
+
+
+def build_end_to_end_classifier(vectorizer, model: keras.Model, name: str | None = None) -> keras.Model:
+    """Join a ``TextVectorization`` layer and a token-id classifier into one model on raw strings.
+
+    The result saves to one ``.keras`` file holding the vocabulary, the standardisation function
+    (if it is registered with Keras, as ``text.standardize_review`` is) and the weights.
+
+    Args:
+        vectorizer: an adapted ``keras.layers.TextVectorization`` (``output_mode="int"``).
+        model: a ``keras.Model`` from int token ids ``(B, T)`` to probabilities ``(B, 1)``.
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from a string ``(B,)`` batch to float32 ``(B, 1)``.
+    """
+    text = keras.Input(shape=(), dtype="string", name="text")
+    return keras.Model(text, model(vectorizer(text)), name=name)
+
+
+def predict_sentiment(model: keras.Model, reviews, batch_size: int = 64):
+    """P(positive) for one review or a list of reviews, through an end-to-end string model.
+
+    Any string is accepted: an empty one (the model sees only padding and returns its prior),
+    any language (unknown words become the out-of-vocabulary id 1), any length (the vectoriser
+    keeps the first ``output_sequence_length`` tokens).
+
+    Args:
+        model: a model from :func:`build_end_to_end_classifier` (or one reloaded from ``.keras``).
+        reviews: a ``str``, or a list/tuple of ``str``.
+        batch_size: int, reviews per forward pass.
+
+    Returns:
+        float for a single string; float32 NumPy ``(N,)`` for a list (``(0,)`` for an empty list).
+
+    Raises:
+        TypeError: if ``reviews`` is neither a string nor a list/tuple of strings; the message
+            names what was received (and the position of the first non-string).
+    """
+    single = isinstance(reviews, str)
+    items = [reviews] if single else reviews
+    if not isinstance(items, (list, tuple)):
+        raise TypeError(f"`reviews` must be a string or a list of strings; received {type(reviews).__name__} {reviews!r:.60}.")
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"`reviews[{index}]` must be a string; received {type(item).__name__} {item!r:.60}.")
+    if not items:
+        return np.zeros((0,), dtype="float32")
+    probabilities = model.predict(np.array(items, dtype=object), batch_size=batch_size, verbose=0)[:, 0]
+    return float(probabilities[0]) if single else probabilities.astype("float32")

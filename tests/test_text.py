@@ -1,0 +1,76 @@
+"""Standardisation functions and length bucketing."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from transformer_course.text import (
+    bucket_by_length,
+    standardize_review,
+    standardize_translation,
+    trim_padding,
+)
+
+
+def decoded(tensor):
+    return [value.decode("utf-8") for value in tensor.numpy()]
+
+
+def test_review_standardisation_removes_line_breaks_and_punctuation():
+    assert decoded(standardize_review(tf.constant(["Great!<br /><br />A MUST-see.<br/>Yes"]))) == [
+        "great  a mustsee yes"]
+
+
+def test_translation_standardisation_keeps_spanish_marks_and_accents():
+    assert decoded(standardize_translation(tf.constant(["¿Dónde está el BAÑO?", "¡Qué día, Ángel!"]))) == [
+        "¿ dónde está el baño", "¡ qué día ángel"]
+
+
+def test_translation_standardisation_keeps_start_and_end_markers():
+    assert decoded(standardize_translation(tf.constant(["[start] Hola. [end]"]))) == ["[start] hola [end]"]
+
+
+@pytest.mark.parametrize("function", [standardize_review, standardize_translation])
+def test_standardisation_rejects_numbers(function):
+    with pytest.raises(TypeError, match="texts"):
+        function(tf.constant([1, 2]))
+
+
+def test_trim_padding():
+    np.testing.assert_array_equal(trim_padding(tf.constant([4, 1, 9, 0, 0])).numpy(), [4, 1, 9])
+
+
+def test_buckets_pad_to_their_boundary_and_keep_every_example():
+    sequences = [np.arange(1, n + 1) for n in (3, 5, 9, 2, 12, 7)]
+    dataset = tf.data.Dataset.from_generator(
+        lambda: ((s, len(s)) for s in sequences),
+        output_signature=(tf.TensorSpec((None,), tf.int64), tf.TensorSpec((), tf.int64)))
+    seen = []
+    for ids, lengths in bucket_by_length(dataset, boundaries=[5, 10, 13], batch_size=2):
+        assert ids.shape[1] in (4, 9, 12)
+        for row, length in zip(ids.numpy(), lengths.numpy()):
+            assert ids.shape[1] >= length and (row[length:] == 0).all()
+            seen.append(int(length))
+    assert sorted(seen) == sorted(len(s) for s in sequences)
+
+
+@pytest.mark.parametrize("boundaries", [[], [10, 5], [1]])
+def test_bucket_boundaries_are_checked(boundaries):
+    dataset = tf.data.Dataset.from_tensor_slices(([[1, 2]], [0]))
+    with pytest.raises(ValueError, match="boundaries"):
+        bucket_by_length(dataset, boundaries, 2)
+
+
+@pytest.mark.parametrize("boundaries", [None, [3, 5, 9]])
+def test_vectorized_batches_know_their_length_and_keep_every_review(boundaries):
+    import keras
+
+    from transformer_course.text import vectorized_batches
+
+    texts = ["a b", "a b c d", "a", "b c d e f g", "c", "a b c"]
+    vectorizer = keras.layers.TextVectorization(output_sequence_length=8)
+    vectorizer.adapt(texts)
+    batches = vectorized_batches(texts, [0, 1, 0, 1, 0, 1], vectorizer, 2, bucket_boundaries=boundaries, shuffle=True)
+    seen = [(int(np.count_nonzero(row)), int(label)) for ids, labels in batches for row, label in zip(ids.numpy(), labels.numpy())]
+    assert sorted(seen) == sorted((len(text.split()), label) for text, label in zip(texts, [0, 1, 0, 1, 0, 1]))
+    assert int(batches.cardinality()) == sum(1 for _ in batches)

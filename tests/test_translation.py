@@ -1,0 +1,118 @@
+"""The translation model, cached greedy decoding, and the exported Translator."""
+
+import keras
+import numpy as np
+import pytest
+
+from transformer_course.decoding import greedy_decode
+from transformer_course.text import standardize_translation
+from transformer_course.translation import IncrementalDecoder, Translator, build_translation_model
+
+SOURCE_LENGTH, TARGET_LENGTH = 8, 9
+
+
+def small_model(num_layers=2, seed=0, source_vocab_size=30, target_vocab_size=40):
+    keras.utils.set_random_seed(seed)
+    return build_translation_model(source_vocab_size, target_vocab_size, SOURCE_LENGTH, TARGET_LENGTH, embed_dim=16, intermediate_dim=32,
+                                   num_heads=2, num_layers=num_layers)
+
+
+def uncached_greedy(model, source_ids, start_id, end_id, max_length):
+    def next_token_probabilities(decoded):
+        probabilities = model({"source_ids": source_ids, "target_ids": decoded.astype("int32")})
+        probabilities = keras.ops.convert_to_numpy(probabilities)[:, -1, :]
+        probabilities[:, 0] = 0.0  # padding is never generated
+        return probabilities
+
+    return greedy_decode(next_token_probabilities, np.full(len(source_ids), start_id), end_id, max_length)
+
+
+def test_model_shapes_and_layer_names():
+    model = small_model()
+    probabilities = model({"source_ids": np.ones((3, 5), "int32"), "target_ids": np.ones((3, 7), "int32")})
+    assert probabilities.shape == (3, 7, 40)
+    names = [layer.name for layer in model.layers]
+    for name in ("source_embedding", "encoder_1", "encoder_2", "target_embedding", "decoder_1", "decoder_2", "output"):
+        assert name in names
+
+
+def test_later_target_tokens_never_change_earlier_predictions():
+    model = small_model()
+    source = np.array([[3, 4, 5, 0]], "int32")
+    target = np.array([[1, 7, 8, 9, 10]], "int32")
+    changed = target.copy()
+    changed[0, 3:] = [20, 21]
+    before = keras.ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}))
+    after = keras.ops.convert_to_numpy(model({"source_ids": source, "target_ids": changed}))
+    np.testing.assert_allclose(before[0, :3], after[0, :3], atol=1e-6)
+    assert not np.allclose(before[0, 3:], after[0, 3:])
+
+
+def test_source_padding_changes_nothing():
+    model = small_model()
+    target = np.array([[1, 7, 8]], "int32")
+    short = model({"source_ids": np.array([[3, 4, 5]], "int32"), "target_ids": target})
+    padded = model({"source_ids": np.array([[3, 4, 5, 0, 0, 0]], "int32"), "target_ids": target})
+    np.testing.assert_allclose(short, padded, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_cached_greedy_equals_recomputing_everything(num_layers):
+    model = small_model(num_layers, seed=num_layers)
+    source = np.array([[3, 4, 5, 6, 0, 0, 0, 0], [7, 2, 9, 11, 12, 13, 0, 0], [0] * 8], "int32")
+    expected = uncached_greedy(model, source, start_id=2, end_id=3, max_length=TARGET_LENGTH - 1)
+    cached = IncrementalDecoder(model, max_length=TARGET_LENGTH - 1).decode(source, start_id=2, end_id=3)
+    np.testing.assert_array_equal(cached, expected)
+
+
+def test_incremental_decoder_checks_max_length():
+    with pytest.raises(ValueError, match="max_length"):
+        IncrementalDecoder(small_model(1), max_length=TARGET_LENGTH + 1)
+
+
+def make_translator():
+    source = keras.layers.TextVectorization(max_tokens=30, output_sequence_length=SOURCE_LENGTH,
+                                            standardize=standardize_translation)
+    target = keras.layers.TextVectorization(max_tokens=40, output_sequence_length=TARGET_LENGTH,
+                                            standardize=standardize_translation)
+    source.adapt(["I like cats", "where is the station", "good morning"])
+    target.adapt(["[start] me gustan los gatos [end]", "[start] ¿ dónde está la estación [end]",
+                  "[start] buenos días [end]"])
+    model = small_model(1, source_vocab_size=source.vocabulary_size(), target_vocab_size=target.vocabulary_size())
+    return Translator(source, target, model, max_length=TARGET_LENGTH - 1)
+
+
+def test_translator_checks_the_vocabulary_matches_the_model():
+    translator = make_translator()
+    mismatched = Translator(translator.source_vectorizer, translator.target_vectorizer, small_model(1), max_length=4)
+    with pytest.raises(ValueError, match="target vocabulary"):
+        mismatched.translate("I like cats")
+
+
+def test_translator_round_trips_through_a_keras_file(tmp_path):
+    translator = make_translator()
+    sentences = ["I like cats", "where is the station?", ""]
+    before = translator.translate(sentences)
+    translator.save(tmp_path / "translator.keras")
+    reloaded = keras.models.load_model(tmp_path / "translator.keras")
+    assert reloaded.translate(sentences) == before
+    assert reloaded.translate(sentences, beam_width=3) == translator.translate(sentences, beam_width=3)
+
+
+def test_translator_accepts_any_string():
+    translator = make_translator()
+    for sentence in ["", "word " * 500, "😀🎉", "¿Qué?"]:
+        assert isinstance(translator.translate(sentence), str)
+    assert translator.translate([]) == []
+
+
+@pytest.mark.parametrize("sentences, message", [(42, "`sentences` must be"), (["ok", 3], r"`sentences\[1\]`")])
+def test_translator_names_bad_input(sentences, message):
+    with pytest.raises(TypeError, match=message):
+        make_translator().translate(sentences)
+
+
+def test_beam_width_one_equals_greedy():
+    translator = make_translator()
+    sentences = ["I like cats", "good morning"]
+    assert translator.translate(sentences, beam_width=1) == translator.translate(sentences)
