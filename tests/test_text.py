@@ -74,3 +74,17 @@ def test_vectorized_batches_know_their_length_and_keep_every_review(boundaries):
     seen = [(int(np.count_nonzero(row)), int(label)) for ids, labels in batches for row, label in zip(ids.numpy(), labels.numpy())]
     assert sorted(seen) == sorted((len(text.split()), label) for text, label in zip(texts, [0, 1, 0, 1, 0, 1]))
     assert int(batches.cardinality()) == sum(1 for _ in batches)
+
+
+@pytest.mark.parametrize("function", [standardize_review, standardize_translation])
+def test_line_separators_inside_words_do_not_break_a_saved_vocabulary(tmp_path, function):
+    import keras
+
+    texts = ["good\x85film here", "bad\u2028acting\x0bthere", "nice\u00a0music"]
+    vectorizer = keras.layers.TextVectorization(output_sequence_length=4, standardize=function)
+    vectorizer.adapt(texts)
+    model = keras.Sequential([keras.Input(shape=(), dtype="string"), vectorizer])
+    model.save(tmp_path / "vectorizer.keras")
+    reloaded = keras.models.load_model(tmp_path / "vectorizer.keras")
+    np.testing.assert_array_equal(model(tf.constant(texts)), reloaded(tf.constant(texts)))
+    assert "film" in vectorizer.get_vocabulary()

@@ -116,3 +116,12 @@ def test_beam_width_one_equals_greedy():
     translator = make_translator()
     sentences = ["I like cats", "good morning"]
     assert translator.translate(sentences, beam_width=1) == translator.translate(sentences)
+
+
+def test_cross_attention_never_looks_at_source_padding():
+    from transformer_course.translation import cross_attention_weights
+
+    weights = cross_attention_weights(small_model(2), np.array([[3, 4, 5, 0, 0]]), np.array([[2, 7, 8]]))
+    assert weights.shape == (1, 2, 3, 5)
+    assert np.all(weights[..., 3:] == 0.0)
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)

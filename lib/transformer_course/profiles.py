@@ -82,6 +82,44 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "width": 64,
             "batch_size": 256,
         },
+        "06": {
+            # Chollet, "Deep Learning with Python", 2nd ed., §11.4: the whole IMDB training set
+            # less 20% held out, 20,000 words, reviews cut at 600 tokens, E=256, 2 heads, F=32.
+            "train_reviews": None,  # None = all of them
+            "test_reviews": None,
+            "validation_fraction": 0.2,
+            "max_tokens": 20000,
+            "sequence_length": 600,
+            "batch_size": 32,
+            "bucket_boundaries": (64, 128, 192, 256, 384, 512, 601),
+            "jit_compile": True,
+            "embed_dim": 256,
+            "num_heads": 2,
+            "intermediate_dim": 32,
+            "epochs": 6,  # an upper bound: training stops when validation loss stalls
+            "patience": 2,
+            "baseline_epochs": 10,
+        },
+        "07": {
+            # All 118,964 Tatoeba pairs, split 70/15/15 by pair with a fixed seed.
+            "pairs": None,  # None = all of them
+            "split_seed": 0,
+            "source_vocab_size": 15000,
+            "target_vocab_size": 15000,
+            "length_quantile": 0.999,  # sequence lengths: cover this share of training sentences
+            "embed_dim": 256,
+            "intermediate_dim": 1024,
+            "num_heads": 8,
+            "num_layers": 2,
+            "dropout": 0.1,
+            "batch_size": 64,
+            "jit_compile": True,
+            "epochs": 12,  # an upper bound: training stops when validation loss stalls
+            "patience": 2,
+            "beam_sentences": 1000,  # test sentences scored with both greedy and beam search
+            "beam_width": 4,
+            "length_penalty_alpha": 0.6,
+        },
     },
     "smoke": {
         "01": {
@@ -132,6 +170,41 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "depth": 20,
             "width": 64,
             "batch_size": 256,
+        },
+        "06": {
+            "train_reviews": 800,
+            "test_reviews": 400,
+            "validation_fraction": 0.2,
+            "max_tokens": 20000,
+            "sequence_length": 600,
+            "batch_size": 32,
+            "bucket_boundaries": (64, 128, 192, 256, 384, 512, 601),
+            "jit_compile": False,  # compiling every bucket shape costs more than it saves here
+            "embed_dim": 32,
+            "num_heads": 2,
+            "intermediate_dim": 16,
+            "epochs": 1,
+            "patience": 1,
+            "baseline_epochs": 1,
+        },
+        "07": {
+            "pairs": 3000,
+            "split_seed": 0,
+            "source_vocab_size": 2000,
+            "target_vocab_size": 2000,
+            "length_quantile": 0.999,
+            "embed_dim": 32,
+            "intermediate_dim": 64,
+            "num_heads": 2,
+            "num_layers": 1,
+            "dropout": 0.1,
+            "batch_size": 64,
+            "jit_compile": False,
+            "epochs": 1,
+            "patience": 1,
+            "beam_sentences": 10,
+            "beam_width": 2,
+            "length_penalty_alpha": 0.6,
         },
     },
 }

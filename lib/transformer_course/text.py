@@ -30,6 +30,12 @@ __all__ = [
     "vectorized_batches",
 ]
 
+# Unicode separators and control characters (U+0085, U+2028, vertical tab, ...). Splitting text on
+# ASCII whitespace leaves them inside words, and a vocabulary holding such a "word" breaks when
+# Keras saves it one word per line and reads it back with str.splitlines(). Both
+# standardisations turn them into spaces.
+UNICODE_SEPARATORS = r"[\pZ\pC]"
+
 # Every ASCII punctuation mark except the square brackets of "[start]" and "[end]".
 TRANSLATION_STRIPPED_CHARACTERS = string.punctuation.replace("[", "").replace("]", "")
 
@@ -62,6 +68,7 @@ def standardize_review(texts):
     """
     texts = tf.strings.lower(_check_strings("texts", texts))
     texts = tf.strings.regex_replace(texts, r"<br\s*/?>", " ")
+    texts = tf.strings.regex_replace(texts, UNICODE_SEPARATORS, " ")
     return tf.strings.regex_replace(texts, f"[{re.escape(string.punctuation)}]", "")
 
 
@@ -87,6 +94,7 @@ def standardize_translation(texts):
         '¿ dónde está el baño'
     """
     texts = tf.strings.lower(_check_strings("texts", texts), encoding="utf-8")
+    texts = tf.strings.regex_replace(texts, UNICODE_SEPARATORS, " ")
     texts = tf.strings.regex_replace(texts, f"[{re.escape(TRANSLATION_STRIPPED_CHARACTERS)}]", "")
     texts = tf.strings.regex_replace(texts, "([¿¡])", r"\1 ")
     return tf.strings.strip(tf.strings.regex_replace(texts, r"\s+", " "))

@@ -26,7 +26,7 @@ from .decoding import beam_search
 from .positional import PositionalEmbedding
 from .transformer import TransformerDecoder, TransformerEncoder
 
-__all__ = ["build_translation_model", "IncrementalDecoder", "Translator", "START_TOKEN", "END_TOKEN"]
+__all__ = ["build_translation_model", "cross_attention_weights", "IncrementalDecoder", "Translator", "START_TOKEN", "END_TOKEN"]
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
@@ -97,6 +97,33 @@ def _layers(model: keras.Model, prefix: str) -> list:
             found.append(model.get_layer(f"{prefix}_{len(found) + 1}"))
         except ValueError:
             return found
+
+
+def cross_attention_weights(model: keras.Model, source_ids, target_ids):
+    """Where the last decoder block looks in the source, for each target position.
+
+    Args:
+        model: a model from :func:`build_translation_model`.
+        source_ids: int ``(B, S)``, 0 = padding.
+        target_ids: int ``(B, T)``, the decoder input (``[start]`` then the target so far).
+
+    Returns:
+        float32 NumPy ``(B, N, T, S)``: row t of head n sums to 1 over the real source tokens;
+        source padding gets exactly 0.
+    """
+    source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
+    target_ids = ops.convert_to_tensor(np.asarray(target_ids), dtype="int32")
+    source_mask, target_mask = ops.not_equal(source_ids, 0), ops.not_equal(target_ids, 0)
+    x = model.get_layer("source_embedding")(source_ids)
+    for encoder in _layers(model, "encoder"):
+        x = encoder(x, padding_mask=source_mask)
+    y = model.get_layer("target_embedding")(target_ids)
+    decoders = _layers(model, "decoder")
+    for decoder in decoders[:-1]:
+        y = decoder(y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask)
+    _, weights = decoders[-1](y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
+                              return_attention_scores=True)
+    return ops.convert_to_numpy(weights)
 
 
 class IncrementalDecoder:

@@ -1,0 +1,415 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 — The Transformer decoder: translating English into Spanish
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/07_transformer_translation.ipynb)
+#
+# **What you will learn**
+# - the decoder block: **masked (causal) self-attention**, **cross-attention** over the encoder's
+#   output, and which padding mask each one needs;
+# - **teacher forcing**: training on the target shifted right, predicting the target shifted left;
+# - a loss and an accuracy that ignore padding, and how much padding distorts plain accuracy;
+# - decoding a translation: **greedy search** with a key/value cache, and **beam search**;
+# - scoring translations with **BLEU** (sacrebleu), and shipping a translator that takes strings.
+#
+# **Prerequisites:** notebooks 04 (masks, positional embeddings), 05 (the encoder block) and
+# 06 (a `tf.data` pipeline, training with checkpoints).
+#
+# Data: English–Spanish sentence pairs from the Tatoeba Project (https://tatoeba.org), as
+# packaged by manythings.org/anki; licensed CC-BY 2.0 FR. 118,964 pairs.
+
+# %%
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # Colab only: install the course package, keep Colab's TensorFlow/Keras
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "transformer-course @ git+https://github.com/transformer-course/transformer-course@v0.1.0"],
+                   check=True)
+
+import transformer_course as tc
+
+settings = tc.start_notebook("07", seed=42)
+
+# %%
+import time
+from pathlib import Path
+
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+import tensorflow as tf
+
+from transformer_course.datasets import load_spa_eng, split_pairs
+from transformer_course.masks import causal_mask
+from transformer_course.metrics import corpus_bleu, masked_accuracy, masked_loss
+from transformer_course.plots import plot_attention, plot_training_curves
+from transformer_course.results import report_metric
+from transformer_course.text import standardize_translation
+from transformer_course.translation import Translator, build_translation_model, cross_attention_weights
+
+CHECKPOINTS = Path("checkpoints")
+CHECKPOINTS.mkdir(exist_ok=True)
+
+# %% [markdown]
+# ## 1. Sentence pairs, split three ways
+#
+# Each pair is an English sentence and one Spanish translation. We shuffle the pairs with a fixed
+# seed and split them 70 / 15 / 15 into training, validation and test sets. (Tatoeba holds some
+# English sentences several times with different translations; the split is by pair, as in the
+# usual tutorials, so a test sentence's English may also occur in training with another
+# translation.)
+
+# %%
+pairs = load_spa_eng()
+if settings.pairs is not None:  # the smoke profile uses a random subset
+    pairs = [pairs[i] for i in np.random.default_rng(0).permutation(len(pairs))[: settings.pairs]]
+train_pairs, validation_pairs, test_pairs = split_pairs(pairs, (0.7, 0.15, 0.15), seed=settings.split_seed)
+print(f"pairs: {len(pairs):,} -> train {len(train_pairs):,}, validation {len(validation_pairs):,}, test {len(test_pairs):,}")
+for english, spanish in train_pairs[:3]:
+    print(f"  {english!r:45} -> {spanish!r}")
+
+# %% [markdown]
+# ## 2. Standardisation that keeps Spanish
+#
+# Notebook 03 deleted all punctuation. For Spanish that would delete the opening marks `¿` and
+# `¡`, which a translation must produce. `standardize_translation` lower-cases (accents stay:
+# "Á" becomes "á"), removes the other punctuation, and splits `¿`/`¡` off as tokens of their own.
+# It keeps `[` and `]`, so the markers `[start]` and `[end]` that wrap every target survive.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+examples = ["¿Dónde está la estación?", "¡Qué día tan bonito!", "Él no habló con Ana.", "[start] Hola. [end]"]
+for text in examples:
+    print(f"{text!r:30} -> {standardize_translation(tf.constant(text)).numpy().decode()!r}")
+
+# %%
+def wrap(spanish):
+    """The decoder's target: the Spanish sentence between the start and end markers."""
+    return f"[start] {spanish} [end]"
+
+train_english, train_spanish = [e for e, _ in train_pairs], [wrap(s) for _, s in train_pairs]
+print(train_spanish[0])
+
+# %% [markdown]
+# ## 3. Vocabularies and lengths, chosen from the data
+#
+# Every sentence in a batch is padded to one length; the longest sentence in the data would set
+# a needlessly long length for all of them. We measure the training sentences in tokens and
+# choose a length that covers nearly all of them (`length_quantile`); the few longer ones are
+# cut.
+
+# %%
+def token_counts(texts):
+    standardized = standardize_translation(tf.constant(texts)).numpy()
+    return np.array([len(text.split()) for text in standardized])
+
+english_counts, spanish_counts = token_counts(train_english), token_counts(train_spanish)
+source_length = int(np.ceil(np.quantile(english_counts, settings.length_quantile)))
+target_length = int(np.ceil(np.quantile(spanish_counts, settings.length_quantile)))  # with [start] and [end]
+print(f"English: mean {english_counts.mean():.1f} tokens, longest {english_counts.max()}; source length S = {source_length}")
+print(f"Spanish with markers: mean {spanish_counts.mean():.1f}, longest {spanish_counts.max()}; target length = {target_length}")
+
+# %%
+figure, axis = plt.subplots(figsize=(7, 3))
+bins = np.arange(0, max(english_counts.max(), spanish_counts.max()) + 2) - 0.5
+axis.hist(english_counts, bins=bins, alpha=0.6, label="English (source)")
+axis.hist(spanish_counts, bins=bins, alpha=0.6, label="Spanish + [start]/[end] (target)")
+for length, colour in ((source_length, "C0"), (target_length, "C1")):
+    axis.axvline(length + 0.5, color=colour, linestyle="--")
+axis.set_xlabel("tokens per sentence"); axis.set_ylabel("training sentences"); axis.set_yscale("log"); axis.legend()
+plt.show()
+
+# %%
+source_vectorizer = keras.layers.TextVectorization(
+    max_tokens=settings.source_vocab_size, output_sequence_length=source_length, standardize=standardize_translation)
+target_vectorizer = keras.layers.TextVectorization(
+    max_tokens=settings.target_vocab_size, output_sequence_length=target_length, standardize=standardize_translation)
+source_vectorizer.adapt(train_english)  # training sentences only
+target_vectorizer.adapt(train_spanish)
+target_vocabulary = [str(word) for word in target_vectorizer.get_vocabulary()]
+print("source vocabulary:", source_vectorizer.vocabulary_size(), "; target vocabulary:", len(target_vocabulary))
+print("first target words:", target_vocabulary[:10])
+
+# %% [markdown]
+# ## 4. Teacher forcing
+#
+# The decoder is trained to predict the next target token at **every** position in parallel. Its
+# input is the target **shifted right** (it starts with `<s>`, the start marker); the label at
+# each position is the target **shifted left** — the token that comes next. The lecture notes'
+# example, translating "hello how are you" into Hindi:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+encoder_input = "hello how are you".split()
+target = "<s> namaste aap kaise hai </s>".split()
+decoder_input, label = target[:-1], target[1:]
+print("encoder input:", encoder_input)
+for position, (seen, predict) in enumerate(zip(decoder_input, label)):
+    print(f"position {position}: decoder has read {decoder_input[: position + 1]!s:45} -> must predict {predict!r}")
+
+# %% [markdown]
+# At training time the decoder sees the *true* previous tokens ("teacher forcing"), never its own
+# guesses, so all positions train in one pass. What keeps position 1 from simply reading the
+# answer at position 2? The **causal mask** in self-attention: position t may attend only to
+# positions ≤ t (white below = allowed).
+
+# %%
+figure, axis = plt.subplots(figsize=(3.6, 3.6))
+plot_attention(keras.ops.convert_to_numpy(causal_mask(len(decoder_input))).astype("float32"),
+               decoder_input, decoder_input, "causal mask (1 = may attend)", axis=axis)
+plt.show()
+
+# %% [markdown]
+# The same on a real pair: the vectorised target has `target_length` ids; the decoder input drops
+# the last, the label drops the first.
+
+# %%
+english, spanish = train_pairs[0]
+ids = target_vectorizer([wrap(spanish)])[0].numpy()
+print("English:", english, "| source ids:", source_vectorizer([english])[0].numpy().tolist())
+print("decoder input:", [target_vocabulary[i] for i in ids[:-1] if i])
+print("label:        ", [target_vocabulary[i] for i in ids[1:] if i])
+
+# %% [markdown]
+# ## 5. The `tf.data` pipeline
+#
+# Vectorise in batches, split the target into decoder input and label, cache, shuffle the
+# training set every epoch, prefetch.
+
+# %%
+def make_batches(split_pairs_, shuffle):
+    english, spanish = [e for e, _ in split_pairs_], [wrap(s) for _, s in split_pairs_]
+    dataset = tf.data.Dataset.from_tensor_slices((english, spanish)).batch(settings.batch_size)
+    def to_inputs(english, spanish):
+        target = target_vectorizer(spanish)  # (B, target_length)
+        return {"source_ids": source_vectorizer(english), "target_ids": target[:, :-1]}, target[:, 1:]
+    dataset = dataset.map(to_inputs, num_parallel_calls=tf.data.AUTOTUNE).cache()
+    return (dataset.shuffle(len(split_pairs_) // settings.batch_size + 1, seed=0) if shuffle else dataset).prefetch(tf.data.AUTOTUNE)
+
+batches = {"train": make_batches(train_pairs, True), "validation": make_batches(validation_pairs, False),
+           "test": make_batches(test_pairs, False)}
+inputs, labels = next(iter(batches["train"]))
+print({name: tuple(tensor.shape) for name, tensor in inputs.items()}, "labels", tuple(labels.shape))
+
+# %% [markdown]
+# ## 6. The model
+#
+# `build_translation_model`: `PositionalEmbedding` + a stack of `TransformerEncoder` blocks for
+# the English sentence; `PositionalEmbedding` + a stack of `TransformerDecoder` blocks for the
+# Spanish so far; a softmax over the Spanish vocabulary at every position. Each decoder block:
+#
+# 1. **masked self-attention** over the target — target padding mask AND causal mask;
+# 2. **cross-attention**: queries from the target, keys and values from the encoder's output,
+#    masked with the **source** padding mask (the encoder's padding, not the decoder's — a bug
+#    one well-known tutorial shipped);
+# 3. the position-wise feed-forward network; each sub-layer with dropout, residual and LayerNorm.
+
+# %%
+keras.utils.set_random_seed(42)
+model = build_translation_model(
+    source_vectorizer.vocabulary_size(), len(target_vocabulary), source_length, target_length - 1,
+    embed_dim=settings.embed_dim, intermediate_dim=settings.intermediate_dim, num_heads=settings.num_heads,
+    num_layers=settings.num_layers, dropout=settings.dropout, name="english_to_spanish")
+model.summary(line_length=100)
+
+# %% [markdown]
+# ### Loss and accuracy that ignore padding
+#
+# Most label positions are padding (short sentences padded to `target_length`). `masked_loss`
+# averages the cross-entropy over real tokens only; `masked_accuracy` counts only real tokens.
+# We train with these and keep the epoch with the best validation loss.
+
+# %%
+model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy], jit_compile=settings.jit_compile)
+checkpoint, ends = CHECKPOINTS / "english_to_spanish.keras", []
+callbacks = [keras.callbacks.ModelCheckpoint(checkpoint, monitor="val_loss", save_best_only=True),
+             keras.callbacks.EarlyStopping(monitor="val_loss", patience=settings.patience),
+             keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: ends.append(time.perf_counter()))]
+start = time.perf_counter()
+history = model.fit(batches["train"], validation_data=batches["validation"], epochs=settings.epochs,
+                    callbacks=callbacks, verbose=2)
+best_epoch = int(np.argmin(history.history["val_loss"]))
+seconds_to_best, training_seconds = ends[best_epoch] - start, ends[-1] - start
+model = keras.models.load_model(checkpoint)
+print(f"best epoch {best_epoch + 1} of {len(ends)}; {seconds_to_best:.0f} s to reach it, {training_seconds:.0f} s in all")
+
+# %%
+plot_training_curves({"Transformer": history}, metrics=("loss", "masked_accuracy"))
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ### How much padding distorts plain accuracy
+#
+# Keras' plain `"accuracy"` scores every label position, padding included. Our model never
+# learned to predict padding (the masked loss ignores it), so plain accuracy *understates* it. A
+# model trained on the plain loss learns the easy rule "after `[end]` comes padding" and collects
+# every padded position for free, so plain accuracy *overstates* it. Either way the number is not
+# about translation.
+
+# %%
+_, validation_masked = model.evaluate(batches["validation"], verbose=0)
+labels = np.concatenate([label.numpy() for _, label in batches["validation"]])
+predictions = np.concatenate([np.argmax(model(inputs), axis=-1) for inputs, _ in batches["validation"]])
+padding_share = float(np.mean(labels == 0))
+print(f"masked accuracy (real tokens only):                {validation_masked:.1%}")
+print(f"share of label positions that are padding:         {padding_share:.1%}")
+print(f"plain accuracy of this model (padding counted):    {np.mean(predictions == labels):.1%}")
+print(f"plain accuracy if padding were predicted perfectly: {validation_masked * (1 - padding_share) + padding_share:.1%}")
+
+# %% [markdown]
+# ## 7. Decoding
+#
+# At inference there is no target to force: the decoder feeds on its own output, one token at a
+# time, from `[start]` until `[end]`.
+#
+# - **Greedy search** takes the most likely token at each step. Recomputing the whole decoder
+#   over all t tokens at step t would waste work: the encoder output does not change, and
+#   (thanks to the causal mask) neither do the earlier positions' keys and values. The course's
+#   `IncrementalDecoder` runs the encoder once and keeps a **key/value cache**, so each step
+#   processes one token (`benchmarks/translation_decoding.py` measures the gain).
+# - **Beam search** keeps the `beam_width` most likely partial translations at each step and
+#   ranks finished ones by log-probability divided by a length penalty (Wu et al., 2016, §7).
+#
+# `Translator` holds both vectorisers and the model, takes strings and returns strings.
+
+# %%
+translator = Translator(source_vectorizer, target_vectorizer, model, max_length=target_length - 1)
+sentences = ["I love you.", "Where is the train station?", "She doesn't like to eat vegetables.",
+             "We will go to the beach tomorrow if it doesn't rain."]
+greedy = translator.translate(sentences)
+beam = translator.translate(sentences, beam_width=settings.beam_width, alpha=settings.length_penalty_alpha)
+for sentence, greedy_text, beam_text in zip(sentences, greedy, beam):
+    print(f"{sentence}\n    greedy: {greedy_text}\n    beam:   {beam_text}")
+
+# %% [markdown]
+# ## 8. Evaluation on the test split
+#
+# **How we score.** Hypotheses are the translator's output: lower-case tokens joined by single
+# spaces, punctuation removed except `¿ ¡`, which stand alone. References are the test pairs'
+# Spanish sentences passed through the same `standardize_translation`, so both sides are
+# normalised identically. Then sacrebleu computes corpus BLEU with its default `13a`
+# tokenisation, one reference per sentence, and prints a signature that pins down the settings.
+# The exact-match rate counts hypotheses equal to their reference.
+
+# %%
+test_english = [english for english, _ in test_pairs]
+references = [text.decode() for text in standardize_translation(tf.constant([s for _, s in test_pairs])).numpy()]
+start = time.perf_counter()
+hypotheses = translator.translate(test_english)
+greedy_seconds = time.perf_counter() - start
+greedy_bleu, signature = corpus_bleu(hypotheses, references)
+exact_match = float(np.mean([h == r for h, r in zip(hypotheses, references)]))
+_, test_masked_accuracy = model.evaluate(batches["test"], verbose=0)
+print(f"greedy decoding of {len(test_english):,} test sentences: {greedy_seconds:.0f} s")
+print(f"BLEU (greedy) = {greedy_bleu:.2f}   [{signature}]")
+print(f"exact match = {exact_match:.1%}; masked token accuracy (teacher forcing) = {test_masked_accuracy:.1%}")
+
+# %% [markdown]
+# Beam search runs one sentence at a time, so we compare it with greedy on the first
+# `beam_sentences` test sentences — the same sentences for both.
+
+# %%
+subset = slice(0, settings.beam_sentences)
+start = time.perf_counter()
+beam_hypotheses = translator.translate(test_english[subset], beam_width=settings.beam_width,
+                                       alpha=settings.length_penalty_alpha)
+beam_seconds = time.perf_counter() - start
+subset_greedy_bleu, _ = corpus_bleu(hypotheses[subset], references[subset])
+beam_bleu, _ = corpus_bleu(beam_hypotheses, references[subset])
+print(f"first {len(beam_hypotheses):,} test sentences: BLEU greedy {subset_greedy_bleu:.2f}, "
+      f"beam (width {settings.beam_width}, alpha {settings.length_penalty_alpha}) {beam_bleu:.2f}  ({beam_seconds:.0f} s)")
+
+# %%
+report_metric("test_bleu_greedy", round(greedy_bleu, 2), f"sacreBLEU, greedy, whole test split ({signature})", headline=True)
+report_metric("test_bleu_greedy_beam_subset", round(subset_greedy_bleu, 2), f"sacreBLEU, greedy, first {len(beam_hypotheses)} test sentences")
+report_metric("test_bleu_beam_subset", round(beam_bleu, 2),
+              f"sacreBLEU, beam width {settings.beam_width}, alpha {settings.length_penalty_alpha}, first {len(beam_hypotheses)} test sentences")
+report_metric("test_masked_accuracy", test_masked_accuracy, "masked token accuracy on the test split, teacher forcing")
+report_metric("validation_masked_accuracy", validation_masked, "masked token accuracy on the validation split, best epoch")
+report_metric("test_exact_match", exact_match, "greedy translations identical to the reference")
+report_metric("best_epoch", best_epoch + 1, f"epoch with the best validation loss, of {len(ends)} run")
+report_metric("seconds_to_best", round(seconds_to_best, 1), "training seconds until the end of the best epoch")
+report_metric("greedy_sentences_per_second", round(len(test_english) / greedy_seconds, 1), "cached greedy decoding, batches of 256")
+
+# %% [markdown]
+# ### Sample translations
+#
+# A sample of test sentences with the reference and the greedy translation.
+
+# %%
+for index in np.random.default_rng(1).choice(len(test_pairs), size=8, replace=False):
+    print(f"EN  {test_english[index]}\nREF {references[index]}\nOUT {hypotheses[index]}\n")
+
+# %% [markdown]
+# ### Where the decoder looks
+#
+# Cross-attention weights of the last decoder block, averaged over heads: row t is the Spanish
+# token being predicted from position t, columns are English tokens. Source padding gets zero
+# weight.
+
+# %%
+source_vocabulary = [str(word) for word in source_vectorizer.get_vocabulary()]
+figure, axes = plt.subplots(1, 2, figsize=(12, 5))
+for axis, sentence in zip(axes, ["Where is the train station?", "She doesn't like to eat vegetables."]):
+    source_ids = source_vectorizer([sentence]).numpy()[:, : max(1, int(np.count_nonzero(source_vectorizer([sentence]))))]
+    output_ids = target_vectorizer([wrap(translator.translate(sentence))]).numpy()
+    output_ids = output_ids[:, : int(np.count_nonzero(output_ids))]
+    weights = cross_attention_weights(model, source_ids, output_ids[:, :-1])[0].mean(axis=0)  # (T, S)
+    plot_attention(weights, [source_vocabulary[i] for i in source_ids[0]],
+                   [target_vocabulary[i] for i in output_ids[0, 1:]], sentence, axis=axis)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 9. Export: one file that translates strings
+#
+# The `Translator` saves as one `.keras` file — vocabularies, standardisation and weights — and
+# loads back with `keras.models.load_model` (after `import transformer_course`).
+
+# %%
+translator.save(CHECKPOINTS / "translator.keras")
+reloaded = keras.models.load_model(CHECKPOINTS / "translator.keras")
+print("identical after reloading:", reloaded.translate(sentences) == translator.translate(sentences))
+odd_inputs = {"empty string": "", "500 words": "the cat sat on the mat " * 84, "emoji": "I love 🍕 and 🎉!",
+              "a number": 42, "list with None": ["Hello.", None]}
+for label, sentence in odd_inputs.items():
+    try:
+        print(f"{label:<15} -> {reloaded.translate(sentence)!r:.100}")
+    except TypeError as error:
+        print(f"{label:<15} TypeError: {error}")
+
+# %% [markdown]
+# ## Summary
+#
+# - The decoder block adds two things to the encoder block: a **causal mask** on self-attention
+#   (the target padding mask AND "no looking ahead") and **cross-attention** over the encoder's
+#   output, masked with the **source** padding mask.
+# - Teacher forcing trains all positions at once: input = target shifted right, label = target
+#   shifted left.
+# - Padding must be masked out of the loss and the accuracy; plain accuracy misstates quality in
+#   either direction.
+# - Greedy decoding with a key/value cache does one position of work per step; beam search keeps
+#   several hypotheses and usually scores a little higher.
+# - BLEU means little without its normalisation and sacrebleu signature, both given above.
+#
+# ## Exercise (ungraded)
+#
+# Translate a few sentences of your own, including one longer than the source length. Then vary
+# the beam width (1, 2, 4, 8) and the length-penalty exponent on 200 test sentences: where does
+# BLEU peak, and what happens to the average translation length?
