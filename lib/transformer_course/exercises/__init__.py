@@ -1,0 +1,128 @@
+"""Exercises: instant, friendly feedback on the functions students write in the notebooks.
+
+In a notebook, after an exercise cell::
+
+    from transformer_course.exercises import check
+    check("04.1", scaled_dot_product_attention)
+
+prints one verdict: ``✓`` with the points, or what is wrong — expected vs received shape or
+dtype, the first differing value and where, a mask leak — or "not attempted yet" for a stub that
+still raises ``NotImplementedError``. It never shows a traceback, runs offline in well under a
+second, and never raises (whatever the student's function does).
+
+Each exercise runs the student's function on a few cases made from a fixed seed and compares the
+results with the package's own implementation (the reference). :func:`evaluate` returns the
+verdict as an object instead of printing it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from .catalog import EXERCISES, Exercise
+from .compare import compare_outputs
+
+__all__ = ["check", "evaluate", "Verdict", "EXERCISES", "Exercise", "compare_outputs"]
+
+_TIME_LIMIT_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of checking one exercise.
+
+    Attributes:
+        exercise: str, the exercise id (``"04.1"``).
+        status: ``"passed"``, ``"failed"``, ``"not attempted"`` or ``"error"`` (the function
+            raised, or ran out of time).
+        message: str, one or two friendly lines for the student.
+        points: int, points earned (all or nothing per exercise).
+        max_points: int.
+    """
+
+    exercise: str
+    status: str
+    message: str
+    points: int
+    max_points: int
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def __str__(self) -> str:
+        mark = {"passed": "✓", "not attempted": "…"}.get(self.status, "✗")
+        return f"{mark} Exercise {self.exercise}: {self.message} ({self.points}/{self.max_points} points)"
+
+
+class _TimeLimit(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: int):
+    """Stop a runaway student function (an endless loop) after ``seconds``, where possible."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _TimeLimit()
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def evaluate(exercise_id: str, candidate, seed: int = 0) -> Verdict:
+    """Check ``candidate`` against exercise ``exercise_id``; return the verdict, print nothing.
+
+    Args:
+        exercise_id: str, e.g. ``"04.1"``; see ``EXERCISES``.
+        candidate: the student's function (or ``None`` if they have not written one).
+        seed: int, chooses the test cases (the notebooks use 0).
+
+    Returns:
+        :class:`Verdict`. Never raises for anything the candidate does.
+
+    Raises:
+        KeyError: for an unknown ``exercise_id`` (a mistake in the notebook, not the student's).
+    """
+    if exercise_id not in EXERCISES:
+        raise KeyError(f"unknown exercise {exercise_id!r}; known: {', '.join(EXERCISES)}.")
+    exercise = EXERCISES[exercise_id]
+
+    def verdict(status, message):
+        return Verdict(exercise_id, status, message, exercise.points if status == "passed" else 0, exercise.points)
+
+    if not callable(candidate):
+        return verdict("not attempted", f"expected a function `{exercise.function_name}`; received {type(candidate).__name__}.")
+    cases = exercise.cases(np.random.default_rng(seed))
+    for number, (label, arguments) in enumerate(cases, start=1):
+        try:
+            with _time_limit(_TIME_LIMIT_SECONDS), np.errstate(all="ignore"):
+                received = candidate(**arguments)
+        except NotImplementedError:
+            return verdict("not attempted", "not attempted yet — replace `raise NotImplementedError(...)` with your code.")
+        except _TimeLimit:
+            return verdict("error", f"case {number} ({label}) took longer than {_TIME_LIMIT_SECONDS} s — an endless loop?")
+        except Exception as error:  # noqa: BLE001 - report, never re-raise, the student's error
+            return verdict("error", f"case {number} ({label}) raised {type(error).__name__}: {str(error)[:200]}")
+        problem = exercise.judge(arguments, received)
+        if problem:
+            return verdict("failed", f"case {number} ({label}): {problem}")
+    return verdict("passed", f"{exercise.title} — all {len(cases)} cases match.")
+
+
+def check(exercise_id: str, candidate, seed: int = 0) -> None:
+    """Print a friendly verdict for the student's ``candidate``; see :func:`evaluate`."""
+    print(evaluate(exercise_id, candidate, seed))
