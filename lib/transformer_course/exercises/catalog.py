@@ -16,6 +16,7 @@ import numpy as np
 
 from ..datasets import one_hot_decode, one_hot_encode
 from ..decoding import greedy_decode
+from ..grading.protocol import NextTokenTable
 from .compare import compare_outputs
 
 __all__ = ["Exercise", "EXERCISES"]
@@ -239,16 +240,6 @@ def _causal_cases(rng):
     return [("length 1", {"length": 1}), ("length 4", {"length": 4}), ("length 7", {"length": 7})]
 
 
-class _MarkovModel:
-    """A fixed next-token table: the probabilities depend on the last id only."""
-
-    def __init__(self, table):
-        self.table = np.asarray(table, dtype="float64")
-
-    def __call__(self, decoded):
-        return self.table[np.asarray(decoded)[:, -1]]
-
-
 def _greedy_cases(rng):
     vocabulary = 6
     table = rng.random((vocabulary, vocabulary))
@@ -258,9 +249,9 @@ def _greedy_cases(rng):
     ending[[1, 4, 5], 2] = 5.0  # from these ids, the end id 2 wins
     ending /= ending.sum(axis=1, keepdims=True)
     return [("one sequence that reaches max_length",
-             {"next_token_probabilities": _MarkovModel(table), "start_ids": np.array([1]), "end_id": 9, "max_length": 5}),
+             {"next_token_probabilities": NextTokenTable(table), "start_ids": np.array([1]), "end_id": 9, "max_length": 5}),
             ("three sequences that end at different steps",
-             {"next_token_probabilities": _MarkovModel(ending), "start_ids": np.array([1, 3, 4]), "end_id": 2,
+             {"next_token_probabilities": NextTokenTable(ending), "start_ids": np.array([1, 3, 4]), "end_id": 2,
               "max_length": 6})]
 
 

@@ -1,0 +1,172 @@
+"""Exercise markup in the source notebooks, in nbgrader's format, and the student release.
+
+A source notebook marks an exercise with two cells, using nbgrader's cell metadata
+(``metadata.nbgrader``, schema 3) and markers:
+
+* a **solution cell** (``solution: true``, ``grade_id: "exercise_04_1"``) whose code between
+  ``### BEGIN SOLUTION`` and ``### END SOLUTION`` is the instructor's answer;
+* a **check cell** (``grade: true``, ``locked: true``, ``points``, ``grade_id: "check_04_1"``)
+  that calls ``transformer_course.exercises.check(...)``; code between ``### BEGIN HIDDEN TESTS``
+  and ``### END HIDDEN TESTS`` is for the instructor's copy only.
+
+:func:`release_notebook` makes the student version: each solution region becomes
+``raise NotImplementedError("Exercise 04.1")``, hidden-test regions go, outputs are cleared except
+those of cells marked ``# NBVAL_CHECK_OUTPUT`` (the facts a student compares against), and every
+locked cell gets nbgrader's checksum (``nbgrader.utils.compute_checksum``) so the grader can tell
+when one was edited.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+__all__ = [
+    "SOLUTION_BEGIN", "SOLUTION_END", "HIDDEN_BEGIN", "HIDDEN_END",
+    "exercise_id_of", "solution_cell", "check_cell", "release_notebook", "release_folder", "locked_cells",
+    "MarkupError",
+]
+
+SOLUTION_BEGIN, SOLUTION_END = "### BEGIN SOLUTION", "### END SOLUTION"
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+_GRADE_ID = re.compile(r"^(exercise|check)_(\d\d)_(\d+)$")
+
+
+class MarkupError(ValueError):
+    """A source notebook's exercise markup is malformed; the message names the cell."""
+
+
+def _nbgrader():
+    try:
+        from nbgrader import utils
+    except ImportError as error:  # the [instructor] extra is not installed
+        raise ImportError("release and grade need nbgrader: pip install 'transformer-course[instructor]'") from error
+    return utils
+
+
+def exercise_id_of(cell) -> str | None:
+    """``"04.1"`` for a cell whose nbgrader ``grade_id`` is ``exercise_04_1`` or ``check_04_1``; else None."""
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+    match = _GRADE_ID.match(grade_id)
+    return f"{match.group(2)}.{match.group(3)}" if match else None
+
+
+def _metadata(grade_id: str, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
+    metadata = {"grade_id": grade_id, "solution": solution, "grade": grade, "locked": locked, "schema_version": 3}
+    if points is not None:
+        metadata["points"] = points
+    return metadata
+
+
+def solution_cell(exercise_id: str, source: str):
+    """A code cell marked as the solution of ``exercise_id`` (its source holds the solution markers)."""
+    notebook, number = exercise_id.split(".")
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = _metadata(f"exercise_{notebook}_{number}", solution=True, grade=False, locked=False)
+    return cell
+
+
+def check_cell(exercise_id: str, points: int, source: str):
+    """A locked, graded code cell for ``exercise_id`` worth ``points``."""
+    notebook, number = exercise_id.split(".")
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = _metadata(f"check_{notebook}_{number}", solution=False, grade=True, locked=True,
+                                          points=points)
+    return cell
+
+
+def _replace_regions(source: str, begin: str, end: str, replacement, where: str) -> str:
+    lines, output, inside = source.splitlines(), [], None
+    for line in lines:
+        stripped = line.strip()
+        if stripped == begin:
+            if inside is not None:
+                raise MarkupError(f"{where}: {begin!r} inside another region.")
+            inside = line[: len(line) - len(line.lstrip())]
+            output.extend(replacement(inside))
+        elif stripped == end:
+            if inside is None:
+                raise MarkupError(f"{where}: {end!r} without {begin!r}.")
+            inside = None
+        elif inside is None:
+            output.append(line)
+    if inside is not None:
+        raise MarkupError(f"{where}: {begin!r} is never closed by {end!r}.")
+    return "\n".join(output)
+
+
+def release_notebook(notebook):
+    """The student version of a source notebook (the argument is not modified).
+
+    Raises:
+        MarkupError: for a solution cell without a solution region, unbalanced markers, or a
+            grade_id that does not name an exercise.
+    """
+    utils = _nbgrader()
+    released = copy.deepcopy(notebook)
+    for index, cell in enumerate(released.cells):
+        where = f"cell {index + 1}"
+        if cell.cell_type != "code":
+            continue
+        exercise = exercise_id_of(cell)
+        if utils.is_solution(cell):
+            if exercise is None:
+                raise MarkupError(f"{where}: a solution cell needs a grade_id like 'exercise_04_1'.")
+            if SOLUTION_BEGIN not in cell.source:
+                raise MarkupError(f"{where}: solution cell for {exercise} has no {SOLUTION_BEGIN!r} region.")
+            stub = lambda indent, exercise=exercise: [f'{indent}raise NotImplementedError("Exercise {exercise}")']  # noqa: E731
+            cell.source = _replace_regions(cell.source, SOLUTION_BEGIN, SOLUTION_END, stub, where)
+        cell.source = _replace_regions(cell.source, HIDDEN_BEGIN, HIDDEN_END, lambda indent: [], where).rstrip()
+        if "NBVAL_CHECK_OUTPUT" not in cell.source or utils.is_solution(cell) or utils.is_grade(cell):
+            cell.outputs, cell.execution_count = [], None
+        if utils.is_locked(cell):
+            cell.metadata["nbgrader"]["checksum"] = utils.compute_checksum(cell)
+    return released
+
+
+def locked_cells(notebook) -> dict:
+    """grade_id -> cell, for every locked nbgrader cell of ``notebook``."""
+    utils = _nbgrader()
+    return {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells
+            if "nbgrader" in cell.get("metadata", {}) and utils.is_locked(cell)}
+
+
+def _write_atomically(notebook, path: Path) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            nbformat.write(notebook, stream)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def release_folder(source_dir, release_dir, pattern: str = "[0-9][0-9]_*.ipynb") -> list[Path]:
+    """Write the student version of every source notebook in ``source_dir`` into ``release_dir``.
+
+    Each file is written atomically: a failure leaves the previous release in place.
+
+    Returns:
+        the paths written, sorted.
+
+    Raises:
+        FileNotFoundError: if ``source_dir`` holds no notebook matching ``pattern``.
+        MarkupError: for malformed markup (nothing is written for that notebook).
+    """
+    source_dir, release_dir = Path(source_dir), Path(release_dir)
+    sources = sorted(source_dir.glob(pattern))
+    if not sources:
+        raise FileNotFoundError(f"no notebooks matching {pattern!r} in {source_dir}")
+    release_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in sources:
+        released = release_notebook(nbformat.read(source, as_version=4))
+        _write_atomically(released, release_dir / source.name)
+        written.append(release_dir / source.name)
+    return written
