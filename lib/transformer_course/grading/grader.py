@@ -113,12 +113,14 @@ def _insert_captures(notebook) -> None:
     notebook.cells = cells
 
 
-def _judge(exercise, cases, replies, stopped) -> ExerciseResult:
+def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
     def result(status, message):
         return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status, message)
 
     for number, (label, arguments, nonce, key) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
+        if kind == "no-reply" and key in timed_out:
+            return result("error", f"case {number} ({label}) ran past the {cell_seconds:.0f} s limit — an endless loop?")
         if kind == "no-reply":
             return result("error", stopped or f"case {number} ({label}): no answer from the kernel")
         if kind == "missing":
@@ -181,7 +183,8 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
     outcome.problems, outcome.isolated = run.problems, run.isolated
     if run.stopped:
         outcome.flags.append(f"stopped: {run.stopped}")
-    outcome.exercises = [_judge(exercise, cases[exercise.id], run.replies, run.stopped) for exercise in exercises]
+    outcome.exercises = [_judge(exercise, cases[exercise.id], run.replies, run.stopped, run.timed_out, limits.cell_seconds)
+                         for exercise in exercises]
     outcome.seconds = round(time.perf_counter() - start, 1)
     return outcome
 

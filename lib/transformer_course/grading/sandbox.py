@@ -14,18 +14,17 @@ why and goes on with the next submission.
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import nbformat
 from jupyter_client.manager import KernelManager
-from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 __all__ = ["Limits", "SandboxResult", "run_submission", "isolation_available"]
 
@@ -52,6 +51,7 @@ class SandboxResult:
     replies: dict = field(default_factory=dict)  # request key -> printed text
     problems: list = field(default_factory=list)  # human-readable notes (cell errors, timeouts)
     stopped: str | None = None  # why the kernel was stopped early, if it was
+    timed_out: set = field(default_factory=set)  # request keys that ran past the cell limit
     isolated: bool = False
 
 
@@ -114,9 +114,53 @@ class _Watchdog(threading.Thread):
                 return
 
 
-def _stdout(cell) -> str:
-    return "".join(output.get("text", "") for output in cell.get("outputs", [])
-                   if output.get("output_type") == "stream" and output.get("name") == "stdout")
+class _KernelStopped(Exception):
+    pass
+
+
+def _execute(manager, client, code: str, timeout: float):
+    """Run ``code``; return (stdout text, (error name, value) or None, timed out?).
+
+    Reads only the messages whose parent is this request, so output from an earlier,
+    interrupted request can never be mistaken for this one's.
+
+    Raises:
+        _KernelStopped: if the kernel died (crashed, or was killed by the watchdog).
+    """
+    msg_id = client.execute(code, store_history=False, allow_stdin=False)
+    deadline, stdout, error = time.monotonic() + timeout, [], None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "".join(stdout), error, True
+        try:
+            message = client.get_iopub_msg(timeout=min(remaining, 0.2))
+        except queue.Empty:
+            if not manager.is_alive():
+                raise _KernelStopped() from None
+            continue
+        if message.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        kind, content = message["msg_type"], message["content"]
+        if kind == "stream" and content.get("name") == "stdout":
+            stdout.append(content.get("text", ""))
+        elif kind == "error":
+            error = (content.get("ename"), content.get("evalue"))
+        elif kind == "status" and content.get("execution_state") == "idle":
+            return "".join(stdout), error, False
+
+
+def _run(manager, client, code, limits, result, label):
+    """Run one cell or graded call; interrupt it at the cell limit. None if the kernel stopped answering."""
+    text, error, timed_out = _execute(manager, client, code, limits.cell_seconds)
+    if timed_out:
+        result.problems.append(f"{label} ran past the {limits.cell_seconds:.0f} s cell limit and was interrupted")
+        manager.interrupt_kernel()
+        _, _, still_running = _execute(manager, client, "pass", limits.cell_seconds)
+        if still_running:
+            result.stopped = f"{label} ran past the {limits.cell_seconds:.0f} s cell limit and ignored the interrupt"
+            return None
+    return text, error, timed_out
 
 
 def run_submission(notebook, requests: dict, hide: list, limits: Limits, environment: dict | None = None) -> SandboxResult:
@@ -124,7 +168,9 @@ def run_submission(notebook, requests: dict, hide: list, limits: Limits, environ
 
     Args:
         notebook: the (tamper-checked) notebook to run; a cell that errors does not stop the run.
-        requests: key -> Python source of one graded call (from ``protocol.request_code``).
+        requests: key -> Python source of one graded call (from ``protocol.request_code``); keys
+            look like ``"04.1#2"`` (exercise, case), and after one call of an exercise runs past
+            the cell limit that exercise's other calls are skipped.
         hide: folders the kernel must not see (covered by empty mounts when isolation works).
         limits: :class:`Limits`.
         environment: extra environment variables for the kernel.
@@ -132,8 +178,6 @@ def run_submission(notebook, requests: dict, hide: list, limits: Limits, environ
     Returns:
         :class:`SandboxResult`; never raises for anything the submission does.
     """
-    import tempfile
-
     result = SandboxResult(isolated=isolation_available())
     with tempfile.TemporaryDirectory(prefix="submission-") as workdir:
         launcher = [sys.executable, "-m", "transformer_course.grading.launch", "--workdir", workdir]
@@ -145,15 +189,15 @@ def run_submission(notebook, requests: dict, hide: list, limits: Limits, environ
         manager.launch_prefix = (["unshare", "-rmn", "--"] if result.isolated else []) + launcher + ["--"]
         manager.connection_file = str(Path(workdir, "connection.json"))
         env = {**os.environ, **(environment or {}), "HOME": workdir, "PYTHONNOUSERSITE": "1"}
-        watchdog = _Watchdog(manager, limits)
-        client = NotebookClient(notebook, km=manager, timeout=limits.cell_seconds, allow_errors=True,
-                                interrupt_on_timeout=False, record_timing=False,
-                                resources={"metadata": {"path": workdir}})
+        watchdog, client = _Watchdog(manager, limits), None
         try:
-            with client.setup_kernel(env=env, cwd=workdir):
-                watchdog.start()
-                _run_cells(client, notebook, requests, result)
-        except DeadKernelError:
+            manager.start_kernel(env=env, cwd=workdir)
+            watchdog.start()
+            client = manager.client()
+            client.start_channels()
+            client.wait_for_ready(timeout=limits.cell_seconds)
+            _run_all(manager, client, notebook, requests, limits, result)
+        except _KernelStopped:
             result.stopped = watchdog.reason or "the kernel died (it crashed or was killed)"
         except Exception as error:  # noqa: BLE001 - a submission must never crash the batch
             result.stopped = watchdog.reason or f"the kernel could not run the notebook ({type(error).__name__}: {error})"
@@ -161,6 +205,8 @@ def run_submission(notebook, requests: dict, hide: list, limits: Limits, environ
             watchdog.done.set()
             if watchdog.reason and not result.stopped:
                 result.stopped = watchdog.reason
+            if client is not None:
+                client.stop_channels()
             try:
                 manager.shutdown_kernel(now=True)
             except Exception:  # noqa: BLE001 - already gone
@@ -168,34 +214,24 @@ def run_submission(notebook, requests: dict, hide: list, limits: Limits, environ
     return result
 
 
-def _run_cell(client, cell, index, result, label) -> bool:
-    """Run one cell; on a timeout interrupt the kernel. False if the kernel stopped answering."""
-    try:
-        client.execute_cell(cell, index)
-    except CellTimeoutError:
-        result.problems.append(f"{label} ran past the {client.timeout:.0f} s cell limit and was interrupted")
-        client.km.interrupt_kernel()
-        probe = nbformat.v4.new_code_cell("pass")
-        try:
-            client.execute_cell(probe, index)
-        except CellTimeoutError:
-            result.stopped = f"{label} ran past the {client.timeout:.0f} s cell limit and ignored the interrupt"
-            return False
-    return True
-
-
-def _run_cells(client, notebook, requests, result) -> None:
+def _run_all(manager, client, notebook, requests, limits, result) -> None:
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
-        if not _run_cell(client, cell, index, result, f"cell {index + 1}"):
+        outcome = _run(manager, client, cell.source, limits, result, f"cell {index + 1}")
+        if outcome is None:
             return
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                result.problems.append(f"cell {index + 1} raised {output.get('ename')}: {str(output.get('evalue'))[:120]}")
+        if outcome[1] is not None and not outcome[2]:
+            result.problems.append(f"cell {index + 1} raised {outcome[1][0]}: {str(outcome[1][1])[:120]}")
+    skipped = set()
     for key, code in requests.items():
-        notebook.cells.append(nbformat.v4.new_code_cell(code))
-        cell = notebook.cells[-1]
-        if not _run_cell(client, cell, len(notebook.cells) - 1, result, f"the graded call {key}"):
+        exercise = key.split("#")[0]
+        if exercise in skipped:  # one endless call is enough: skip that exercise's other cases
+            continue
+        outcome = _run(manager, client, code, limits, result, f"the graded call {key}")
+        if outcome is None:
             return
-        result.replies[key] = _stdout(cell)
+        if outcome[2]:
+            skipped.add(exercise)
+            result.timed_out.add(key)
+        result.replies[key] = outcome[0]

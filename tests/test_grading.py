@@ -1,0 +1,250 @@
+"""Release and grading: honest submissions and adversarial ones, each with its exact outcome.
+
+The tests build a small course notebook with two exercises (07.1, the causal mask, 1 point; 07.2,
+greedy decoding, 3 points), release it, write one submission per behaviour, grade them all in one
+batch and check every student's score, status and flags.
+"""
+
+import json
+import shutil
+import socket
+import threading
+
+import nbformat
+import pytest
+
+from transformer_course.grading.grader import grade_folder
+from transformer_course.grading.markup import check_cell, release_folder, release_notebook, solution_cell
+from transformer_course.grading.sandbox import Limits, isolation_available
+
+CAUSAL = """def causal_mask(length):
+    ### BEGIN SOLUTION
+    return np.tril(np.ones((length, length), dtype=bool))
+    ### END SOLUTION"""
+
+GREEDY = """def greedy_decode(next_token_probabilities, start_ids, end_id, max_length):
+    ### BEGIN SOLUTION
+    decoded = np.asarray(start_ids, dtype="int64")[:, None]
+    finished = np.zeros(len(decoded), dtype=bool)
+    for _ in range(max_length):
+        next_ids = np.where(finished, 0, next_token_probabilities(decoded).argmax(axis=-1))
+        decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
+        finished |= next_ids == end_id
+        if finished.all():
+            break
+    return decoded
+    ### END SOLUTION"""
+
+LIMITS = Limits(cell_seconds=4, notebook_seconds=60, memory_mb=600)
+
+
+def source_notebook():
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# A tiny lecture"),
+        nbformat.v4.new_code_cell("import numpy as np\nfrom transformer_course.exercises import check"),
+        solution_cell("07.1", CAUSAL),
+        check_cell("07.1", 1, 'check("07.1", causal_mask)\n### BEGIN HIDDEN TESTS\nassert causal_mask(3).sum() == 6\n### END HIDDEN TESTS'),
+        solution_cell("07.2", GREEDY),
+        check_cell("07.2", 3, 'check("07.2", greedy_decode)'),
+        nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(2 + 2)", outputs=[nbformat.v4.new_output("stream", text="4\n")]),
+        nbformat.v4.new_code_cell("print('later cells use the package')", outputs=[nbformat.v4.new_output("stream", text="x\n")]),
+    ]
+    return notebook
+
+
+def with_cell(notebook, index, source):
+    notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    notebook.cells[index].source = source
+    return notebook
+
+
+def inserted(notebook, index, source):
+    notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    notebook.cells.insert(index, nbformat.v4.new_code_cell(source))
+    return notebook
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    source_dir, release_dir, submissions = root / "source", root / "release", root / "submissions"
+    source_dir.mkdir()
+    nbformat.write(source_notebook(), source_dir / "07_tiny.ipynb")
+    release_folder(source_dir, release_dir)
+    release = nbformat.read(release_dir / "07_tiny.ipynb", as_version=4)
+    solved = nbformat.read(release_dir / "07_tiny.ipynb", as_version=4)
+    solved.cells[2].source, solved.cells[4].source = CAUSAL, GREEDY  # what a student who solves both writes
+
+    server = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=lambda: [server.accept()[0].close() for _ in range(50)], daemon=True).start()
+    port = server.getsockname()[1]
+    secret = source_dir / "07_tiny.ipynb"
+
+    submissions_by_student = {
+        "full": solved,
+        "release": release,
+        "one_wrong": with_cell(solved, 2, "def causal_mask(length):\n    return np.triu(np.ones((length, length), dtype=bool))"),
+        "syntax_error": with_cell(solved, 2, "def causal_mask(length)\n    return None"),
+        "endless_loop": with_cell(solved, 2, "def causal_mask(length):\n    while True:\n        pass"),
+        "memory_hog": inserted(solved, 2, "hog = np.ones(200_000_000)"),
+        "edited_check": with_cell(release, 3, 'print("✓ Exercise 07.1: all cases match (1/1 points)")'),
+        "monkeypatch": inserted(release, 2, (
+            "import numpy, transformer_course.exercises as exercises\n"
+            "numpy.allclose = numpy.array_equal = numpy.isclose = lambda *a, **k: True\n"
+            "exercises.evaluate = lambda *a, **k: 'passed'\n"
+            "exercises.compare_outputs = lambda *a, **k: None\n"
+            "import transformer_course.grading.protocol as protocol\n"
+            "protocol.parse_reply = lambda *a, **k: ('ok', None)")),
+        "fake_score": inserted(release, 2, (
+            "print('full,1,3,4,4')\nprint('TOTAL: 4 / 4')\n"
+            "import sys\nsys.stdout.write('0123456789abcdef0123456789abcdef ok __main__ true\\n')")),
+        "reads_outside": with_cell(release, 2, (
+            "import json\n"
+            f"source = json.load(open({str(secret)!r}))\n"
+            "exec(''.join(source['cells'][2]['source']).replace('### BEGIN SOLUTION', '').replace('### END SOLUTION', ''))")),
+        "uses_network": with_cell(solved, 2, (
+            "import socket\n"
+            "def causal_mask(length):\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "library_copy": with_cell(release, 2, "from transformer_course.exercises.catalog import _causal_reference as causal_mask"),
+    }
+    for student, notebook in submissions_by_student.items():
+        (submissions / student).mkdir(parents=True)
+        nbformat.write(notebook, submissions / student / "07_tiny.ipynb")
+    (submissions / "corrupt").mkdir()
+    (submissions / "corrupt" / "07_tiny.ipynb").write_text('{"cells": [', encoding="utf-8")
+    (submissions / "missing").mkdir()
+
+    out = root / "report"
+    results = grade_folder(submissions, out, release_dir, LIMITS, workers=2, hide=[source_dir], progress=False)
+    server.close()
+    by_student = {r.student: r for r in results}
+    return {"root": root, "out": out, "results": by_student, "release_dir": release_dir, "submissions": submissions,
+            "source_dir": source_dir}
+
+
+def outcome(graded, student):
+    result = graded["results"][student]
+    return {x.exercise: (x.points, x.status) for x in result.exercises}, result
+
+
+def test_release_replaces_solutions_with_stubs_and_drops_hidden_tests(graded):
+    released = nbformat.read(graded["release_dir"] / "07_tiny.ipynb", as_version=4)
+    assert 'raise NotImplementedError("Exercise 07.1")' in released.cells[2].source
+    assert "np.tril" not in released.cells[2].source
+    assert "HIDDEN" not in released.cells[3].source and "assert" not in released.cells[3].source
+    assert released.cells[6].outputs and not released.cells[7].outputs  # checked output kept, others cleared
+    assert released.cells[3].metadata["nbgrader"]["checksum"]
+
+
+def test_release_is_reproducible(graded, tmp_path):
+    release_folder(graded["source_dir"], tmp_path)
+    assert (tmp_path / "07_tiny.ipynb").read_text() == (graded["release_dir"] / "07_tiny.ipynb").read_text()
+
+
+def test_full_solution_gets_full_marks(graded):
+    scores, result = outcome(graded, "full")
+    assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}
+    assert not result.flags
+
+
+def test_untouched_release_scores_zero_not_attempted(graded):
+    scores, _ = outcome(graded, "release")
+    assert scores == {"07.1": (0, "not attempted"), "07.2": (0, "not attempted")}
+
+
+def test_one_wrong_exercise_gives_the_exact_partial_score(graded):
+    scores, result = outcome(graded, "one_wrong")
+    assert scores == {"07.1": (0, "failed"), "07.2": (3, "passed")}
+    assert "expected" in result.exercises[0].message
+
+
+def test_syntax_error_costs_only_that_exercise(graded):
+    scores, result = outcome(graded, "syntax_error")
+    assert scores == {"07.1": (0, "not attempted"), "07.2": (3, "passed")}
+    assert any("SyntaxError" in problem for problem in result.problems)
+
+
+def test_endless_loop_is_stopped_and_the_rest_graded(graded):
+    scores, result = outcome(graded, "endless_loop")
+    assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}
+    assert "limit" in result.exercises[0].message
+
+
+def test_memory_hog_is_stopped_with_the_reason(graded):
+    scores, result = outcome(graded, "memory_hog")
+    assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
+    assert "memory" in result.exercises[0].message and any("memory" in flag for flag in result.flags)
+
+
+def test_edited_check_cell_is_restored_and_flagged(graded):
+    scores, result = outcome(graded, "edited_check")
+    assert scores == {"07.1": (0, "not attempted"), "07.2": (0, "not attempted")}
+    assert result.flags == ["locked cell 'check_07_1' was edited; restored from the release"]
+
+
+@pytest.mark.parametrize("student", ["monkeypatch", "fake_score"])
+def test_faking_a_pass_inside_the_kernel_earns_nothing(graded, student):
+    scores, _ = outcome(graded, student)
+    assert scores == {"07.1": (0, "not attempted"), "07.2": (0, "not attempted")}
+
+
+def test_reading_the_instructors_files_fails(graded):
+    if not isolation_available():
+        pytest.skip("this machine does not allow unprivileged namespaces (unshare -rmn)")
+    scores, result = outcome(graded, "reads_outside")
+    assert scores == {"07.1": (0, "not attempted"), "07.2": (0, "not attempted")}
+    assert any("FileNotFoundError" in problem for problem in result.problems)
+
+
+def test_the_kernel_has_no_network(graded):
+    if not isolation_available():
+        pytest.skip("this machine does not allow unprivileged namespaces (unshare -rmn)")
+    scores, result = outcome(graded, "uses_network")
+    assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}
+    assert "Connection" in result.exercises[0].message or "unreachable" in result.exercises[0].message
+
+
+def test_the_librarys_own_function_is_not_the_students_work(graded):
+    scores, result = outcome(graded, "library_copy")
+    assert scores["07.1"] == (0, "failed") and "library's own" in result.exercises[0].message
+
+
+def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
+    scores, result = outcome(graded, "corrupt")
+    assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
+    assert "not a valid notebook" in result.exercises[0].message
+    assert outcome(graded, "missing")[0] == {"07.1": (0, "not submitted"), "07.2": (0, "not submitted")}
+    assert len(graded["results"]) == 14
+
+
+def test_reports(graded):
+    rows = (graded["out"] / "grades.csv").read_text().splitlines()
+    assert rows[0] == "student,07.1,07.2,total,max"
+    assert "full,1,3,4,4" in rows and "one_wrong,0,3,3,4" in rows and "release,0,0,0,4" in rows
+    report = (graded["out"] / "report.md").read_text()
+    assert "## full: 4 / 4" in report and "restored from the release" in report
+    details = json.loads((graded["out"] / "grades.json").read_text())
+    assert details["exercises"] == ["07.1", "07.2"] and set(details["students"]) == set(graded["results"])
+
+
+def test_grading_is_deterministic(graded, tmp_path):
+    submissions = tmp_path / "again"
+    for student in ("full", "one_wrong", "release"):
+        shutil.copytree(graded["submissions"] / student, submissions / student)
+    again = {r.student: [(x.exercise, x.points, x.status, x.message) for x in r.exercises]
+             for r in grade_folder(submissions, tmp_path / "out", graded["release_dir"], LIMITS, progress=False)}
+    for student, exercises in again.items():
+        first = graded["results"][student]
+        assert exercises == [(x.exercise, x.points, x.status, x.message) for x in first.exercises]
+
+
+def test_release_rejects_broken_markup():
+    from transformer_course.grading.markup import MarkupError
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [solution_cell("07.1", "def causal_mask(length):\n    ### BEGIN SOLUTION\n    return 1")]
+    with pytest.raises(MarkupError, match="never closed"):
+        release_notebook(notebook)
