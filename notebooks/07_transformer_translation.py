@@ -59,7 +59,7 @@ from transformer_course.masks import causal_mask
 from transformer_course.metrics import corpus_bleu, masked_accuracy, masked_loss
 from transformer_course.plots import plot_attention, plot_training_curves
 from transformer_course.results import report_metric
-from transformer_course.text import standardize_translation
+from transformer_course.text import standardize_translation, trim_padding
 from transformer_course.translation import Translator, build_translation_model, cross_attention_weights
 
 CHECKPOINTS = Path("checkpoints")
@@ -188,23 +188,34 @@ print("label:        ", [target_vocabulary[i] for i in ids[1:] if i])
 # %% [markdown]
 # ## 5. The `tf.data` pipeline
 #
-# Vectorise in batches, split the target into decoder input and label, cache, shuffle the
-# training set every epoch, prefetch.
+# Vectorise in chunks, cut each sentence's padding off, split the target into decoder input and
+# label, cache, shuffle the training pairs every epoch, and batch pairs of similar target length
+# together (**length bucketing**, as in notebook 06): each batch is padded only to its own
+# longest sentence. Most sentences are short, so this saves most of the work padding would cost;
+# the masks make the results the same.
 
 # %%
-def make_batches(split_pairs_, shuffle):
-    english, spanish = [e for e, _ in split_pairs_], [wrap(s) for _, s in split_pairs_]
-    dataset = tf.data.Dataset.from_tensor_slices((english, spanish)).batch(settings.batch_size)
-    def to_inputs(english, spanish):
-        target = target_vectorizer(spanish)  # (B, target_length)
-        return {"source_ids": source_vectorizer(english), "target_ids": target[:, :-1]}, target[:, 1:]
-    dataset = dataset.map(to_inputs, num_parallel_calls=tf.data.AUTOTUNE).cache()
-    return (dataset.shuffle(len(split_pairs_) // settings.batch_size + 1, seed=0) if shuffle else dataset).prefetch(tf.data.AUTOTUNE)
+def make_batches(pairs_, shuffle):
+    english, spanish = [e for e, _ in pairs_], [wrap(s) for _, s in pairs_]
+    dataset = tf.data.Dataset.from_tensor_slices((english, spanish)).batch(256).map(
+        lambda e, s: (source_vectorizer(e), target_vectorizer(s)), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    def teacher_forcing(source, target):  # decoder input = target shifted right, label = shifted left
+        target = trim_padding(target)
+        return {"source_ids": trim_padding(source), "target_ids": target[:-1]}, target[1:]
+    dataset = dataset.map(teacher_forcing).cache()
+    bucketed = lambda data: data.bucket_by_sequence_length(
+        lambda inputs, label: tf.shape(label)[0], settings.bucket_boundaries,
+        [settings.batch_size] * (len(settings.bucket_boundaries) + 1))
+    count = sum(1 for _ in bucketed(dataset))  # one pass fills the cache and counts the batches
+    dataset = bucketed(dataset.shuffle(len(pairs_), seed=0) if shuffle else dataset)
+    return dataset.apply(tf.data.experimental.assert_cardinality(count)).prefetch(tf.data.AUTOTUNE)
 
+# %%
 batches = {"train": make_batches(train_pairs, True), "validation": make_batches(validation_pairs, False),
            "test": make_batches(test_pairs, False)}
-inputs, labels = next(iter(batches["train"]))
-print({name: tuple(tensor.shape) for name, tensor in inputs.items()}, "labels", tuple(labels.shape))
+for inputs, labels in batches["train"].take(3):
+    print({name: tuple(tensor.shape) for name, tensor in inputs.items()}, "labels", tuple(labels.shape))
+print("batches per epoch:", {name: int(data.cardinality()) for name, data in batches.items()})
 
 # %% [markdown]
 # ## 6. The model
@@ -235,11 +246,15 @@ model.summary(line_length=100)
 # We train with these and keep the epoch with the best validation loss.
 
 # %%
-model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy], jit_compile=settings.jit_compile)
+def end_of_epoch(epoch, logs):
+    ends.append(time.perf_counter())
+    model.stop_training = model.stop_training or ends[-1] - start > 60 * settings.max_training_minutes
+
+model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy])
 checkpoint, ends = CHECKPOINTS / "english_to_spanish.keras", []
 callbacks = [keras.callbacks.ModelCheckpoint(checkpoint, monitor="val_loss", save_best_only=True),
              keras.callbacks.EarlyStopping(monitor="val_loss", patience=settings.patience),
-             keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: ends.append(time.perf_counter()))]
+             keras.callbacks.LambdaCallback(on_epoch_end=end_of_epoch)]
 start = time.perf_counter()
 history = model.fit(batches["train"], validation_data=batches["validation"], epochs=settings.epochs,
                     callbacks=callbacks, verbose=2)
@@ -256,7 +271,8 @@ plt.show()
 # %% [markdown]
 # ### How much padding distorts plain accuracy
 #
-# Keras' plain `"accuracy"` scores every label position, padding included. Our model never
+# Keras' plain `"accuracy"` scores every label position, padding included. Bucketing already
+# keeps padding low here; with every sentence padded to the full length it would dominate. Our model never
 # learned to predict padding (the masked loss ignores it), so plain accuracy *understates* it. A
 # model trained on the plain loss learns the easy rule "after `[end]` comes padding" and collects
 # every padded position for free, so plain accuracy *overstates* it. Either way the number is not
@@ -264,13 +280,18 @@ plt.show()
 
 # %%
 _, validation_masked = model.evaluate(batches["validation"], verbose=0)
-labels = np.concatenate([label.numpy() for _, label in batches["validation"]])
-predictions = np.concatenate([np.argmax(model(inputs), axis=-1) for inputs, _ in batches["validation"]])
-padding_share = float(np.mean(labels == 0))
-print(f"masked accuracy (real tokens only):                {validation_masked:.1%}")
-print(f"share of label positions that are padding:         {padding_share:.1%}")
-print(f"plain accuracy of this model (padding counted):    {np.mean(predictions == labels):.1%}")
+hits = padding = positions = 0
+for inputs, label in batches["validation"]:
+    label = label.numpy()
+    hits, padding, positions = hits + np.sum(np.argmax(model(inputs), axis=-1) == label), padding + np.sum(label == 0), positions + label.size
+padding_share = padding / positions
+print(f"masked accuracy (real tokens only):                 {validation_masked:.1%}")
+print(f"share of label positions that are padding:          {padding_share:.1%}  (bucketed batches)")
+print(f"plain accuracy of this model (padding counted):     {hits / positions:.1%}")
 print(f"plain accuracy if padding were predicted perfectly: {validation_masked * (1 - padding_share) + padding_share:.1%}")
+real_share = (spanish_counts.mean() - 1) / (target_length - 1)  # real label positions if all padded to full length
+print(f"... the same, every sentence padded to {target_length - 1} tokens:  {validation_masked * real_share + 1 - real_share:.1%}"
+      "  (estimated from the training lengths)")
 
 # %% [markdown]
 # ## 7. Decoding
@@ -408,6 +429,68 @@ for label, sentence in odd_inputs.items():
 #   several hypotheses and usually scores a little higher.
 # - BLEU means little without its normalisation and sacrebleu signature, both given above.
 #
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# Everything above keeps working whether or not you finish — it uses the package's versions.
+#
+# ### Exercise 07.1 — the causal mask (1 point)
+#
+# Write `causal_mask(length)` in NumPy: a bool array of shape `(length, length)` whose entry
+# `[t, s]` is True when target position `t` may attend to position `s`, that is when `s ≤ t`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_07_1", "locked": false, "schema_version": 3, "solution": true}
+def causal_mask(length):
+    """Bool (length, length): True where query position t may attend to key position s (s <= t)."""
+    ### BEGIN SOLUTION
+    positions = np.arange(length)
+    return positions[:, None] >= positions[None, :]
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_07_1", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check
+
+check("07.1", causal_mask)
+### BEGIN HIDDEN TESTS
+from transformer_course.exercises import evaluate
+
+assert evaluate("07.1", causal_mask, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 07.2 — greedy decoding (3 points)
+#
+# Write `greedy_decode(next_token_probabilities, start_ids, end_id, max_length)`.
+# `next_token_probabilities(decoded)` takes the int ids decoded so far, shape `(B, t)`, and
+# returns next-token probabilities `(B, V)`. Start every row with its start id; at each step
+# append the most likely id; a row that has produced `end_id` gets padding (0) from then on;
+# stop after `max_length` new ids, or earlier once every row has ended. Return int64
+# `(B, 1 + steps)`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_07_2", "locked": false, "schema_version": 3, "solution": true}
+def greedy_decode(next_token_probabilities, start_ids, end_id, max_length):
+    """Greedy search: int64 (B, 1 + steps), each row its start id, then the argmax ids, padding after end_id."""
+    ### BEGIN SOLUTION
+    decoded = np.asarray(start_ids, dtype="int64").reshape(-1, 1)
+    finished = np.zeros(len(decoded), dtype=bool)
+    for _ in range(max_length):
+        next_ids = np.argmax(next_token_probabilities(decoded), axis=-1)
+        next_ids = np.where(finished, 0, next_ids)
+        decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
+        finished |= next_ids == end_id
+        if finished.all():
+            break
+    return decoded
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_07_2", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("07.2", greedy_decode)
+### BEGIN HIDDEN TESTS
+assert evaluate("07.2", greedy_decode, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
 # Translate a few sentences of your own, including one longer than the source length. Then vary

@@ -235,6 +235,49 @@ def _command_results(arguments) -> int:
     return 0
 
 
+def _command_release(arguments) -> int:
+    from .grading.markup import MarkupError, release_folder
+
+    try:
+        if not arguments.check:
+            for path in release_folder(arguments.notebooks_dir, arguments.out):
+                print(f"wrote {path}")
+            return 0
+        with tempfile.TemporaryDirectory() as fresh:
+            stale = [path.name for path in release_folder(arguments.notebooks_dir, fresh)
+                     if not (Path(arguments.out) / path.name).exists()
+                     or (Path(arguments.out) / path.name).read_bytes() != path.read_bytes()]
+    except (FileNotFoundError, MarkupError, ImportError) as error:
+        print(f"release: {error}", file=sys.stderr)
+        return 2
+    if stale:
+        print(f"release: out of date in {arguments.out}: {', '.join(stale)}; run `transformer-course release`",
+              file=sys.stderr)
+        return 1
+    print(f"release: {arguments.out} is up to date")
+    return 0
+
+
+def _command_grade(arguments) -> int:
+    from .grading.grader import grade_folder
+    from .grading.sandbox import Limits, isolation_available
+
+    limits = Limits(arguments.cell_timeout, arguments.notebook_timeout, arguments.memory_mb)
+    hide = [folder for folder in arguments.hide if Path(folder).is_dir()]
+    if not isolation_available():
+        print("grade: warning: unprivileged namespaces are not available here (unshare -rmn); submissions "
+              "run without network and folder isolation", file=sys.stderr)
+    try:
+        results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
+                               workers=arguments.workers, hide=hide, progress=not arguments.quiet)
+    except (FileNotFoundError, ImportError) as error:
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
+    students = {result.student for result in results}
+    print(f"graded {len(results)} notebook(s) of {len(students)} student(s); report in {arguments.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -253,6 +296,26 @@ def main(argv: list[str] | None = None) -> int:
     table.add_argument("--results-dir", default="results")
     table.add_argument("--update-readme", metavar="README", help="rewrite the table in this README")
     table.set_defaults(handler=_command_results)
+
+    release = commands.add_parser("release", help="write student notebooks: solutions stubbed, hidden tests removed")
+    release.add_argument("--notebooks-dir", default="notebooks", help="source notebooks (default: notebooks)")
+    release.add_argument("--out", default="release", help="where the student notebooks go (default: release)")
+    release.add_argument("--check", action="store_true",
+                         help="write nothing; exit 1 if the folder in --out is not what release would write")
+    release.set_defaults(handler=_command_release)
+
+    grade = commands.add_parser("grade", help="grade a folder of submissions (SUBMISSIONS/<student>/NN_*.ipynb)")
+    grade.add_argument("submissions", metavar="SUBMISSIONS_DIR")
+    grade.add_argument("--out", required=True, metavar="REPORT_DIR", help="grades.csv, grades.json and report.md go here")
+    grade.add_argument("--release-dir", default="release", help="the released notebooks (default: release)")
+    grade.add_argument("--hide", action="append", default=["notebooks"],
+                       help="a folder student kernels must not see (repeatable; default: notebooks, the solutions)")
+    grade.add_argument("--workers", type=int, default=1, help="notebooks graded at once (default: 1)")
+    grade.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell or graded call (default: 60)")
+    grade.add_argument("--notebook-timeout", type=float, default=600, help="seconds per notebook (default: 600)")
+    grade.add_argument("--memory-mb", type=int, default=4096, help="memory per kernel in MiB (default: 4096)")
+    grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    grade.set_defaults(handler=_command_grade)
 
     arguments = parser.parse_args(argv)
     from .datasets import pin_data_directory
