@@ -247,8 +247,10 @@ model.summary(line_length=100)
 
 # %%
 def end_of_epoch(epoch, logs):
+    """Record the time; stop before an epoch that would end past the training budget."""
     ends.append(time.perf_counter())
-    model.stop_training = model.stop_training or ends[-1] - start > 60 * settings.max_training_minutes
+    last_epoch = ends[-1] - (ends[-2] if len(ends) > 1 else start)
+    model.stop_training = model.stop_training or ends[-1] + last_epoch - start > 60 * settings.max_training_minutes
 
 model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy])
 checkpoint, ends = CHECKPOINTS / "english_to_spanish.keras", []
