@@ -125,3 +125,19 @@ def test_cross_attention_never_looks_at_source_padding():
     assert weights.shape == (1, 2, 3, 5)
     assert np.all(weights[..., 3:] == 0.0)
     np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
+
+
+def test_model_trains_with_the_masked_loss_and_keeps_padding_out():
+    from transformer_course.metrics import masked_accuracy, masked_loss
+
+    model = small_model(1)
+    model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy])
+    source = np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32")
+    decoder_input = np.array([[2, 8, 9, 0], [2, 10, 0, 0]], "int32")
+    labels = np.array([[8, 9, 3, 0], [10, 3, 0, 0]], "int32")
+    history = model.fit({"source_ids": source, "target_ids": decoder_input}, labels, epochs=3, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    probabilities = model({"source_ids": source, "target_ids": decoder_input})
+    assert getattr(probabilities, "_keras_mask", None) is None
+    expected = float(masked_loss(labels, probabilities))
+    assert model.evaluate({"source_ids": source, "target_ids": decoder_input}, labels, verbose=0)[0] == pytest.approx(expected, rel=1e-5)

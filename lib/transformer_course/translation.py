@@ -26,10 +26,37 @@ from .decoding import beam_search
 from .positional import PositionalEmbedding
 from .transformer import TransformerDecoder, TransformerEncoder
 
-__all__ = ["build_translation_model", "cross_attention_weights", "IncrementalDecoder", "Translator", "START_TOKEN", "END_TOKEN"]
+__all__ = ["TokenDistribution", "build_translation_model", "cross_attention_weights", "IncrementalDecoder", "Translator", "START_TOKEN", "END_TOKEN"]
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class TokenDistribution(keras.layers.Dense):
+    """A dense softmax over the target vocabulary whose output carries no Keras mask.
+
+    Keras would turn a mask on the model's output into sample weights for the loss; the course's
+    ``masked_loss`` and ``masked_accuracy`` already skip padding (label id 0), so the mask stops
+    here and exactly one mechanism decides which positions count.
+
+    Args:
+        units: int, the target vocabulary size V.
+        **kwargs: passed to ``keras.layers.Dense`` (``activation`` defaults to ``"softmax"``).
+
+    Call arguments:
+        inputs: float ``(B, T, E)``.
+
+    Returns:
+        float32 ``(B, T, V)``, each row a probability distribution; no mask.
+    """
+
+    def __init__(self, units, **kwargs):
+        kwargs.setdefault("activation", "softmax")
+        super().__init__(units, **kwargs)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
 
 
 def build_translation_model(
@@ -86,7 +113,7 @@ def build_translation_model(
     for index in range(num_layers):
         y = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, name=f"decoder_{index + 1}")(y, encoded)
     y = keras.layers.Dropout(dropout, name="output_dropout")(y)
-    probabilities = keras.layers.Dense(target_vocab_size, activation="softmax", name="output")(y)
+    probabilities = TokenDistribution(target_vocab_size, name="output")(y)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, probabilities, name=name)
 
 
