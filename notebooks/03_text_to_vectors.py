@@ -299,6 +299,58 @@ print("mask:", keras.ops.convert_to_numpy(masked_embedding.compute_mask(padded))
 # - A learned embedding is a dense table; a lookup equals one-hot times the table, and
 #   `mask_zero` marks the padding for later layers.
 #
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# The rest of the notebook does not depend on your answers.
+#
+# ### Exercise 03.1 — vectorising with a vocabulary (2 points)
+#
+# Write `vectorize(text, vocabulary)`: standardise `text` as in section 1 (lower case, ASCII
+# punctuation removed), split on whitespace, and map each word to its position in the list
+# `vocabulary` (index 0 is padding, 1 is `[UNK]`); a word not in the vocabulary gets 1. Return
+# an int64 NumPy array with one id per word.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_03_1", "locked": false, "schema_version": 3, "solution": true}
+def vectorize(text, vocabulary):
+    """int64 (n_words,): the id of each word of `text` in `vocabulary`, 1 for unknown words."""
+    ### BEGIN SOLUTION
+    index = {word: position for position, word in enumerate(vocabulary)}
+    words = text.lower().translate(str.maketrans("", "", string.punctuation)).split()
+    return np.array([index.get(word, 1) for word in words], dtype="int64")
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_03_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check, evaluate
+
+check("03.1", vectorize)
+### BEGIN HIDDEN TESTS
+assert evaluate("03.1", vectorize, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 03.2 — padding and truncating (1 point)
+#
+# Write `pad_or_truncate(ids, length)`: keep the first `length` ids, and pad with 0 at the end
+# up to `length` — what `TextVectorization(output_sequence_length=...)` does. Return int64
+# `(length,)`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_03_2", "locked": false, "schema_version": 3, "solution": true}
+def pad_or_truncate(ids, length):
+    """int64 (length,): the first `length` ids, padded with 0 at the end."""
+    ### BEGIN SOLUTION
+    ids = np.asarray(ids, dtype="int64")[:length]
+    return np.concatenate([ids, np.zeros(length - len(ids), dtype="int64")])
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_03_2", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+check("03.2", pad_or_truncate)
+### BEGIN HIDDEN TESTS
+assert evaluate("03.2", pad_or_truncate, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
 # Add a `tie_order="alphabetical"` option to `build_vocabulary`. Which ids does the notes'

@@ -391,6 +391,82 @@ print("weights of word 2:", np.round(word_2, 3).tolist())
 # - Attention alone ignores order; sinusoidal encodings, learned position embeddings or relative
 #   position biases put it back.
 #
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# The rest of the notebook does not depend on your answers.
+#
+# ### Exercise 04.1 — scaled dot-product attention with a mask (3 points)
+#
+# Write `scaled_dot_product_attention(query, key, value, mask=None)` in NumPy for arrays of shape
+# `(..., T, d)`, `(..., S, d)`, `(..., S, d_v)`, and an optional bool `mask` that broadcasts to
+# `(..., T, S)` (True = may attend). Return `(output, weights)`, shapes `(..., T, d_v)` and
+# `(..., T, S)`. Masked positions must get weight exactly 0; a row with no allowed position gets
+# all-zero weights (and a zero output). Subtract the row maximum before `exp` for stability.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_04_1", "locked": false, "schema_version": 3, "solution": true}
+def scaled_dot_product_attention(query, key, value, mask=None):
+    """(output (..., T, d_v), weights (..., T, S)) = softmax(Q Kᵀ / √d) V, masked positions weighted 0."""
+    ### BEGIN SOLUTION
+    scores = query @ np.swapaxes(key, -1, -2) / np.sqrt(query.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    peak = np.max(scores, axis=-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(peak), peak, 0.0))
+    total = weights.sum(axis=-1, keepdims=True)
+    weights = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+    return weights @ value, weights
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_04_1", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check, evaluate
+
+check("04.1", scaled_dot_product_attention)
+### BEGIN HIDDEN TESTS
+assert evaluate("04.1", scaled_dot_product_attention, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 04.2 — splitting into heads (1 point)
+#
+# Write `split_heads(x, num_heads)`: `(B, T, E)` → `(B, N, T, E/N)`, head n holding features
+# `n·E/N … (n+1)·E/N − 1` of every position.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_04_2", "locked": false, "schema_version": 3, "solution": true}
+def split_heads(x, num_heads):
+    """(B, T, E) -> (B, N, T, E // N)."""
+    ### BEGIN SOLUTION
+    batch, length, width = x.shape
+    return x.reshape(batch, length, num_heads, width // num_heads).transpose(0, 2, 1, 3)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_04_2", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+check("04.2", split_heads)
+### BEGIN HIDDEN TESTS
+assert evaluate("04.2", split_heads, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 04.3 — merging heads (1 point)
+#
+# Write `merge_heads(x)`, the inverse of `split_heads`: `(B, N, T, H)` → `(B, T, N·H)`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_04_3", "locked": false, "schema_version": 3, "solution": true}
+def merge_heads(x):
+    """(B, N, T, H) -> (B, T, N * H)."""
+    ### BEGIN SOLUTION
+    batch, heads, length, head_width = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_width)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_04_3", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+check("04.3", merge_heads)
+### BEGIN HIDDEN TESTS
+assert evaluate("04.3", merge_heads, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
 # Extend `multi_head_attention` with a `mask` argument (True = may attend) and check it against

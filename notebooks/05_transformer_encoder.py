@@ -242,6 +242,55 @@ print("mask after 6 blocks:", to_numpy(keras.src.backend.get_keras_mask(x))[0].t
 #
 # Notebook 06 puts a stack of these blocks to work on IMDB reviews.
 #
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# The rest of the notebook does not depend on your answers.
+#
+# ### Exercise 05.1 — layer normalisation (2 points)
+#
+# Write `layer_norm(x, gamma, beta, epsilon=1e-5)` in NumPy: normalise each position of `x`
+# `(..., E)` over its E features (mean 0, variance 1, using the biased variance), then scale by
+# `gamma` and shift by `beta` (both `(E,)`).
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_05_1", "locked": false, "schema_version": 3, "solution": true}
+def layer_norm(x, gamma, beta, epsilon=1e-5):
+    """gamma * (x - mean) / sqrt(var + epsilon) + beta, statistics over the last axis."""
+    ### BEGIN SOLUTION
+    mean = x.mean(axis=-1, keepdims=True)
+    variance = x.var(axis=-1, keepdims=True)
+    return gamma * (x - mean) / np.sqrt(variance + epsilon) + beta
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_05_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check, evaluate
+
+check("05.1", layer_norm)
+### BEGIN HIDDEN TESTS
+assert evaluate("05.1", layer_norm, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 05.2 — the position-wise feed-forward network (2 points)
+#
+# Write `feed_forward(x, w1, b1, w2, b2)`: `ReLU(x W₁ + b₁) W₂ + b₂` applied to every position of
+# `x` `(B, T, E)`, with `w1` `(E, F)`, `b1` `(F,)`, `w2` `(F, E)`, `b2` `(E,)`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_05_2", "locked": false, "schema_version": 3, "solution": true}
+def feed_forward(x, w1, b1, w2, b2):
+    """(B, T, E) -> (B, T, E): the same two dense layers at every position."""
+    ### BEGIN SOLUTION
+    return np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_05_2", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("05.2", feed_forward)
+### BEGIN HIDDEN TESTS
+assert evaluate("05.2", feed_forward, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
 # Repeat the gradient experiment with `tanh` instead of sigmoid. With Keras' default Glorot

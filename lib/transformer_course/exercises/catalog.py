@@ -100,19 +100,13 @@ def _bahdanau_reference(query, keys, query_weight, keys_weight, v):
 
 # --- 03: text to vectors --------------------------------------------------------------------
 
-def _standardize_reference(text):
+def _standardize(text):
     return text.lower().translate(str.maketrans("", "", string.punctuation))
-
-
-def _standardize_cases(rng):
-    return [("the notebook's example", {"text": "The quick, brown Fox! Isn't it?"}),
-            ("digits and symbols", {"text": "R2-D2 costs $3.50 (or 3,5 €)..."}),
-            ("an empty string", {"text": ""})]
 
 
 def _vectorize_reference(text, vocabulary):
     index = {word: position for position, word in enumerate(vocabulary)}
-    return np.array([index.get(word, 1) for word in _standardize_reference(text).split()], dtype="int64")
+    return np.array([index.get(word, 1) for word in _standardize(text).split()], dtype="int64")
 
 
 def _vectorize_cases(rng):
@@ -120,6 +114,18 @@ def _vectorize_cases(rng):
     return [("all words known", {"text": "The cat sat on the mat.", "vocabulary": vocabulary}),
             ("unknown words become 1", {"text": "The dog sat on my mat!", "vocabulary": vocabulary}),
             ("an empty string", {"text": "", "vocabulary": vocabulary})]
+
+
+def _pad_reference(ids, length):
+    ids = np.asarray(ids, dtype="int64")[:length]
+    return np.concatenate([ids, np.zeros(length - len(ids), dtype="int64")])
+
+
+def _pad_cases(rng):
+    return [("shorter: pad with 0 at the end", {"ids": [4, 9, 2], "length": 6}),
+            ("longer: keep the first ids", {"ids": rng.integers(1, 50, size=12), "length": 5}),
+            ("exactly the length", {"ids": [7, 7], "length": 2}),
+            ("empty", {"ids": [], "length": 3})]
 
 
 # --- 04: attention --------------------------------------------------------------------------
@@ -266,8 +272,8 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              _luong_general_reference),
     Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3, lambda rng: _score_cases(rng, False),
              _bahdanau_reference),
-    Exercise("03.1", "standardisation", "standardize", 1, _standardize_cases, _standardize_reference),
-    Exercise("03.2", "vectorising with a vocabulary", "vectorize", 2, _vectorize_cases, _vectorize_reference),
+    Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2, _vectorize_cases, _vectorize_reference),
+    Exercise("03.2", "padding and truncating", "pad_or_truncate", 1, _pad_cases, _pad_reference),
     Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3,
              _attention_cases, _attention_reference, _attention_leak),
     Exercise("04.2", "splitting into heads", "split_heads", 1, _split_cases, _split_heads_reference),
