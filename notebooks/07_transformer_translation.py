@@ -257,6 +257,8 @@ checkpoint, ends = CHECKPOINTS / "english_to_spanish.keras", []
 callbacks = [keras.callbacks.ModelCheckpoint(checkpoint, monitor="val_loss", save_best_only=True),
              keras.callbacks.EarlyStopping(monitor="val_loss", patience=settings.patience),
              keras.callbacks.LambdaCallback(on_epoch_end=end_of_epoch)]
+
+# %%
 start = time.perf_counter()
 history = model.fit(batches["train"], validation_data=batches["validation"], epochs=settings.epochs,
                     callbacks=callbacks, verbose=2)

@@ -45,7 +45,10 @@ def test_code_cells_stay_short(path):
     notebook = nbformat.read(path, as_version=4)
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code":
-            assert len(cell.source.splitlines()) <= 15, f"cell {index + 1} has over 15 lines of code"
+            # Imports and blank lines do not count: a cell may list what it needs.
+            lines = [line for line in cell.source.splitlines()
+                     if line.strip() and not line.startswith(("import ", "from "))]
+            assert len(lines) <= 15, f"cell {index + 1} has over 15 lines of code"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
