@@ -1,0 +1,64 @@
+"""The course's own notebooks: the release is current, runs, scores 0; the source scores full marks."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from transformer_course.cli import main
+from transformer_course.exercises import EXERCISES
+from transformer_course.grading.grader import grade_folder
+from transformer_course.grading.sandbox import Limits
+
+ROOT = Path(__file__).resolve().parents[1]
+WITH_EXERCISES = sorted({path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+                         if '"grade_id": "exercise_' in path.read_text(encoding="utf-8")})
+LIMITS = Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144)
+
+
+def test_release_folder_is_up_to_date(capsys):
+    assert main(["release", "--notebooks-dir", str(ROOT / "notebooks"), "--out", str(ROOT / "release"), "--check"]) == 0, \
+        capsys.readouterr().err
+
+
+def test_every_check_cell_matches_the_catalogue():
+    import nbformat
+
+    from transformer_course.grading.markup import exercise_id_of
+
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            exercise = exercise_id_of(cell)
+            if exercise and cell.metadata["nbgrader"].get("grade"):
+                assert cell.metadata["nbgrader"]["points"] == EXERCISES[exercise].points, (path.name, exercise)
+                assert f'check("{exercise}", {EXERCISES[exercise].function_name})' in cell.source
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    release = root / "release"
+    release.mkdir()
+    for student, folder in (("instructor", "notebooks"), ("untouched", "release")):
+        (root / "submissions" / student).mkdir(parents=True)
+        for notebook in WITH_EXERCISES:
+            source = next((ROOT / folder).glob(f"{notebook}_*.ipynb"))
+            shutil.copy(source, root / "submissions" / student / source.name)
+            shutil.copy(next((ROOT / "release").glob(f"{notebook}_*.ipynb")), release)
+    results = grade_folder(root / "submissions", root / "report", release, LIMITS, workers=2, progress=False)
+    return {(r.student, r.notebook[:2]): r for r in results}
+
+
+@pytest.mark.parametrize("notebook", WITH_EXERCISES)
+def test_source_notebook_runs_and_scores_full_marks(graded, notebook):
+    result = graded[("instructor", notebook)]
+    assert [(x.exercise, x.status) for x in result.exercises] == [(x.exercise, "passed") for x in result.exercises]
+    assert result.exercises and not result.problems, result.problems
+
+
+@pytest.mark.parametrize("notebook", WITH_EXERCISES)
+def test_released_notebook_runs_to_the_end_and_scores_zero(graded, notebook):
+    result = graded[("untouched", notebook)]
+    assert {x.status for x in result.exercises} == {"not attempted"}
+    assert sum(x.points for x in result.exercises) == 0
+    assert not result.problems and not result.flags, (result.problems, result.flags)
