@@ -1,0 +1,76 @@
+"""Grading throughput: 20 submissions of one course notebook, with 1 and then 2 workers.
+
+Half the submissions are the instructor's solved notebook, half the untouched release, so both
+full runs and "not attempted" runs are timed. Each submission runs in its own sandboxed kernel in
+the smoke profile, exactly as ``transformer-course grade`` runs it. Prints submissions/minute for
+each worker count, and the time of one submission of every notebook that has exercises (the
+target is at most 60 s each). Needs ``COURSE_DATA_DIR`` pointing at a filled data cache.
+
+    .venv/bin/python benchmarks/grading.py [--notebook 04 --submissions 20]
+"""
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from transformer_course.datasets import pin_data_directory  # noqa: E402
+from transformer_course.grading.grader import grade_folder  # noqa: E402
+from transformer_course.grading.sandbox import Limits, isolation_available  # noqa: E402
+from transformer_course.runtime import hardware  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _submissions(folder: Path, notebook: str, count: int) -> None:
+    source = next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb"))
+    release = ROOT / "release" / source.name
+    for index in range(count):
+        student = folder / f"student_{index:02d}"
+        student.mkdir(parents=True)
+        shutil.copy(source if index % 2 == 0 else release, student / source.name)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--notebook", default="04", help="the notebook id graded in the throughput runs")
+    parser.add_argument("--submissions", type=int, default=20)
+    arguments = parser.parse_args(argv)
+    pin_data_directory()
+    limits = Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144)
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        release = scratch / "release"
+        shutil.copytree(ROOT / "release", release)
+        singles = {}
+        for notebook in sorted({p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+                                if '"grade_id": "exercise_' in p.read_text(encoding="utf-8")}):
+            _submissions(scratch / f"single_{notebook}", notebook, 1)
+            start = time.perf_counter()
+            grade_folder(scratch / f"single_{notebook}", scratch / f"report_{notebook}", release, limits, progress=False)
+            singles[notebook] = time.perf_counter() - start
+        _submissions(scratch / "batch", arguments.notebook, arguments.submissions)
+        rates = {}
+        for workers in (1, 2):
+            start = time.perf_counter()
+            grade_folder(scratch / "batch", scratch / f"report_{workers}", release, limits, workers=workers, progress=False)
+            rates[workers] = arguments.submissions / (time.perf_counter() - start) * 60
+
+    machine = hardware()
+    print(f"Grading {arguments.submissions} submissions of notebook {arguments.notebook} (half solved, half "
+          f"untouched), smoke profile, sandbox isolation {'on' if isolation_available() else 'UNAVAILABLE'}")
+    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores")
+    for workers, rate in rates.items():
+        print(f"  {workers} worker(s): {rate:6.1f} submissions/minute   (x{rate / rates[1]:.2f})")
+    print("one submission of each notebook with exercises (target <= 60 s):")
+    for notebook, seconds in singles.items():
+        print(f"  {notebook}: {seconds:5.1f} s  {'ok' if seconds <= 60 else 'OVER'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
