@@ -248,3 +248,26 @@ def test_release_rejects_broken_markup():
     notebook.cells = [solution_cell("07.1", "def causal_mask(length):\n    ### BEGIN SOLUTION\n    return 1")]
     with pytest.raises(MarkupError, match="never closed"):
         release_notebook(notebook)
+
+
+def test_cli_grade_and_release_report_bad_folders(tmp_path, capsys):
+    from transformer_course.cli import main
+
+    assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"), "--release-dir", str(tmp_path)]) == 2
+    assert "nowhere" in capsys.readouterr().err
+    (tmp_path / "subs").mkdir()
+    assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--release-dir", str(tmp_path)]) == 2
+    assert "no released notebooks" in capsys.readouterr().err
+    assert main(["release", "--notebooks-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "r")]) == 2
+    assert "no notebooks" in capsys.readouterr().err
+
+
+def test_cli_grade_writes_the_reports(graded, capsys):
+    from transformer_course.cli import main
+
+    submissions = graded["root"] / "cli_submissions"
+    shutil.copytree(graded["submissions"] / "full", submissions / "full")
+    out = graded["root"] / "cli_report"
+    assert main(["grade", str(submissions), "--out", str(out), "--release-dir", str(graded["release_dir"]), "--quiet"]) == 0
+    assert "full,1,3,4,4" in (out / "grades.csv").read_text().splitlines()
+    assert "graded 1 notebook(s) of 1 student(s)" in capsys.readouterr().out
