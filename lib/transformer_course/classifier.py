@@ -18,7 +18,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer
+from ._validation import check_integer, check_texts
 from .positional import PositionalEmbedding
 from .transformer import TransformerEncoder
 
@@ -62,7 +62,7 @@ class MaskedGlobalMaxPooling1D(keras.layers.Layer):
         if mask is None:
             return ops.max(inputs, axis=1)
         real = ops.expand_dims(ops.cast(mask, "bool"), -1)  # (B, T, 1)
-        lowest = ops.full_like(inputs, float(keras.config.epsilon()) - 3.0e38)
+        lowest = ops.full_like(inputs, -3.0e38)  # below any real activation, still finite in float32
         pooled = ops.max(ops.where(real, inputs, lowest), axis=1)  # (B, E)
         return ops.where(ops.any(real, axis=1), pooled, ops.zeros_like(pooled))
 
@@ -228,13 +228,7 @@ def predict_sentiment(model: keras.Model, reviews, batch_size: int = 64):
         TypeError: if ``reviews`` is neither a string nor a list/tuple of strings; the message
             names what was received (and the position of the first non-string).
     """
-    single = isinstance(reviews, str)
-    items = [reviews] if single else reviews
-    if not isinstance(items, (list, tuple)):
-        raise TypeError(f"`reviews` must be a string or a list of strings; received {type(reviews).__name__} {reviews!r:.60}.")
-    for index, item in enumerate(items):
-        if not isinstance(item, str):
-            raise TypeError(f"`reviews[{index}]` must be a string; received {type(item).__name__} {item!r:.60}.")
+    single, items = check_texts("reviews", reviews)
     if not items:
         return np.zeros((0,), dtype="float32")
     probabilities = model.predict(np.array(items, dtype=object), batch_size=batch_size, verbose=0)[:, 0]

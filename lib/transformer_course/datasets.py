@@ -23,19 +23,18 @@ import random
 import re
 import shutil
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from ._files import atomic_output
 from ._validation import check_integer
 
 __all__ = [
@@ -266,20 +265,6 @@ def pin_data_directory() -> None:
         os.environ["COURSE_DATA_DIR"] = str(Path(value).expanduser().resolve())
 
 
-@contextmanager
-def _atomic_output(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; move it into place only if the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    os.close(handle)
-    temporary = Path(temporary)
-    try:
-        yield temporary
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def _sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as stream:
@@ -357,7 +342,7 @@ def download(
     from tqdm.auto import tqdm
 
     instructions = _manual_instructions(source, destination, "the converted files")
-    with _atomic_output(destination) as temporary:
+    with atomic_output(destination) as temporary:
         digest, received = hashlib.sha256(), 0
         try:
             with urllib.request.urlopen(source.url, timeout=timeout) as response:
@@ -442,7 +427,7 @@ def _convert_imdb(archive: Path, folder: Path) -> None:
     for split, rows in reviews.items():
         if not rows:
             raise CorruptCacheError(archive, f"it holds no aclImdb/{split}/(pos|neg) reviews")
-        with _atomic_output(folder / f"{split}.csv.gz") as temporary:
+        with atomic_output(folder / f"{split}.csv.gz") as temporary:
             with gzip.open(temporary, "wt", encoding="utf-8", newline="") as stream:
                 writer = csv.writer(stream, lineterminator="\n")
                 writer.writerow(["text", "label"])
@@ -522,7 +507,7 @@ def _convert_spa_eng(archive: Path, folder: Path) -> None:
     """Copy ``spa-eng/spa.txt`` out of the zip into ``folder/spa.txt.gz`` (atomic write)."""
     try:
         with zipfile.ZipFile(archive) as bundle:
-            with bundle.open(_SPA_ENG_MEMBER) as member, _atomic_output(
+            with bundle.open(_SPA_ENG_MEMBER) as member, atomic_output(
                 folder / "spa.txt.gz"
             ) as temporary:
                 with open(temporary, "wb") as raw, gzip.GzipFile(

@@ -15,6 +15,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ._files import write_text_atomically
+
 __all__ = [
     "METRICS_FILE_VARIABLE",
     "report_metric",
@@ -124,13 +126,8 @@ def write_record(
         "uncommitted_changes": commit.get("dirty"),
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    folder = Path(results_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{notebook}.json"
-    temporary = path.with_suffix(".json.part")
-    temporary.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-    return path
+    return write_text_atomically(Path(results_dir) / f"{notebook}.json",
+                                 json.dumps(record, indent=2, ensure_ascii=False) + "\n")
 
 
 def load_records(results_dir: str | os.PathLike) -> list[dict]:

@@ -21,8 +21,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from ._validation import check_integer
-from .decoding import beam_search
+from ._validation import check_integer, check_texts
+from .decoding import beam_search, greedy_decode
 from .positional import PositionalEmbedding
 from .transformer import TransformerDecoder, TransformerEncoder
 
@@ -126,6 +126,15 @@ def _layers(model: keras.Model, prefix: str) -> list:
             return found
 
 
+def _encode(model: keras.Model, source_ids):
+    """Run the source embedding and encoder stack: int (B, S) -> (float (B, S, E), bool mask (B, S))."""
+    source_mask = ops.not_equal(source_ids, 0)  # True = real source token
+    x = model.get_layer("source_embedding")(source_ids)
+    for encoder in _layers(model, "encoder"):
+        x = encoder(x, padding_mask=source_mask)
+    return x, source_mask
+
+
 def cross_attention_weights(model: keras.Model, source_ids, target_ids):
     """Where the last decoder block looks in the source, for each target position.
 
@@ -140,10 +149,8 @@ def cross_attention_weights(model: keras.Model, source_ids, target_ids):
     """
     source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
     target_ids = ops.convert_to_tensor(np.asarray(target_ids), dtype="int32")
-    source_mask, target_mask = ops.not_equal(source_ids, 0), ops.not_equal(target_ids, 0)
-    x = model.get_layer("source_embedding")(source_ids)
-    for encoder in _layers(model, "encoder"):
-        x = encoder(x, padding_mask=source_mask)
+    target_mask = ops.not_equal(target_ids, 0)
+    x, source_mask = _encode(model, source_ids)
     y = model.get_layer("target_embedding")(target_ids)
     decoders = _layers(model, "decoder")
     for decoder in decoders[:-1]:
@@ -174,9 +181,8 @@ class IncrementalDecoder:
     def __init__(self, model: keras.Model, max_length: int):
         self.model = model
         self.max_length = check_integer("max_length", max_length)
-        self.source_embedding = model.get_layer("source_embedding")
         self.target_embedding = model.get_layer("target_embedding")
-        self.encoders, self.decoders = _layers(model, "encoder"), _layers(model, "decoder")
+        self.decoders = _layers(model, "decoder")
         self.output_layer = model.get_layer("output")
         if self.max_length > self.target_embedding.sequence_length:
             raise ValueError(f"`max_length` must be at most the target length "
@@ -202,10 +208,7 @@ class IncrementalDecoder:
 
     def _start_eagerly(self, source_ids):
         """Encode the source once; project every decoder's cross-attention keys and values once."""
-        source_mask = ops.not_equal(source_ids, 0)  # (B, S), True = real source token
-        x = self.source_embedding(source_ids)
-        for encoder in self.encoders:
-            x = encoder(x, padding_mask=source_mask)
+        x, source_mask = _encode(self.model, source_ids)
         cross = [(self._heads(d.cross_attention, x, "key"), self._heads(d.cross_attention, x, "value"))
                  for d in self.decoders]
         return source_mask, cross
@@ -258,18 +261,17 @@ class IncrementalDecoder:
             heads, width = decoder.self_attention.num_heads, decoder.self_attention.key_dim
             empty = ops.zeros((batch, self.max_length + 1, heads, width))
             cache.append((empty, empty))
-        decoded = np.full((batch, 1), start_id, dtype="int64")
-        finished = np.zeros(batch, dtype=bool)
-        for position in range(self.max_length):
+
+        def next_token_probabilities(decoded):  # only the last id is new; the cache holds the rest
+            nonlocal cache
             probabilities, cache = self._step(ops.convert_to_tensor(decoded[:, -1], dtype="int32"),
-                                              ops.convert_to_tensor(position, dtype="int32"), source_mask, cross, cache)
-            next_ids = 1 + np.argmax(ops.convert_to_numpy(probabilities)[:, 1:], axis=-1)  # never padding (id 0)
-            next_ids = np.where(finished, 0, next_ids)
-            decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
-            finished |= next_ids == end_id
-            if finished.all():
-                break
-        return decoded
+                                              ops.convert_to_tensor(decoded.shape[1] - 1, dtype="int32"),
+                                              source_mask, cross, cache)
+            probabilities = ops.convert_to_numpy(probabilities)
+            probabilities[:, 0] = 0.0  # never generate padding (id 0)
+            return probabilities
+
+        return greedy_decode(next_token_probabilities, np.full(batch, start_id), end_id, self.max_length)
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -313,14 +315,7 @@ class Translator(keras.Model):
         return vocabulary
 
     def _source_ids(self, sentences):
-        single = isinstance(sentences, str)
-        items = [sentences] if single else sentences
-        if not isinstance(items, (list, tuple)):
-            raise TypeError(f"`sentences` must be a string or a list of strings; received "
-                            f"{type(sentences).__name__} {sentences!r:.60}.")
-        for index, item in enumerate(items):
-            if not isinstance(item, str):
-                raise TypeError(f"`sentences[{index}]` must be a string; received {type(item).__name__} {item!r:.60}.")
+        single, items = check_texts("sentences", sentences)
         return single, (ops.convert_to_numpy(self.source_vectorizer(np.array(items, dtype=object))) if items else None)
 
     def _to_text(self, ids, vocabulary, end_id):
@@ -366,11 +361,7 @@ class Translator(keras.Model):
 
     def beam_search_ids(self, source_ids, start_id, end_id, beam_width, alpha):
         """Beam search for one source ``(S,)``; the encoder runs once, the decoder once per step."""
-        source = ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32")
-        mask = ops.not_equal(source, 0)
-        encoded = self.model.get_layer("source_embedding")(source)
-        for encoder in _layers(self.model, "encoder"):
-            encoded = encoder(encoded, padding_mask=mask)
+        encoded, mask = _encode(self.model, ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32"))
         embedding, decoders = self.model.get_layer("target_embedding"), _layers(self.model, "decoder")
         output = self.model.get_layer("output")
 

@@ -21,9 +21,7 @@ import copy
 import csv
 import io
 import json
-import os
 import secrets
-import tempfile
 import time
 import zlib
 from concurrent.futures import ProcessPoolExecutor
@@ -34,6 +32,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
+from .._files import write_text_atomically
 from ..exercises import EXERCISES
 from . import protocol
 from .markup import exercise_id_of, locked_cells
@@ -189,13 +188,6 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
     return outcome
 
 
-def _write(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-        stream.write(text)
-    os.replace(temporary, path)
-
-
 def _reports(results: list, exercise_ids: list) -> tuple[str, str, str]:
     students = sorted({result.student for result in results})
     by_student = {student: [r for r in results if r.student == student] for student in students}
@@ -277,7 +269,7 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     bar.close()
     exercise_ids = [e.id for release in releases for e in _exercises_of(release.name)]
     csv_text, json_text, markdown = _reports(results, exercise_ids)
-    _write(out_dir / "grades.csv", csv_text)
-    _write(out_dir / "grades.json", json_text)
-    _write(out_dir / "report.md", markdown)
+    write_text_atomically(out_dir / "grades.csv", csv_text)
+    write_text_atomically(out_dir / "grades.json", json_text)
+    write_text_atomically(out_dir / "report.md", markdown)
     return results

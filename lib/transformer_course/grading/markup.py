@@ -19,12 +19,12 @@ when one was edited.
 from __future__ import annotations
 
 import copy
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import nbformat
+
+from .._files import write_text_atomically
 
 __all__ = [
     "SOLUTION_BEGIN", "SOLUTION_END", "HIDDEN_BEGIN", "HIDDEN_END",
@@ -136,17 +136,6 @@ def locked_cells(notebook) -> dict:
             if "nbgrader" in cell.get("metadata", {}) and utils.is_locked(cell)}
 
 
-def _write_atomically(notebook, path: Path) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            nbformat.write(notebook, stream)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def release_folder(source_dir, release_dir, pattern: str = "[0-9][0-9]_*.ipynb") -> list[Path]:
     """Write the student version of every source notebook in ``source_dir`` into ``release_dir``.
 
@@ -167,6 +156,7 @@ def release_folder(source_dir, release_dir, pattern: str = "[0-9][0-9]_*.ipynb")
     written = []
     for source in sources:
         released = release_notebook(nbformat.read(source, as_version=4))
-        _write_atomically(released, release_dir / source.name)
+        text = nbformat.writes(released)
+        write_text_atomically(release_dir / source.name, text if text.endswith("\n") else text + "\n")
         written.append(release_dir / source.name)
     return written

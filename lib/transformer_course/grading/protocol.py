@@ -47,7 +47,7 @@ def _encode(value):
         if value.dtype == object:
             raise TypeError("object arrays cannot be encoded")
         return {"__array__": _array_to_text(value)}
-    if isinstance(value, NextTokenTable) or type(value).__name__ == "_MarkovModel":
+    if isinstance(value, NextTokenTable):
         return {"__next_token_table__": _array_to_text(value.table)}
     if isinstance(value, tuple):
         return {"__tuple__": [_encode(item) for item in value]}

@@ -1,0 +1,35 @@
+"""Atomic file writes shared by the package: a reader sees the old file or the new one, never half."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it into place only if the block succeeds.
+
+    The parent folder is created. On an exception the temporary file is removed and ``path`` is
+    left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(handle)
+    temporary = Path(temporary)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; return ``path`` as a Path."""
+    with atomic_output(path) as temporary:
+        temporary.write_text(text, encoding="utf-8", newline="")
+    return Path(path)
