@@ -358,6 +358,56 @@ for length, (element, sequence) in sweep.items():
 #   faster, but exposed to its own mistakes only at inference).
 # - One fixed-size context vector is a bottleneck: accuracy falls as inputs grow.
 #
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# The rest of the notebook does not depend on your answers.
+#
+# ### Exercise 01.1 — one-hot encoding (2 points)
+#
+# Write `one_hot_encode(sequence, n_features)` in NumPy: `sequence` holds integers in
+# `0 .. n_features - 1`, of any shape `S` (a list, a `(T,)` array or a `(N, T)` batch). Return a
+# float32 array of shape `S + (n_features,)` with a single 1 in each last-axis vector, at the
+# symbol's index. The notes' example `[3, 8, 2, 6]` with 10 features is one of the checks.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_01_1", "locked": false, "schema_version": 3, "solution": true}
+def one_hot_encode(sequence, n_features):
+    """Integers of shape S -> float32 one-hot vectors of shape S + (n_features,)."""
+    ### BEGIN SOLUTION
+    symbols = np.asarray(sequence, dtype="int64")
+    return (symbols[..., None] == np.arange(n_features)).astype("float32")
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_01_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check, evaluate
+
+check("01.1", one_hot_encode)
+### BEGIN HIDDEN TESTS
+assert evaluate("01.1", one_hot_encode, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 01.2 — one-hot decoding (1 point)
+#
+# Write `one_hot_decode(encoded)`: turn one-hot vectors, or the decoder's probability
+# distributions, of shape `S + (F,)` back into int64 symbols of shape `S` — the index of the
+# largest entry of each last-axis vector. This is how the accuracies above read the model's output.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_01_2", "locked": false, "schema_version": 3, "solution": true}
+def one_hot_decode(encoded):
+    """Vectors of shape S + (F,) -> int64 symbols of shape S (argmax of the last axis)."""
+    ### BEGIN SOLUTION
+    return np.argmax(np.asarray(encoded), axis=-1).astype("int64")
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_01_2", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+check("01.2", one_hot_decode)
+### BEGIN HIDDEN TESTS
+assert evaluate("01.2", one_hot_decode, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
 # Retrain model A on the lecture notes' harder setting, 20 steps over 16 features, with the

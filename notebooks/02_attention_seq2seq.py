@@ -347,6 +347,61 @@ figure.tight_layout()
 # Attention here still sits on top of an LSTM that reads the input in order. Notebook 04 drops
 # the recurrence and lets every position attend to every other: **self-attention**.
 #
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# The rest of the notebook does not depend on your answers.
+#
+# Both functions score **one** decoder state against every encoder state, in NumPy: `query` is
+# the decoder state $h_t$, shape `(H,)`; `keys` holds the encoder states $\bar h_s$ as rows,
+# shape `(S, H)`. Each returns the alignment scores, shape `(S,)`, one per source position —
+# before the softmax.
+#
+# ### Exercise 02.1 — Luong's general score (2 points)
+#
+# Write `luong_general_score(query, keys, weight)` with `weight` of shape `(H, H)`:
+# `score[s] = keys[s] @ weight @ query`. (This is the layout `LuongGeneralAttention` uses: its
+# `W_a` is a bias-free `Dense` layer applied to the encoder states, and its kernel is `weight`.)
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_02_1", "locked": false, "schema_version": 3, "solution": true}
+def luong_general_score(query, keys, weight):
+    """query (H,), keys (S, H), weight (H, H) -> scores (S,): keys[s] @ weight @ query."""
+    ### BEGIN SOLUTION
+    return keys @ (weight @ query)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_02_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check, evaluate
+
+check("02.1", luong_general_score)
+### BEGIN HIDDEN TESTS
+assert evaluate("02.1", luong_general_score, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 02.2 — Bahdanau's additive score (3 points)
+#
+# Write `bahdanau_score(query, keys, query_weight, keys_weight, v)`: project the decoder state
+# with `query_weight` `(H, A)` and every encoder state with `keys_weight` `(H, A)`, add them,
+# apply tanh, and take the dot product with `v` `(A,)`:
+# `score[s] = tanh(query @ query_weight + keys[s] @ keys_weight) @ v`. Do it for all $S$ positions
+# at once, without a Python loop.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_02_2", "locked": false, "schema_version": 3, "solution": true}
+def bahdanau_score(query, keys, query_weight, keys_weight, v):
+    """query (H,), keys (S, H), query_weight (H, A), keys_weight (H, A), v (A,) -> scores (S,)."""
+    ### BEGIN SOLUTION
+    return np.tanh(query @ query_weight + keys @ keys_weight) @ v
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_02_2", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("02.2", bahdanau_score)
+### BEGIN HIDDEN TESTS
+assert evaluate("02.2", bahdanau_score, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
 # Repeat the lecture notes' exercise — 20 steps, 16 features — with the notes' width of 16 units

@@ -371,6 +371,61 @@ plt.tight_layout(); plt.show()
 #
 # Notebook 07 adds the decoder and translates English into Spanish.
 #
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# The rest of the notebook does not depend on your answers.
+#
+# Both are pooling heads in NumPy: `values` are the encoder's token vectors, shape `(B, T, E)`;
+# `mask` is bool `(B, T)`, True for a real token and False for padding. Each returns one vector
+# per review, shape `(B, E)`, computed from the real tokens only, so that padding a review
+# further never changes its prediction (section 7 checked this on real reviews). A review with
+# no real token at all (an empty string) gets a vector of zeros.
+#
+# ### Exercise 06.1 — masked global max pooling (2 points)
+#
+# Write `masked_max_pool(values, mask)`: for each review and feature, the largest value over its
+# real tokens. Padding positions must never win, however large their values.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_06_1", "locked": false, "schema_version": 3, "solution": true}
+def masked_max_pool(values, mask):
+    """values (B, T, E), bool mask (B, T) -> (B, E): max over real tokens; zeros for no real token."""
+    ### BEGIN SOLUTION
+    pooled = np.max(np.where(mask[..., None], values, -np.inf), axis=1)
+    return np.where(mask.any(axis=1)[:, None], pooled, 0.0)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_06_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check, evaluate
+
+check("06.1", masked_max_pool)
+### BEGIN HIDDEN TESTS
+assert evaluate("06.1", masked_max_pool, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 06.2 — masked global average pooling (2 points)
+#
+# Write `masked_mean_pool(values, mask)`: for each review, the mean of its real token vectors —
+# the sum over real tokens divided by their number, not by `T`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_06_2", "locked": false, "schema_version": 3, "solution": true}
+def masked_mean_pool(values, mask):
+    """values (B, T, E), bool mask (B, T) -> (B, E): mean over real tokens; zeros for no real token."""
+    ### BEGIN SOLUTION
+    counts = mask.sum(axis=1, keepdims=True)
+    total = np.where(mask[..., None], values, 0.0).sum(axis=1)
+    return np.where(counts > 0, total / np.maximum(counts, 1), 0.0)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_06_2", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("06.2", masked_mean_pool)
+### BEGIN HIDDEN TESTS
+assert evaluate("06.2", masked_mean_pool, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
 # Train the `pooling="cls"` variant with the same settings and compare its test accuracy and

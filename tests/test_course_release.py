@@ -34,6 +34,22 @@ def test_every_check_cell_matches_the_catalogue():
                 assert f'check("{exercise}", {EXERCISES[exercise].function_name})' in cell.source
 
 
+def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
+    import nbformat
+
+    from transformer_course.grading.markup import exercise_id_of
+
+    notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert [path.name[:2] for path in notebooks] == [f"{n:02d}" for n in range(1, len(notebooks) + 1)]
+    for path in notebooks:
+        cells = nbformat.read(path, as_version=4).cells
+        solutions = [exercise_id_of(c) for c in cells if c.metadata.get("nbgrader", {}).get("solution")]
+        checks = [exercise_id_of(c) for c in cells if c.metadata.get("nbgrader", {}).get("grade")]
+        catalogued = sorted(e for e in EXERCISES if e.startswith(path.name[:2] + "."))
+        assert len(catalogued) >= 2, path.name
+        assert sorted(solutions) == catalogued and sorted(checks) == catalogued, (path.name, solutions, checks)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
