@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from transformer_course.decoding import beam_search, greedy_decode, length_penalty
+from transformer_course.decoding import batch_beam_search, beam_search, greedy_decode, length_penalty
 
 PAD, START, END, A, B = 0, 1, 2, 3, 4
 
@@ -78,3 +78,68 @@ def test_beam_search_checks_its_arguments(arguments, message):
 def test_a_model_returning_the_wrong_shape_is_named():
     with pytest.raises(ValueError, match="must return shape"):
         greedy_decode(lambda decoded: np.ones(5), START, END, 3)
+
+
+def prefix_model(vocabulary, end_bias):
+    """Deterministic probabilities that depend on the whole prefix: a seeded draw per prefix."""
+    def next_token_probabilities(decoded):
+        rows = []
+        for sequence in decoded:
+            seed = abs(hash(tuple(int(i) for i in sequence))) % (2**32)
+            weights = np.random.default_rng(seed).random(vocabulary) ** 3
+            weights[PAD] = 0.0
+            weights[END] = 0.02 * weights[END] + end_bias * len(sequence)  # ends grow likelier with length
+            rows.append(weights / weights.sum())
+        return np.array(rows)
+    return next_token_probabilities
+
+
+class CachedPrefixModel:
+    """The same probabilities as ``prefix_model``, computed from per-row state that must be reordered.
+
+    Each row keeps the tuple of ids it has seen, as a decoder keeps its key/value cache; the model
+    reads only the last column of ``decoded``, so a missing or wrong ``reorder`` changes the output.
+    """
+
+    def __init__(self, vocabulary, end_bias):
+        self.reference, self.state = prefix_model(vocabulary, end_bias), None
+
+    def __call__(self, decoded):
+        last = decoded[:, -1]
+        self.state = [(int(i),) for i in last] if self.state is None else [s + (int(i),) for s, i in zip(self.state, last)]
+        return self.reference(np.array(self.state))
+
+    def reorder(self, parents):
+        self.state = [self.state[p] for p in parents]
+
+
+@pytest.mark.parametrize("beam_width, alpha, end_bias", [(1, 0.0, 0.05), (2, 0.6, 0.05), (4, 0.6, 0.02), (3, 1.0, 0.0), (5, 0.6, 0.01)])
+def test_batch_beam_search_keeps_exactly_what_beam_search_keeps(beam_width, alpha, end_bias):
+    starts = [START, START, A, B, START]
+    uncached = prefix_model(9, end_bias)
+    ids, scores = batch_beam_search(uncached, starts, END, max_length=8, beam_width=beam_width, alpha=alpha)
+    cached = CachedPrefixModel(9, end_bias)
+    cached_ids, cached_scores = batch_beam_search(cached, starts, END, 8, beam_width, alpha, reorder=cached.reorder)
+    assert ids.shape[0] == len(starts)
+    for row, start in enumerate(starts):
+        expected, expected_score = beam_search(uncached, start, END, 8, beam_width, alpha)
+        generated = ids[row][: len(expected)]
+        np.testing.assert_array_equal(generated, expected)
+        assert not ids[row][len(expected):].any()  # padding after the winner
+        assert scores[row] == pytest.approx(expected_score)
+    np.testing.assert_array_equal(cached_ids, ids)
+    np.testing.assert_allclose(cached_scores, scores)
+
+
+def test_batch_beam_search_escapes_the_greedy_trap_for_every_sentence():
+    ids, scores = batch_beam_search(TRAP, [START] * 3, END, max_length=5, beam_width=2, alpha=0.0)
+    assert ids.tolist() == [[START, B, END]] * 3
+    np.testing.assert_allclose(scores, math.log(0.4 * 0.9))
+
+
+def test_batch_beam_search_without_an_end_ranks_the_open_sequences():
+    forever = lambda decoded: np.tile([0, 0, 0, 0.6, 0.4], (decoded.shape[0], 1))  # noqa: E731
+    ids, _ = batch_beam_search(forever, [START, START], END, max_length=3, beam_width=2, alpha=0.0)
+    assert ids.tolist() == [[START, A, A, A]] * 2
+    with pytest.raises(ValueError, match="`beam_width`"):
+        batch_beam_search(forever, [START], END, 3, beam_width=0)

@@ -65,6 +65,21 @@ def test_cached_greedy_equals_recomputing_everything(num_layers):
     np.testing.assert_array_equal(cached, expected)
 
 
+@pytest.mark.parametrize("num_layers, beam_width, alpha", [(1, 3, 0.6), (2, 4, 0.0), (2, 2, 1.0)])
+def test_cached_batched_beam_search_equals_uncached_beam_search_per_sentence(num_layers, beam_width, alpha):
+    model = small_model(num_layers, seed=10 + num_layers)
+    output = model.get_layer("output")
+    output.kernel.assign(output.kernel * 4.0)  # sharper distributions: no near-ties for rounding to flip
+    source = np.array([[3, 4, 5, 6, 0, 0, 0, 0], [7, 2, 9, 11, 12, 13, 0, 0], [0] * 8, [5] * 8], "int32")
+    translator = Translator(None, None, model, max_length=TARGET_LENGTH - 1)
+    decoded = IncrementalDecoder(model, max_length=TARGET_LENGTH - 1).beam_decode(source, 2, 3, beam_width, alpha)
+    assert decoded.shape[0] == len(source)
+    for row, ids in zip(decoded, source):
+        expected = translator.beam_search_ids(ids, 2, 3, beam_width, alpha)
+        np.testing.assert_array_equal(row[: len(expected)], expected)
+        assert not row[len(expected):].any()
+
+
 def test_incremental_decoder_checks_max_length():
     with pytest.raises(ValueError, match="max_length"):
         IncrementalDecoder(small_model(1), max_length=TARGET_LENGTH + 1)

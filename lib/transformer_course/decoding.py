@@ -19,7 +19,7 @@ import numpy as np
 
 from ._validation import check_integer
 
-__all__ = ["greedy_decode", "beam_search", "length_penalty"]
+__all__ = ["greedy_decode", "beam_search", "batch_beam_search", "length_penalty"]
 
 _PADDING = 0
 
@@ -137,3 +137,120 @@ def beam_search(
         finished = [(score / length_penalty(beams.shape[1] - 1, alpha), beam) for score, beam in zip(scores, beams)]
     score, ids = max(finished, key=lambda item: item[0])
     return ids, float(score)
+
+
+def _top_candidates(candidates: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` largest entries, largest first, ties by lower index.
+
+    The same order as ``np.argsort(-candidates, kind="stable")[:count]``, without sorting all
+    K * V entries: only those at or above the ``count``-th largest value are sorted.
+    """
+    if count >= candidates.size:
+        return np.argsort(-candidates, kind="stable")
+    threshold = np.partition(candidates, candidates.size - count)[candidates.size - count]
+    indices = np.flatnonzero(candidates >= threshold)
+    return indices[np.lexsort((indices, -candidates[indices]))][:count]
+
+
+def batch_beam_search(
+    next_token_probabilities: Callable,
+    start_ids,
+    end_id: int,
+    max_length: int,
+    beam_width: int = 4,
+    alpha: float = 0.6,
+    reorder: Callable | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`beam_search` for a batch of B sequences at once, B * K rows per model call.
+
+    Every sentence keeps exactly the hypotheses :func:`beam_search` would keep, in the same
+    order, so the results are the same; only the work is shared. Row ``b * K + k`` holds beam k
+    of sentence b; a sentence with fewer than K live beams fills the rest with placeholder rows
+    whose score is -inf, and a finished sentence's rows are carried along unused.
+
+    A model that caches per-row state (a decoder's key/value cache) learns after every step
+    which previous row each new row extends, through ``reorder(parents)``, and gathers its cache
+    accordingly. It then needs only the last column of ``decoded``.
+
+    Args:
+        next_token_probabilities: callable, int ``(B * K, t)`` -> float ``(B * K, V)``.
+        start_ids: int or int array ``(B,)``, the start id of each sequence.
+        end_id: int, the id that ends a sequence.
+        max_length: int, the most ids to generate after the start id.
+        beam_width: int, K.
+        alpha: float >= 0, the length penalty's exponent.
+        reorder: optional callable, int64 ``(B * K,)`` -> None: row i of the next call extends
+            row ``parents[i]`` of the previous one. Called before every call but the first.
+
+    Returns:
+        ``(ids, scores)``: int64 ``(B, 1 + n)``, each row the winner of :func:`beam_search` for
+        that sentence followed by padding (0); float64 ``(B,)``, their length-normalised
+        log-probabilities.
+
+    Raises:
+        ValueError: for a non-positive ``max_length`` or ``beam_width``, a negative ``alpha``,
+            or a callable returning the wrong shape.
+    """
+    max_length = check_integer("max_length", max_length)
+    width = check_integer("beam_width", beam_width)
+    if alpha < 0:
+        raise ValueError(f"`alpha` must be >= 0; received {alpha!r}.")
+    starts = np.atleast_1d(np.asarray(start_ids, dtype="int64"))
+    batch = starts.shape[0]
+    decoded = np.repeat(starts, width)[:, None]  # (B * K, t)
+    scores = np.full((batch, width), -np.inf)
+    scores[:, 0] = 0.0  # one live beam per sentence at the start, as in beam_search
+    finished: list[list[tuple[float, np.ndarray]]] = [[] for _ in range(batch)]
+    done = np.zeros(batch, dtype=bool)
+    for step in range(1, max_length + 1):
+        with np.errstate(divide="ignore"):
+            log_probabilities = np.log(_probabilities(next_token_probabilities, decoded))  # (B * K, V)
+        vocabulary = log_probabilities.shape[1]
+        log_probabilities = log_probabilities.reshape(batch, width, vocabulary)
+        parents = np.arange(batch * width)  # rows of done sentences follow themselves
+        tokens = np.full(batch * width, end_id, dtype="int64")
+        new_scores = np.full((batch, width), -np.inf)
+        for sentence in np.flatnonzero(~done):
+            candidates = (scores[sentence, :, None] + log_probabilities[sentence]).ravel()  # (K * V,)
+            kept = 0
+            for flat in _top_candidates(candidates, 2 * width):
+                if not np.isfinite(candidates[flat]):
+                    break
+                beam, token = divmod(int(flat), vocabulary)
+                row = sentence * width + beam
+                if token == end_id:
+                    sequence = np.append(decoded[row], token)
+                    finished[sentence].append((candidates[flat] / length_penalty(step, alpha), sequence))
+                else:
+                    parents[sentence * width + kept] = row
+                    tokens[sentence * width + kept] = token
+                    new_scores[sentence, kept] = candidates[flat]
+                    kept += 1
+                if kept == width:
+                    break
+            for slot in range(kept, width):  # placeholders: copy a live row, never chosen (-inf)
+                parents[sentence * width + slot] = parents[sentence * width] if kept else sentence * width
+            if len(finished[sentence]) >= width or not kept:
+                done[sentence] = True
+                if not finished[sentence]:  # no live beam and none ended: rank the beams as they were
+                    rows = decoded[sentence * width:(sentence + 1) * width]
+                    finished[sentence] = [(score / length_penalty(rows.shape[1] - 1, alpha), row)
+                                          for score, row in zip(scores[sentence], rows) if np.isfinite(score)]
+        scores = np.where(done[:, None], scores, new_scores)
+        decoded = np.concatenate([decoded[parents], tokens[:, None]], axis=1)
+        if done.all():
+            break
+        if reorder is not None:
+            reorder(parents)
+    results = []
+    for sentence in range(batch):
+        hypotheses = finished[sentence]
+        if not hypotheses:  # nothing ended within max_length: rank the open sequences instead
+            rows = decoded[sentence * width:(sentence + 1) * width]
+            hypotheses = [(score / length_penalty(rows.shape[1] - 1, alpha), row)
+                          for score, row in zip(scores[sentence], rows) if np.isfinite(score)]
+        results.append(max(hypotheses, key=lambda item: item[0]))
+    ids = np.zeros((batch, max(len(sequence) for _, sequence in results)), dtype="int64")
+    for sentence, (_, sequence) in enumerate(results):
+        ids[sentence, :len(sequence)] = sequence
+    return ids, np.array([score for score, _ in results])

@@ -22,7 +22,7 @@ import tensorflow as tf
 from keras import ops
 
 from ._validation import check_integer, check_texts
-from .decoding import beam_search, greedy_decode
+from .decoding import batch_beam_search, beam_search, greedy_decode
 from .positional import PositionalEmbedding
 from .transformer import TransformerDecoder, TransformerEncoder
 
@@ -241,6 +241,40 @@ class IncrementalDecoder:
                                   lambda h, d=decoder: d.feedforward_output(d.feedforward_hidden(h)), False)
         return self.output_layer(x)[:, 0, :], new_cache
 
+    def _cached_model(self, source_ids, copies: int):
+        """``(next_token_probabilities, reorder)`` for ``copies`` rows per source, sharing one encoding.
+
+        Row ``b * copies + k`` belongs to source b. ``next_token_probabilities(decoded)`` reads only
+        the last column: the cache holds the rest. ``reorder(parents)`` gathers the cache rows.
+        """
+        source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
+        source_mask, cross = self._start(source_ids)
+        if copies > 1:
+            source_mask = ops.repeat(source_mask, copies, axis=0)
+            cross = [(ops.repeat(keys, copies, axis=0), ops.repeat(values, copies, axis=0)) for keys, values in cross]
+        rows = int(source_ids.shape[0]) * copies
+        cache = []
+        for decoder in self.decoders:
+            heads, width = decoder.self_attention.num_heads, decoder.self_attention.key_dim
+            empty = ops.zeros((rows, self.max_length + 1, heads, width))
+            cache.append((empty, empty))
+
+        def next_token_probabilities(decoded):
+            nonlocal cache
+            probabilities, cache = self._step(ops.convert_to_tensor(decoded[:, -1], dtype="int32"),
+                                              ops.convert_to_tensor(decoded.shape[1] - 1, dtype="int32"),
+                                              source_mask, cross, cache)
+            probabilities = ops.convert_to_numpy(probabilities)
+            probabilities[:, 0] = 0.0  # never generate padding (id 0)
+            return probabilities
+
+        def reorder(parents):
+            nonlocal cache
+            parents = ops.convert_to_tensor(parents, dtype="int32")
+            cache = [(ops.take(keys, parents, axis=0), ops.take(values, parents, axis=0)) for keys, values in cache]
+
+        return next_token_probabilities, reorder
+
     def decode(self, source_ids, start_id: int, end_id: int) -> np.ndarray:
         """Greedy-decode a batch of sources.
 
@@ -253,25 +287,34 @@ class IncrementalDecoder:
             its ``end_id`` a row holds padding (0). Decoding stops once every row has ended.
             The padding id is never generated (it is not a word; the model never learns it).
         """
-        source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
-        source_mask, cross = self._start(source_ids)
-        batch = int(source_ids.shape[0])
-        cache = []
-        for decoder in self.decoders:
-            heads, width = decoder.self_attention.num_heads, decoder.self_attention.key_dim
-            empty = ops.zeros((batch, self.max_length + 1, heads, width))
-            cache.append((empty, empty))
+        next_token_probabilities, _ = self._cached_model(source_ids, 1)
+        return greedy_decode(next_token_probabilities, np.full(len(source_ids), start_id), end_id, self.max_length)
 
-        def next_token_probabilities(decoded):  # only the last id is new; the cache holds the rest
-            nonlocal cache
-            probabilities, cache = self._step(ops.convert_to_tensor(decoded[:, -1], dtype="int32"),
-                                              ops.convert_to_tensor(decoded.shape[1] - 1, dtype="int32"),
-                                              source_mask, cross, cache)
-            probabilities = ops.convert_to_numpy(probabilities)
-            probabilities[:, 0] = 0.0  # never generate padding (id 0)
-            return probabilities
+    def beam_decode(self, source_ids, start_id: int, end_id: int, beam_width: int = 4,
+                    alpha: float = 0.6) -> np.ndarray:
+        """Beam-search a batch of sources: B * K rows share each decoder step and the cache.
 
-        return greedy_decode(next_token_probabilities, np.full(batch, start_id), end_id, self.max_length)
+        The encoder runs once per source; after every step each cache row is replaced by the row
+        of the beam it extends. Each sentence gets what :func:`~transformer_course.decoding.beam_search`
+        gives it alone with the uncached model (up to float rounding; the tests check it).
+
+        Args:
+            source_ids: int ``(B, S)``, 0 = padding.
+            start_id, end_id: ints, the ``[start]`` and ``[end]`` ids.
+            beam_width: int, K, beams per sentence.
+            alpha: float >= 0, the GNMT length-penalty exponent.
+
+        Returns:
+            int64 ``(B, 1 + n)``: each row the best hypothesis of its sentence, padded with 0.
+
+        Raises:
+            ValueError: for a non-positive ``beam_width`` or a negative ``alpha``.
+        """
+        beam_width = check_integer("beam_width", beam_width)
+        next_token_probabilities, reorder = self._cached_model(source_ids, beam_width)
+        ids, _ = batch_beam_search(next_token_probabilities, np.full(len(source_ids), start_id), end_id,
+                                   self.max_length, beam_width, alpha, reorder=reorder)
+        return ids
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -332,10 +375,10 @@ class Translator(keras.Model):
         Args:
             sentences: ``str`` or list/tuple of ``str``; any string (empty, very long, emoji)
                 gets a translation — unknown words become ``[UNK]``, long inputs are cut at S.
-            beam_width: None for greedy decoding (cached, batched); an int for beam search with
-                that many beams (one sentence at a time).
+            beam_width: None for greedy decoding; an int for beam search with that many beams.
+                Both are batched and use the key/value cache.
             alpha: float, beam search's length-penalty exponent (GNMT).
-            batch_size: int, sentences decoded together by greedy decoding.
+            batch_size: int, sentences decoded together (each with ``beam_width`` rows).
 
         Returns:
             ``str`` for a string, list of ``str`` for a list: lower-case words separated by
@@ -349,18 +392,24 @@ class Translator(keras.Model):
             return []
         vocabulary = self._vocabulary()
         start_id, end_id = vocabulary.index(START_TOKEN), vocabulary.index(END_TOKEN)
+        batch_size = check_integer("batch_size", batch_size)
+        if self._decoder is None:
+            self._decoder = IncrementalDecoder(self.model, self.max_length)
         if beam_width is None:
-            if self._decoder is None:
-                self._decoder = IncrementalDecoder(self.model, self.max_length)
-            decoded = [row for begin in range(0, len(source_ids), batch_size)
-                       for row in self._decoder.decode(source_ids[begin:begin + batch_size], start_id, end_id)]
+            decode = lambda ids: self._decoder.decode(ids, start_id, end_id)  # noqa: E731
         else:
-            decoded = [self.beam_search_ids(row, start_id, end_id, beam_width, alpha) for row in source_ids]
+            decode = lambda ids: self._decoder.beam_decode(ids, start_id, end_id, beam_width, alpha)  # noqa: E731
+        decoded = [row for begin in range(0, len(source_ids), batch_size)
+                   for row in decode(source_ids[begin:begin + batch_size])]
         texts = [self._to_text([int(t) for t in row], vocabulary, end_id) for row in decoded]
         return texts[0] if single else texts
 
     def beam_search_ids(self, source_ids, start_id, end_id, beam_width, alpha):
-        """Beam search for one source ``(S,)``; the encoder runs once, the decoder once per step."""
+        """Beam search for one source ``(S,)`` without a cache: the decoder reruns on every prefix.
+
+        The plain reference that :meth:`IncrementalDecoder.beam_decode` must agree with, and the
+        slow baseline of ``benchmarks/translation_decoding.py``.
+        """
         encoded, mask = _encode(self.model, ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32"))
         embedding, decoders = self.model.get_layer("target_embedding"), _layers(self.model, "decoder")
         output = self.model.get_layer("output")
