@@ -6,12 +6,14 @@ On one fixed batch of source sentences, with the notebook's full-profile model s
                           far — what a straightforward loop around ``model.predict`` does;
 * ``greedy, cached``      ``IncrementalDecoder``: the encoder once, cross-attention keys/values
                           once, a key/value cache in self-attention — one new position per step;
-* ``beam search``         ``Translator.beam_search_ids`` (one sentence at a time, the encoder once,
-                          the decoder over the prefix each step).
+* ``beam, uncached``      ``Translator.beam_search_ids``: one sentence at a time, the encoder once,
+                          the decoder over the whole prefix of every beam at each step;
+* ``beam, cached``        ``IncrementalDecoder.beam_decode``: all sentences' beams in one batch
+                          (B x K rows), the key/value cache reordered by beam parent each step.
 
 The weights are random, so no sentence ends early: every decoder runs the full ``--steps``
 steps, the same work for all. (A trained model ends most sentences sooner.) The cached and
-recomputed greedy outputs are checked to be identical. Also prints training examples/s on
+recomputed outputs are checked to be identical, for greedy and for beam search. Also prints training examples/s on
 batches shaped like the notebook's (bucketed, about 12 tokens a side).
 
     .venv/bin/python benchmarks/translation_decoding.py [--batch 64 --steps 20 --repeats 3]
@@ -41,7 +43,7 @@ START = 2
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=64, help="sentences decoded together by greedy search")
-    parser.add_argument("--beam-sentences", type=int, default=8, help="sentences decoded by beam search")
+    parser.add_argument("--beam-sentences", type=int, default=8, help="sentences decoded by uncached beam search")
     parser.add_argument("--steps", type=int, default=20, help="tokens generated per sentence")
     parser.add_argument("--repeats", type=int, default=3)
     arguments = parser.parse_args(argv)
@@ -77,9 +79,14 @@ def main(argv=None) -> int:
 
     translator = Translator(None, None, model, max_length=arguments.steps)
     beam_rows = source[: arguments.beam_sentences]
-    decoders["beam search (width 4)"] = lambda: [translator.beam_search_ids(row, START, no_end, 4, 0.6) for row in beam_rows]
+    decoders["beam, uncached (width 4)"] = lambda: [translator.beam_search_ids(row, START, no_end, 4, 0.6)
+                                                     for row in beam_rows]
+    decoders["beam, cached (width 4)"] = lambda: incremental.beam_decode(source, START, no_end, 4, 0.6)
+    cached_beams = decoders["beam, cached (width 4)"]()
+    for row, expected in zip(cached_beams, decoders["beam, uncached (width 4)"]()):
+        np.testing.assert_array_equal(row[: len(expected)], expected)
     sentences = {"greedy, recompute": arguments.batch, "greedy, cached": arguments.batch,
-                 "beam search (width 4)": arguments.beam_sentences}
+                 "beam, uncached (width 4)": arguments.beam_sentences, "beam, cached (width 4)": arguments.batch}
 
     for decode in decoders.values():
         decode()  # trace and warm up
