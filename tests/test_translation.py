@@ -127,6 +127,17 @@ def test_translator_names_bad_input(sentences, message):
         make_translator().translate(sentences)
 
 
+def test_batch_size_changes_no_translation():
+    translator = make_translator()
+    sentences = ["I like cats", "where is the station?", "", "good morning good morning"]
+    for beam_width in (None, 3):
+        expected = translator.translate(sentences, beam_width=beam_width)
+        assert translator.translate(sentences, beam_width=beam_width, batch_size=1) == expected
+        assert translator.translate(sentences, beam_width=beam_width, batch_size=3) == expected
+    with pytest.raises(ValueError, match="`batch_size`"):
+        translator.translate(sentences, batch_size=0)
+
+
 def test_beam_width_one_equals_greedy():
     translator = make_translator()
     sentences = ["I like cats", "good morning"]
