@@ -63,6 +63,12 @@ def greedy_decode(next_token_probabilities: Callable, start_ids, end_id: int, ma
     return decoded
 
 
+def _check_beam_arguments(max_length, beam_width, alpha) -> tuple[int, int]:
+    if alpha < 0:
+        raise ValueError(f"`alpha` must be >= 0; received {alpha!r}.")
+    return check_integer("max_length", max_length), check_integer("beam_width", beam_width)
+
+
 def length_penalty(length, alpha: float) -> np.ndarray:
     """GNMT's length penalty ``((5 + length) / 6) ** alpha``; alpha = 0 turns it off.
 
@@ -104,10 +110,7 @@ def beam_search(
         ValueError: for a non-positive ``max_length`` or ``beam_width``, a negative ``alpha``,
             or a callable returning the wrong shape.
     """
-    max_length = check_integer("max_length", max_length)
-    beam_width = check_integer("beam_width", beam_width)
-    if alpha < 0:
-        raise ValueError(f"`alpha` must be >= 0; received {alpha!r}.")
+    max_length, beam_width = _check_beam_arguments(max_length, beam_width, alpha)
     beams = np.array([[start_id]], dtype="int64")  # (K, t)
     scores = np.zeros(1)  # summed log-probabilities, (K,)
     finished: list[tuple[float, np.ndarray]] = []
@@ -191,10 +194,7 @@ def batch_beam_search(
         ValueError: for a non-positive ``max_length`` or ``beam_width``, a negative ``alpha``,
             or a callable returning the wrong shape.
     """
-    max_length = check_integer("max_length", max_length)
-    width = check_integer("beam_width", beam_width)
-    if alpha < 0:
-        raise ValueError(f"`alpha` must be >= 0; received {alpha!r}.")
+    max_length, width = _check_beam_arguments(max_length, beam_width, alpha)
     starts = np.atleast_1d(np.asarray(start_ids, dtype="int64"))
     batch = starts.shape[0]
     decoded = np.repeat(starts, width)[:, None]  # (B * K, t)
