@@ -345,7 +345,9 @@ for sentence, greedy_text, beam_text in zip(sentences, greedy, beam):
 # Spanish sentences passed through the same `standardize_translation`, so both sides are
 # normalised identically. Then sacrebleu computes corpus BLEU with its default `13a`
 # tokenisation, one reference per sentence, and prints a signature that pins down the settings.
-# The exact-match rate counts hypotheses equal to their reference.
+# The exact-match rate counts hypotheses equal to their reference. Many tutorials strip *all*
+# punctuation, `¿ ¡` included; for comparison with them we also score both sides with those two
+# marks removed.
 
 # %%
 test_english = [english for english, _ in test_pairs]
@@ -358,6 +360,9 @@ exact_match = float(np.mean([h == r for h, r in zip(hypotheses, references)]))
 _, test_masked_accuracy = model.evaluate(batches["test"], verbose=0)
 print(f"greedy decoding of {len(test_english):,} test sentences: {greedy_seconds:.0f} s")
 print(f"BLEU (greedy) = {greedy_bleu:.2f}   [{signature}]")
+without_marks = lambda texts: [" ".join(w for w in text.split() if w not in ("¿", "¡")) for text in texts]  # noqa: E731
+greedy_bleu_without_marks, _ = corpus_bleu(without_marks(hypotheses), without_marks(references))
+print(f"BLEU (greedy), ¿ and ¡ removed from both sides = {greedy_bleu_without_marks:.2f}")
 print(f"exact match = {exact_match:.1%}; masked token accuracy (teacher forcing) = {test_masked_accuracy:.1%}")
 
 # %% [markdown]
@@ -379,6 +384,8 @@ print(f"BLEU: greedy {greedy_bleu:.2f}, beam {beam_bleu:.2f}; exact match: greed
 
 # %%
 report_metric("test_bleu_greedy", round(greedy_bleu, 2), f"sacreBLEU, greedy, whole test split ({signature})", headline=True)
+report_metric("test_bleu_greedy_without_inverted_marks", round(greedy_bleu_without_marks, 2),
+              "sacreBLEU, greedy, whole test split, ¿ and ¡ removed from hypotheses and references")
 report_metric("test_bleu_beam", round(beam_bleu, 2),
               f"sacreBLEU, beam width {settings.beam_width}, alpha {settings.length_penalty_alpha}, whole test split")
 report_metric("test_masked_accuracy", test_masked_accuracy, "masked token accuracy on the test split, teacher forcing")
