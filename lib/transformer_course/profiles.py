@@ -115,9 +115,10 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "dropout": 0.1,
             "batch_size": 64,
             "bucket_boundaries": (5, 7, 9, 11, 13, 16, 20),  # batches grouped by target length
-            "epochs": 12,  # upper bounds: training stops when validation loss stalls,
-            "max_training_minutes": 50,  # or before an epoch that would end past this budget
+            "epochs": 10,  # upper bounds: training stops when validation loss stalls,
+            "max_training_minutes": 40,  # or before an epoch that would end past this budget
             "patience": 2,
+            "beam_sentences": 1000,  # test sentences scored with both greedy and beam search
             "beam_width": 4,
             "length_penalty_alpha": 0.6,
         },
@@ -204,6 +205,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "epochs": 1,
             "max_training_minutes": 5,
             "patience": 1,
+            "beam_sentences": 10,
             "beam_width": 2,
             "length_penalty_alpha": 0.6,
         },
