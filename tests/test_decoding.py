@@ -143,3 +143,12 @@ def test_batch_beam_search_without_an_end_ranks_the_open_sequences():
     assert ids.tolist() == [[START, A, A, A]] * 2
     with pytest.raises(ValueError, match="`beam_width`"):
         batch_beam_search(forever, [START], END, 3, beam_width=0)
+
+
+def test_batch_beam_search_with_no_possible_extension_ranks_the_beams_it_had():
+    dead_end = table_model({(START,): [0, 0, 0, 0.7, 0.3], (START, A): [0] * 5, (START, B): [0] * 5})
+    ids, scores = batch_beam_search(dead_end, [START, START], END, max_length=4, beam_width=2, alpha=0.0)
+    expected, expected_score = beam_search(dead_end, START, END, max_length=4, beam_width=2, alpha=0.0)
+    assert expected.tolist() == [START, A]
+    assert ids.tolist() == [[START, A]] * 2
+    np.testing.assert_allclose(scores, expected_score)

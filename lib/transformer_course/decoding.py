@@ -69,6 +69,16 @@ def _check_beam_arguments(max_length, beam_width, alpha) -> tuple[int, int]:
     return check_integer("max_length", max_length), check_integer("beam_width", beam_width)
 
 
+def _open_hypotheses(scores, rows, alpha: float) -> list[tuple[float, np.ndarray]]:
+    """Unfinished beams ranked like finished ones: ``(score / length_penalty, ids)`` per live row.
+
+    The fallback when no hypothesis ended within ``max_length`` (or every extension was
+    impossible); rows with a -inf score are placeholders and are left out.
+    """
+    length = rows.shape[1] - 1  # generated ids, without the start id
+    return [(score / length_penalty(length, alpha), row) for score, row in zip(scores, rows) if np.isfinite(score)]
+
+
 def length_penalty(length, alpha: float) -> np.ndarray:
     """GNMT's length penalty ``((5 + length) / 6) ** alpha``; alpha = 0 turns it off.
 
@@ -137,7 +147,7 @@ def beam_search(
             break
         beams, scores = np.array(kept_beams), np.array(kept_scores)
     if not finished:  # nothing ended within max_length: rank the open sequences instead
-        finished = [(score / length_penalty(beams.shape[1] - 1, alpha), beam) for score, beam in zip(scores, beams)]
+        finished = _open_hypotheses(scores, beams, alpha)
     score, ids = max(finished, key=lambda item: item[0])
     return ids, float(score)
 
@@ -233,23 +243,17 @@ def batch_beam_search(
             if len(finished[sentence]) >= width or not kept:
                 done[sentence] = True
                 if not finished[sentence]:  # no live beam and none ended: rank the beams as they were
-                    rows = decoded[sentence * width:(sentence + 1) * width]
-                    finished[sentence] = [(score / length_penalty(rows.shape[1] - 1, alpha), row)
-                                          for score, row in zip(scores[sentence], rows) if np.isfinite(score)]
+                    beams = decoded.reshape(batch, width, -1)[sentence]
+                    finished[sentence] = _open_hypotheses(scores[sentence], beams, alpha)
         scores = np.where(done[:, None], scores, new_scores)
         decoded = np.concatenate([decoded[parents], tokens[:, None]], axis=1)
         if done.all():
             break
         if reorder is not None:
             reorder(parents)
-    results = []
-    for sentence in range(batch):
-        hypotheses = finished[sentence]
-        if not hypotheses:  # nothing ended within max_length: rank the open sequences instead
-            rows = decoded[sentence * width:(sentence + 1) * width]
-            hypotheses = [(score / length_penalty(rows.shape[1] - 1, alpha), row)
-                          for score, row in zip(scores[sentence], rows) if np.isfinite(score)]
-        results.append(max(hypotheses, key=lambda item: item[0]))
+    beams = decoded.reshape(batch, width, -1)  # (B, K, t)
+    results = [max(finished[sentence] or _open_hypotheses(scores[sentence], beams[sentence], alpha),  # nothing ended:
+                   key=lambda item: item[0]) for sentence in range(batch)]  # the open beams compete
     ids = np.zeros((batch, max(len(sequence) for _, sequence in results)), dtype="int64")
     for sentence, (_, sequence) in enumerate(results):
         ids[sentence, :len(sequence)] = sequence
