@@ -3,6 +3,7 @@
 import hashlib
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -120,3 +121,32 @@ def test_a_relative_data_directory_means_where_the_command_was_typed(tmp_path, m
                      "--build-dir", "build", "--results-dir", "results"]) == 0
     executed = nbformat.read(tmp_path / "build" / "01_where.ipynb", 4)
     assert executed.cells[1].outputs[0]["text"].strip() == str((tmp_path / "cache").resolve())
+
+
+def test_executed_copies_keep_no_info_records_and_kernels_keep_their_temporary_files(tmp_path):
+    """Records a machine logs after start-up (XLA, oneDNN) never reach an executed copy; warnings do.
+
+    The kernel writes C++-style records to the notebook's stderr, where Jupyter and Colab show
+    TensorFlow's, and makes a temporary file, as TensorFlow's autograph does for every traced
+    function.
+    """
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    info = "I0000 00:00:1795326692.705483    2294 device_compiler.h:188] Compiled cluster using XLA!"
+    warning = "W0000 00:00:1795326692.705483    2294 gpu_device.cc:2344] Cannot dlopen some GPU libraries."
+    cells = [
+        "import os, sys, tempfile\n"
+        f"sys.stderr.write({info!r} + '\\n' + {warning!r} + '\\n')",
+        "import time; time.sleep(0.5)\n"
+        "handle = tempfile.NamedTemporaryFile(prefix='__autograph_generated_file', suffix='.py', delete=False)\n"
+        "print(os.path.dirname(handle.name))",
+    ]
+    _write(notebooks, "01_logs.ipynb", cells)
+    cli.main(["run", "--profile", "smoke", "--quiet", "--notebooks-dir", str(notebooks),
+              "--build-dir", str(tmp_path / "build"), "--results-dir", str(tmp_path / "results")])
+    executed = nbformat.read(tmp_path / "build" / "01_logs.ipynb", as_version=4)
+    stderr = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code"
+                     for o in c.outputs if o.get("name") == "stderr")
+    assert info not in stderr and warning in stderr
+    kernel_temporary = Path(executed.cells[2].outputs[0]["text"].strip())
+    assert kernel_temporary != Path(tempfile.gettempdir()) and not kernel_temporary.exists()

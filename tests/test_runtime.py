@@ -7,14 +7,74 @@ import pytest
 from transformer_course import runtime
 
 
-def test_import_noise_filter_drops_only_the_no_gpu_lines():
-    noise = [
-        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
-        "I0000 00:00:1795254552.358650    1974 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
-    ]
-    kept = ["E0000 something real went wrong", "WARNING: a different warning"]
-    assert all(runtime._IMPORT_NOISE.match(line) for line in noise)
-    assert not any(runtime._IMPORT_NOISE.match(line) for line in kept)
+PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+
+# Start-up records as different machines print them: absl's format (TF >= 2.17) and TensorFlow's
+# own (TF <= 2.16), on Intel (oneDNN), AMD, and GPU machines (Colab).
+INTEL_TF_221 = [
+    PREAMBLE,
+    "I0000 00:00:1795326692.705483    2294 port.cc:153] oneDNN custom operations are on. You may see "
+    "slightly different numerical results due to floating-point round-off errors from different "
+    "computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.",
+    "I0000 00:00:1795326692.706706    2294 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
+    "I0000 00:00:1795326692.771269    2294 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use "
+    "available CPU instructions in performance-critical operations.",
+    "To enable the following instructions: AVX2 AVX512F AVX512_VNNI AVX512_BF16 AVX512_FP16 AVX_VNNI FMA, in other "
+    "operations, rebuild TensorFlow with the appropriate compiler flags.",
+]
+AMD_TF_221 = [
+    PREAMBLE,
+    "I0000 00:00:1795254552.358650    1974 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
+]
+INTEL_TF_216 = [
+    "2024-03-08 10:00:00.123456: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on. "
+    "You may see slightly different numerical results due to floating-point round-off errors.",
+    "2024-03-08 10:00:00.223456: I tensorflow/core/platform/cpu_feature_guard.cc:210] This TensorFlow binary is "
+    "optimized to use available CPU instructions in performance-critical operations.",
+    "To enable the following instructions: AVX2 AVX512F FMA, in other operations, rebuild TensorFlow with the "
+    "appropriate compiler flags.",
+]
+GPU_INFO = [
+    PREAMBLE,
+    "I0000 00:00:1727000000.123456   12345 cuda_executor.cc:1015] successful NUMA node read from SysFS had negative "
+    "value (-1), but there must be at least one NUMA node, so returning NUMA node zero.",
+    "I0000 00:00:1727000000.223456   12345 gpu_device.cc:2022] Created device /job:localhost/replica:0/task:0/device:GPU:0 "
+    "with 13949 MB memory:  -> device: 0, name: Tesla T4, pci bus id: 0000:00:04.0, compute capability: 7.5",
+]
+# What must always reach the user: warnings, errors and fatal records in both formats, and
+# anything that is not a C++ log record.
+GPU_WARNINGS_AND_ERRORS = [
+    "E0000 00:00:1727000000.323456   12345 cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to "
+    "register factory for plugin cuDNN when one has already been registered",
+    "W0000 00:00:1727000000.423456   12345 gpu_device.cc:2344] Cannot dlopen some GPU libraries.",
+    "2024-03-08 10:00:00.323456: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] TF-TRT Warning: Could not find TensorRT",
+    "2024-03-08 10:00:00.423456: E tensorflow/core/framework/node_def_util.cc:676] a real error",
+    "F0000 00:00:1727000000.523456   12345 logging.cc:10] Check failed: something fatal",
+]
+
+
+@pytest.mark.parametrize("records", [INTEL_TF_221, AMD_TF_221, INTEL_TF_216, GPU_INFO],
+                         ids=["intel-tf2.21", "amd-tf2.21", "intel-tf2.16", "gpu"])
+def test_startup_info_records_are_dropped_whatever_the_machine(records):
+    assert runtime.drop_info_records("\n".join(records) + "\n") == ""
+
+
+def test_warnings_errors_and_other_lines_are_kept_in_order():
+    python_warning = "/usr/lib/python3/site-packages/x.py:12: UserWarning: a Python warning"
+    # A line that follows an INFO record and starts no record of its own continues that record,
+    # so the plain line here comes first; Python's own warnings and tracebacks are never swallowed.
+    mixed = ["a line that is no log record", *INTEL_TF_221, GPU_WARNINGS_AND_ERRORS[0], *GPU_INFO,
+             *GPU_WARNINGS_AND_ERRORS[1:], *INTEL_TF_216, python_warning, INTEL_TF_216[1],
+             "Traceback (most recent call last):"]
+    kept = runtime.drop_info_records("\n".join(mixed)).splitlines()
+    assert kept == ["a line that is no log record", *GPU_WARNINGS_AND_ERRORS, python_warning,
+                    "Traceback (most recent call last):"]
+
+
+def test_a_warning_record_spanning_two_lines_is_kept_whole():
+    record = ["W0000 00:00:1727000000.1   1 gpu_device.cc:2344] Cannot dlopen some GPU libraries.",
+              "Please make sure the missing libraries are installed."]
+    assert runtime.drop_info_records("\n".join(INTEL_TF_221 + record)).splitlines() == record
 
 
 def test_start_notebook_prints_its_settings_and_nothing_on_stderr():
@@ -80,3 +140,36 @@ def test_git_commit_ignores_the_results_folder_only(tmp_path):
     assert runtime.git_commit(tmp_path / "notebooks")["dirty"] is True
     (tmp_path / "code.py").write_text("x = 2\n")
     assert runtime.git_commit(tmp_path / "notebooks", ignore=(tmp_path / "results",))["dirty"] is True
+
+
+def _python(code: str, **environment) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"COURSE_PROFILE": "smoke", "PATH": "", **environment})
+
+
+def test_importing_the_modules_that_load_tensorflow_prints_nothing_on_stderr():
+    done = _python("import transformer_course.text, transformer_course.translation, transformer_course.attention")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
+def test_a_notebook_that_needs_tensorflow_says_so_under_another_backend():
+    # Decided before Keras is imported, so no JAX is needed to see the message.
+    done = _python("import transformer_course as tc; tc.start_notebook('06')", KERAS_BACKEND="jax")
+    assert done.returncode != 0
+    assert "Notebook 06 needs the TensorFlow backend" in done.stderr and "'jax'" in done.stderr
+    assert "tensorflow" not in _python(
+        "import sys, transformer_course.runtime as r; print(r.configured_keras_backend(), 'tensorflow' in sys.modules)",
+        KERAS_BACKEND="jax").stdout
+
+
+def test_the_configured_backend_is_read_without_importing_keras(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    if "keras" in sys.modules:
+        monkeypatch.delitem(sys.modules, "keras")
+    assert runtime.configured_keras_backend() == "tensorflow"
+    (tmp_path / "keras.json").write_text('{"backend": "torch"}')
+    assert runtime.configured_keras_backend() == "torch"
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert runtime.configured_keras_backend() == "jax"

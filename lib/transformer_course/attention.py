@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 from keras import ops
 

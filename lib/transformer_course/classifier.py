@@ -14,6 +14,7 @@ Two ways to pool, both here:
 
 from __future__ import annotations
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 import numpy as np
 from keras import ops

@@ -22,7 +22,7 @@ from pathlib import Path
 from . import results, runtime
 from .profiles import PROFILE_NAMES
 
-__all__ = ["main", "run_notebooks", "NotebookRun"]
+__all__ = ["main", "run_notebooks", "NotebookRun", "drop_info_records_from_outputs"]
 
 
 @dataclass
@@ -94,9 +94,15 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
 
     with tempfile.TemporaryDirectory() as scratch:
         metrics_file = Path(scratch) / "metrics.jsonl"
-        saved = {key: os.environ.get(key) for key in ("COURSE_PROFILE", results.METRICS_FILE_VARIABLE, "TF_CPP_MIN_LOG_LEVEL")}
+        kernel_temporary = Path(scratch, "tmp")
+        kernel_temporary.mkdir()
+        saved = {key: os.environ.get(key) for key in ("COURSE_PROFILE", results.METRICS_FILE_VARIABLE,
+                                                      "TF_CPP_MIN_LOG_LEVEL", "TMPDIR")}
+        # The kernel's temporary files (TensorFlow's autograph writes one per traced function)
+        # go into the scratch folder, which is removed after the run.
         os.environ.update(
-            {"COURSE_PROFILE": profile, results.METRICS_FILE_VARIABLE: str(metrics_file)}
+            {"COURSE_PROFILE": profile, results.METRICS_FILE_VARIABLE: str(metrics_file),
+             "TMPDIR": str(kernel_temporary)}
         )
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         config = Config()
@@ -138,10 +144,32 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
                     os.environ[key] = value
         run.metrics, run.environment = results.read_report(metrics_file)
 
+    drop_info_records_from_outputs(notebook)
     build_dir.mkdir(parents=True, exist_ok=True)
     run.executed_copy = build_dir / path.name
     nbformat.write(notebook, run.executed_copy)
     return run
+
+
+def drop_info_records_from_outputs(notebook) -> None:
+    """Remove TensorFlow's C++ INFO records from every stderr output of ``notebook``, in place.
+
+    Records logged after start-up (XLA's "Compiled cluster using XLA!", oneDNN notices on Intel
+    CPUs) depend on the machine, so they must not land in a stored notebook; warnings and errors
+    stay (see :func:`transformer_course.runtime.drop_info_records`). A stderr output left empty
+    is removed.
+    """
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                output["text"] = runtime.drop_info_records(output["text"])
+                if not output["text"]:
+                    continue
+            kept.append(output)
+        cell.outputs = kept
 
 
 def run_notebooks(

@@ -9,6 +9,7 @@ position (id 0) is neither a loss to minimise nor a free point of accuracy.
 
 from __future__ import annotations
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 import numpy as np
 from keras import ops

@@ -10,6 +10,7 @@ Shape letters: B batch, T sequence length, E embedding width, N heads.
 
 from __future__ import annotations
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 import numpy as np
 from keras import ops

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -14,26 +15,96 @@ from pathlib import Path
 
 from .profiles import Settings, profile
 
-__all__ = ["start_notebook", "epoch_progress", "progress", "import_tensorflow_quietly", "hardware", "library_versions", "git_commit"]
+__all__ = [
+    "start_notebook", "epoch_progress", "progress", "import_tensorflow_quietly", "drop_info_records",
+    "configured_keras_backend", "TENSORFLOW_NOTEBOOKS", "hardware", "library_versions", "git_commit",
+]
 
-# Lines TensorFlow writes straight to file descriptor 2 while it loads, before its own logging
-# is set up, so TF_CPP_MIN_LOG_LEVEL cannot silence them. They say that no GPU was found.
-_IMPORT_NOISE = re.compile(
-    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
-    r"|I0000 .*cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine.*)$"
+# TensorFlow's C++ code logs through absl (TF >= 2.17) or its own logger (TF <= 2.16). Records
+# written before logging is set up go straight to file descriptor 2, whatever TF_CPP_MIN_LOG_LEVEL
+# says, and which ones appear depends on the CPU (oneDNN on Intel), the build and the GPU driver.
+# So they are told apart by severity, the letter every record header carries:
+#   absl:        "I0000 00:00:1795254552.358650    1974 cudart_stub.cc:31] Could not find ..."
+#   TensorFlow:  "2024-03-08 10:00:00.123456: I tensorflow/core/util/port.cc:113] oneDNN ..."
+_RECORD_HEADER = re.compile(
+    r"^(?:(?P<absl>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<tensorflow>[IWEF]) \S+:\d+\])"
 )
+# absl's notice that records before initialisation go to stderr: it announces the records that
+# follow and has no severity of its own.
+_ABSL_PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+# A line Python itself wrote (a warning or a traceback) never continues a C++ record.
+_PYTHON_LINE = re.compile(r"^(Traceback \(most recent call last\)|.*:\d+: \w*(Warning|Error)\b)")
+
+
+def drop_info_records(text: str) -> str:
+    """Remove TensorFlow's C++ INFO log records from ``text``; keep everything else.
+
+    A record is INFO when its header's severity letter is ``I`` (see ``_RECORD_HEADER`` for
+    both header formats). Lines after an INFO header that start no record of their own belong to
+    it (cpu_feature_guard's record spans two lines) and go with it, unless they are Python's own
+    output (a warning or a traceback). absl's one-line preamble goes too. Warnings (``W``),
+    errors (``E``) and fatal records (``F``), and any line that is not a C++ record, are kept in
+    their order.
+
+    Args:
+        text: str, what was written to stderr, possibly ending without a newline.
+
+    Returns:
+        str, the kept lines, each ending with a newline ("" when nothing is kept).
+    """
+    kept, inside_info = [], False
+    for line in text.splitlines():
+        header = _RECORD_HEADER.match(line)
+        if header:
+            inside_info = (header.group("absl") or header.group("tensorflow")) == "I"
+            if not inside_info:
+                kept.append(line)
+        elif line == _ABSL_PREAMBLE:
+            inside_info = False
+        elif inside_info and line.strip() and not _PYTHON_LINE.match(line):
+            continue  # the rest of an INFO record
+        else:
+            inside_info = False
+            kept.append(line)
+    return "".join(line + "\n" for line in kept)
+
+
+def configured_keras_backend() -> str:
+    """The backend Keras will load, read without importing Keras.
+
+    Keras' own order: an already imported Keras, the ``KERAS_BACKEND`` variable, the ``backend``
+    key of ``$KERAS_HOME/keras.json`` (default ``~/.keras/keras.json``), else ``"tensorflow"``.
+
+    Returns:
+        str, e.g. ``"tensorflow"``, ``"jax"``, ``"torch"`` or ``"numpy"``.
+    """
+    if "keras" in sys.modules and hasattr(sys.modules["keras"], "backend"):
+        return sys.modules["keras"].backend.backend()
+    if os.environ.get("KERAS_BACKEND"):
+        return os.environ["KERAS_BACKEND"]
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json"), encoding="utf-8") as file:
+            return json.load(file).get("backend", "tensorflow")
+    except (OSError, ValueError, AttributeError):
+        return "tensorflow"
 
 
 def import_tensorflow_quietly():
-    """Import TensorFlow without its start-up noise, and return the module.
+    """Import TensorFlow without its start-up INFO records, and return the module.
 
     Sets ``TF_CPP_MIN_LOG_LEVEL=3`` unless already set, then imports TensorFlow with file
-    descriptor 2 captured. Afterwards every captured line is written back to stderr except the
-    known lines that only say no CUDA driver was found. It also filters TensorFlow's "retracing"
-    warning, which every freshly built model triggers. Real errors and warnings still show.
+    descriptor 2 captured, and writes back to stderr whatever :func:`drop_info_records` keeps:
+    warnings and errors stay visible on every machine, the INFO records (which differ by CPU,
+    build and GPU driver) do not. It also filters TensorFlow's "retracing" warning, which every
+    freshly built model triggers.
 
     Returns:
         The ``tensorflow`` module.
+
+    Raises:
+        ImportError: if TensorFlow is not installed.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if "tensorflow" in sys.modules:
@@ -48,13 +119,10 @@ def import_tensorflow_quietly():
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
-            kept = [
-                line
-                for line in captured.read().decode("utf-8", "replace").splitlines()
-                if not _IMPORT_NOISE.match(line)
-            ]
+            kept = drop_info_records(captured.read().decode("utf-8", "replace"))
             if kept:
-                print("\n".join(kept), file=sys.stderr)
+                sys.stderr.write(kept)
+                sys.stderr.flush()
     import logging
 
     logging.getLogger("tensorflow").addFilter(_drop_retracing_warnings)
@@ -73,28 +141,54 @@ def _drop_retracing_warnings(record) -> bool:
     return "triggered tf.function retracing" not in record.getMessage()
 
 
+# Notebooks whose cells use TensorFlow itself, and what for; the others run on any Keras backend.
+TENSORFLOW_NOTEBOOKS = {
+    "03": "keras.layers.TextVectorization and tf.data",
+    "05": "tf.GradientTape for the gradient measurements",
+    "06": "tf.data pipelines, TextVectorization and a model on raw strings",
+    "07": "tf.data pipelines, TextVectorization and a translator on raw strings",
+}
+
+
 def start_notebook(notebook_id: str, seed: int = 42) -> Settings:
     """Set a notebook up: quiet TensorFlow, seed every generator, print the run's settings.
 
+    With the TensorFlow backend (Keras' default), TensorFlow is imported through
+    :func:`import_tensorflow_quietly`. With another backend (``KERAS_BACKEND=jax`` or ``torch``),
+    TensorFlow is not imported, and a notebook listed in :data:`TENSORFLOW_NOTEBOOKS` stops here
+    with an error that says what it needs.
+
     Args:
         notebook_id: str, the notebook's two-digit id (``"01"``).
-        seed: int, passed to ``keras.utils.set_random_seed`` (Python, NumPy and TensorFlow).
+        seed: int, passed to ``keras.utils.set_random_seed`` (Python, NumPy and the backend).
 
     Returns:
         The notebook's :class:`~transformer_course.profiles.Settings` in the active profile.
 
     Raises:
         ValueError: for an unknown profile in ``COURSE_PROFILE`` or an unknown notebook id.
+        RuntimeError: for a notebook that needs TensorFlow when Keras is set to another backend.
     """
     active = profile()
     settings = active.notebook(notebook_id)
-    tensorflow = import_tensorflow_quietly()
+    backend = configured_keras_backend()
+    if backend == "tensorflow":
+        tensorflow = import_tensorflow_quietly()
+        framework = f"TensorFlow {tensorflow.__version__}"
+    elif notebook_id in TENSORFLOW_NOTEBOOKS:
+        raise RuntimeError(
+            f"Notebook {notebook_id} needs the TensorFlow backend ({TENSORFLOW_NOTEBOOKS[notebook_id]}), "
+            f"but Keras is set to {backend!r}. Set KERAS_BACKEND=tensorflow before starting Python "
+            "(in Jupyter: restart the kernel after setting it)."
+        )
+    else:
+        framework = f"backend {backend}"
     import keras
 
     keras.utils.set_random_seed(seed)
     devices = hardware()
     print(f"Profile: {active.name}" + ("" if active.is_full else " (quick check; numbers mean nothing)"))
-    print(f"Seed: {seed}; TensorFlow {tensorflow.__version__}, Keras {keras.__version__}")
+    print(f"Seed: {seed}; {framework}, Keras {keras.__version__}")
     print(f"Hardware: {devices['accelerator'] or 'CPU only'}; {devices['cpu_count']} CPU cores")
     from .results import report_environment
 

@@ -19,6 +19,7 @@ References:
 
 from __future__ import annotations
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 import numpy as np
 from keras import ops

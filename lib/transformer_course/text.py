@@ -17,9 +17,14 @@ from __future__ import annotations
 import re
 import string
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 import numpy as np
-import tensorflow as tf
+
+from .runtime import import_tensorflow_quietly
+
+# tf.data and tf.strings, whatever the Keras backend; imported without the start-up INFO records.
+tf = import_tensorflow_quietly()
 
 __all__ = [
     "standardize_review",

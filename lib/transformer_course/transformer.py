@@ -13,6 +13,7 @@ References:
 
 from __future__ import annotations
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 from keras import ops
 

@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import math
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
+from .runtime import import_tensorflow_quietly
 from ._validation import check_integer, check_texts
 from .decoding import batch_beam_search, beam_search, greedy_decode
 from .positional import PositionalEmbedding
 from .transformer import TransformerDecoder, TransformerEncoder
+
+# tf.data and tf.strings, whatever the Keras backend; imported without the start-up INFO records.
+tf = import_tensorflow_quietly()
 
 __all__ = ["TokenDistribution", "build_translation_model", "cross_attention_weights", "IncrementalDecoder", "Translator", "START_TOKEN", "END_TOKEN"]
 

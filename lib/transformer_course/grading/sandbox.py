@@ -188,7 +188,8 @@ def run_submission(notebook, requests: dict, hide: list, limits: Limits, environ
         manager = _SandboxedKernelManager(transport="ipc", ip=str(Path(workdir, "kernel")))
         manager.launch_prefix = (["unshare", "-rmn", "--"] if result.isolated else []) + launcher + ["--"]
         manager.connection_file = str(Path(workdir, "connection.json"))
-        env = {**os.environ, **(environment or {}), "HOME": workdir, "PYTHONNOUSERSITE": "1"}
+        # HOME and TMPDIR in the working folder: whatever the kernel writes goes when it does.
+        env = {**os.environ, **(environment or {}), "HOME": workdir, "TMPDIR": workdir, "PYTHONNOUSERSITE": "1"}
         watchdog, client = _Watchdog(manager, limits), None
         try:
             manager.start_kernel(env=env, cwd=workdir)
