@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 01 — Sequence to sequence with an LSTM encoder-decoder
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/01_seq2seq_lstm.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/01_seq2seq_lstm.ipynb)
 #
 # **What you will learn**
 # - where sequence-to-sequence models sit among the shapes of sequence problems;

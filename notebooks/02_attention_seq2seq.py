@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 02 — Attention for sequence to sequence: Luong dot, Luong general, Bahdanau
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/02_attention_seq2seq.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/02_attention_seq2seq.ipynb)
 #
 # **What you will learn**
 # - why one fixed context vector fails on long inputs, seen in notebook 01's measurements;

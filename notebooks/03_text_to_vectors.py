@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 03 — From text to vectors
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/03_text_to_vectors.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/03_text_to_vectors.ipynb)
 #
 # **What you will learn**
 # - the steps between a raw string and the integers a model reads: standardisation,

@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 04 — Self-attention, queries, keys and values, multi-head attention
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/04_self_attention.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/04_self_attention.ipynb)
 #
 # **What you will learn**
 # - why one fixed vector per word is not enough, and how **self-attention** gives each word a

@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 05 — The Transformer encoder block
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/05_transformer_encoder.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/05_transformer_encoder.ipynb)
 #
 # **What you will learn**
 # - the four ingredients of an encoder block: multi-head self-attention, **residual

@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 06 — Sentiment classification on IMDB with a Transformer encoder
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/06_imdb_classifier.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/06_imdb_classifier.ipynb)
 #
 # **What you will learn**
 # - a `tf.data` pipeline from raw reviews to padded batches of token ids: vectorise once, cache,

@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 07 — The Transformer decoder: translating English into Spanish
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/07_transformer_translation.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/07_transformer_translation.ipynb)
 #
 # **What you will learn**
 # - the decoder block: **masked (causal) self-attention**, **cross-attention** over the encoder's

@@ -10,9 +10,10 @@ import jupytext
 import nbformat
 import pytest
 
+from transformer_course.publishing import COLAB_INSTALL, publication
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-COLAB = "https://colab.research.google.com/github/transformer-course/transformer-course/blob/main/notebooks/"
 
 
 def test_there_are_notebooks():
@@ -52,11 +53,27 @@ def test_code_cells_stay_short(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_colab_badges(path):
-    badge = COLAB + path.name
+def test_colab_badges_open_the_student_version_named_by_the_setting(path):
+    setting = publication(ROOT)
+    badge = setting.colab_link(path.name)
+    assert badge.endswith(f"/blob/{setting.ref}/release/{path.name}")
     assert badge in (ROOT / "README.md").read_text(encoding="utf-8")
-    first_cell = nbformat.read(path, as_version=4).cells[0]
-    assert badge in first_cell.source
+    for notebook in (path, ROOT / "release" / path.name):
+        cells = nbformat.read(notebook, as_version=4).cells
+        assert badge in cells[0].source, notebook
+        assert f'"{setting.requirement}"' in cells[1].source, notebook
+
+
+def test_every_colab_link_a_student_sees_opens_a_release_notebook():
+    """README, source and release notebooks: no Colab link to notebooks/ (the solutions), none elsewhere."""
+    setting = publication(ROOT)
+    files = [ROOT / "README.md", *NOTEBOOKS, *(ROOT / "release").glob("*.ipynb")]
+    for file in files:
+        text = file.read_text(encoding="utf-8")
+        links = re.findall(r"https://colab\.research\.google\.com/github/[^\s)\"\\]+", text)
+        assert links, file
+        assert all(link == setting.colab_link(link.rsplit("/", 1)[1]) for link in links), (file, links)
+        assert all(requirement == setting.requirement for requirement in COLAB_INSTALL.findall(text)), file
 
 
 def _readme_commands() -> list[str]:

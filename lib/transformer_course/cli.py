@@ -263,24 +263,50 @@ def _command_results(arguments) -> int:
     return 0
 
 
-def _command_release(arguments) -> int:
-    from .grading.markup import MarkupError, release_folder
+def _publication_targets(notebooks_dir: Path) -> tuple[Path | None, list[Path]]:
+    """The checkout that holds ``notebooks_dir`` (None outside one) and the files carrying Colab links."""
+    root = notebooks_dir.resolve().parent
+    if not (root / "pyproject.toml").is_file():
+        return None, []
+    files = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")) + sorted(notebooks_dir.glob("[0-9][0-9]_*.py"))
+    return root, files + [path for path in [root / "README.md"] if path.is_file()]
 
+
+def _command_release(arguments) -> int:
+    from ._files import write_text_atomically
+    from .grading.markup import MarkupError, release_folder
+    from .publishing import publication, stamp
+
+    notebooks_dir = Path(arguments.notebooks_dir)
     try:
+        root, targets = _publication_targets(notebooks_dir)
+        setting = publication(root)
+        unstamped = [path for path in targets
+                     if stamp(path.read_text(encoding="utf-8"), setting) != path.read_text(encoding="utf-8")]
         if not arguments.check:
-            for path in release_folder(arguments.notebooks_dir, arguments.out):
+            for path in unstamped:
+                write_text_atomically(path, stamp(path.read_text(encoding="utf-8"), setting))
+                print(f"stamped {path} with {setting.repository} at {setting.ref}")
+            for path in release_folder(notebooks_dir, arguments.out):
+                text = path.read_text(encoding="utf-8")
+                if stamp(text, setting) != text:  # sources outside a checkout keep their own links
+                    write_text_atomically(path, stamp(text, setting))
                 print(f"wrote {path}")
             return 0
         with tempfile.TemporaryDirectory() as fresh:
-            stale = [path.name for path in release_folder(arguments.notebooks_dir, fresh)
+            stale = [path.name for path in release_folder(notebooks_dir, fresh)
                      if not (Path(arguments.out) / path.name).exists()
-                     or (Path(arguments.out) / path.name).read_bytes() != path.read_bytes()]
-    except (FileNotFoundError, MarkupError, ImportError) as error:
+                     or (Path(arguments.out) / path.name).read_bytes() != stamp(path.read_text(encoding="utf-8"), setting).encode("utf-8")]
+    except (FileNotFoundError, MarkupError, ImportError, ValueError) as error:
         print(f"release: {error}", file=sys.stderr)
         return 2
+    if unstamped:
+        print(f"release: Colab links or install lines disagree with {setting.repository} at {setting.ref} "
+              f"in {', '.join(str(path) for path in unstamped)}; run `transformer-course release`", file=sys.stderr)
     if stale:
         print(f"release: out of date in {arguments.out}: {', '.join(stale)}; run `transformer-course release`",
               file=sys.stderr)
+    if unstamped or stale:
         return 1
     print(f"release: {arguments.out} is up to date")
     return 0

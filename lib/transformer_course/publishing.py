@@ -1,0 +1,113 @@
+"""Where the course is published: the one setting behind every Colab link and Colab install.
+
+Students open notebooks in Colab from a badge, and the notebook's first cell installs this package
+there. Both addresses come from one place, the project's ``pyproject.toml``:
+
+* ``[project.urls] Repository`` — the GitHub repository (``https://github.com/OWNER/NAME``);
+* ``[project] version`` — the release, published as the git tag ``v<version>``.
+
+:func:`stamp` writes them into a text (a notebook, its paired script, the README):
+
+* every Colab link opens the **student version**, ``release/NN_name.ipynb``, at that tag;
+* every Colab install line installs ``transformer-course @ git+<repository>@v<version>``.
+
+``transformer-course release`` stamps the source notebooks and the README before it writes the
+student versions, and ``release --check`` fails while any of them disagrees with the setting.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+__all__ = ["Publication", "publication", "stamp", "COLAB_LINK", "COLAB_INSTALL"]
+
+# A Colab link to a notebook of this course, whatever repository, ref and folder it names now.
+COLAB_LINK = re.compile(
+    r"https://colab\.research\.google\.com/github/[^/\s)\"']+/[^/\s)\"']+/blob/[^/\s)\"']+/"
+    r"(?:notebooks|release)/(?P<name>\d\d_[\w-]+\.ipynb)"
+)
+# The requirement the Colab setup cell installs (inside a Python string, possibly JSON-escaped).
+COLAB_INSTALL = re.compile(r"transformer-course @ git\+[^\s\"'\\]+")
+_GITHUB = re.compile(r"^https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?/?$")
+
+
+@dataclass(frozen=True)
+class Publication:
+    """A GitHub repository and the git ref (a tag) students' notebooks come from.
+
+    Attributes:
+        repository: str, ``https://github.com/OWNER/NAME``.
+        ref: str, a tag or commit, e.g. ``"v0.1.0"``.
+    """
+
+    repository: str
+    ref: str
+
+    def __post_init__(self):
+        if not _GITHUB.match(self.repository):
+            raise ValueError(
+                "`repository` must be a GitHub address like https://github.com/OWNER/NAME (Colab opens "
+                f"notebooks from GitHub); received {self.repository!r}. Set [project.urls] Repository "
+                "in pyproject.toml."
+            )
+        if not re.fullmatch(r"[\w.+-]+", self.ref):
+            raise ValueError(f"`ref` must be a git tag or commit such as 'v0.1.0'; received {self.ref!r}.")
+
+    def colab_link(self, notebook_name: str) -> str:
+        """The Colab address of the student version ``release/<notebook_name>`` at :attr:`ref`."""
+        owner_and_name = _GITHUB.match(self.repository)
+        return (f"https://colab.research.google.com/github/{owner_and_name['owner']}/{owner_and_name['name']}"
+                f"/blob/{self.ref}/release/{notebook_name}")
+
+    @property
+    def requirement(self) -> str:
+        """What a notebook's Colab setup cell gives ``pip install``."""
+        return f"transformer-course @ git+{self.repository.rstrip('/')}@{self.ref}"
+
+
+def publication(project_root: str | Path | None = None) -> Publication:
+    """The publication setting, from ``<project_root>/pyproject.toml`` or else the installed package.
+
+    Args:
+        project_root: the folder holding ``pyproject.toml`` (a checkout of the course). With None,
+            or where that folder has no ``pyproject.toml``, the installed package's metadata is
+            read (the same setting, as it was when the package was built or installed).
+
+    Returns:
+        :class:`Publication` with ``ref = "v" + version``.
+
+    Raises:
+        ValueError: if the setting is missing or is not a GitHub address.
+    """
+    pyproject = Path(project_root) / "pyproject.toml" if project_root is not None else None
+    if pyproject is not None and pyproject.is_file():
+        import tomllib
+
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        repository, version = project.get("urls", {}).get("Repository"), project.get("version")
+        where = str(pyproject)
+    else:
+        installed = metadata.metadata("transformer-course")
+        urls = dict(entry.split(", ", 1) for entry in installed.get_all("Project-URL") or [] if ", " in entry)
+        repository, version = urls.get("Repository"), installed["Version"]
+        where = "the installed transformer-course package"
+    if not repository or not version:
+        raise ValueError(f"{where} has no [project.urls] Repository or no version; Colab links need both.")
+    return Publication(repository=repository, ref=f"v{version}")
+
+
+def stamp(text: str, setting: Publication) -> str:
+    """``text`` with every Colab link and Colab install line set from ``setting``.
+
+    Args:
+        text: str, a notebook (``.ipynb`` JSON or its ``py:percent`` script) or the README.
+        setting: the :class:`Publication` to write.
+
+    Returns:
+        str, the stamped text (equal to ``text`` when it already agrees).
+    """
+    text = COLAB_LINK.sub(lambda match: setting.colab_link(match["name"]), text)
+    return COLAB_INSTALL.sub(setting.requirement, text)

@@ -1,0 +1,60 @@
+"""The publication setting: one place in pyproject.toml, stamped by `release` everywhere a link is."""
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from transformer_course.cli import main
+from transformer_course.publishing import Publication, publication, stamp
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_links_and_install_line_follow_the_setting():
+    setting = Publication("https://github.com/someone/course-fork", "v2.3.0")
+    assert setting.colab_link("04_self_attention.ipynb") == (
+        "https://colab.research.google.com/github/someone/course-fork/blob/v2.3.0/release/04_self_attention.ipynb")
+    assert setting.requirement == "transformer-course @ git+https://github.com/someone/course-fork@v2.3.0"
+    old = ("[badge](https://colab.research.google.com/github/a/b/blob/main/notebooks/04_self_attention.ipynb)\n"
+           '"transformer-course @ git+https://github.com/a/b@v0.0.1"')
+    assert stamp(old, setting) == (f"[badge]({setting.colab_link('04_self_attention.ipynb')})\n"
+                                   f'"{setting.requirement}"')
+    assert stamp(stamp(old, setting), setting) == stamp(old, setting)
+
+
+@pytest.mark.parametrize("repository", ["https://gitlab.com/a/b", "github.com/a/b", ""])
+def test_a_setting_colab_cannot_open_is_refused_by_name(repository):
+    with pytest.raises(ValueError, match=r"`repository` must be a GitHub address.*\[project.urls\] Repository"):
+        Publication(repository, "v1.0.0")
+
+
+def test_the_checkout_setting_and_the_installed_one_agree():
+    assert publication(ROOT) == publication(None)
+    assert publication(ROOT).ref == "v" + __import__("transformer_course").__version__
+
+
+def test_release_stamps_a_changed_setting_into_sources_readme_and_release(tmp_path, capsys):
+    """A maintainer who moves the course edits pyproject.toml and runs `release`; nothing else."""
+    (tmp_path / "notebooks").mkdir()
+    for name in ("04_self_attention.ipynb", "04_self_attention.py"):
+        shutil.copy(ROOT / "notebooks" / name, tmp_path / "notebooks" / name)
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    moved = pyproject.replace('Repository = "https://github.com/transformer-course/transformer-course"',
+                              'Repository = "https://github.com/a-university/attention-course"')
+    assert moved != pyproject
+    (tmp_path / "pyproject.toml").write_text(moved, encoding="utf-8")
+    arguments = ["release", "--notebooks-dir", str(tmp_path / "notebooks"), "--out", str(tmp_path / "release")]
+    assert main([*arguments, "--check"]) == 1
+    assert "disagree with https://github.com/a-university/attention-course" in capsys.readouterr().err
+    assert main(arguments) == 0
+    assert main([*arguments, "--check"]) == 0
+    link = "https://colab.research.google.com/github/a-university/attention-course/blob/v0.1.0/release/04_self_attention.ipynb"
+    for path in ("README.md", "notebooks/04_self_attention.py", "notebooks/04_self_attention.ipynb",
+                 "release/04_self_attention.ipynb"):
+        text = (tmp_path / path).read_text(encoding="utf-8")
+        assert link in text and "github.com/transformer-course" not in text, path
+    released = nbformat.read(tmp_path / "release" / "04_self_attention.ipynb", as_version=4)
+    assert "transformer-course @ git+https://github.com/a-university/attention-course@v0.1.0" in released.cells[1].source
