@@ -50,7 +50,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from transformer_course.attention import MultiHeadAttention, scaled_dot_product_attention
-from transformer_course.masks import attention_mask, causal_mask, padding_mask
+from transformer_course.masks import attention_mask, causal_mask, keras_mask, padding_mask
 from transformer_course.positional import PositionalEmbedding, RelativePositionBias, sinusoidal_encoding
 from transformer_course.results import report_metric
 
@@ -356,7 +356,7 @@ print("position 7, dim 0:", round(float(table[7, 0]), 4), "; sin 7 =", round(np.
 positional = PositionalEmbedding(sequence_length=6, vocab_size=10, embed_dim=E)
 vectors = positional(tokens)                                      # (B, T, E)
 print("token + position:", tuple(vectors.shape), "; padding mask:",
-      to_numpy(keras.src.backend.get_keras_mask(vectors))[0].tolist())
+      to_numpy(keras_mask(vectors))[0].tolist())
 shuffled_tokens = tokens[:, [1, 0, 2, 3, 4, 5]]
 print("order now changes the vectors:", not np.allclose(to_numpy(positional(shuffled_tokens))[0, 0],
                                                          to_numpy(vectors)[0, 1]))

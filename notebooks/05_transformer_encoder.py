@@ -46,6 +46,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
+from transformer_course.masks import keras_mask
 from transformer_course.positional import PositionalEmbedding
 from transformer_course.results import report_metric
 from transformer_course.transformer import TransformerEncoder
@@ -178,7 +179,7 @@ encoder = TransformerEncoder(intermediate_dim=64, num_heads=4)
 encoded, weights = encoder(embedded, return_attention_scores=True)
 print("in", tuple(embedded.shape), "-> out", tuple(encoded.shape), "; heads x T x T:", tuple(weights.shape)[1:])
 print("attention on padding:", float(to_numpy(weights)[0, :, :4, 4:].max()))
-print("mask passed on:", to_numpy(keras.src.backend.get_keras_mask(encoded))[0].tolist())
+print("mask passed on:", to_numpy(keras_mask(encoded))[0].tolist())
 
 # %% [markdown]
 # The tests check that this layer matches `keras_hub.layers.TransformerEncoder` number for number
@@ -226,7 +227,7 @@ for block in stack:
 shared = any(a is b for i, block in enumerate(stack) for a in block.weights for other in stack[i + 1:] for b in other.weights)
 print("output", tuple(x.shape), "; any weight shared between blocks:", shared)
 print("parameters: 6 x", f"{block_parameters(32, 64):,}", "=", f"{sum(b.count_params() for b in stack):,}")
-print("mask after 6 blocks:", to_numpy(keras.src.backend.get_keras_mask(x))[0].tolist())
+print("mask after 6 blocks:", to_numpy(keras_mask(x))[0].tolist())
 
 # %% [markdown]
 # ## Summary

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from transformer_course.attention import MultiHeadAttention, scaled_dot_product_attention
-from transformer_course.masks import attention_mask, causal_mask
+from transformer_course.masks import attention_mask, causal_mask, keras_mask
 
 B, T, S, E, N = 2, 5, 7, 8, 2
 
@@ -101,7 +101,7 @@ def test_keras_masks_from_mask_zero_are_used():
     _, weights = ours(embedded, embedded, return_attention_scores=True)
     assert _numpy(weights)[0, :, :3, 3:].max() < 1e-6  # real queries never look at padding
     output = ours(embedded, embedded)
-    np.testing.assert_array_equal(_numpy(keras.src.backend.get_keras_mask(output)), tokens != 0)
+    np.testing.assert_array_equal(_numpy(keras_mask(output)), tokens != 0)
     fresh = embedding(tokens)
     np.testing.assert_allclose(_numpy(output), _numpy(reference(fresh, fresh)), atol=1e-5)
 

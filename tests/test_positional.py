@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from transformer_course.attention import MultiHeadAttention
+from transformer_course.masks import keras_mask
 from transformer_course.positional import PositionalEmbedding, RelativePositionBias, sinusoidal_encoding
 
 
@@ -42,11 +43,11 @@ def test_positional_embedding_sums_token_and_position():
 def test_positional_embedding_padding_mask_reaches_attention():
     tokens = np.array([[3, 4, 0, 0], [5, 1, 2, 7]])
     embedded = PositionalEmbedding(sequence_length=4, vocab_size=10, embed_dim=8)(tokens)
-    np.testing.assert_array_equal(_numpy(keras.src.backend.get_keras_mask(embedded)), tokens != 0)
+    np.testing.assert_array_equal(_numpy(keras_mask(embedded)), tokens != 0)
     _, weights = MultiHeadAttention(num_heads=2, key_dim=4)(embedded, embedded, return_attention_scores=True)
     assert _numpy(weights)[0, :, :2, 2:].max() < 1e-6
     unmasked = PositionalEmbedding(sequence_length=4, vocab_size=10, embed_dim=8, mask_zero=False)(tokens)
-    assert keras.src.backend.get_keras_mask(unmasked) is None
+    assert keras_mask(unmasked) is None
 
 
 def test_positional_embedding_round_trip_and_errors(tmp_path):

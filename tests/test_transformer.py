@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 
+from transformer_course.masks import keras_mask
 from transformer_course.positional import PositionalEmbedding
 from transformer_course.transformer import TransformerEncoder
 
@@ -13,7 +14,7 @@ def _numpy(x):
 
 
 def _mask_of(x):
-    return keras.src.backend.get_keras_mask(x)
+    return keras_mask(x)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from transformer_course.decoding import greedy_decode
+from transformer_course.masks import keras_mask
 from transformer_course.text import standardize_translation
 from transformer_course.translation import IncrementalDecoder, Translator, build_translation_model
 
@@ -164,6 +165,6 @@ def test_model_trains_with_the_masked_loss_and_keeps_padding_out():
     history = model.fit({"source_ids": source, "target_ids": decoder_input}, labels, epochs=3, verbose=0)
     assert np.all(np.isfinite(history.history["loss"]))
     probabilities = model({"source_ids": source, "target_ids": decoder_input})
-    assert getattr(probabilities, "_keras_mask", None) is None
+    assert keras_mask(probabilities) is None
     expected = float(masked_loss(labels, probabilities))
     assert model.evaluate({"source_ids": source, "target_ids": decoder_input}, labels, verbose=0)[0] == pytest.approx(expected, rel=1e-5)

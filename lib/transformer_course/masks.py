@@ -18,7 +18,7 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 from keras import ops
 
-__all__ = ["padding_mask", "causal_mask", "attention_mask", "combine_masks"]
+__all__ = ["padding_mask", "causal_mask", "attention_mask", "combine_masks", "keras_mask"]
 
 
 def padding_mask(token_ids, padding_id: int = 0):
@@ -104,3 +104,29 @@ def attention_mask(query_padding_mask=None, key_padding_mask=None, causal: bool 
             causal_mask(int(reference_query.shape[-1]), int(reference_key.shape[-1])), 0
         )
     return combine_masks(query_part, key_part, causal_part)
+
+
+def keras_mask(tensor):
+    """The padding mask Keras carries along with ``tensor``, or None.
+
+    A layer that makes a mask (``Embedding(mask_zero=True)``, ``PositionalEmbedding``) or passes
+    one on (``TransformerEncoder``) attaches it to its eager output; the next layer receives it as
+    ``mask``. Keras keeps it as the tensor's ``_keras_mask`` attribute, or, for tensors that take
+    no attributes (JAX arrays, Keras >= 3.6), in a table keyed by the tensor. Keras has no public
+    function for reading it, so this one reads both places.
+
+    Args:
+        tensor: an eager output of a Keras layer ``(B, T, ...)``.
+
+    Returns:
+        bool ``(B, T)`` (True = real token), or None when no mask was attached.
+    """
+    mask = getattr(tensor, "_keras_mask", None)
+    if mask is not None:
+        return mask
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:  # a Keras that keeps masks only as the attribute
+        return None
+    table = global_state.get_global_attribute("_keras_mask_dict")
+    return None if table is None else table.get(id(tensor))

@@ -1,0 +1,92 @@
+"""Test sessions beyond the default suite: other TensorFlow/Keras pairs, other backends, Pythons.
+
+Run one with ``nox -s NAME`` (``pip install nox`` first); ``nox -l`` lists them. Each builds its own
+virtual environment under ``.nox/`` and needs ``COURSE_DATA_DIR`` pointing at a filled data cache
+for the notebooks (``export COURSE_DATA_DIR=../shared/data``). The README's "Tested with" section
+says what each one covers and when to run it.
+
+* ``versions-2.19`` — TensorFlow 2.19 / Keras 3.10, the pair Colab shipped in 2025.
+* ``versions-lowest`` — the lower bounds declared in pyproject.toml.
+  Both run the unit tests and notebooks 01, 04 and 07 in the smoke profile.
+* ``backend-jax`` and ``backend-torch`` — the layer modules' unit tests on another Keras backend,
+  with no TensorFlow installed.
+* ``python-3.12`` and ``python-3.13`` — the default suite's unit tests on other Pythons, with the
+  pinned versions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = []  # nothing by default: the README's test command is the default suite
+
+# Pairs of (TensorFlow, Keras) and what must come with them: tensorflow-text follows TensorFlow's
+# minor version, keras-hub is the newest release that installs beside that pair, and NumPy is left
+# to the resolver (older TensorFlow caps it).
+VERSION_PAIRS = {
+    "2.19": ["tensorflow==2.19.1", "keras==3.10.0", "tensorflow-text==2.19.0", "keras-hub==0.21.1"],
+    "lowest": ["tensorflow==2.18.1", "keras==3.8.0", "tensorflow-text==2.18.1", "keras-hub==0.19.3"],
+}
+# The modules whose unit tests run on every backend (they import no TensorFlow).
+BACKEND_TESTS = [
+    "tests/test_attention.py", "tests/test_masks.py", "tests/test_multi_head_attention.py",
+    "tests/test_positional.py", "tests/test_transformer.py", "tests/test_metrics.py",
+    "tests/test_decoding.py", "tests/test_classifier.py", "tests/test_profiles.py", "tests/test_publishing.py",
+]
+SMOKE_NOTEBOOKS = ["notebooks/01_seq2seq_lstm.ipynb", "notebooks/04_self_attention.ipynb",
+                   "notebooks/07_transformer_translation.ipynb"]
+# Unit tests only: the notebooks, the release and grading of all seven are the default suite's job.
+UNIT_TESTS = ["tests", "--ignore=tests/test_course_release.py"]
+
+
+def _pinned(without: tuple[str, ...]) -> list[str]:
+    """requirements.txt's pins, less the named packages."""
+    pins = []
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and re.split(r"[=<>~!\[ ]", line, maxsplit=1)[0].lower() not in without:
+            pins.append(line)
+    return pins
+
+
+def _environment() -> dict:
+    data = os.environ.get("COURSE_DATA_DIR")
+    return {"COURSE_DATA_DIR": str(Path(data).resolve())} if data else {}
+
+
+@nox.session(name="versions", python="3.11")
+@nox.parametrize("pair", list(VERSION_PAIRS), ids=list(VERSION_PAIRS))
+def versions(session, pair):
+    """Unit tests and notebooks 01, 04, 07 (smoke) on an older TensorFlow/Keras pair."""
+    replaced = ("tensorflow", "keras", "tensorflow-text", "keras-hub", "numpy")
+    session.install(*VERSION_PAIRS[pair], *_pinned(without=replaced))
+    session.install("--no-deps", "-e", ".")
+    session.run("python", "-m", "pip", "check")
+    session.run("python", "-m", "pytest", "-q", *UNIT_TESTS, *SMOKE_NOTEBOOKS, env=_environment())
+
+
+@nox.session(name="backend", python="3.11")
+@nox.parametrize("backend", ["jax", "torch"], ids=["jax", "torch"])
+def backend(session, backend):
+    """The layer modules' unit tests with KERAS_BACKEND=jax or torch, TensorFlow not installed."""
+    frameworks = {"jax": ["jax[cpu]"], "torch": ["torch==2.13.0"]}[backend]
+    without = ("tensorflow", "tensorflow-text", "keras-hub", "nbgrader")
+    session.install(*frameworks, *_pinned(without=without))
+    session.install("--no-deps", "-e", ".")
+    environment = {**_environment(), "KERAS_BACKEND": backend}
+    session.run("python", "-c", "import importlib.util as u, sys; sys.exit(u.find_spec('tensorflow') is not None)")
+    session.run("python", "-m", "pytest", "-q", "-p", "no:nbval", "-o", "addopts=", *BACKEND_TESTS, env=environment)
+
+
+@nox.session(name="python", python=["3.12", "3.13"])
+def python(session):
+    """The unit tests on another Python, with the pinned versions."""
+    session.install("-r", "requirements.txt")
+    session.install("--no-deps", "-e", ".")
+    session.run("python", "-m", "pytest", "-q", *UNIT_TESTS, env=_environment())
