@@ -1,0 +1,85 @@
+"""The built wheel, not the editable checkout: installed in a fresh environment and used from a
+folder outside the repository, it runs the command line, `check`, `release`, `grade` and a
+notebook in the smoke profile.
+
+Building the wheel needs setuptools from the package index (pip's build isolation), as any user's
+install does. The fresh environment gets the wheel only; its dependencies are the ones already
+installed for the test run, reached through a path entry that sees their files but not this
+checkout's editable install, so every `transformer_course` import resolves to the wheel.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = "04_self_attention.ipynb"
+
+
+def _run(*command, cwd, timeout=600):
+    done = subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONNOUSERSITE": "1", "COURSE_PROFILE": "smoke"})
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(python, transformer-course script, a working folder outside the checkout)."""
+    folder = tmp_path_factory.mktemp("wheel")
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", folder / "dist", ROOT, cwd=folder)
+    wheel = next((folder / "dist").glob("transformer_course-*.whl"))
+    environment = folder / "fresh"
+    _run(sys.executable, "-m", "venv", "--without-pip", environment, cwd=folder)
+    python = environment / "bin" / "python"
+    site_packages = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+                              cwd=folder).strip())
+    (site_packages / "course_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    _run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--quiet", wheel, cwd=folder)
+    work = folder / "elsewhere"
+    work.mkdir()
+    return python, environment / "bin" / "transformer-course", work, wheel
+
+
+def test_the_wheel_ships_the_package_and_its_license_only(installed):
+    python, _, work, wheel = installed
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
+    assert "transformer_course/exercises/catalog.py" in names and "transformer_course/grading/launch.py" in names
+    assert not [name for name in names if name.startswith(("tests/", "notebooks/", "release/"))]
+    location = _run(python, "-c", "import transformer_course; print(transformer_course.__file__)", cwd=work)
+    assert str(ROOT) not in location and "site-packages" in location
+    # Every declared dependency range is met by the tested versions.
+    _run(sys.executable, "-m", "pip", "--python", python, "check", cwd=work)
+
+
+def test_the_installed_command_line_check_release_grade_and_a_smoke_notebook(installed):
+    python, command, work, _ = installed
+    assert "release" in _run(command, "--help", cwd=work)
+    verdict = _run(python, "-c", "from transformer_course.exercises import check, EXERCISES\n"
+                   "check('04.1', EXERCISES['04.1'].reference)", cwd=work)
+    assert "✓" in verdict
+    (work / "notebooks").mkdir()
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / "notebooks" / NOTEBOOK)
+    _run(command, "release", "--notebooks-dir", "notebooks", "--out", "release", cwd=work)
+    released = (work / "release" / NOTEBOOK).read_text(encoding="utf-8")
+    assert 'NotImplementedError(\\"Exercise 04.1\\")' in released
+    (work / "submissions" / "student").mkdir(parents=True)
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / "submissions" / "student" / NOTEBOOK)
+    _run(command, "grade", "submissions", "--out", "report", "--release-dir", "release", "--quiet", cwd=work)
+    # The instructor's notebook as a submission: full marks.
+    rows = list(csv.DictReader((work / "report" / "grades.csv").read_text(encoding="utf-8").splitlines()))
+    assert [row["student"] for row in rows] == ["student"]
+    assert rows[0]["total"] == rows[0]["max"] and int(rows[0]["max"]) > 0
+    table = _run(command, "run", "04", "--profile", "smoke", "--quiet", "--notebooks-dir", "notebooks",
+                 "--build-dir", "build", cwd=work)
+    assert "PASSED" in table
