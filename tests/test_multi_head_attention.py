@@ -52,10 +52,23 @@ def test_equal_to_keras(data, masking, with_scores):
     got = ours(query, value, query_mask=query_padding if mask is not None else None,
                value_mask=value_padding if mask is not None else None,
                use_causal_mask=causal, return_attention_scores=with_scores)
+    # Rows of padded queries attend to nothing. Ours gives them zero weights (the mask contract);
+    # so does Keras from 3.10 on, but Keras 3.8 spreads them evenly over the keys. On such a Keras
+    # only the rows of real queries are compared; they must agree exactly on every version.
+    compared = slice(None)
+    if "padding" in masking and not _keras_zeroes_fully_masked_rows():
+        compared = query_padding  # (B, T): real queries only
     if with_scores:
-        np.testing.assert_allclose(_numpy(got[1]), _numpy(expected[1]), atol=1e-5)
+        np.testing.assert_allclose(np.moveaxis(_numpy(got[1]), 1, 2)[compared],
+                                   np.moveaxis(_numpy(expected[1]), 1, 2)[compared], atol=1e-5)
         got, expected = got[0], expected[0]
-    np.testing.assert_allclose(_numpy(got), _numpy(expected), atol=1e-5)
+    np.testing.assert_allclose(_numpy(got)[compared], _numpy(expected)[compared], atol=1e-5)
+
+
+def _keras_zeroes_fully_masked_rows() -> bool:
+    """Whether Keras' masked softmax gives a row with no allowed position all zeros (Keras >= 3.10)."""
+    row = keras.layers.Softmax()(np.zeros((1, 2), "float32"), mask=np.array([[False, False]]))
+    return bool(np.all(_numpy(row) == 0))
 
 
 def test_equal_to_keras_with_an_explicit_attention_mask_and_a_separate_key(data):

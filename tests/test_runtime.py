@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from importlib import metadata
 
 import numpy as np
 import pytest
@@ -86,7 +87,7 @@ def test_start_notebook_prints_its_settings_and_nothing_on_stderr():
     assert lines[0] == "Profile: smoke (quick check; numbers mean nothing)"
     assert lines[1].startswith("Seed: 3; TensorFlow ")
     assert lines[-1] == "10"
-    assert done.stderr == ""
+    _assert_no_startup_info(done.stderr)
 
 
 def test_environment_description():
@@ -142,6 +143,18 @@ def test_git_commit_ignores_the_results_folder_only(tmp_path):
     assert runtime.git_commit(tmp_path / "notebooks", ignore=(tmp_path / "results",))["dirty"] is True
 
 
+def _assert_no_startup_info(stderr: str) -> None:
+    """No INFO record reaches stderr; from TensorFlow 2.20 on, nothing at all does on a CPU machine.
+
+    TensorFlow 2.19 and older log error and warning records at import even where nothing is wrong
+    ("Unable to register cuDNN factory", "computation placer already registered"). They carry a
+    real severity, so the filter keeps them: warnings and errors always stay visible.
+    """
+    assert runtime.drop_info_records(stderr) == stderr, stderr
+    if tuple(int(part) for part in metadata.version("tensorflow").split(".")[:2]) >= (2, 20):
+        assert stderr == ""
+
+
 def _python(code: str, **environment) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={"COURSE_PROFILE": "smoke", "PATH": "", **environment})
@@ -150,7 +163,7 @@ def _python(code: str, **environment) -> subprocess.CompletedProcess:
 def test_importing_the_modules_that_load_tensorflow_prints_nothing_on_stderr():
     done = _python("import transformer_course.text, transformer_course.translation, transformer_course.attention")
     assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
+    _assert_no_startup_info(done.stderr)
 
 
 def test_a_notebook_that_needs_tensorflow_says_so_under_another_backend():
