@@ -271,3 +271,23 @@ def test_cli_grade_writes_the_reports(graded, capsys):
     assert main(["grade", str(submissions), "--out", str(out), "--release-dir", str(graded["release_dir"]), "--quiet"]) == 0
     assert "full,1,3,4,4" in (out / "grades.csv").read_text().splitlines()
     assert "graded 1 notebook(s) of 1 student(s)" in capsys.readouterr().out
+
+
+def test_reports_escape_what_students_control():
+    """Folder names and student-produced messages cannot inject Markdown, HTML or spreadsheet formulas."""
+    from transformer_course.grading.grader import ExerciseResult, NotebookResult, _reports
+
+    names = ['=HYPERLINK("http://evil.example","x")', "<img src=x onerror=alert(1)>", "ok\n## 100 / 100 [a](b)"]
+    results = [NotebookResult(student=name, notebook="04_self_attention.ipynb",
+                              exercises=[ExerciseResult("04.1", 0, 3, "error", "raised <script>x</script> | *boom*")],
+                              problems=["cell 3 raised ValueError: ![pixel](http://evil.example/p.png)"])
+               for name in names]
+    csv_text, _, markdown = _reports(results, ["04.1"])
+    students = [row.split(",")[0] for row in csv_text.splitlines()[1:]]
+    assert not any(cell.lstrip('"').startswith(("=", "+", "-", "@")) for cell in students), students
+    assert "<img" not in markdown and "<script>" not in markdown and "![pixel](" not in markdown
+    assert "[a](b)" not in markdown
+    headings = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert len(headings) == 3, headings  # a newline in a folder name starts no heading of its own
+    rows = [line for line in markdown.splitlines() if line.startswith("| 04.1")]
+    assert all(line.count(" | ") == 2 for line in rows), rows  # no extra table cells

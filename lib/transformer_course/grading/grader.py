@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import copy
 import csv
+import html
 import io
 import json
+import re
 import secrets
 import time
 import zlib
@@ -188,6 +190,27 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
     return outcome
 
 
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as plain inline Markdown: HTML and Markdown syntax escaped, line breaks made spaces.
+
+    Student folder names and anything a student's code produced (exception messages, values) go
+    through this before they reach ``report.md``, so none of it can add a link, an image, a
+    script, a table cell or a heading of its own.
+    """
+    text = html.escape(str(text), quote=False)
+    text = re.sub(r"[\r\n\t\x0b\x0c\x85\u2028\u2029]+", " ", text)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def spreadsheet_cell(value):
+    """``value`` for ``grades.csv``: a string a spreadsheet would run as a formula gets a leading ``'``."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+
+
 def _reports(results: list, exercise_ids: list) -> tuple[str, str, str]:
     students = sorted({result.student for result in results})
     by_student = {student: [r for r in results if r.student == student] for student in students}
@@ -197,7 +220,7 @@ def _reports(results: list, exercise_ids: list) -> tuple[str, str, str]:
     writer.writerow(["student", *exercise_ids, "total", "max"])
     for student in students:
         points = {x.exercise: x.points for r in by_student[student] for x in r.exercises}
-        writer.writerow([student, *[points.get(e, 0) for e in exercise_ids], sum(points.values()), maximum])
+        writer.writerow([spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids], sum(points.values()), maximum])
     details = {student: [asdict(r) for r in by_student[student]] for student in students}
     lines = ["# Grading report", "", f"{len(students)} student(s), exercises {', '.join(exercise_ids)} "
              f"({maximum} points in all).", ""]
@@ -206,12 +229,12 @@ def _reports(results: list, exercise_ids: list) -> tuple[str, str, str]:
                   "submissions ran without network and folder isolation.", ""]
     for student in students:
         total = sum(x.points for r in by_student[student] for x in r.exercises)
-        lines += [f"## {student}: {total} / {maximum}", "", "| exercise | points | result |", "|---|---|---|"]
+        lines += [f"## {markdown_text(student)}: {total} / {maximum}", "", "| exercise | points | result |", "|---|---|---|"]
         for result in by_student[student]:
             for x in result.exercises:
-                lines.append(f"| {x.exercise} | {x.points} / {x.max_points} | {x.status}: {x.message.replace('|', '/')} |")
+                lines.append(f"| {x.exercise} | {x.points} / {x.max_points} | {x.status}: {markdown_text(x.message)} |")
         notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
-        lines += [""] + [f"- {note}" for note in notes] + ([""] if notes else [])
+        lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
     return table.getvalue(), json.dumps({"exercises": exercise_ids, "students": details}, indent=2), "\n".join(lines) + "\n"
 
 
