@@ -111,9 +111,10 @@ def keras_mask(tensor):
 
     A layer that makes a mask (``Embedding(mask_zero=True)``, ``PositionalEmbedding``) or passes
     one on (``TransformerEncoder``) attaches it to its eager output; the next layer receives it as
-    ``mask``. Keras keeps it as the tensor's ``_keras_mask`` attribute, or, for tensors that take
-    no attributes (JAX arrays, Keras >= 3.6), in a table keyed by the tensor. Keras has no public
-    function for reading it, so this one reads both places.
+    ``mask``. Keras keeps it as the tensor's ``_keras_mask`` attribute or, for tensors that take
+    no attributes (JAX arrays), in a table of its own keyed by the tensor. Keras has no public
+    function for reading it, so this one reads both places (tested with Keras 3.8 to 3.15, on
+    TensorFlow, JAX and PyTorch).
 
     Args:
         tensor: an eager output of a Keras layer ``(B, T, ...)``.
