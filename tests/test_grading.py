@@ -6,6 +6,7 @@ batch and check every student's score, status and flags.
 """
 
 import json
+import os
 import shutil
 import socket
 import threading
@@ -35,7 +36,9 @@ GREEDY = """def greedy_decode(next_token_probabilities, start_ids, end_id, max_l
     return decoded
     ### END SOLUTION"""
 
-LIMITS = Limits(cell_seconds=4, notebook_seconds=60, memory_mb=600)
+# 1200 MiB: a kernel that imports TensorFlow (tensor_answer) needs about 700; memory_hog asks for 1600.
+LIMITS = Limits(cell_seconds=8, notebook_seconds=60, memory_mb=1200)  # 8 s: importing TensorFlow on a busy machine
+SEED = 12345
 
 
 def source_notebook():
@@ -50,6 +53,14 @@ def source_notebook():
         nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(2 + 2)", outputs=[nbformat.v4.new_output("stream", text="4\n")]),
         nbformat.v4.new_code_cell("print('later cells use the package')", outputs=[nbformat.v4.new_output("stream", text="x\n")]),
     ]
+    return notebook
+
+
+def _mangled(notebook):
+    """nbgrader metadata that is not a dict, and a grade_id that is not a string."""
+    notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    notebook.cells[2].metadata["nbgrader"] = ["solution", True]
+    notebook.cells[4].metadata["nbgrader"] = {"grade_id": 7, "solution": True}
     return notebook
 
 
@@ -109,16 +120,55 @@ def graded(tmp_path_factory):
             f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
             "    return np.tril(np.ones((length, length), dtype=bool))")),
         "library_copy": with_cell(release, 2, "from transformer_course.exercises.catalog import _causal_reference as causal_mask"),
+        # Honest answers written in ordinary but unexpected ways.
+        "tensor_answer": with_cell(solved, 2, (
+            "import keras\n"
+            "def causal_mask(length):\n"
+            "    return keras.ops.convert_to_tensor(np.tril(np.ones((length, length), dtype=bool)))")),
+        "prints_no_newline": with_cell(solved, 2, (
+            "def causal_mask(length):\n"
+            "    print('building a mask of', length, end=' ')\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "answer_below_stub": inserted(release, 3, CAUSAL),
+        # Dishonest ones.
+        "wrapper": with_cell(release, 2, (
+            "from transformer_course.exercises import EXERCISES\n"
+            "def causal_mask(length):\n"
+            "    return EXERCISES['07.1'].reference(length=length)")),
+        "forged_reply": with_cell(solved, 2, (
+            "import sys\n"
+            "def causal_mask(length):\n"
+            "    frame = sys._getframe(1)\n"
+            "    print(frame.f_locals.get('nonce'), 'ok __main__ true')\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "flood": with_cell(solved, 2, (
+            "def causal_mask(length):\n"
+            "    print('x' * 8_000_000, end='')\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "deep_folder": inserted(solved, 2, (
+            "import os\nbase = os.getcwd()\n"
+            "for _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
+            "os.chdir(base)")),
+        "mangled_metadata": _mangled(solved),
     }
     for student, notebook in submissions_by_student.items():
         (submissions / student).mkdir(parents=True)
         nbformat.write(notebook, submissions / student / "07_tiny.ipynb")
+    (submissions / "linked").mkdir()
+    (submissions / "linked" / "07_tiny.ipynb").symlink_to(secret)
+    (submissions / "fifo").mkdir()
+    os.mkfifo(submissions / "fifo" / "07_tiny.ipynb")
+    odd_name = os.fsencode(str(submissions)) + b"/odd\xff\xfename"
+    os.mkdir(odd_name)
+    nbformat.write(solved, os.fsdecode(odd_name + b"/07_tiny.ipynb"))
+    (submissions / "linked_folder").symlink_to(source_dir)
     (submissions / "corrupt").mkdir()
     (submissions / "corrupt" / "07_tiny.ipynb").write_text('{"cells": [', encoding="utf-8")
     (submissions / "missing").mkdir()
 
     out = root / "report"
-    results = grade_folder(submissions, out, release_dir, LIMITS, workers=2, hide=[source_dir], progress=False)
+    results = grade_folder(submissions, out, release_dir, LIMITS, workers=2, hide=[source_dir], progress=False,
+                           seed=SEED)
     server.close()
     by_student = {r.student: r for r in results}
     return {"root": root, "out": out, "results": by_student, "release_dir": release_dir, "submissions": submissions,
@@ -217,7 +267,7 @@ def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "not a valid notebook" in result.exercises[0].message
     assert outcome(graded, "missing")[0] == {"07.1": (0, "not submitted"), "07.2": (0, "not submitted")}
-    assert len(graded["results"]) == 14
+    assert len(graded["results"]) == 25  # every folder but the linked one
 
 
 def test_reports(graded):
@@ -228,6 +278,7 @@ def test_reports(graded):
     assert "## full: 4 / 4" in report and "restored from the release" in report
     details = json.loads((graded["out"] / "grades.json").read_text())
     assert details["exercises"] == ["07.1", "07.2"] and set(details["students"]) == set(graded["results"])
+    assert details["seed"] == SEED
 
 
 def test_grading_is_deterministic(graded, tmp_path):
@@ -235,7 +286,8 @@ def test_grading_is_deterministic(graded, tmp_path):
     for student in ("full", "one_wrong", "release"):
         shutil.copytree(graded["submissions"] / student, submissions / student)
     again = {r.student: [(x.exercise, x.points, x.status, x.message) for x in r.exercises]
-             for r in grade_folder(submissions, tmp_path / "out", graded["release_dir"], LIMITS, progress=False)}
+             for r in grade_folder(submissions, tmp_path / "out", graded["release_dir"], LIMITS, progress=False,
+                                   seed=SEED)}
     for student, exercises in again.items():
         first = graded["results"][student]
         assert exercises == [(x.exercise, x.points, x.status, x.message) for x in first.exercises]
@@ -291,3 +343,92 @@ def test_reports_escape_what_students_control():
     assert len(headings) == 3, headings  # a newline in a folder name starts no heading of its own
     rows = [line for line in markdown.splitlines() if line.startswith("| 04.1")]
     assert all(line.count(" | ") == 2 for line in rows), rows  # no extra table cells
+
+
+@pytest.mark.parametrize("student", ["tensor_answer", "prints_no_newline", "answer_below_stub"])
+def test_honest_answers_in_unexpected_forms_get_their_marks(graded, student):
+    scores, result = outcome(graded, student)
+    assert scores["07.1"] == (1, "passed"), result.exercises[0].message
+
+
+def test_a_wrapper_around_the_package_is_flagged_for_the_instructor(graded):
+    _, result = outcome(graded, "wrapper")
+    assert any("cell 3 reaches into the course package (transformer_course)" in flag for flag in result.flags), result.flags
+    assert not outcome(graded, "full")[1].flags
+
+
+def test_a_reply_carrying_the_nonce_twice_is_rejected(graded):
+    scores, result = outcome(graded, "forged_reply")
+    assert scores["07.1"] == (0, "failed") and "forged" in result.exercises[0].message
+    assert any("stack frames" in flag for flag in result.flags)
+
+
+def test_flooding_stdout_costs_nothing_and_the_reply_is_still_found(graded):
+    assert outcome(graded, "flood")[0]["07.1"] == (1, "passed")
+
+
+def test_a_working_folder_nested_thousands_deep_is_no_problem(graded):
+    assert outcome(graded, "deep_folder")[0] == {"07.1": (1, "passed"), "07.2": (3, "passed")}
+
+
+def test_mangled_metadata_gives_that_student_a_row(graded):
+    scores, _ = outcome(graded, "mangled_metadata")
+    assert set(scores) == {"07.1", "07.2"}
+
+
+@pytest.mark.parametrize("student, reason", [("linked", "symbolic link"), ("fifo", "not a regular file")])
+def test_only_regular_files_are_read(graded, student, reason):
+    scores, result = outcome(graded, student)
+    assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
+    assert reason in result.exercises[0].message
+
+
+def test_odd_folder_names_get_rows_and_linked_folders_none(graded):
+    assert outcome(graded, "odd\\xff\\xfename")[0] == {"07.1": (1, "passed"), "07.2": (3, "passed")}
+    assert "linked_folder" not in graded["results"]
+    from transformer_course.grading.grader import markdown_text
+
+    assert f"## {markdown_text('odd' + chr(92) + 'xff' + chr(92) + 'xfename')}: 4 / 4" in \
+        (graded["out"] / "report.md").read_text(encoding="utf-8")
+
+
+def test_every_run_draws_its_own_secret_cases():
+    from transformer_course.exercises import EXERCISES
+    from transformer_course.grading.grader import _cases, draw_seed
+
+    assert len({draw_seed() for _ in range(5)}) > 1
+    exercise = EXERCISES["04.1"]
+    first, second = _cases(exercise, 1), _cases(exercise, 2)
+    public = exercise.cases(__import__("numpy").random.default_rng(0))
+    assert str(first[:len(public)]) == str(second[:len(public)])  # the public cases students check with
+    assert str(first[len(public):]) != str(second[len(public):])  # the secret ones differ by seed
+
+
+def test_replies_that_would_exhaust_the_grader_are_refused_quickly():
+    import base64
+    import io
+
+    import numpy as np
+
+    from transformer_course.grading import protocol
+
+    with pytest.raises(ValueError, match="not a valid encoded value"):
+        protocol.decode("[" * 100_000 + "]" * 100_000)
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+    huge = json.dumps({"__array__": base64.b64encode(buffer.getvalue()).decode()})
+    with pytest.raises(ValueError, match="not a valid encoded value"):
+        protocol.decode(huge)
+    assert protocol.parse_reply("abc 1\nabc ok m 1", "abc") == ("forged", None)
+
+
+def test_check_and_the_grader_read_results_through_one_conversion():
+    import keras
+    import numpy as np
+
+    from transformer_course.exercises import evaluate
+    from transformer_course.grading import protocol
+
+    tensor = keras.ops.convert_to_tensor(np.eye(2))
+    assert isinstance(protocol.plain_value((tensor, [tensor])), tuple)
+    assert evaluate("07.1", lambda length: keras.ops.convert_to_tensor(np.tril(np.ones((length, length), bool)))).passed

@@ -313,7 +313,7 @@ def _command_release(arguments) -> int:
 
 
 def _command_grade(arguments) -> int:
-    from .grading.grader import grade_folder
+    from .grading.grader import draw_seed, grade_folder
     from .grading.sandbox import Limits, isolation_available
 
     limits = Limits(arguments.cell_timeout, arguments.notebook_timeout, arguments.memory_mb)
@@ -321,14 +321,16 @@ def _command_grade(arguments) -> int:
     if not isolation_available():
         print("grade: warning: unprivileged namespaces are not available here (unshare -rmn); submissions "
               "run without network and folder isolation", file=sys.stderr)
+    seed = draw_seed() if arguments.seed is None else arguments.seed
     try:
         results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
-                               workers=arguments.workers, hide=hide, progress=not arguments.quiet)
+                               workers=arguments.workers, hide=hide, seed=seed, progress=not arguments.quiet)
     except (FileNotFoundError, ImportError) as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
     students = {result.student for result in results}
     print(f"graded {len(results)} notebook(s) of {len(students)} student(s); report in {arguments.out}")
+    print(f"secret seed {seed} (kept in grades.json; `--seed {seed}` grades with the same cases again)")
     return 0
 
 
@@ -368,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell or graded call (default: 60)")
     grade.add_argument("--notebook-timeout", type=float, default=600, help="seconds per notebook (default: 600)")
     grade.add_argument("--memory-mb", type=int, default=4096, help="memory per kernel in MiB (default: 4096)")
+    grade.add_argument("--seed", type=int, help="the grading cases' secret seed (default: a fresh one each run; "
+                                                "the one used is kept in grades.json)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(handler=_command_grade)
 

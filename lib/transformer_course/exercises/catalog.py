@@ -16,7 +16,7 @@ import numpy as np
 
 from ..datasets import one_hot_decode, one_hot_encode
 from ..decoding import greedy_decode
-from ..grading.protocol import NextTokenTable
+from ..grading.protocol import NextTokenTable, plain_value
 from .compare import compare_outputs
 
 __all__ = ["Exercise", "EXERCISES"]
@@ -52,7 +52,15 @@ class Exercise:
         return self.id.split(".")[0]
 
     def judge(self, arguments: dict, received) -> str | None:
-        """None if ``received`` is right for ``arguments``, else what is wrong."""
+        """None if ``received`` is right for ``arguments``, else what is wrong.
+
+        ``received`` goes through :func:`~transformer_course.grading.protocol.plain_value` first,
+        as the grader's replies do, so a tensor is judged like the array it holds.
+        """
+        try:
+            received = plain_value(received)
+        except ValueError as error:
+            return f"the result cannot be read: {error}."
         if self.extra_check is not None:
             problem = self.extra_check(arguments, received)
             if problem:

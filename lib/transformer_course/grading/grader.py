@@ -12,7 +12,14 @@ release. For every student and released notebook the grader
    outputs of each exercise function on cases drawn here, at grading time;
 5. compares those outputs with the reference **in this process**, which never runs student code.
 
-Scores are all or nothing per exercise and deterministic: the cases come from a fixed seed.
+Scores are all or nothing per exercise. The cases come from the public seed 0 (the cases a
+student's instant check uses) and a secret seed drawn for each grading run (``--seed`` replays one);
+the seed is recorded in ``grades.json``, which is for the instructor only. The same seed gives the
+same scores.
+
+The grader also reads the code of every cell a student wrote or changed (never running it) and
+flags, for the instructor, code that reaches into the course package, stack frames, builtins, the
+IPython shell or the grading protocol (:mod:`.inspection`).
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ import csv
 import html
 import io
 import json
+import os
 import re
+import stat
 import secrets
 import time
 import zlib
@@ -36,13 +45,61 @@ import numpy as np
 
 from .._files import write_text_atomically
 from ..exercises import EXERCISES
-from . import protocol
+from . import inspection, protocol
 from .markup import exercise_id_of, locked_cells
 from .sandbox import Limits, run_submission
 
-__all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "GRADING_SEED"]
+__all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "markdown_text",
+           "spreadsheet_cell"]
 
-GRADING_SEED = 20261121  # cases drawn at grading time come from this seed (and the public seed 0)
+
+MAX_SUBMISSION_BYTES = 50 * 2**20
+
+
+class SubmissionError(ValueError):
+    """A submitted file the grader will not read; the message never quotes its bytes."""
+
+
+def read_submission(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> str:
+    """The text of a submitted notebook, read only if it is a regular file of sane size.
+
+    Opened without following a symbolic link (``O_NOFOLLOW``) and without waiting on a FIFO or a
+    device (``O_NONBLOCK``); checked with ``fstat`` on what was opened.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        SubmissionError: a link, a FIFO, a device or a folder; more than ``max_bytes``; not UTF-8.
+    """
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        kind = "a symbolic link" if os.path.islink(path) else f"unreadable ({type(error).__name__})"
+        raise SubmissionError(f"the submitted notebook is {kind}; only regular files are graded") from None
+    with os.fdopen(handle, "rb") as file:
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise SubmissionError("the submitted notebook is not a regular file (a FIFO, a device or a folder)")
+        if status.st_size > max_bytes:
+            raise SubmissionError(f"the submitted notebook is larger than {max_bytes // 2**20} MiB")
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise SubmissionError(f"the submitted notebook is larger than {max_bytes // 2**20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SubmissionError("the submitted notebook is not UTF-8 text") from None
+
+
+def display_name(name: str) -> str:
+    """A folder name as reports show it: bytes that are not UTF-8 written as ``\\xNN`` escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def draw_seed() -> int:
+    """A fresh secret seed for one grading run (31 random bits from the operating system)."""
+    return secrets.randbits(31)
 
 
 @dataclass
@@ -81,37 +138,69 @@ def _zero(notebook: NotebookResult, exercises, status: str, message: str) -> Not
 
 
 def _restore_locked_cells(submission, release, flags: list) -> None:
+    """Check every copy of every locked cell against the release; restore and flag what changed.
+
+    A deleted locked cell is appended from the release; an edited copy is replaced by the
+    original; a locked cell that appears more than once is flagged (each copy is checked).
+    """
     from nbgrader.utils import compute_checksum
 
-    by_id = {}
+    by_id: dict = {}
     for index, cell in enumerate(submission.cells):
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if grade_id:
-            by_id.setdefault(grade_id, index)
+        grade_id = _nbgrader_metadata(cell).get("grade_id")
+        if isinstance(grade_id, str):
+            by_id.setdefault(grade_id, []).append(index)
     for grade_id, original in locked_cells(release).items():
         expected = original.metadata["nbgrader"].get("checksum") or compute_checksum(original)
         if grade_id not in by_id:
             flags.append(f"locked cell {grade_id!r} was deleted; restored from the release")
             submission.cells.append(copy.deepcopy(original))
             continue
-        cell = submission.cells[by_id[grade_id]]
-        try:
-            unchanged = compute_checksum(cell) == expected
-        except Exception:  # noqa: BLE001 - mangled metadata counts as an edit
-            unchanged = False
-        if not unchanged:
-            flags.append(f"locked cell {grade_id!r} was edited; restored from the release")
-            submission.cells[by_id[grade_id]] = copy.deepcopy(original)
+        if len(by_id[grade_id]) > 1:
+            flags.append(f"locked cell {grade_id!r} appears {len(by_id[grade_id])} times; every copy was checked")
+        for index in by_id[grade_id]:
+            try:
+                unchanged = compute_checksum(submission.cells[index]) == expected
+            except Exception:  # noqa: BLE001 - mangled metadata counts as an edit
+                unchanged = False
+            if not unchanged:
+                flags.append(f"locked cell {grade_id!r} was edited; restored from the release")
+                submission.cells[index] = copy.deepcopy(original)
+
+
+def _flag_reaches(submission, release, flags: list) -> None:
+    """Flag the student's own cells (new or changed, not locked) that reach where answers need not."""
+    released = {cell.source for cell in release.cells if cell.cell_type == "code"}
+    for index, cell in enumerate(submission.cells):
+        if cell.get("cell_type") != "code" or _nbgrader_metadata(cell).get("locked"):
+            continue
+        source = cell.get("source") if isinstance(cell.get("source"), str) else ""
+        if source in released:
+            continue
+        for place in inspection.reaches(source):
+            flags.append(f"cell {index + 1} reaches into {place}: look at it before trusting its score")
 
 
 def _insert_captures(notebook) -> None:
+    """Record each exercise's function as its check cell sees it: a capture just before that cell.
+
+    So an answer written in a new cell below the untouched stub is graded (its check shows ✓),
+    and later cells that rebind the name to the package's version change nothing.
+    """
     cells = []
     for cell in notebook.cells:
-        cells.append(cell)
         exercise = exercise_id_of(cell)
-        if exercise in EXERCISES and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+        if exercise in EXERCISES and _nbgrader_metadata(cell).get("grade"):
             cells.append(nbformat.v4.new_code_cell(protocol.capture_code(exercise, EXERCISES[exercise].function_name)))
+        cells.append(cell)
     notebook.cells = cells
+
+
+def _nbgrader_metadata(cell) -> dict:
+    """A cell's nbgrader metadata, or {} where a submission mangled it into something else."""
+    metadata = cell.get("metadata") if isinstance(cell, dict) else None
+    nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return nbgrader if isinstance(nbgrader, dict) else {}
 
 
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
@@ -130,6 +219,9 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
             return result("not attempted", "not attempted (the stub still raises NotImplementedError)")
         if kind == "raised":
             return result("error", f"case {number} ({label}) raised {value}")
+        if kind == "forged":
+            return result("failed", f"case {number} ({label}): the kernel printed the grader's request tag more "
+                                    "than once — a forged reply")
         if kind == "unencodable":
             return result("failed", f"case {number} ({label}): returned a {value}, not numbers, strings or arrays")
         module, received = value
@@ -141,7 +233,7 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
     return result("passed", f"all {len(cases)} cases match")
 
 
-def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), seed: int = GRADING_SEED,
+def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), seed: int = 0,
                    environment: dict | None = None) -> NotebookResult:
     """Grade one submitted notebook against its released version; never raises for the submission.
 
@@ -151,7 +243,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
         release_path: the released notebook it should be a completed copy of.
         limits: :class:`~.sandbox.Limits`.
         hide: folders the student's kernel must not see.
-        seed: int, the grading seed.
+        seed: int, the grading run's secret seed (:func:`draw_seed`).
         environment: extra environment variables for the kernel (``COURSE_PROFILE`` defaults to smoke).
 
     Returns:
@@ -161,14 +253,20 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
     path, release_path = Path(path), Path(release_path)
     exercises = _exercises_of(release_path.name)
     outcome = NotebookResult(student, release_path.name)
-    if not path.exists():
-        return _zero(outcome, exercises, "not submitted", "no such notebook in the submission")
     try:
-        submission = nbformat.read(path, as_version=4)
+        text = read_submission(path)
+    except FileNotFoundError:
+        return _zero(outcome, exercises, "not submitted", "no such notebook in the submission")
+    except SubmissionError as error:
+        return _zero(outcome, exercises, "error", str(error))
+    try:
+        submission = nbformat.reads(text, as_version=4)
         nbformat.validate(submission)
     except Exception as error:  # noqa: BLE001 - any unreadable file scores 0 with the reason
-        return _zero(outcome, exercises, "error", f"not a valid notebook ({type(error).__name__}: {str(error)[:150]})")
+        # Named by type only: a validation message would quote the submission's own bytes.
+        return _zero(outcome, exercises, "error", f"not a valid notebook ({type(error).__name__})")
     release = nbformat.read(release_path, as_version=4)
+    _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
     _insert_captures(submission)
 
@@ -178,7 +276,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
         for number, (label, arguments) in enumerate(_cases(exercise, seed)):
             key, nonce = f"{exercise.id}#{number}", secrets.token_hex(16)
             cases[exercise.id].append((label, arguments, nonce, key))
-            requests[key] = protocol.request_code(exercise.id, exercise.function_name, arguments, nonce)
+            requests[key] = (protocol.request_code(exercise.id, exercise.function_name, arguments, nonce), nonce)
     env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
     run = run_submission(submission, requests, list(hide), limits, env)
     outcome.problems, outcome.isolated = run.problems, run.isolated
@@ -211,7 +309,7 @@ def spreadsheet_cell(value):
     return f"'{value}" if isinstance(value, str) and value.startswith(_FORMULA_START) else value
 
 
-def _reports(results: list, exercise_ids: list) -> tuple[str, str, str]:
+def _reports(results: list, exercise_ids: list, seed: int | None = None) -> tuple[str, str, str]:
     students = sorted({result.student for result in results})
     by_student = {student: [r for r in results if r.student == student] for student in students}
     maximum = sum(EXERCISES[e].points for e in exercise_ids)
@@ -235,15 +333,26 @@ def _reports(results: list, exercise_ids: list) -> tuple[str, str, str]:
                 lines.append(f"| {x.exercise} | {x.points} / {x.max_points} | {x.status}: {markdown_text(x.message)} |")
         notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
         lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
-    return table.getvalue(), json.dumps({"exercises": exercise_ids, "students": details}, indent=2), "\n".join(lines) + "\n"
+    return table.getvalue(), json.dumps({"seed": seed, "exercises": exercise_ids, "students": details}, indent=2), "\n".join(lines) + "\n"
 
 
 def _grade_job(arguments):
-    return grade_notebook(*arguments[:4], hide=arguments[4], seed=arguments[5], environment=arguments[6])
+    """Grade one notebook; whatever goes wrong becomes that student's row, never the batch's end."""
+    student, path, release = arguments[0], arguments[1], arguments[2]
+    try:
+        result = grade_notebook(*arguments[:4], hide=arguments[4], seed=arguments[5], environment=arguments[6])
+    except BaseException as error:  # noqa: BLE001 - RecursionError, MemoryError... one submission, one row
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        result = _zero(NotebookResult(student, Path(release).name), _exercises_of(Path(release).name), "error",
+                       f"grader error: {type(error).__name__} while grading this notebook")
+        result.flags.append(f"grader error: {type(error).__name__}; the batch went on")
+    result.student = display_name(student)
+    return result
 
 
 def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(), workers: int = 1,
-                 hide=(), seed: int = GRADING_SEED, environment: dict | None = None, progress: bool = True) -> list:
+                 hide=(), seed: int | None = None, environment: dict | None = None, progress: bool = True) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
 
     Args:
@@ -253,7 +362,8 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         limits: :class:`~.sandbox.Limits` for each notebook.
         workers: int, notebooks graded at once (each in its own process and kernel).
         hide: extra folders kernels must not see; the submissions and output folders always are.
-        seed: int, the grading seed.
+        seed: int, the secret seed of the grading cases; None draws a fresh one (recorded in
+            ``grades.json`` either way).
         environment: extra environment variables for the kernels.
         progress: bool, show a progress bar.
 
@@ -271,10 +381,13 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         raise FileNotFoundError(f"`submissions_dir` {submissions_dir} is not a folder")
     if not releases:
         raise FileNotFoundError(f"no released notebooks NN_*.ipynb in {release_dir}")
-    students = sorted(p.name for p in submissions_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    # Folders only, never followed links: a student folder that links elsewhere is not graded.
+    students = sorted(entry.name for entry in os.scandir(submissions_dir)
+                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."))
     if not students:
         raise FileNotFoundError(f"no student folders in {submissions_dir}")
     out_dir.mkdir(parents=True, exist_ok=True)
+    seed = draw_seed() if seed is None else seed
     hidden = [str(submissions_dir.resolve()), str(out_dir.resolve()), *map(str, hide)]
     jobs = [(student, submissions_dir / student / release.name, release, limits, hidden, seed, environment)
             for student in students for release in releases]
@@ -286,12 +399,18 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
             bar.update(1)
     else:
         with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-            for result in pool.map(_grade_job, jobs):
-                results.append(result)
+            futures = [pool.submit(_grade_job, job) for job in jobs]
+            for job, future in zip(jobs, futures):
+                try:
+                    results.append(future.result())
+                except Exception as error:  # noqa: BLE001 - a worker that died takes only its rows
+                    release_name = Path(job[2]).name
+                    results.append(_zero(NotebookResult(display_name(job[0]), release_name), _exercises_of(release_name),
+                                         "error", f"grader error: {type(error).__name__} (the grading process died)"))
                 bar.update(1)
     bar.close()
     exercise_ids = [e.id for release in releases for e in _exercises_of(release.name)]
-    csv_text, json_text, markdown = _reports(results, exercise_ids)
+    csv_text, json_text, markdown = _reports(results, exercise_ids, seed)
     write_text_atomically(out_dir / "grades.csv", csv_text)
     write_text_atomically(out_dir / "grades.json", json_text)
     write_text_atomically(out_dir / "report.md", markdown)

@@ -51,8 +51,10 @@ def _nbgrader():
 
 def exercise_id_of(cell) -> str | None:
     """``"04.1"`` for a cell whose nbgrader ``grade_id`` is ``exercise_04_1`` or ``check_04_1``; else None."""
-    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-    match = _GRADE_ID.match(grade_id)
+    metadata = cell.get("metadata") if isinstance(cell, dict) else None
+    nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+    match = _GRADE_ID.match(grade_id) if isinstance(grade_id, str) else None
     return f"{match.group(2)}.{match.group(3)}" if match else None
 
 

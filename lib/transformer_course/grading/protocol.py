@@ -14,7 +14,12 @@ import json
 
 import numpy as np
 
-__all__ = ["encode", "decode", "NextTokenTable", "capture_code", "request_code", "parse_reply", "CAPTURED"]
+__all__ = ["encode", "decode", "plain_value", "NextTokenTable", "capture_code", "request_code", "parse_reply",
+           "CAPTURED", "MAX_REPLY_CHARACTERS"]
+
+# The longest reply line the grader reads (a graded call returns small arrays); longer is no reply.
+MAX_REPLY_CHARACTERS = 16 * 2**20
+_MAX_NESTING = 32  # tuples, lists and dicts inside one another in one reply
 
 
 class NextTokenTable:
@@ -28,6 +33,41 @@ class NextTokenTable:
 
     def __call__(self, decoded):
         return self.table[np.asarray(decoded)[:, -1]]
+
+
+def plain_value(value, depth: int = 0):
+    """``value`` with every array-like turned into a NumPy array, for comparing and for encoding.
+
+    The one conversion both :func:`transformer_course.exercises.check` and the grader apply to a
+    student's result: a TensorFlow, JAX or PyTorch tensor, a Keras tensor or anything else with
+    ``numpy()`` or ``__array__`` becomes ``np.ndarray``; tuples, lists and dict values are
+    converted item by item; every other value is returned as it is.
+
+    Raises:
+        ValueError: for values nested more than 32 levels deep.
+    """
+    if depth > _MAX_NESTING:
+        raise ValueError(f"values nested more than {_MAX_NESTING} levels deep")
+    if isinstance(value, (np.ndarray, str, bytes, int, float, bool, type(None), NextTokenTable)):
+        return value
+    if isinstance(value, tuple):
+        return tuple(plain_value(item, depth + 1) for item in value)
+    if isinstance(value, list):
+        return [plain_value(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {key: plain_value(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a PyTorch tensor, maybe requiring grad
+        value = value.detach().cpu()
+    if hasattr(value, "numpy") and callable(value.numpy):
+        try:
+            return np.asarray(value.numpy())
+        except Exception:  # noqa: BLE001 - fall back on __array__
+            pass
+    if hasattr(value, "__array__"):
+        return np.asarray(value)
+    return value
 
 
 def _array_to_text(array: np.ndarray) -> str:
@@ -67,21 +107,46 @@ def encode(value) -> str:
     return json.dumps(_encode(value))
 
 
-def _decode(value):
+def _text_to_array(text) -> np.ndarray:
+    """Read base64 ``.npy`` bytes, checking first that the header's shape fits the bytes sent.
+
+    A header may announce any shape; loading it would allocate that much memory first.
+    """
+    if not isinstance(text, str):
+        raise ValueError("an encoded array must be a base64 string")
+    data = base64.b64decode(text, validate=True)
+    buffer = io.BytesIO(data)
+    version = np.lib.format.read_magic(buffer)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version not in read_header:
+        raise ValueError(f"unsupported .npy version {version}")
+    shape, _, dtype = read_header[version](buffer)
+    if dtype.hasobject:
+        raise ValueError("object arrays are not accepted")
+    expected = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if expected != len(data) - buffer.tell():
+        raise ValueError("the array's header does not match its data")
+    buffer.seek(0)
+    return np.load(buffer, allow_pickle=False)
+
+
+def _decode(value, depth: int = 0):
+    if depth > _MAX_NESTING:
+        raise ValueError(f"values nested more than {_MAX_NESTING} levels deep")
     if isinstance(value, list):
-        return [_decode(item) for item in value]
+        return [_decode(item, depth + 1) for item in value]
     if not isinstance(value, dict):
         return value
     if "__array__" in value:
-        return np.load(io.BytesIO(base64.b64decode(value["__array__"])), allow_pickle=False)
+        return _text_to_array(value["__array__"])
     if "__number__" in value:
         return int(value["__number__"]) if value.get("__int__") else float(value["__number__"])
     if "__next_token_table__" in value:
-        return NextTokenTable(np.load(io.BytesIO(base64.b64decode(value["__next_token_table__"])), allow_pickle=False))
+        return NextTokenTable(_text_to_array(value["__next_token_table__"]))
     if "__tuple__" in value:
-        return tuple(_decode(item) for item in value["__tuple__"])
+        return tuple(_decode(item, depth + 1) for item in value["__tuple__"])
     if "__dict__" in value:
-        return {key: _decode(item) for key, item in value["__dict__"].items()}
+        return {key: _decode(item, depth + 1) for key, item in value["__dict__"].items()}
     raise ValueError(f"unknown encoded value with keys {sorted(value)[:5]}")
 
 
@@ -91,10 +156,13 @@ def decode(text: str):
     Raises:
         ValueError: for text that is not a valid encoding (the grader treats it as a wrong answer).
     """
+    if len(text) > MAX_REPLY_CHARACTERS:
+        raise ValueError(f"an encoded value longer than {MAX_REPLY_CHARACTERS} characters")
     try:
         return _decode(json.loads(text))
-    except (json.JSONDecodeError, TypeError, KeyError, OSError) as error:
-        raise ValueError(f"not a valid encoded value: {error}") from error
+    except (ValueError, TypeError, KeyError, AttributeError, OSError, RecursionError, MemoryError, OverflowError) as error:
+        # Named by type only: the text came from a student's kernel.
+        raise ValueError(f"not a valid encoded value ({type(error).__name__})") from None
 
 
 CAPTURED = "__graded_functions__"
@@ -130,21 +198,23 @@ def _serve(namespace: dict, exercise_id: str, function_name: str, payload: str, 
     captured = namespace.get(CAPTURED, {})
     function = captured.get(exercise_id) if exercise_id in captured else namespace.get(function_name)
     if not callable(function):
-        print(nonce, "missing")
+        print("\n" + nonce, "missing")
         return
     try:
         result = function(**decode(payload))
     except NotImplementedError:
-        print(nonce, "not-attempted")
+        print("\n" + nonce, "not-attempted")
         return
     except Exception as error:  # noqa: BLE001 - reported to the grader as text
-        print(nonce, "raised", f"{type(error).__name__}: {str(error)[:200]}".replace("\n", " "))
+        print("\n" + nonce, "raised", f"{type(error).__name__}: {str(error)[:200]}".replace("\n", " "))
         return
     module = str(getattr(function, "__module__", None) or "?").replace(" ", "_")
     try:
-        print(nonce, "ok", module, encode(result))
-    except (TypeError, ValueError):
-        print(nonce, "unencodable", type(result).__name__)
+        reply = f"{nonce} ok {module} {encode(plain_value(result))}"
+    except (TypeError, ValueError, RecursionError):
+        reply = f"{nonce} unencodable {type(result).__name__}"
+    # On a line of its own, whatever the function printed without a final newline.
+    print("\n" + reply)
 
 
 def parse_reply(text: str, nonce: str) -> tuple[str, object]:
@@ -153,8 +223,11 @@ def parse_reply(text: str, nonce: str) -> tuple[str, object]:
     Returns:
         ``(kind, value)``: ``("ok", (module of the function, decoded result))``, ``("missing", None)``,
         ``("not-attempted", None)``, ``("raised", message)``, ``("unencodable", type name)``,
-        or ``("no-reply", None)`` when no line carries the nonce.
+        ``("no-reply", None)`` when no line carries the nonce, or ``("forged", None)`` when the
+        nonce appears more than once (only the grader's request prints it, once).
     """
+    if text.count(nonce) > 1:
+        return "forged", None
     for line in text.splitlines():
         if not line.startswith(nonce + " "):
             continue

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from jupyter_client.manager import KernelManager
+
+from . import protocol
 
 __all__ = ["Limits", "SandboxResult", "run_submission", "isolation_available"]
 
@@ -118,23 +122,74 @@ class _KernelStopped(Exception):
     pass
 
 
-def _execute(manager, client, code: str, timeout: float):
-    """Run ``code``; return (stdout text, (error name, value) or None, timed out?).
+# After the shell channel's execute_reply, iopub is read until it reports idle or stays quiet for
+# this long: an idle message can be lost, the reply cannot (nbclient does the same).
+_IOPUB_DRAIN_SECONDS = 1.0
 
-    Reads only the messages whose parent is this request, so output from an earlier,
-    interrupted request can never be mistaken for this one's.
+
+class _ReplyLines:
+    """The part of a graded call's stdout the grader reads, in bounded memory.
+
+    Keeps the lines that start with the request's nonce (at most 4, each at most
+    ``protocol.MAX_REPLY_CHARACTERS`` long) and counts every occurrence of the nonce, also inside
+    other lines or across message boundaries; everything else the kernel prints is dropped as it
+    arrives, so a call that floods stdout costs the grader no memory.
+    """
+
+    def __init__(self, nonce: str | None):
+        self.nonce, self.partial, self.carry, self.lines, self.count = nonce, "", "", [], 0
+
+    def add(self, text: str) -> None:
+        if not self.nonce:
+            return
+        self.count += (self.carry + text).count(self.nonce)
+        self.carry = (self.carry + text)[-(len(self.nonce) - 1):]
+        pieces = (self.partial + text).split("\n")
+        self.partial = pieces.pop()
+        for line in pieces:
+            if line.startswith(self.nonce) and len(self.lines) < 4:
+                self.lines.append(line)
+        if len(self.partial) > protocol.MAX_REPLY_CHARACTERS:
+            self.partial = "\x00"  # too long to be a reply; the rest of this line is dropped
+
+    def text(self) -> str:
+        lines = self.lines + ([self.partial] if self.partial.startswith(self.nonce or "\x00") else [])
+        if self.count > 1 and "".join(lines).count(self.nonce) < 2:
+            lines.append(self.nonce)  # seen more than once: parse_reply calls the reply forged
+        return "\n".join(lines)
+
+
+def _execute(manager, client, code: str, timeout: float, nonce: str | None = None):
+    """Run ``code``; return (the reply lines for ``nonce``, (error name, value) or None, timed out?).
+
+    Done when the shell channel's ``execute_reply`` to this request has come and iopub has said
+    idle or stayed quiet for ``_IOPUB_DRAIN_SECONDS``. Reads only messages whose parent is this
+    request, so output from an earlier, interrupted request can never be mistaken for this one's.
 
     Raises:
         _KernelStopped: if the kernel died (crashed, or was killed by the watchdog).
     """
     msg_id = client.execute(code, store_history=False, allow_stdin=False)
-    deadline, stdout, error = time.monotonic() + timeout, [], None
+    deadline, collected, error = time.monotonic() + timeout, _ReplyLines(nonce), None
+    replied_at, idle = None, False
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return "".join(stdout), error, True
+        now = time.monotonic()
+        if now > deadline:
+            return collected.text(), error, True
+        if replied_at is None:
+            try:
+                shell = client.get_shell_msg(timeout=0.01)
+            except queue.Empty:
+                shell = None
+            if shell is not None and shell.get("parent_header", {}).get("msg_id") == msg_id:
+                replied_at = time.monotonic()
+                content = shell.get("content", {})
+                if content.get("status") == "error" and error is None:
+                    error = (content.get("ename"), content.get("evalue"))
+        if replied_at is not None and (idle or time.monotonic() - replied_at > _IOPUB_DRAIN_SECONDS):
+            return collected.text(), error, False
         try:
-            message = client.get_iopub_msg(timeout=min(remaining, 0.2))
+            message = client.get_iopub_msg(timeout=0.05)
         except queue.Empty:
             if not manager.is_alive():
                 raise _KernelStopped() from None
@@ -143,16 +198,18 @@ def _execute(manager, client, code: str, timeout: float):
             continue
         kind, content = message["msg_type"], message["content"]
         if kind == "stream" and content.get("name") == "stdout":
-            stdout.append(content.get("text", ""))
+            collected.add(content.get("text", ""))
         elif kind == "error":
             error = (content.get("ename"), content.get("evalue"))
         elif kind == "status" and content.get("execution_state") == "idle":
-            return "".join(stdout), error, False
+            idle = True
+            if replied_at is not None:
+                return collected.text(), error, False
 
 
-def _run(manager, client, code, limits, result, label):
+def _run(manager, client, code, limits, result, label, nonce=None):
     """Run one cell or graded call; interrupt it at the cell limit. None if the kernel stopped answering."""
-    text, error, timed_out = _execute(manager, client, code, limits.cell_seconds)
+    text, error, timed_out = _execute(manager, client, code, limits.cell_seconds, nonce)
     if timed_out:
         result.problems.append(f"{label} ran past the {limits.cell_seconds:.0f} s cell limit and was interrupted")
         manager.interrupt_kernel()
@@ -163,12 +220,30 @@ def _run(manager, client, code, limits, result, label):
     return text, error, timed_out
 
 
+@contextmanager
+def _working_folder():
+    """A fresh folder for one kernel, removed afterwards whatever the kernel left in it.
+
+    ``shutil.rmtree`` recurses in Python and gives up on folders nested thousands deep; ``rm -rf``
+    does not. A folder that cannot be removed is left behind rather than stopping the batch.
+    """
+    workdir = tempfile.mkdtemp(prefix="submission-")
+    try:
+        yield workdir
+    finally:
+        try:
+            shutil.rmtree(workdir)
+        except (OSError, RecursionError):
+            subprocess.run(["rm", "-rf", "--one-file-system", workdir], capture_output=True, timeout=300, check=False)
+
+
 def run_submission(notebook, requests: dict, hide: list, limits: Limits, environment: dict | None = None) -> SandboxResult:
     """Run a submitted notebook top to bottom in a sandboxed kernel, then the grader's requests.
 
     Args:
         notebook: the (tamper-checked) notebook to run; a cell that errors does not stop the run.
-        requests: key -> Python source of one graded call (from ``protocol.request_code``); keys
+        requests: key -> (Python source of one graded call from ``protocol.request_code``, its
+            nonce); only the lines carrying the nonce are kept from the call's output. Keys
             look like ``"04.1#2"`` (exercise, case), and after one call of an exercise runs past
             the cell limit that exercise's other calls are skipped.
         hide: folders the kernel must not see (covered by empty mounts when isolation works).
@@ -179,7 +254,7 @@ def run_submission(notebook, requests: dict, hide: list, limits: Limits, environ
         :class:`SandboxResult`; never raises for anything the submission does.
     """
     result = SandboxResult(isolated=isolation_available())
-    with tempfile.TemporaryDirectory(prefix="submission-") as workdir:
+    with _working_folder() as workdir:
         launcher = [sys.executable, "-m", "transformer_course.grading.launch", "--workdir", workdir]
         if result.isolated:
             launcher.append("--isolated")
@@ -225,11 +300,11 @@ def _run_all(manager, client, notebook, requests, limits, result) -> None:
         if outcome[1] is not None and not outcome[2]:
             result.problems.append(f"cell {index + 1} raised {outcome[1][0]}: {str(outcome[1][1])[:120]}")
     skipped = set()
-    for key, code in requests.items():
+    for key, (code, nonce) in requests.items():
         exercise = key.split("#")[0]
         if exercise in skipped:  # one endless call is enough: skip that exercise's other cases
             continue
-        outcome = _run(manager, client, code, limits, result, f"the graded call {key}")
+        outcome = _run(manager, client, code, limits, result, f"the graded call {key}", nonce)
         if outcome is None:
             return
         if outcome[2]:
