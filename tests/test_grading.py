@@ -432,3 +432,44 @@ def test_check_and_the_grader_read_results_through_one_conversion():
     tensor = keras.ops.convert_to_tensor(np.eye(2))
     assert isinstance(protocol.plain_value((tensor, [tensor])), tuple)
     assert evaluate("07.1", lambda length: keras.ops.convert_to_tensor(np.tril(np.ones((length, length), bool)))).passed
+
+
+def test_three_shards_merged_give_the_grades_of_one_run(graded, tmp_path, capsys):
+    from transformer_course.cli import main
+
+    submissions = tmp_path / "class"
+    for student in ("full", "one_wrong", "release", "corrupt", "missing", "syntax_error"):
+        shutil.copytree(graded["submissions"] / student, submissions / student)
+    common = ["--release-dir", str(graded["release_dir"]), "--seed", "777", "--quiet", "--workers", "2"]
+    assert main(["grade", str(submissions), "--out", str(tmp_path / "whole"), *common]) == 0
+    for k in (1, 2, 3):
+        assert main(["grade", str(submissions), "--out", str(tmp_path / f"shard{k}"), "--shard", f"{k}/3", *common]) == 0
+    shards = [str(tmp_path / f"shard{k}") for k in (1, 2, 3)]
+    assert main(["merge-grades", *shards, "--out", str(tmp_path / "merged")]) == 0
+    whole, merged = (tmp_path / "whole" / "grades.csv").read_text(), (tmp_path / "merged" / "grades.csv").read_text()
+    assert merged == whole and len(whole.splitlines()) == 7
+    sizes = [len(json.loads((tmp_path / f"shard{k}" / "grades.json").read_text())["students"]) for k in (1, 2, 3)]
+    assert sum(sizes) == 6
+    capsys.readouterr()
+    # A shard missing, or one given twice, is refused with the reason.
+    assert main(["merge-grades", *shards[:2], "--out", str(tmp_path / "bad")]) == 1
+    assert "expected shards 1..3" in capsys.readouterr().err
+    assert main(["merge-grades", shards[0], shards[0], shards[2], "--out", str(tmp_path / "bad")]) == 1
+    assert "expected shards 1..3" in capsys.readouterr().err
+    assert main(["grade", str(submissions), "--out", str(tmp_path / "x"), "--shard", "4/3", *common]) == 2
+    assert "`--shard` must be K/N" in capsys.readouterr().err
+
+
+def test_merging_refuses_shards_that_miss_or_double_a_student(tmp_path):
+    from transformer_course.grading.grader import MergeError, merge_grades
+
+    def shard(index, students):
+        folder = tmp_path / f"s{index}"
+        folder.mkdir()
+        report = {"seed": 1, "shard": {"index": index, "count": 2}, "all_students": ["a", "b", "c"],
+                  "exercises": ["07.1"], "students": {name: [] for name in students}}
+        (folder / "grades.json").write_text(json.dumps(report))
+        return folder
+
+    with pytest.raises(MergeError, match=r"graded twice: \['b'\]; not graded: \['c'\]"):
+        merge_grades([shard(1, ["a", "b"]), shard(2, ["b"])], tmp_path / "out")

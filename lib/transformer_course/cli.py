@@ -313,8 +313,14 @@ def _command_release(arguments) -> int:
 
 
 def _command_grade(arguments) -> int:
-    from .grading.grader import draw_seed, grade_folder
+    from .grading.grader import draw_seed, grade_folder, parse_shard
     from .grading.sandbox import Limits, isolation_available
+
+    try:
+        shard = None if arguments.shard is None else parse_shard(arguments.shard)
+    except ValueError as error:
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
 
     limits = Limits(arguments.cell_timeout, arguments.notebook_timeout, arguments.memory_mb)
     hide = [folder for folder in arguments.hide if Path(folder).is_dir()]
@@ -324,13 +330,28 @@ def _command_grade(arguments) -> int:
     seed = draw_seed() if arguments.seed is None else arguments.seed
     try:
         results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
-                               workers=arguments.workers, hide=hide, seed=seed, progress=not arguments.quiet)
+                               workers=arguments.workers, hide=hide, seed=seed, progress=not arguments.quiet,
+                               shard=shard)
     except (FileNotFoundError, ImportError) as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
     students = {result.student for result in results}
     print(f"graded {len(results)} notebook(s) of {len(students)} student(s); report in {arguments.out}")
     print(f"secret seed {seed} (kept in grades.json; `--seed {seed}` grades with the same cases again)")
+    return 0
+
+
+def _command_merge_grades(arguments) -> int:
+    from .grading.grader import MergeError, merge_grades
+
+    try:
+        results = merge_grades(arguments.shards, arguments.out)
+    except MergeError as error:
+        print(f"merge-grades: {error}", file=sys.stderr)
+        return 1
+    students = {result.student for result in results}
+    print(f"merged {len(arguments.shards)} shard(s): {len(results)} notebook(s) of {len(students)} student(s); "
+          f"report in {arguments.out}")
     return 0
 
 
@@ -372,8 +393,14 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--memory-mb", type=int, default=4096, help="memory per kernel in MiB (default: 4096)")
     grade.add_argument("--seed", type=int, help="the grading cases' secret seed (default: a fresh one each run; "
                                                 "the one used is kept in grades.json)")
+    grade.add_argument("--shard", metavar="K/N", help="grade only shard K of N of the students (a fixed share by "
+                                                    "name); combine the N reports with merge-grades")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    merge = commands.add_parser("merge-grades", help="combine the reports of `grade --shard K/N` runs into one")
+    merge.add_argument("shards", nargs="+", metavar="SHARD_REPORT_DIR")
+    merge.add_argument("--out", required=True, metavar="REPORT_DIR", help="where the combined reports go")
     grade.set_defaults(handler=_command_grade)
+    merge.set_defaults(handler=_command_merge_grades)
 
     arguments = parser.parse_args(argv)
     from .datasets import pin_data_directory

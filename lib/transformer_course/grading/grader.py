@@ -28,6 +28,7 @@ import copy
 import csv
 import html
 import io
+import hashlib
 import json
 import os
 import re
@@ -50,7 +51,7 @@ from .markup import exercise_id_of, locked_cells
 from .sandbox import Limits, run_submission
 
 __all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "markdown_text",
-           "spreadsheet_cell"]
+           "spreadsheet_cell", "shard_of", "parse_shard", "merge_grades", "MergeError"]
 
 
 MAX_SUBMISSION_BYTES = 50 * 2**20
@@ -95,6 +96,24 @@ def read_submission(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> str:
 def display_name(name: str) -> str:
     """A folder name as reports show it: bytes that are not UTF-8 written as ``\\xNN`` escapes."""
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def shard_of(student: str, count: int) -> int:
+    """The shard (1..count) that grades ``student``: a hash of the folder name, the same on every machine."""
+    digest = hashlib.sha256(student.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/3"`` -> ``(2, 3)``.
+
+    Raises:
+        ValueError: naming ``--shard`` and the text received, unless 1 <= K <= N.
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise ValueError(f"`--shard` must be K/N with 1 <= K <= N, such as 2/3; received {text!r}.")
+    return int(match[1]), int(match[2])
 
 
 def draw_seed() -> int:
@@ -309,7 +328,7 @@ def spreadsheet_cell(value):
     return f"'{value}" if isinstance(value, str) and value.startswith(_FORMULA_START) else value
 
 
-def _reports(results: list, exercise_ids: list, seed: int | None = None) -> tuple[str, str, str]:
+def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: dict | None = None) -> tuple[str, str, str]:
     students = sorted({result.student for result in results})
     by_student = {student: [r for r in results if r.student == student] for student in students}
     maximum = sum(EXERCISES[e].points for e in exercise_ids)
@@ -333,7 +352,7 @@ def _reports(results: list, exercise_ids: list, seed: int | None = None) -> tupl
                 lines.append(f"| {x.exercise} | {x.points} / {x.max_points} | {x.status}: {markdown_text(x.message)} |")
         notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
         lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
-    return table.getvalue(), json.dumps({"seed": seed, "exercises": exercise_ids, "students": details}, indent=2), "\n".join(lines) + "\n"
+    return table.getvalue(), json.dumps({"seed": seed, **(extra or {}), "exercises": exercise_ids, "students": details}, indent=2), "\n".join(lines) + "\n"
 
 
 def _grade_job(arguments):
@@ -352,7 +371,8 @@ def _grade_job(arguments):
 
 
 def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(), workers: int = 1,
-                 hide=(), seed: int | None = None, environment: dict | None = None, progress: bool = True) -> list:
+                 hide=(), seed: int | None = None, environment: dict | None = None, progress: bool = True,
+                 shard: tuple[int, int] | None = None) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
 
     Args:
@@ -366,6 +386,8 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
             ``grades.json`` either way).
         environment: extra environment variables for the kernels.
         progress: bool, show a progress bar.
+        shard: ``(K, N)`` to grade only the students :func:`shard_of` gives to shard K of N (the
+            reports then hold those students; :func:`merge_grades` combines the N reports).
 
     Returns:
         list of :class:`NotebookResult`, sorted by student then notebook.
@@ -382,10 +404,11 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     if not releases:
         raise FileNotFoundError(f"no released notebooks NN_*.ipynb in {release_dir}")
     # Folders only, never followed links: a student folder that links elsewhere is not graded.
-    students = sorted(entry.name for entry in os.scandir(submissions_dir)
+    everyone = sorted(entry.name for entry in os.scandir(submissions_dir)
                       if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."))
-    if not students:
+    if not everyone:
         raise FileNotFoundError(f"no student folders in {submissions_dir}")
+    students = [student for student in everyone if shard is None or shard_of(student, shard[1]) == shard[0]]
     out_dir.mkdir(parents=True, exist_ok=True)
     seed = draw_seed() if seed is None else seed
     hidden = [str(submissions_dir.resolve()), str(out_dir.resolve()), *map(str, hide)]
@@ -410,7 +433,68 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
                 bar.update(1)
     bar.close()
     exercise_ids = [e.id for release in releases for e in _exercises_of(release.name)]
-    csv_text, json_text, markdown = _reports(results, exercise_ids, seed)
+    csv_text, json_text, markdown = _reports(results, exercise_ids, seed, {
+        "shard": None if shard is None else {"index": shard[0], "count": shard[1]},
+        "all_students": [display_name(student) for student in everyone]})
+    write_text_atomically(out_dir / "grades.csv", csv_text)
+    write_text_atomically(out_dir / "grades.json", json_text)
+    write_text_atomically(out_dir / "report.md", markdown)
+    return results
+
+
+class MergeError(ValueError):
+    """Shard reports that do not add up to one class; the message says what is missing or doubled."""
+
+
+def merge_grades(shard_dirs, out_dir) -> list:
+    """Combine the reports of ``grade --shard K/N`` runs into one set of reports in ``out_dir``.
+
+    Checks that there are exactly N shards of one run (indexes 1..N once each, one seed, one set of
+    exercises, one class list), that every student of the class was graded, and that no student
+    was graded twice.
+
+    Returns:
+        list of :class:`NotebookResult`, as :func:`grade_folder` returns for the whole class.
+
+    Raises:
+        MergeError: naming the shard folder or the students at fault.
+    """
+    reports = []
+    for folder in map(Path, shard_dirs):
+        try:
+            reports.append((folder, json.loads((folder / "grades.json").read_text(encoding="utf-8"))))
+        except (OSError, ValueError) as error:
+            raise MergeError(f"{folder}: no readable grades.json ({type(error).__name__})") from None
+    if not reports:
+        raise MergeError("no shard folders given")
+    shards = [report.get("shard") or {} for _, report in reports]
+    count = shards[0].get("count")
+    if any(not isinstance(shard.get("count"), int) for shard in shards) or {s["count"] for s in shards} != {count}:
+        raise MergeError("every folder must come from `grade --shard K/N` with the same N; received "
+                         + ", ".join(f"{folder}: {report.get('shard')}" for folder, report in reports))
+    indexes = sorted(shard["index"] for shard in shards)
+    if indexes != list(range(1, count + 1)):
+        raise MergeError(f"expected shards 1..{count} once each; received {indexes}")
+    first = reports[0][1]
+    for folder, report in reports[1:]:
+        for key in ("seed", "exercises", "all_students"):
+            if report.get(key) != first.get(key):
+                raise MergeError(f"{folder} was graded with another {key.replace('_', ' ')} than {reports[0][0]}")
+    graded: dict = {}
+    for folder, report in reports:
+        for student in report["students"]:
+            graded.setdefault(student, []).append(folder)
+    twice = sorted(student for student, folders in graded.items() if len(folders) > 1)
+    missing = sorted(set(first["all_students"]) - set(graded))
+    if twice or missing:
+        raise MergeError(f"graded twice: {twice or 'none'}; not graded: {missing or 'none'}")
+    results = [NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
+               for _, report in reports for items in report["students"].values() for item in items]
+    results.sort(key=lambda result: (result.student, result.notebook))
+    csv_text, json_text, markdown = _reports(results, first["exercises"], first.get("seed"), {
+        "shard": None, "merged_from": count, "all_students": first["all_students"]})
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomically(out_dir / "grades.csv", csv_text)
     write_text_atomically(out_dir / "grades.json", json_text)
     write_text_atomically(out_dir / "report.md", markdown)
