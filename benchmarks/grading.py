@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from transformer_course.datasets import pin_data_directory  # noqa: E402
 from transformer_course.grading.grader import grade_folder  # noqa: E402
-from transformer_course.grading.sandbox import Limits, isolation_available  # noqa: E402
+from transformer_course.grading.sandbox import Limits, sandbox_available  # noqa: E402
 from transformer_course.runtime import hardware  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,18 +51,20 @@ def main(argv=None) -> int:
                                 if '"grade_id": "exercise_' in p.read_text(encoding="utf-8")}):
             _submissions(scratch / f"single_{notebook}", notebook, 1)
             start = time.perf_counter()
-            grade_folder(scratch / f"single_{notebook}", scratch / f"report_{notebook}", release, limits, progress=False)
+            grade_folder(scratch / f"single_{notebook}", scratch / f"report_{notebook}", release, limits, progress=False,
+                         sandbox=sandbox_available())
             singles[notebook] = time.perf_counter() - start
         _submissions(scratch / "batch", arguments.notebook, arguments.submissions)
         rates = {}
         for workers in (1, 2):
             start = time.perf_counter()
-            grade_folder(scratch / "batch", scratch / f"report_{workers}", release, limits, workers=workers, progress=False)
+            grade_folder(scratch / "batch", scratch / f"report_{workers}", release, limits, workers=workers, progress=False,
+                         sandbox=sandbox_available())
             rates[workers] = arguments.submissions / (time.perf_counter() - start) * 60
 
     machine = hardware()
     print(f"Grading {arguments.submissions} submissions of notebook {arguments.notebook} (half solved, half "
-          f"untouched), smoke profile, sandbox isolation {'on' if isolation_available() else 'UNAVAILABLE'}")
+          f"untouched), smoke profile, bubblewrap sandbox {'on' if sandbox_available() else 'UNAVAILABLE (graded unconfined)'}")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores")
     for workers, rate in rates.items():
         print(f"  {workers} worker(s): {rate:6.1f} submissions/minute   (x{rate / rates[1]:.2f})")

@@ -8,7 +8,7 @@ import pytest
 from transformer_course.cli import main
 from transformer_course.exercises import EXERCISES
 from transformer_course.grading.grader import grade_folder
-from transformer_course.grading.sandbox import Limits
+from transformer_course.grading.sandbox import Limits, sandbox_available
 
 ROOT = Path(__file__).resolve().parents[1]
 WITH_EXERCISES = sorted({path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
@@ -61,7 +61,8 @@ def graded(tmp_path_factory):
             source = next((ROOT / folder).glob(f"{notebook}_*.ipynb"))
             shutil.copy(source, root / "submissions" / student / source.name)
             shutil.copy(next((ROOT / "release").glob(f"{notebook}_*.ipynb")), release)
-    results = grade_folder(root / "submissions", root / "report", release, LIMITS, workers=2, progress=False)
+    results = grade_folder(root / "submissions", root / "report", release, LIMITS, workers=2, progress=False,
+                           sandbox=sandbox_available())
     return {(r.student, r.notebook[:2]): r for r in results}
 
 

@@ -10,13 +10,19 @@ import os
 import shutil
 import socket
 import threading
+from pathlib import Path
 
 import nbformat
 import pytest
 
 from transformer_course.grading.grader import grade_folder
 from transformer_course.grading.markup import check_cell, release_folder, release_notebook, solution_cell
-from transformer_course.grading.sandbox import Limits, isolation_available
+from transformer_course.grading.sandbox import Limits, sandbox_available
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot run here")
+SANDBOX = sandbox_available()  # without bubblewrap the grading logic is still tested, unconfined
+MARKER = "sandbox-daemon-4d1f"  # in the command line of a process a submission leaves behind
 
 CAUSAL = """def causal_mask(length):
     ### BEGIN SOLUTION
@@ -150,6 +156,18 @@ def graded(tmp_path_factory):
             "for _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
             "os.chdir(base)")),
         "mangled_metadata": _mangled(solved),
+        # Escapes from the sandbox.
+        "reads_the_repository": inserted(solved, 2, (
+            f"open({str(ROOT / 'notebooks' / '04_self_attention.ipynb')!r}).read()")),
+        "reads_git": inserted(solved, 2, f"import os\nos.listdir({str(ROOT / '.git')!r})"),
+        "writes_the_package": inserted(solved, 2, (
+            "import transformer_course\nopen(transformer_course.__file__, 'a').write('# changed')")),
+        "reads_the_environment": inserted(solved, 2, (
+            "import os\nraise ValueError('seen: ' + os.environ.get('GRADER_SECRET', 'nothing'))")),
+        "leaves_a_daemon": inserted(solved, 2, (
+            "import subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', {MARKER!r}], "
+            "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")),
     }
     for student, notebook in submissions_by_student.items():
         (submissions / student).mkdir(parents=True)
@@ -167,8 +185,12 @@ def graded(tmp_path_factory):
     (submissions / "missing").mkdir()
 
     out = root / "report"
-    results = grade_folder(submissions, out, release_dir, LIMITS, workers=2, hide=[source_dir], progress=False,
-                           seed=SEED)
+    os.environ["GRADER_SECRET"] = "s3cr3t-token"  # in the grader's environment, never in a kernel's
+    try:
+        results = grade_folder(submissions, out, release_dir, LIMITS, workers=2, progress=False, seed=SEED,
+                               sandbox=SANDBOX)
+    finally:
+        del os.environ["GRADER_SECRET"]
     server.close()
     by_student = {r.student: r for r in results}
     return {"root": root, "out": out, "results": by_student, "release_dir": release_dir, "submissions": submissions,
@@ -241,17 +263,15 @@ def test_faking_a_pass_inside_the_kernel_earns_nothing(graded, student):
     assert scores == {"07.1": (0, "not attempted"), "07.2": (0, "not attempted")}
 
 
+@needs_sandbox
 def test_reading_the_instructors_files_fails(graded):
-    if not isolation_available():
-        pytest.skip("this machine does not allow unprivileged namespaces (unshare -rmn)")
     scores, result = outcome(graded, "reads_outside")
     assert scores == {"07.1": (0, "not attempted"), "07.2": (0, "not attempted")}
     assert any("FileNotFoundError" in problem for problem in result.problems)
 
 
+@needs_sandbox
 def test_the_kernel_has_no_network(graded):
-    if not isolation_available():
-        pytest.skip("this machine does not allow unprivileged namespaces (unshare -rmn)")
     scores, result = outcome(graded, "uses_network")
     assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}
     assert "Connection" in result.exercises[0].message or "unreachable" in result.exercises[0].message
@@ -267,7 +287,7 @@ def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "not a valid notebook" in result.exercises[0].message
     assert outcome(graded, "missing")[0] == {"07.1": (0, "not submitted"), "07.2": (0, "not submitted")}
-    assert len(graded["results"]) == 25  # every folder but the linked one
+    assert len(graded["results"]) == 30  # every folder but the linked one
 
 
 def test_reports(graded):
@@ -287,7 +307,7 @@ def test_grading_is_deterministic(graded, tmp_path):
         shutil.copytree(graded["submissions"] / student, submissions / student)
     again = {r.student: [(x.exercise, x.points, x.status, x.message) for x in r.exercises]
              for r in grade_folder(submissions, tmp_path / "out", graded["release_dir"], LIMITS, progress=False,
-                                   seed=SEED)}
+                                   seed=SEED, sandbox=SANDBOX)}
     for student, exercises in again.items():
         first = graded["results"][student]
         assert exercises == [(x.exercise, x.points, x.status, x.message) for x in first.exercises]
@@ -320,7 +340,8 @@ def test_cli_grade_writes_the_reports(graded, capsys):
     submissions = graded["root"] / "cli_submissions"
     shutil.copytree(graded["submissions"] / "full", submissions / "full")
     out = graded["root"] / "cli_report"
-    assert main(["grade", str(submissions), "--out", str(out), "--release-dir", str(graded["release_dir"]), "--quiet"]) == 0
+    assert main(["grade", str(submissions), "--out", str(out), "--release-dir", str(graded["release_dir"]), "--quiet",
+                 *([] if SANDBOX else ["--unsafe-no-sandbox"])]) == 0
     assert "full,1,3,4,4" in (out / "grades.csv").read_text().splitlines()
     assert "graded 1 notebook(s) of 1 student(s)" in capsys.readouterr().out
 
@@ -440,7 +461,8 @@ def test_three_shards_merged_give_the_grades_of_one_run(graded, tmp_path, capsys
     submissions = tmp_path / "class"
     for student in ("full", "one_wrong", "release", "corrupt", "missing", "syntax_error"):
         shutil.copytree(graded["submissions"] / student, submissions / student)
-    common = ["--release-dir", str(graded["release_dir"]), "--seed", "777", "--quiet", "--workers", "2"]
+    common = ["--release-dir", str(graded["release_dir"]), "--seed", "777", "--quiet", "--workers", "2",
+              *([] if SANDBOX else ["--unsafe-no-sandbox"])]
     assert main(["grade", str(submissions), "--out", str(tmp_path / "whole"), *common]) == 0
     for k in (1, 2, 3):
         assert main(["grade", str(submissions), "--out", str(tmp_path / f"shard{k}"), "--shard", f"{k}/3", *common]) == 0
@@ -473,3 +495,46 @@ def test_merging_refuses_shards_that_miss_or_double_a_student(tmp_path):
 
     with pytest.raises(MergeError, match=r"graded twice: \['b'\]; not graded: \['c'\]"):
         merge_grades([shard(1, ["a", "b"]), shard(2, ["b"])], tmp_path / "out")
+
+
+@needs_sandbox
+@pytest.mark.parametrize("student, problem", [
+    ("reads_the_repository", "FileNotFoundError"), ("reads_git", "FileNotFoundError"),
+    ("writes_the_package", "OSError")])
+def test_the_sandbox_shows_only_what_is_allowed(graded, student, problem):
+    scores, result = outcome(graded, student)
+    assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}  # the honest part still counts
+    assert any(f"raised {problem}" in note for note in result.problems), result.problems
+
+
+@needs_sandbox
+def test_the_graders_environment_never_reaches_a_kernel(graded):
+    _, result = outcome(graded, "reads_the_environment")
+    assert any("seen: nothing" in note for note in result.problems), result.problems
+    assert "s3cr3t" not in json.dumps([r.problems for r in graded["results"].values()])
+
+
+@needs_sandbox
+def test_nothing_a_submission_starts_outlives_its_sandbox(graded):
+    assert outcome(graded, "leaves_a_daemon")[0] == {"07.1": (1, "passed"), "07.2": (3, "passed")}
+    import time
+
+    time.sleep(1)
+    alive = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()
+             and MARKER in (entry / "cmdline").read_bytes().decode("utf-8", "replace") if (entry / "cmdline").exists()]
+    assert not alive
+
+
+def test_without_the_sandbox_grading_refuses_unless_asked(graded, tmp_path, monkeypatch, capsys):
+    from transformer_course.cli import main
+    from transformer_course.grading import grader
+
+    monkeypatch.setattr(grader, "sandbox_available", lambda: False)
+    submissions = tmp_path / "class"
+    shutil.copytree(graded["submissions"] / "full", submissions / "full")
+    arguments = ["grade", str(submissions), "--out", str(tmp_path / "out"), "--release-dir", str(graded["release_dir"]),
+                 "--quiet"]
+    assert main(arguments) == 2
+    assert "needs bubblewrap" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert main([*arguments, "--unsafe-no-sandbox"]) == 0
+    assert "--unsafe-no-sandbox" in (tmp_path / "out" / "report.md").read_text()

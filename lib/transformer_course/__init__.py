@@ -10,3 +10,4 @@ from .runtime import start_notebook
 __version__ = "0.1.0"
 
 __all__ = ["PROFILE_NAMES", "Profile", "Settings", "profile", "start_notebook", "__version__"]
+# changed

@@ -48,7 +48,7 @@ from .._files import write_text_atomically
 from ..exercises import EXERCISES
 from . import inspection, protocol
 from .markup import exercise_id_of, locked_cells
-from .sandbox import Limits, run_submission
+from .sandbox import Limits, SandboxUnavailable, run_submission, sandbox_available
 
 __all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "markdown_text",
            "spreadsheet_cell", "shard_of", "parse_shard", "merge_grades", "MergeError"]
@@ -252,8 +252,8 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
     return result("passed", f"all {len(cases)} cases match")
 
 
-def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), seed: int = 0,
-                   environment: dict | None = None) -> NotebookResult:
+def grade_notebook(student: str, path, release_path, limits: Limits, seed: int = 0,
+                   environment: dict | None = None, sandbox: bool = True, release=None) -> NotebookResult:
     """Grade one submitted notebook against its released version; never raises for the submission.
 
     Args:
@@ -261,9 +261,11 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
         path: the submitted ``.ipynb`` (it may be missing or invalid).
         release_path: the released notebook it should be a completed copy of.
         limits: :class:`~.sandbox.Limits`.
-        hide: folders the student's kernel must not see.
         seed: int, the grading run's secret seed (:func:`draw_seed`).
-        environment: extra environment variables for the kernel (``COURSE_PROFILE`` defaults to smoke).
+        environment: values for the kernel's allow-listed variables (``COURSE_PROFILE`` defaults to smoke).
+        sandbox: bool, run the kernel in the bubblewrap sandbox (:mod:`.sandbox`); False only for
+            code the instructor trusts.
+        release: the released notebook, already read (else it is read from ``release_path``).
 
     Returns:
         :class:`NotebookResult`.
@@ -284,7 +286,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
     except Exception as error:  # noqa: BLE001 - any unreadable file scores 0 with the reason
         # Named by type only: a validation message would quote the submission's own bytes.
         return _zero(outcome, exercises, "error", f"not a valid notebook ({type(error).__name__})")
-    release = nbformat.read(release_path, as_version=4)
+    release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
     _insert_captures(submission)
@@ -297,7 +299,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, hide=(), se
             cases[exercise.id].append((label, arguments, nonce, key))
             requests[key] = (protocol.request_code(exercise.id, exercise.function_name, arguments, nonce), nonce)
     env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
-    run = run_submission(submission, requests, list(hide), limits, env)
+    run = run_submission(submission, requests, limits, env, sandbox=sandbox)
     outcome.problems, outcome.isolated = run.problems, run.isolated
     if run.stopped:
         outcome.flags.append(f"stopped: {run.stopped}")
@@ -342,8 +344,8 @@ def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: 
     lines = ["# Grading report", "", f"{len(students)} student(s), exercises {', '.join(exercise_ids)} "
              f"({maximum} points in all).", ""]
     if any(r.isolated is False for r in results):
-        lines += ["**Warning:** this machine does not allow unprivileged namespaces (`unshare -rmn`), so "
-                  "submissions ran without network and folder isolation.", ""]
+        lines += ["**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
+                  "network and with the grading machine's files in reach.", ""]
     for student in students:
         total = sum(x.points for r in by_student[student] for x in r.exercises)
         lines += [f"## {markdown_text(student)}: {total} / {maximum}", "", "| exercise | points | result |", "|---|---|---|"]
@@ -359,7 +361,8 @@ def _grade_job(arguments):
     """Grade one notebook; whatever goes wrong becomes that student's row, never the batch's end."""
     student, path, release = arguments[0], arguments[1], arguments[2]
     try:
-        result = grade_notebook(*arguments[:4], hide=arguments[4], seed=arguments[5], environment=arguments[6])
+        result = grade_notebook(*arguments[:4], seed=arguments[4], environment=arguments[5], sandbox=arguments[6],
+                                release=arguments[7])
     except BaseException as error:  # noqa: BLE001 - RecursionError, MemoryError... one submission, one row
         if isinstance(error, KeyboardInterrupt):
             raise
@@ -371,8 +374,8 @@ def _grade_job(arguments):
 
 
 def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(), workers: int = 1,
-                 hide=(), seed: int | None = None, environment: dict | None = None, progress: bool = True,
-                 shard: tuple[int, int] | None = None) -> list:
+                 seed: int | None = None, environment: dict | None = None, progress: bool = True,
+                 shard: tuple[int, int] | None = None, sandbox: bool = True) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
 
     Args:
@@ -381,19 +384,21 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         release_dir: the released notebooks (``transformer-course release``).
         limits: :class:`~.sandbox.Limits` for each notebook.
         workers: int, notebooks graded at once (each in its own process and kernel).
-        hide: extra folders kernels must not see; the submissions and output folders always are.
         seed: int, the secret seed of the grading cases; None draws a fresh one (recorded in
             ``grades.json`` either way).
         environment: extra environment variables for the kernels.
         progress: bool, show a progress bar.
         shard: ``(K, N)`` to grade only the students :func:`shard_of` gives to shard K of N (the
             reports then hold those students; :func:`merge_grades` combines the N reports).
+        sandbox: bool, run every kernel in the bubblewrap sandbox; False grades unconfined (the
+            report says so in bold).
 
     Returns:
         list of :class:`NotebookResult`, sorted by student then notebook.
 
     Raises:
         FileNotFoundError: if ``submissions_dir`` or ``release_dir`` does not exist or has nothing to grade.
+        SandboxUnavailable: if ``sandbox`` is True and bubblewrap cannot run here (nothing is graded).
     """
     from tqdm.auto import tqdm
 
@@ -409,10 +414,16 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     if not everyone:
         raise FileNotFoundError(f"no student folders in {submissions_dir}")
     students = [student for student in everyone if shard is None or shard_of(student, shard[1]) == shard[0]]
+    if sandbox and not sandbox_available():
+        raise SandboxUnavailable(
+            "the grading sandbox needs bubblewrap (`bwrap`; Debian/Ubuntu: apt-get install bubblewrap) and "
+            "unprivileged user namespaces, and cannot run here; nothing was graded. Pass --unsafe-no-sandbox "
+            "to grade without it, only for code you trust.")
     out_dir.mkdir(parents=True, exist_ok=True)
     seed = draw_seed() if seed is None else seed
-    hidden = [str(submissions_dir.resolve()), str(out_dir.resolve()), *map(str, hide)]
-    jobs = [(student, submissions_dir / student / release.name, release, limits, hidden, seed, environment)
+    loaded = {release.name: dict(nbformat.read(release, as_version=4)) for release in releases}  # read once
+    jobs = [(student, submissions_dir / student / release.name, release, limits, seed, environment, sandbox,
+             loaded[release.name])
             for student in students for release in releases]
     bar = tqdm(total=len(jobs), desc="grading", unit="notebook", disable=not progress)
     results = []

@@ -1,14 +1,21 @@
-"""A kernel for one submission: its own temporary folder, no network, limits on time and memory.
+"""A kernel for one submission, in an allow-list sandbox, with limits on time, memory and output.
 
-Isolation uses Linux namespaces through ``unshare`` (util-linux) when the machine allows
-unprivileged ones: a new network namespace (no interface but loopback, so no network) and a new
-mount namespace in which the instructor's folders (source notebooks with solutions, the other
-submissions, the report folder) are covered by empty ``tmpfs`` mounts. Where ``unshare`` is not
-permitted the kernel runs without that isolation and every result says so.
+The sandbox is bubblewrap (``bwrap``, Debian/Ubuntu package ``bubblewrap``), which needs
+unprivileged user namespaces from the host. Inside it the kernel has:
 
-Limits: a wall-clock limit per cell and per notebook, and a memory limit on the kernel's process
-tree (resident memory, polled every 0.1 s). Breaking one stops that kernel; the grader records
-why and goes on with the next submission.
+* no capabilities, and its own user, PID, IPC, UTS, cgroup and network namespaces: no network
+  (not even loopback to the host), and every process it starts dies with it;
+* a file system built from an allow-list: the system's programs and libraries, the Python
+  installation and virtual environment, the course package and the data cache, all read-only;
+  a private, empty working folder (its home) and a private ``/tmp``; nothing else, so the
+  instructor's notebooks, ``.git``, other submissions and the reports are not there at all;
+* an environment built from an allow-list (nothing of the grader's own environment, so no
+  secret in it reaches student code).
+
+Limits: a wall-clock limit per cell and per notebook, and a memory limit on the whole sandbox
+(resident memory of all its processes, polled every 0.1 s). Breaking one stops the sandbox; the
+grader records why and goes on with the next submission. Without bubblewrap, grading refuses to
+run unless the instructor asks for ``sandbox=False`` (``--unsafe-no-sandbox``).
 """
 
 from __future__ import annotations
@@ -30,7 +37,15 @@ from jupyter_client.manager import KernelManager
 
 from . import protocol
 
-__all__ = ["Limits", "SandboxResult", "run_submission", "isolation_available"]
+__all__ = ["Limits", "SandboxResult", "run_submission", "sandbox_available", "sandbox_command", "SandboxUnavailable",
+           "KERNEL_ENVIRONMENT"]
+
+# The only variables a kernel gets from the grader's environment (when set there).
+KERNEL_ENVIRONMENT = ("COURSE_PROFILE", "COURSE_DATA_DIR", "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "MPLBACKEND", "LANG")
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or the host refuses it the namespaces it needs."""
 
 
 @dataclass(frozen=True)
@@ -60,21 +75,88 @@ class SandboxResult:
 
 
 @lru_cache(maxsize=1)
-def isolation_available() -> bool:
-    """True when ``unshare`` can create user, mount and network namespaces here."""
+def sandbox_available() -> bool:
+    """True when bubblewrap is installed and can make the namespaces the sandbox uses here."""
+    if shutil.which("bwrap") is None:
+        return False
     try:
-        return subprocess.run(["unshare", "-rmn", "true"], capture_output=True, timeout=10).returncode == 0
+        probe = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--", "true"]
+        return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
 
+def _readonly_paths() -> list[str]:
+    """What a kernel may read: system folders, Python, its packages, the course package, the data."""
+    import transformer_course
+
+    paths = [str(Path(sys.base_prefix).resolve()), str(Path(sys.prefix).resolve()),
+             str(Path(transformer_course.__file__).resolve().parent)]
+    paths += [str(Path(entry).resolve()) for entry in sys.path
+              if entry and Path(entry).is_dir() and Path(entry).name in ("site-packages", "dist-packages")]
+    data = os.environ.get("COURSE_DATA_DIR")
+    if data and Path(data).is_dir():
+        paths.append(str(Path(data).resolve()))
+    kept = []
+    for path in sorted(set(paths), key=len):  # a folder inside one already kept adds nothing
+        if not any(path == other or path.startswith(other.rstrip("/") + "/") for other in kept):
+            kept.append(path)
+    return kept
+
+
+def sandbox_command(workdir: str, environment: dict) -> list[str]:
+    """The ``bwrap`` command line that starts a kernel in the sandbox (see the module docstring).
+
+    Args:
+        workdir: str, the kernel's private working folder (it holds the connection file and the
+            kernel's sockets, so it is the one folder shared with the grader).
+        environment: the kernel's whole environment.
+
+    Returns:
+        list of str, ending with the Python command that starts ``ipykernel``.
+    """
+    command = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv",
+               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp"]
+    for system in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"):
+        if os.path.islink(system):
+            command += ["--symlink", os.readlink(system), system]
+        elif os.path.isdir(system):
+            command += ["--ro-bind", system, system]
+    for path in _readonly_paths():
+        command += ["--ro-bind", path, path]
+    command += ["--bind", workdir, workdir, "--chdir", workdir]
+    for key, value in environment.items():
+        command += ["--setenv", key, value]
+    return [*command, "--", sys.executable, "-m", "ipykernel_launcher"]
+
+
+def _kernel_environment(workdir: str, extra: dict | None) -> dict:
+    """The allow-listed environment of a kernel: nothing else of the grader's reaches it."""
+    environment = {key: os.environ[key] for key in KERNEL_ENVIRONMENT if key in os.environ}
+    environment.update({key: str(value) for key, value in (extra or {}).items() if key in KERNEL_ENVIRONMENT})
+    environment.update({
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": workdir,
+        "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1", "LANG": environment.get("LANG", "C.UTF-8"),
+    })
+    return environment
+
+
 class _SandboxedKernelManager(KernelManager):
-    """Starts ipykernel through :mod:`transformer_course.grading.launch`, inside namespaces if possible."""
+    """Starts ipykernel with the command in ``launch_prefix`` (the sandbox, or plain Python)."""
 
     launch_prefix: list = []
 
     def format_kernel_cmd(self, extra_arguments=None):
         return [*self.launch_prefix, "-f", self.connection_file]
+
+    def interrupt_kernel(self) -> None:
+        """Interrupt through the control channel: a signal sent to the sandbox's process group would
+        not reach a kernel inside its own PID namespace; ipykernel interrupts itself on the message."""
+        if not self.has_kernel:
+            return
+        self._connect_control_socket()
+        self.session.send(self._control_socket, self.session.msg("interrupt_request", content={}))
 
 
 def _process_tree_rss(pid: int) -> int:
@@ -237,7 +319,8 @@ def _working_folder():
             subprocess.run(["rm", "-rf", "--one-file-system", workdir], capture_output=True, timeout=300, check=False)
 
 
-def run_submission(notebook, requests: dict, hide: list, limits: Limits, environment: dict | None = None) -> SandboxResult:
+def run_submission(notebook, requests: dict, limits: Limits, environment: dict | None = None,
+                   sandbox: bool = True) -> SandboxResult:
     """Run a submitted notebook top to bottom in a sandboxed kernel, then the grader's requests.
 
     Args:
@@ -246,25 +329,24 @@ def run_submission(notebook, requests: dict, hide: list, limits: Limits, environ
             nonce); only the lines carrying the nonce are kept from the call's output. Keys
             look like ``"04.1#2"`` (exercise, case), and after one call of an exercise runs past
             the cell limit that exercise's other calls are skipped.
-        hide: folders the kernel must not see (covered by empty mounts when isolation works).
         limits: :class:`Limits`.
-        environment: extra environment variables for the kernel.
+        environment: values for the kernel's allow-listed variables (``KERNEL_ENVIRONMENT``).
+        sandbox: bool, run the kernel in the bubblewrap sandbox; False runs it unconfined (only
+            for code the instructor trusts).
 
     Returns:
         :class:`SandboxResult`; never raises for anything the submission does.
     """
-    result = SandboxResult(isolated=isolation_available())
+    result = SandboxResult(isolated=sandbox)
     with _working_folder() as workdir:
-        launcher = [sys.executable, "-m", "transformer_course.grading.launch", "--workdir", workdir]
-        if result.isolated:
-            launcher.append("--isolated")
-        for folder in hide:
-            launcher += ["--hide", str(Path(folder).resolve())]
+        env = _kernel_environment(workdir, environment)
         manager = _SandboxedKernelManager(transport="ipc", ip=str(Path(workdir, "kernel")))
-        manager.launch_prefix = (["unshare", "-rmn", "--"] if result.isolated else []) + launcher + ["--"]
         manager.connection_file = str(Path(workdir, "connection.json"))
-        # HOME and TMPDIR in the working folder: whatever the kernel writes goes when it does.
-        env = {**os.environ, **(environment or {}), "HOME": workdir, "TMPDIR": workdir, "PYTHONNOUSERSITE": "1"}
+        if sandbox:
+            manager.launch_prefix = sandbox_command(workdir, env)
+        else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
+            env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
+            manager.launch_prefix = [sys.executable, "-m", "ipykernel_launcher"]
         watchdog, client = _Watchdog(manager, limits), None
         try:
             manager.start_kernel(env=env, cwd=workdir)
