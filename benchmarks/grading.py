@@ -1,5 +1,8 @@
 """Grading throughput: 20 submissions of one course notebook, with 1 and then 2 workers.
 
+Each worker count is timed in the bubblewrap sandbox and unconfined (``--unsafe-no-sandbox``),
+side by side in one run, so the sandbox's cost is a ratio measured on the same machine and load.
+
 Half the submissions are the instructor's solved notebook, half the untouched release, so both
 full runs and "not attempted" runs are timed. Each submission runs in its own sandboxed kernel in
 the smoke profile, exactly as ``transformer-course grade`` runs it. Prints submissions/minute for
@@ -57,17 +60,20 @@ def main(argv=None) -> int:
         _submissions(scratch / "batch", arguments.notebook, arguments.submissions)
         rates = {}
         for workers in (1, 2):
-            start = time.perf_counter()
-            grade_folder(scratch / "batch", scratch / f"report_{workers}", release, limits, workers=workers, progress=False,
-                         sandbox=sandbox_available())
-            rates[workers] = arguments.submissions / (time.perf_counter() - start) * 60
+            for sandbox in ([True, False] if sandbox_available() else [False]):
+                start = time.perf_counter()
+                grade_folder(scratch / "batch", scratch / f"report_{workers}_{sandbox}", release, limits,
+                             workers=workers, progress=False, sandbox=sandbox)
+                rates[workers, sandbox] = arguments.submissions / (time.perf_counter() - start) * 60
 
     machine = hardware()
     print(f"Grading {arguments.submissions} submissions of notebook {arguments.notebook} (half solved, half "
           f"untouched), smoke profile, bubblewrap sandbox {'on' if sandbox_available() else 'UNAVAILABLE (graded unconfined)'}")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores")
-    for workers, rate in rates.items():
-        print(f"  {workers} worker(s): {rate:6.1f} submissions/minute   (x{rate / rates[1]:.2f})")
+    for (workers, sandbox), rate in rates.items():
+        where = "sandbox   " if sandbox else "unconfined"
+        ratio = f"   sandbox / unconfined: x{rate / rates[workers, False]:.2f}" if sandbox else ""
+        print(f"  {workers} worker(s), {where}: {rate:6.1f} submissions/minute{ratio}")
     print("one submission of each notebook with exercises (target <= 60 s):")
     for notebook, seconds in singles.items():
         print(f"  {notebook}: {seconds:5.1f} s  {'ok' if seconds <= 60 else 'OVER'}")
