@@ -7,6 +7,12 @@ import pytest
 
 import transformer_course.exercises as exercises
 from transformer_course.exercises import EXERCISES, check, evaluate
+from transformer_course.grading import references
+
+
+def _reference(exercise_id):
+    """The grader's reference for ``exercise_id``, as a function of keyword arguments."""
+    return lambda **arguments: references.expected(exercise_id, arguments)
 
 
 def test_every_notebook_has_at_least_two_graded_exercises():
@@ -20,7 +26,7 @@ def test_every_notebook_has_at_least_two_graded_exercises():
 @pytest.mark.parametrize("exercise_id", list(EXERCISES))
 def test_the_reference_solution_passes_quickly(exercise_id):
     start = time.perf_counter()
-    verdict = evaluate(exercise_id, EXERCISES[exercise_id].reference)
+    verdict = evaluate(exercise_id, _reference(exercise_id))
     assert verdict.passed, verdict.message
     assert verdict.points == verdict.max_points > 0
     assert time.perf_counter() - start < 1.0
@@ -37,7 +43,7 @@ def test_an_untouched_stub_is_not_attempted(exercise_id):
 
 @pytest.mark.parametrize("exercise_id", list(EXERCISES))
 def test_a_wrong_answer_fails_and_says_where(exercise_id):
-    reference = EXERCISES[exercise_id].reference
+    reference = _reference(exercise_id)
 
     def off_by_a_little(**kwargs):
         result = reference(**kwargs)
@@ -60,7 +66,7 @@ def test_a_wrong_shape_is_named():
 
 def test_a_mask_leak_is_named():
     def unmasked(query, key, value, mask=None):
-        return exercises.catalog._attention_reference(query, key, value, None)
+        return references._attention_reference(query, key, value, None)
 
     verdict = evaluate("04.1", unmasked)
     assert verdict.status == "failed" and "mask leak" in verdict.message
@@ -101,3 +107,13 @@ def test_verdicts_are_deterministic():
     wrong = lambda values, mask: np.max(values, axis=1)  # noqa: E731 - ignores the mask
     assert evaluate("06.1", wrong) == evaluate("06.1", wrong)
     assert evaluate("06.1", wrong).status == "failed"
+
+
+def test_the_stored_public_cases_are_those_the_references_give():
+    """public_cases.json, which students' checks read, is regenerated from the grader's references."""
+    assert references.PUBLIC_CASES.read_text(encoding="utf-8") == references.public_cases(), \
+        "run: python -c 'from transformer_course.grading.references import write_public_cases; write_public_cases()'"
+
+
+def test_students_see_no_reference_or_case_generator():
+    assert not any(hasattr(exercise, name) for exercise in EXERCISES.values() for name in ("reference", "cases"))

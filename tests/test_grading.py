@@ -125,7 +125,7 @@ def graded(tmp_path_factory):
             "def causal_mask(length):\n"
             f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
             "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "library_copy": with_cell(release, 2, "from transformer_course.exercises.catalog import _causal_reference as causal_mask"),
+        "library_copy": with_cell(release, 2, "from transformer_course.grading.references import _causal_reference as causal_mask"),
         # Honest answers written in ordinary but unexpected ways.
         "tensor_answer": with_cell(solved, 2, (
             "import keras\n"
@@ -138,9 +138,13 @@ def graded(tmp_path_factory):
         "answer_below_stub": inserted(release, 3, CAUSAL),
         # Dishonest ones.
         "wrapper": with_cell(release, 2, (
-            "from transformer_course.exercises import EXERCISES\n"
+            "from transformer_course import masks\n"
             "def causal_mask(length):\n"
-            "    return EXERCISES['07.1'].reference(length=length)")),
+            "    return np.asarray(masks.causal_mask(length))")),
+        "reads_the_references": inserted(solved, 2, (
+            "import transformer_course, pathlib\n"
+            "print(len((pathlib.Path(transformer_course.__file__).parent / 'grading' / 'references.py').read_text()))\n"
+            "from transformer_course.grading.references import expected")),
         "forged_reply": with_cell(solved, 2, (
             "import sys\n"
             "def causal_mask(length):\n"
@@ -279,7 +283,12 @@ def test_the_kernel_has_no_network(graded):
 
 def test_the_librarys_own_function_is_not_the_students_work(graded):
     scores, result = outcome(graded, "library_copy")
-    assert scores["07.1"] == (0, "failed") and "library's own" in result.exercises[0].message
+    if SANDBOX:  # the references are not even there
+        assert scores["07.1"] == (0, "not attempted")
+        assert any(f"raised {error}" in p for p in result.problems for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), \
+            result.problems
+    else:
+        assert scores["07.1"] == (0, "failed") and "library's own" in result.exercises[0].message
 
 
 def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
@@ -287,7 +296,7 @@ def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "not a valid notebook" in result.exercises[0].message
     assert outcome(graded, "missing")[0] == {"07.1": (0, "not submitted"), "07.2": (0, "not submitted")}
-    assert len(graded["results"]) == 30  # every folder but the linked one
+    assert len(graded["results"]) == 31  # every folder but the linked one
 
 
 def test_reports(graded):
@@ -415,12 +424,13 @@ def test_odd_folder_names_get_rows_and_linked_folders_none(graded):
 
 def test_every_run_draws_its_own_secret_cases():
     from transformer_course.exercises import EXERCISES
+    from transformer_course.grading import references
     from transformer_course.grading.grader import _cases, draw_seed
 
     assert len({draw_seed() for _ in range(5)}) > 1
     exercise = EXERCISES["04.1"]
     first, second = _cases(exercise, 1), _cases(exercise, 2)
-    public = exercise.cases(__import__("numpy").random.default_rng(0))
+    public = references.cases("04.1", __import__("numpy").random.default_rng(0))
     assert str(first[:len(public)]) == str(second[:len(public)])  # the public cases students check with
     assert str(first[len(public):]) != str(second[len(public):])  # the secret ones differ by seed
 
@@ -505,6 +515,15 @@ def test_the_sandbox_shows_only_what_is_allowed(graded, student, problem):
     scores, result = outcome(graded, student)
     assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}  # the honest part still counts
     assert any(f"raised {problem}" in note for note in result.problems), result.problems
+
+
+@needs_sandbox
+def test_the_graders_references_are_out_of_reach(graded):
+    scores, result = outcome(graded, "reads_the_references")
+    assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}
+    # The file is covered: reading it, or importing it, fails.
+    assert any(f"raised {error}" in p for p in result.problems for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), \
+        result.problems
 
 
 @needs_sandbox

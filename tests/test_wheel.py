@@ -65,8 +65,8 @@ def test_the_wheel_ships_the_package_and_its_license_only(installed):
 def test_the_installed_command_line_check_release_grade_and_a_smoke_notebook(installed):
     python, command, work, _ = installed
     assert "release" in _run(command, "--help", cwd=work)
-    verdict = _run(python, "-c", "from transformer_course.exercises import check, EXERCISES\n"
-                   "check('04.1', EXERCISES['04.1'].reference)", cwd=work)
+    verdict = _run(python, "-c", "import numpy as np\nfrom transformer_course.exercises import check\n"
+                   "check('07.1', lambda length: np.tril(np.ones((length, length), bool)))", cwd=work)
     assert "✓" in verdict
     (work / "notebooks").mkdir()
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / "notebooks" / NOTEBOOK)

@@ -10,8 +10,9 @@ dtype, the first differing value and where, a mask leak — or "not attempted ye
 still raises ``NotImplementedError``. It never shows a traceback, runs offline in well under a
 second, and never raises (whatever the student's function does).
 
-Each exercise runs the student's function on a few cases made from a fixed seed and compares the
-results with the package's own implementation (the reference). :func:`evaluate` returns the
+Each exercise runs the student's function on its public cases and compares the results with the
+expected outputs stored beside them (``public_cases.json``); the references themselves, and the
+secret cases a grader draws, are not in what students can import. :func:`evaluate` returns the
 verdict as an object instead of printing it.
 """
 
@@ -24,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .catalog import EXERCISES, Exercise
+from .catalog import EXERCISES, Exercise, public_cases
 from .compare import compare_outputs
 
-__all__ = ["check", "evaluate", "Verdict", "EXERCISES", "Exercise", "compare_outputs"]
+__all__ = ["check", "evaluate", "Verdict", "EXERCISES", "Exercise", "compare_outputs", "public_cases"]
 
 _TIME_LIMIT_SECONDS = 10
 
@@ -83,13 +84,12 @@ def _time_limit(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-def evaluate(exercise_id: str, candidate, seed: int = 0) -> Verdict:
+def evaluate(exercise_id: str, candidate) -> Verdict:
     """Check ``candidate`` against exercise ``exercise_id``; return the verdict, print nothing.
 
     Args:
         exercise_id: str, e.g. ``"04.1"``; see ``EXERCISES``.
         candidate: the student's function (or ``None`` if they have not written one).
-        seed: int, chooses the test cases (the notebooks use 0).
 
     Returns:
         :class:`Verdict`. Never raises for anything the candidate does.
@@ -106,8 +106,8 @@ def evaluate(exercise_id: str, candidate, seed: int = 0) -> Verdict:
 
     if not callable(candidate):
         return verdict("not attempted", f"expected a function `{exercise.function_name}`; received {type(candidate).__name__}.")
-    cases = exercise.cases(np.random.default_rng(seed))
-    for number, (label, arguments) in enumerate(cases, start=1):
+    cases = public_cases(exercise_id)
+    for number, (label, arguments, expected) in enumerate(cases, start=1):
         try:
             with _time_limit(_TIME_LIMIT_SECONDS), np.errstate(all="ignore"):
                 received = candidate(**arguments)
@@ -117,12 +117,12 @@ def evaluate(exercise_id: str, candidate, seed: int = 0) -> Verdict:
             return verdict("error", f"case {number} ({label}) took longer than {_TIME_LIMIT_SECONDS} s — an endless loop?")
         except Exception as error:  # noqa: BLE001 - report, never re-raise, the student's error
             return verdict("error", f"case {number} ({label}) raised {type(error).__name__}: {str(error)[:200]}")
-        problem = exercise.judge(arguments, received)
+        problem = exercise.judge(arguments, received, expected)
         if problem:
             return verdict("failed", f"case {number} ({label}): {problem}")
     return verdict("passed", f"{exercise.title} — all {len(cases)} cases match.")
 
 
-def check(exercise_id: str, candidate, seed: int = 0) -> None:
+def check(exercise_id: str, candidate) -> None:
     """Print a friendly verdict for the student's ``candidate``; see :func:`evaluate`."""
-    print(evaluate(exercise_id, candidate, seed))
+    print(evaluate(exercise_id, candidate))

@@ -1,25 +1,28 @@
-"""The course's graded exercises: what the student writes, the cases it is run on, the reference.
+"""The course's graded exercises as students see them: names, points, and the public cases.
 
 Every exercise is a plain NumPy/Python function, so a check runs in milliseconds with no model,
-no download and no GPU. Cases come from a seeded generator; the reference is the package's own
-implementation where one exists in NumPy, else the few lines of NumPy written here.
+no download and no GPU. A student's instant check runs the function on the exercise's public
+cases, stored with their expected outputs in ``public_cases.json`` beside this file. The
+references and the generators of the secret grading cases are not here: they live only in the
+grader (:mod:`transformer_course.grading.references`).
 """
 
 from __future__ import annotations
 
-import math
-import string
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
-from ..datasets import one_hot_decode, one_hot_encode
-from ..decoding import greedy_decode
-from ..grading.protocol import NextTokenTable, plain_value
+from ..grading.protocol import decode, plain_value
 from .compare import compare_outputs
 
-__all__ = ["Exercise", "EXERCISES"]
+__all__ = ["Exercise", "EXERCISES", "public_cases"]
+
+PUBLIC_CASES = Path(__file__).with_name("public_cases.json")
 
 
 @dataclass(frozen=True)
@@ -31,10 +34,8 @@ class Exercise:
         title: str, shown in verdicts and reports.
         function_name: str, the name of the function the student writes.
         points: int.
-        cases: callable ``rng -> list of (label, keyword arguments)``.
-        reference: callable taking the same keyword arguments; the expected output.
-        extra_check: optional callable ``(arguments, received) -> problem or None``, run after the
-            outputs match (a property the comparison alone would not name, like a mask leak).
+        extra_check: optional callable ``(arguments, received) -> problem or None``, run before the
+            outputs are compared (a property the comparison alone would not name, like a mask leak).
         atol: float, the absolute tolerance for float outputs.
     """
 
@@ -42,8 +43,6 @@ class Exercise:
     title: str
     function_name: str
     points: int
-    cases: Callable
-    reference: Callable
     extra_check: Callable | None = None
     atol: float = 1e-5
 
@@ -51,8 +50,8 @@ class Exercise:
     def notebook(self) -> str:
         return self.id.split(".")[0]
 
-    def judge(self, arguments: dict, received) -> str | None:
-        """None if ``received`` is right for ``arguments``, else what is wrong.
+    def judge(self, arguments: dict, received, expected) -> str | None:
+        """None if ``received`` equals ``expected`` (the reference output on ``arguments``), else what is wrong.
 
         ``received`` goes through :func:`~transformer_course.grading.protocol.plain_value` first,
         as the grader's replies do, so a tensor is judged like the array it holds.
@@ -65,101 +64,27 @@ class Exercise:
             problem = self.extra_check(arguments, received)
             if problem:
                 return problem
-        return compare_outputs(self.reference(**arguments), received, self.atol)
+        return compare_outputs(expected, received, self.atol)
 
 
-# --- 01: the reversal task ------------------------------------------------------------------
-
-def _one_hot_cases(rng):
-    return [("the notes' example [3, 8, 2, 6], 10 features", {"sequence": [3, 8, 2, 6], "n_features": 10}),
-            ("a batch of 3 sequences of length 5, 7 features",
-             {"sequence": rng.integers(0, 7, size=(3, 5)), "n_features": 7}),
-            ("a single symbol 0, 1 feature", {"sequence": [0], "n_features": 1})]
+@lru_cache(maxsize=None)
+def _public_table() -> dict:
+    return json.loads(PUBLIC_CASES.read_text(encoding="utf-8"))
 
 
-def _one_hot_decode_cases(rng):
-    probabilities = rng.random((4, 6, 9))
-    return [("one-hot [[0,1,0],[1,0,0]]", {"encoded": np.array([[0.0, 1, 0], [1, 0, 0]])}),
-            ("probabilities of shape (4, 6, 9)", {"encoded": probabilities / probabilities.sum(-1, keepdims=True)})]
+def public_cases(exercise_id: str) -> list:
+    """The public cases of ``exercise_id``: ``[(label, keyword arguments, expected output), ...]``.
+
+    Decoded afresh on every call, so a student's function that changes its arguments in place
+    changes nothing for the next check.
+
+    Raises:
+        KeyError: for an unknown exercise id.
+    """
+    return [(label, decode(arguments), decode(expected)) for label, arguments, expected in _public_table()[exercise_id]]
 
 
-# --- 02: alignment scores -------------------------------------------------------------------
-
-def _score_cases(rng, general: bool):
-    cases = []
-    for label, source_length, units in (("3 source steps, 4 units", 3, 4), ("7 source steps, 16 units", 7, 16)):
-        arguments = {"query": rng.normal(size=units), "keys": rng.normal(size=(source_length, units))}
-        if general:
-            arguments["weight"] = rng.normal(size=(units, units))
-        else:
-            arguments.update(query_weight=rng.normal(size=(units, units)), keys_weight=rng.normal(size=(units, units)),
-                             v=rng.normal(size=units))
-        cases.append((label, arguments))
-    return cases
-
-
-def _luong_general_reference(query, keys, weight):
-    return keys @ (weight @ query)  # score(h_t, h_s) = h_tᵀ W h_s for every source step s
-
-
-def _bahdanau_reference(query, keys, query_weight, keys_weight, v):
-    return np.tanh(query @ query_weight + keys @ keys_weight) @ v  # vᵀ tanh(W₁ q + W₂ k_s)
-
-
-# --- 03: text to vectors --------------------------------------------------------------------
-
-def _standardize(text):
-    return text.lower().translate(str.maketrans("", "", string.punctuation))
-
-
-def _vectorize_reference(text, vocabulary):
-    index = {word: position for position, word in enumerate(vocabulary)}
-    return np.array([index.get(word, 1) for word in _standardize(text).split()], dtype="int64")
-
-
-def _vectorize_cases(rng):
-    vocabulary = ["", "[UNK]", "the", "cat", "sat", "on", "mat"]
-    return [("all words known", {"text": "The cat sat on the mat.", "vocabulary": vocabulary}),
-            ("unknown words become 1", {"text": "The dog sat on my mat!", "vocabulary": vocabulary}),
-            ("an empty string", {"text": "", "vocabulary": vocabulary})]
-
-
-def _pad_reference(ids, length):
-    ids = np.asarray(ids, dtype="int64")[:length]
-    return np.concatenate([ids, np.zeros(length - len(ids), dtype="int64")])
-
-
-def _pad_cases(rng):
-    return [("shorter: pad with 0 at the end", {"ids": [4, 9, 2], "length": 6}),
-            ("longer: keep the first ids", {"ids": rng.integers(1, 50, size=12), "length": 5}),
-            ("exactly the length", {"ids": [7, 7], "length": 2}),
-            ("empty", {"ids": [], "length": 3})]
-
-
-# --- 04: attention --------------------------------------------------------------------------
-
-def _attention_reference(query, key, value, mask=None):
-    scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    peak = np.max(scores, axis=-1, keepdims=True)
-    peak = np.where(np.isfinite(peak), peak, 0.0)
-    weights = np.exp(scores - peak)
-    total = weights.sum(-1, keepdims=True)
-    weights = np.where(total > 0, weights / np.where(total > 0, total, 1.0), 0.0)
-    return weights @ value, weights
-
-
-def _attention_cases(rng):
-    batch, heads, length, width = 2, 3, 5, 4
-    q, k, v = (rng.normal(size=(batch, heads, length, width)) for _ in range(3))
-    padding = np.array([[True] * 5, [True, True, True, False, False]])[:, None, None, :]  # (B, 1, 1, S)
-    causal = np.tril(np.ones((length, length), dtype=bool))
-    return [("no mask", {"query": q, "key": k, "value": v, "mask": None}),
-            ("a padding mask on the keys", {"query": q, "key": k, "value": v, "mask": padding}),
-            ("padding AND causal", {"query": q, "key": k, "value": v, "mask": padding & causal}),
-            ("cross-attention: 5 queries, 3 keys", {"query": q, "key": k[:, :, :3], "value": v[:, :, :3], "mask": None})]
-
+# --- properties checked beside the comparison ---------------------------------------------
 
 def _attention_leak(arguments, received):
     mask = arguments["mask"]
@@ -176,121 +101,21 @@ def _attention_leak(arguments, received):
     return None
 
 
-def _split_heads_reference(x, num_heads):
-    batch, length, width = x.shape
-    return x.reshape(batch, length, num_heads, width // num_heads).transpose(0, 2, 1, 3)
-
-
-def _merge_heads_reference(x):
-    batch, heads, length, head_width = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_width)
-
-
-def _split_cases(rng):
-    return [("B=2, T=3, E=8 into 2 heads", {"x": rng.normal(size=(2, 3, 8)), "num_heads": 2}),
-            ("B=1, T=5, E=12 into 4 heads", {"x": np.arange(60.0).reshape(1, 5, 12), "num_heads": 4})]
-
-
-def _merge_cases(rng):
-    return [("B=2, N=2, T=3, H=4", {"x": rng.normal(size=(2, 2, 3, 4))}),
-            ("B=1, N=4, T=5, H=3", {"x": np.arange(60.0).reshape(1, 4, 5, 3)})]
-
-
-# --- 05: the encoder block ------------------------------------------------------------------
-
-def _layer_norm_reference(x, gamma, beta, epsilon=1e-5):
-    mean = x.mean(axis=-1, keepdims=True)
-    variance = x.var(axis=-1, keepdims=True)
-    return gamma * (x - mean) / np.sqrt(variance + epsilon) + beta
-
-
-def _layer_norm_cases(rng):
-    return [("B=2, T=3, E=4", {"x": rng.normal(3.0, 2.0, size=(2, 3, 4)), "gamma": np.ones(4), "beta": np.zeros(4)}),
-            ("learned scale and shift", {"x": rng.normal(size=(1, 5, 6)), "gamma": rng.normal(size=6),
-                                         "beta": rng.normal(size=6)})]
-
-
-def _feed_forward_reference(x, w1, b1, w2, b2):
-    return np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
-
-
-def _feed_forward_cases(rng):
-    width, hidden = 4, 6
-    weights = {"w1": rng.normal(size=(width, hidden)), "b1": rng.normal(size=hidden),
-               "w2": rng.normal(size=(hidden, width)), "b2": rng.normal(size=width)}
-    return [("B=2, T=3, E=4, F=6", {"x": rng.normal(size=(2, 3, width)), **weights}),
-            ("one position", {"x": rng.normal(size=(1, 1, width)), **weights})]
-
-
-# --- 06: pooling ----------------------------------------------------------------------------
-
-def _masked_max_reference(values, mask):
-    pooled = np.max(np.where(mask[..., None], values, -np.inf), axis=1)
-    return np.where(mask.any(axis=1)[:, None], pooled, 0.0)
-
-
-def _masked_mean_reference(values, mask):
-    counts = mask.sum(axis=1, keepdims=True)
-    total = np.where(mask[..., None], values, 0.0).sum(axis=1)
-    return np.where(counts > 0, total / np.maximum(counts, 1), 0.0)
-
-
-def _pooling_cases(rng):
-    values = rng.normal(size=(3, 5, 4))
-    values[1, 3:] = 100.0  # padding that would win an unmasked max
-    mask = np.array([[True] * 5, [True, True, True, False, False], [False] * 5])
-    return [("every token real", {"values": values[:1], "mask": mask[:1]}),
-            ("padding with large values", {"values": values[:2], "mask": mask[:2]}),
-            ("a review with no real token", {"values": values, "mask": mask})]
-
-
-# --- 07: decoding ---------------------------------------------------------------------------
-
-def _causal_reference(length):
-    return np.tril(np.ones((length, length), dtype=bool))
-
-
-def _causal_cases(rng):
-    return [("length 1", {"length": 1}), ("length 4", {"length": 4}), ("length 7", {"length": 7})]
-
-
-def _greedy_cases(rng):
-    vocabulary = 6
-    table = rng.random((vocabulary, vocabulary))
-    table[:, 0] = 0.0  # never padding
-    table /= table.sum(axis=1, keepdims=True)
-    ending = table.copy()
-    ending[[1, 4, 5], 2] = 5.0  # from these ids, the end id 2 wins
-    ending /= ending.sum(axis=1, keepdims=True)
-    return [("one sequence that reaches max_length",
-             {"next_token_probabilities": NextTokenTable(table), "start_ids": np.array([1]), "end_id": 9, "max_length": 5}),
-            ("three sequences that end at different steps",
-             {"next_token_probabilities": NextTokenTable(ending), "start_ids": np.array([1, 3, 4]), "end_id": 2,
-              "max_length": 6})]
-
-
-def _greedy_reference(next_token_probabilities, start_ids, end_id, max_length):
-    return greedy_decode(next_token_probabilities, start_ids, end_id, max_length)
-
 
 EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
-    Exercise("01.1", "one-hot encoding", "one_hot_encode", 2, _one_hot_cases, one_hot_encode),
-    Exercise("01.2", "one-hot decoding", "one_hot_decode", 1, _one_hot_decode_cases, one_hot_decode),
-    Exercise("02.1", "Luong general score", "luong_general_score", 2, lambda rng: _score_cases(rng, True),
-             _luong_general_reference),
-    Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3, lambda rng: _score_cases(rng, False),
-             _bahdanau_reference),
-    Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2, _vectorize_cases, _vectorize_reference),
-    Exercise("03.2", "padding and truncating", "pad_or_truncate", 1, _pad_cases, _pad_reference),
-    Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3,
-             _attention_cases, _attention_reference, _attention_leak),
-    Exercise("04.2", "splitting into heads", "split_heads", 1, _split_cases, _split_heads_reference),
-    Exercise("04.3", "merging heads", "merge_heads", 1, _merge_cases, _merge_heads_reference),
-    Exercise("05.1", "layer normalisation", "layer_norm", 2, _layer_norm_cases, _layer_norm_reference, atol=1e-4),
-    Exercise("05.2", "position-wise feed-forward network", "feed_forward", 2, _feed_forward_cases,
-             _feed_forward_reference),
-    Exercise("06.1", "masked global max pooling", "masked_max_pool", 2, _pooling_cases, _masked_max_reference),
-    Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, _pooling_cases, _masked_mean_reference),
-    Exercise("07.1", "the causal mask", "causal_mask", 1, _causal_cases, _causal_reference),
-    Exercise("07.2", "greedy decoding", "greedy_decode", 3, _greedy_cases, _greedy_reference),
+    Exercise("01.1", "one-hot encoding", "one_hot_encode", 2),
+    Exercise("01.2", "one-hot decoding", "one_hot_decode", 1),
+    Exercise("02.1", "Luong general score", "luong_general_score", 2),
+    Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3),
+    Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2),
+    Exercise("03.2", "padding and truncating", "pad_or_truncate", 1),
+    Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3, extra_check=_attention_leak),
+    Exercise("04.2", "splitting into heads", "split_heads", 1),
+    Exercise("04.3", "merging heads", "merge_heads", 1),
+    Exercise("05.1", "layer normalisation", "layer_norm", 2, atol=1e-4),
+    Exercise("05.2", "position-wise feed-forward network", "feed_forward", 2),
+    Exercise("06.1", "masked global max pooling", "masked_max_pool", 2),
+    Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2),
+    Exercise("07.1", "the causal mask", "causal_mask", 1),
+    Exercise("07.2", "greedy decoding", "greedy_decode", 3),
 ]}

@@ -46,7 +46,7 @@ import numpy as np
 
 from .._files import write_text_atomically
 from ..exercises import EXERCISES
-from . import inspection, protocol
+from . import inspection, protocol, references
 from .markup import exercise_id_of, locked_cells
 from .sandbox import Limits, SandboxUnavailable, run_submission, sandbox_available
 
@@ -146,9 +146,10 @@ def _exercises_of(notebook_name: str) -> list:
 
 
 def _cases(exercise, seed: int) -> list:
+    """The public cases (seed 0, the ones students check with) and the secret ones of this run."""
     salt = zlib.crc32(exercise.id.encode())
-    return (exercise.cases(np.random.default_rng(0))
-            + exercise.cases(np.random.default_rng(seed + salt)))
+    return (references.cases(exercise.id, np.random.default_rng(0))
+            + references.cases(exercise.id, np.random.default_rng(seed + salt)))
 
 
 def _zero(notebook: NotebookResult, exercises, status: str, message: str) -> NotebookResult:
@@ -246,7 +247,7 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
         module, received = value
         if module.split(".")[0] in ("transformer_course", "keras", "keras_hub"):
             return result("failed", f"`{exercise.function_name}` is the library's own ({module}), not your code")
-        problem = exercise.judge(arguments, received)
+        problem = exercise.judge(arguments, received, references.expected(exercise.id, arguments))
         if problem:
             return result("failed", f"case {number} ({label}): {problem}")
     return result("passed", f"all {len(cases)} cases match")

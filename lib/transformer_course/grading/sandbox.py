@@ -6,7 +6,8 @@ unprivileged user namespaces from the host. Inside it the kernel has:
 * no capabilities, and its own user, PID, IPC, UTS, cgroup and network namespaces: no network
   (not even loopback to the host), and every process it starts dies with it;
 * a file system built from an allow-list: the system's programs and libraries, the Python
-  installation and virtual environment, the course package and the data cache, all read-only;
+  installation and virtual environment, the course package (less the grader's references and
+  case generators, :mod:`.references`, which are covered) and the data cache, all read-only;
   a private, empty working folder (its home) and a private ``/tmp``; nothing else, so the
   instructor's notebooks, ``.git``, other submissions and the reports are not there at all;
 * an environment built from an allow-list (nothing of the grader's own environment, so no
@@ -124,6 +125,13 @@ def sandbox_command(workdir: str, environment: dict) -> list[str]:
             command += ["--ro-bind", system, system]
     for path in _readonly_paths():
         command += ["--ro-bind", path, path]
+    # The grader's references and case generators: covered, with the compiled copies beside them.
+    import transformer_course
+
+    grading = Path(transformer_course.__file__).resolve().parent / "grading"
+    command += ["--ro-bind", "/dev/null", str(grading / "references.py")]
+    if (grading / "__pycache__").is_dir():
+        command += ["--tmpfs", str(grading / "__pycache__")]
     command += ["--bind", workdir, workdir, "--chdir", workdir]
     for key, value in environment.items():
         command += ["--setenv", key, value]
@@ -349,7 +357,9 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             manager.launch_prefix = [sys.executable, "-m", "ipykernel_launcher"]
         watchdog, client = _Watchdog(manager, limits), None
         try:
-            manager.start_kernel(env=env, cwd=workdir)
+            # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
+            # grader's: replies come through the kernel protocol.
+            manager.start_kernel(env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             watchdog.start()
             client = manager.client()
             client.start_channels()

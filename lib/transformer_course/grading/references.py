@@ -1,0 +1,289 @@
+"""The grader's references and case generators: the answers, and where the cases come from.
+
+Only the grading process uses this module. The grading sandbox covers this file (and the
+package's compiled copies) so that no student code can import or read it, and the references are
+written here independently of the package's own implementations, which notebooks import: a
+wrapper around a function a student can reach is never the reference itself.
+
+Students' instant checks use the public cases (seed 0) stored with their expected outputs in
+``transformer_course/exercises/public_cases.json``, which :func:`write_public_cases` writes from
+this module (a test keeps it current).
+"""
+
+from __future__ import annotations
+
+import math
+import string
+from pathlib import Path
+
+import numpy as np
+
+from .protocol import NextTokenTable, encode
+
+__all__ = ["cases", "expected", "public_cases", "write_public_cases", "PUBLIC_CASES"]
+
+PUBLIC_CASES = Path(__file__).resolve().parents[1] / "exercises" / "public_cases.json"
+
+
+# --- 01: the reversal task ------------------------------------------------------------------
+
+def _one_hot_cases(rng):
+    return [("the notes' example [3, 8, 2, 6], 10 features", {"sequence": [3, 8, 2, 6], "n_features": 10}),
+            ("a batch of 3 sequences of length 5, 7 features",
+             {"sequence": rng.integers(0, 7, size=(3, 5)), "n_features": 7}),
+            ("a single symbol 0, 1 feature", {"sequence": [0], "n_features": 1})]
+
+
+def _one_hot_decode_cases(rng):
+    probabilities = rng.random((4, 6, 9))
+    return [("one-hot [[0,1,0],[1,0,0]]", {"encoded": np.array([[0.0, 1, 0], [1, 0, 0]])}),
+            ("probabilities of shape (4, 6, 9)", {"encoded": probabilities / probabilities.sum(-1, keepdims=True)})]
+
+
+def _one_hot_encode_reference(sequence, n_features):
+    return np.eye(n_features, dtype="float32")[np.asarray(sequence, dtype="int64")]
+
+
+def _one_hot_decode_reference(encoded):
+    return np.argmax(np.asarray(encoded), axis=-1).astype("int64")
+
+
+# --- 02: alignment scores -------------------------------------------------------------------
+
+def _score_cases(rng, general: bool):
+    cases = []
+    for label, source_length, units in (("3 source steps, 4 units", 3, 4), ("7 source steps, 16 units", 7, 16)):
+        arguments = {"query": rng.normal(size=units), "keys": rng.normal(size=(source_length, units))}
+        if general:
+            arguments["weight"] = rng.normal(size=(units, units))
+        else:
+            arguments.update(query_weight=rng.normal(size=(units, units)), keys_weight=rng.normal(size=(units, units)),
+                             v=rng.normal(size=units))
+        cases.append((label, arguments))
+    return cases
+
+
+def _luong_general_reference(query, keys, weight):
+    return keys @ (weight @ query)  # score(h_t, h_s) = h_tᵀ W h_s for every source step s
+
+
+def _bahdanau_reference(query, keys, query_weight, keys_weight, v):
+    return np.tanh(query @ query_weight + keys @ keys_weight) @ v  # vᵀ tanh(W₁ q + W₂ k_s)
+
+
+# --- 03: text to vectors --------------------------------------------------------------------
+
+def _standardize(text):
+    return text.lower().translate(str.maketrans("", "", string.punctuation))
+
+
+def _vectorize_reference(text, vocabulary):
+    index = {word: position for position, word in enumerate(vocabulary)}
+    return np.array([index.get(word, 1) for word in _standardize(text).split()], dtype="int64")
+
+
+def _vectorize_cases(rng):
+    vocabulary = ["", "[UNK]", "the", "cat", "sat", "on", "mat"]
+    return [("all words known", {"text": "The cat sat on the mat.", "vocabulary": vocabulary}),
+            ("unknown words become 1", {"text": "The dog sat on my mat!", "vocabulary": vocabulary}),
+            ("an empty string", {"text": "", "vocabulary": vocabulary})]
+
+
+def _pad_reference(ids, length):
+    ids = np.asarray(ids, dtype="int64")[:length]
+    return np.concatenate([ids, np.zeros(length - len(ids), dtype="int64")])
+
+
+def _pad_cases(rng):
+    return [("shorter: pad with 0 at the end", {"ids": [4, 9, 2], "length": 6}),
+            ("longer: keep the first ids", {"ids": rng.integers(1, 50, size=12), "length": 5}),
+            ("exactly the length", {"ids": [7, 7], "length": 2}),
+            ("empty", {"ids": [], "length": 3})]
+
+
+# --- 04: attention --------------------------------------------------------------------------
+
+def _attention_reference(query, key, value, mask=None):
+    scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    peak = np.max(scores, axis=-1, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    weights = np.exp(scores - peak)
+    total = weights.sum(-1, keepdims=True)
+    weights = np.where(total > 0, weights / np.where(total > 0, total, 1.0), 0.0)
+    return weights @ value, weights
+
+
+def _attention_cases(rng):
+    batch, heads, length, width = 2, 3, 5, 4
+    q, k, v = (rng.normal(size=(batch, heads, length, width)) for _ in range(3))
+    padding = np.array([[True] * 5, [True, True, True, False, False]])[:, None, None, :]  # (B, 1, 1, S)
+    causal = np.tril(np.ones((length, length), dtype=bool))
+    return [("no mask", {"query": q, "key": k, "value": v, "mask": None}),
+            ("a padding mask on the keys", {"query": q, "key": k, "value": v, "mask": padding}),
+            ("padding AND causal", {"query": q, "key": k, "value": v, "mask": padding & causal}),
+            ("cross-attention: 5 queries, 3 keys", {"query": q, "key": k[:, :, :3], "value": v[:, :, :3], "mask": None})]
+
+
+def _split_heads_reference(x, num_heads):
+    batch, length, width = x.shape
+    return x.reshape(batch, length, num_heads, width // num_heads).transpose(0, 2, 1, 3)
+
+
+def _merge_heads_reference(x):
+    batch, heads, length, head_width = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, heads * head_width)
+
+
+def _split_cases(rng):
+    return [("B=2, T=3, E=8 into 2 heads", {"x": rng.normal(size=(2, 3, 8)), "num_heads": 2}),
+            ("B=1, T=5, E=12 into 4 heads", {"x": np.arange(60.0).reshape(1, 5, 12), "num_heads": 4})]
+
+
+def _merge_cases(rng):
+    return [("B=2, N=2, T=3, H=4", {"x": rng.normal(size=(2, 2, 3, 4))}),
+            ("B=1, N=4, T=5, H=3", {"x": np.arange(60.0).reshape(1, 4, 5, 3)})]
+
+
+# --- 05: the encoder block ------------------------------------------------------------------
+
+def _layer_norm_reference(x, gamma, beta, epsilon=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    variance = x.var(axis=-1, keepdims=True)
+    return gamma * (x - mean) / np.sqrt(variance + epsilon) + beta
+
+
+def _layer_norm_cases(rng):
+    return [("B=2, T=3, E=4", {"x": rng.normal(3.0, 2.0, size=(2, 3, 4)), "gamma": np.ones(4), "beta": np.zeros(4)}),
+            ("learned scale and shift", {"x": rng.normal(size=(1, 5, 6)), "gamma": rng.normal(size=6),
+                                         "beta": rng.normal(size=6)})]
+
+
+def _feed_forward_reference(x, w1, b1, w2, b2):
+    return np.maximum(x @ w1 + b1, 0.0) @ w2 + b2
+
+
+def _feed_forward_cases(rng):
+    width, hidden = 4, 6
+    weights = {"w1": rng.normal(size=(width, hidden)), "b1": rng.normal(size=hidden),
+               "w2": rng.normal(size=(hidden, width)), "b2": rng.normal(size=width)}
+    return [("B=2, T=3, E=4, F=6", {"x": rng.normal(size=(2, 3, width)), **weights}),
+            ("one position", {"x": rng.normal(size=(1, 1, width)), **weights})]
+
+
+# --- 06: pooling ----------------------------------------------------------------------------
+
+def _masked_max_reference(values, mask):
+    pooled = np.max(np.where(mask[..., None], values, -np.inf), axis=1)
+    return np.where(mask.any(axis=1)[:, None], pooled, 0.0)
+
+
+def _masked_mean_reference(values, mask):
+    counts = mask.sum(axis=1, keepdims=True)
+    total = np.where(mask[..., None], values, 0.0).sum(axis=1)
+    return np.where(counts > 0, total / np.maximum(counts, 1), 0.0)
+
+
+def _pooling_cases(rng):
+    values = rng.normal(size=(3, 5, 4))
+    values[1, 3:] = 100.0  # padding that would win an unmasked max
+    mask = np.array([[True] * 5, [True, True, True, False, False], [False] * 5])
+    return [("every token real", {"values": values[:1], "mask": mask[:1]}),
+            ("padding with large values", {"values": values[:2], "mask": mask[:2]}),
+            ("a review with no real token", {"values": values, "mask": mask})]
+
+
+# --- 07: decoding ---------------------------------------------------------------------------
+
+def _causal_reference(length):
+    return np.tril(np.ones((length, length), dtype=bool))
+
+
+def _causal_cases(rng):
+    return [("length 1", {"length": 1}), ("length 4", {"length": 4}), ("length 7", {"length": 7})]
+
+
+def _greedy_cases(rng):
+    vocabulary = 6
+    table = rng.random((vocabulary, vocabulary))
+    table[:, 0] = 0.0  # never padding
+    table /= table.sum(axis=1, keepdims=True)
+    ending = table.copy()
+    ending[[1, 4, 5], 2] = 5.0  # from these ids, the end id 2 wins
+    ending /= ending.sum(axis=1, keepdims=True)
+    return [("one sequence that reaches max_length",
+             {"next_token_probabilities": NextTokenTable(table), "start_ids": np.array([1]), "end_id": 9, "max_length": 5}),
+            ("three sequences that end at different steps",
+             {"next_token_probabilities": NextTokenTable(ending), "start_ids": np.array([1, 3, 4]), "end_id": 2,
+              "max_length": 6})]
+
+
+def _greedy_reference(next_token_probabilities, start_ids, end_id, max_length):
+    decoded = np.atleast_1d(np.asarray(start_ids, dtype="int64"))[:, None]
+    finished = np.zeros(len(decoded), dtype=bool)
+    for _ in range(max_length):
+        next_ids = np.where(finished, 0, np.asarray(next_token_probabilities(decoded)).argmax(axis=-1))
+        decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
+        finished |= next_ids == end_id
+        if finished.all():
+            break
+    return decoded
+
+
+
+# exercise id -> (case generator: rng -> [(label, arguments)], reference: arguments -> output)
+_EXERCISES = {
+    "01.1": (_one_hot_cases, _one_hot_encode_reference),
+    "01.2": (_one_hot_decode_cases, _one_hot_decode_reference),
+    "02.1": (lambda rng: _score_cases(rng, True), _luong_general_reference),
+    "02.2": (lambda rng: _score_cases(rng, False), _bahdanau_reference),
+    "03.1": (_vectorize_cases, _vectorize_reference),
+    "03.2": (_pad_cases, _pad_reference),
+    "04.1": (_attention_cases, _attention_reference),
+    "04.2": (_split_cases, _split_heads_reference),
+    "04.3": (_merge_cases, _merge_heads_reference),
+    "05.1": (_layer_norm_cases, _layer_norm_reference),
+    "05.2": (_feed_forward_cases, _feed_forward_reference),
+    "06.1": (_pooling_cases, _masked_max_reference),
+    "06.2": (_pooling_cases, _masked_mean_reference),
+    "07.1": (_causal_cases, _causal_reference),
+    "07.2": (_greedy_cases, _greedy_reference),
+}
+
+
+def cases(exercise_id: str, rng) -> list:
+    """The cases of ``exercise_id`` drawn with ``rng``: a list of ``(label, keyword arguments)``.
+
+    Raises:
+        KeyError: for an unknown exercise id.
+    """
+    return _EXERCISES[exercise_id][0](rng)
+
+
+def expected(exercise_id: str, arguments: dict):
+    """The reference output of ``exercise_id`` on ``arguments``."""
+    return _EXERCISES[exercise_id][1](**arguments)
+
+
+def public_cases() -> str:
+    """The public cases (seed 0) of every exercise with their expected outputs, as JSON text.
+
+    Format: ``{exercise id: [[label, encoded arguments, encoded expected output], ...]}``, values
+    encoded with :func:`~transformer_course.grading.protocol.encode`.
+    """
+    import json
+
+    table = {}
+    for exercise_id in _EXERCISES:
+        table[exercise_id] = [[label, encode(arguments), encode(expected(exercise_id, arguments))]
+                              for label, arguments in cases(exercise_id, np.random.default_rng(0))]
+    return json.dumps(table, indent=1, sort_keys=True) + "\n"
+
+
+def write_public_cases(path=PUBLIC_CASES) -> None:
+    """Write :func:`public_cases` to ``path`` (the file the package ships)."""
+    from .._files import write_text_atomically
+
+    write_text_atomically(path, public_cases())
+    Path(path).chmod(0o644)
