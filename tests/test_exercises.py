@@ -117,3 +117,10 @@ def test_the_stored_public_cases_are_those_the_references_give():
 
 def test_students_see_no_reference_or_case_generator():
     assert not any(hasattr(exercise, name) for exercise in EXERCISES.values() for name in ("reference", "cases"))
+
+
+def test_the_instructors_hidden_tests_draw_more_cases_from_the_references():
+    """The source notebooks' hidden tests call evaluate(..., seed=7): other cases, the same verdicts."""
+    assert evaluate("07.1", _reference("07.1"), seed=7).passed
+    wrong = evaluate("06.1", lambda values, mask: values.max(axis=1), seed=7)
+    assert wrong.status == "failed"
