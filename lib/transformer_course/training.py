@@ -1,0 +1,140 @@
+"""Training with the best validation epoch kept: early stopping, a time budget, epoch times.
+
+One helper for every notebook that trains a model::
+
+    model, history, facts = fit_best(model, train, validation, epochs=30, patience=3,
+                                     checkpoint=checkpoint_path("classifier"), budget_minutes=40)
+
+``facts`` says how it went: epochs run, the best epoch, seconds in all and to the best epoch,
+each epoch's seconds and what stopped training. The returned model holds the weights of the epoch
+with the lowest validation loss, whatever stopped training.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+import keras
+
+from .profiles import profile
+
+__all__ = ["fit_best", "checkpoint_path"]
+
+
+def checkpoint_path(name: str, folder: str | Path = "checkpoints", profile_name: str | None = None) -> Path:
+    """Where a notebook keeps the checkpoint called ``name``: one folder per profile.
+
+    A smoke run (CI, nbval) and a full run of the same notebook write different files, so a quick
+    check never overwrites the checkpoint a full run reloads.
+
+    Args:
+        name: str, a file-name stem such as ``"english_to_spanish"``.
+        folder: the checkpoints folder (default ``checkpoints``, beside the notebook).
+        profile_name: ``"smoke"`` or ``"full"``; default: the active profile (``COURSE_PROFILE``).
+
+    Returns:
+        ``Path(folder) / profile_name / f"{name}.keras"`` (the folder is created).
+
+    Raises:
+        ValueError: for an empty ``name`` or one with a path separator.
+    """
+    if not name or "/" in name or "\\" in name:
+        raise ValueError(f"`name` must be a plain file-name stem; received {name!r}.")
+    directory = Path(folder) / (profile_name or profile().name)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{name}.keras"
+
+
+class _BestEpoch(keras.callbacks.Callback):
+    """Times epochs, keeps the best validation loss, and stops on patience or on the budget."""
+
+    def __init__(self, patience: int, budget_seconds: float | None, checkpoint: Path | None, clock: Callable):
+        super().__init__()
+        self.patience, self.budget_seconds, self.checkpoint, self.clock = patience, budget_seconds, checkpoint, clock
+        self.best_loss, self.best_epoch, self.best_weights, self.ends, self.stopped_by = math.inf, None, None, [], "epochs"
+
+    def on_train_begin(self, logs=None):
+        self.start = self.clock()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.ends.append(self.clock())
+        loss = (logs or {}).get("val_loss")
+        if loss is None:
+            raise ValueError("fit_best needs a validation loss each epoch (`validation` data); `val_loss` was not logged.")
+        if loss < self.best_loss:
+            self.best_loss, self.best_epoch = float(loss), epoch
+            if self.checkpoint is not None:
+                self.model.save(self.checkpoint)
+            else:
+                self.best_weights = self.model.get_weights()
+        elif epoch - self.best_epoch >= self.patience:
+            self.stopped_by, self.model.stop_training = "patience", True
+        if self.budget_seconds is not None and not self.model.stop_training:
+            last = self.ends[-1] - (self.ends[-2] if len(self.ends) > 1 else self.start)
+            if self.ends[-1] + last - self.start > self.budget_seconds:  # the next epoch would end past it
+                self.stopped_by, self.model.stop_training = "budget", True
+
+
+def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: str | Path | None = None,
+             budget_minutes: float | None = None, callbacks=(), clock: Callable = time.perf_counter, **fit_arguments):
+    """Fit ``model`` and return it with the weights of its best validation-loss epoch.
+
+    Training stops after ``epochs``, after ``patience`` epochs without a lower validation loss, or
+    before an epoch that would end past ``budget_minutes`` (judged by the last epoch's length),
+    whichever comes first.
+
+    Args:
+        model: a compiled ``keras.Model``.
+        train: training data as ``model.fit`` takes it: a ``tf.data.Dataset`` of batches, or a
+            tuple ``(x, y)`` of arrays.
+        validation: validation data as ``model.fit``'s ``validation_data`` takes it.
+        epochs: int >= 1, the most epochs to run.
+        patience: int >= 1, epochs without a lower validation loss before stopping.
+        checkpoint: path of a ``.keras`` file to save the best epoch to and reload from (see
+            :func:`checkpoint_path`); None keeps the best weights in memory instead.
+        budget_minutes: float > 0, wall-clock minutes training may take; None for no budget.
+        callbacks: more Keras callbacks (a progress bar, a learning-rate schedule).
+        clock: the clock in seconds (tests pass a fake one).
+        **fit_arguments: passed to ``model.fit`` (``batch_size``, ``verbose``...; ``verbose``
+            defaults to 0).
+
+    Returns:
+        ``(model, history, facts)``: the model with its best weights (reloaded from
+        ``checkpoint`` when one is given), the Keras ``History``, and a dict with ``epochs`` (int,
+        epochs run), ``best_epoch`` (int, 1-based), ``best_val_loss`` (float), ``seconds`` and
+        ``seconds_to_best`` (float, wall-clock from the start of training to the end of the last
+        and of the best epoch; the first epoch includes compiling the model), ``epoch_seconds``
+        (list of float) and ``stopped_by`` (``"epochs"``, ``"patience"`` or ``"budget"``).
+
+    Raises:
+        ValueError: naming the argument, for a model that is not compiled, ``epochs`` or
+            ``patience`` below 1, or a ``budget_minutes`` that is not positive; or when no
+            validation loss is logged.
+    """
+    if not getattr(model, "compiled", False):
+        raise ValueError("`model` must be compiled before fit_best (model.compile(optimizer=..., loss=...)).")
+    for name, value in (("epochs", epochs), ("patience", patience)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be an integer >= 1; received {value!r}.")
+    if budget_minutes is not None and not (isinstance(budget_minutes, (int, float)) and budget_minutes > 0):
+        raise ValueError(f"`budget_minutes` must be a positive number of minutes or None; received {budget_minutes!r}.")
+    checkpoint = None if checkpoint is None else Path(checkpoint)
+    best = _BestEpoch(patience, None if budget_minutes is None else 60.0 * budget_minutes, checkpoint, clock)
+    x, y = train if isinstance(train, tuple) else (train, None)
+    fit_arguments.setdefault("verbose", 0)
+    history = model.fit(x, y, validation_data=validation, epochs=epochs, callbacks=[best, *callbacks], **fit_arguments)
+    if checkpoint is not None:
+        model = keras.models.load_model(checkpoint)
+    else:
+        model.set_weights(best.best_weights)
+    starts = [best.start, *best.ends[:-1]]
+    facts = {
+        "epochs": len(best.ends), "best_epoch": best.best_epoch + 1, "best_val_loss": best.best_loss,
+        "seconds": best.ends[-1] - best.start, "seconds_to_best": best.ends[best.best_epoch] - best.start,
+        "epoch_seconds": [end - begin for begin, end in zip(starts, best.ends)], "stopped_by": best.stopped_by,
+    }
+    return model, history, facts

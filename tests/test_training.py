@@ -1,0 +1,77 @@
+"""fit_best: the best validation epoch kept whatever stops training; patience, budget, timings."""
+
+import itertools
+
+import keras
+import numpy as np
+import pytest
+
+from transformer_course.training import checkpoint_path, fit_best
+
+X = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
+# Validation labels are the training labels negated: validation loss is lowest early, then rises.
+TRAIN, VALIDATION = (X, X.sum(axis=1, keepdims=True)), (X, -X.sum(axis=1, keepdims=True))
+
+
+def _model():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, kernel_initializer="zeros")])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    return model
+
+
+def _validation_loss(model):
+    return float(model.evaluate(*VALIDATION, verbose=0))
+
+
+def test_the_best_epoch_is_kept_and_patience_stops_training():
+    model, history, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=20, patience=2, batch_size=16)
+    losses = history.history["val_loss"]
+    assert facts["best_epoch"] == int(np.argmin(losses)) + 1 == 1  # the weights after epoch 1
+    assert facts["epochs"] == len(losses) == 3 and facts["stopped_by"] == "patience"
+    assert _validation_loss(model) == pytest.approx(min(losses), rel=1e-5)
+    assert _validation_loss(model) < losses[-1]
+    assert len(facts["epoch_seconds"]) == 3 and facts["seconds_to_best"] <= facts["seconds"]
+
+
+def test_a_checkpoint_is_written_and_reloaded(tmp_path):
+    path = tmp_path / "best.keras"
+    model, history, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=4, patience=10, checkpoint=path, batch_size=16)
+    assert path.exists() and facts["stopped_by"] == "epochs" and facts["epochs"] == 4
+    assert _validation_loss(model) == pytest.approx(min(history.history["val_loss"]), rel=1e-5)
+
+
+def test_the_budget_stops_before_an_epoch_that_would_end_past_it():
+    ticks = itertools.count(0, 10)  # every epoch takes 10 s on this clock
+    clock = lambda: float(next(ticks))  # noqa: E731
+    # 30 s budget: epochs end at 10, 20, 30; a fourth would end at 40, so training stops after three.
+    _, _, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=20, patience=20, budget_minutes=0.5, clock=clock,
+                           batch_size=16)
+    assert facts["epochs"] == 3 and facts["stopped_by"] == "budget"
+    assert facts["epoch_seconds"] == [10.0, 10.0, 10.0] and facts["seconds"] == 30.0
+
+
+def test_checkpoints_of_the_two_profiles_never_share_a_file(tmp_path):
+    smoke = checkpoint_path("model", tmp_path, "smoke")
+    full = checkpoint_path("model", tmp_path, "full")
+    assert smoke != full and smoke.parent.is_dir() and full.name == "model.keras"
+    with pytest.raises(ValueError, match="`name` must be a plain file-name stem"):
+        checkpoint_path("../model", tmp_path)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"epochs": 0}, "`epochs` must be an integer >= 1; received 0"),
+    ({"patience": 1.5}, "`patience` must be an integer >= 1; received 1.5"),
+    ({"budget_minutes": 0}, "`budget_minutes` must be a positive number"),
+])
+def test_bad_arguments_are_named(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        fit_best(_model(), TRAIN, VALIDATION, **{"epochs": 2, "patience": 1, **arguments})
+
+
+def test_an_uncompiled_model_or_missing_validation_is_refused():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    with pytest.raises(ValueError, match="`model` must be compiled"):
+        fit_best(model, TRAIN, VALIDATION, epochs=1, patience=1)
+    with pytest.raises(ValueError, match="needs a validation loss"):
+        fit_best(_model(), TRAIN, None, epochs=1, patience=1)
