@@ -557,3 +557,21 @@ def test_without_the_sandbox_grading_refuses_unless_asked(graded, tmp_path, monk
     assert "needs bubblewrap" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main([*arguments, "--unsafe-no-sandbox"]) == 0
     assert "--unsafe-no-sandbox" in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("source, places", [
+    ("import re\ndef vectorize(text, vocabulary):\n    return re.compile(r'\\w+').findall(text)", []),
+    ("def f(x):\n    return x.modules", []),
+    ("from transformer_course import masks", ["the course package (transformer_course)"]),
+    ("import sys\nsys._getframe(1).f_globals", ["stack frames (_getframe, f_globals)"]),
+    ("import sys\nsys.modules['transformer_course']", ["the course package (transformer_course)",
+                                                       "builtins and the import machinery (sys.modules)"]),
+    ("exec('x = 1')\n__import__('os')", ["builtins and the import machinery (__import__, exec)"]),
+    ("get_ipython().user_ns", ["the IPython shell (get_ipython)"]),
+    ("%timeit f(3)\ndef f(x):\n    return x", []),
+    ("def broken(:", []),
+])
+def test_the_grader_reads_what_students_wrote(source, places):
+    from transformer_course.grading.inspection import reaches
+
+    assert reaches(source) == places

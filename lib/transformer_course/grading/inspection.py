@@ -6,7 +6,8 @@ imports and strings are compared with the places an honest answer has no reason 
 * the course package (``transformer_course``: its references and its grading protocol);
 * stack frames (``sys._getframe``, ``inspect``, ``f_back``/``f_globals``...);
 * the interpreter's builtins and import machinery (``__builtins__``, ``__import__``,
-  ``importlib``, ``sys.modules``, ``globals()``, ``exec``/``eval``/``compile``);
+  ``importlib``, ``sys.modules``, ``globals()``, ``exec``/``eval``/``compile`` as bare names, so
+  ``re.compile`` is no reach);
 * the IPython shell (``get_ipython``, ``IPython``, ``ipykernel``);
 * the grading protocol itself (``__graded_functions__``, ``_serve``).
 
@@ -19,31 +20,39 @@ import ast
 
 __all__ = ["reaches"]
 
-_PLACES = {
+# Names that count wherever they appear (a name, an attribute, an import or a string).
+_ANYWHERE = {
     "the course package": {"transformer_course"},
-    "stack frames": {"_getframe", "currentframe", "inspect", "f_back", "f_globals", "f_locals", "tb_frame",
-                     "gi_frame", "cr_frame", "f_builtins"},
-    "builtins and the import machinery": {"__builtins__", "builtins", "__import__", "importlib", "modules",
-                                          "globals", "exec", "eval", "compile", "__loader__", "__spec__"},
+    "stack frames": {"_getframe", "currentframe", "f_back", "f_globals", "f_locals", "tb_frame", "gi_frame",
+                     "cr_frame", "f_builtins"},
     "the IPython shell": {"get_ipython", "IPython", "ipykernel", "__IPYTHON__"},
-    "the grading protocol": {"__graded_functions__", "_serve", "protocol", "grading"},
+    "the grading protocol": {"__graded_functions__", "_serve"},
+}
+# Names that count only as a bare name or an import: ``re.compile`` is no reach into builtins.
+_AS_NAME = {
+    "stack frames": {"inspect"},
+    "builtins and the import machinery": {"__builtins__", "builtins", "__import__", "importlib", "globals",
+                                          "exec", "eval", "compile", "__loader__", "__spec__"},
 }
 
 
-def _words(tree) -> set:
-    words = set()
+def _words(tree) -> tuple[set, set]:
+    """(every identifier anywhere, the identifiers used as bare names or imported modules)."""
+    anywhere, names = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
-            words.add(node.id)
+            names.add(node.id)
         elif isinstance(node, ast.Attribute):
-            words.add(node.attr)
+            anywhere.add(node.attr)
+            if node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                names.add("sys.modules")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [alias.name for alias in node.names] + ([node.module] if getattr(node, "module", None) else [])
             for module in modules:
-                words.update(module.split("."))
+                names.update(module.split("."))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            words.update(part for part in node.value.replace("/", ".").split(".") if part.isidentifier())
-    return words
+            anywhere.update(part for part in node.value.replace("/", ".").split(".") if part.isidentifier())
+    return anywhere | names, names
 
 
 def reaches(source: str) -> list[str]:
@@ -59,15 +68,15 @@ def reaches(source: str) -> list[str]:
     """
     lines = [line for line in str(source).splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
-        tree = ast.parse("\n".join(lines))
-        words = _words(tree)
+        anywhere, names = _words(ast.parse("\n".join(lines)))
     except SyntaxError:
         return []  # a syntax error is the student's own problem, reported when the cell runs
     except (RecursionError, MemoryError, ValueError):
         return ["unparsable code"]
-    found = []
-    for place, names in _PLACES.items():
-        hits = sorted(words & names)
-        if hits:
-            found.append(f"{place} ({', '.join(hits)})")
-    return found
+    found = {}
+    for place, wanted in _ANYWHERE.items():
+        found.setdefault(place, set()).update(anywhere & wanted)
+    for place, wanted in _AS_NAME.items():
+        found.setdefault(place, set()).update(names & wanted)
+    found.setdefault("builtins and the import machinery", set()).update(names & {"sys.modules"})
+    return [f"{place} ({', '.join(sorted(hits))})" for place, hits in found.items() if hits]
