@@ -281,11 +281,11 @@ def _command_release(arguments) -> int:
     try:
         root, targets = _publication_targets(notebooks_dir)
         setting = publication(root)
-        unstamped = [path for path in targets
-                     if stamp(path.read_text(encoding="utf-8"), setting) != path.read_text(encoding="utf-8")]
+        texts = {path: path.read_text(encoding="utf-8") for path in targets}
+        unstamped = {path: stamp(text, setting) for path, text in texts.items() if stamp(text, setting) != text}
         if not arguments.check:
-            for path in unstamped:
-                write_text_atomically(path, stamp(path.read_text(encoding="utf-8"), setting))
+            for path, stamped in unstamped.items():
+                write_text_atomically(path, stamped)
                 print(f"stamped {path} with {setting.repository} at {setting.ref}")
             for path in release_folder(notebooks_dir, arguments.out):
                 text = path.read_text(encoding="utf-8")

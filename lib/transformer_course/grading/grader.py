@@ -367,10 +367,16 @@ def _grade_job(arguments):
     except BaseException as error:  # noqa: BLE001 - RecursionError, MemoryError... one submission, one row
         if isinstance(error, KeyboardInterrupt):
             raise
-        result = _zero(NotebookResult(student, Path(release).name), _exercises_of(Path(release).name), "error",
-                       f"grader error: {type(error).__name__} while grading this notebook")
-        result.flags.append(f"grader error: {type(error).__name__}; the batch went on")
+        return _grader_error(student, release, f"{type(error).__name__} while grading this notebook")
     result.student = display_name(student)
+    return result
+
+
+def _grader_error(student: str, release, what: str) -> NotebookResult:
+    """The row of a notebook the grader itself failed on: 0 points, the reason, a flag."""
+    name = Path(release).name
+    result = _zero(NotebookResult(display_name(student), name), _exercises_of(name), "error", f"grader error: {what}")
+    result.flags.append(f"grader error: {what}; the batch went on")
     return result
 
 
@@ -439,9 +445,7 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
                 try:
                     results.append(future.result())
                 except Exception as error:  # noqa: BLE001 - a worker that died takes only its rows
-                    release_name = Path(job[2]).name
-                    results.append(_zero(NotebookResult(display_name(job[0]), release_name), _exercises_of(release_name),
-                                         "error", f"grader error: {type(error).__name__} (the grading process died)"))
+                    results.append(_grader_error(job[0], job[2], f"{type(error).__name__} (the grading process died)"))
                 bar.update(1)
     bar.close()
     exercise_ids = [e.id for release in releases for e in _exercises_of(release.name)]

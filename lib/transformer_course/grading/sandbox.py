@@ -87,12 +87,14 @@ def sandbox_available() -> bool:
         return False
 
 
+def _package_folder() -> Path:
+    """The folder of the installed ``transformer_course`` package (a checkout's ``lib/`` when editable)."""
+    return Path(__file__).resolve().parents[1]
+
+
 def _readonly_paths() -> list[str]:
     """What a kernel may read: system folders, Python, its packages, the course package, the data."""
-    import transformer_course
-
-    paths = [str(Path(sys.base_prefix).resolve()), str(Path(sys.prefix).resolve()),
-             str(Path(transformer_course.__file__).resolve().parent)]
+    paths = [str(Path(sys.base_prefix).resolve()), str(Path(sys.prefix).resolve()), str(_package_folder())]
     paths += [str(Path(entry).resolve()) for entry in sys.path
               if entry and Path(entry).is_dir() and Path(entry).name in ("site-packages", "dist-packages")]
     data = os.environ.get("COURSE_DATA_DIR")
@@ -126,9 +128,7 @@ def sandbox_command(workdir: str, environment: dict) -> list[str]:
     for path in _readonly_paths():
         command += ["--ro-bind", path, path]
     # The grader's references and case generators: covered, with the compiled copies beside them.
-    import transformer_course
-
-    grading = Path(transformer_course.__file__).resolve().parent / "grading"
+    grading = _package_folder() / "grading"
     command += ["--ro-bind", "/dev/null", str(grading / "references.py")]
     if (grading / "__pycache__").is_dir():
         command += ["--tmpfs", str(grading / "__pycache__")]
