@@ -360,14 +360,14 @@ def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: 
 
 def _grade_job(arguments):
     """Grade one notebook; whatever goes wrong becomes that student's row, never the batch's end."""
-    student, path, release = arguments[0], arguments[1], arguments[2]
+    student, path, release_path, limits, seed, environment, sandbox, release = arguments
     try:
-        result = grade_notebook(*arguments[:4], seed=arguments[4], environment=arguments[5], sandbox=arguments[6],
-                                release=arguments[7])
+        result = grade_notebook(student, path, release_path, limits, seed=seed, environment=environment,
+                                sandbox=sandbox, release=release)
     except BaseException as error:  # noqa: BLE001 - RecursionError, MemoryError... one submission, one row
         if isinstance(error, KeyboardInterrupt):
             raise
-        return _grader_error(student, release, f"{type(error).__name__} while grading this notebook")
+        return _grader_error(student, release_path, f"{type(error).__name__} while grading this notebook")
     result.student = display_name(student)
     return result
 
