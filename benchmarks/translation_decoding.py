@@ -35,7 +35,8 @@ import numpy as np  # noqa: E402
 from transformer_course import profile  # noqa: E402
 from transformer_course.decoding import greedy_decode  # noqa: E402
 from transformer_course.metrics import masked_accuracy, masked_loss  # noqa: E402
-from transformer_course.translation import IncrementalDecoder, Translator, build_translation_model  # noqa: E402
+from transformer_course.generation import IncrementalDecoder
+from transformer_course.translation import Translator, build_translation_model  # noqa: E402
 
 START = 2
 

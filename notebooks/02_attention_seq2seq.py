@@ -50,7 +50,7 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
-from transformer_course.attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
+from transformer_course.seq2seq_attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
 from transformer_course.datasets import one_hot_decode, reversal_dataset
 from transformer_course.metrics import anti_diagonal_attention_mass, element_accuracy, sequence_accuracy
 from transformer_course.plots import plot_accuracy_by_length, plot_attention, plot_training_curves

@@ -164,9 +164,9 @@ print("positions whose output changed:", np.flatnonzero(difference > 1e-6).tolis
 # %% [markdown]
 # ## 5. The package's `TransformerEncoder`
 #
-# `TransformerEncoder(intermediate_dim, num_heads, dropout, norm_first=False)` puts the pieces
+# `TransformerEncoder(intermediate_dim, num_heads, dropout, normalize_first=False)` puts the pieces
 # together. The head width is `key_dim = E // num_heads` (not `E`, a common tutorial mistake
-# that multiplies the attention parameters by the number of heads), and `norm_first=True`
+# that multiplies the attention parameters by the number of heads), and `normalize_first=True`
 # gives the **pre-norm** variant, $x \leftarrow x + F(\operatorname{LayerNorm}(x))$, which
 # trains deep stacks more stably. It reads the padding mask that `PositionalEmbedding` attaches,
 # so no token attends to padding, and passes it on:

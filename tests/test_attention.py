@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_course.attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
+from transformer_course.seq2seq_attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
 
 LAYERS = {
     "dot": lambda: LuongDotAttention(),

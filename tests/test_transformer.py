@@ -4,7 +4,7 @@ import pytest
 
 from transformer_course.masks import keras_mask
 from transformer_course.positional import PositionalEmbedding
-from transformer_course.transformer import TransformerEncoder
+from transformer_course.transformer import TransformerDecoder, TransformerEncoder
 
 E, F, N = 16, 32, 4
 
@@ -22,9 +22,9 @@ def features():
     return np.random.default_rng(0).normal(size=(2, 6, E)).astype("float32")
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_shape_and_parameter_count(features, norm_first):
-    encoder = TransformerEncoder(intermediate_dim=F, num_heads=N, norm_first=norm_first)
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_shape_and_parameter_count(features, normalize_first):
+    encoder = TransformerEncoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
     assert tuple(encoder(features).shape) == features.shape
     # attention 4(E*E + E), two LayerNorms 2*2E, feed-forward E*F + F + F*E + E
     assert encoder.count_params() == 4 * (E * E + E) + 4 * E + (E * F + F) + (F * E + E)
@@ -50,10 +50,10 @@ def test_padding_mask_propagates_and_matches_an_explicit_one():
     np.testing.assert_allclose(_numpy(explicit)[tokens != 0], _numpy(from_mask_zero)[tokens != 0], atol=1e-5)
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_adding_padding_changes_nothing_for_real_tokens(norm_first):
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_adding_padding_changes_nothing_for_real_tokens(normalize_first):
     embedding = PositionalEmbedding(sequence_length=8, vocab_size=10, embed_dim=E)
-    encoder = TransformerEncoder(intermediate_dim=F, num_heads=N, norm_first=norm_first)
+    encoder = TransformerEncoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
     short = encoder(embedding(np.array([[4, 5, 6]])))
     padded = encoder(embedding(np.array([[4, 5, 6, 0, 0, 0, 0, 0]])))
     np.testing.assert_allclose(_numpy(padded)[:, :3], _numpy(short), atol=1e-5)
@@ -61,19 +61,19 @@ def test_adding_padding_changes_nothing_for_real_tokens(norm_first):
 
 def test_round_trip(tmp_path, features):
     inputs = keras.Input((6, E))
-    model = keras.Model(inputs, TransformerEncoder(intermediate_dim=F, num_heads=N, dropout=0.1, norm_first=True)(inputs))
+    model = keras.Model(inputs, TransformerEncoder(intermediate_dim=F, num_heads=N, dropout=0.1, normalize_first=True)(inputs))
     model.save(tmp_path / "encoder.keras")
     restored = keras.models.load_model(tmp_path / "encoder.keras")
     np.testing.assert_allclose(_numpy(restored(features)), _numpy(model(features)), atol=1e-6)
-    assert restored.layers[-1].get_config()["norm_first"] is True
+    assert restored.layers[-1].get_config()["normalize_first"] is True
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("normalize_first", [False, True])
 @pytest.mark.parametrize("with_padding", [False, True])
-def test_equal_to_keras_hub(features, norm_first, with_padding):
+def test_equal_to_keras_hub(features, normalize_first, with_padding):
     keras_hub = pytest.importorskip("keras_hub")
-    reference = keras_hub.layers.TransformerEncoder(intermediate_dim=F, num_heads=N, normalize_first=norm_first)
-    ours = TransformerEncoder(intermediate_dim=F, num_heads=N, norm_first=norm_first)
+    reference = keras_hub.layers.TransformerEncoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
+    ours = TransformerEncoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
     reference(features)
     ours(features)
     assert [w.shape for w in ours.get_weights()] == [w.shape for w in reference.get_weights()]
@@ -105,10 +105,10 @@ def test_decoder_shape_and_parameter_count(pair):
     assert decoder.count_params() == 8 * (E * E + E) + 6 * E + (E * F + F) + (F * E + E)
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_no_information_flows_from_later_target_tokens(pair, norm_first):
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_no_information_flows_from_later_target_tokens(pair, normalize_first):
     target, source = pair
-    decoder = TransformerDecoder(intermediate_dim=F, num_heads=N, norm_first=norm_first)
+    decoder = TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
     changed = target.copy()
     changed[:, 3:] = np.random.default_rng(9).normal(size=changed[:, 3:].shape)
     before, after = _numpy(decoder(target, source)), _numpy(decoder(changed, source))
@@ -141,26 +141,60 @@ def test_cross_attention_uses_the_source_mask_from_mask_zero():
 def test_decoder_round_trip(tmp_path, pair):
     target, source = pair
     target_input, source_input = keras.Input((5, E)), keras.Input((7, E))
-    output = TransformerDecoder(intermediate_dim=F, num_heads=N, norm_first=True)(target_input, source_input)
+    output = TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=True)(target_input, source_input)
     model = keras.Model([target_input, source_input], output)
     model.save(tmp_path / "decoder.keras")
     restored = keras.models.load_model(tmp_path / "decoder.keras")
     np.testing.assert_allclose(_numpy(restored([target, source])), _numpy(model([target, source])), atol=1e-6)
 
 
-def test_decoder_needs_an_encoder_sequence(pair):
-    target, _ = pair
+def test_a_decoder_with_cross_attention_needs_an_encoder_sequence(pair):
+    target, source = pair
+    decoder = TransformerDecoder(intermediate_dim=F, num_heads=N)
+    decoder(target, source)
     with pytest.raises(ValueError, match="`encoder_sequence` is required"):
-        TransformerDecoder(intermediate_dim=F, num_heads=N)(target)
+        decoder(target)
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
+def test_a_decoder_only_block_refuses_an_encoder_sequence(pair):
+    target, source = pair
+    decoder = TransformerDecoder(intermediate_dim=F, num_heads=N)
+    decoder(target)
+    with pytest.raises(ValueError, match="no cross-attention"):
+        decoder(target, source)
+
+
+def test_decoder_only_block_shape_parameters_and_causality(pair):
+    target, _ = pair
+    decoder = TransformerDecoder(intermediate_dim=F, num_heads=N)
+    output = _numpy(decoder(target))
+    assert output.shape == target.shape
+    # self-attention 4(E*E + E), two LayerNorms 2*2E, feed-forward: no cross-attention weights
+    assert decoder.count_params() == 4 * (E * E + E) + 4 * E + (E * F + F) + (F * E + E)
+    changed = target.copy()
+    changed[:, 3:] += 1.0
+    np.testing.assert_allclose(_numpy(decoder(changed))[:, :3], output[:, :3], atol=1e-5)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_decoder_only_block_equal_to_keras_hub(pair, normalize_first):
+    keras_hub = pytest.importorskip("keras_hub")
+    target, _ = pair
+    reference = keras_hub.layers.TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
+    ours = TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
+    reference(target)
+    ours(target)
+    ours.set_weights(reference.get_weights())
+    np.testing.assert_allclose(_numpy(ours(target)), _numpy(reference(target)), atol=1e-5)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
 @pytest.mark.parametrize("with_padding", [False, True])
-def test_decoder_equal_to_keras_hub(pair, norm_first, with_padding):
+def test_decoder_equal_to_keras_hub(pair, normalize_first, with_padding):
     keras_hub = pytest.importorskip("keras_hub")
     target, source = pair
-    reference = keras_hub.layers.TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=norm_first)
-    ours = TransformerDecoder(intermediate_dim=F, num_heads=N, norm_first=norm_first)
+    reference = keras_hub.layers.TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
+    ours = TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
     reference(target, source)
     ours(target, source)
     assert [w.shape for w in ours.get_weights()] == [w.shape for w in reference.get_weights()]
@@ -171,3 +205,37 @@ def test_decoder_equal_to_keras_hub(pair, norm_first, with_padding):
                      encoder_padding_mask=np.array([[True] * 7, [True] * 4 + [False] * 3]))
     np.testing.assert_allclose(_numpy(ours(target, source, **masks)),
                                _numpy(reference(target, source, **masks)), atol=1e-5)
+
+
+def _sublayers(layer):
+    return [sublayer for sublayer in layer._flatten_layers(include_self=False)]
+
+
+@pytest.mark.parametrize("block", ["encoder", "decoder"])
+def test_every_sublayer_takes_the_blocks_dtype_policy(features, block):
+    layer = (TransformerEncoder if block == "encoder" else TransformerDecoder)(F, N, dropout=0.1, dtype="mixed_bfloat16")
+    layer(features, features) if block == "decoder" else layer(features)
+    assert {sublayer.dtype_policy.name for sublayer in _sublayers(layer)} == {"mixed_bfloat16"}
+    assert layer(features, features).dtype == "bfloat16" if block == "decoder" else layer(features).dtype == "bfloat16"
+
+
+def test_a_training_step_under_mixed_bfloat16_stays_finite():
+    from transformer_course.metrics import masked_accuracy, masked_loss
+    from transformer_course.translation import build_translation_model
+
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(0)
+        model = build_translation_model(30, 40, 8, 9, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2)
+        model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy])
+        generator = np.random.default_rng(0)
+        inputs = {"source_ids": generator.integers(1, 30, (4, 8)), "target_ids": generator.integers(1, 40, (4, 9))}
+        inputs["source_ids"][:, 6:] = 0  # with padding, so the masks run in bfloat16 too
+        labels = generator.integers(1, 40, (4, 9))
+        losses = [float(model.train_on_batch(inputs, labels)[0]) for _ in range(3)]
+        probabilities = _numpy(model(inputs))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert all(np.isfinite(losses))
+    assert probabilities.dtype == np.float32 and np.all(np.isfinite(probabilities))
+    np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0, atol=1e-3)

@@ -7,7 +7,8 @@ import pytest
 from transformer_course.decoding import greedy_decode
 from transformer_course.masks import keras_mask
 from transformer_course.text import standardize_translation
-from transformer_course.translation import IncrementalDecoder, Translator, build_translation_model
+from transformer_course.generation import IncrementalDecoder
+from transformer_course.translation import Translator, build_translation_model
 
 SOURCE_LENGTH, TARGET_LENGTH = 8, 9
 

@@ -1,33 +1,20 @@
-"""Attention layers: for seq2seq decoders (notebook 02) and the Transformer (notebook 04).
+"""Scaled dot-product attention and multi-head attention (notebook 04), with a key/value cache.
 
-Part 1 — attention for sequence-to-sequence decoders: Luong dot, Luong general and Bahdanau
-scores.
+* :func:`scaled_dot_product_attention` — ``softmax(Q Kᵀ / √d_k) V`` for any leading axes.
+* :class:`MultiHeadAttention` — N heads in their own subspaces, Keras' weight layout and call
+  signature; with ``cache`` / ``cache_update_index`` it attends over stored keys and values, so
+  generation computes one new position per step (notebooks 07 and 09).
 
-At each output step the decoder's state (the *query*) is scored against every encoder state (the
-*values*). A softmax turns the alignment scores into attention weights over the source
-positions, and the weighted sum of the encoder states is the step's context vector:
+Attention of a recurrent decoder's state over the source positions (Luong, Bahdanau; notebook
+02) lives in :mod:`transformer_course.seq2seq_attention`. Both turn scores into weights with
+:func:`transformer_course.masks.masked_softmax`.
 
-    alpha_s = softmax_s(score(h_t, h_s)),    context_t = sum_s alpha_s h_s
-
-Shape letters: B batch, S source length, H width of the encoder states (values), Q width of the
-decoder state (query), A the Bahdanau attention width.
-
-Mask contract: an optional boolean ``mask`` of shape ``(B, S)`` comes from the **source**
-(encoder) sequence; True marks a real token that may be attended to. Masked positions get an
-attention weight of exactly 0. A row whose every position is masked gets all-zero weights and a
-zero context vector.
-
-Part 2 — scaled dot-product attention and multi-head attention (Vaswani et al. 2017, §3.2), with
-the mask contract of :mod:`transformer_course.masks`.
+Shape letters: B batch, T query length, S key/value length, E model width, N heads, H head width,
+L cache length. Mask contract: :mod:`transformer_course.masks` (True = may attend).
 
 References:
     Vaswani et al., 2017. "Attention Is All You Need", §3.2.1 (scaled dot-product attention) and
     §3.2.2 (multi-head attention). https://arxiv.org/abs/1706.03762
-    Luong, Pham and Manning, 2015. "Effective Approaches to Attention-based Neural Machine
-    Translation", §3.1 (global attention, the dot and general scores).
-    https://arxiv.org/abs/1508.04025
-    Bahdanau, Cho and Bengio, 2015. "Neural Machine Translation by Jointly Learning to Align and
-    Translate", §3.1 and Appendix A.1.2 (the additive score). https://arxiv.org/abs/1409.0473
 """
 
 from __future__ import annotations
@@ -39,175 +26,9 @@ import keras
 from keras import ops
 
 from ._validation import check_integer
-from .masks import causal_mask, combine_masks
+from .masks import causal_mask, combine_masks, masked_softmax
 
-__all__ = [
-    "LuongDotAttention",
-    "LuongGeneralAttention",
-    "BahdanauAttention",
-    "scaled_dot_product_attention",
-    "MultiHeadAttention",
-]
-
-# Added to the score of a masked position; exp() of it underflows to exactly 0 in float32.
-_MASKED_SCORE = -1e9
-
-
-class _SourceAttention(keras.layers.Layer):
-    """Shared call: validate, score, masked softmax over source positions, weighted sum."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        # The layer consumes the source mask; its outputs have no source axis left to mask.
-        self.supports_masking = True
-
-    def compute_mask(self, *args, **kwargs):
-        return None
-
-    def build(self, query_shape, values_shape=None, mask_shape=None):
-        if values_shape is not None:
-            self._check_shapes(query_shape, values_shape)
-        super().build(query_shape)
-
-    def _check_shapes(self, query_shape, values_shape):
-        if len(query_shape) != 2:
-            raise ValueError(
-                f"`query` must have shape (batch, width), the decoder state; received shape "
-                f"{tuple(query_shape)}."
-            )
-        if len(values_shape) != 3:
-            raise ValueError(
-                f"`values` must have shape (batch, source_length, width), the encoder states; "
-                f"received shape {tuple(values_shape)}."
-            )
-
-    def score(self, query, values):
-        """Alignment scores: float32 ``(B, S)`` from query ``(B, Q)`` and values ``(B, S, H)``."""
-        raise NotImplementedError
-
-    def call(self, query, values, mask=None):
-        self._check_shapes(query.shape, values.shape)
-        scores = self.score(query, values)  # (B, S)
-        if mask is not None:
-            if len(mask.shape) != 2:
-                raise ValueError(
-                    f"`mask` must have shape (batch, source_length); received shape {tuple(mask.shape)}."
-                )
-            mask = ops.cast(mask, "bool")
-            # A large negative score underflows to a weight of exactly 0 after the softmax.
-            scores = ops.where(mask, scores, ops.full_like(scores, _MASKED_SCORE))
-        weights = ops.softmax(scores, axis=-1)  # (B, S)
-        if mask is not None:
-            weights = ops.where(mask, weights, ops.zeros_like(weights))  # fully masked rows -> 0
-        context = ops.einsum("bs,bsh->bh", weights, values)  # (B, H)
-        return context, weights
-
-    def compute_output_shape(self, query_shape, values_shape, mask_shape=None):
-        return (values_shape[0], values_shape[2]), (values_shape[0], values_shape[1])
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class LuongDotAttention(_SourceAttention):
-    """Luong's dot score, ``score(h_t, h_s) = h_tᵀ h_s``: no weights of its own.
-
-    Call arguments:
-        query: float32 ``(B, H)``, the decoder state h_t.
-        values: float32 ``(B, S, H)``, the encoder states h_s (same width as the query).
-        mask: optional bool ``(B, S)`` from the source sequence; True = may attend.
-
-    Returns:
-        ``(context_vector, attention_weights)``: float32 ``(B, H)`` and ``(B, S)``; the weights
-        sum to 1 over unmasked positions and are exactly 0 on masked ones.
-
-    Raises:
-        ValueError: if ranks are wrong, or the query and values widths differ.
-
-    Source: Luong et al., 2015, §3.1, the "dot" score.
-    """
-
-    def score(self, query, values):
-        if query.shape[-1] is not None and values.shape[-1] is not None and query.shape[-1] != values.shape[-1]:
-            raise ValueError(
-                "The dot score needs `query` and `values` of the same width; received "
-                f"{query.shape[-1]} and {values.shape[-1]}. Use LuongGeneralAttention for "
-                "different widths."
-            )
-        return ops.einsum("bh,bsh->bs", query, values)
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class LuongGeneralAttention(_SourceAttention):
-    """Luong's general (multiplicative) score, ``score(h_t, h_s) = h_tᵀ W_a h_s``.
-
-    ``W_a`` is a learned ``(H, Q)`` matrix (a bias-free dense layer applied to the encoder
-    states), so the query and values may have different widths.
-
-    Call arguments, returns and mask semantics as :class:`LuongDotAttention`, with query of
-    shape ``(B, Q)``.
-
-    Raises:
-        ValueError: if ranks are wrong.
-
-    Source: Luong et al., 2015, §3.1, the "general" score.
-    """
-
-    def build(self, query_shape, values_shape, mask_shape=None):
-        self._check_shapes(query_shape, values_shape)
-        self.W_a = keras.layers.Dense(query_shape[-1], use_bias=False, name="W_a")
-        self.W_a.build(values_shape)
-        super().build(query_shape)
-
-    def score(self, query, values):
-        return ops.einsum("bq,bsq->bs", query, self.W_a(values))  # h_tᵀ (W_a h_s)
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class BahdanauAttention(_SourceAttention):
-    """Bahdanau's additive score, ``score(h_t, h_s) = v_aᵀ tanh(W_a h_t + U_a h_s)``.
-
-    This is ``v_aᵀ tanh(W [h_t; h_s])`` with ``W = [W_a U_a]`` split by the halves of the
-    concatenation, which lets ``U_a h_s`` be computed once for all decoder steps.
-
-    Args:
-        units: int, the attention width A (rows of W_a and U_a, length of v_a).
-        **kwargs: passed to ``keras.layers.Layer``.
-
-    Call arguments, returns and mask semantics as :class:`LuongDotAttention`, with query of
-    shape ``(B, Q)``.
-
-    Raises:
-        ValueError: if ``units`` is not a positive integer, or ranks are wrong.
-
-    Source: Bahdanau et al., 2015, §3.1 and Appendix A.1.2.
-    """
-
-    def __init__(self, units, **kwargs):
-        super().__init__(**kwargs)
-        self.units = check_integer("units", units)
-        self.W_a = keras.layers.Dense(units, use_bias=False, name="W_a")
-        self.U_a = keras.layers.Dense(units, use_bias=False, name="U_a")
-        self.v_a = keras.layers.Dense(1, use_bias=False, name="v_a")
-
-    def build(self, query_shape, values_shape, mask_shape=None):
-        self._check_shapes(query_shape, values_shape)
-        self.W_a.build(query_shape)
-        self.U_a.build(values_shape)
-        self.v_a.build((None, None, self.units))
-        super().build(query_shape)
-
-    def score(self, query, values):
-        hidden = ops.tanh(ops.expand_dims(self.W_a(query), 1) + self.U_a(values))  # (B, S, A)
-        return ops.squeeze(self.v_a(hidden), axis=-1)  # (B, S)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(units=self.units)
-        return config
-
-
-# --------------------------------------------------------------------------------------------
-# Part 2: scaled dot-product and multi-head attention
-# --------------------------------------------------------------------------------------------
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -243,12 +64,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
             f"{key.shape[-1]}."
         )
     scores = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)  # (..., T, S)
-    if mask is not None:
-        mask = ops.cast(mask, "bool")
-        scores = ops.where(mask, scores, ops.full_like(scores, _MASKED_SCORE))
-    weights = ops.softmax(scores, axis=-1)
-    if mask is not None:
-        weights = ops.where(mask, weights, ops.zeros_like(weights))  # fully masked rows -> 0
+    weights = masked_softmax(scores, mask)  # exactly 0 on masked positions
     return ops.matmul(weights, value), weights
 
 
@@ -286,9 +102,21 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores: bool, also return the weights ``(B, N, T, S)``.
         training: bool, apply dropout.
         use_causal_mask: bool, forbid attending to later positions (decoder self-attention).
+        cache: optional float ``(B, 2, L, N, H)``, a **key/value cache** (keys ``[:, 0]``,
+            values ``[:, 1]``; :meth:`initial_cache` makes an empty one). With a cache, keys and
+            values are not projected from ``key``/``value`` again: generation does one new
+            position of work per step instead of recomputing the prefix.
+        cache_update_index: optional int (or int scalar tensor), with ``cache``: project
+            ``key``/``value`` (``(B, T', E)``, the new positions) and write them into the cache at
+            positions ``cache_update_index .. + T' - 1`` before attending; the causal mask then
+            places query t at position ``cache_update_index + t``, so unwritten (later) cache
+            positions are never attended. ``None`` with a cache: use the cache as it is (the
+            source keys/values of cross-attention, computed once). The arguments follow
+            ``keras_hub.layers.CachedMultiHeadAttention``.
 
     Returns:
-        float ``(B, T, E)``, and the weights if ``return_attention_scores``. All masks are
+        float ``(B, T, E)``, and the weights if ``return_attention_scores``, and the updated
+        cache last when ``cache`` is given. All masks are
         combined with AND; masked positions get a weight of exactly 0. Like Keras' layer, the
         fused path (taken when no weights are returned and no dropout applies) gives a query
         position with nothing to attend to — a padded query — uniform weights instead of zeros;
@@ -296,9 +124,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Raises:
         ValueError: for a non-positive ``num_heads``, ``key_dim`` or ``value_dim``, a
-            ``dropout`` outside [0, 1), or inputs that are not rank 3.
+            ``dropout`` outside [0, 1), inputs that are not rank 3, or a
+            ``cache_update_index`` without a ``cache``.
 
-    Source: Vaswani et al., 2017, §3.2.2.
+    Source: Vaswani et al., 2017, §3.2.2; the cache as in keras-hub's
+    ``CachedMultiHeadAttention`` (and Pope et al., 2022, "Efficiently Scaling Transformer
+    Inference", §2, on why generation caches keys and values).
     """
 
     def __init__(
@@ -322,7 +153,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.dropout_layer = keras.layers.Dropout(dropout)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.supports_masking = True  # the output keeps the query's padding mask
 
     def _projection(self, name, input_width, head_width):
@@ -373,26 +204,46 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
     ):
         key = value if key is None else key
         for name, tensor in (("query", query), ("value", value), ("key", key)):
-            if len(tensor.shape) != 3:
+            if tensor is not None and len(tensor.shape) != 3:
                 raise ValueError(f"`{name}` must have shape (batch, length, width); received {tuple(tensor.shape)}.")
+        if cache_update_index is not None and cache is None:
+            raise ValueError("`cache_update_index` needs a `cache` to write into; received cache=None.")
         # Keras fills query_mask, value_mask and key_mask from the inputs' masks (mask_zero).
         if key is value:
             key_mask = None  # the same sequence: its mask is value_mask
 
-        # 1. Project and split into heads.
+        # 1. Project and split into heads. With a cache, keys and values come from it: read as
+        #    they are (cache_update_index=None), or after writing the new positions' projections
+        #    at cache_update_index.
         q = self._project(query, self.query_kernel, self.query_bias)  # (B, T, N, H)
-        k = self._project(key, self.key_kernel, self.key_bias)  # (B, S, N, H)
-        v = self._project(value, self.value_kernel, self.value_bias)  # (B, S, N, H_v)
+        if cache is None:
+            k = self._project(key, self.key_kernel, self.key_bias)  # (B, S, N, H)
+            v = self._project(value, self.value_kernel, self.value_bias)  # (B, S, N, H_v)
+        else:
+            k, v = cache[:, 0], cache[:, 1]  # (B, L, N, H): L = the cache's length
+            if cache_update_index is not None:
+                start = (0, cache_update_index, 0, 0)
+                k = ops.slice_update(k, start, ops.cast(self._project(key, self.key_kernel, self.key_bias), k.dtype))
+                v = ops.slice_update(v, start, ops.cast(self._project(value, self.value_kernel, self.value_bias), v.dtype))
+                cache = ops.stack([k, v], axis=1)
+            value_mask = key_mask = None  # padding masks describe the inputs, not the cache
 
-        # 2. One (B, T, S) mask from every source, AND-ed; broadcast over the heads.
+        # 2. One (B, T, S) mask from every source, AND-ed; broadcast over the heads. With a cache,
+        #    the causal mask is offset: query t sits at position cache_update_index + t.
+        causal = None
+        if use_causal_mask:
+            offset = 0 if cache_update_index is None else cache_update_index
+            causal = ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset=offset), 0)
         mask = combine_masks(
             None if query_mask is None else ops.expand_dims(query_mask, -1),
             None if value_mask is None else ops.expand_dims(value_mask, -2),
             None if key_mask is None else ops.expand_dims(key_mask, -2),
-            None if not use_causal_mask else ops.expand_dims(causal_mask(ops.shape(query)[1], ops.shape(value)[1]), 0),
+            causal,
             attention_mask,
         )
         head_mask = None if mask is None else ops.expand_dims(mask, 1)  # (B, 1, T, S)
@@ -416,7 +267,28 @@ class MultiHeadAttention(keras.layers.Layer):
         output = ops.einsum("btnh,nhe->bte", output, self.output_kernel)  # (B, T, E)
         if self.output_bias is not None:
             output = output + self.output_bias
-        return (output, weights) if return_attention_scores else output
+        results = (output, weights) if return_attention_scores else (output,)
+        results = results if cache is None else (*results, cache)
+        return results[0] if len(results) == 1 else results
+
+    def initial_cache(self, batch_size, length, dtype=None):
+        """An empty key/value cache for ``length`` positions: zeros ``(B, 2, L, N, H)``.
+
+        Args:
+            batch_size: int, B.
+            length: int, L, the most positions the cache will hold.
+            dtype: the cache's dtype; defaults to the layer's compute dtype.
+
+        Returns:
+            float zeros ``(B, 2, L, N, H)``: ``[:, 0]`` keys, ``[:, 1]`` values (``value_dim``
+            must equal ``key_dim``, as in every Transformer block).
+
+        Raises:
+            ValueError: if ``value_dim`` differs from ``key_dim``.
+        """
+        if self.value_dim != self.key_dim:
+            raise ValueError(f"a key/value cache needs value_dim == key_dim; this layer has {self.value_dim} and {self.key_dim}.")
+        return ops.zeros((batch_size, 2, length, self.num_heads, self.key_dim), dtype=dtype or self.compute_dtype)
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None, **kwargs):
         return tuple(query_shape)

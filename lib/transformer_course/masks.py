@@ -18,7 +18,7 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 from keras import ops
 
-__all__ = ["padding_mask", "causal_mask", "attention_mask", "combine_masks", "keras_mask"]
+__all__ = ["padding_mask", "causal_mask", "attention_mask", "combine_masks", "masked_softmax", "keras_mask"]
 
 
 def padding_mask(token_ids, padding_id: int = 0):
@@ -34,24 +34,30 @@ def padding_mask(token_ids, padding_id: int = 0):
     return ops.not_equal(token_ids, padding_id)
 
 
-def causal_mask(query_length: int, key_length: int | None = None):
+def causal_mask(query_length: int, key_length: int | None = None, offset=0):
     """Lower-triangular mask: query position t may attend to key positions 0..t only.
 
     Args:
         query_length: int, T (a scalar tensor, such as a dynamic shape, is accepted too).
         key_length: int, S; defaults to T.
+        offset: int (or int scalar tensor) >= 0, the position of query 0 among the keys. During
+            cached generation the T new queries sit at positions ``offset .. offset + T - 1`` of
+            a cache of S keys, and query t may attend to keys ``0 .. offset + t``.
 
     Returns:
-        bool ``(T, S)``.
+        bool ``(T, S)``: entry ``[t, s]`` is ``s <= offset + t``.
 
     Raises:
-        ValueError: if a length is not a positive integer.
+        ValueError: if a length is not a positive integer, or ``offset`` is a negative int.
     """
     key_length = query_length if key_length is None else key_length
     for name, value in (("query_length", query_length), ("key_length", key_length)):
         if isinstance(value, bool) or (isinstance(value, (int, float)) and (value < 1 or value != int(value))):
             raise ValueError(f"`{name}` must be a positive integer; received {value!r}.")
+    if isinstance(offset, bool) or (isinstance(offset, (int, float)) and (offset < 0 or offset != int(offset))):
+        raise ValueError(f"`offset` must be a non-negative integer; received {offset!r}.")
     rows = ops.expand_dims(ops.arange(query_length), 1)  # (T, 1)
+    rows = rows + ops.cast(offset, rows.dtype)  # absolute query positions
     columns = ops.expand_dims(ops.arange(key_length), 0)  # (1, S)
     return ops.greater_equal(rows, columns)
 
@@ -104,6 +110,39 @@ def attention_mask(query_padding_mask=None, key_padding_mask=None, causal: bool 
             causal_mask(int(reference_query.shape[-1]), int(reference_key.shape[-1])), 0
         )
     return combine_masks(query_part, key_part, causal_part)
+
+
+def masked_softmax(scores, mask=None, axis: int = -1):
+    """Softmax over ``axis`` in which masked positions get a weight of exactly 0.
+
+    Every attention layer of the course turns scores into weights here: Luong's and Bahdanau's
+    (one decoder state over the source positions) and scaled dot-product attention (every query
+    over every key).
+
+    Masked scores are replaced by a large negative number before the softmax, so they underflow
+    to 0 and the other weights of the row sum to 1. A row with **no** allowed position would come
+    out uniform that way (every score equally negative); it gets all-zero weights instead, so
+    nothing is averaged from positions the mask forbids. The softmax runs in float32 whatever the
+    scores' dtype (float16 cannot hold the large negative number) and returns that dtype.
+
+    Args:
+        scores: float ``(..., S)`` alignment scores (before the softmax).
+        mask: optional bool, broadcastable to ``scores``; True = may attend. None = a plain
+            softmax.
+        axis: int, the axis to normalise over (the key / source positions). Defaults to -1.
+
+    Returns:
+        float, the shape and dtype of ``scores``: each row sums to 1 over its allowed positions,
+        or is all zeros if it has none.
+    """
+    dtype = scores.dtype
+    scores = ops.cast(scores, "float32")
+    if mask is None:
+        return ops.cast(ops.softmax(scores, axis=axis), dtype)
+    mask = ops.cast(mask, "bool")
+    scores = ops.where(mask, scores, ops.full_like(scores, -1e9))  # exp(-1e9 - max) is exactly 0
+    weights = ops.where(mask, ops.softmax(scores, axis=axis), ops.zeros_like(scores))  # fully masked rows -> 0
+    return ops.cast(weights, dtype)
 
 
 def keras_mask(tensor):

@@ -70,12 +70,14 @@ class PositionalEmbedding(keras.layers.Layer):
 
     Call arguments:
         inputs: int ``(B, T)`` token ids, ``T <= sequence_length``.
+        start_index: int (or int scalar tensor), the position of the first id; defaults to 0.
+            Cached generation embeds one new token at a time at its true position.
 
     Returns:
         float32 ``(B, T, E)``, with the padding mask ``(B, T)`` attached when ``mask_zero``.
 
     Raises:
-        ValueError: for non-positive sizes, or inputs longer than ``sequence_length``.
+        ValueError: for non-positive sizes, or inputs that end past ``sequence_length``.
 
     Source: Devlin et al., 2019 (BERT), §3 (learned position embeddings); Chollet, "Deep
     Learning with Python", 2nd ed., §11.4.3.
@@ -87,8 +89,9 @@ class PositionalEmbedding(keras.layers.Layer):
         self.vocab_size = check_integer("vocab_size", vocab_size)
         self.embed_dim = check_integer("embed_dim", embed_dim)
         self.mask_zero = bool(mask_zero)
-        self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding")
-        self.position_embedding = keras.layers.Embedding(sequence_length, embed_dim, name="position_embedding")
+        self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding", dtype=self.dtype_policy)
+        self.position_embedding = keras.layers.Embedding(sequence_length, embed_dim, name="position_embedding",
+                                                         dtype=self.dtype_policy)
         self.supports_masking = True
 
     def build(self, inputs_shape):
@@ -96,17 +99,18 @@ class PositionalEmbedding(keras.layers.Layer):
         self.position_embedding.build((None,))
         super().build(inputs_shape)
 
-    def call(self, inputs):
+    def call(self, inputs, start_index=0):
         length = inputs.shape[-1]
-        if length is not None and length > self.sequence_length:
+        if length is not None and isinstance(start_index, int) and length + start_index > self.sequence_length:
             raise ValueError(
-                f"`inputs` has {length} positions but this PositionalEmbedding was built for "
-                f"sequence_length={self.sequence_length}."
+                f"`inputs` has {length} positions from position {start_index}, but this PositionalEmbedding "
+                f"was built for sequence_length={self.sequence_length}."
             )
         positions = ops.arange(ops.shape(inputs)[-1])  # (T,)
+        positions = positions + ops.cast(start_index, positions.dtype)
         return self.token_embedding(inputs) + self.position_embedding(positions)  # (B, T, E)
 
-    def compute_mask(self, inputs, mask=None):
+    def compute_mask(self, inputs, mask=None, start_index=0):
         return ops.not_equal(inputs, 0) if self.mask_zero else None
 
     def compute_output_shape(self, inputs_shape):

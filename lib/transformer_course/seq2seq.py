@@ -25,7 +25,7 @@ import numpy as np
 from keras import ops
 
 from ._validation import check_integer
-from .attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
+from .seq2seq_attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
 
 __all__ = [
     "ATTENTION_SCORES",
@@ -96,9 +96,9 @@ class LSTMDecoder(keras.layers.Layer):
                 f"`feedback` must be one of {_FEEDBACK_MODES}; received {feedback!r}."
             )
         self.feedback = feedback
-        self.cell = keras.layers.LSTMCell(self.units, name="lstm_cell")
+        self.cell = keras.layers.LSTMCell(self.units, name="lstm_cell", dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
-            self.n_features, activation="softmax", name="output_dense"
+            self.n_features, activation="softmax", name="output_dense", dtype=self.dtype_policy
         )
 
     def build(self, states_shape, decoder_inputs_shape=None):
@@ -166,7 +166,7 @@ class AttentionLSTMDecoder(keras.layers.Layer):
         n_features: int, the one-hot width F of the outputs.
         output_length: int, how many steps T_out to write.
         score: str, ``"dot"``, ``"general"`` or ``"bahdanau"`` (see
-            :mod:`transformer_course.attention`).
+            :mod:`transformer_course.seq2seq_attention`).
         attention_units: int, the Bahdanau attention width A; defaults to ``units``. Ignored by
             the other scores.
         **kwargs: passed to ``keras.layers.Layer``.
@@ -196,13 +196,14 @@ class AttentionLSTMDecoder(keras.layers.Layer):
             "attention_units", units if attention_units is None else attention_units
         )
         if score == "dot":
-            self.attention = LuongDotAttention(name="attention")
+            self.attention = LuongDotAttention(name="attention", dtype=self.dtype_policy)
         elif score == "general":
-            self.attention = LuongGeneralAttention(name="attention")
+            self.attention = LuongGeneralAttention(name="attention", dtype=self.dtype_policy)
         else:
-            self.attention = BahdanauAttention(self.attention_units, name="attention")
-        self.cell = keras.layers.LSTMCell(self.units, name="lstm_cell")
-        self.output_dense = keras.layers.Dense(self.n_features, activation="softmax", name="output_dense")
+            self.attention = BahdanauAttention(self.attention_units, name="attention", dtype=self.dtype_policy)
+        self.cell = keras.layers.LSTMCell(self.units, name="lstm_cell", dtype=self.dtype_policy)
+        self.output_dense = keras.layers.Dense(self.n_features, activation="softmax", name="output_dense",
+                                               dtype=self.dtype_policy)
 
     def build(self, encoder_outputs_shape, states_shape=None, encoder_mask_shape=None):
         self.attention.build((None, self.units), encoder_outputs_shape)

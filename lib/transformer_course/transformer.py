@@ -36,7 +36,7 @@ class _TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-5,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
-        norm_first=False,
+        normalize_first=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -49,8 +49,11 @@ class _TransformerBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.norm_first = bool(norm_first)
+        self.normalize_first = bool(normalize_first)
         self.supports_masking = True
+
+    def _dropout(self, name):
+        return keras.layers.Dropout(self.dropout, name=name, dtype=self.dtype_policy)
 
     def _initializers(self):
         return dict(
@@ -69,7 +72,7 @@ class _TransformerBlock(keras.layers.Layer):
         """A built MultiHeadAttention with key_dim = E // num_heads."""
         layer = MultiHeadAttention(
             self.num_heads, query_shape[-1] // self.num_heads, dropout=self.dropout, name=name,
-            **self._initializers(),
+            dtype=self.dtype_policy, **self._initializers(),
         )
         layer.build(query_shape, value_shape)
         return layer
@@ -77,16 +80,17 @@ class _TransformerBlock(keras.layers.Layer):
     def _feedforward(self, shape):
         """The built position-wise feed-forward pair: Dense(F, activation) then Dense(E)."""
         hidden = keras.layers.Dense(
-            self.intermediate_dim, activation=self.activation, name="feedforward_hidden", **self._initializers()
+            self.intermediate_dim, activation=self.activation, name="feedforward_hidden", dtype=self.dtype_policy,
+            **self._initializers(),
         )
         hidden.build(shape)
-        output = keras.layers.Dense(shape[-1], name="feedforward_output", **self._initializers())
+        output = keras.layers.Dense(shape[-1], name="feedforward_output", dtype=self.dtype_policy, **self._initializers())
         output.build((*shape[:-1], self.intermediate_dim))
         return hidden, output
 
     def _norm(self, name, shape):
         """A built LayerNormalization."""
-        layer = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)
+        layer = keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy)
         layer.build(shape)
         return layer
 
@@ -100,7 +104,7 @@ class _TransformerBlock(keras.layers.Layer):
             layer_norm_epsilon=self.layer_norm_epsilon,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
-            norm_first=self.norm_first,
+            normalize_first=self.normalize_first,
         )
         return config
 
@@ -109,12 +113,12 @@ class _TransformerBlock(keras.layers.Layer):
 class TransformerEncoder(_TransformerBlock):
     """One Transformer encoder block.
 
-    Post-norm (the original, ``norm_first=False``)::
+    Post-norm (the original, ``normalize_first=False``)::
 
         x = LayerNorm(x + Dropout(MultiHeadSelfAttention(x)))
         x = LayerNorm(x + Dropout(Dense_E(activation(Dense_F(x)))))
 
-    Pre-norm (``norm_first=True``) normalises the input of each sub-layer instead:
+    Pre-norm (``normalize_first=True``) normalises the input of each sub-layer instead:
     ``x = x + Dropout(SubLayer(LayerNorm(x)))``, which trains deep stacks more stably.
 
     The weights are created in keras-hub's order and shapes, so
@@ -128,7 +132,7 @@ class TransformerEncoder(_TransformerBlock):
         activation: the feed-forward activation; defaults to ``"relu"``.
         layer_norm_epsilon: float, LayerNorm's epsilon; defaults to ``1e-5``.
         kernel_initializer, bias_initializer: Keras initializers for every dense projection.
-        norm_first: bool, pre-norm instead of post-norm. Defaults to False.
+        normalize_first: bool, pre-norm instead of post-norm. Defaults to False.
         **kwargs: passed to ``keras.layers.Layer``.
 
     Call arguments:
@@ -160,10 +164,10 @@ class TransformerEncoder(_TransformerBlock):
         self._check_width(inputs_shape[-1])
         self.attention = self._attention("self_attention", inputs_shape, inputs_shape)
         self.attention_norm = self._norm("attention_norm", inputs_shape)
-        self.attention_dropout = keras.layers.Dropout(self.dropout, name="attention_dropout")
+        self.attention_dropout = self._dropout("attention_dropout")
         self.feedforward_norm = self._norm("feedforward_norm", inputs_shape)
         self.feedforward_hidden, self.feedforward_output = self._feedforward(inputs_shape)
-        self.feedforward_dropout = keras.layers.Dropout(self.dropout, name="feedforward_dropout")
+        self.feedforward_dropout = self._dropout("feedforward_dropout")
         super().build(inputs_shape)
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
@@ -174,19 +178,19 @@ class TransformerEncoder(_TransformerBlock):
 
         # 1. Multi-head self-attention sub-layer with its residual connection.
         residual = inputs
-        x = self.attention_norm(inputs) if self.norm_first else inputs
+        x = self.attention_norm(inputs) if self.normalize_first else inputs
         x = self.attention(x, x, attention_mask=self_attention_mask, training=training,
                            return_attention_scores=return_attention_scores)
         x, scores = x if return_attention_scores else (x, None)
         x = residual + self.attention_dropout(x, training=training)
-        x = x if self.norm_first else self.attention_norm(x)
+        x = x if self.normalize_first else self.attention_norm(x)
 
         # 2. Position-wise feed-forward sub-layer: the same two dense layers at every position.
         residual = x
-        y = self.feedforward_norm(x) if self.norm_first else x
+        y = self.feedforward_norm(x) if self.normalize_first else x
         y = self.feedforward_output(self.feedforward_hidden(y))
         x = residual + self.feedforward_dropout(y, training=training)
-        x = x if self.norm_first else self.feedforward_norm(x)
+        x = x if self.normalize_first else self.feedforward_norm(x)
         return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, inputs_shape):
@@ -198,7 +202,7 @@ class TransformerEncoder(_TransformerBlock):
 class TransformerDecoder(_TransformerBlock):
     """One Transformer decoder block: causal self-attention, cross-attention, feed-forward.
 
-    Post-norm (the original, ``norm_first=False``)::
+    Post-norm (the original, ``normalize_first=False``)::
 
         x = LayerNorm(x + Dropout(SelfAttention(x, causal mask AND target padding mask)))
         x = LayerNorm(x + Dropout(CrossAttention(query=x, keys/values=encoder output,
@@ -208,6 +212,9 @@ class TransformerDecoder(_TransformerBlock):
     Cross-attention is masked with the **source** (encoder) padding mask: no target position may
     look at padding in the source sentence. (Masking it with the decoder's own mask, as one
     well-known tutorial does, is a bug: that mask describes the wrong sequence.)
+
+    A block first called without an ``encoder_sequence`` has no cross-attention: the decoder-only
+    block of a GPT-style language model (causal self-attention and feed-forward).
 
     Weights are created in keras-hub's order and shapes, so
     ``decoder.set_weights(keras_hub.layers.TransformerDecoder(...).get_weights())`` copies one.
@@ -219,82 +226,132 @@ class TransformerDecoder(_TransformerBlock):
         activation: feed-forward activation; defaults to ``"relu"``.
         layer_norm_epsilon: float; defaults to ``1e-5``.
         kernel_initializer, bias_initializer: Keras initializers for every dense projection.
-        norm_first: bool, pre-norm instead of post-norm. Defaults to False.
-        **kwargs: passed to ``keras.layers.Layer``.
+        normalize_first: bool, pre-norm instead of post-norm (keras-hub's name). Defaults to
+            False.
+        **kwargs: passed to ``keras.layers.Layer`` (``dtype`` sets the policy of every
+            sub-layer, e.g. ``"mixed_bfloat16"``).
 
     Call arguments:
         decoder_sequence: float ``(B, T, E)``, the target sequence so far (teacher forcing: the
             target shifted right).
-        encoder_sequence: float ``(B, S, E)``, the encoder's output.
+        encoder_sequence: float ``(B, S, E)``, the encoder's output; required by a block with
+            cross-attention unless ``cross_attention_cache`` holds its keys and values.
         decoder_padding_mask: optional bool ``(B, T)``, True = real target token.
         encoder_padding_mask: optional bool ``(B, S)``, True = real source token.
         use_causal_mask: bool, forbid attending to later target positions. Defaults to True.
+        self_attention_cache: optional float ``(B, 2, L, N, E // N)``, the key/value cache of
+            the target positions (see :meth:`MultiHeadAttention.initial_cache`).
+        self_attention_cache_update_index: int (or int scalar tensor): where the T new
+            positions go in ``self_attention_cache``; the causal mask is offset to match.
+        cross_attention_cache: optional float ``(B, 2, S, N, E // N)``, the source keys and
+            values. Pass it with ``cross_attention_cache_update_index=0`` and the
+            ``encoder_sequence`` to fill it, then with ``None`` to reuse it at every step.
+        cross_attention_cache_update_index: int or None, as above.
         training: bool, apply dropout.
         return_attention_scores: bool, also return the cross-attention weights ``(B, N, T, S)``.
         decoder_sequence_mask, encoder_sequence_mask: filled in by Keras from the inputs' masks
             (``mask_zero``, ``PositionalEmbedding``); the explicit padding masks above win.
 
     Returns:
-        float ``(B, T, E)`` (and the cross-attention weights), carrying the target's padding mask.
+        float ``(B, T, E)``, carrying the target's padding mask; then the cross-attention weights
+        if ``return_attention_scores``; then, with caches, the updated ``self_attention_cache``
+        and (for a block with cross-attention) ``cross_attention_cache``, as keras-hub's
+        decoder returns them.
 
     Raises:
         ValueError: for bad sizes or dropout, inputs that are not rank 3, a width E that
-            ``num_heads`` does not divide, or a missing ``encoder_sequence``.
+            ``num_heads`` does not divide, a missing ``encoder_sequence`` (or cross-attention
+            cache) in a block with cross-attention, an ``encoder_sequence`` given to a block
+            without one, or a cross-attention cache without a self-attention cache.
 
-    Source: Vaswani et al., 2017, §3.1 (decoder stack) and §3.2.3 (the three uses of attention).
+    Source: Vaswani et al., 2017, §3.1 (decoder stack) and §3.2.3 (the three uses of attention);
+    Radford et al., 2018 (GPT), §3.1 (the decoder-only block).
     """
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
-        if encoder_sequence_shape is None:
-            raise ValueError("`encoder_sequence` is required: this decoder always attends to an encoder's output.")
         for name, shape in (("decoder_sequence", decoder_sequence_shape), ("encoder_sequence", encoder_sequence_shape)):
-            if len(shape) != 3:
+            if shape is not None and len(shape) != 3:
                 raise ValueError(f"`{name}` must have shape (batch, length, width); received {tuple(shape)}.")
         self._check_width(decoder_sequence_shape[-1])
         self.self_attention = self._attention("self_attention", decoder_sequence_shape, decoder_sequence_shape)
         self.self_attention_norm = self._norm("self_attention_norm", decoder_sequence_shape)
-        self.cross_attention = self._attention("cross_attention", decoder_sequence_shape, encoder_sequence_shape)
-        self.cross_attention_norm = self._norm("cross_attention_norm", decoder_sequence_shape)
+        self.has_cross_attention = encoder_sequence_shape is not None
+        if self.has_cross_attention:
+            self.cross_attention = self._attention("cross_attention", decoder_sequence_shape, encoder_sequence_shape)
+            self.cross_attention_norm = self._norm("cross_attention_norm", decoder_sequence_shape)
         self.feedforward_hidden, self.feedforward_output = self._feedforward(decoder_sequence_shape)
         self.feedforward_norm = self._norm("feedforward_norm", decoder_sequence_shape)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, name="residual_dropout")
+        self.dropout_layer = self._dropout("residual_dropout")
         super().build(decoder_sequence_shape)
 
     def _sublayer(self, x, norm, function, training):
         """Residual wrapper: post-norm LayerNorm(x + F(x)) or pre-norm x + F(LayerNorm(x))."""
-        output = function(norm(x) if self.norm_first else x)
+        output = function(norm(x) if self.normalize_first else x)
         x = x + self.dropout_layer(output, training=training)
-        return x if self.norm_first else norm(x)
+        return x if self.normalize_first else norm(x)
 
     def call(self, decoder_sequence, encoder_sequence=None, decoder_padding_mask=None,
-             encoder_padding_mask=None, use_causal_mask=True, training=None,
-             return_attention_scores=False, decoder_sequence_mask=None, encoder_sequence_mask=None):
-        if encoder_sequence is None:
-            raise ValueError("`encoder_sequence` is required: this decoder always attends to an encoder's output.")
+             encoder_padding_mask=None, use_causal_mask=True, self_attention_cache=None,
+             self_attention_cache_update_index=None, cross_attention_cache=None,
+             cross_attention_cache_update_index=None, training=None, return_attention_scores=False,
+             decoder_sequence_mask=None, encoder_sequence_mask=None):
+        if self.has_cross_attention:
+            if encoder_sequence is None and (cross_attention_cache is None or cross_attention_cache_update_index is not None):
+                raise ValueError("`encoder_sequence` is required: this block has cross-attention (it was built with "
+                                 "an encoder sequence), and no `cross_attention_cache` holds the source keys and values.")
+            if (cross_attention_cache is None) != (self_attention_cache is None):
+                raise ValueError("`self_attention_cache` and `cross_attention_cache` must be given together or not at all; "
+                                 f"received {type(self_attention_cache).__name__} and {type(cross_attention_cache).__name__}.")
+        elif encoder_sequence is not None or cross_attention_cache is not None:
+            raise ValueError("This block has no cross-attention (it was built without an encoder sequence); "
+                             "received an `encoder_sequence` or `cross_attention_cache`.")
         target_mask = decoder_sequence_mask if decoder_padding_mask is None else decoder_padding_mask  # (B, T)
         source_mask = encoder_sequence_mask if encoder_padding_mask is None else encoder_padding_mask  # (B, S)
         self_mask = None if target_mask is None else ops.expand_dims(ops.cast(target_mask, "bool"), 1)  # (B, 1, T)
+        if self_attention_cache is not None:
+            # The padding mask describes the new positions only; the cache's positions are real
+            # tokens, and the offset causal mask keeps unwritten ones out.
+            self_mask = None
         cross_mask = None if source_mask is None else ops.expand_dims(ops.cast(source_mask, "bool"), 1)  # (B, 1, S)
-        scores = {}
+        results = {}
 
         def self_attention(x):
-            return self.self_attention(x, x, attention_mask=self_mask, use_causal_mask=use_causal_mask,
-                                       training=training)
+            output = self.self_attention(x, x, attention_mask=self_mask, use_causal_mask=use_causal_mask,
+                                         training=training, cache=self_attention_cache,
+                                         cache_update_index=self_attention_cache_update_index)
+            if self_attention_cache is None:
+                return output
+            output, results["self_cache"] = output
+            return output
 
         def cross_attention(x):
-            if not return_attention_scores:
-                return self.cross_attention(x, encoder_sequence, attention_mask=cross_mask, training=training)
-            output, scores["cross"] = self.cross_attention(
-                x, encoder_sequence, attention_mask=cross_mask, training=training, return_attention_scores=True)
+            output = self.cross_attention(
+                x, encoder_sequence, attention_mask=cross_mask, training=training,
+                return_attention_scores=return_attention_scores, cache=cross_attention_cache,
+                cache_update_index=cross_attention_cache_update_index)
+            if return_attention_scores:
+                output, results["scores"], *cache = output
+            elif cross_attention_cache is not None:
+                output, *cache = output
+            if cross_attention_cache is not None:
+                results["cross_cache"] = cache[0]
             return output
 
         def feedforward(x):
             return self.feedforward_output(self.feedforward_hidden(x))
 
         x = self._sublayer(decoder_sequence, self.self_attention_norm, self_attention, training)  # 1. causal self-attention
-        x = self._sublayer(x, self.cross_attention_norm, cross_attention, training)  # 2. attend to the source
+        if self.has_cross_attention:
+            x = self._sublayer(x, self.cross_attention_norm, cross_attention, training)  # 2. attend to the source
         x = self._sublayer(x, self.feedforward_norm, feedforward, training)  # 3. position-wise feed-forward
-        return (x, scores["cross"]) if return_attention_scores else x
+        outputs = [x]
+        if return_attention_scores:
+            outputs.append(results.get("scores"))
+        if self_attention_cache is not None:
+            outputs.append(results["self_cache"])
+            if self.has_cross_attention:
+                outputs.append(results["cross_cache"])
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return tuple(decoder_sequence_shape)

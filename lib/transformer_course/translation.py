@@ -1,36 +1,29 @@
-"""A Transformer translator: the encoder-decoder model, cached greedy decoding, and an export.
+"""A Transformer translator: the encoder-decoder model and an export that takes strings.
 
 * :func:`build_translation_model` — source ids and the target shifted right in, next-token
   probabilities out: ``PositionalEmbedding`` + ``TransformerEncoder`` stack for the source,
   ``PositionalEmbedding`` + ``TransformerDecoder`` stack for the target, softmax over the target
   vocabulary (Vaswani et al., 2017, §3, Figure 1).
-* :class:`IncrementalDecoder` — greedy decoding that does not recompute what it already knows:
-  the encoder runs once per batch, the cross-attention keys/values of the source are projected
-  once, and each decoder block keeps the self-attention keys/values of the tokens generated so
-  far (a *key/value cache*), so step t processes one new token instead of all t.
 * :class:`Translator` — a Keras model holding both vectorisers and the translation model: it
-  takes a string or a list of strings and returns translations, and saves to one ``.keras`` file.
+  takes a string or a list of strings and returns translations (greedy or beam search, decoded
+  with the key/value caches of :class:`transformer_course.generation.IncrementalDecoder`), and
+  saves to one ``.keras`` file.
 """
 
 from __future__ import annotations
-
-import math
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 import numpy as np
 from keras import ops
 
-from .runtime import import_tensorflow_quietly
 from ._validation import check_integer, check_texts
-from .decoding import batch_beam_search, beam_search, greedy_decode
+from .decoding import beam_search
+from .generation import IncrementalDecoder, encode_source, model_blocks
 from .positional import PositionalEmbedding
 from .transformer import TransformerDecoder, TransformerEncoder
 
-# tf.data and tf.strings, whatever the Keras backend; imported without the start-up INFO records.
-tf = import_tensorflow_quietly()
-
-__all__ = ["TokenDistribution", "build_translation_model", "cross_attention_weights", "IncrementalDecoder", "Translator", "START_TOKEN", "END_TOKEN"]
+__all__ = ["TokenDistribution", "build_translation_model", "cross_attention_weights", "Translator", "START_TOKEN", "END_TOKEN"]
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
@@ -117,26 +110,10 @@ def build_translation_model(
     for index in range(num_layers):
         y = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, name=f"decoder_{index + 1}")(y, encoded)
     y = keras.layers.Dropout(dropout, name="output_dropout")(y)
-    probabilities = TokenDistribution(target_vocab_size, name="output")(y)
+    # The softmax in float32 whatever the policy: under mixed_bfloat16 a bfloat16 probability has
+    # 3 significant digits, too few for the log-likelihood of a 15,000-word vocabulary.
+    probabilities = TokenDistribution(target_vocab_size, name="output", dtype="float32")(y)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, probabilities, name=name)
-
-
-def _layers(model: keras.Model, prefix: str) -> list:
-    found = []
-    while True:
-        try:
-            found.append(model.get_layer(f"{prefix}_{len(found) + 1}"))
-        except ValueError:
-            return found
-
-
-def _encode(model: keras.Model, source_ids):
-    """Run the source embedding and encoder stack: int (B, S) -> (float (B, S, E), bool mask (B, S))."""
-    source_mask = ops.not_equal(source_ids, 0)  # True = real source token
-    x = model.get_layer("source_embedding")(source_ids)
-    for encoder in _layers(model, "encoder"):
-        x = encoder(x, padding_mask=source_mask)
-    return x, source_mask
 
 
 def cross_attention_weights(model: keras.Model, source_ids, target_ids):
@@ -154,171 +131,14 @@ def cross_attention_weights(model: keras.Model, source_ids, target_ids):
     source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
     target_ids = ops.convert_to_tensor(np.asarray(target_ids), dtype="int32")
     target_mask = ops.not_equal(target_ids, 0)
-    x, source_mask = _encode(model, source_ids)
+    x, source_mask = encode_source(model, source_ids)
     y = model.get_layer("target_embedding")(target_ids)
-    decoders = _layers(model, "decoder")
+    decoders = model_blocks(model, "decoder")
     for decoder in decoders[:-1]:
         y = decoder(y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask)
     _, weights = decoders[-1](y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
                               return_attention_scores=True)
     return ops.convert_to_numpy(weights)
-
-
-class IncrementalDecoder:
-    """Greedy decoding of a :func:`build_translation_model` model with a key/value cache.
-
-    Without a cache, step t runs the encoder again and the decoder over all t tokens so far:
-    O(t) work per step, O(T²) per sentence. Here the encoder runs once, the source keys/values of
-    every cross-attention are projected once, and each decoder block appends the new token's
-    self-attention key and value to a cache: step t computes one position. Outputs equal the
-    uncached model's (up to float rounding); the tests check it.
-
-    Args:
-        model: a model from :func:`build_translation_model` (in inference mode: no dropout).
-        max_length: int, the most tokens generated after ``[start]``, at most the model's
-            target length.
-
-    Raises:
-        ValueError: for a ``max_length`` above the target embedding's ``sequence_length``.
-    """
-
-    def __init__(self, model: keras.Model, max_length: int):
-        self.model = model
-        self.max_length = check_integer("max_length", max_length)
-        self.target_embedding = model.get_layer("target_embedding")
-        self.decoders = _layers(model, "decoder")
-        self.output_layer = model.get_layer("output")
-        if self.max_length > self.target_embedding.sequence_length:
-            raise ValueError(f"`max_length` must be at most the target length "
-                             f"{self.target_embedding.sequence_length}; received {max_length}.")
-        self._step = tf.function(self._step_eagerly, reduce_retracing=True)
-        self._start = tf.function(self._start_eagerly, reduce_retracing=True)
-
-    @staticmethod
-    def _heads(attention, x, which):
-        kernel, bias = getattr(attention, f"{which}_kernel"), getattr(attention, f"{which}_bias")
-        projected = ops.einsum("bte,enh->btnh", x, kernel)  # (B, T, N, H)
-        return projected if bias is None else projected + bias
-
-    @staticmethod
-    def _merge(attention, heads):
-        output = ops.einsum("btnh,nhe->bte", heads, attention.output_kernel)  # (B, T, E)
-        return output if attention.output_bias is None else output + attention.output_bias
-
-    @staticmethod
-    def _attend(attention, query, key, value, mask):
-        # The fused kernel, as MultiHeadAttention uses it at inference, so results match the model.
-        return ops.dot_product_attention(query, key, value, mask=mask, scale=1.0 / math.sqrt(attention.key_dim))
-
-    def _start_eagerly(self, source_ids):
-        """Encode the source once; project every decoder's cross-attention keys and values once."""
-        x, source_mask = _encode(self.model, source_ids)
-        cross = [(self._heads(d.cross_attention, x, "key"), self._heads(d.cross_attention, x, "value"))
-                 for d in self.decoders]
-        return source_mask, cross
-
-    def _step_eagerly(self, token_ids, position, source_mask, cross, cache):
-        """One new target token per sentence: (B,) ids at ``position`` -> (B, V) probabilities."""
-        x = self.target_embedding.token_embedding(token_ids[:, None])  # (B, 1, E)
-        x = x + self.target_embedding.position_embedding(ops.reshape(position, (1,)))
-        seen = ops.reshape(ops.arange(self.max_length + 1) <= position, (1, 1, 1, -1))  # cached positions so far
-        seen = ops.broadcast_to(seen, (ops.shape(x)[0], 1, 1, self.max_length + 1))  # (B, 1, 1, L)
-        cross_mask = source_mask[:, None, None, :]  # (B, 1, 1, S)
-        new_cache = []
-        for decoder, (cross_keys, cross_values), (keys, values) in zip(self.decoders, cross, cache):
-            def self_attention(h, decoder=decoder, keys=keys, values=values):
-                attention = decoder.self_attention
-                keys = ops.slice_update(keys, (0, position, 0, 0), self._heads(attention, h, "key"))
-                values = ops.slice_update(values, (0, position, 0, 0), self._heads(attention, h, "value"))
-                new_cache.append((keys, values))
-                heads = self._attend(attention, self._heads(attention, h, "query"), keys, values, seen)
-                return self._merge(attention, heads)
-
-            def cross_attention(h, decoder=decoder, cross_keys=cross_keys, cross_values=cross_values):
-                attention = decoder.cross_attention
-                heads = self._attend(attention, self._heads(attention, h, "query"), cross_keys, cross_values, cross_mask)
-                return self._merge(attention, heads)
-
-            x = decoder._sublayer(x, decoder.self_attention_norm, self_attention, False)
-            x = decoder._sublayer(x, decoder.cross_attention_norm, cross_attention, False)
-            x = decoder._sublayer(x, decoder.feedforward_norm,
-                                  lambda h, d=decoder: d.feedforward_output(d.feedforward_hidden(h)), False)
-        return self.output_layer(x)[:, 0, :], new_cache
-
-    def _cached_model(self, source_ids, copies: int):
-        """``(next_token_probabilities, reorder)`` for ``copies`` rows per source, sharing one encoding.
-
-        Row ``b * copies + k`` belongs to source b. ``next_token_probabilities(decoded)`` reads only
-        the last column: the cache holds the rest. ``reorder(parents)`` gathers the cache rows.
-        """
-        source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
-        source_mask, cross = self._start(source_ids)
-        if copies > 1:
-            source_mask = ops.repeat(source_mask, copies, axis=0)
-            cross = [(ops.repeat(keys, copies, axis=0), ops.repeat(values, copies, axis=0)) for keys, values in cross]
-        rows = int(source_ids.shape[0]) * copies
-        cache = []
-        for decoder in self.decoders:
-            heads, width = decoder.self_attention.num_heads, decoder.self_attention.key_dim
-            empty = ops.zeros((rows, self.max_length + 1, heads, width))
-            cache.append((empty, empty))
-
-        def next_token_probabilities(decoded):
-            nonlocal cache
-            probabilities, cache = self._step(ops.convert_to_tensor(decoded[:, -1], dtype="int32"),
-                                              ops.convert_to_tensor(decoded.shape[1] - 1, dtype="int32"),
-                                              source_mask, cross, cache)
-            probabilities = ops.convert_to_numpy(probabilities)
-            probabilities[:, 0] = 0.0  # never generate padding (id 0)
-            return probabilities
-
-        def reorder(parents):
-            nonlocal cache
-            parents = ops.convert_to_tensor(parents, dtype="int32")
-            cache = [(ops.take(keys, parents, axis=0), ops.take(values, parents, axis=0)) for keys, values in cache]
-
-        return next_token_probabilities, reorder
-
-    def decode(self, source_ids, start_id: int, end_id: int) -> np.ndarray:
-        """Greedy-decode a batch of sources.
-
-        Args:
-            source_ids: int ``(B, S)`` source token ids, 0 = padding.
-            start_id, end_id: ints, the target vocabulary's ``[start]`` and ``[end]`` ids.
-
-        Returns:
-            int64 ``(B, 1 + n)``, n <= ``max_length``: each row starts with ``start_id``; after
-            its ``end_id`` a row holds padding (0). Decoding stops once every row has ended.
-            The padding id is never generated (it is not a word; the model never learns it).
-        """
-        next_token_probabilities, _ = self._cached_model(source_ids, 1)
-        return greedy_decode(next_token_probabilities, np.full(len(source_ids), start_id), end_id, self.max_length)
-
-    def beam_decode(self, source_ids, start_id: int, end_id: int, beam_width: int = 4,
-                    alpha: float = 0.6) -> np.ndarray:
-        """Beam-search a batch of sources: B * K rows share each decoder step and the cache.
-
-        The encoder runs once per source; after every step each cache row is replaced by the row
-        of the beam it extends. Each sentence gets what :func:`~transformer_course.decoding.beam_search`
-        gives it alone with the uncached model (up to float rounding; the tests check it).
-
-        Args:
-            source_ids: int ``(B, S)``, 0 = padding.
-            start_id, end_id: ints, the ``[start]`` and ``[end]`` ids.
-            beam_width: int, K, beams per sentence.
-            alpha: float >= 0, the GNMT length-penalty exponent.
-
-        Returns:
-            int64 ``(B, 1 + n)``: each row the best hypothesis of its sentence, padded with 0.
-
-        Raises:
-            ValueError: for a non-positive ``beam_width`` or a negative ``alpha``.
-        """
-        beam_width = check_integer("beam_width", beam_width)
-        next_token_probabilities, reorder = self._cached_model(source_ids, beam_width)
-        ids, _ = batch_beam_search(next_token_probabilities, np.full(len(source_ids), start_id), end_id,
-                                   self.max_length, beam_width, alpha, reorder=reorder)
-        return ids
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -414,8 +234,8 @@ class Translator(keras.Model):
         The plain reference that :meth:`IncrementalDecoder.beam_decode` must agree with, and the
         slow baseline of ``benchmarks/translation_decoding.py``.
         """
-        encoded, mask = _encode(self.model, ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32"))
-        embedding, decoders = self.model.get_layer("target_embedding"), _layers(self.model, "decoder")
+        encoded, mask = encode_source(self.model, ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32"))
+        embedding, decoders = self.model.get_layer("target_embedding"), model_blocks(self.model, "decoder")
         output = self.model.get_layer("output")
 
         def next_token_probabilities(decoded):

@@ -1,0 +1,204 @@
+"""Generation that does not recompute the prefix: next-token functions over key/value caches.
+
+Decoding strategies (:mod:`transformer_course.decoding`: greedy, beam search) need one thing
+from a model: a function from the tokens decoded so far to next-token probabilities. Calling the
+whole model on the whole prefix at every step gives it, at O(t) work for step t. The functions
+here give the same probabilities with O(1) new positions per step:
+
+* the encoder runs once per batch of sources, and every decoder block's cross-attention keys and
+  values are projected once (its ``cross_attention_cache``);
+* every decoder block keeps the keys and values of the target tokens so far (its
+  ``self_attention_cache``), and step t embeds one token at position t and attends over the
+  cache.
+
+The caches live inside the course's layers (``MultiHeadAttention(cache=...,
+cache_update_index=...)``, ``TransformerDecoder(self_attention_cache=..., ...)``, in
+keras-hub's style): this module only threads them from step to step.
+
+* :class:`IncrementalDecoder` — greedy decoding and batched beam search for a model from
+  :func:`transformer_course.translation.build_translation_model`.
+
+Shape letters: B batch (sentences), K beams per sentence, S source length, L the most target
+positions fed to the decoder (``max_length``: ``[start]`` and all generated tokens but the last), N heads, H head width,
+V target vocabulary.
+"""
+
+from __future__ import annotations
+
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+import keras
+import numpy as np
+from keras import ops
+
+from ._validation import check_integer
+from .decoding import batch_beam_search, greedy_decode
+
+__all__ = ["model_blocks", "encode_source", "IncrementalDecoder"]
+
+
+def model_blocks(model: keras.Model, prefix: str) -> list:
+    """The layers ``{prefix}_1``, ``{prefix}_2``, ... of ``model``, in order (``"encoder"``, ``"decoder"``)."""
+    found = []
+    while True:
+        try:
+            found.append(model.get_layer(f"{prefix}_{len(found) + 1}"))
+        except ValueError:
+            return found
+
+
+def encode_source(model: keras.Model, source_ids):
+    """Run a translation model's source embedding and encoder stack.
+
+    Args:
+        model: a model from :func:`~transformer_course.translation.build_translation_model`.
+        source_ids: int ``(B, S)``, 0 = padding.
+
+    Returns:
+        ``(encoded, source_mask)``: float ``(B, S, E)`` and bool ``(B, S)`` (True = real token).
+    """
+    source_mask = ops.not_equal(source_ids, 0)
+    x = model.get_layer("source_embedding")(source_ids)
+    for encoder in model_blocks(model, "encoder"):
+        x = encoder(x, padding_mask=source_mask)
+    return x, source_mask
+
+
+def _compiled(function):
+    """``function`` traced once per input signature on TensorFlow; as it is on other backends."""
+    if keras.backend.backend() != "tensorflow":
+        return function
+    import tensorflow as tf  # only here: the other backends need no TensorFlow
+
+    return tf.function(function, reduce_retracing=True)
+
+
+class IncrementalDecoder:
+    """Greedy decoding and beam search of a translation model with key/value caches.
+
+    Step t embeds one target token at position t and runs each decoder block on that one
+    position: its self-attention writes the token's key and value into the block's cache and
+    attends over the cache; its cross-attention reads the source keys and values computed once.
+    The probabilities equal the full model's on the whole prefix (up to float rounding); the
+    tests check it token for token.
+
+    Args:
+        model: a model from :func:`~transformer_course.translation.build_translation_model`
+            (used in inference mode: no dropout).
+        max_length: int, the most tokens generated after ``[start]``, at most the target
+            embedding's ``sequence_length`` (the last token generated is never fed back, so
+            positions ``0 .. max_length - 1`` are embedded).
+
+    Raises:
+        ValueError: for a ``max_length`` above the target embedding's ``sequence_length``.
+    """
+
+    def __init__(self, model: keras.Model, max_length: int):
+        self.model = model
+        self.max_length = check_integer("max_length", max_length)
+        self.target_embedding = model.get_layer("target_embedding")
+        self.decoders = model_blocks(model, "decoder")
+        self.output_layer = model.get_layer("output")
+        if self.max_length > self.target_embedding.sequence_length:
+            raise ValueError(f"`max_length` must be at most the target length "
+                             f"{self.target_embedding.sequence_length}; received {max_length}.")
+        self._start = _compiled(self._start_eagerly)
+        self._step = _compiled(self._step_eagerly)
+
+    def _start_eagerly(self, source_ids, copies):
+        """Encode the sources; fill every block's cross-attention cache; empty self-attention caches.
+
+        Returns ``(source_mask, caches)``: bool ``(B·K, S)`` and, per block, the pair
+        ``(self_attention_cache (B·K, 2, L, N, H), cross_attention_cache (B·K, 2, S, N, H))``.
+        """
+        encoded, source_mask = encode_source(self.model, source_ids)
+        encoded, source_mask = ops.repeat(encoded, copies, axis=0), ops.repeat(source_mask, copies, axis=0)
+        rows, source_length = ops.shape(encoded)[0], ops.shape(encoded)[1]
+        caches = []
+        for decoder in self.decoders:
+            cross = decoder.cross_attention.initial_cache(rows, source_length)
+            # Writing at index 0 with the whole encoder output projects every source key and value.
+            cross = decoder.cross_attention(encoded[:, :1], encoded, cache=cross, cache_update_index=0)[1]
+            caches.append((decoder.self_attention.initial_cache(rows, self.max_length), cross))
+        return source_mask, caches
+
+    def _step_eagerly(self, token_ids, position, source_mask, caches):
+        """One new target token per row: int (R,) ids at ``position`` -> float (R, V) probabilities."""
+        x = self.target_embedding(token_ids[:, None], start_index=position)  # (R, 1, E)
+        updated = []
+        for decoder, (self_cache, cross_cache) in zip(self.decoders, caches):
+            x, self_cache, cross_cache = decoder(
+                x, encoder_padding_mask=source_mask, self_attention_cache=self_cache,
+                self_attention_cache_update_index=position, cross_attention_cache=cross_cache,
+                cross_attention_cache_update_index=None)
+            updated.append((self_cache, cross_cache))
+        return self.output_layer(x)[:, 0, :], updated
+
+    def next_token_function(self, source_ids, copies: int = 1):
+        """``(next_token_probabilities, reorder)`` for ``copies`` rows per source, sharing one encoding.
+
+        Row ``b * copies + k`` belongs to source b. ``next_token_probabilities(decoded)`` takes
+        the int ids decoded so far ``(B·K, t)`` and returns float32 NumPy ``(B·K, V)``, padding
+        (id 0) given probability 0; it reads only the last column, the caches hold the rest, so
+        call it once per step, in order. ``reorder(parents)`` makes row i continue from row
+        ``parents[i]`` (beam search).
+        """
+        source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
+        source_mask, caches = self._start(source_ids, check_integer("copies", copies))
+
+        def next_token_probabilities(decoded):
+            nonlocal caches
+            position = ops.convert_to_tensor(decoded.shape[1] - 1, dtype="int32")
+            probabilities, caches = self._step(ops.convert_to_tensor(decoded[:, -1], dtype="int32"), position,
+                                               source_mask, caches)
+            probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
+            probabilities[:, 0] = 0.0  # never generate padding (id 0): it is not a word
+            return probabilities
+
+        def reorder(parents):
+            nonlocal caches
+            parents = ops.convert_to_tensor(np.asarray(parents), dtype="int32")
+            caches = [(ops.take(self_cache, parents, axis=0), cross_cache) for self_cache, cross_cache in caches]
+
+        return next_token_probabilities, reorder
+
+    def decode(self, source_ids, start_id: int, end_id: int) -> np.ndarray:
+        """Greedy-decode a batch of sources.
+
+        Args:
+            source_ids: int ``(B, S)`` source token ids, 0 = padding.
+            start_id, end_id: ints, the target vocabulary's ``[start]`` and ``[end]`` ids.
+
+        Returns:
+            int64 ``(B, 1 + n)``, n <= ``max_length``: each row starts with ``start_id``; after
+            its ``end_id`` a row holds padding (0). Decoding stops once every row has ended.
+        """
+        next_token_probabilities, _ = self.next_token_function(source_ids)
+        return greedy_decode(next_token_probabilities, np.full(len(source_ids), start_id), end_id, self.max_length)
+
+    def beam_decode(self, source_ids, start_id: int, end_id: int, beam_width: int = 4,
+                    alpha: float = 0.6) -> np.ndarray:
+        """Beam-search a batch of sources: B·K rows share each decoder step and the caches.
+
+        The encoder runs once per source. After every step each self-attention cache row is
+        replaced by the row of the beam it extends (the source caches are the same for every
+        beam of a sentence and stay). Each sentence gets what
+        :func:`~transformer_course.decoding.beam_search` gives it alone with the uncached model
+        (up to float rounding; the tests check it).
+
+        Args:
+            source_ids: int ``(B, S)``, 0 = padding.
+            start_id, end_id: ints, the ``[start]`` and ``[end]`` ids.
+            beam_width: int, K, beams per sentence.
+            alpha: float >= 0, the GNMT length-penalty exponent.
+
+        Returns:
+            int64 ``(B, 1 + n)``: each row the best hypothesis of its sentence, padded with 0.
+
+        Raises:
+            ValueError: for a non-positive ``beam_width`` or a negative ``alpha``.
+        """
+        beam_width = check_integer("beam_width", beam_width)
+        next_token_probabilities, reorder = self.next_token_function(source_ids, beam_width)
+        ids, _ = batch_beam_search(next_token_probabilities, np.full(len(source_ids), start_id), end_id,
+                                   self.max_length, beam_width, alpha, reorder=reorder)
+        return ids

@@ -1,0 +1,110 @@
+"""The key/value cache inside MultiHeadAttention and TransformerDecoder: one position per step,
+the same numbers as recomputing the whole prefix."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from transformer_course.attention import MultiHeadAttention
+from transformer_course.masks import causal_mask
+from transformer_course.positional import PositionalEmbedding
+from transformer_course.transformer import TransformerDecoder
+
+B, T, S, E, N, F = 2, 6, 5, 16, 4, 32
+
+
+def _numpy(x):
+    return ops.convert_to_numpy(x)
+
+
+@pytest.fixture
+def sequences():
+    generator = np.random.default_rng(3)
+    return (generator.normal(size=(B, T, E)).astype("float32"),
+            generator.normal(size=(B, S, E)).astype("float32"))
+
+
+def test_causal_mask_with_an_offset_places_the_queries_later():
+    np.testing.assert_array_equal(_numpy(causal_mask(2, 5, offset=2)),
+                                  [[True, True, True, False, False], [True, True, True, True, False]])
+    with pytest.raises(ValueError, match="`offset`"):
+        causal_mask(2, 5, offset=-1)
+
+
+def test_cached_self_attention_one_position_at_a_time_equals_the_whole_sequence(sequences):
+    target, _ = sequences
+    attention = MultiHeadAttention(N, E // N)
+    full = _numpy(attention(target, target, use_causal_mask=True))
+    cache = attention.initial_cache(B, T)
+    assert tuple(cache.shape) == (B, 2, T, N, E // N)
+    for position in range(T):
+        step = target[:, position:position + 1]
+        output, cache = attention(step, step, use_causal_mask=True, cache=cache, cache_update_index=position)
+        np.testing.assert_allclose(_numpy(output)[:, 0], full[:, position], atol=1e-5)
+    # the cache now holds every position's key projection
+    keys = np.einsum("bte,enh->btnh", target, _numpy(attention.key_kernel)) + _numpy(attention.key_bias)
+    np.testing.assert_allclose(_numpy(cache)[:, 0], keys, atol=1e-5)
+
+
+def test_cached_attention_never_reads_unwritten_positions(sequences):
+    target, _ = sequences
+    attention = MultiHeadAttention(N, E // N)
+    step = target[:, :1]
+    empty = attention.initial_cache(B, T)
+    garbage = ops.convert_to_tensor(np.full((B, 2, T, N, E // N), 1e3, "float32"))
+    clean, _ = attention(step, step, use_causal_mask=True, cache=empty, cache_update_index=0)
+    dirty, _ = attention(step, step, use_causal_mask=True, cache=garbage, cache_update_index=0)
+    np.testing.assert_allclose(_numpy(dirty), _numpy(clean), atol=1e-6)
+
+
+def test_a_cache_update_index_without_a_cache_is_refused(sequences):
+    target, _ = sequences
+    with pytest.raises(ValueError, match="`cache_update_index` needs a `cache`"):
+        MultiHeadAttention(N, E // N)(target, target, cache_update_index=0)
+
+
+def test_equal_to_keras_hub_cached_multi_head_attention(sequences):
+    keras_hub = pytest.importorskip("keras_hub")
+    target, _ = sequences
+    reference = keras_hub.layers.CachedMultiHeadAttention(num_heads=N, key_dim=E // N)
+    ours = MultiHeadAttention(N, E // N)
+    reference(target, target)
+    ours(target, target)
+    ours.set_weights(reference.get_weights())
+    cache = np.random.default_rng(4).normal(size=(B, 2, T, N, E // N)).astype("float32")
+    step = target[:, 2:3]
+    mask = _numpy(causal_mask(1, T, offset=2))[None]  # keras-hub takes the mask from the caller
+    expected, expected_cache = reference(step, step, attention_mask=mask, cache=cache, cache_update_index=2)
+    output, new_cache = ours(step, step, use_causal_mask=True, cache=cache, cache_update_index=2)
+    np.testing.assert_allclose(_numpy(output), _numpy(expected), atol=1e-5)
+    np.testing.assert_allclose(_numpy(new_cache), _numpy(expected_cache), atol=1e-6)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+@pytest.mark.parametrize("with_cross_attention", [False, True])
+def test_cached_decoder_steps_equal_the_full_decoder(sequences, normalize_first, with_cross_attention):
+    target, source = sequences
+    decoder = TransformerDecoder(F, N, normalize_first=normalize_first)
+    source_mask = np.array([[True] * S, [True] * 3 + [False] * 2])
+    context = dict(encoder_padding_mask=source_mask) if with_cross_attention else {}
+    full = _numpy(decoder(target, source, **context) if with_cross_attention else decoder(target))
+    self_cache = decoder.self_attention.initial_cache(B, T)
+    caches = dict(self_attention_cache=self_cache)
+    if with_cross_attention:  # fill the source keys and values once
+        cross = decoder.cross_attention.initial_cache(B, S)
+        caches["cross_attention_cache"] = decoder.cross_attention(source[:, :1], source, cache=cross, cache_update_index=0)[1]
+    for position in range(T):
+        outputs = decoder(target[:, position:position + 1], self_attention_cache_update_index=position, **caches, **context)
+        caches["self_attention_cache"] = outputs[1]
+        np.testing.assert_allclose(_numpy(outputs[0])[:, 0], full[:, position], atol=1e-4)
+    assert len(outputs) == (3 if with_cross_attention else 2)
+
+
+def test_positional_embedding_start_index_gives_the_later_positions():
+    embedding = PositionalEmbedding(10, 20, 8)
+    ids = np.array([[3, 4, 5, 6]])
+    whole = _numpy(embedding(ids))
+    np.testing.assert_allclose(_numpy(embedding(ids[:, 2:3], start_index=2))[:, 0], whole[:, 2], atol=1e-6)
+    with pytest.raises(ValueError, match="sequence_length=10"):
+        embedding(np.ones((1, 3), "int32"), start_index=8)
