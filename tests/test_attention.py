@@ -15,11 +15,11 @@ LAYERS = {
 def inputs():
     generator = np.random.default_rng(0)
     query = generator.normal(size=(3, 4)).astype("float32")  # (B, H)
-    values = generator.normal(size=(3, 6, 4)).astype("float32")  # (B, S, H)
+    value = generator.normal(size=(3, 6, 4)).astype("float32")  # (B, S, H)
     mask = np.ones((3, 6), bool)
     mask[0, 4:] = False  # the first sequence has 4 real tokens
     mask[1, 1:] = False  # the second has 1
-    return query, values, mask
+    return query, value, mask
 
 
 def _numpy(x):
@@ -28,86 +28,86 @@ def _numpy(x):
 
 @pytest.mark.parametrize("kind", LAYERS)
 def test_shapes_and_weights_sum_to_one(kind, inputs):
-    query, values, _ = inputs
-    context, weights = LAYERS[kind]()(query, values)
+    query, value, _ = inputs
+    context, weights = LAYERS[kind]()(query, value)
     assert tuple(context.shape) == (3, 4) and tuple(weights.shape) == (3, 6)
     np.testing.assert_allclose(_numpy(weights).sum(-1), 1.0, atol=1e-6)
-    np.testing.assert_allclose(_numpy(context), np.einsum("bs,bsh->bh", _numpy(weights), values), atol=1e-5)
+    np.testing.assert_allclose(_numpy(context), np.einsum("bs,bsh->bh", _numpy(weights), value), atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", LAYERS)
 def test_masked_positions_get_exactly_zero_weight(kind, inputs):
-    query, values, mask = inputs
-    context, weights = LAYERS[kind]()(query, values, mask=mask)
+    query, value, mask = inputs
+    context, weights = LAYERS[kind]()(query, value, mask=mask)
     weights = _numpy(weights)
     assert (weights[~mask] == 0).all()
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
     np.testing.assert_allclose(weights[1, 0], 1.0)  # one real token takes all the weight
     # Changing what sits at masked positions changes nothing.
-    changed = values.copy()
+    changed = value.copy()
     changed[~mask] = 100.0
     layer = LAYERS[kind]()
-    first, _ = layer(query, values, mask=mask)
+    first, _ = layer(query, value, mask=mask)
     second, _ = layer(query, changed, mask=mask)
     np.testing.assert_allclose(_numpy(first), _numpy(second), atol=1e-5)
 
 
 def test_fully_masked_row_gives_zero_weights_and_context(inputs):
-    query, values, mask = inputs
+    query, value, mask = inputs
     mask[2] = False
-    context, weights = LuongDotAttention()(query, values, mask=mask)
+    context, weights = LuongDotAttention()(query, value, mask=mask)
     assert (_numpy(weights)[2] == 0).all() and (_numpy(context)[2] == 0).all()
 
 
 def test_dot_score_equals_numpy_reference(inputs):
-    query, values, _ = inputs
-    scores = np.einsum("bh,bsh->bs", query, values)
+    query, value, _ = inputs
+    scores = np.einsum("bh,bsh->bs", query, value)
     expected = np.exp(scores - scores.max(-1, keepdims=True))
     expected /= expected.sum(-1, keepdims=True)
-    _, weights = LuongDotAttention()(query, values)
+    _, weights = LuongDotAttention()(query, value)
     np.testing.assert_allclose(_numpy(weights), expected, atol=1e-6)
 
 
 def test_general_score_equals_numpy_reference(inputs):
-    query, values, _ = inputs
+    query, value, _ = inputs
     layer = LuongGeneralAttention()
-    _, weights = layer(query, values)
+    _, weights = layer(query, value)
     W = _numpy(layer.W_a.kernel)  # (H, Q)
-    scores = np.einsum("bq,bsq->bs", query, values @ W)
+    scores = np.einsum("bq,bsq->bs", query, value @ W)
     expected = np.exp(scores - scores.max(-1, keepdims=True))
     np.testing.assert_allclose(_numpy(weights), expected / expected.sum(-1, keepdims=True), atol=1e-6)
 
 
 def test_bahdanau_score_equals_numpy_reference(inputs):
-    query, values, _ = inputs
+    query, value, _ = inputs
     layer = BahdanauAttention(units=5)
-    _, weights = layer(query, values)
+    _, weights = layer(query, value)
     W, U, v = (_numpy(d.kernel) for d in (layer.W_a, layer.U_a, layer.v_a))
-    scores = (np.tanh((query @ W)[:, None, :] + values @ U) @ v)[..., 0]
+    scores = (np.tanh((query @ W)[:, None, :] + value @ U) @ v)[..., 0]
     expected = np.exp(scores - scores.max(-1, keepdims=True))
     np.testing.assert_allclose(_numpy(weights), expected / expected.sum(-1, keepdims=True), atol=1e-6)
 
 
 def test_general_and_bahdanau_accept_different_query_and_value_widths():
-    query, values = np.ones((2, 3), "float32"), np.ones((2, 5, 7), "float32")
+    query, value = np.ones((2, 3), "float32"), np.ones((2, 5, 7), "float32")
     for layer in (LuongGeneralAttention(), BahdanauAttention(units=4)):
-        context, _ = layer(query, values)
+        context, _ = layer(query, value)
         assert tuple(context.shape) == (2, 7)
     with pytest.raises(ValueError, match="same width"):
-        LuongDotAttention()(query, values)
+        LuongDotAttention()(query, value)
 
 
 @pytest.mark.parametrize("kind", LAYERS)
 def test_keras_file_round_trip(kind, inputs, tmp_path):
-    query, values, mask = inputs
+    query, value, mask = inputs
     query_input = keras.Input((4,))
-    values_input = keras.Input((6, 4))
+    value_input = keras.Input((6, 4))
     mask_input = keras.Input((6,), dtype="bool")
-    outputs = LAYERS[kind]()(query_input, values_input, mask=mask_input)
-    model = keras.Model([query_input, values_input, mask_input], outputs)
+    outputs = LAYERS[kind]()(query_input, value_input, mask=mask_input)
+    model = keras.Model([query_input, value_input, mask_input], outputs)
     model.save(tmp_path / "attention.keras")
     restored = keras.models.load_model(tmp_path / "attention.keras")
-    for original, loaded in zip(model([query, values, mask]), restored([query, values, mask])):
+    for original, loaded in zip(model([query, value, mask]), restored([query, value, mask])):
         np.testing.assert_allclose(_numpy(loaded), _numpy(original), atol=1e-6)
 
 
@@ -116,7 +116,7 @@ def test_rank_errors_name_the_argument(kind):
     layer = LAYERS[kind]()
     with pytest.raises(ValueError, match="`query` must have shape"):
         layer(np.ones((2, 3, 4), "float32"), np.ones((2, 5, 4), "float32"))
-    with pytest.raises(ValueError, match="`values` must have shape"):
+    with pytest.raises(ValueError, match="`value` must have shape"):
         layer(np.ones((2, 4), "float32"), np.ones((2, 4), "float32"))
     with pytest.raises(ValueError, match="`mask` must have shape"):
         layer(np.ones((2, 4), "float32"), np.ones((2, 5, 4), "float32"), mask=np.ones((2, 5, 1), bool))

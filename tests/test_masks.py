@@ -36,3 +36,26 @@ def test_attention_mask_combines_with_and():
 def test_combine_masks_skips_none():
     assert combine_masks(None, None) is None
     np.testing.assert_array_equal(_numpy(combine_masks(np.array([1, 1, 0]), None, np.array([1, 0, 1]))), [1, 0, 0])
+
+
+def test_masked_softmax_zeroes_masked_positions_and_fully_masked_rows():
+    from transformer_course.masks import masked_softmax
+
+    scores = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [5.0, -5.0, 0.0]], "float32")
+    mask = np.array([[True, True, False], [False, False, False], [True, True, True]])
+    weights = keras.ops.convert_to_numpy(masked_softmax(scores, mask))
+    expected_first = np.exp([1.0, 2.0]) / np.exp([1.0, 2.0]).sum()
+    np.testing.assert_allclose(weights[0], [*expected_first, 0.0], atol=1e-6)
+    np.testing.assert_array_equal(weights[1], [0.0, 0.0, 0.0])  # nothing allowed: no weight anywhere
+    np.testing.assert_allclose(weights[2], np.exp(scores[2]) / np.exp(scores[2]).sum(), atol=1e-6)
+
+
+def test_masked_softmax_keeps_float16_finite():
+    from transformer_course.masks import masked_softmax
+
+    scores = keras.ops.convert_to_tensor(np.array([[1.0, 2.0, 3.0]], "float16"))
+    weights = masked_softmax(scores, np.array([[True, False, True]]))
+    assert keras.backend.standardize_dtype(weights.dtype) == "float16"
+    weights = keras.ops.convert_to_numpy(weights).astype("float32")
+    assert np.all(np.isfinite(weights)) and weights[0, 1] == 0.0
+    np.testing.assert_allclose(weights.sum(), 1.0, atol=1e-3)
