@@ -150,3 +150,19 @@ def test_executed_copies_keep_no_info_records_and_kernels_keep_their_temporary_f
     assert info not in stderr and warning in stderr
     kernel_temporary = Path(executed.cells[2].outputs[0]["text"].strip())
     assert kernel_temporary != Path(tempfile.gettempdir()) and not kernel_temporary.exists()
+
+
+def test_progress_bars_are_stored_as_their_last_drawing():
+    import nbformat
+
+    from transformer_course.runner import clean_outputs, collapse_progress_bars
+
+    assert collapse_progress_bars("\r0epoch [00:00]\r  0%| 0/3\r100%| 3/3\r\nafter\n") == "100%| 3/3\nafter\n"
+    cell = nbformat.v4.new_code_cell("fit()")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)
+                    for text in ("\r0epoch [00:00]", "\r  0%| 0/60", "\r 50%| 30/60", "\r100%| 60/60", "\n60 epochs\n")]
+    cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text="W warning\n"))
+    notebook = nbformat.v4.new_notebook(cells=[cell])
+    clean_outputs(notebook)
+    assert [(output["name"], output["text"]) for output in notebook.cells[0].outputs] == [
+        ("stdout", "100%| 60/60\n60 epochs\n"), ("stderr", "W warning\n")]

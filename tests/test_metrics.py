@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from transformer_course.datasets import one_hot_encode
+from transformer_course.reversal import one_hot_encode
 from transformer_course.metrics import element_accuracy, sequence_accuracy
 
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from transformer_course.datasets import one_hot_decode, one_hot_encode, reversal_dataset
+from transformer_course.reversal import one_hot_decode, one_hot_encode, reversal_dataset
 
 
 def test_lecture_notes_example_round_trips():
@@ -80,3 +80,17 @@ def test_split_pairs_is_seeded_and_complete():
         split_pairs(pairs, fractions=(0.8, 0.3, 0.1))
     with pytest.raises(ValueError, match="empty"):
         split_pairs([])
+
+
+def test_score_sequences_counts_steps_and_whole_sequences():
+    import keras
+
+    from transformer_course.reversal import score_sequences
+
+    y = one_hot_encode([[1, 2, 3], [4, 5, 6]], 7)
+    answers = one_hot_encode([[1, 2, 3], [4, 5, 0]], 7)  # the second sequence has one wrong step
+    model = keras.Sequential([keras.Input((3, 7)), keras.layers.Identity()])
+    element, sequence = score_sequences(model, answers, y, batch_size=1)
+    assert element == 5 / 6 and sequence == 0.5
+    with pytest.raises(ValueError, match="same number of sequences"):
+        score_sequences(model, answers, y[:1])

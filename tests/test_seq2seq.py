@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_course.datasets import one_hot_decode, one_hot_encode, reversal_dataset
+from transformer_course.reversal import one_hot_decode, one_hot_encode, reversal_dataset
 from transformer_course.seq2seq import (
     LSTMDecoder,
     build_encoder_decoder,

@@ -75,3 +75,19 @@ def test_an_uncompiled_model_or_missing_validation_is_refused():
         fit_best(model, TRAIN, VALIDATION, epochs=1, patience=1)
     with pytest.raises(ValueError, match="needs a validation loss"):
         fit_best(_model(), TRAIN, None, epochs=1, patience=1)
+
+
+def test_epoch_scores_land_in_the_history_once_per_epoch():
+    from transformer_course.training import EpochScores
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((8, 2), "float32"), np.zeros((8, 1), "float32")
+    calls = []
+    scores = EpochScores(calls=lambda: len(calls.append(1) or calls))
+    history = model.fit(x, y, epochs=3, verbose=0, callbacks=[scores])
+    assert history.history["calls"] == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="at least one"):
+        EpochScores()
+    with pytest.raises(ValueError, match="already logged"):
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[EpochScores(loss=lambda: 0.0)])

@@ -22,7 +22,7 @@ import keras
 
 from .profiles import profile
 
-__all__ = ["fit_best", "checkpoint_path"]
+__all__ = ["fit_best", "checkpoint_path", "EpochScores"]
 
 
 def checkpoint_path(name: str, folder: str | Path = "checkpoints", profile_name: str | None = None) -> Path:
@@ -47,6 +47,37 @@ def checkpoint_path(name: str, folder: str | Path = "checkpoints", profile_name:
     directory = Path(folder) / (profile_name or profile().name)
     directory.mkdir(parents=True, exist_ok=True)
     return directory / f"{name}.keras"
+
+
+class EpochScores(keras.callbacks.Callback):
+    """Scores the model your way after every epoch and adds the numbers to the training history.
+
+    Keras logs the loss and metrics of the model being trained. When what matters is another
+    model that shares its layers (the inference model of a teacher-forced decoder, which feeds
+    back its own predictions), score that one here: ``history.history[name]`` then holds one
+    number per epoch, and :func:`fit_best`'s ``callbacks`` take it.
+
+    Args:
+        **scores: ``name=function``; each function takes no argument and returns a float.
+
+    Raises:
+        ValueError: if no score is given, or a name clashes with a Keras log (``loss``,
+            ``val_loss``...) — checked when training logs it.
+    """
+
+    def __init__(self, **scores):
+        super().__init__()
+        if not scores:
+            raise ValueError("EpochScores needs at least one `name=function`; received none.")
+        self.scores = scores
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        for name, function in self.scores.items():
+            if name in logs:
+                raise ValueError(f"EpochScores: {name!r} is already logged by Keras; choose another name.")
+            logs[name] = float(function())
 
 
 class _BestEpoch(keras.callbacks.Callback):

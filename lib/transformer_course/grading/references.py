@@ -28,7 +28,7 @@ PUBLIC_CASES = Path(__file__).resolve().parents[1] / "exercises" / "public_cases
 # --- 01: the reversal task ------------------------------------------------------------------
 
 def _one_hot_cases(rng):
-    return [("the notes' example [3, 8, 2, 6], 10 features", {"sequence": [3, 8, 2, 6], "n_features": 10}),
+    return [("the notes' example [2, 8, 1, 6], 10 features", {"sequence": [2, 8, 1, 6], "n_features": 10}),
             ("a batch of 3 sequences of length 5, 7 features",
              {"sequence": rng.integers(0, 7, size=(3, 5)), "n_features": 7}),
             ("a single symbol 0, 1 feature", {"sequence": [0], "n_features": 1})]
