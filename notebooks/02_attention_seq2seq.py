@@ -44,19 +44,18 @@ import transformer_course as tc
 settings = tc.start_notebook("02", seed=42)
 
 # %%
-import time
-
 import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
 from transformer_course.seq2seq_attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
-from transformer_course.datasets import one_hot_decode, reversal_dataset
-from transformer_course.metrics import anti_diagonal_attention_mass, element_accuracy, sequence_accuracy
+from transformer_course.metrics import anti_diagonal_attention_mass
 from transformer_course.plots import plot_accuracy_by_length, plot_attention, plot_training_curves
 from transformer_course.results import load_record, report_metric
+from transformer_course.reversal import one_hot_decode, reversal_dataset, score_sequences
 from transformer_course.runtime import epoch_progress, progress
 from transformer_course.seq2seq import build_attention_encoder_decoder, build_encoder_decoder
+from transformer_course.training import fit_best
 
 # %% [markdown]
 # ## 1. Recap: the bottleneck
@@ -77,8 +76,8 @@ else:
                             title="Notebook 01, no attention (recorded run)")
 
 # %% [markdown]
-# Whole-sequence accuracy collapses between 8 and 16 steps. However long the input, everything
-# the decoder knows about it must fit into the same few dozen numbers.
+# Whole-sequence accuracy collapses as the sequences grow. However long the input, everything
+# the decoder knows about it must fit into the same 128 numbers (h and c, 64 units each).
 #
 # ## 2. Attention: a new context vector at every step
 #
@@ -102,9 +101,12 @@ else:
 # | Luong general | $h_t^\top W_a \bar h_s$ | $W_a$: $H \times H$ | Luong et al. 2015, §3.1 |
 # | Bahdanau (additive) | $v_a^\top \tanh(W_a h_t + U_a \bar h_s)$ | $W_a, U_a$: $A \times H$; $v_a$: $A$ | Bahdanau et al. 2015, §3.1, A.1.2 |
 #
-# Bahdanau's score is written in the paper as $v_a^\top \tanh(W [h_t; \bar h_s])$; splitting $W$
-# into the halves that multiply $h_t$ and $\bar h_s$ gives the form above, in which $U_a \bar h_s$
-# does not depend on $t$.
+# Bahdanau et al. write their score as $v_a^\top \tanh(W_a s_{i-1} + U_a h_j)$: $s_{i-1}$ is the
+# decoder's state before step $i$, $h_j$ the encoder's annotation of word $j$ — the form in the
+# table, in which $U_a \bar h_s$ does not depend on $t$ and is computed once. The *concatenated*
+# form $v_a^\top \tanh(W_a [h_t; \bar h_s])$ is Luong et al.'s third score, "concat" (their §3.1).
+# Splitting $W_a$ into the halves that multiply $h_t$ and $\bar h_s$ shows the two are the same
+# function; what differs between the papers is which decoder state asks the question (section 4).
 #
 # A small example by hand: one decoder state and three encoder states.
 
@@ -190,40 +192,33 @@ print("hand-written attention loop == AttentionLSTMDecoder")
 # recurrent networks). The test set plays no part in it.
 
 # %%
-def score(model, X, y):
-    """Element and sequence accuracy of `model` on one-hot inputs X and targets y."""
-    predicted = keras.ops.convert_to_numpy(model(X, training=False))  # (N, T, F)
-    return element_accuracy(y, predicted), sequence_accuracy(y, predicted)
-
-# %%
 def train(model, X, y, epochs, batch_size, patience, show_progress=True):
-    """Fit `model`, keeping the weights of its epoch with the lowest validation loss.
+    """Compile `model` and fit it with `fit_best` on the first 90% of (X, y), validating on the last 10%.
 
-    Stops after `patience` epochs without improvement. Returns the history and the seconds taken."""
+    `fit_best` keeps the weights of the epoch with the lowest validation loss and stops after
+    `patience` epochs without a lower one. Returns the history and fit_best's facts."""
     model.compile(optimizer="adam", loss="categorical_crossentropy", metrics=["accuracy"])
-    keep_best = keras.callbacks.EarlyStopping("val_loss", patience=patience, restore_best_weights=True)
-    callbacks = [keep_best, epoch_progress()] if show_progress else [keep_best]
-    start = time.perf_counter()
-    history = model.fit(X, y, batch_size=batch_size, epochs=epochs, verbose=0,
-                        validation_split=0.1, callbacks=callbacks)
-    return history, time.perf_counter() - start
+    held_out = len(X) // 10
+    _, history, facts = fit_best(model, (X[:-held_out], y[:-held_out]), (X[-held_out:], y[-held_out:]),
+                                 epochs=epochs, patience=patience, batch_size=batch_size,
+                                 callbacks=[epoch_progress()] if show_progress else [])
+    return history, facts
 
 # %%
 trained = {}
 for name in ("dot", "general", "bahdanau"):
     model, attention_model = build_attention_encoder_decoder(n_timesteps, n_features, settings.units, score=name)
-    history, seconds = train(model, X_train, y_train, settings.epochs, settings.batch_size, settings.patience)
-    trained[name] = dict(model=model, attention_model=attention_model, history=history, seconds=seconds,
-                         train=score(model, X_train, y_train), test=score(model, X_test, y_test))
+    history, facts = train(model, X_train, y_train, settings.epochs, settings.batch_size, settings.patience)
+    trained[name] = dict(model=model, attention_model=attention_model, history=history, facts=facts,
+                         train=score_sequences(model, X_train, y_train), test=score_sequences(model, X_test, y_test))
 plot_training_curves({name: run["history"] for name, run in trained.items()});
 
 # %%
-print(f"{'score':<10}{'parameters':>11}{'epochs':>8}{'train elem':>12}{'test elem':>11}{'test seq':>10}{'time':>7}")
+print(f"{'score':<10}{'parameters':>11}{'epochs':>8}{'best':>6}{'train elem':>12}{'test elem':>11}{'test seq':>10}{'time':>7}")
 for name, run in trained.items():
-    (train_element, _), (test_element, test_sequence) = run["train"], run["test"]
-    epochs_run = len(run["history"].history["loss"])
-    print(f"{name:<10}{run['model'].count_params():>11,}{epochs_run:>8}{100 * train_element:>11.2f}%"
-          f"{100 * test_element:>10.2f}%{100 * test_sequence:>9.2f}%{run['seconds']:>6.0f}s")
+    (train_element, _), (test_element, test_sequence), facts = run["train"], run["test"], run["facts"]
+    print(f"{name:<10}{run['model'].count_params():>11,}{facts['epochs']:>8}{facts['best_epoch']:>6}{100 * train_element:>11.2f}%"
+          f"{100 * test_element:>10.2f}%{100 * test_sequence:>9.2f}%{facts['seconds']:>6.0f}s")
 for name, run in trained.items():
     report_metric(f"{name}_test_element_accuracy", run["test"][0], f"{name} score, length 4 / 10 features: test element accuracy")
     report_metric(f"{name}_test_sequence_accuracy", run["test"][1], f"{name} score, length 4 / 10 features: test sequence accuracy")
@@ -231,42 +226,51 @@ for name, run in trained.items():
 # %% [markdown]
 # ## 6. Where does the decoder look?
 #
-# Each row of a heatmap is one output step; each column one input position. To reverse a
-# sequence, output step $t$ must copy input position $S - 1 - t$, so a model that attends where
-# it should lights up the **anti-diagonal** (top right to bottom left).
+# Each row of a heatmap is one output step (the query); each column one input position (the
+# key). To reverse a sequence, output step $t$ must copy input position $S - 1 - t$, so a model
+# that attends where it should lights up the **anti-diagonal** (top right to bottom left). The
+# same three test sequences, for each of the three models:
 
 # %%
-weights_dot = keras.ops.convert_to_numpy(trained["dot"]["attention_model"](X_test[:3])[1])  # (B, T, S)
-figure, axes = plt.subplots(1, 3, figsize=(12, 3.4))
-for i, axis in enumerate(axes):
-    source, target = one_hot_decode(X_test[i]).tolist(), one_hot_decode(y_test[i]).tolist()
-    plot_attention(weights_dot[i], source, target, title=f"{source} -> {target}", axis=axis)
+figure, axes = plt.subplots(3, 3, figsize=(12, 10))
+for row, (name, run) in zip(axes, trained.items()):
+    weights = keras.ops.convert_to_numpy(run["attention_model"](X_test[:3])[1])  # (B, T, S)
+    for i, axis in enumerate(row):
+        source, target = one_hot_decode(X_test[i]).tolist(), one_hot_decode(y_test[i]).tolist()
+        plot_attention(weights[i], source, target, title=f"{name}: {source} -> {target}", axis=axis,
+                       xlabel="input symbol (key)", ylabel="output symbol (query)")
 figure.tight_layout()
 
 # %% [markdown]
-# To turn the picture into a number, average the weight each output step puts on the one input
-# position it has to copy, over the whole test set. Perfect alignment gives 1; uniform attention
-# gives $1/S$ = 0.25 here.
+# To turn the pictures into a number, average the weight each output step puts on the one input
+# position it has to copy, over the whole test set. Perfect alignment gives 1; attention spread
+# evenly gives $1/S$ = 0.25 here.
 
 # %%
+uniform = 1 / n_timesteps
 for name, run in trained.items():
     _, test_weights = run["attention_model"](X_test)
     mass = anti_diagonal_attention_mass(keras.ops.convert_to_numpy(test_weights))
+    print(f"{name:<9} anti-diagonal mass {mass:.3f} = {mass / uniform:.1f} x uniform; test sequence accuracy {100 * run['test'][1]:.1f}%")
     report_metric(f"{name}_anti_diagonal_mass", mass, f"{name} score, length 4: mean attention on the anti-diagonal")
 
 # %% [markdown]
-# Accuracy and alignment are different things. All three models reverse every test sequence, yet
-# in this run the dot model spreads its attention almost evenly (compare its number with the
-# uniform 0.25), while the general and Bahdanau models put most of it on the anti-diagonal. Four
-# symbols fit comfortably into the LSTM's 16 state numbers, so at this length the decoder barely
-# needs to look back, and the dot score, which has no weights of its own to sharpen the scores,
-# has no reason to. Longer inputs change that.
+# Accuracy and alignment are different things: compare each model's mass with the 0.25 of even
+# attention and with its accuracy. Four symbols fit comfortably into the LSTM's 16 state
+# numbers, so at this length the decoder can reverse a sequence without looking back much, and
+# a model may get every sequence right with a weak anti-diagonal. The dot score has no weights of
+# its own to sharpen its scores; the general and Bahdanau scores do. Longer inputs change that.
 #
 # ## 7. Longer sequences
 #
 # Now the comparison that matters: the same budget — data, width, at most the same number of
 # epochs, the same training rule — for the model without attention and for each score function,
 # at growing lengths over 16 symbols.
+#
+# The model without attention here is notebook 01's, but its budget is this section's (at most
+# `sweep_epochs` epochs, with early stopping), not notebook 01's longer fixed run: its numbers
+# below are lower than section 1's at the same lengths for that reason. Compare the four models
+# with each other, within this run.
 
 # %%
 def train_and_score(length, kind):
@@ -280,7 +284,7 @@ def train_and_score(length, kind):
             length, settings.sweep_n_features, settings.sweep_units, score=kind)
     train(sweep_model, X_tr, y_tr, settings.sweep_epochs, settings.sweep_batch_size,
           settings.sweep_patience, show_progress=False)
-    return attention_sweep_model, X_te, score(sweep_model, X_te, y_te)
+    return attention_sweep_model, X_te, score_sequences(sweep_model, X_te, y_te)
 
 # %%
 kinds = ("none", "dot", "general", "bahdanau")
@@ -325,7 +329,8 @@ figure, axes = plt.subplots(1, 3, figsize=(15, 4.4))
 for axis, (kind, (sweep_model, X_te)) in zip(axes, longest.items()):
     long_weights = keras.ops.convert_to_numpy(sweep_model(X_te)[1])  # (N, T, S)
     mass = anti_diagonal_attention_mass(long_weights)
-    plot_attention(long_weights[0], title=f"{kind}, length {length}: anti-diagonal mass {mass:.3f}", axis=axis)
+    plot_attention(long_weights[0], title=f"{kind}, length {length}: anti-diagonal mass {mass:.3f}", axis=axis,
+                   xlabel="input position (key)", ylabel="output step (query)")
     report_metric(f"sweep_length_{length}_{kind}_anti_diagonal_mass", mass,
                   f"length {length}, {kind} attention: mean attention on the anti-diagonal")
 figure.tight_layout()

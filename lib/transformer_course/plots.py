@@ -69,13 +69,18 @@ def plot_accuracy_by_length(
         ValueError: if a series has not one value per length.
     """
     axis = _axes(axis)
-    for label, values in accuracies.items():
+    # Curves often lie on top of each other (several models at 100 %): each gets its own marker,
+    # line style and a smaller marker than the one before, so every one stays visible.
+    markers, styles = "osD^v<>", ("-", "--", "-.", ":")
+    for index, (label, values) in enumerate(accuracies.items()):
         if len(values) != len(lengths):
             raise ValueError(
                 f"`accuracies[{label!r}]` must have one value per length ({len(lengths)}); "
                 f"received {len(values)}."
             )
-        axis.plot(lengths, 100 * np.asarray(values), "o-", label=label)
+        axis.plot(lengths, 100 * np.asarray(values), marker=markers[index % len(markers)],
+                  linestyle=styles[index % len(styles)], markersize=max(3.0, 8.0 - 1.5 * index),
+                  markerfacecolor="none" if index % 2 else None, label=label)
     axis.set_xticks(list(lengths))
     axis.set_xlabel("sequence length")
     axis.set_ylabel("test accuracy (%)")
@@ -110,15 +115,21 @@ def plot_one_hot(encoded, title: str = "", axis=None):
     return axis
 
 
-def plot_attention(weights, source_labels=None, target_labels=None, title: str = "", axis=None):
-    """Heatmap of attention weights: one row per output step, one column per input position.
+def plot_attention(weights, source_labels=None, target_labels=None, title: str = "", axis=None,
+                   xlabel: str = "key position (attended to)", ylabel: str = "query position (attending)",
+                   vmax: float | None = 1.0):
+    """Heatmap of attention weights: one row per query, one column per key.
 
     Args:
-        weights: float array ``(T, S)``; row t is where output step t looked.
-        source_labels: optional S labels for the columns (the input symbols).
-        target_labels: optional T labels for the rows (the output symbols).
+        weights: float array ``(T, S)``; row t is where query t looked (an output step of a
+            decoder, a token of a self-attending sequence).
+        source_labels: optional S labels for the columns (the keys: input symbols, tokens).
+        target_labels: optional T labels for the rows (the queries).
         title: str, the panel title.
         axis: optional matplotlib axis.
+        xlabel, ylabel: the axis titles (keys across, queries down).
+        vmax: float, the weight drawn brightest; ``None`` scales the colours to the largest
+            weight shown (weights spread over hundreds of keys are all small).
 
     Returns:
         The matplotlib axis.
@@ -134,11 +145,17 @@ def plot_attention(weights, source_labels=None, target_labels=None, title: str =
         if labels is not None and len(labels) != size:
             raise ValueError(f"`{name}` must have {size} labels; received {len(labels)}.")
     axis = _axes(axis, width=3.8)
-    image = axis.imshow(weights, cmap="viridis", vmin=0, vmax=1)
-    axis.set_xticks(range(weights.shape[1]), source_labels if source_labels is not None else None)
-    axis.set_yticks(range(weights.shape[0]), target_labels if target_labels is not None else None)
-    axis.set_xlabel("input position" + (" (symbol)" if source_labels is not None else ""))
-    axis.set_ylabel("output step" + (" (symbol)" if target_labels is not None else ""))
+    image = axis.imshow(weights, cmap="viridis", vmin=0, vmax=float(weights.max()) if vmax is None else vmax)
+    for set_ticks, labels, size, rotation in ((axis.set_xticks, source_labels, weights.shape[1], 90),
+                                              (axis.set_yticks, target_labels, weights.shape[0], 0)):
+        if labels is not None:
+            set_ticks(range(size), [str(label) for label in labels], rotation=rotation if size > 8 else 0,
+                      fontsize="small" if size > 12 else None)
+        else:  # positions: every one up to 12, then every 2nd, 5th... so the numbers never collide
+            step = 1 if size <= 12 else 2 if size <= 24 else 5 if size <= 60 else max(10, size // 10)
+            set_ticks(range(0, size, step))
+    axis.set_xlabel(xlabel)
+    axis.set_ylabel(ylabel)
     axis.figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
     if title:
         axis.set_title(title)
