@@ -115,8 +115,11 @@ def test_attention_heatmap_labels_are_checked():
     from transformer_course import plots
 
     axis = plots.plot_attention(np.eye(3)[::-1], [1, 2, 3], [3, 2, 1])
-    assert axis.get_xlabel() == "input position (symbol)"
+    assert axis.get_xlabel() == "key position (attended to)" and axis.get_ylabel() == "query position (attending)"
     assert [t.get_text() for t in axis.get_xticklabels()] == ["1", "2", "3"]
+    long = plots.plot_attention(np.full((20, 20), 0.05), vmax=None)
+    assert [int(t) for t in long.get_xticks()] == list(range(0, 20, 2))  # every other position: no collisions
+    assert long.images[0].get_clim() == (0.0, 0.05)  # colours scaled to the weights shown
     with pytest.raises(ValueError, match="`source_labels` must have 3 labels"):
         plots.plot_attention(np.eye(3), [1, 2])
     with pytest.raises(ValueError, match=r"shape \(T, S\)"):
