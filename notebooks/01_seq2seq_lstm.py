@@ -416,11 +416,13 @@ def one_hot_encode(sequence, n_features):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "check_01_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-from transformer_course.exercises import check, evaluate
+from transformer_course.exercises import check
 
 check("01.1", one_hot_encode)
 ### BEGIN HIDDEN TESTS
-assert evaluate("01.1", one_hot_encode, seed=7).passed
+from transformer_course.grading import evaluate_hidden
+
+assert evaluate_hidden("01.1", one_hot_encode, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -440,7 +442,7 @@ def one_hot_decode(encoded):
 # %% nbgrader={"grade": true, "grade_id": "check_01_2", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check("01.2", one_hot_decode)
 ### BEGIN HIDDEN TESTS
-assert evaluate("01.2", one_hot_decode, seed=7).passed
+assert evaluate_hidden("01.2", one_hot_decode, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -377,11 +377,13 @@ def luong_general_score(query, keys, weight):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "check_02_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-from transformer_course.exercises import check, evaluate
+from transformer_course.exercises import check
 
 check("02.1", luong_general_score)
 ### BEGIN HIDDEN TESTS
-assert evaluate("02.1", luong_general_score, seed=7).passed
+from transformer_course.grading import evaluate_hidden
+
+assert evaluate_hidden("02.1", luong_general_score, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -403,7 +405,7 @@ def bahdanau_score(query, keys, query_weight, keys_weight, v):
 # %% nbgrader={"grade": true, "grade_id": "check_02_2", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check("02.2", bahdanau_score)
 ### BEGIN HIDDEN TESTS
-assert evaluate("02.2", bahdanau_score, seed=7).passed
+assert evaluate_hidden("02.2", bahdanau_score, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -116,6 +116,11 @@ print("subwords  :", [piece for word in sentence.split() for piece in subword_to
 # The lecture notes' example: build a vocabulary of at most 6 entries from three sentences, then
 # encode a new one. Index 0 is reserved for **padding**, index 1 for **`[UNK]`** (out of
 # vocabulary), and the remaining 4 entries go to the most frequent words.
+#
+# > **The notes say** "using 6 as max tokens we would use 5 most frequent tokens", and list five
+# > (*the, fox, quick, jumps, brown*). Six entries minus padding and `[UNK]` leave room for
+# > **four** words, and the notes' own vocabulary table holds four (*the, fox, quick, jumps*):
+# > "brown" is not in it.
 
 # %%
 corpus = ["the quick brown fox", "jumps over the lazy dog", "the fox is quick"]
@@ -138,7 +143,7 @@ def build_vocabulary(texts, max_tokens, tie_order=None):
     return ["", "[UNK]"] + words[: max_tokens - 2]
 
 
-def vectorize(text, vocabulary, length=None):
+def text_to_ids(text, vocabulary, length=None):
     """Word ids of `text`; unknown words -> 1; truncated or padded with 0 to `length` if given."""
     index = {word: i for i, word in enumerate(vocabulary)}
     ids = [index.get(word, 1) for word in standardize(text).split()]
@@ -154,11 +159,11 @@ def vectorize(text, vocabulary, length=None):
 # NBVAL_CHECK_OUTPUT
 notes_vocabulary = build_vocabulary(corpus, 6, tie_order=["the", "fox", "quick", "jumps"])
 first_seen_vocabulary = build_vocabulary(corpus, 6)
-print("notes' order:", notes_vocabulary, "->", vectorize(sentence, notes_vocabulary))
-print("first seen  :", first_seen_vocabulary, "->", vectorize(sentence, first_seen_vocabulary))
-assert vectorize(sentence, notes_vocabulary) == [2, 3, 5, 1, 2, 1]  # the lecture notes' answer
-print("padded to 8 :", vectorize(sentence, notes_vocabulary, length=8))
-print("truncated 4 :", vectorize(sentence, notes_vocabulary, length=4))
+print("notes' order:", notes_vocabulary, "->", text_to_ids(sentence, notes_vocabulary))
+print("first seen  :", first_seen_vocabulary, "->", text_to_ids(sentence, first_seen_vocabulary))
+assert text_to_ids(sentence, notes_vocabulary) == [2, 3, 5, 1, 2, 1]  # the lecture notes' answer
+print("padded to 8 :", text_to_ids(sentence, notes_vocabulary, length=8))
+print("truncated 4 :", text_to_ids(sentence, notes_vocabulary, length=4))
 
 # %% [markdown]
 # ## 4. The same with Keras' `TextVectorization`
@@ -282,7 +287,7 @@ print("lookup", looked_up.shape, "== one-hot", one_hot.shape, "@ table", table.s
 # %%
 # NBVAL_CHECK_OUTPUT
 masked_embedding = keras.layers.Embedding(input_dim=6, output_dim=3, mask_zero=True)
-padded = np.array([vectorize(sentence, notes_vocabulary, length=8)])
+padded = np.array([text_to_ids(sentence, notes_vocabulary, length=8)])
 print("ids :", padded[0].tolist())
 print("mask:", keras.ops.convert_to_numpy(masked_embedding.compute_mask(padded))[0].tolist())
 
@@ -322,11 +327,13 @@ def vectorize(text, vocabulary):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "check_03_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-from transformer_course.exercises import check, evaluate
+from transformer_course.exercises import check
 
 check("03.1", vectorize)
 ### BEGIN HIDDEN TESTS
-assert evaluate("03.1", vectorize, seed=7).passed
+from transformer_course.grading import evaluate_hidden
+
+assert evaluate_hidden("03.1", vectorize, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -347,7 +354,7 @@ def pad_or_truncate(ids, length):
 # %% nbgrader={"grade": true, "grade_id": "check_03_2", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check("03.2", pad_or_truncate)
 ### BEGIN HIDDEN TESTS
-assert evaluate("03.2", pad_or_truncate, seed=7).passed
+assert evaluate_hidden("03.2", pad_or_truncate, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

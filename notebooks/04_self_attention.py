@@ -49,7 +49,8 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
-from transformer_course.attention import MultiHeadAttention, scaled_dot_product_attention
+from transformer_course import attention  # attention.scaled_dot_product_attention: exercise 04.1 writes its own
+from transformer_course.attention import MultiHeadAttention
 from transformer_course.masks import attention_mask, causal_mask, keras_mask, padding_mask
 from transformer_course.positional import PositionalEmbedding, RelativePositionBias, sinusoidal_encoding
 from transformer_course.results import report_metric
@@ -90,9 +91,10 @@ def softmax(x, axis=-1):
 
 
 def self_attention_loops(X):
-    """Self-attention over the rows of X (T, d), one word at a time."""
+    """Self-attention over the rows of X (T, d), one word at a time; float64 output (T, d)."""
+    X = np.asarray(X, dtype="float64")  # integer input (like the notes' example) must not truncate the output
     T, d = X.shape
-    output = np.zeros_like(X)
+    output = np.zeros((T, d))
     for i in range(T):
         scores = np.array([X[i] @ X[j] for j in range(T)]) / np.sqrt(d)  # (T,)
         weights = softmax(scores)
@@ -110,6 +112,24 @@ X = np.random.default_rng(0).normal(size=(5, 8))  # 5 words, width 8
 vectorised = softmax(X @ X.T / np.sqrt(8)) @ X       # (T, T) weights times (T, d)
 print("loops == matrices:", np.allclose(self_attention_loops(X), vectorised))
 print("shapes: X", X.shape, "-> X X^T", (X @ X.T).shape, "-> output", vectorised.shape)
+
+# %% [markdown]
+# The lecture notes' three words, *How*, *Are*, *You*, with their 4-dimensional embeddings, through
+# the same plain self-attention (scaled by $\sqrt 4 = 2$). The embeddings are integers; the loop
+# works in floats, so nothing is rounded away:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+how_are_you = np.array([[1, 2, 3, 4], [2, 4, 8, 7], [1, 2, 1, 2]])  # How, Are, You: (T, d) = (3, 4)
+print("scores X X^T / 2:\n", how_are_you @ how_are_you.T / 2)
+print("weights:\n", np.round(softmax(how_are_you @ how_are_you.T / 2), 4))
+print("output:\n", np.round(self_attention_loops(how_are_you), 3))
+
+# %% [markdown]
+# "Are" has the longest embedding, so its dot product with every word, itself included, is the
+# largest, and after the softmax every row puts nearly all its weight on it: all three outputs
+# come out close to *Are*'s own vector $[2, 4, 8, 7]$. Plain self-attention can only mix the input
+# vectors by their raw similarity — which is why the next section adds learned projections.
 
 # %% [markdown]
 # ## 3. Queries, keys and values
@@ -165,6 +185,12 @@ for name, value in [("K", K), ("scores", scores), ("weights", weights), ("output
 #
 # ## 4. Why divide by $\sqrt{d_k}$?
 #
+# > **The notes say** the scores are divided by $\sqrt{n}$ with $n$ the *sequence length*, "to
+# > penalize longer sequences", and correct a worked table's "score / 8" to "score / 3, since
+# > n = 3". The divisor is $\sqrt{d_k}$, the width of the queries and keys (Vaswani et al., 2017,
+# > §3.2.1), whatever the sentence length. With the paper's $d_k = 64$ it is 8, so the table's
+# > "score / 8" was right; "/ 3" would also be the wrong root ($\sqrt 3 \approx 1.7$).
+#
 # If the entries of $q$ and $k$ have mean 0 and variance 1, their dot product is a sum of $d_k$
 # such products: its variance is $d_k$. Large scores push the softmax towards a single 1 and
 # zeros elsewhere, where its gradient vanishes. Measure it: random queries and 10 random keys
@@ -197,12 +223,12 @@ report_metric("max_weight_scaled_largest_width", rows[-1][3], f"mean largest sof
 # large widths nearly all weight lands on one key. Divided by $\sqrt{d_k}$ the scores keep unit
 # spread at every width, and the weights stay soft enough to learn from.
 #
-# The package's `scaled_dot_product_attention(query, key, value, mask=None)` returns the output
+# The package's `attention.scaled_dot_product_attention(query, key, value, mask=None)` returns the output
 # and the weights, and gives the same numbers as the formula:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-package_output, package_weights = scaled_dot_product_attention(Q.astype("float32"), K.astype("float32"), V.astype("float32"))
+package_output, package_weights = attention.scaled_dot_product_attention(Q.astype("float32"), K.astype("float32"), V.astype("float32"))
 print("package == by hand:", np.allclose(to_numpy(package_output), output, atol=1e-4),
       np.allclose(to_numpy(package_weights), weights, atol=1e-5))
 
@@ -252,8 +278,9 @@ print("ours == Keras:", np.allclose(to_numpy(our_output), to_numpy(keras_output)
 print("from scratch == Keras:", np.allclose(scratch_output, to_numpy(keras_output)[0], atol=1e-5))
 
 # %% [markdown]
-# A common mistake (several well-known tutorials make it) is `key_dim=embed_dim`, which makes
-# every head as wide as the model and multiplies the attention parameters by $N$. With
+# A common mistake (several well-known tutorials make it, and so does the notes' code:
+# `MultiHeadAttention(num_heads=num_heads, key_dim=embed_dim)`) is `key_dim=embed_dim`, which
+# makes every head as wide as the model and multiplies the attention parameters by $N$. With
 # `key_dim = embed_dim // num_heads` the layer above has $4 (E \cdot E + E)$ parameters:
 
 # %%
@@ -273,6 +300,13 @@ print("with key_dim=E:", too_wide.count_params(), "parameters")
 # - A **padding mask** stops every word from attending to padding.
 # - A **causal mask** stops word $t$ from attending to words after it: a decoder that writes
 #   left to right must not peek at the answer.
+#
+# > **The notes say** a mask "sets some neurons to 0 (as we do in Dropout)". It does neither. An
+# > attention mask acts on the **scores**, before the softmax: a forbidden score is replaced by a
+# > very negative number, so its weight comes out exactly 0 and the row's other weights still sum
+# > to 1. And it is not random: it is fixed by the data (where the padding is, which positions
+# > lie in the future), and applies at inference as in training. Dropout zeroes random
+# > activations, in training only.
 
 # %%
 tokens = np.array([[5, 7, 3, 9, 0, 0]])  # four words, two padding
@@ -310,6 +344,11 @@ print("outputs 0-2 unchanged:", np.allclose(to_numpy(layer(embedded, embedded, u
 # Self-attention compares every word with every other word, but nothing in it says *where* a
 # word is. Shuffle the words and the outputs are shuffled the same way — the layer cannot tell
 # "dog bites man" from "man bites dog":
+#
+# > **The notes say** that after scrambling the sequence "the output of attention would stay the
+# > same". Each *word's* output stays the same; the output *sequence* comes out scrambled in the
+# > same way (attention is permutation-**equivariant**, as the check below shows). What is lost is
+# > any dependence on position.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -345,6 +384,14 @@ frequency = 10000 ** (-2 / 128)
 print("position 1, dims 2-3:", np.round(table[1, 2:4], 4).tolist(), "; by hand:",
       round(np.sin(frequency), 4), round(np.cos(frequency), 4))
 print("position 7, dim 0:", round(float(table[7, 0]), 4), "; sin 7 =", round(np.sin(7), 4))
+
+# %% [markdown]
+# The whole encoding of one position, position 3, in $d = 128$ dimensions: the first pairs turn
+# fast ($\sin 3, \cos 3$, ...), the last ones barely move from $(0, 1)$.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(np.array2string(table[3], precision=3, suppress_small=True, max_line_width=100, threshold=200))
 
 # %% [markdown]
 # Two alternatives. A **learned position embedding** (BERT) is a second embedding table indexed
@@ -420,11 +467,13 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "check_04_1", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-from transformer_course.exercises import check, evaluate
+from transformer_course.exercises import check
 
 check("04.1", scaled_dot_product_attention)
 ### BEGIN HIDDEN TESTS
-assert evaluate("04.1", scaled_dot_product_attention, seed=7).passed
+from transformer_course.grading import evaluate_hidden
+
+assert evaluate_hidden("04.1", scaled_dot_product_attention, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -444,7 +493,7 @@ def split_heads(x, num_heads):
 # %% nbgrader={"grade": true, "grade_id": "check_04_2", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check("04.2", split_heads)
 ### BEGIN HIDDEN TESTS
-assert evaluate("04.2", split_heads, seed=7).passed
+assert evaluate_hidden("04.2", split_heads, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -463,7 +512,7 @@ def merge_heads(x):
 # %% nbgrader={"grade": true, "grade_id": "check_04_3", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check("04.3", merge_heads)
 ### BEGIN HIDDEN TESTS
-assert evaluate("04.3", merge_heads, seed=7).passed
+assert evaluate_hidden("04.3", merge_heads, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

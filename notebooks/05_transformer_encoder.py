@@ -126,10 +126,10 @@ report_metric("first_layer_gradient_orders_of_magnitude", np.log10(residual[0] /
 # %%
 # NBVAL_CHECK_OUTPUT
 x = np.arange(24, dtype="float32").reshape(2, 3, 4) ** 1.5   # (B, T, E), uneven on purpose
-layer_norm = keras.layers.LayerNormalization(epsilon=1e-5)
-batch_norm = keras.layers.BatchNormalization(axis=-1, epsilon=1e-5)
-by_layer = to_numpy(layer_norm(x))
-by_batch = to_numpy(batch_norm(x, training=True))
+layer_normalization = keras.layers.LayerNormalization(epsilon=1e-5)
+batch_normalization = keras.layers.BatchNormalization(axis=-1, epsilon=1e-5)
+by_layer = to_numpy(layer_normalization(x))
+by_batch = to_numpy(batch_normalization(x, training=True))
 print("LayerNorm: each token has mean 0 and std 1 over its 4 features:",
       np.allclose(by_layer.mean(-1), 0, atol=1e-5), np.allclose(by_layer.std(-1), 1, atol=1e-2))
 print("BatchNorm: each feature has mean 0 and std 1 over the 6 tokens of the batch:",
@@ -265,11 +265,13 @@ def layer_norm(x, gamma, beta, epsilon=1e-5):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "check_05_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-from transformer_course.exercises import check, evaluate
+from transformer_course.exercises import check
 
 check("05.1", layer_norm)
 ### BEGIN HIDDEN TESTS
-assert evaluate("05.1", layer_norm, seed=7).passed
+from transformer_course.grading import evaluate_hidden
+
+assert evaluate_hidden("05.1", layer_norm, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -288,7 +290,7 @@ def feed_forward(x, w1, b1, w2, b2):
 # %% nbgrader={"grade": true, "grade_id": "check_05_2", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check("05.2", feed_forward)
 ### BEGIN HIDDEN TESTS
-assert evaluate("05.2", feed_forward, seed=7).passed
+assert evaluate_hidden("05.2", feed_forward, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

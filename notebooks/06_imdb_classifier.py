@@ -397,11 +397,13 @@ def masked_max_pool(values, mask):
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "check_06_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-from transformer_course.exercises import check, evaluate
+from transformer_course.exercises import check
 
 check("06.1", masked_max_pool)
 ### BEGIN HIDDEN TESTS
-assert evaluate("06.1", masked_max_pool, seed=7).passed
+from transformer_course.grading import evaluate_hidden
+
+assert evaluate_hidden("06.1", masked_max_pool, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -422,7 +424,7 @@ def masked_mean_pool(values, mask):
 # %% nbgrader={"grade": true, "grade_id": "check_06_2", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check("06.2", masked_mean_pool)
 ### BEGIN HIDDEN TESTS
-assert evaluate("06.2", masked_mean_pool, seed=7).passed
+assert evaluate_hidden("06.2", masked_mean_pool, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -55,7 +55,7 @@ import numpy as np
 import tensorflow as tf
 
 from transformer_course.datasets import load_spa_eng, split_pairs
-from transformer_course.masks import causal_mask
+from transformer_course import masks  # masks.causal_mask: exercise 07.1 writes its own
 from transformer_course.metrics import corpus_bleu, masked_accuracy, masked_loss
 from transformer_course.plots import plot_attention, plot_training_curves
 from transformer_course.results import report_metric
@@ -170,7 +170,7 @@ for position, (seen, predict) in enumerate(zip(decoder_input, label)):
 
 # %%
 figure, axis = plt.subplots(figsize=(3.6, 3.6))
-plot_attention(keras.ops.convert_to_numpy(causal_mask(len(decoder_input))).astype("float32"),
+plot_attention(keras.ops.convert_to_numpy(masks.causal_mask(len(decoder_input))).astype("float32"),
                decoder_input, decoder_input, "causal mask (1 = may attend)", axis=axis)
 plt.show()
 
@@ -457,9 +457,9 @@ from transformer_course.exercises import check
 
 check("07.1", causal_mask)
 ### BEGIN HIDDEN TESTS
-from transformer_course.exercises import evaluate
+from transformer_course.grading import evaluate_hidden
 
-assert evaluate("07.1", causal_mask, seed=7).passed
+assert evaluate_hidden("07.1", causal_mask, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -491,7 +491,7 @@ def greedy_decode(next_token_probabilities, start_ids, end_id, max_length):
 # %% nbgrader={"grade": true, "grade_id": "check_07_2", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 check("07.2", greedy_decode)
 ### BEGIN HIDDEN TESTS
-assert evaluate("07.2", greedy_decode, seed=7).passed
+assert evaluate_hidden("07.2", greedy_decode, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -61,7 +61,7 @@ def test_a_wrong_answer_fails_and_says_where(exercise_id):
 
 def test_a_wrong_shape_is_named():
     verdict = evaluate("04.2", lambda x, num_heads: x)
-    assert "should have shape (2, 2, 3, 4); received shape (2, 3, 8)" in verdict.message
+    assert "the heads should have shape (2, 2, 3, 4); received shape (2, 3, 8)" in verdict.message
 
 
 def test_a_mask_leak_is_named():
@@ -120,7 +120,77 @@ def test_students_see_no_reference_or_case_generator():
 
 
 def test_the_instructors_hidden_tests_draw_more_cases_from_the_references():
-    """The source notebooks' hidden tests call evaluate(..., seed=7): other cases, the same verdicts."""
-    assert evaluate("07.1", _reference("07.1"), seed=7).passed
-    wrong = evaluate("06.1", lambda values, mask: values.max(axis=1), seed=7)
+    """The source notebooks' hidden tests call evaluate_hidden(..., seed=7): other cases, the same verdicts."""
+    from transformer_course.grading import evaluate_hidden
+
+    assert evaluate_hidden("07.1", _reference("07.1"), seed=7).passed
+    wrong = evaluate_hidden("06.1", lambda values, mask: values.max(axis=1), seed=7)
     assert wrong.status == "failed"
+
+
+def test_what_students_import_never_imports_the_grader():
+    import ast
+    from pathlib import Path
+
+    import transformer_course.exercises as exercises_package
+
+    for path in Path(exercises_package.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                assert "grading" not in (node.module or ""), f"{path.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                assert not any("grading" in alias.name for alias in node.names), path.name
+
+
+def _attention_without_scaling(query, key, value, mask=None):
+    return references._attention_reference(query * np.sqrt(query.shape[-1]), key, value, mask)
+
+
+def _attention_with_nan_rows(query, key, value, mask=None):
+    output, weights = references._attention_reference(query, key, value, mask)
+    if mask is not None:
+        empty = ~np.broadcast_to(mask, weights.shape).any(axis=-1)
+        weights = np.where(empty[..., None], np.nan, weights)
+        output = np.where(empty[..., None], np.nan, output)
+    return output, weights
+
+
+def test_feedback_names_the_output_prints_plain_numbers_and_hints_at_a_missing_scaling():
+    verdict = evaluate("04.1", _attention_without_scaling)
+    assert verdict.status == "failed"
+    assert verdict.message.startswith("case 1 (no mask): the output differs")
+    assert "np.float" not in verdict.message and "entries differ" in verdict.message
+    assert "Hint:" in verdict.message and "√d_k = √4" in verdict.message
+
+
+def test_nan_in_a_fully_masked_row_fails_with_a_hint():
+    verdict = evaluate("04.1", _attention_with_nan_rows)
+    assert verdict.status == "failed" and "every key masked" in verdict.message
+    assert "NaN in the weights" in verdict.message
+
+
+@pytest.mark.parametrize("exercise_id, mistake, words", [
+    ("02.1", lambda query, keys, weight: keys @ weight.T @ query, "`weight` transposed"),
+    ("04.2", lambda x, num_heads: x.reshape(x.shape[0], num_heads, x.shape[1], -1), "reshape to (B, T, N, H) first"),
+    ("04.3", lambda x: x.reshape(x.shape[0], x.shape[2], -1), "transpose (B, N, T, H) to (B, T, N, H)"),
+    ("06.1", lambda values, mask: values.max(axis=1), "padding positions took part"),
+])
+def test_usual_mistakes_get_a_hint(exercise_id, mistake, words):
+    verdict = evaluate(exercise_id, mistake)
+    assert verdict.status == "failed" and "Hint:" in verdict.message and words in verdict.message, verdict.message
+
+
+def test_greedy_decoding_that_never_stops_gets_a_hint():
+    def never_stops(next_token_probabilities, start_ids, end_id, max_length):
+        decoded = np.asarray(start_ids, dtype="int64").reshape(-1, 1)
+        for _ in range(max_length):
+            decoded = np.concatenate([decoded, np.argmax(next_token_probabilities(decoded), axis=-1)[:, None]], axis=1)
+        return decoded
+
+    verdict = evaluate("07.2", never_stops)
+    assert verdict.status == "failed" and "goes on after it produced `end_id`" in verdict.message, verdict.message
+
+
+def test_a_hint_never_turns_an_odd_answer_into_a_crash():
+    verdict = evaluate("04.1", lambda query, key, value, mask=None: ("not", "arrays"))
+    assert verdict.status == "failed" and "Traceback" not in verdict.message

@@ -84,39 +84,21 @@ def _time_limit(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-def _cases(exercise_id: str, seed: int) -> list:
-    """``[(label, arguments, expected)]``: the stored public cases for seed 0, else the references' own.
-
-    Other seeds are for the instructor's copy (the hidden tests of the source notebooks): they need
-    :mod:`transformer_course.grading.references`, which the grading sandbox covers, so they cannot
-    run inside a student's graded kernel.
-    """
-    if seed == 0:
-        return public_cases(exercise_id)
-    try:
-        from ..grading import references
-    except (ImportError, OSError) as error:
-        raise RuntimeError(f"cases with seed {seed} need the grader's references, which are not available here "
-                           f"({type(error).__name__}); students' checks use seed 0") from None
-    return [(label, arguments, references.expected(exercise_id, arguments))
-            for label, arguments in references.cases(exercise_id, np.random.default_rng(seed))]
-
-
-def evaluate(exercise_id: str, candidate, seed: int = 0) -> Verdict:
+def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
     """Check ``candidate`` against exercise ``exercise_id``; return the verdict, print nothing.
 
     Args:
         exercise_id: str, e.g. ``"04.1"``; see ``EXERCISES``.
         candidate: the student's function (or ``None`` if they have not written one).
-        seed: int, 0 (the default) for the public cases students check with; another seed draws
-            further cases from the grader's references (the instructor's hidden tests).
+        cases: optional ``[(label, keyword arguments, expected output), ...]``; default: the
+            exercise's public cases. (The instructor's hidden tests pass cases drawn from the
+            grader's references: :func:`transformer_course.grading.evaluate_hidden`.)
 
     Returns:
         :class:`Verdict`. Never raises for anything the candidate does.
 
     Raises:
         KeyError: for an unknown ``exercise_id`` (a mistake in the notebook, not the student's).
-        RuntimeError: for a seed other than 0 where the grader's references cannot be read.
     """
     if exercise_id not in EXERCISES:
         raise KeyError(f"unknown exercise {exercise_id!r}; known: {', '.join(EXERCISES)}.")
@@ -127,7 +109,7 @@ def evaluate(exercise_id: str, candidate, seed: int = 0) -> Verdict:
 
     if not callable(candidate):
         return verdict("not attempted", f"expected a function `{exercise.function_name}`; received {type(candidate).__name__}.")
-    cases = _cases(exercise_id, seed)
+    cases = public_cases(exercise_id) if cases is None else cases
     for number, (label, arguments, expected) in enumerate(cases, start=1):
         try:
             with _time_limit(_TIME_LIMIT_SECONDS), np.errstate(all="ignore"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..grading.protocol import decode, plain_value
+from .values import decode, plain_value
 from .compare import compare_outputs
 
 __all__ = ["Exercise", "EXERCISES", "public_cases"]
@@ -37,6 +37,10 @@ class Exercise:
         extra_check: optional callable ``(arguments, received) -> problem or None``, run before the
             outputs are compared (a property the comparison alone would not name, like a mask leak).
         atol: float, the absolute tolerance for float outputs.
+        output_names: how feedback names the output (one name), or the items of a returned tuple.
+        hint: optional callable ``(arguments, received, expected) -> str or None``: when the
+            output is wrong, recognises a usual mistake (a missing √d_k, a transposed weight) and
+            says so after the difference.
     """
 
     id: str
@@ -45,6 +49,8 @@ class Exercise:
     points: int
     extra_check: Callable | None = None
     atol: float = 1e-5
+    output_names: tuple[str, ...] = ("the result",)
+    hint: Callable | None = None
 
     @property
     def notebook(self) -> str:
@@ -64,7 +70,19 @@ class Exercise:
             problem = self.extra_check(arguments, received)
             if problem:
                 return problem
-        return compare_outputs(expected, received, self.atol)
+        if isinstance(expected, tuple):
+            problem = compare_outputs(expected, received, self.atol, names=self.output_names)
+        else:
+            problem = compare_outputs(expected, received, self.atol, path=self.output_names[0])
+        if problem and self.hint is not None:
+            try:
+                with np.errstate(all="ignore"):
+                    hint = self.hint(arguments, received, expected)
+            except Exception:  # noqa: BLE001 - a hint is a bonus; a student's odd output must not break it
+                hint = None
+            if hint:
+                problem = f"{problem} Hint: {hint}"
+        return problem
 
 
 @lru_cache(maxsize=None)
@@ -102,20 +120,94 @@ def _attention_leak(arguments, received):
 
 
 
+# --- hints: usual mistakes, recognised from the output -------------------------------------
+
+def _same(received, candidate, atol=1e-6) -> bool:
+    try:
+        received, candidate = np.asarray(received, dtype="float64"), np.asarray(candidate, dtype="float64")
+    except (TypeError, ValueError):
+        return False
+    return received.shape == candidate.shape and bool(np.allclose(received, candidate, atol=atol))
+
+
+def _transposed_weight_hint(arguments, received, expected):
+    keys, weight, query = (np.asarray(arguments[name], dtype="float64") for name in ("keys", "weight", "query"))
+    if _same(received, keys @ weight.T @ query):
+        return "the result is what `weight` transposed gives: score[s] = keys[s] @ weight @ query."
+    return None
+
+
+def _attention_hint(arguments, received, expected):
+    if not isinstance(received, (tuple, list)) or len(received) != 2:
+        return None
+    weights = np.asarray(received[1], dtype="float64")
+    if np.isnan(weights).any():
+        return ("NaN in the weights: a row whose every key is masked gives softmax over nothing, 0/0. "
+                "Give such rows zero weights (and so a zero output).")
+    expected_weights = np.asarray(expected[1], dtype="float64")
+    depth = np.asarray(arguments["query"]).shape[-1]
+    # Without the scaling, each weight is the expected one raised to the power sqrt(d_k), renormalised.
+    sharpened = expected_weights ** np.sqrt(depth)
+    total = sharpened.sum(axis=-1, keepdims=True)
+    unscaled = np.where(total > 0, sharpened / np.where(total > 0, total, 1.0), 0.0)
+    if _same(weights, unscaled, atol=1e-5):
+        return f"the weights are those of unscaled scores: divide Q Kᵀ by √d_k = √{depth} before the softmax."
+    return None
+
+
+def _split_heads_hint(arguments, received, expected):
+    x = np.asarray(arguments["x"])
+    if np.shape(received) == np.shape(expected) and _same(received, x.reshape(np.shape(expected))):
+        return ("one reshape straight to (B, N, T, H) mixes positions into heads: reshape to (B, T, N, H) "
+                "first, then transpose to (B, N, T, H).")
+    return None
+
+
+def _merge_heads_hint(arguments, received, expected):
+    x = np.asarray(arguments["x"])
+    if np.shape(received) == np.shape(expected) and _same(received, x.reshape(np.shape(expected))):
+        return "transpose (B, N, T, H) to (B, T, N, H) before the reshape, or the heads' rows get mixed up."
+    return None
+
+
+def _masked_max_hint(arguments, received, expected):
+    values = np.asarray(arguments["values"], dtype="float64")
+    if np.shape(received) == np.shape(expected) and _same(received, values.max(axis=1)):
+        return "padding positions took part in the max: only positions where `mask` is True may win."
+    return None
+
+
+def _greedy_hint(arguments, received, expected):
+    decoded = np.asarray(received)
+    if decoded.ndim != 2:
+        return None
+    end_id = arguments["end_id"]
+    for row in decoded:
+        ended = np.flatnonzero(row[1:] == end_id)
+        if ended.size and np.any(row[1 + ended[0] + 1:] != 0):
+            return "a row goes on after it produced `end_id`: from then on it must get padding (0)."
+    if decoded.shape[1] > np.shape(expected)[1]:
+        return "decoding should stop as soon as every row has produced `end_id` (or after `max_length` steps)."
+    return None
+
+
 EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
-    Exercise("01.1", "one-hot encoding", "one_hot_encode", 2),
-    Exercise("01.2", "one-hot decoding", "one_hot_decode", 1),
-    Exercise("02.1", "Luong general score", "luong_general_score", 2),
-    Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3),
-    Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2),
-    Exercise("03.2", "padding and truncating", "pad_or_truncate", 1),
-    Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3, extra_check=_attention_leak),
-    Exercise("04.2", "splitting into heads", "split_heads", 1),
-    Exercise("04.3", "merging heads", "merge_heads", 1),
-    Exercise("05.1", "layer normalisation", "layer_norm", 2, atol=1e-4),
-    Exercise("05.2", "position-wise feed-forward network", "feed_forward", 2),
-    Exercise("06.1", "masked global max pooling", "masked_max_pool", 2),
-    Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2),
-    Exercise("07.1", "the causal mask", "causal_mask", 1),
-    Exercise("07.2", "greedy decoding", "greedy_decode", 3),
+    Exercise("01.1", "one-hot encoding", "one_hot_encode", 2, output_names=("the one-hot array",)),
+    Exercise("01.2", "one-hot decoding", "one_hot_decode", 1, output_names=("the symbols",)),
+    Exercise("02.1", "Luong general score", "luong_general_score", 2, output_names=("the scores",),
+             hint=_transposed_weight_hint),
+    Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3, output_names=("the scores",)),
+    Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2, output_names=("the ids",)),
+    Exercise("03.2", "padding and truncating", "pad_or_truncate", 1, output_names=("the ids",)),
+    Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3,
+             extra_check=_attention_leak, output_names=("the output", "the attention weights"), hint=_attention_hint),
+    Exercise("04.2", "splitting into heads", "split_heads", 1, output_names=("the heads",), hint=_split_heads_hint),
+    Exercise("04.3", "merging heads", "merge_heads", 1, output_names=("the merged output",), hint=_merge_heads_hint),
+    Exercise("05.1", "layer normalisation", "layer_norm", 2, atol=1e-4, output_names=("the normalised output",)),
+    Exercise("05.2", "position-wise feed-forward network", "feed_forward", 2, output_names=("the output",)),
+    Exercise("06.1", "masked global max pooling", "masked_max_pool", 2, output_names=("the pooled vectors",),
+             hint=_masked_max_hint),
+    Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, output_names=("the pooled vectors",)),
+    Exercise("07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",)),
+    Exercise("07.2", "greedy decoding", "greedy_decode", 3, output_names=("the decoded ids",), hint=_greedy_hint),
 ]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["compare_outputs"]
+__all__ = ["compare_outputs", "plain_number"]
 
 
 def _describe(value) -> str:
@@ -21,27 +21,44 @@ def _numeric_sequence(value) -> bool:
         return False
 
 
-def compare_outputs(expected, received, atol: float = 1e-5, path: str = "the result") -> str | None:
+def plain_number(value) -> str:
+    """A number as a student reads it: ``0.1235``, ``3``, ``True``, ``nan`` — never ``np.float64(...)``."""
+    value = np.asarray(value).item() if isinstance(value, (np.generic, np.ndarray)) else value
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return repr(value)
+
+
+def compare_outputs(expected, received, atol: float = 1e-5, path: str = "the result",
+                    names: tuple[str, ...] | None = None) -> str | None:
     """Compare a reference output with a received one; return what differs, or None if equal.
 
     Tuples/lists of arrays are compared item by item; arrays by shape, kind of dtype (bool,
     integer, float) and value (floats with ``atol`` plus a relative tolerance of 1e-5); strings
-    and other values by equality.
+    and other values by equality. Numbers in the message are plain and rounded (4 significant
+    digits).
 
     Args:
         expected: the reference output.
         received: the candidate's output.
         atol: float, the absolute tolerance for floats.
         path: str, how to name the value in the message.
+        names: optional names of a tuple's items (``("the output", "the attention weights")``).
 
     Returns:
         None if they match, else one sentence naming the first difference.
     """
     if isinstance(expected, tuple):
         if not isinstance(received, (tuple, list)) or len(received) != len(expected):
-            return f"{path} should be a tuple of {len(expected)} values; received {_describe(received)}."
+            what = f" ({', '.join(names)})" if names and len(names) == len(expected) else ""
+            return f"{path} should be a tuple of {len(expected)} values{what}; received {_describe(received)}."
         for index, (want, got) in enumerate(zip(expected, received)):
-            problem = compare_outputs(want, got, atol, f"item {index} of {path}")
+            name = names[index] if names and index < len(names) else f"item {index} of {path}"
+            problem = compare_outputs(want, got, atol, name)
             if problem:
                 return problem
         return None
@@ -66,5 +83,8 @@ def compare_outputs(expected, received, atol: float = 1e-5, path: str = "the res
     if not np.all(close):
         index = tuple(int(i) for i in np.argwhere(~close)[0])
         where = f" at index {index}" if index else ""
-        return f"{path} differs{where}: expected {want[index]!r}, received {got[index]!r}."
+        count = int(np.sum(~close))
+        others = f" ({count} of {close.size} entries differ)" if close.size > 1 else ""
+        return (f"{path} differs{where}: expected {plain_number(want[index])}, received "
+                f"{plain_number(got[index])}{others}.")
     return None

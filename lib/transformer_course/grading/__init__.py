@@ -17,3 +17,30 @@ The verdict is computed here, in the grader's process, which never imports or ru
 submission: the student's kernel only returns what their functions output on inputs the grader
 draws with a secret seed, and the grader compares those outputs with its references.
 """
+
+
+def evaluate_hidden(exercise_id: str, candidate, seed: int):
+    """The verdict on ``candidate`` for cases drawn from the grader's references with ``seed``.
+
+    The hidden tests of the instructor's notebooks use it (``assert evaluate_hidden("07.1",
+    causal_mask, seed=7).passed``); release copies do not contain them.
+
+    Args:
+        exercise_id: str, e.g. ``"04.1"``.
+        candidate: the function to check.
+        seed: int, seeds the case generator.
+
+    Returns:
+        :class:`transformer_course.exercises.Verdict`.
+
+    Raises:
+        KeyError: for an unknown exercise id.
+    """
+    import numpy as np
+
+    from ..exercises import evaluate
+    from . import references
+
+    drawn = [(label, arguments, references.expected(exercise_id, arguments))
+             for label, arguments in references.cases(exercise_id, np.random.default_rng(seed))]
+    return evaluate(exercise_id, candidate, cases=drawn)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .protocol import NextTokenTable, encode
+from ..decoding import NextTokenTable
+from ..exercises.values import encode
 
 __all__ = ["cases", "expected", "public_cases", "write_public_cases", "PUBLIC_CASES"]
 
@@ -120,10 +121,14 @@ def _attention_cases(rng):
     q, k, v = (rng.normal(size=(batch, heads, length, width)) for _ in range(3))
     padding = np.array([[True] * 5, [True, True, True, False, False]])[:, None, None, :]  # (B, 1, 1, S)
     causal = np.tril(np.ones((length, length), dtype=bool))
+    blocked = np.broadcast_to(causal, (batch, 1, length, length)).copy()
+    blocked[:, :, 2] = False  # query 2 may attend to nothing
     return [("no mask", {"query": q, "key": k, "value": v, "mask": None}),
             ("a padding mask on the keys", {"query": q, "key": k, "value": v, "mask": padding}),
             ("padding AND causal", {"query": q, "key": k, "value": v, "mask": padding & causal}),
-            ("cross-attention: 5 queries, 3 keys", {"query": q, "key": k[:, :, :3], "value": v[:, :, :3], "mask": None})]
+            ("cross-attention: 5 queries, 3 keys", {"query": q, "key": k[:, :, :3], "value": v[:, :, :3], "mask": None}),
+            ("a query with every key masked: zero weights, zero output",
+             {"query": q, "key": k, "value": v, "mask": blocked})]
 
 
 def _split_heads_reference(x, num_heads):
