@@ -121,9 +121,10 @@ print("shapes: X", X.shape, "-> X X^T", (X @ X.T).shape, "-> output", vectorised
 # %%
 # NBVAL_CHECK_OUTPUT
 how_are_you = np.array([[1, 2, 3, 4], [2, 4, 8, 7], [1, 2, 1, 2]])  # How, Are, You: (T, d) = (3, 4)
-print("scores X X^T / 2:\n", how_are_you @ how_are_you.T / 2)
-print("weights:\n", np.round(softmax(how_are_you @ how_are_you.T / 2), 4))
-print("output:\n", np.round(self_attention_loops(how_are_you), 3))
+with np.printoptions(precision=4, suppress=True):  # plain decimals, no 1e-04 notation
+    print("scores X X^T / 2:\n", how_are_you @ how_are_you.T / 2)
+    print("weights:\n", softmax(how_are_you @ how_are_you.T / 2))
+    print("output:\n", self_attention_loops(how_are_you))
 
 # %% [markdown]
 # "Are" has the longest embedding, so its dot product with every word, itself included, is the

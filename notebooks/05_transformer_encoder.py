@@ -104,6 +104,7 @@ layers_axis = np.arange(1, settings.depth + 1)
 plt.figure(figsize=(7, 3.4))
 plt.semilogy(layers_axis, plain, "o-", label="plain stack")
 plt.semilogy(layers_axis, residual, "o-", label="with residual connections")
+plt.xticks(layers_axis[::2] if settings.depth > 12 else layers_axis)  # whole layer numbers only
 plt.xlabel("layer (1 = nearest the input)"); plt.ylabel("gradient norm of the kernel"); plt.legend();
 print(f"layer 1: plain {plain[0]:.1e}, residual {residual[0]:.1e}; top layer: plain {plain[-1]:.1e}, residual {residual[-1]:.1e}")
 report_metric("first_layer_gradient_orders_of_magnitude", np.log10(residual[0] / plain[0]),
@@ -180,6 +181,20 @@ encoded, weights = encoder(embedded, return_attention_scores=True)
 print("in", tuple(embedded.shape), "-> out", tuple(encoded.shape), "; heads x T x T:", tuple(weights.shape)[1:])
 print("attention on padding:", float(to_numpy(weights)[0, :, :4, 4:].max()))
 print("mask passed on:", to_numpy(keras_mask(encoded))[0].tolist())
+
+# %% [markdown]
+# The block is short enough to write out. Below, one post-norm block by hand with the layer's own
+# sub-layers — `attention`, `attention_norm`, `feedforward_hidden`, `feedforward_output`,
+# `feedforward_norm` — and the same padding mask. (Dropout is off outside training, so it does
+# not appear.) It must give what `encoder` gave:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+x = to_numpy(embedded)                                         # (B, T, E)
+key_mask = (tokens != 0)[:, None, :]                           # (B, 1, T): no query attends to padding
+x = to_numpy(encoder.attention_norm(x + encoder.attention(x, x, attention_mask=key_mask)))        # 1. attention sub-layer
+x = to_numpy(encoder.feedforward_norm(x + encoder.feedforward_output(encoder.feedforward_hidden(x))))  # 2. feed-forward
+print("by hand == TransformerEncoder:", np.allclose(x[0, :4], to_numpy(encoded)[0, :4], atol=1e-5), "(real tokens)")
 
 # %% [markdown]
 # The tests check that this layer matches `keras_hub.layers.TransformerEncoder` number for number
