@@ -52,7 +52,7 @@ def test_run_reports_each_notebook_and_continues_after_a_failure(project, capsys
     output = capsys.readouterr().out
     assert code == 1
     table = output.split("\n\n")[0]
-    assert "01_first   PASSED" in table and "answer = 42.0000" in table
+    assert "01_first   PASSED" in table and "answer = 42" in table
     assert "02_broken  FAILED" in table
     assert "03_third   PASSED" in table
     assert "FAILED " + str(notebooks / "02_broken.ipynb") in output

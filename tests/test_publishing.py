@@ -58,3 +58,35 @@ def test_release_stamps_a_changed_setting_into_sources_readme_and_release(tmp_pa
         assert link in text and "github.com/transformer-course" not in text, path
     released = nbformat.read(tmp_path / "release" / "04_self_attention.ipynb", as_version=4)
     assert "transformer-course @ git+https://github.com/a-university/attention-course@v0.1.0" in released.cells[1].source
+
+
+def test_the_run_time_line_comes_from_the_recorded_runs(tmp_path):
+    import json
+
+    from transformer_course.publishing import RUN_TIME, run_time_line, stamp, Publication
+
+    assert run_time_line("07_x", tmp_path).startswith("**Run time:** full profile not yet recorded (recorded runs)")
+    (tmp_path / "07_x.json").write_text(json.dumps({"seconds": 3061.6, "hardware": {"cpu_count": 2, "accelerator": None}}))
+    (tmp_path / "smoke").mkdir()
+    (tmp_path / "smoke" / "seconds.json").write_text(json.dumps({"07_x": {"seconds": 31.2}}))
+    line = run_time_line("07_x", tmp_path)
+    assert line.startswith("**Run time:** full profile about 51 min on a 2-core CPU, smoke profile about 30 s")
+    assert "COURSE_PROFILE" in line and '"' not in line and "\\\\" not in line
+    setting = Publication("https://github.com/owner/course", "v1.0.0")
+    notebook_json = '["# Title\\n", "**Run time:** old text\\n", "next line"]'
+    assert stamp(notebook_json, setting, line) == notebook_json.replace("**Run time:** old text", line)
+    assert RUN_TIME.findall(stamp("# **Run time:** x\n# more\n", setting, line)) == [line]
+
+
+def test_smoke_times_are_recorded_beside_the_records_not_among_them(tmp_path):
+    from transformer_course.results import load_records
+    from transformer_course.runner import NotebookRun, record_smoke_times
+
+    runs = [NotebookRun(path=Path("notebooks/01_a.ipynb"), status="passed", seconds=12.34),
+            NotebookRun(path=Path("notebooks/02_b.ipynb"), status="failed", seconds=1.0)]
+    path = record_smoke_times(runs, tmp_path)
+    import json
+
+    table = json.loads(path.read_text())
+    assert list(table) == ["01_a"] and table["01_a"]["seconds"] == 12.3
+    assert load_records(tmp_path) == []

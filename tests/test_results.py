@@ -25,7 +25,7 @@ def test_report_metric_without_a_runner_only_prints(monkeypatch, capsys, tmp_pat
     monkeypatch.delenv(results.METRICS_FILE_VARIABLE, raising=False)
     monkeypatch.chdir(tmp_path)
     results.report_metric("loss", 1)
-    assert capsys.readouterr().out.startswith("loss = 1.0000")
+    assert capsys.readouterr().out.startswith("loss = 1\n")  # an integer stays an integer
     assert list(tmp_path.iterdir()) == []
 
 
@@ -64,3 +64,21 @@ def test_readme_table_matches_the_recorded_results():
     start = text.index("<!-- results-table:start -->") + len("<!-- results-table:start -->")
     end = text.index("<!-- results-table:end -->")
     assert text[start:end].strip() == results.results_table(results.load_records(ROOT / "results"))
+
+
+def test_integer_metrics_are_printed_and_recorded_as_integers(tmp_path, monkeypatch, capsys):
+    import json
+
+    import numpy as np
+
+    from transformer_course import results
+
+    target = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv(results.METRICS_FILE_VARIABLE, str(target))
+    results.report_metric("best_epoch", np.int64(5), "epoch with the best validation loss")
+    results.report_metric("accuracy", 0.5)
+    assert capsys.readouterr().out.splitlines() == ["best_epoch = 5  (epoch with the best validation loss)",
+                                                    "accuracy = 0.5000"]
+    entries = [json.loads(line) for line in target.read_text().splitlines()]
+    assert entries[0]["value"] == 5 and isinstance(entries[0]["value"], int)
+    assert results.format_value(5) == "5" and results.format_value(0.5) == "0.5000"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import results
 from .profiles import PROFILE_NAMES
-from .runner import find_notebooks, run_notebooks, summary_table
+from .runner import find_notebooks, record_smoke_times, run_notebooks, summary_table
 
 __all__ = ["main"]
 
@@ -35,6 +35,12 @@ def _command_run(arguments) -> int:
         progress=not arguments.quiet,
     )
     print(summary_table(runs))
+    if arguments.record_times:
+        if arguments.profile != "smoke":
+            print("--record-times records smoke-profile times; full-profile runs record theirs in their results.",
+                  file=sys.stderr)
+        else:
+            print(f"recorded smoke times in {record_smoke_times(runs, Path(arguments.results_dir))}")
     for run in runs:
         if not run.passed:
             print(f"\nFAILED {run.path}, {run.failure}\n  executed copy with the traceback: {run.executed_copy}")
@@ -66,33 +72,39 @@ def _publication_targets(notebooks_dir: Path) -> tuple[Path | None, list[Path]]:
 def _command_release(arguments) -> int:
     from ._files import write_text_atomically
     from .grading.markup import MarkupError, release_folder
-    from .publishing import publication, stamp
+    from .publishing import publication, run_time_line, stamp
 
     notebooks_dir = Path(arguments.notebooks_dir)
     try:
         root, targets = _publication_targets(notebooks_dir)
         setting = publication(root)
+        results_dir = (root or notebooks_dir.resolve().parent) / "results"
+
+        def stamped(path: Path, text: str) -> str:
+            is_notebook = path.suffix in (".ipynb", ".py") and path.name[:2].isdigit()
+            return stamp(text, setting, run_time_line(path.stem, results_dir) if is_notebook else None)
+
         texts = {path: path.read_text(encoding="utf-8") for path in targets}
-        unstamped = {path: stamp(text, setting) for path, text in texts.items() if stamp(text, setting) != text}
+        unstamped = {path: stamped(path, text) for path, text in texts.items() if stamped(path, text) != text}
         if not arguments.check:
-            for path, stamped in unstamped.items():
-                write_text_atomically(path, stamped)
-                print(f"stamped {path} with {setting.repository} at {setting.ref}")
+            for path, text in unstamped.items():
+                write_text_atomically(path, text)
+                print(f"stamped {path} with {setting.repository} at {setting.ref} and its run time")
             for path in release_folder(notebooks_dir, arguments.out):
                 text = path.read_text(encoding="utf-8")
-                if stamp(text, setting) != text:  # sources outside a checkout keep their own links
-                    write_text_atomically(path, stamp(text, setting))
+                if stamped(path, text) != text:  # sources outside a checkout keep their own links
+                    write_text_atomically(path, stamped(path, text))
                 print(f"wrote {path}")
             return 0
         with tempfile.TemporaryDirectory() as fresh:
             stale = [path.name for path in release_folder(notebooks_dir, fresh)
                      if not (Path(arguments.out) / path.name).exists()
-                     or (Path(arguments.out) / path.name).read_bytes() != stamp(path.read_text(encoding="utf-8"), setting).encode("utf-8")]
+                     or (Path(arguments.out) / path.name).read_bytes() != stamped(path, path.read_text(encoding="utf-8")).encode("utf-8")]
     except (FileNotFoundError, MarkupError, ImportError, ValueError) as error:
         print(f"release: {error}", file=sys.stderr)
         return 2
     if unstamped:
-        print(f"release: Colab links or install lines disagree with {setting.repository} at {setting.ref} "
+        print(f"release: Colab links, install lines or run times disagree with {setting.repository} at {setting.ref} "
               f"in {', '.join(str(path) for path in unstamped)}; run `transformer-course release`", file=sys.stderr)
     if stale:
         print(f"release: out of date in {arguments.out}: {', '.join(stale)}; run `transformer-course release`",
@@ -157,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--results-dir", default="results", help="full-profile records go here (default: results)")
     run.add_argument("--timeout", type=int, default=1800, help="seconds one cell may run (default: 1800)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--record-times", action="store_true",
+                     help="smoke profile: record each notebook's seconds in RESULTS_DIR/smoke/seconds.json "
+                          "(the run times the notebooks show)")
     run.set_defaults(handler=_command_run)
 
     table = commands.add_parser("results", help="print the table of recorded full-profile results")

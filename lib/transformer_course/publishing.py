@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["Publication", "publication", "stamp", "COLAB_LINK", "COLAB_INSTALL"]
+__all__ = ["Publication", "publication", "stamp", "run_time_line", "COLAB_LINK", "COLAB_INSTALL", "RUN_TIME"]
 
 # A Colab link to a notebook of this course, whatever repository, ref and folder it names now.
 COLAB_LINK = re.compile(
@@ -31,6 +31,8 @@ COLAB_LINK = re.compile(
 )
 # The requirement the Colab setup cell installs (inside a Python string, possibly JSON-escaped).
 COLAB_INSTALL = re.compile(r"transformer-course @ git\+[^\s\"'\\]+")
+# The run-time line at the top of every notebook (up to the end of its line or JSON string).
+RUN_TIME = re.compile(r"\*\*Run time:\*\*[^\n\"\\]*")
 _GITHUB = re.compile(r"^https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)(?:\.git)?/?$")
 
 
@@ -99,15 +101,60 @@ def publication(project_root: str | Path | None = None) -> Publication:
     return Publication(repository=repository, ref=f"v{version}")
 
 
-def stamp(text: str, setting: Publication) -> str:
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"about {max(1, round(seconds / 5) * 5):.0f} s"
+    return f"about {round(seconds / 60):.0f} min"
+
+
+def run_time_line(notebook: str, results_dir: str | Path) -> str:
+    """The run-time line a notebook shows at the top, from the recorded runs.
+
+    Args:
+        notebook: str, the notebook's file stem (``"07_transformer_translation"``).
+        results_dir: the folder of full-profile records (``results/``); smoke-profile times are
+            read from ``results/smoke/seconds.json`` (``transformer-course run --profile smoke
+            --record-times`` writes it).
+
+    Returns:
+        str, one line of Markdown starting ``**Run time:**``: each profile's recorded seconds and
+        the machine they were measured on, how to switch profile, and what a GPU changes.
+    """
+    import json
+
+    results_dir = Path(results_dir)
+    parts = []
+    full = results_dir / f"{notebook}.json"
+    if full.is_file():
+        record = json.loads(full.read_text(encoding="utf-8"))
+        hardware = record.get("hardware", {})
+        machine = f"{hardware.get('cpu_count', '?')}-core CPU" if not hardware.get("accelerator") else hardware["accelerator"]
+        parts.append(f"full profile {_duration(record['seconds'])} on a {machine}")
+    else:
+        parts.append("full profile not yet recorded")
+    smoke_file = results_dir / "smoke" / "seconds.json"
+    smoke = json.loads(smoke_file.read_text(encoding="utf-8")).get(notebook) if smoke_file.is_file() else None
+    if smoke:
+        parts.append(f"smoke profile {_duration(smoke['seconds'])}")
+    return (f"**Run time:** {', '.join(parts)} (recorded runs). The profile comes from the environment "
+            "variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run "
+            "`%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change "
+            "runtime type) trains on the GPU; the recorded times are CPU times.")
+
+
+def stamp(text: str, setting: Publication, run_time: str | None = None) -> str:
     """``text`` with every Colab link and Colab install line set from ``setting``.
 
     Args:
         text: str, a notebook (``.ipynb`` JSON or its ``py:percent`` script) or the README.
         setting: the :class:`Publication` to write.
+        run_time: optional line from :func:`run_time_line`, written over the notebook's
+            ``**Run time:**`` line.
 
     Returns:
         str, the stamped text (equal to ``text`` when it already agrees).
     """
     text = COLAB_LINK.sub(lambda match: setting.colab_link(match["name"]), text)
+    if run_time is not None:
+        text = RUN_TIME.sub(lambda match: run_time, text)
     return COLAB_INSTALL.sub(setting.requirement, text)

@@ -15,6 +15,8 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from ._files import write_text_atomically
 
 __all__ = [
@@ -40,7 +42,8 @@ def report_metric(name: str, value, description: str = "", headline: bool = Fals
 
     Args:
         name: str, a short identifier (``"test_element_accuracy"``).
-        value: a finite int or float (NumPy scalars are accepted).
+        value: a finite int or float (NumPy scalars are accepted). An integer (an epoch, a
+            count) is printed and recorded as an integer.
         description: str, what the number is, for the summary table.
         headline: bool, the notebook's main number (the runner's table shows it).
 
@@ -49,18 +52,25 @@ def report_metric(name: str, value, description: str = "", headline: bool = Fals
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"`name` must be a non-empty str; received {name!r}.")
+    is_integer = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
     try:
-        number = float(value)
+        number = int(value) if is_integer else float(value)
     except (TypeError, ValueError):
         raise ValueError(f"`value` must be a number; received {value!r}.") from None
     if not math.isfinite(number):
         raise ValueError(f"`value` must be finite; received {value!r}.")
-    print(f"{name} = {number:.4f}" + (f"  ({description})" if description else ""))
+    shown = str(number) if is_integer else f"{number:.4f}"
+    print(f"{name} = {shown}" + (f"  ({description})" if description else ""))
     target = os.environ.get(METRICS_FILE_VARIABLE)
     if target:
         entry = {"name": name, "value": number, "description": description, "headline": headline}
         with open(target, "a", encoding="utf-8") as stream:
             stream.write(json.dumps(entry) + "\n")
+
+
+def format_value(value) -> str:
+    """A recorded metric as the tables show it: an integer as an integer, else 4 decimals."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else f"{value:.4f}"
 
 
 def report_environment(hardware: dict, versions: dict) -> None:
@@ -163,7 +173,7 @@ def results_table(records: list[dict]) -> str:
     ]
     for record in records:
         top = headline(record["metrics"])
-        name, value = ("—", "—") if top is None else (top[1].get("description") or top[0], f"{top[1]['value']:.4f}")
+        name, value = ("—", "—") if top is None else (top[1].get("description") or top[0], format_value(top[1]['value']))
         hardware = record["hardware"]
         machine = hardware.get("accelerator") or f"CPU ({hardware.get('cpu_count')} cores)"
         commit = (record.get("commit") or "unknown")[:10]

@@ -22,7 +22,7 @@ from pathlib import Path
 from . import results, runtime
 from .profiles import PROFILE_NAMES
 
-__all__ = ["NotebookRun", "find_notebooks", "run_notebooks", "summary_table", "clean_outputs",
+__all__ = ["NotebookRun", "find_notebooks", "run_notebooks", "summary_table", "record_smoke_times", "clean_outputs",
            "drop_info_records_from_outputs", "collapse_progress_bars"]
 
 
@@ -270,9 +270,32 @@ def summary_table(runs: list[NotebookRun]) -> str:
     rows = [("notebook", "status", "seconds", "headline metric")]
     for run in runs:
         top = results.headline(run.metrics)
-        metric = "—" if top is None else f"{top[0]} = {top[1]['value']:.4f}"
+        metric = "—" if top is None else f"{top[0]} = {results.format_value(top[1]['value'])}"
         rows.append((run.path.stem, run.status.upper(), f"{run.seconds:.1f}", metric))
     widths = [max(len(row[column]) for row in rows) for column in range(4)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
+
+
+def record_smoke_times(runs: list[NotebookRun], results_dir: Path) -> Path:
+    """Merge the passing runs' seconds into ``results_dir/smoke/seconds.json``; return its path.
+
+    The notebooks' run-time lines (:func:`transformer_course.publishing.run_time_line`) read it.
+    Each entry: ``{"seconds", "hardware", "finished_at"}``; notebooks not in ``runs`` keep theirs.
+    """
+    import json
+    from datetime import datetime, timezone
+
+    from ._files import write_text_atomically
+
+    path = Path(results_dir) / "smoke" / "seconds.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    for run in runs:
+        if run.passed:
+            table[run.path.stem] = {"seconds": round(run.seconds, 1),
+                                    "hardware": run.environment.get("hardware") or runtime.hardware(),
+                                    "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    write_text_atomically(path, json.dumps(dict(sorted(table.items())), indent=1) + "\n")
+    return path
