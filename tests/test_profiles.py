@@ -35,12 +35,15 @@ def test_unknown_profile_lists_the_valid_ones(monkeypatch, source):
     assert ("COURSE_PROFILE" in message) == (source == "environment")
 
 
-def test_profiles_define_the_same_settings():
+def test_the_smoke_profile_only_overrides_settings_the_full_profile_has():
+    from transformer_course.profiles import _SMOKE_OVERRIDES
+
     assert set(PROFILE_NAMES) == {"full", "smoke"}
     full, smoke = _SETTINGS["full"], _SETTINGS["smoke"]
-    assert full.keys() == smoke.keys()
-    for notebook in full:
-        assert full[notebook].keys() == smoke[notebook].keys(), notebook
+    assert full.keys() == smoke.keys() and set(_SMOKE_OVERRIDES) <= set(full)
+    for notebook, overrides in _SMOKE_OVERRIDES.items():
+        assert set(overrides) <= set(full[notebook]), (notebook, set(overrides) - set(full[notebook]))
+        assert smoke[notebook] == {**full[notebook], **overrides}, notebook
 
 
 def test_settings_read_as_attributes_and_reject_unknown_keys():
