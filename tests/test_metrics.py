@@ -82,3 +82,21 @@ def test_corpus_bleu_checks_its_arguments():
         corpus_bleu(["a"], ["a", "b"])
     with pytest.raises(ValueError, match="`hypotheses` must be a list of str"):
         corpus_bleu("a single string", ["a"])
+
+
+def test_masked_cross_entropy_smooths_labels_and_skips_padding():
+    import keras
+
+    from transformer_course.metrics import MaskedCrossEntropy, masked_loss
+
+    probabilities = np.array([[[0.7, 0.2, 0.1], [0.1, 0.6, 0.3], [0.3, 0.3, 0.4]]], "float32")
+    labels = np.array([[1, 2, 0]])  # the last position is padding
+    plain = float(MaskedCrossEntropy()(labels, probabilities))
+    np.testing.assert_allclose(plain, float(masked_loss(labels, probabilities)), rtol=1e-5)
+    np.testing.assert_allclose(plain, -(np.log(0.2) + np.log(0.3)) / 2, rtol=1e-5)
+    smoothed = float(MaskedCrossEntropy(label_smoothing=0.1)(labels, probabilities))
+    by_hand = np.mean([0.9 * -np.log(p[t]) + 0.1 * -np.mean(np.log(p)) for p, t in ((probabilities[0, 0], 1), (probabilities[0, 1], 2))])
+    np.testing.assert_allclose(smoothed, by_hand, rtol=1e-5)
+    assert keras.losses.deserialize(keras.losses.serialize(MaskedCrossEntropy(0.1))).label_smoothing == 0.1
+    with pytest.raises(ValueError, match="label_smoothing"):
+        MaskedCrossEntropy(1.0)

@@ -88,3 +88,26 @@ def test_line_separators_inside_words_do_not_break_a_saved_vocabulary(tmp_path, 
     reloaded = keras.models.load_model(tmp_path / "vectorizer.keras")
     np.testing.assert_array_equal(model(tf.constant(texts)), reloaded(tf.constant(texts)))
     assert "film" in vectorizer.get_vocabulary()
+
+
+def test_translation_batches_shift_the_target_and_group_by_length():
+    import keras
+
+    from transformer_course.text import standardize_translation, translation_batches
+
+    pairs = [("I see.", "Veo."), ("Where is the station?", "¿Dónde está la estación?"), ("Go.", "Ve.")]
+    source = keras.layers.TextVectorization(output_sequence_length=8, standardize=standardize_translation)
+    target = keras.layers.TextVectorization(output_sequence_length=9, standardize=standardize_translation)
+    source.adapt([s for s, _ in pairs])
+    target.adapt([f"[start] {t} [end]" for _, t in pairs])
+    vocabulary = target.get_vocabulary()
+    batches = list(translation_batches(pairs, source, target, batch_size=2, bucket_boundaries=(4, 7)))
+    assert len(batches) == 2  # the two short pairs together, the long one alone
+    for inputs, label in batches:
+        decoder_input, label = inputs["target_ids"].numpy(), label.numpy()
+        assert decoder_input.shape == label.shape
+        assert all(vocabulary[row[0]] == "[start]" for row in decoder_input)
+        np.testing.assert_array_equal(decoder_input[:, 1:][label[:, :-1] != 0], label[:, :-1][label[:, :-1] != 0])
+        assert all(vocabulary[row[row != 0][-1]] == "[end]" for row in label)
+    with pytest.raises(ValueError, match="`pairs` is empty"):
+        translation_batches([], source, target, 2, (4,))

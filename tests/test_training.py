@@ -91,3 +91,15 @@ def test_epoch_scores_land_in_the_history_once_per_epoch():
         EpochScores()
     with pytest.raises(ValueError, match="already logged"):
         model.fit(x, y, epochs=1, verbose=0, callbacks=[EpochScores(loss=lambda: 0.0)])
+
+
+def test_warmup_cosine_decay_rises_then_falls_to_its_floor():
+    from transformer_course.training import WarmupCosineDecay
+
+    schedule = WarmupCosineDecay(peak=1e-3, warmup_steps=10, decay_steps=110, final_fraction=0.1)
+    rate = lambda step: float(schedule(step))  # noqa: E731
+    np.testing.assert_allclose([rate(0), rate(4), rate(9)], [1e-4, 5e-4, 1e-3], rtol=1e-5)
+    np.testing.assert_allclose([rate(10), rate(60), rate(110), rate(500)], [1e-3, 5.5e-4, 1e-4, 1e-4], rtol=1e-4)
+    assert WarmupCosineDecay.from_config(schedule.get_config()).get_config() == schedule.get_config()
+    with pytest.raises(ValueError, match="decay_steps"):
+        WarmupCosineDecay(1e-3, 10, 10)

@@ -13,10 +13,10 @@ from transformer_course.translation import Translator, build_translation_model
 SOURCE_LENGTH, TARGET_LENGTH = 8, 9
 
 
-def small_model(num_layers=2, seed=0, source_vocab_size=30, target_vocab_size=40):
+def small_model(num_layers=2, seed=0, source_vocab_size=30, target_vocab_size=40, tie_embeddings=False):
     keras.utils.set_random_seed(seed)
     return build_translation_model(source_vocab_size, target_vocab_size, SOURCE_LENGTH, TARGET_LENGTH, embed_dim=16, intermediate_dim=32,
-                                   num_heads=2, num_layers=num_layers)
+                                   num_heads=2, num_layers=num_layers, tie_embeddings=tie_embeddings)
 
 
 def uncached_greedy(model, source_ids, start_id, end_id, max_length):
@@ -58,9 +58,9 @@ def test_source_padding_changes_nothing():
     np.testing.assert_allclose(short, padded, atol=1e-6)
 
 
-@pytest.mark.parametrize("num_layers", [1, 2])
-def test_cached_greedy_equals_recomputing_everything(num_layers):
-    model = small_model(num_layers, seed=num_layers)
+@pytest.mark.parametrize("num_layers, tie_embeddings", [(1, False), (2, False), (2, True)])
+def test_cached_greedy_equals_recomputing_everything(num_layers, tie_embeddings):
+    model = small_model(num_layers, seed=num_layers, tie_embeddings=tie_embeddings)
     source = np.array([[3, 4, 5, 6, 0, 0, 0, 0], [7, 2, 9, 11, 12, 13, 0, 0], [0] * 8], "int32")
     expected = uncached_greedy(model, source, start_id=2, end_id=3, max_length=TARGET_LENGTH - 1)
     cached = IncrementalDecoder(model, max_length=TARGET_LENGTH - 1).decode(source, start_id=2, end_id=3)
@@ -169,3 +169,16 @@ def test_model_trains_with_the_masked_loss_and_keeps_padding_out():
     assert keras_mask(probabilities) is None
     expected = float(masked_loss(labels, probabilities))
     assert model.evaluate({"source_ids": source, "target_ids": decoder_input}, labels, verbose=0)[0] == pytest.approx(expected, rel=1e-5)
+
+
+def test_tied_embeddings_share_the_target_table_and_survive_a_round_trip(tmp_path):
+    untied, tied = small_model(1), small_model(1, tie_embeddings=True)
+    assert untied.count_params() - tied.count_params() == 16 * 40  # the E x V output matrix, gone
+    table = tied.get_layer("target_embedding").token_embedding.embeddings
+    assert not [w for w in tied.get_layer("output").weights if tuple(w.shape) == tuple(table.shape)]
+    inputs = {"source_ids": np.array([[3, 4, 0]], "int32"), "target_ids": np.array([[1, 7, 8]], "int32")}
+    probabilities = keras.ops.convert_to_numpy(tied(inputs))
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
+    tied.save(tmp_path / "tied.keras")
+    restored = keras.models.load_model(tmp_path / "tied.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(inputs)), probabilities, atol=1e-6)

@@ -33,7 +33,7 @@ from keras import ops
 from ._validation import check_integer
 from .decoding import batch_beam_search, greedy_decode
 
-__all__ = ["model_blocks", "encode_source", "IncrementalDecoder"]
+__all__ = ["model_blocks", "encode_source", "output_probabilities", "IncrementalDecoder"]
 
 
 def model_blocks(model: keras.Model, prefix: str) -> list:
@@ -61,6 +61,18 @@ def encode_source(model: keras.Model, source_ids):
     for encoder in model_blocks(model, "encoder"):
         x = encoder(x, padding_mask=source_mask)
     return x, source_mask
+
+
+def output_probabilities(model: keras.Model, hidden):
+    """A translation model's output layer on decoder states: float ``(B, T, E)`` -> ``(B, T, V)``.
+
+    With tied embeddings (``build_translation_model(tie_embeddings=True)``) the scores come from
+    the target embedding turned around, then the output layer's bias and softmax.
+    """
+    output = model.get_layer("output")
+    if getattr(output, "__class__", None).__name__ == "TiedTokenDistribution":
+        return output(model.get_layer("target_embedding")(hidden, reverse=True))
+    return output(hidden)
 
 
 def _compiled(function):
@@ -131,7 +143,7 @@ class IncrementalDecoder:
                 self_attention_cache_update_index=position, cross_attention_cache=cross_cache,
                 cross_attention_cache_update_index=None)
             updated.append((self_cache, cross_cache))
-        return self.output_layer(x)[:, 0, :], updated
+        return output_probabilities(self.model, x)[:, 0, :], updated
 
     def next_token_function(self, source_ids, copies: int = 1):
         """``(next_token_probabilities, reorder)`` for ``copies`` rows per source, sharing one encoding.

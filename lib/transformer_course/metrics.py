@@ -19,6 +19,7 @@ __all__ = [
     "sequence_accuracy",
     "anti_diagonal_attention_mass",
     "masked_loss",
+    "MaskedCrossEntropy",
     "masked_accuracy",
     "corpus_bleu",
 ]
@@ -118,6 +119,51 @@ def masked_loss(y_true, y_pred):
     per_token = keras.losses.sparse_categorical_crossentropy(y_true, y_pred)  # (B, T)
     real = _real_tokens(y_true)
     return ops.sum(per_token * real) / ops.maximum(ops.sum(real), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class MaskedCrossEntropy(keras.losses.Loss):
+    """Cross-entropy over real target tokens only, with optional label smoothing.
+
+    With ``label_smoothing`` ε the target is not a one-hot vector but ``(1 - ε)`` on the true id
+    plus ``ε / V`` spread over all V ids, so the loss per token is
+    ``(1 - ε) · (-log p_true) + ε · mean_v(-log p_v)``. The model is discouraged from putting all
+    its probability on one word, which regularises it (Szegedy et al., 2016, §7; Vaswani et al.,
+    2017, §5.4 use ε = 0.1). With ε = 0 this is :func:`masked_loss`.
+
+    Args:
+        label_smoothing: float in [0, 1), ε.
+        **kwargs: passed to ``keras.losses.Loss`` (``name``).
+
+    Call arguments:
+        y_true: int ``(B, T)`` target ids; 0 marks padding.
+        y_pred: float ``(B, T, V)`` probabilities (a softmax output).
+
+    Returns:
+        float32 scalar: the mean over real positions (0 if there are none).
+
+    Raises:
+        ValueError: for a ``label_smoothing`` outside [0, 1).
+    """
+
+    def __init__(self, label_smoothing: float = 0.0, name: str = "masked_cross_entropy", **kwargs):
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1); received {label_smoothing!r}.")
+        super().__init__(name=name, reduction=None, **kwargs)
+        self.label_smoothing = float(label_smoothing)
+
+    def call(self, y_true, y_pred):
+        y_pred = ops.cast(y_pred, "float32")
+        log_probabilities = ops.log(ops.clip(y_pred, keras.config.epsilon(), 1.0))  # (B, T, V)
+        true_ids = ops.expand_dims(ops.cast(y_true, "int32"), -1)
+        per_token = -ops.squeeze(ops.take_along_axis(log_probabilities, true_ids, axis=-1), -1)  # (B, T)
+        if self.label_smoothing:
+            per_token = (1.0 - self.label_smoothing) * per_token - self.label_smoothing * ops.mean(log_probabilities, axis=-1)
+        real = _real_tokens(y_true)
+        return ops.sum(per_token * real) / ops.maximum(ops.sum(real), 1.0)
+
+    def get_config(self):
+        return {"name": self.name, "label_smoothing": self.label_smoothing}
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

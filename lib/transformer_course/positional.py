@@ -72,6 +72,11 @@ class PositionalEmbedding(keras.layers.Layer):
         inputs: int ``(B, T)`` token ids, ``T <= sequence_length``.
         start_index: int (or int scalar tensor), the position of the first id; defaults to 0.
             Cached generation embeds one new token at a time at its true position.
+        reverse: bool. True turns the layer around for an output layer **tied** to the
+            embedding: inputs are hidden states float ``(B, T, E)`` and the result is their dot
+            product with every token's embedding, float ``(B, T, V)`` (no mask). Press and Wolf,
+            2017, "Using the Output Embedding to Improve Language Models"; Vaswani et al., 2017,
+            §3.4.
 
     Returns:
         float32 ``(B, T, E)``, with the padding mask ``(B, T)`` attached when ``mask_zero``.
@@ -99,7 +104,9 @@ class PositionalEmbedding(keras.layers.Layer):
         self.position_embedding.build((None,))
         super().build(inputs_shape)
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, reverse=False):
+        if reverse:  # (B, T, E) hidden states -> (B, T, V) scores against every token's embedding
+            return ops.matmul(inputs, ops.transpose(ops.cast(self.token_embedding.embeddings, inputs.dtype)))
         length = inputs.shape[-1]
         if length is not None and isinstance(start_index, int) and length + start_index > self.sequence_length:
             raise ValueError(
@@ -110,11 +117,8 @@ class PositionalEmbedding(keras.layers.Layer):
         positions = positions + ops.cast(start_index, positions.dtype)
         return self.token_embedding(inputs) + self.position_embedding(positions)  # (B, T, E)
 
-    def compute_mask(self, inputs, mask=None, start_index=0):
-        return ops.not_equal(inputs, 0) if self.mask_zero else None
-
-    def compute_output_shape(self, inputs_shape):
-        return tuple(inputs_shape) + (self.embed_dim,)
+    def compute_mask(self, inputs, mask=None, start_index=0, reverse=False):
+        return ops.not_equal(inputs, 0) if self.mask_zero and not reverse else None
 
     def get_config(self):
         config = super().get_config()

@@ -10,6 +10,8 @@ uses one saves inside a ``.keras`` model and loads back with no ``custom_objects
   ``[`` ``]`` kept so the ``[start]`` / ``[end]`` markers survive.
 * :func:`trim_padding` and :func:`bucket_by_length` — batch reviews of similar length together
   so a batch is padded to its bucket, not to the longest review in the data set.
+* :func:`vectorized_batches` — texts and labels to bucketed batches (classification, notebook 06).
+* :func:`translation_batches` — sentence pairs to teacher-forcing batches (translation, notebook 07).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "trim_padding",
     "bucket_by_length",
     "vectorized_batches",
+    "translation_batches",
 ]
 
 # Unicode separators and control characters (U+0085, U+2028, vertical tab, ...). Splitting text on
@@ -204,3 +207,58 @@ def vectorized_batches(texts, labels, vectorizer, batch_size: int, bucket_bounda
     # Unbatching loses the batch count; state it, so Keras shows progress and does not warn
     # that the data "ran out" at the end of the first epoch.
     return dataset.apply(tf.data.experimental.assert_cardinality(batches)).prefetch(tf.data.AUTOTUNE)
+
+
+def translation_batches(pairs, source_vectorizer, target_vectorizer, batch_size: int, bucket_boundaries,
+                        shuffle: bool = False, seed: int = 0, wrap=None) -> tf.data.Dataset:
+    """Sentence pairs to teacher-forcing batches, grouped by target length.
+
+    Steps: wrap each target in its markers, vectorise in chunks of 256, cut each sentence's
+    padding off, split the target into the decoder input (shifted right: without its last token)
+    and the label (shifted left: without ``[start]``), cache, shuffle each epoch (if asked), and
+    batch pairs of similar target length together, each batch padded to its longest sentence.
+
+    Args:
+        pairs: sequence of ``(source, target)`` strings.
+        source_vectorizer, target_vectorizer: adapted ``TextVectorization`` layers with
+            ``output_sequence_length`` set (longer sentences are cut there).
+        batch_size: int, pairs per batch.
+        bucket_boundaries: increasing ints; batches group labels of lengths
+            ``[boundaries[i-1], boundaries[i])``.
+        shuffle: bool, reshuffle the pairs every epoch.
+        seed: int, the shuffle seed.
+        wrap: function ``target -> target with markers``; default ``"[start] {target} [end]"``.
+
+    Returns:
+        ``tf.data.Dataset`` of ``({"source_ids": int64 (B, S'), "target_ids": int64 (B, T')},
+        label int64 (B, T'))``, padded with 0 to each batch's longest sentence, its length (the
+        number of batches) known to Keras.
+
+    Raises:
+        ValueError: if ``pairs`` is empty or ``batch_size`` is not a positive integer.
+    """
+    if not len(pairs):
+        raise ValueError("`pairs` is empty; there is nothing to batch.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive integer; received {batch_size!r}.")
+    wrap = wrap or (lambda target: f"[start] {target} [end]")
+    sources, targets = [source for source, _ in pairs], [wrap(target) for _, target in pairs]
+    dataset = tf.data.Dataset.from_tensor_slices((sources, targets)).batch(256).map(
+        lambda source, target: (source_vectorizer(source), target_vectorizer(target)),
+        num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+
+    def teacher_forcing(source, target):  # decoder input = target shifted right, label = shifted left
+        target = trim_padding(target)
+        return {"source_ids": trim_padding(source), "target_ids": target[:-1]}, target[1:]
+
+    dataset = dataset.map(teacher_forcing).cache()
+
+    def bucketed(data):
+        return data.bucket_by_sequence_length(
+            lambda inputs, label: tf.shape(label)[0], list(bucket_boundaries),
+            [batch_size] * (len(bucket_boundaries) + 1))
+
+    count = sum(1 for _ in bucketed(dataset))  # one pass fills the cache and counts the batches
+    if shuffle:
+        dataset = dataset.shuffle(len(pairs), seed=seed, reshuffle_each_iteration=True)
+    return bucketed(dataset).apply(tf.data.experimental.assert_cardinality(count)).prefetch(tf.data.AUTOTUNE)

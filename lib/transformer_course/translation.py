@@ -19,11 +19,11 @@ from keras import ops
 
 from ._validation import check_integer, check_texts
 from .decoding import beam_search
-from .generation import IncrementalDecoder, encode_source, model_blocks
+from .generation import IncrementalDecoder, encode_source, model_blocks, output_probabilities
 from .positional import PositionalEmbedding
 from .transformer import TransformerDecoder, TransformerEncoder
 
-__all__ = ["TokenDistribution", "build_translation_model", "cross_attention_weights", "Translator", "START_TOKEN", "END_TOKEN"]
+__all__ = ["TokenDistribution", "TiedTokenDistribution", "build_translation_model", "cross_attention_weights", "Translator", "START_TOKEN", "END_TOKEN"]
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
@@ -56,6 +56,48 @@ class TokenDistribution(keras.layers.Dense):
         return None
 
 
+@keras.saving.register_keras_serializable(package="transformer_course")
+class TiedTokenDistribution(keras.layers.Layer):
+    """The softmax of a tied output layer: scores against the token embeddings, plus a bias.
+
+    With tied embeddings the output weights *are* the target embedding table (its transpose):
+    ``PositionalEmbedding(..., reverse=True)`` computes the scores, this layer adds a learned bias
+    per token and takes the softmax. Like :class:`TokenDistribution`, its output carries no mask.
+
+    Args:
+        units: int, the target vocabulary size V.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: float ``(B, T, V)`` scores.
+
+    Returns:
+        float ``(B, T, V)``, each row a probability distribution; no mask.
+    """
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = check_integer("units", units)
+
+    def build(self, inputs_shape):
+        self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
+        super().build(inputs_shape)
+
+    def call(self, inputs):
+        return ops.softmax(inputs + self.bias, axis=-1)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(units=self.units)
+        return config
+
+
 def build_translation_model(
     source_vocab_size: int,
     target_vocab_size: int,
@@ -66,6 +108,7 @@ def build_translation_model(
     num_heads: int = 8,
     num_layers: int = 1,
     dropout: float = 0.1,
+    tie_embeddings: bool = False,
     name: str | None = None,
 ) -> keras.Model:
     """An encoder-decoder Transformer trained with teacher forcing.
@@ -77,6 +120,10 @@ def build_translation_model(
         embed_dim, intermediate_dim, num_heads: ints, E, F and N (N divides E).
         num_layers: int, encoder blocks and decoder blocks (the same number of each).
         dropout: float in [0, 1), inside every block and before the output layer.
+        tie_embeddings: bool, the output layer reuses the target embedding table (its
+            transpose) instead of a weight matrix of its own: ``V × E`` fewer parameters, and
+            words that are embedded alike are predicted alike (Press and Wolf, 2017; Vaswani et
+            al., 2017, §3.4). The output layer is then a :class:`TiedTokenDistribution`.
         name: optional model name.
 
     Returns:
@@ -106,13 +153,18 @@ def build_translation_model(
     for index in range(num_layers):
         x = TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, name=f"encoder_{index + 1}")(x)
     encoded = x
-    y = PositionalEmbedding(target_length, target_vocab_size, embed_dim, name="target_embedding")(target_ids)
+    target_embedding = PositionalEmbedding(target_length, target_vocab_size, embed_dim, name="target_embedding")
+    y = target_embedding(target_ids)
     for index in range(num_layers):
         y = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, name=f"decoder_{index + 1}")(y, encoded)
     y = keras.layers.Dropout(dropout, name="output_dropout")(y)
     # The softmax in float32 whatever the policy: under mixed_bfloat16 a bfloat16 probability has
     # 3 significant digits, too few for the log-likelihood of a 15,000-word vocabulary.
-    probabilities = TokenDistribution(target_vocab_size, name="output", dtype="float32")(y)
+    if tie_embeddings:
+        scores = target_embedding(y, reverse=True)  # (B, T, V): the same table that embedded the target
+        probabilities = TiedTokenDistribution(target_vocab_size, name="output", dtype="float32")(scores)
+    else:
+        probabilities = TokenDistribution(target_vocab_size, name="output", dtype="float32")(y)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, probabilities, name=name)
 
 
@@ -236,7 +288,6 @@ class Translator(keras.Model):
         """
         encoded, mask = encode_source(self.model, ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32"))
         embedding, decoders = self.model.get_layer("target_embedding"), model_blocks(self.model, "decoder")
-        output = self.model.get_layer("output")
 
         def next_token_probabilities(decoded):
             beams = decoded.shape[0]
@@ -244,7 +295,7 @@ class Translator(keras.Model):
             memory, memory_mask = ops.repeat(encoded, beams, axis=0), ops.repeat(mask, beams, axis=0)
             for decoder in decoders:
                 y = decoder(y, memory, encoder_padding_mask=memory_mask)
-            probabilities = ops.convert_to_numpy(output(y[:, -1:, :])[:, 0, :])
+            probabilities = ops.convert_to_numpy(output_probabilities(self.model, y[:, -1:, :])[:, 0, :])
             probabilities[:, 0] = 0.0  # never emit padding (id 0)
             return probabilities
 
