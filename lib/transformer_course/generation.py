@@ -70,7 +70,7 @@ def output_probabilities(model: keras.Model, hidden):
     the target embedding turned around, then the output layer's bias and softmax.
     """
     output = model.get_layer("output")
-    if getattr(output, "__class__", None).__name__ == "TiedTokenDistribution":
+    if getattr(output, "tied_to_embedding", False):
         return output(model.get_layer("target_embedding")(hidden, reverse=True))
     return output(hidden)
 
@@ -109,7 +109,6 @@ class IncrementalDecoder:
         self.max_length = check_integer("max_length", max_length)
         self.target_embedding = model.get_layer("target_embedding")
         self.decoders = model_blocks(model, "decoder")
-        self.output_layer = model.get_layer("output")
         if self.max_length > self.target_embedding.sequence_length:
             raise ValueError(f"`max_length` must be at most the target length "
                              f"{self.target_embedding.sequence_length}; received {max_length}.")

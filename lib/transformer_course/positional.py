@@ -108,7 +108,7 @@ class PositionalEmbedding(keras.layers.Layer):
         if reverse:  # (B, T, E) hidden states -> (B, T, V) scores against every token's embedding
             return ops.matmul(inputs, ops.transpose(ops.cast(self.token_embedding.embeddings, inputs.dtype)))
         length = inputs.shape[-1]
-        if length is not None and isinstance(start_index, int) and length + start_index > self.sequence_length:
+        if isinstance(length, int) and isinstance(start_index, int) and length + start_index > self.sequence_length:
             raise ValueError(
                 f"`inputs` has {length} positions from position {start_index}, but this PositionalEmbedding "
                 f"was built for sequence_length={self.sequence_length}."
@@ -119,6 +119,10 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def compute_mask(self, inputs, mask=None, start_index=0, reverse=False):
         return ops.not_equal(inputs, 0) if self.mask_zero and not reverse else None
+
+    def compute_output_spec(self, inputs, start_index=0, reverse=False):
+        shape = tuple(inputs.shape[:-1]) + (self.vocab_size,) if reverse else tuple(inputs.shape) + (self.embed_dim,)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()
