@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from transformer_course.decoding import batch_beam_search, beam_search, greedy_decode, length_penalty
+from transformer_course.decoding import NextTokenTable, batch_beam_search, beam_search, greedy_decode, length_penalty
 
 PAD, START, END, A, B = 0, 1, 2, 3, 4
 
@@ -152,3 +152,63 @@ def test_batch_beam_search_with_no_possible_extension_ranks_the_beams_it_had():
     assert expected.tolist() == [START, A]
     assert ids.tolist() == [[START, A]] * 2
     np.testing.assert_allclose(scores, expected_score)
+
+
+# --- sampling -------------------------------------------------------------------------------
+
+from transformer_course.decoding import apply_temperature, sample_decode, top_k_filter, top_p_filter  # noqa: E402
+
+FIXED = np.array([[0.05, 0.4, 0.1, 0.25, 0.15, 0.05]])
+
+
+def test_temperature_really_changes_the_distribution():
+    entropy = lambda p: float(-(p[p > 0] * np.log(p[p > 0])).sum())  # noqa: E731
+    np.testing.assert_allclose(apply_temperature(FIXED, 1.0), FIXED, atol=1e-12)
+    cold, hot = apply_temperature(FIXED, 0.5), apply_temperature(FIXED, 2.0)
+    assert entropy(cold[0]) < entropy(FIXED[0]) < entropy(hot[0])
+    np.testing.assert_allclose(cold[0], FIXED[0] ** 2 / (FIXED[0] ** 2).sum(), atol=1e-12)
+    assert apply_temperature(FIXED, 0.01)[0].argmax() == 1 and apply_temperature(FIXED, 0.01)[0].max() > 0.999
+    with pytest.raises(ValueError, match="temperature"):
+        apply_temperature(FIXED, 0.0)
+
+
+def test_top_k_and_top_p_keep_the_expected_ids():
+    np.testing.assert_allclose(top_k_filter(FIXED, 2)[0], [0, 0.4 / 0.65, 0, 0.25 / 0.65, 0, 0], atol=1e-12)
+    # sorted: 0.4, 0.25, 0.15, 0.1, ...; before each: 0, 0.4, 0.65, 0.8 -> with p = 0.65 the third id is kept
+    np.testing.assert_allclose(top_p_filter(FIXED, 0.65)[0], [0, 0.4 / 0.8, 0, 0.25 / 0.8, 0.15 / 0.8, 0], atol=1e-12)
+    np.testing.assert_allclose(top_p_filter(FIXED, 0.01)[0], [0, 1, 0, 0, 0, 0])  # the most likely id always stays
+    np.testing.assert_allclose(top_p_filter(FIXED, 1.0), FIXED, atol=1e-12)
+    with pytest.raises(ValueError, match="`p`"):
+        top_p_filter(FIXED, 1.5)
+
+
+@pytest.mark.parametrize("sampler, ours", [
+    ("TopKSampler(k=3)", lambda p: top_k_filter(p, 3)),
+    ("TopPSampler(p=0.6)", lambda p: top_p_filter(p, 0.6)),
+    ("TopPSampler(p=0.9)", lambda p: top_p_filter(p, 0.9)),
+])
+def test_filtered_distributions_equal_keras_hub_samplers(sampler, ours):
+    keras_hub = pytest.importorskip("keras_hub")
+    import keras
+
+    draws = 20000
+    reference = eval(f"keras_hub.samplers.{sampler}")  # noqa: S307 - a fixed string from this test
+    reference.seed_generator = keras.random.SeedGenerator(0)
+    tokens = keras.ops.convert_to_numpy(reference.get_next_token(np.repeat(FIXED.astype("float32"), draws, axis=0)))
+    frequencies = np.bincount(tokens, minlength=FIXED.shape[1]) / draws
+    expected = ours(FIXED)[0]
+    assert set(np.flatnonzero(frequencies)) == set(np.flatnonzero(expected))  # the same ids can be drawn
+    np.testing.assert_allclose(frequencies, expected, atol=0.015)  # and as often (4 standard errors)
+
+
+def test_seeded_sampling_is_reproducible_and_stops_rows_at_their_end():
+    table = NextTokenTable(np.tile(FIXED, (6, 1)))
+    first = sample_decode(table, np.array([1, 1, 1]), end_id=5, max_length=12, temperature=0.8, top_p=0.9, seed=3)
+    assert np.array_equal(first, sample_decode(table, np.array([1, 1, 1]), 5, 12, temperature=0.8, top_p=0.9, seed=3))
+    others = [sample_decode(table, np.array([1, 1, 1]), 5, 12, temperature=0.8, top_p=0.9, seed=s) for s in range(4, 8)]
+    assert any(not np.array_equal(first, other) for other in others)
+    for row in first:
+        ends = np.flatnonzero(row[1:] == 5)
+        if ends.size:
+            assert not row[1 + ends[0] + 1:].any()  # padding after the end id
+    assert set(np.unique(first[:, 1:])) <= {0, 1, 2, 3, 4, 5}

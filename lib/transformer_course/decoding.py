@@ -1,12 +1,17 @@
-"""Turning a next-token distribution into a sequence: greedy search and beam search.
+"""Turning a next-token distribution into a sequence: greedy search, sampling and beam search.
 
 Both work with any model through one callable, ``next_token_probabilities(decoded)``: given the
 ids decoded so far, int ``(K, t)``, it returns the probabilities of the next id, float ``(K, V)``
 (for a translator: run the decoder on ``decoded`` against a fixed source and take the last
 position's softmax). Id 0 is padding.
 
+Sampling draws each id at random from the distribution, reshaped first by a **temperature**
+and cut to the **top k** ids or to the smallest **top-p** set (nucleus) — :func:`sample_decode`.
+
 References:
     Sutskever, Vinyals and Le, 2014, §3.2 (beam search for seq2seq).
+    Fan, Lewis and Dauphin, 2018, "Hierarchical Neural Story Generation", §5.4 (top-k sampling).
+    Holtzman et al., 2020, "The Curious Case of Neural Text Degeneration", §3.1 (top-p sampling).
     Wu et al., 2016, "Google's Neural Machine Translation System", §7 (length penalty).
     https://arxiv.org/abs/1609.08144
 """
@@ -19,7 +24,8 @@ import numpy as np
 
 from ._validation import check_integer
 
-__all__ = ["greedy_decode", "beam_search", "batch_beam_search", "length_penalty", "NextTokenTable"]
+__all__ = ["greedy_decode", "beam_search", "batch_beam_search", "length_penalty", "NextTokenTable",
+           "apply_temperature", "top_k_filter", "top_p_filter", "sample_decode"]
 
 _PADDING = 0
 
@@ -74,6 +80,142 @@ def greedy_decode(next_token_probabilities: Callable, start_ids, end_id: int, ma
     finished = np.zeros(decoded.shape[0], dtype=bool)
     for _ in range(max_length):
         next_ids = _probabilities(next_token_probabilities, decoded).argmax(axis=-1)  # (B,)
+        next_ids = np.where(finished, _PADDING, next_ids)
+        decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
+        finished |= next_ids == end_id
+        if finished.all():
+            break
+    return decoded
+
+
+def _distributions(name: str, probabilities) -> np.ndarray:
+    probabilities = np.asarray(probabilities, dtype="float64")
+    if probabilities.ndim != 2 or probabilities.shape[1] < 1:
+        raise ValueError(f"`{name}` must have shape (rows, vocabulary); received shape {probabilities.shape}.")
+    if np.any(probabilities < 0) or not np.all(np.isfinite(probabilities)):
+        raise ValueError(f"`{name}` must hold finite probabilities >= 0.")
+    return probabilities
+
+
+def apply_temperature(probabilities, temperature: float) -> np.ndarray:
+    """Sharpen (T < 1) or flatten (T > 1) each row of next-token probabilities.
+
+    ``softmax(log p / T)``, the same as dividing the logits by T before the softmax: T = 1
+    changes nothing, T → 0 approaches greedy (all mass on the most likely id), large T approaches
+    uniform over the ids with non-zero probability.
+
+    Args:
+        probabilities: float ``(B, V)``, each row a distribution.
+        temperature: float > 0.
+
+    Returns:
+        float64 ``(B, V)``, each row summing to 1; ids with probability 0 stay at 0.
+
+    Raises:
+        ValueError: for a non-positive ``temperature`` or probabilities of the wrong shape.
+    """
+    if not (isinstance(temperature, (int, float)) and temperature > 0):
+        raise ValueError(f"`temperature` must be a positive number; received {temperature!r}.")
+    probabilities = _distributions("probabilities", probabilities)
+    with np.errstate(divide="ignore"):
+        scores = np.log(probabilities) / temperature  # log 0 = -inf stays -inf
+    scores -= scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def top_k_filter(probabilities, k: int) -> np.ndarray:
+    """Keep the ``k`` most likely ids of each row, renormalised; the others get probability 0.
+
+    Ties at the k-th place are broken by id, lowest first (stable sort).
+
+    Args:
+        probabilities: float ``(B, V)``.
+        k: int, 1 <= k; k >= V keeps every id.
+
+    Returns:
+        float64 ``(B, V)``, each row summing to 1 over at most ``k`` ids.
+
+    Raises:
+        ValueError: for ``k`` < 1 or probabilities of the wrong shape.
+    """
+    k = check_integer("k", k)
+    probabilities = _distributions("probabilities", probabilities)
+    order = np.argsort(-probabilities, axis=-1, kind="stable")[:, :k]  # (B, k) ids, most likely first
+    kept = np.zeros_like(probabilities)
+    np.put_along_axis(kept, order, np.take_along_axis(probabilities, order, axis=-1), axis=-1)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def top_p_filter(probabilities, p: float) -> np.ndarray:
+    """Keep the smallest set of most likely ids whose probabilities add up to ``p``: nucleus sampling.
+
+    Ids are taken in order of probability; an id is kept while the probability of the ids before
+    it is at most ``p`` — so the id that crosses ``p`` is kept, and the most likely id always is
+    (keras-hub's ``TopPSampler`` rule). The kept probabilities are renormalised.
+
+    Args:
+        probabilities: float ``(B, V)``.
+        p: float in (0, 1].
+
+    Returns:
+        float64 ``(B, V)``, each row summing to 1.
+
+    Raises:
+        ValueError: for ``p`` outside (0, 1] or probabilities of the wrong shape.
+    """
+    if not (isinstance(p, (int, float)) and 0 < p <= 1):
+        raise ValueError(f"`p` must be in (0, 1]; received {p!r}.")
+    probabilities = _distributions("probabilities", probabilities)
+    order = np.argsort(-probabilities, axis=-1, kind="stable")
+    ranked = np.take_along_axis(probabilities, order, axis=-1)
+    before = np.cumsum(ranked, axis=-1) - ranked  # probability of the ids ranked above each one
+    ranked = np.where(before <= p, ranked, 0.0)
+    kept = np.zeros_like(probabilities)
+    np.put_along_axis(kept, order, ranked, axis=-1)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
+def sample_decode(next_token_probabilities: Callable, start_ids, end_id: int, max_length: int,
+                  temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                  seed: int | None = None) -> np.ndarray:
+    """Decode by drawing each next id at random from the (reshaped) next-token distribution.
+
+    At every step each row's distribution goes through :func:`apply_temperature`, then
+    :func:`top_k_filter` (if ``top_k``), then :func:`top_p_filter` (if ``top_p``), and one id is
+    drawn from it. Rows end and are padded as in :func:`greedy_decode`.
+
+    Args:
+        next_token_probabilities: callable, int ``(B, t)`` -> float ``(B, V)``.
+        start_ids: int or int array ``(B,)``.
+        end_id: int, the id that ends a sequence.
+        max_length: int, the most ids to generate after the start id.
+        temperature: float > 0; 1 samples from the model's own distribution.
+        top_k: optional int >= 1.
+        top_p: optional float in (0, 1].
+        seed: optional int; the same seed gives the same ids.
+
+    Returns:
+        int64 ``(B, 1 + n)``, n <= max_length, padded with 0 after each row's end id.
+
+    Raises:
+        ValueError: naming the argument, for a bad ``temperature``, ``top_k``, ``top_p`` or
+            ``max_length``, or a callable returning the wrong shape.
+    """
+    max_length = check_integer("max_length", max_length)
+    generator = np.random.default_rng(seed)
+    decoded = np.atleast_1d(np.asarray(start_ids, dtype="int64"))[:, None]
+    finished = np.zeros(decoded.shape[0], dtype=bool)
+    for _ in range(max_length):
+        distributions = apply_temperature(_probabilities(next_token_probabilities, decoded), temperature)
+        if top_k is not None:
+            distributions = top_k_filter(distributions, top_k)
+        if top_p is not None:
+            distributions = top_p_filter(distributions, top_p)
+        # One uniform number per row, placed on the row's cumulative distribution.
+        cumulative = np.cumsum(distributions, axis=-1)
+        draws = generator.random(decoded.shape[0])[:, None] * cumulative[:, -1:]
+        next_ids = np.minimum((cumulative <= draws).sum(axis=-1), distributions.shape[1] - 1)
         next_ids = np.where(finished, _PADDING, next_ids)
         decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
         finished |= next_ids == end_id
