@@ -17,6 +17,9 @@ keras-hub's style): this module only threads them from step to step.
 
 * :class:`IncrementalDecoder` — greedy decoding and batched beam search for a model from
   :func:`transformer_course.translation.build_translation_model`.
+* :class:`CachedLanguageModel` — next-token probabilities of a decoder-only language model
+  (:func:`transformer_course.language_model.build_language_model`): the prompt in one pass, then
+  one token per step.
 
 Shape letters: B batch (sentences), K beams per sentence, S source length, L the most target
 positions fed to the decoder (``max_length``: ``[start]`` and all generated tokens but the last), N heads, H head width,
@@ -33,7 +36,7 @@ from keras import ops
 from ._validation import check_integer
 from .decoding import batch_beam_search, greedy_decode
 
-__all__ = ["model_blocks", "encode_source", "output_probabilities", "IncrementalDecoder"]
+__all__ = ["model_blocks", "encode_source", "output_probabilities", "IncrementalDecoder", "CachedLanguageModel"]
 
 
 def model_blocks(model: keras.Model, prefix: str) -> list:
@@ -63,15 +66,15 @@ def encode_source(model: keras.Model, source_ids):
     return x, source_mask
 
 
-def output_probabilities(model: keras.Model, hidden):
-    """A translation model's output layer on decoder states: float ``(B, T, E)`` -> ``(B, T, V)``.
+def output_probabilities(model: keras.Model, hidden, embedding_name: str = "target_embedding"):
+    """A model's output layer on decoder states: float ``(B, T, E)`` -> ``(B, T, V)``.
 
-    With tied embeddings (``build_translation_model(tie_embeddings=True)``) the scores come from
-    the target embedding turned around, then the output layer's bias and softmax.
+    With tied embeddings (``tie_embeddings=True``) the scores come from the embedding layer
+    ``embedding_name`` turned around, then the output layer's bias and softmax.
     """
     output = model.get_layer("output")
     if getattr(output, "tied_to_embedding", False):
-        return output(model.get_layer("target_embedding")(hidden, reverse=True))
+        return output(model.get_layer(embedding_name)(hidden, reverse=True))
     return output(hidden)
 
 
@@ -213,3 +216,75 @@ class IncrementalDecoder:
         ids, _ = batch_beam_search(next_token_probabilities, np.full(len(source_ids), start_id), end_id,
                                    self.max_length, beam_width, alpha, reorder=reorder)
         return ids
+
+
+class CachedLanguageModel:
+    """Next-token probabilities of a decoder-only language model, never recomputing the prefix.
+
+    ``start(prompt_ids)`` runs the whole prompt once, writing every position's keys and values
+    into each block's cache; each later call embeds one new token at its position and attends
+    over the cache. The probabilities equal the full model's on the whole sequence (up to float
+    rounding; the tests check it token for token).
+
+    Args:
+        model: a model from :func:`~transformer_course.language_model.build_language_model`.
+        max_length: int, the most tokens a sequence may reach, prompt included (at most the
+            model's ``sequence_length``).
+
+    Raises:
+        ValueError: for a ``max_length`` above the model's ``sequence_length``.
+    """
+
+    def __init__(self, model: keras.Model, max_length: int):
+        self.model = model
+        self.max_length = check_integer("max_length", max_length)
+        self.embedding = model.get_layer("token_embedding")
+        self.decoders = model_blocks(model, "decoder")
+        if self.max_length > self.embedding.sequence_length:
+            raise ValueError(f"`max_length` must be at most the model's sequence length "
+                             f"{self.embedding.sequence_length}; received {max_length}.")
+        self._run = _compiled(self._run_eagerly)
+
+    def _run_eagerly(self, token_ids, start, caches):
+        """Tokens ``(R, t)`` at positions ``start ..``: probabilities of the next token ``(R, V)``."""
+        x = self.embedding(token_ids, start_index=start)
+        updated = []
+        for decoder, cache in zip(self.decoders, caches):
+            x, cache = decoder(x, self_attention_cache=cache, self_attention_cache_update_index=start)
+            updated.append(cache)
+        return output_probabilities(self.model, x[:, -1:, :], "token_embedding")[:, 0, :], updated
+
+    def next_token_function(self, prompt_ids):
+        """``next_token_probabilities(decoded)`` for :mod:`transformer_course.decoding`'s strategies.
+
+        Args:
+            prompt_ids: int ``(B, t0)``, every row a prompt of the same length t0 >= 1 (no padding).
+
+        Returns:
+            a callable: int ``(B, t)`` decoded so far (the prompt, then the generated ids) ->
+            float32 NumPy ``(B, V)``, padding (id 0) given probability 0. The first call runs the
+            prompt; each later call reads only the last column, so call it once per step, in order.
+
+        Raises:
+            ValueError: for prompts longer than ``max_length`` or containing padding (id 0).
+        """
+        prompt_ids = np.asarray(prompt_ids, dtype="int32")
+        if prompt_ids.ndim != 2 or prompt_ids.shape[1] < 1 or prompt_ids.shape[1] > self.max_length:
+            raise ValueError(f"`prompt_ids` must have shape (batch, t0) with 1 <= t0 <= {self.max_length}; "
+                             f"received shape {prompt_ids.shape}.")
+        if (prompt_ids == 0).any():
+            raise ValueError("`prompt_ids` must not contain padding (id 0): every prompt in a batch needs the same length.")
+        caches = [decoder.self_attention.initial_cache(prompt_ids.shape[0], self.max_length) for decoder in self.decoders]
+        state = {"caches": caches, "length": 0}
+
+        def next_token_probabilities(decoded):
+            decoded = np.asarray(decoded, dtype="int32")
+            new = decoded[:, state["length"]:] if state["length"] else decoded  # the prompt, then one token
+            probabilities, state["caches"] = self._run(ops.convert_to_tensor(new), ops.convert_to_tensor(state["length"], dtype="int32"),
+                                                       state["caches"])
+            state["length"] = decoded.shape[1]
+            probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
+            probabilities[:, 0] = 0.0  # never generate padding
+            return probabilities
+
+        return next_token_probabilities

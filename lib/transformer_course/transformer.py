@@ -21,7 +21,7 @@ from ._validation import check_integer
 from .attention import MultiHeadAttention
 from .masks import combine_masks
 
-__all__ = ["TransformerEncoder", "TransformerDecoder"]
+__all__ = ["TransformerEncoder", "TransformerDecoder", "TokenDistribution", "TiedTokenDistribution"]
 
 
 class _TransformerBlock(keras.layers.Layer):
@@ -355,3 +355,77 @@ class TransformerDecoder(_TransformerBlock):
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return tuple(decoder_sequence_shape)
+
+
+# --- output layers: a softmax over the vocabulary whose output carries no Keras mask ---
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class TokenDistribution(keras.layers.Dense):
+    """A dense softmax over the target vocabulary whose output carries no Keras mask.
+
+    Keras would turn a mask on the model's output into sample weights for the loss; the course's
+    ``masked_loss`` and ``masked_accuracy`` already skip padding (label id 0), so the mask stops
+    here and exactly one mechanism decides which positions count.
+
+    Args:
+        units: int, the target vocabulary size V.
+        **kwargs: passed to ``keras.layers.Dense`` (``activation`` defaults to ``"softmax"``).
+
+    Call arguments:
+        inputs: float ``(B, T, E)``.
+
+    Returns:
+        float32 ``(B, T, V)``, each row a probability distribution; no mask.
+    """
+
+    def __init__(self, units, **kwargs):
+        kwargs.setdefault("activation", "softmax")
+        super().__init__(units, **kwargs)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class TiedTokenDistribution(keras.layers.Layer):
+    """The softmax of a tied output layer: scores against the token embeddings, plus a bias.
+
+    With tied embeddings the output weights *are* the target embedding table (its transpose):
+    ``PositionalEmbedding(..., reverse=True)`` computes the scores, this layer adds a learned bias
+    per token and takes the softmax. Like :class:`TokenDistribution`, its output carries no mask.
+
+    Args:
+        units: int, the target vocabulary size V.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: float ``(B, T, V)`` scores.
+
+    Returns:
+        float ``(B, T, V)``, each row a probability distribution; no mask.
+    """
+
+    tied_to_embedding = True  # its scores come from an embedding turned around (generation.output_probabilities)
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = check_integer("units", units)
+
+    def build(self, inputs_shape):
+        self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
+        super().build(inputs_shape)
+
+    def call(self, inputs):
+        return ops.softmax(inputs + self.bias, axis=-1)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(units=self.units)
+        return config

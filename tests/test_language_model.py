@@ -1,0 +1,62 @@
+"""The decoder-only language model and its cached generation."""
+
+import keras
+import numpy as np
+import pytest
+
+from transformer_course.decoding import greedy_decode, sample_decode
+from transformer_course.generation import CachedLanguageModel
+from transformer_course.language_model import build_language_model
+
+
+def small_language_model(num_layers, tie_embeddings=True, seed=0):
+    keras.utils.set_random_seed(seed)
+    return build_language_model(30, 16, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=num_layers,
+                                tie_embeddings=tie_embeddings)
+
+
+def recomputing(model):
+    def next_token_probabilities(decoded):
+        probabilities = keras.ops.convert_to_numpy(model(np.asarray(decoded, "int32")))[:, -1, :].copy()
+        probabilities[:, 0] = 0.0
+        return probabilities
+
+    return next_token_probabilities
+
+
+@pytest.mark.parametrize("num_layers, tie_embeddings", [(1, True), (2, True), (2, False)])
+def test_cached_generation_equals_recomputing_token_for_token(num_layers, tie_embeddings):
+    model = small_language_model(num_layers, tie_embeddings, seed=num_layers)
+    prompt = np.array([[3, 7, 5], [4, 4, 9]])
+
+    def from_prompt(function):
+        """The strategies start from one id per row (the prompt's last); the model sees the whole prompt."""
+        return lambda decoded: function(np.concatenate([prompt[:, :-1], decoded], axis=1))
+
+    cached = greedy_decode(from_prompt(CachedLanguageModel(model, 16).next_token_function(prompt)), prompt[:, -1], 2, 12)
+    recomputed = greedy_decode(from_prompt(recomputing(model)), prompt[:, -1], 2, 12)
+    np.testing.assert_array_equal(cached, recomputed)
+    seeded = [sample_decode(from_prompt(CachedLanguageModel(model, 16).next_token_function(prompt)), prompt[:, -1], 2, 12,
+                            temperature=0.9, top_p=0.9, seed=4) for _ in range(2)]
+    np.testing.assert_array_equal(seeded[0], seeded[1])
+    np.testing.assert_array_equal(seeded[0], sample_decode(from_prompt(recomputing(model)), prompt[:, -1], 2, 12,
+                                                           temperature=0.9, top_p=0.9, seed=4))
+
+
+def test_the_language_model_is_causal_and_round_trips(tmp_path):
+    model = small_language_model(2)
+    ids = np.array([[3, 7, 5, 8, 9]])
+    changed = ids.copy()
+    changed[0, 3:] = [11, 12]
+    before, after = keras.ops.convert_to_numpy(model(ids)), keras.ops.convert_to_numpy(model(changed))
+    np.testing.assert_allclose(before[0, :3], after[0, :3], atol=1e-6)
+    model.save(tmp_path / "lm.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras.models.load_model(tmp_path / "lm.keras")(ids)), before, atol=1e-6)
+
+
+def test_prompts_with_padding_or_too_long_are_refused():
+    generator = CachedLanguageModel(small_language_model(1), 8)
+    with pytest.raises(ValueError, match="padding"):
+        generator.next_token_function(np.array([[3, 0]]))
+    with pytest.raises(ValueError, match="1 <= t0 <= 8"):
+        generator.next_token_function(np.ones((1, 9), "int32"))
