@@ -22,6 +22,26 @@ def check_integer(name: str, value, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_model_sizes(embed_dim, num_heads, dropout, **sizes) -> None:
+    """The checks every model builder makes: positive sizes, heads that divide the width, a dropout rate.
+
+    Args:
+        embed_dim: the model width E; must be a positive integer.
+        num_heads: the number of heads N; must be a positive integer dividing E.
+        dropout: float in [0, 1).
+        **sizes: further sizes (``vocab_size=...``), each a positive integer.
+
+    Raises:
+        ValueError: naming the first argument that is wrong and what was received.
+    """
+    for name, value in {**sizes, "embed_dim": embed_dim}.items():
+        check_integer(name, value)
+    if check_integer("num_heads", num_heads) and embed_dim % num_heads:
+        raise ValueError(f"`num_heads` ({num_heads}) must divide `embed_dim` ({embed_dim}).")
+    if not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
+        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+
+
 def check_texts(name: str, value) -> tuple[bool, list]:
     """Accept one string or a list/tuple of strings; say which, and return them as a list.
 

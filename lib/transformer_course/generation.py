@@ -87,7 +87,20 @@ def _compiled(function):
     return tf.function(function, reduce_retracing=True)
 
 
-class IncrementalDecoder:
+class _CachedModel:
+    """What both cached generators share: the model, its embedding and decoder blocks, a length limit."""
+
+    def __init__(self, model: keras.Model, max_length: int, embedding_name: str):
+        self.model = model
+        self.max_length = check_integer("max_length", max_length)
+        self.embedding = model.get_layer(embedding_name)
+        self.decoders = model_blocks(model, "decoder")
+        if self.max_length > self.embedding.sequence_length:
+            raise ValueError(f"`max_length` must be at most the model's sequence length "
+                             f"{self.embedding.sequence_length} (its `{embedding_name}` layer); received {max_length}.")
+
+
+class IncrementalDecoder(_CachedModel):
     """Greedy decoding and beam search of a translation model with key/value caches.
 
     Step t embeds one target token at position t and runs each decoder block on that one
@@ -108,13 +121,7 @@ class IncrementalDecoder:
     """
 
     def __init__(self, model: keras.Model, max_length: int):
-        self.model = model
-        self.max_length = check_integer("max_length", max_length)
-        self.target_embedding = model.get_layer("target_embedding")
-        self.decoders = model_blocks(model, "decoder")
-        if self.max_length > self.target_embedding.sequence_length:
-            raise ValueError(f"`max_length` must be at most the target length "
-                             f"{self.target_embedding.sequence_length}; received {max_length}.")
+        super().__init__(model, max_length, "target_embedding")
         self._start = _compiled(self._start_eagerly)
         self._step = _compiled(self._step_eagerly)
 
@@ -137,7 +144,7 @@ class IncrementalDecoder:
 
     def _step_eagerly(self, token_ids, position, source_mask, caches):
         """One new target token per row: int (R,) ids at ``position`` -> float (R, V) probabilities."""
-        x = self.target_embedding(token_ids[:, None], start_index=position)  # (R, 1, E)
+        x = self.embedding(token_ids[:, None], start_index=position)  # (R, 1, E)
         updated = []
         for decoder, (self_cache, cross_cache) in zip(self.decoders, caches):
             x, self_cache, cross_cache = decoder(
@@ -218,7 +225,7 @@ class IncrementalDecoder:
         return ids
 
 
-class CachedLanguageModel:
+class CachedLanguageModel(_CachedModel):
     """Next-token probabilities of a decoder-only language model, never recomputing the prefix.
 
     ``start(prompt_ids)`` runs the whole prompt once, writing every position's keys and values
@@ -236,13 +243,7 @@ class CachedLanguageModel:
     """
 
     def __init__(self, model: keras.Model, max_length: int):
-        self.model = model
-        self.max_length = check_integer("max_length", max_length)
-        self.embedding = model.get_layer("token_embedding")
-        self.decoders = model_blocks(model, "decoder")
-        if self.max_length > self.embedding.sequence_length:
-            raise ValueError(f"`max_length` must be at most the model's sequence length "
-                             f"{self.embedding.sequence_length}; received {max_length}.")
+        super().__init__(model, max_length, "token_embedding")
         self._run = _compiled(self._run_eagerly)
 
     def _run_eagerly(self, token_ids, start, caches):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
 
-from ._validation import check_integer
+from ._validation import check_model_sizes
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
@@ -48,13 +48,8 @@ def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int =
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
             dividing ``embed_dim``.
     """
-    for argument, value in (("vocab_size", vocab_size), ("sequence_length", sequence_length),
-                            ("embed_dim", embed_dim), ("num_layers", num_layers)):
-        check_integer(argument, value)
-    if check_integer("num_heads", num_heads) and embed_dim % num_heads:
-        raise ValueError(f"`num_heads` ({num_heads}) must divide `embed_dim` ({embed_dim}).")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    check_model_sizes(embed_dim, num_heads, dropout, vocab_size=vocab_size, sequence_length=sequence_length,
+                      num_layers=num_layers)
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     embedding = PositionalEmbedding(sequence_length, vocab_size, embed_dim, name="token_embedding")
     x = embedding(token_ids)

@@ -17,7 +17,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer, check_texts
+from ._validation import check_integer, check_model_sizes, check_texts
 from .decoding import beam_search
 from .generation import IncrementalDecoder, encode_source, model_blocks, output_probabilities
 from .positional import PositionalEmbedding
@@ -70,14 +70,9 @@ def build_translation_model(
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
             dividing ``embed_dim``.
     """
-    for argument, value in (("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size),
-                            ("source_length", source_length), ("target_length", target_length),
-                            ("embed_dim", embed_dim), ("num_layers", num_layers)):
-        check_integer(argument, value)
-    if check_integer("num_heads", num_heads) and embed_dim % num_heads:
-        raise ValueError(f"`num_heads` ({num_heads}) must divide `embed_dim` ({embed_dim}).")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    check_model_sizes(embed_dim, num_heads, dropout, source_vocab_size=source_vocab_size,
+                      target_vocab_size=target_vocab_size, source_length=source_length, target_length=target_length,
+                      num_layers=num_layers)
     source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
     target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
     x = PositionalEmbedding(source_length, source_vocab_size, embed_dim, name="source_embedding")(source_ids)
