@@ -258,8 +258,8 @@ for name, run in trained.items():
 
 # %% [markdown]
 # Accuracy and alignment are different things: compare each model's mass with the 0.25 of even
-# attention and with its accuracy. Four symbols fit comfortably into the LSTM's 16 state
-# numbers, so at this length the decoder can reverse a sequence without looking back much, and
+# attention and with its accuracy. Four symbols fit comfortably into the LSTM's state (16 units:
+# 16 numbers in h, 16 in c), so at this length the decoder can reverse a sequence without looking back much, and
 # a model may get every sequence right with a weak anti-diagonal. The dot score has no weights of
 # its own to sharpen its scores; the general and Bahdanau scores do. Longer inputs change that.
 #
