@@ -81,4 +81,15 @@ def test_integer_metrics_are_printed_and_recorded_as_integers(tmp_path, monkeypa
                                                     "accuracy = 0.5000"]
     entries = [json.loads(line) for line in target.read_text().splitlines()]
     assert entries[0]["value"] == 5 and isinstance(entries[0]["value"], int)
-    assert results.format_value(5) == "5" and results.format_value(0.5) == "0.5000"
+    assert results.format_value(5) == "5" and results.format_value(0.5) == "0.50" and results.format_value(29.91) == "29.91"
+    assert results.format_value(0.99875) == "0.9988"
+
+
+def test_a_pipe_in_a_description_does_not_split_the_table_row():
+    from transformer_course import results
+
+    record = {"notebook": "07_x", "profile": "full", "seconds": 60.0, "commit": "abc",
+              "hardware": {"cpu_count": 2, "accelerator": None},
+              "metrics": {"bleu": {"value": 29.91, "description": "BLEU (nrefs:1|tok:13a)", "headline": True}}}
+    row = results.results_table([record]).splitlines()[-1]
+    assert row.count(" | ") == 6 and "nrefs:1\\|tok:13a" in row and "| 29.91 |" in row

@@ -69,8 +69,14 @@ def report_metric(name: str, value, description: str = "", headline: bool = Fals
 
 
 def format_value(value) -> str:
-    """A recorded metric as the tables show it: an integer as an integer, else 4 decimals."""
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else f"{value:.4f}"
+    """A recorded metric as the tables show it: an integer as an integer; else at most 4 decimals,
+    trailing zeros beyond the second dropped (29.91, not 29.9100; 0.9988; 1.00)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    text = f"{value:.4f}"
+    while text.endswith("0") and len(text.split(".")[1]) > 2:
+        text = text[:-1]
+    return text
 
 
 def report_environment(hardware: dict, versions: dict) -> None:
@@ -174,6 +180,7 @@ def results_table(records: list[dict]) -> str:
     for record in records:
         top = headline(record["metrics"])
         name, value = ("—", "—") if top is None else (top[1].get("description") or top[0], format_value(top[1]['value']))
+        name = name.replace("|", "\\|")  # a sacreBLEU signature holds "|", which would split the table row
         hardware = record["hardware"]
         machine = hardware.get("accelerator") or f"CPU ({hardware.get('cpu_count')} cores)"
         commit = (record.get("commit") or "unknown")[:10]
