@@ -132,15 +132,16 @@ class IncrementalDecoder(_CachedModel):
         ``(self_attention_cache (B·K, 2, L, N, H), cross_attention_cache (B·K, 2, S, N, H))``.
         """
         encoded, source_mask = encode_source(self.model, source_ids)
-        encoded, source_mask = ops.repeat(encoded, copies, axis=0), ops.repeat(source_mask, copies, axis=0)
-        rows, source_length = ops.shape(encoded)[0], ops.shape(encoded)[1]
+        sources, source_length = ops.shape(encoded)[0], ops.shape(encoded)[1]
         caches = []
         for decoder in self.decoders:
-            cross = decoder.cross_attention.initial_cache(rows, source_length)
-            # Writing at index 0 with the whole encoder output projects every source key and value.
+            cross = decoder.cross_attention.initial_cache(sources, source_length)
+            # Writing at index 0 with the whole encoder output projects every source key and value,
+            # once per source; the K beams of a source then share copies of them.
             cross = decoder.cross_attention(encoded[:, :1], encoded, cache=cross, cache_update_index=0)[1]
-            caches.append((decoder.self_attention.initial_cache(rows, self.max_length), cross))
-        return source_mask, caches
+            caches.append((decoder.self_attention.initial_cache(sources * copies, self.max_length),
+                           ops.repeat(cross, copies, axis=0)))
+        return ops.repeat(source_mask, copies, axis=0), caches
 
     def _step_eagerly(self, token_ids, position, source_mask, caches):
         """One new target token per row: int (R,) ids at ``position`` -> float (R, V) probabilities."""
