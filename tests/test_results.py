@@ -93,3 +93,22 @@ def test_a_pipe_in_a_description_does_not_split_the_table_row():
               "metrics": {"bleu": {"value": 29.91, "description": "BLEU (nrefs:1|tok:13a)", "headline": True}}}
     row = results.results_table([record]).splitlines()[-1]
     assert row.count(" | ") == 6 and "nrefs:1\\|tok:13a" in row and "| 29.91 |" in row
+
+
+def test_atomic_writes_give_files_ordinary_permissions(tmp_path):
+    import os
+    import stat
+
+    from transformer_course._files import write_text_atomically
+
+    umask = os.umask(0o022)
+    try:
+        fresh = write_text_atomically(tmp_path / "new.json", "{}")
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o644  # not mkstemp's private 0600
+        kept = tmp_path / "kept.json"
+        kept.write_text("old")
+        kept.chmod(0o640)
+        write_text_atomically(kept, "new")
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text() == "new"
+    finally:
+        os.umask(umask)
