@@ -85,15 +85,17 @@ def _command_release(arguments) -> int:
             return stamp(text, setting, run_time_line(path.stem, results_dir) if is_notebook else None)
 
         texts = {path: path.read_text(encoding="utf-8") for path in targets}
-        unstamped = {path: stamped(path, text) for path, text in texts.items() if stamped(path, text) != text}
+        wanted = {path: stamped(path, text) for path, text in texts.items()}  # each file stamped once
+        unstamped = {path: text for path, text in wanted.items() if text != texts[path]}
         if not arguments.check:
             for path, text in unstamped.items():
                 write_text_atomically(path, text)
                 print(f"stamped {path} with {setting.repository} at {setting.ref} and its run time")
             for path in release_folder(notebooks_dir, arguments.out):
                 text = path.read_text(encoding="utf-8")
-                if stamped(path, text) != text:  # sources outside a checkout keep their own links
-                    write_text_atomically(path, stamped(path, text))
+                new_text = stamped(path, text)
+                if new_text != text:  # sources outside a checkout keep their own links
+                    write_text_atomically(path, new_text)
                 print(f"wrote {path}")
             return 0
         with tempfile.TemporaryDirectory() as fresh:
