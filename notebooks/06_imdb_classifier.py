@@ -50,8 +50,6 @@ import transformer_course as tc
 settings = tc.start_notebook("06", seed=42)
 
 # %%
-import time
-from pathlib import Path
 
 import keras
 import matplotlib.pyplot as plt
@@ -62,10 +60,9 @@ from transformer_course.classifier import build_end_to_end_classifier, build_sen
 from transformer_course.datasets import load_imdb
 from transformer_course.plots import plot_attention, plot_training_curves
 from transformer_course.results import report_metric
+from transformer_course.runtime import epoch_progress
 from transformer_course.text import standardize_review, vectorized_batches
-
-CHECKPOINTS = Path("checkpoints")  # best-validation models are saved here as .keras files
-CHECKPOINTS.mkdir(exist_ok=True)
+from transformer_course.training import checkpoint_path, fit_best
 
 # %% [markdown]
 # ## 1. The data, split three ways
@@ -135,24 +132,18 @@ print(f"padded tokens computed per epoch: {sum(widths) * settings.batch_size:,} 
 # %% [markdown]
 # ## 3. Training, the same way for every model
 #
-# Each model trains until its validation loss has not improved for `patience` epochs; the
-# checkpoint of its best validation epoch is saved as a `.keras` file and reloaded, so what we
-# evaluate is that epoch, not the last one. We keep the wall-clock time of every epoch to report
-# **time to best** as well as accuracy.
+# Each model trains with `fit_best`, the course's training helper, until its validation loss has
+# not improved for `patience` epochs. The checkpoint of its best validation epoch is saved as a
+# `.keras` file (in a folder of the active profile, so a quick smoke run never overwrites a full
+# run's) and reloaded, so what we evaluate is that epoch, not the last one. `fit_best` also keeps
+# the wall-clock time of every epoch, to report **time to best** beside accuracy.
 
 # %%
 def train_model(model, name, train_data, validation_data, epochs, jit_compile=False):
-    """Fit with early stopping; reload the best-validation-loss checkpoint. Returns (model, history, facts)."""
+    """Compile (RMSprop, binary cross-entropy) and fit with fit_best. Returns (model, history, facts)."""
     model.compile(optimizer="rmsprop", loss="binary_crossentropy", metrics=["accuracy"], jit_compile=jit_compile)
-    path, ends = CHECKPOINTS / f"{name}.keras", []
-    callbacks = [keras.callbacks.ModelCheckpoint(path, monitor="val_loss", save_best_only=True),
-                 keras.callbacks.EarlyStopping(monitor="val_loss", patience=settings.patience),
-                 keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: ends.append(time.perf_counter()))]
-    start = time.perf_counter()
-    history = model.fit(train_data, validation_data=validation_data, epochs=epochs, callbacks=callbacks, verbose=2)
-    best = int(np.argmin(history.history["val_loss"]))
-    facts = {"epochs": len(ends), "best_epoch": best + 1, "seconds": ends[-1] - start, "seconds_to_best": ends[best] - start}
-    return keras.models.load_model(path), history, facts
+    return fit_best(model, train_data, validation_data, epochs=epochs, patience=settings.patience,
+                    checkpoint=checkpoint_path(name), callbacks=[epoch_progress()])
 
 # %% [markdown]
 # ## 4. The number to beat: a bag of bigrams
@@ -268,6 +259,13 @@ for (name, accuracy, facts), key in zip(rows, ["bag_of_bigrams", "transformer_no
                   f"{name}: training seconds until the end of the best epoch")
 
 # %% [markdown]
+# Read the times with two caveats. The first epoch of each model includes building and
+# compiling it (with XLA, one compilation per bucket shape), so short runs look slower per
+# epoch than they are. And the times are wall-clock on a shared 2-core machine: another process
+# on the same cores slows every epoch it overlaps. Compare them within this run, as orders of
+# magnitude, not across machines.
+
+# %% [markdown]
 # The model trained on bucketed batches; the end-to-end model below pads every review to 600
 # tokens. Masking makes that safe — checked here on real test reviews, each predicted with no
 # padding at all and padded to 600:
@@ -305,8 +303,8 @@ plt.show()
 
 # %%
 end_to_end = build_end_to_end_classifier(vectorizer, positional, name="imdb_sentiment")
-end_to_end.save(CHECKPOINTS / "imdb_sentiment.keras")
-reloaded = keras.models.load_model(CHECKPOINTS / "imdb_sentiment.keras")
+end_to_end.save(checkpoint_path("imdb_sentiment"))
+reloaded = keras.models.load_model(checkpoint_path("imdb_sentiment"))
 new_reviews = ["A moving story with superb acting. I loved every minute of it.",
                "Two hours of my life I will never get back. Dull, predictable and badly acted.",
                "Not bad at all, though the ending was weak."]
@@ -314,6 +312,12 @@ before, after = predict_sentiment(end_to_end, new_reviews), predict_sentiment(re
 for review, probability in zip(new_reviews, after):
     print(f"P(positive) = {probability:.3f}  {review}")
 print("identical after reloading:", np.array_equal(before, after))
+
+# %% [markdown]
+# Look at the third review: a mild compliment ("not bad at all"). A bag-of-words view of it
+# holds "bad" and "weak" and no praise word at all. Whether the model got it right is printed
+# above; **negation** ("not bad", "not good") is the classic failure of classifiers that mostly
+# count words, and section 9 shows where this model looks on a review built around it.
 
 # %% [markdown]
 # Odd input gets a prediction or a clear error. An empty review is all padding: the pooled
@@ -348,8 +352,8 @@ encoded, scores = positional.get_layer("encoder_1")(embedded, return_attention_s
 winners = np.argmax(keras.ops.convert_to_numpy(encoded)[0], axis=0)          # (E,) winning position per feature
 share = np.bincount(winners, minlength=len(words)) / winners.size
 figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [1.3, 1]})
-plot_attention(keras.ops.convert_to_numpy(scores)[0].mean(axis=0), words, words, "self-attention, mean of heads", axis=left)
-left.tick_params(axis="x", rotation=90)
+plot_attention(keras.ops.convert_to_numpy(scores)[0].mean(axis=0), words, words, "self-attention, mean of heads",
+               axis=left, vmax=None)  # colours scaled to these weights: spread over 15 tokens, all are small
 right.barh(range(len(words)), share); right.set_yticks(range(len(words)), words); right.invert_yaxis()
 right.set_xlabel("share of pooled features"); right.set_title(f"P(positive) = {predict_sentiment(reloaded, review):.2f}")
 plt.tight_layout(); plt.show()
