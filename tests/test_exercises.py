@@ -158,7 +158,7 @@ def _attention_with_nan_rows(query, key, value, mask=None):
 def test_feedback_names_the_output_prints_plain_numbers_and_hints_at_a_missing_scaling():
     verdict = evaluate("04.1", _attention_without_scaling)
     assert verdict.status == "failed"
-    assert verdict.message.startswith("case 1 (no mask): the output differs")
+    assert verdict.message.startswith("case 1 (no mask): wrong value in the output")
     assert "np.float" not in verdict.message and "entries differ" in verdict.message
     assert "Hint:" in verdict.message and "√d_k = √4" in verdict.message
 

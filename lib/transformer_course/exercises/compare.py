@@ -85,6 +85,6 @@ def compare_outputs(expected, received, atol: float = 1e-5, path: str = "the res
         where = f" at index {index}" if index else ""
         count = int(np.sum(~close))
         others = f" ({count} of {close.size} entries differ)" if close.size > 1 else ""
-        return (f"{path} differs{where}: expected {plain_number(want[index])}, received "
+        return (f"wrong value in {path}{where}: expected {plain_number(want[index])}, received "
                 f"{plain_number(got[index])}{others}.")
     return None
