@@ -166,3 +166,19 @@ def test_progress_bars_are_stored_as_their_last_drawing():
     clean_outputs(notebook)
     assert [(output["name"], output["text"]) for output in notebook.cells[0].outputs] == [
         ("stdout", "100%| 60/60\n60 epochs\n"), ("stderr", "W warning\n")]
+
+
+@pytest.mark.parametrize("profile, flags, expected", [("full", [], 7200), ("smoke", [], 900), ("full", ["--timeout", "60"], 60)])
+def test_a_full_profile_cell_may_train_for_an_hour_and_a_smoke_cell_may_not_hang(project, monkeypatch, profile, flags,
+                                                                                  expected):
+    received = {}
+
+    def fake_run(paths, profile_name, build_dir, results_dir, timeout, progress):
+        received["timeout"] = timeout
+        return []
+
+    monkeypatch.setattr(cli, "run_notebooks", fake_run)
+    monkeypatch.setattr(cli, "summary_table", lambda runs: "")
+    cli.main(["run", "01", "--profile", profile, "--notebooks-dir", str(project / "notebooks"), *flags])
+    assert received["timeout"] == expected
+    assert cli.CELL_TIMEOUTS["full"] > 58 * 60  # notebook 07's training budget fits in one cell

@@ -21,7 +21,12 @@ from . import results
 from .profiles import PROFILE_NAMES
 from .runner import find_notebooks, record_smoke_times, run_notebooks, summary_table
 
-__all__ = ["main"]
+__all__ = ["main", "CELL_TIMEOUTS"]
+
+# Seconds one cell may run before the runner stops the notebook, per profile. A full-profile
+# training cell legitimately runs for most of an hour (notebook 07 trains for up to 58 minutes in
+# one cell); a smoke-profile cell that takes 15 minutes has hung.
+CELL_TIMEOUTS = {"smoke": 900, "full": 7200}
 
 
 def _command_run(arguments) -> int:
@@ -31,7 +36,7 @@ def _command_run(arguments) -> int:
         arguments.profile,
         Path(arguments.build_dir),
         Path(arguments.results_dir),
-        timeout=arguments.timeout,
+        timeout=arguments.timeout or CELL_TIMEOUTS[arguments.profile],
         progress=not arguments.quiet,
     )
     print(summary_table(runs))
@@ -169,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--notebooks-dir", default="notebooks", help="where NN_*.ipynb live (default: notebooks)")
     run.add_argument("--build-dir", default="build/executed", help="executed copies go here (default: build/executed)")
     run.add_argument("--results-dir", default="results", help="full-profile records go here (default: results)")
-    run.add_argument("--timeout", type=int, default=1800, help="seconds one cell may run (default: 1800)")
+    run.add_argument("--timeout", type=int, default=None,
+                     help="seconds one cell may run (default: 900 in the smoke profile, 7200 in the full one)")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.add_argument("--record-times", action="store_true",
                      help="smoke profile: record each notebook's seconds in RESULTS_DIR/smoke/seconds.json "
