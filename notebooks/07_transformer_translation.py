@@ -451,10 +451,11 @@ for index in np.random.default_rng(1).choice(len(test_pairs), size=8, replace=Fa
 # - **Unknown words.** The vocabularies hold the most frequent words of the training
 #   sentences; anything else becomes `[UNK]` on the way in, and the decoder can write `[UNK]`
 #   itself where it meets a word it cannot spell out (it has no subwords to build one from).
-# - **Nothing to translate.** Given an empty sentence the decoder still writes something: it is
-#   a language model of Spanish conditioned on the source, and an empty source leaves only the
-#   language model — a fluent sentence that says nothing of the input (a *hallucination*; see
-#   the export section below).
+# - **Nothing to translate.** Given an empty sentence the decoder still writes something (the
+#   export section below shows it): with no source to attend to, it falls back on what it
+#   learned of Spanish alone, and what comes out says nothing of the input — here mostly
+#   articles and `[UNK]`, tokens it has seen everywhere. Output that the source does not support
+#   is called a *hallucination*.
 
 # %%
 unknown_in = np.mean([1 in row for row in source_vectorizer(test_english).numpy()])
