@@ -181,4 +181,7 @@ def test_a_full_profile_cell_may_train_for_an_hour_and_a_smoke_cell_may_not_hang
     monkeypatch.setattr(cli, "summary_table", lambda runs: "")
     cli.main(["run", "01", "--profile", profile, "--notebooks-dir", str(project / "notebooks"), *flags])
     assert received["timeout"] == expected
-    assert cli.CELL_TIMEOUTS["full"] > 58 * 60  # notebook 07's training budget fits in one cell
+    from transformer_course import profile
+
+    budget = profile("full").notebook("07").max_training_minutes
+    assert cli.CELL_TIMEOUTS["full"] > budget * 60  # notebook 07's training budget fits in one cell
