@@ -120,6 +120,9 @@ def test_attention_heatmap_labels_are_checked():
     long = plots.plot_attention(np.full((20, 20), 0.05), vmax=None)
     assert [int(t) for t in long.get_xticks()] == list(range(0, 20, 2))  # every other position: no collisions
     assert long.images[0].get_clim() == (0.0, 0.05)  # colours scaled to the weights shown
+    near_even = np.array([[0.30, 0.34, 0.36], [0.32, 0.33, 0.35]])
+    stretched = plots.plot_attention(near_even, vmin=None, vmax=None)
+    assert stretched.images[0].get_clim() == (0.30, 0.36)  # both ends from the data: differences visible
     with pytest.raises(ValueError, match="`source_labels` must have 3 labels"):
         plots.plot_attention(np.eye(3), [1, 2])
     with pytest.raises(ValueError, match=r"shape \(T, S\)"):

@@ -117,7 +117,7 @@ def plot_one_hot(encoded, title: str = "", axis=None):
 
 def plot_attention(weights, source_labels=None, target_labels=None, title: str = "", axis=None,
                    xlabel: str = "key position (attended to)", ylabel: str = "query position (attending)",
-                   vmax: float | None = 1.0):
+                   vmax: float | None = 1.0, vmin: float | None = 0.0):
     """Heatmap of attention weights: one row per query, one column per key.
 
     Args:
@@ -130,6 +130,9 @@ def plot_attention(weights, source_labels=None, target_labels=None, title: str =
         xlabel, ylabel: the axis titles (keys across, queries down).
         vmax: float, the weight drawn brightest; ``None`` scales the colours to the largest
             weight shown (weights spread over hundreds of keys are all small).
+        vmin: float, the weight drawn darkest; ``None`` scales the colours to the smallest weight
+            shown, so that nearly even weights (all close to 1/S) still show their differences —
+            read the colour bar then: its range may be narrow.
 
     Returns:
         The matplotlib axis.
@@ -145,7 +148,8 @@ def plot_attention(weights, source_labels=None, target_labels=None, title: str =
         if labels is not None and len(labels) != size:
             raise ValueError(f"`{name}` must have {size} labels; received {len(labels)}.")
     axis = _axes(axis, width=3.8)
-    image = axis.imshow(weights, cmap="viridis", vmin=0, vmax=float(weights.max()) if vmax is None else vmax)
+    image = axis.imshow(weights, cmap="viridis", vmin=float(weights.min()) if vmin is None else vmin,
+                        vmax=float(weights.max()) if vmax is None else vmax)
     for set_ticks, labels, size, rotation in ((axis.set_xticks, source_labels, weights.shape[1], 90),
                                               (axis.set_yticks, target_labels, weights.shape[0], 0)):
         if labels is not None:
