@@ -249,12 +249,14 @@ for name, model, data, facts in [("bag of bigrams", baseline, multi_hot["test"],
     rows.append((name, accuracy, facts))
     print(f"{name:<27} test accuracy {accuracy:.2%}   best epoch {facts['best_epoch']}/{facts['epochs']}   "
           f"time to best {facts['seconds_to_best']:.0f} s ({facts['seconds'] / facts['epochs']:.0f} s/epoch)")
+
+# %%
 accuracies = {name: accuracy for name, accuracy, _ in rows}
 gain = accuracies["Transformer, positions"] - accuracies["Transformer, no positions"]
 # The sampling noise of one accuracy measured on n reviews: sqrt(p (1 - p) / n).
 standard_error = np.sqrt(accuracies["Transformer, positions"] * (1 - accuracies["Transformer, positions"])
                          / len(test_predictions["Transformer, positions"][0]))
-print(f"\npositions minus no positions: {100 * gain:+.2f} points "
+print(f"positions minus no positions: {100 * gain:+.2f} points "
       f"(one standard error of a test accuracy on 25,000 reviews: {100 * standard_error:.2f} points)")
 
 # %%
@@ -363,17 +365,19 @@ ids = ids[:, : int(np.count_nonzero(ids))]
 words = [vocabulary[i] for i in ids[0].numpy()]
 embedded = positional.get_layer("embedding")(ids)
 encoded, scores = positional.get_layer("encoder_1")(embedded, return_attention_scores=True)
+weights = keras.ops.convert_to_numpy(scores)[0].mean(axis=0)  # (T, T), the mean of the heads
 winners = np.argmax(keras.ops.convert_to_numpy(encoded)[0], axis=0)          # (E,) winning position per feature
 share = np.bincount(winners, minlength=len(words)) / winners.size
+print(f"attention weights from {weights.min():.4f} to {weights.max():.4f}; "
+      f"even attention over {len(words)} tokens would give each {1 / len(words):.4f}")
+
+# %%
 figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_ratios": [1.3, 1]})
-weights = keras.ops.convert_to_numpy(scores)[0].mean(axis=0)  # (T, T)
 plot_attention(weights, words, words, "self-attention, mean of heads", axis=left,
                vmin=None, vmax=None)  # colours from the smallest to the largest weight: read the colour bar
 right.barh(range(len(words)), share); right.set_yticks(range(len(words)), words); right.invert_yaxis()
 right.set_xlabel("share of pooled features"); right.set_title(f"P(positive) = {predict_sentiment(reloaded, review):.2f}")
 plt.tight_layout(); plt.show()
-print(f"attention weights from {weights.min():.3f} to {weights.max():.3f}; "
-      f"even attention over {len(words)} tokens would give each {1 / len(words):.3f}")
 
 # %% [markdown]
 # In the recorded run the weights are nearly even — the colour bar spans a narrow range around
