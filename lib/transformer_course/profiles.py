@@ -127,6 +127,32 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "beam_width": 4,
             "length_penalty_alpha": 0.6,
         },
+        "10": {
+            # scikit-learn's 1,797 digits (8×8), split 70/10/20 by class with a fixed seed.
+            "split_seed": 0,
+            "validation_fraction": 0.1,
+            "test_fraction": 0.2,
+            # The cost of attention: one multi-head attention layer, batch 1, at these lengths.
+            "attention_lengths": (16, 64, 256, 1024, 4096),
+            "attention_width": 64,
+            "attention_repeats": 3,
+            # The ViT: 2×2 patches (16 tokens + [CLS]), four pre-norm blocks of width 64.
+            "patch_size": 2,
+            "compared_patch_sizes": (1, 4),  # beside 2: 64 tokens ("pixels as tokens") and 4 tokens
+            "embed_dim": 64,
+            "num_heads": 4,
+            "intermediate_dim": 128,
+            "num_layers": 4,
+            "dropout": 0.1,
+            "max_shift": 1,  # augmentation: every training image moved by up to 1 pixel, each epoch
+            "batch_size": 32,
+            "learning_rate": 1e-3,  # AdamW, the peak of a warm-up + cosine schedule
+            "weight_decay": 1e-4,
+            "warmup_epochs": 10,
+            "epochs": 150,
+            "patience": 150,  # the schedule runs to its end; the best validation epoch is kept
+            "seeds": (0, 1, 2),
+        },
     },
 }
 
@@ -150,6 +176,8 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "intermediate_dim": 64, "num_heads": 2, "num_layers": 1, "batch_size": 64, "warmup_steps": 10,
            "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
            "beam_width": 2},
+    "10": {"attention_lengths": (16, 64, 256), "attention_repeats": 1, "embed_dim": 16, "num_heads": 2,
+           "intermediate_dim": 32, "num_layers": 1, "warmup_epochs": 1, "epochs": 2, "patience": 1, "seeds": (0,)},
 }
 _SETTINGS["smoke"] = {notebook: {**values, **_SMOKE_OVERRIDES.get(notebook, {})}
                       for notebook, values in _SETTINGS["full"].items()}

@@ -164,8 +164,8 @@ def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: s
 
     Args:
         model: a compiled ``keras.Model``.
-        train: training data as ``model.fit`` takes it: a ``tf.data.Dataset`` of batches, or a
-            tuple ``(x, y)`` of arrays.
+        train: training data as ``model.fit`` takes it: a ``tf.data.Dataset`` of batches, a
+            ``keras.utils.PyDataset``, or a tuple ``(x, y)`` of arrays.
         validation: validation data as ``model.fit``'s ``validation_data`` takes it.
         epochs: int >= 1, the most epochs to run.
         patience: int >= 1, epochs without a lower validation loss before stopping.

@@ -1,26 +1,64 @@
-"""Images as sequences of patches, for the Vision Transformer (notebook 10).
+"""Images as sequences of patches: the Vision Transformer (notebook 10).
 
 * :func:`extract_patches` — cut images into non-overlapping square patches, each flattened into
-  one vector: the "words" of a Vision Transformer.
-* :func:`attention_rollout` — how much each input token feeds each output position, through a
-  stack of attention layers.
+  one vector: the "words" of a Vision Transformer (NumPy, written with reshape and transpose).
+* :class:`PatchEmbedding` — the same cut inside a Keras layer, followed by one linear projection
+  shared by every patch (the same as a ``Conv2D`` whose kernel and stride are the patch size).
+* :class:`ClassTokenAndPositions` — a learned ``[CLS]`` vector in front of the patches, and a
+  learned position embedding added to every token.
+* :class:`VisionTransformer` — patches → pre-norm ``TransformerEncoder`` blocks → a classifier on
+  the ``[CLS]`` output.
+* :func:`attention_maps` and :func:`attention_rollout` — what the model attends to, layer by
+  layer and through the whole stack.
+* :func:`shift_images` and :class:`ImageBatches` — random small shifts, the light augmentation
+  of notebook 10, and shuffled training batches that apply them afresh every epoch.
 
 Shape letters: B batch, H × W image size in pixels, C channels, P patch size, N = (H/P)·(W/P)
-patches, L layers, T tokens.
+patches, T = N + 1 tokens (with ``[CLS]``), E model width, L layers.
 
 References:
     Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words: Transformers for Image Recognition
-    at Scale", §3.1 (patches and their linear embedding). https://arxiv.org/abs/2010.11929
-    Abnar and Zuidema, 2020, "Quantifying Attention Flow in Transformers", §3 (attention rollout).
+    at Scale", ICLR, §3.1 (patches, their linear embedding, the class token, Eq. 1-4) and
+    Appendix D.3 (position embeddings). https://arxiv.org/abs/2010.11929
+    Abnar and Zuidema, 2020, "Quantifying Attention Flow in Transformers", ACL, §3 (attention
+    rollout). https://arxiv.org/abs/2005.00928
 """
 
 from __future__ import annotations
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+import keras
 import numpy as np
+from keras import ops
 
-from ._validation import check_integer
+from ._validation import check_integer, check_model_sizes
+from .classifier import ClassTokenOutput
+from .transformer import TransformerEncoder
 
-__all__ = ["extract_patches", "attention_rollout"]
+__all__ = [
+    "extract_patches",
+    "PatchEmbedding",
+    "ClassTokenAndPositions",
+    "VisionTransformer",
+    "attention_maps",
+    "attention_rollout",
+    "shift_images",
+    "ImageBatches",
+]
+
+
+def _check_image_shape(shape, patch_size: int) -> tuple[int, int, int]:
+    """(rows of patches, columns of patches, channels) for images of ``shape``, or a clear error."""
+    if len(shape) != 4:
+        raise ValueError(f"`images` must have shape (batch, height, width, channels); received shape {tuple(shape)}.")
+    _, height, width, channels = shape
+    for name, size in (("height", height), ("width", width)):
+        if size is None:
+            raise ValueError(f"the image {name} must be known to cut patches; received shape {tuple(shape)}.")
+        if size % patch_size:
+            raise ValueError(f"the image {name} {size} is not divisible by `patch_size` {patch_size}; "
+                             f"crop or pad the images to a multiple of {patch_size}.")
+    return height // patch_size, width // patch_size, channels
 
 
 def extract_patches(images, patch_size: int) -> np.ndarray:
@@ -28,7 +66,7 @@ def extract_patches(images, patch_size: int) -> np.ndarray:
 
     Patch n is the n-th patch reading left to right, top to bottom; its vector lists the
     patch's pixels row by row, each pixel's channels together — the order of
-    ``keras.ops.image.extract_patches``.
+    ``keras.ops.image.extract_patches`` and of a ``Conv2D`` kernel ``(P, P, C, E)``.
 
     Args:
         images: array ``(B, H, W, C)`` (channels last).
@@ -43,17 +81,214 @@ def extract_patches(images, patch_size: int) -> np.ndarray:
     """
     patch_size = check_integer("patch_size", patch_size)
     images = np.asarray(images)
-    if images.ndim != 4:
-        raise ValueError(f"`images` must have shape (batch, height, width, channels); received shape {images.shape}.")
-    batch, height, width, channels = images.shape
-    for name, size in (("height", height), ("width", width)):
-        if size % patch_size:
-            raise ValueError(f"the image {name} {size} is not divisible by `patch_size` {patch_size}; "
-                             f"crop or pad the images to a multiple of {patch_size}.")
-    rows, columns = height // patch_size, width // patch_size
-    patches = images.reshape(batch, rows, patch_size, columns, patch_size, channels)
+    rows, columns, channels = _check_image_shape(images.shape, patch_size)
+    patches = images.reshape(len(images), rows, patch_size, columns, patch_size, channels)
     patches = patches.transpose(0, 1, 3, 2, 4, 5)  # (B, rows, columns, P, P, C): each patch's pixels together
-    return patches.reshape(batch, rows * columns, patch_size * patch_size * channels)
+    return patches.reshape(len(images), rows * columns, patch_size * patch_size * channels)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class PatchEmbedding(keras.layers.Layer):
+    """Cut images into patches and map each patch linearly to a vector of ``embed_dim`` numbers.
+
+    Every patch is flattened (as :func:`extract_patches` does) and multiplied by one shared
+    ``(P·P·C, E)`` kernel, plus a bias: ViT's Eq. 1, ``x_p E``. Written as a convolution, this is
+    a ``Conv2D(E, kernel_size=P, strides=P)``: its kernel ``(P, P, C, E)`` reshaped to
+    ``(P·P·C, E)`` is this layer's kernel.
+
+    Args:
+        patch_size: int P >= 1; must divide the image height and width.
+        embed_dim: int E, the width of each patch's vector.
+        kernel_initializer, bias_initializer: Keras initializers of the projection.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        images: float ``(B, H, W, C)``, channels last; H and W known when the layer is built.
+
+    Returns:
+        float ``(B, N, E)``, N = (H/P)·(W/P), patches in reading order.
+
+    Raises:
+        ValueError: for a ``patch_size`` or ``embed_dim`` that is not a positive integer, images
+            that are not rank 4, or an image height or width that ``patch_size`` does not divide
+            (the message names both numbers).
+
+    Example:
+        >>> PatchEmbedding(patch_size=2, embed_dim=16)(keras.ops.ones((3, 8, 8, 1))).shape
+        (3, 16, 16)
+    """
+
+    def __init__(self, patch_size, embed_dim, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.patch_size = check_integer("patch_size", patch_size)
+        self.embed_dim = check_integer("embed_dim", embed_dim)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, images_shape):
+        self.grid = _check_image_shape(images_shape, self.patch_size)  # (rows, columns, C)
+        self.projection = keras.layers.Dense(
+            self.embed_dim, kernel_initializer=self.kernel_initializer, bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy, name="projection")
+        self.projection.build((None, None, self.patch_size * self.patch_size * self.grid[2]))
+        super().build(images_shape)
+
+    def call(self, images):
+        rows, columns, channels = self.grid
+        size = self.patch_size
+        patches = ops.reshape(images, (-1, rows, size, columns, size, channels))
+        patches = ops.transpose(patches, (0, 1, 3, 2, 4, 5))  # (B, rows, columns, P, P, C)
+        patches = ops.reshape(patches, (-1, rows * columns, size * size * channels))  # (B, N, P·P·C)
+        return self.projection(patches)  # (B, N, E)
+
+    def compute_output_shape(self, images_shape):
+        rows, columns, _ = _check_image_shape(images_shape, self.patch_size)
+        return (images_shape[0], rows * columns, self.embed_dim)
+
+    def get_config(self):
+        return {**super().get_config(), "patch_size": self.patch_size, "embed_dim": self.embed_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer)}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class ClassTokenAndPositions(keras.layers.Layer):
+    """Put a learned ``[CLS]`` vector in front of the patch vectors, then add learned positions.
+
+    ViT's Eq. 1: ``z_0 = [x_class; x_p^1 E; …; x_p^N E] + E_pos``. The ``[CLS]`` vector starts
+    at zero and the position table from a normal distribution (standard deviation 0.02), as in
+    the paper's code; both are trained with the rest of the model. Position t's vector is row t
+    of the table (row 0 belongs to ``[CLS]``); the layer has no idea of 2-D neighbourhood — what
+    it learns about it is learned from the data.
+
+    Args:
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        patches: float ``(B, N, E)`` with N known when the layer is built.
+
+    Returns:
+        float ``(B, N + 1, E)``; position 0 is ``[CLS]``.
+
+    Raises:
+        ValueError: for an input that is not rank 3 or whose N or E is unknown.
+    """
+
+    def build(self, patches_shape):
+        if len(patches_shape) != 3 or patches_shape[1] is None or patches_shape[2] is None:
+            raise ValueError("`patches` must have shape (batch, patches, width) with known patches and width; "
+                             f"received {tuple(patches_shape)}.")
+        _, patches, width = patches_shape
+        self.class_token = self.add_weight(shape=(width,), initializer="zeros", name="class_token")
+        self.position_embedding = self.add_weight(
+            shape=(patches + 1, width), initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="position_embedding")
+        super().build(patches_shape)
+
+    def call(self, patches):
+        class_token = ops.cast(self.class_token, patches.dtype)
+        class_column = ops.broadcast_to(class_token, (ops.shape(patches)[0], 1, ops.shape(class_token)[0]))
+        tokens = ops.concatenate([class_column, patches], axis=1)  # (B, N + 1, E)
+        return tokens + ops.cast(self.position_embedding, patches.dtype)
+
+    def compute_output_shape(self, patches_shape):
+        return (patches_shape[0], patches_shape[1] + 1, patches_shape[2])
+
+
+def _image_size(image_size) -> tuple[int, int]:
+    if isinstance(image_size, (tuple, list)) and len(image_size) == 2:
+        return check_integer("image_size[0]", image_size[0]), check_integer("image_size[1]", image_size[1])
+    size = check_integer("image_size", image_size)
+    return size, size
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class VisionTransformer(keras.Model):
+    """A Vision Transformer classifier: patches → pre-norm encoder blocks → ``[CLS]`` → classes.
+
+    ``PatchEmbedding`` → ``ClassTokenAndPositions`` → dropout → ``num_layers`` pre-norm
+    ``TransformerEncoder`` blocks (GELU) → LayerNorm → the ``[CLS]`` output → a softmax layer
+    (Dosovitskiy et al., 2021, §3.1, Eq. 1-4; the head is one linear layer, as when fine-tuning).
+    Every patch is a real token: there is no padding and no mask.
+
+    A functional model with a constructor of its own: ``get_config`` returns the arguments below,
+    so ``model.save("vit.keras")`` and ``keras.models.load_model`` round-trip with no
+    ``custom_objects``. Its layers are named ``patch_embedding``, ``class_token_and_positions``,
+    ``encoder_1`` …, ``final_norm``, ``class_token_output`` and ``output``.
+
+    Args:
+        image_size: int, or ``(height, width)``, in pixels.
+        channels: int C.
+        patch_size: int P; must divide the height and the width.
+        num_classes: int, the classes.
+        embed_dim, num_heads, intermediate_dim: ints E, N (divides E) and F.
+        num_layers: int L, encoder blocks.
+        dropout: float in [0, 1), on the embeddings, the attention weights and every sub-layer's
+            output.
+        **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
+
+    Call arguments:
+        images: float ``(B, H, W, C)``.
+
+    Returns:
+        float32 ``(B, num_classes)``, class probabilities.
+
+    Raises:
+        ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), ``num_heads`` not
+            dividing ``embed_dim``, or an image size ``patch_size`` does not divide (naming both).
+    """
+
+    def __init__(self, image_size, channels, patch_size, num_classes, embed_dim=64, num_heads=4,
+                 intermediate_dim=128, num_layers=4, dropout=0.1, **kwargs):
+        height, width = _image_size(image_size)
+        check_model_sizes(embed_dim, num_heads, dropout, channels=channels, patch_size=patch_size,
+                          num_classes=num_classes, intermediate_dim=intermediate_dim, num_layers=num_layers)
+        _check_image_shape((None, height, width, channels), patch_size)
+        images = keras.Input(shape=(height, width, channels), name="images")
+        x = PatchEmbedding(patch_size, embed_dim, name="patch_embedding")(images)
+        x = ClassTokenAndPositions(name="class_token_and_positions")(x)
+        x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
+        for index in range(num_layers):
+            x = TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, activation="gelu",
+                                   normalize_first=True, name=f"encoder_{index + 1}")(x)
+        x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
+        x = ClassTokenOutput(name="class_token_output")(x)
+        probabilities = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="output")(x)
+        super().__init__(inputs=images, outputs=probabilities, **kwargs)
+        self.image_size = (height, width) if height != width else height
+        self.channels, self.patch_size, self.num_classes = channels, patch_size, num_classes
+        self.embed_dim, self.num_heads, self.intermediate_dim = embed_dim, num_heads, intermediate_dim
+        self.num_layers, self.dropout = num_layers, dropout
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, "image_size": self.image_size,
+                "channels": self.channels, "patch_size": self.patch_size, "num_classes": self.num_classes,
+                "embed_dim": self.embed_dim, "num_heads": self.num_heads, "intermediate_dim": self.intermediate_dim,
+                "num_layers": self.num_layers, "dropout": self.dropout}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def attention_maps(model: keras.Model, images) -> np.ndarray:
+    """Every encoder block's attention weights for ``images``, at inference (no dropout).
+
+    Args:
+        model: a :class:`VisionTransformer` (or a model with its layer names).
+        images: float ``(B, H, W, C)``.
+
+    Returns:
+        float32 ``(L, B, N_heads, T, T)``, T = patches + 1; row t is a distribution over the
+        tokens that position t reads (token 0 is ``[CLS]``).
+    """
+    x = model.get_layer("class_token_and_positions")(model.get_layer("patch_embedding")(ops.convert_to_tensor(images)))
+    maps = []
+    for layer in model.layers:
+        if isinstance(layer, TransformerEncoder):
+            x, weights = layer(x, training=False, return_attention_scores=True)
+            maps.append(ops.convert_to_numpy(weights))
+    return np.stack(maps).astype("float32")
 
 
 def attention_rollout(attention_weights) -> np.ndarray:
@@ -85,3 +320,85 @@ def attention_rollout(attention_weights) -> np.ndarray:
         mixed /= mixed.sum(axis=-1, keepdims=True)
         rollout = mixed @ rollout  # this layer's mixing applied on top of the layers below
     return rollout
+
+
+def shift_images(images, rng: np.random.Generator, max_shift: int = 1) -> np.ndarray:
+    """Move each image by a random whole number of pixels, filling the uncovered border with 0.
+
+    Each image gets its own vertical and horizontal shift, drawn uniformly from
+    ``-max_shift .. max_shift``. A digit moved by a pixel is still the same digit: training on
+    shifted copies teaches a model a little of the translation invariance a convolution has
+    built in.
+
+    Args:
+        images: array ``(B, H, W, C)``.
+        rng: ``numpy.random.Generator``, the source of the shifts.
+        max_shift: int >= 0, pixels, smaller than H and W.
+
+    Returns:
+        array of ``images``' shape and dtype.
+
+    Raises:
+        ValueError: for images that are not rank 4, or a ``max_shift`` that is negative or not
+            smaller than the image.
+    """
+    images = np.asarray(images)
+    if images.ndim != 4:
+        raise ValueError(f"`images` must have shape (batch, height, width, channels); received shape {images.shape}.")
+    max_shift = check_integer("max_shift", max_shift, minimum=0)
+    if max_shift >= min(images.shape[1:3]):
+        raise ValueError(f"`max_shift` must be smaller than the image ({images.shape[1]}×{images.shape[2]}); "
+                         f"received {max_shift}.")
+    shifted = np.zeros_like(images)
+    height, width = images.shape[1:3]
+    for index, (down, right) in enumerate(rng.integers(-max_shift, max_shift + 1, size=(len(images), 2))):
+        target_rows, source_rows = slice(max(down, 0), height + min(down, 0)), slice(max(-down, 0), height - max(down, 0))
+        target_columns, source_columns = (slice(max(right, 0), width + min(right, 0)),
+                                          slice(max(-right, 0), width - max(right, 0)))
+        shifted[index, target_rows, target_columns] = images[index, source_rows, source_columns]
+    return shifted
+
+
+class ImageBatches(keras.utils.PyDataset):
+    """Shuffled training batches of images and labels, shifted afresh every epoch if asked.
+
+    For ``model.fit`` (and :func:`~transformer_course.training.fit_best`) on NumPy arrays: each
+    epoch visits every image once in a new order; with ``max_shift`` > 0 every image is moved by
+    :func:`shift_images`, so no two epochs see the same pixels. Works with every Keras backend.
+
+    Args:
+        images: array ``(B, H, W, C)``.
+        labels: array ``(B,)`` (or ``(B, ...)``), kept in step with the images.
+        batch_size: int, images per batch (the last batch of an epoch may be smaller).
+        seed: int, seeds the order and the shifts, so a run can be repeated.
+        max_shift: int >= 0, pixels; 0 = no augmentation.
+
+    Raises:
+        ValueError: for images that are not rank 4, labels of another length, or sizes that are
+            not positive integers.
+    """
+
+    def __init__(self, images, labels, batch_size: int, seed: int = 0, max_shift: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.images, self.labels = np.asarray(images), np.asarray(labels)
+        if self.images.ndim != 4:
+            raise ValueError(f"`images` must have shape (batch, height, width, channels); received shape {self.images.shape}.")
+        if len(self.labels) != len(self.images):
+            raise ValueError(f"`labels` must have one entry per image ({len(self.images)}); received {len(self.labels)}.")
+        self.batch_size = check_integer("batch_size", batch_size)
+        self.max_shift = check_integer("max_shift", max_shift, minimum=0)
+        self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
+        self.on_epoch_end()
+
+    def __len__(self):
+        return -(-len(self.images) // self.batch_size)
+
+    def __getitem__(self, index):
+        chosen = self.order[index * self.batch_size:(index + 1) * self.batch_size]
+        images = self.images[chosen]
+        if self.max_shift:
+            images = shift_images(images, self.rng, self.max_shift)
+        return images, self.labels[chosen]
+
+    def on_epoch_end(self):
+        self.order = self.rng.permutation(len(self.images))

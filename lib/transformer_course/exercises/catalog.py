@@ -191,6 +191,43 @@ def _greedy_hint(arguments, received, expected):
     return None
 
 
+def _patchify_hint(arguments, received, expected):
+    images = np.asarray(arguments["images"])
+    if np.shape(received) == np.shape(expected) and _same(received, images.reshape(np.shape(expected))):
+        return ("one reshape straight to (B, N, P·P·C) makes each \"patch\" a strip of pixels across several "
+                "patches: reshape to (B, H/P, P, W/P, P, C), transpose to (B, H/P, W/P, P, P, C), then flatten.")
+    return None
+
+
+def _rollout_variants(weights):
+    """Rollouts with the usual mistakes: (name, result) pairs."""
+    tokens = weights.shape[-1]
+    averaged = weights.mean(axis=2)  # (L, B, T, T)
+    with_identity = averaged + np.eye(tokens)
+    renormalised = with_identity / with_identity.sum(axis=-1, keepdims=True)
+
+    def product(matrices, last_on_left=True):
+        result = np.broadcast_to(np.eye(tokens), matrices.shape[1:]).copy()
+        for matrix in matrices:
+            result = matrix @ result if last_on_left else result @ matrix
+        return result
+
+    return [("the layers are multiplied in the wrong order: the last layer's matrix goes on the left, "
+             "rollout = Ã_L ··· Ã_2 Ã_1.", product(renormalised, last_on_left=False)),
+            ("the identity is missing: add it to each layer's head-averaged weights (the residual "
+             "connection) before renormalising.", product(averaged)),
+            ("the rows are not renormalised: after adding the identity each row sums to 2; divide it by "
+             "its sum.", product(with_identity))]
+
+
+def _rollout_hint(arguments, received, expected):
+    weights = np.asarray(arguments["attention_weights"], dtype="float64")
+    for message, candidate in _rollout_variants(weights):
+        if _same(received, candidate) and not _same(candidate, expected):
+            return message
+    return None
+
+
 EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("01.1", "one-hot encoding", "one_hot_encode", 2, output_names=("the one-hot array",)),
     Exercise("01.2", "one-hot decoding", "one_hot_decode", 1, output_names=("the symbols",)),
@@ -210,4 +247,6 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, output_names=("the pooled vectors",)),
     Exercise("07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",)),
     Exercise("07.2", "greedy decoding", "greedy_decode", 3, output_names=("the decoded ids",), hint=_greedy_hint),
+    Exercise("10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",), hint=_patchify_hint),
+    Exercise("10.2", "attention rollout", "roll_out_attention", 3, output_names=("the rollout",), hint=_rollout_hint),
 ]}

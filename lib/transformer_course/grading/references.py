@@ -236,6 +236,48 @@ def _greedy_reference(next_token_probabilities, start_ids, end_id, max_length):
     return decoded
 
 
+# --- 10: the Vision Transformer -------------------------------------------------------------
+
+def _patchify_reference(images, patch_size):
+    images = np.asarray(images)
+    batch, height, width, channels = images.shape
+    patches = []
+    for top in range(0, height, patch_size):  # reading order: row of patches by row of patches
+        for left in range(0, width, patch_size):
+            patches.append(images[:, top:top + patch_size, left:left + patch_size, :].reshape(batch, -1))
+    return np.stack(patches, axis=1)
+
+
+def _patchify_cases(rng):
+    return [("one 4×4 grey image, 2×2 patches", {"images": np.arange(16.0).reshape(1, 4, 4, 1), "patch_size": 2}),
+            ("two 6×9 images with 3 channels, 3×3 patches", {"images": rng.random((2, 6, 9, 3)), "patch_size": 3}),
+            ("1×1 patches: pixels as tokens", {"images": rng.random((1, 2, 3, 2)), "patch_size": 1}),
+            ("one patch as large as the image", {"images": rng.random((3, 4, 4, 1)), "patch_size": 4})]
+
+
+def _rollout_reference(attention_weights):
+    weights = np.asarray(attention_weights, dtype="float64")
+    layers, batch, _, tokens, _ = weights.shape
+    result = np.zeros((batch, tokens, tokens))
+    for example in range(batch):
+        combined = np.eye(tokens)
+        for layer in range(layers):
+            mixed = weights[layer, example].mean(axis=0) + np.eye(tokens)
+            mixed = mixed / mixed.sum(axis=1, keepdims=True)
+            combined = mixed @ combined  # the later layer acts on what the earlier ones produced
+        result[example] = combined
+    return result
+
+
+def _rollout_cases(rng):
+    def distributions(shape):
+        values = rng.random(shape) ** 3  # uneven rows, so the order of the layers matters
+        return values / values.sum(axis=-1, keepdims=True)
+
+    return [("one layer, one head, T = 2", {"attention_weights": np.array([[[[[0.5, 0.5], [0.2, 0.8]]]]])}),
+            ("2 layers, 2 examples, 3 heads, T = 5", {"attention_weights": distributions((2, 2, 3, 5, 5))}),
+            ("4 layers, 1 example, 2 heads, T = 3", {"attention_weights": distributions((4, 1, 2, 3, 3))})]
+
 
 # exercise id -> (case generator: rng -> [(label, arguments)], reference: arguments -> output)
 _EXERCISES = {
@@ -254,6 +296,8 @@ _EXERCISES = {
     "06.2": (_pooling_cases, _masked_mean_reference),
     "07.1": (_causal_cases, _causal_reference),
     "07.2": (_greedy_cases, _greedy_reference),
+    "10.1": (_patchify_cases, _patchify_reference),
+    "10.2": (_rollout_cases, _rollout_reference),
 }
 
 

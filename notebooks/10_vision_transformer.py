@@ -1,0 +1,547 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 — The Vision Transformer: images as sequences of patches
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/10_vision_transformer.ipynb)
+#
+# **Run time:** full profile not yet recorded (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times.
+#
+# **What you will learn**
+# - why a Transformer cannot simply read an image pixel by pixel: the cost of self-attention
+#   grows with the **square** of the number of tokens — worked out, then measured;
+# - how an image becomes a sequence: **patches**, cut with one reshape and one transpose, and a
+#   **linear patch embedding** that is the same thing as a convolution;
+# - the **Vision Transformer** (ViT): a `[CLS]` token, learned position embeddings, pre-norm
+#   encoder blocks and a classifier on `[CLS]`;
+# - what the patch size trades, and how a ViT fares against a logistic regression, an SVM and a
+#   small CNN on a small data set — and why;
+# - what the model looks at (**attention rollout**) and what its position embeddings learned.
+#
+# **Prerequisites:** notebook 04 (multi-head attention), notebook 05 (the encoder block),
+# notebook 06 (a `[CLS]` token for classification).
+#
+# Data: the handwritten digits bundled with scikit-learn (`load_digits`): a copy of the test set
+# of the UCI "Optical Recognition of Handwritten Digits" data set — E. Alpaydin and C. Kaynak,
+# 1998, UCI Machine Learning Repository (CC BY 4.0). 1,797 images of 8×8 pixels, 10 classes; no
+# download is needed.
+
+# %%
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # Colab only: install the course package, keep Colab's TensorFlow/Keras
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "transformer-course @ git+https://github.com/transformer-course/transformer-course@v0.1.0"],
+                   check=True)
+
+import transformer_course as tc
+
+settings = tc.start_notebook("10", seed=42)
+
+# %%
+import time
+
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.svm import SVC
+
+from transformer_course.attention import MultiHeadAttention
+from transformer_course.results import report_metric
+from transformer_course.runtime import progress
+from transformer_course.plots import plot_training_curves
+from transformer_course.runtime import epoch_progress
+from transformer_course.training import WarmupCosineDecay, checkpoint_path, fit_best
+from transformer_course.vision import (ImageBatches, PatchEmbedding, VisionTransformer, attention_maps,
+                                       attention_rollout, extract_patches)
+
+# %% [markdown]
+# ## 1. The data: 1,797 small digits
+#
+# Each image is 8×8 pixels. A pixel is not a grey level scanned at that size: the original
+# 32×32 black-and-white bitmaps were cut into 4×4 blocks and each block's count of black pixels
+# (0 to 16) became one pixel. We scale the counts to [0, 1] and add a channel axis, as Keras'
+# image layers expect `(batch, height, width, channels)`.
+#
+# One split, fixed by a seed and **stratified** (every class in the same proportion in each
+# part): 70% to train, 10% to choose the best epoch and the baselines' settings, 20% to test,
+# once, at the end.
+
+# %%
+digits = load_digits()
+images = (digits.images / 16.0).astype("float32")[..., None]  # (1797, 8, 8, 1), in [0, 1]
+labels = digits.target.astype("int64")  # (1797,), 0..9
+rest_images, test_images, rest_labels, test_labels = train_test_split(
+    images, labels, test_size=settings.test_fraction, stratify=labels, random_state=settings.split_seed)
+train_images, validation_images, train_labels, validation_labels = train_test_split(
+    rest_images, rest_labels, test_size=settings.validation_fraction / (1 - settings.test_fraction),
+    stratify=rest_labels, random_state=settings.split_seed)
+for name, part in (("train", train_labels), ("validation", validation_labels), ("test", test_labels)):
+    print(f"{name:<10} {len(part):>5} images; per class {np.bincount(part, minlength=10).min()}–"
+          f"{np.bincount(part, minlength=10).max()}")
+
+# %%
+figure, axes = plt.subplots(2, 10, figsize=(10, 2.4))
+for axis, index in zip(axes.ravel(), [np.flatnonzero(train_labels == digit)[row] for row in range(2) for digit in range(10)]):
+    axis.imshow(train_images[index, :, :, 0], cmap="gray_r", vmin=0, vmax=1)
+    axis.set_title(str(train_labels[index]), fontsize=9)
+    axis.axis("off")
+figure.suptitle("Training images (8×8 pixels)")
+plt.show()
+
+# %% [markdown]
+# ## 2. Why not one token per pixel?
+#
+# Self-attention scores every query against every key: with $T$ tokens, $T^2$ scores per head
+# and per layer, each a dot product of width $d_k$. Text has hundreds of tokens. A 256×256
+# photograph has $256^2 = 65{,}536$ pixels; as tokens, that is more than four billion scores per
+# head per layer, and storing one head's weights in float32 takes 17 GB.
+
+# %%
+pixels = 256 * 256
+scores = pixels ** 2
+print(f"256 × 256 = {pixels:,} pixels -> {scores:,} scores per head and layer "
+      f"({scores * 4 / 1e9:.1f} GB of float32 weights)")
+
+# %% [markdown]
+# > **The notes say** a 256×256 image has 62,500 pixels and so needs 3,906,250,000 calculations.
+# > 62,500 is 250²; 256² is 65,536, and 65,536² = 4,294,967,296 scores. The conclusion stands:
+# > attention over raw pixels is far too expensive.
+#
+# Now measure it. One multi-head attention layer (the course's, 4 heads, width
+# `attention_width`), batch 1, at growing sequence lengths: the median time of a few calls, and
+# the size of the attention-weight tensor it returns. On a log-log plot a cost proportional to
+# $T^p$ is a straight line of slope $p$; the fitted slope over the longest lengths is printed.
+# (Times come from whatever machine runs this cell and include some fixed overhead per call,
+# which flattens the curve at short lengths.)
+
+# %%
+layer = MultiHeadAttention(num_heads=4, key_dim=settings.attention_width // 4)
+lengths, seconds, megabytes = settings.attention_lengths, [], []
+for length in progress(lengths, desc="attention cost"):
+    x = keras.random.normal((1, length, settings.attention_width), seed=0)
+    layer(x, x)  # the first call builds the layer: not timed
+    times = []
+    for _ in range(settings.attention_repeats):
+        start = time.perf_counter()
+        _, weights = layer(x, x, return_attention_scores=True)
+        weights = keras.ops.convert_to_numpy(weights)  # waits for the result
+        times.append(time.perf_counter() - start)
+    seconds.append(float(np.median(times)))
+    megabytes.append(weights.nbytes / 1e6)  # (1, 4, T, T) float32
+    print(f"T = {length:>5}: {seconds[-1] * 1e3:9.2f} ms, attention weights {megabytes[-1]:9.2f} MB")
+
+# %%
+fitted = slice(-3, None)  # the three longest lengths, where the T² terms dominate
+slope = np.polyfit(np.log(lengths[fitted]), np.log(seconds[fitted]), 1)[0]
+figure, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+for axis, values, unit in ((axes[0], seconds, "seconds"), (axes[1], megabytes, "MB of attention weights")):
+    axis.loglog(lengths, values, "o-")
+    axis.set_xlabel("tokens T")
+    axis.set_ylabel(unit)
+axes[0].set_title(f"time: fitted slope {slope:.2f} over T ≥ {lengths[fitted][0]}")
+axes[1].set_title("memory: exactly 4·4·T² bytes (slope 2)")
+plt.show()
+report_metric("attention_time_slope", slope, "log-log slope of one attention layer's time over the longest lengths")
+
+# %% [markdown]
+# The memory of the weights grows exactly as $T^2$ (16 bytes per query–key pair for 4 heads of
+# float32). The time grows almost as fast once the $T^2$ work dominates. For an 8×8 digit, 64
+# pixel tokens would still be cheap — but the same rule sends a 224×224 photograph to 50,176
+# tokens. The ViT's answer: fewer, bigger tokens.
+#
+# ## 3. Patches
+#
+# Cut the image into non-overlapping $P \times P$ patches and flatten each one: an $H \times W$
+# image with $C$ channels becomes a sequence of $N = HW/P^2$ vectors of $P^2 C$ numbers. With
+# one reshape and one transpose: reshape `(B, H, W, C)` to `(B, H/P, P, W/P, P, C)` — rows of
+# patches, pixel row inside a patch, columns of patches, pixel column inside a patch — then move
+# the two patch-grid axes to the front, `(B, H/P, W/P, P, P, C)`, and flatten. Without the
+# transpose, a "patch" would be a strip of pixels from different patches (exercise 10.1 asks you
+# to write it).
+#
+# `transformer_course.vision.extract_patches` does exactly this. Keras has the same operation;
+# the two agree to the last value:
+
+# %%
+for patch_size in (1, 2, 4, 8):
+    ours = extract_patches(train_images[:16], patch_size)  # (16, N, P·P·1)
+    theirs = keras.ops.convert_to_numpy(keras.ops.image.extract_patches(train_images[:16], patch_size))
+    print(f"P = {patch_size}: {ours.shape[1]:>2} patches of {ours.shape[2]:>2} numbers; equal to Keras': "
+          f"{np.array_equal(ours, theirs.reshape(ours.shape))}")
+
+# %%
+patches = extract_patches(train_images[:1], settings.patch_size)[0]  # (N, P·P)
+grid = 8 // settings.patch_size
+figure, axes = plt.subplots(grid, grid, figsize=(3.2, 3.2))
+for index, axis in enumerate(axes.ravel()):
+    axis.imshow(patches[index].reshape(settings.patch_size, settings.patch_size), cmap="gray_r", vmin=0, vmax=1)
+    axis.set_xticks([])
+    axis.set_yticks([])
+    axis.set_title(str(index), fontsize=7)
+figure.suptitle(f"a '{train_labels[0]}' as {grid * grid} patches, in reading order", fontsize=9)
+plt.show()
+
+# %% [markdown]
+# Each flattened patch is multiplied by one shared matrix $\mathbf{E}$ of shape $(P^2C, E)$,
+# plus a bias: the **linear patch embedding** (Dosovitskiy et al., 2021, Eq. 1). Sliding one
+# $P \times P$ filter per output feature over the image with stride $P$ does the same
+# arithmetic, so the embedding *is* a `Conv2D` with kernel size and stride $P$ — and that is how
+# ViT code usually writes it. Copy the weights of the course's `PatchEmbedding` into a `Conv2D`
+# and compare:
+
+# %%
+embedding = PatchEmbedding(patch_size=settings.patch_size, embed_dim=settings.embed_dim)
+embedded = keras.ops.convert_to_numpy(embedding(train_images[:16]))  # (16, N, E)
+kernel, bias = embedding.projection.get_weights()  # (P·P·C, E), (E,)
+convolution = keras.layers.Conv2D(settings.embed_dim, kernel_size=settings.patch_size, strides=settings.patch_size)
+convolution.build(train_images[:16].shape)
+convolution.set_weights([kernel.reshape(settings.patch_size, settings.patch_size, 1, settings.embed_dim), bias])
+convolved = keras.ops.convert_to_numpy(convolution(train_images[:16]))  # (16, H/P, W/P, E)
+print("patch embedding", embedded.shape, "| Conv2D", convolved.shape)
+print("equal:", np.allclose(embedded, convolved.reshape(embedded.shape), atol=1e-5))
+
+# %% [markdown]
+# ## 4. The Vision Transformer
+#
+# From here on a digit is a sentence of $N$ patch vectors, and the rest is notebook 05's
+# encoder (Dosovitskiy et al., 2021, §3.1):
+#
+# 1. embed the patches linearly (above);
+# 2. put a learned `[CLS]` vector in front — as in BERT and in notebook 06, its output will
+#    summarise the image;
+# 3. add a **learned position embedding**: one vector per position, $N + 1$ of them. Nothing
+#    tells the model that patch 5 sits below patch 1; whatever it knows about the 2-D layout it
+#    must learn (section 7 looks at what it learned);
+# 4. a stack of **pre-norm** encoder blocks (LayerNorm before each sub-layer, GELU in the
+#    feed-forward network), as ViT uses;
+# 5. a final LayerNorm, the `[CLS]` output, and one softmax layer over the 10 classes.
+#
+# There is no padding: every patch is a real token, so no mask is needed.
+
+# %%
+def build_vit(patch_size=settings.patch_size):
+    """The notebook's ViT for 8×8 grey images and 10 classes, at `patch_size`."""
+    return VisionTransformer(image_size=8, channels=1, patch_size=patch_size, num_classes=10,
+                             embed_dim=settings.embed_dim, num_heads=settings.num_heads,
+                             intermediate_dim=settings.intermediate_dim, num_layers=settings.num_layers,
+                             dropout=settings.dropout)
+
+
+vit = build_vit()
+print(f"tokens: {(8 // settings.patch_size) ** 2} patches + [CLS]; parameters: {vit.count_params():,}")
+vit.summary(line_length=90)
+
+# %% [markdown]
+# The model is a registered Keras model: saved to one `.keras` file, it loads back with no
+# `custom_objects` and predicts the same numbers.
+
+# %%
+path = checkpoint_path("vit_untrained")
+vit.save(path)
+reloaded = keras.models.load_model(path)
+print(type(reloaded).__name__, "| same predictions:",
+      np.allclose(vit.predict(test_images[:64], verbose=0), reloaded.predict(test_images[:64], verbose=0), atol=1e-6))
+
+# %% [markdown]
+# ## 5. Training, three times
+#
+# A small data set makes single numbers noisy: on 360 test images one mistake is 0.28 points.
+# So the ViT is trained from three seeds (different initial weights, batch orders and shifts)
+# and we report the mean and the spread.
+#
+# The recipe: AdamW (Adam with decoupled weight decay), a learning rate that warms up for
+# `warmup_epochs` and then follows a half cosine to the end of training, and the weights of the
+# epoch with the lowest validation loss (`fit_best`, notebook 01's helper). **Augmentation:**
+# every epoch, each training image is moved by up to `max_shift` pixel in each direction
+# (`ImageBatches`), so the model never sees exactly the same pixels twice. Section 6 shows what
+# that is worth.
+
+# %%
+def train_and_test(build, name, seed, max_shift=settings.max_shift):
+    """Build a model with `seed`, train it with fit_best, and return (model, history, facts with test accuracy)."""
+    keras.utils.set_random_seed(seed)
+    model, batches = build(), ImageBatches(train_images, train_labels, settings.batch_size, seed, max_shift)
+    steps = len(batches)
+    schedule = WarmupCosineDecay(settings.learning_rate, settings.warmup_epochs * steps, settings.epochs * steps)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=settings.weight_decay),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model, history, facts = fit_best(model, batches, (validation_images, validation_labels), epochs=settings.epochs,
+                                     patience=settings.patience, callbacks=[epoch_progress()])
+    facts["test_accuracy"] = float(np.mean(model.predict(test_images, verbose=0).argmax(-1) == test_labels))
+    facts["seconds_per_epoch"] = float(np.median(facts["epoch_seconds"][1:] or facts["epoch_seconds"]))  # no compiling
+    print(f"{name}, seed {seed}: test accuracy {facts['test_accuracy']:.2%}, best epoch {facts['best_epoch']}"
+          f"/{facts['epochs']}, {facts['seconds']:.0f} s ({facts['seconds_per_epoch']:.2f} s/epoch)")
+    return model, history, facts
+
+# %%
+vit_runs = [train_and_test(build_vit, "ViT 2×2" if settings.patch_size == 2 else "ViT", seed)
+            for seed in settings.seeds]
+vit_accuracies = np.array([facts["test_accuracy"] for _, _, facts in vit_runs])
+report_metric("vit_test_accuracy_mean", vit_accuracies.mean(),
+              f"ViT: mean test accuracy over {len(vit_accuracies)} seeds (360 test images)", headline=True)
+report_metric("vit_test_accuracy_spread", vit_accuracies.max() - vit_accuracies.min(),
+              "ViT: highest minus lowest test accuracy over the seeds")
+vit, vit_history, vit_facts = vit_runs[0]
+
+# %%
+plot_training_curves({f"seed {seed}": history for seed, (_, history, _) in zip(settings.seeds, vit_runs)})
+plt.show()
+
+# %% [markdown]
+# ## 6. What the choices are worth
+#
+# ### Patch size
+#
+# Smaller patches mean more tokens: 1×1 patches make each pixel a token (64 + `[CLS]`), 4×4
+# patches leave 4 tokens. The parameter count barely changes (only the patch embedding's input
+# width and the number of position vectors do); the attention work grows with the square of the
+# tokens. One seed each, the same recipe:
+
+# %%
+patch_results = {settings.patch_size: vit_facts}
+for patch_size in settings.compared_patch_sizes:
+    _, _, patch_results[patch_size] = train_and_test(lambda: build_vit(patch_size), f"ViT {patch_size}×{patch_size}",
+                                                     settings.seeds[0])
+print(f"\n{'patch':>7} {'tokens':>7} {'test accuracy':>14} {'s/epoch':>8}")
+for patch_size in sorted(patch_results):
+    facts = patch_results[patch_size]
+    print(f"{patch_size}×{patch_size:<5} {(8 // patch_size) ** 2 + 1:>7} {facts['test_accuracy']:>14.2%} "
+          f"{facts['seconds_per_epoch']:>8.2f}")
+    report_metric(f"vit_patch_{patch_size}_test_accuracy", facts["test_accuracy"],
+                  f"ViT with {patch_size}×{patch_size} patches, seed {settings.seeds[0]}: test accuracy")
+
+# %% [markdown]
+# ### Augmentation
+#
+# The same ViT and seed without the random shifts:
+
+# %%
+_, unshifted_history, unshifted = train_and_test(build_vit, "ViT, no shifts", settings.seeds[0], max_shift=0)
+report_metric("vit_no_augmentation_test_accuracy", unshifted["test_accuracy"],
+              f"ViT without shifts, seed {settings.seeds[0]}: test accuracy")
+print(f"with shifts {vit_facts['test_accuracy']:.2%}, without {unshifted['test_accuracy']:.2%}")
+plot_training_curves({"with shifts": vit_history, "without shifts": unshifted_history})
+plt.show()
+
+# %% [markdown]
+# ### Baselines
+#
+# A number means little alone. Three baselines on the same split, each with its setting chosen
+# on the validation images:
+#
+# - **logistic regression** on the 64 pixels (a linear model);
+# - an **SVM** with an RBF kernel (the classic strong model for this data set);
+# - a **small CNN**: three 3×3 convolutions and a max-pool, trained exactly like the ViT (same
+#   optimiser, schedule, epochs, shifts and seeds).
+
+# %%
+flat_train, flat_validation, flat_test = (part.reshape(len(part), -1)
+                                          for part in (train_images, validation_images, test_images))
+
+
+def best_on_validation(make, values):
+    """Fit `make(value)` on the training images for each value; return the one best on validation, refitted."""
+    scores = {value: make(value).fit(flat_train, train_labels).score(flat_validation, validation_labels)
+              for value in values}
+    chosen = max(scores, key=scores.get)
+    return chosen, make(chosen).fit(flat_train, train_labels)
+
+
+logistic_c, logistic = best_on_validation(lambda c: LogisticRegression(C=c, max_iter=5000), (0.1, 1.0, 10.0))
+svm_c, svm = best_on_validation(lambda c: SVC(C=c, kernel="rbf", gamma="scale"), (1.0, 10.0, 100.0))
+report_metric("logistic_regression_test_accuracy", logistic.score(flat_test, test_labels),
+              f"logistic regression (C={logistic_c}): test accuracy")
+report_metric("svm_test_accuracy", svm.score(flat_test, test_labels), f"SVM, RBF kernel (C={svm_c}): test accuracy")
+
+# %%
+def build_cnn():
+    """A small CNN for 8×8 grey digits: three 3×3 convolutions, one max-pool, a softmax layer."""
+    return keras.Sequential([
+        keras.Input((8, 8, 1)),
+        keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+        keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
+        keras.layers.MaxPooling2D(2),  # (4, 4, 64)
+        keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
+        keras.layers.GlobalAveragePooling2D(),
+        keras.layers.Dropout(settings.dropout),
+        keras.layers.Dense(10, activation="softmax"),
+    ], name="small_cnn")
+
+
+cnn_accuracies = np.array([train_and_test(build_cnn, "CNN", seed)[2]["test_accuracy"] for seed in settings.seeds])
+report_metric("cnn_test_accuracy_mean", cnn_accuracies.mean(), f"small CNN: mean test accuracy over {len(cnn_accuracies)} seeds")
+print(f"small CNN parameters: {build_cnn().count_params():,}; ViT: {vit.count_params():,}")
+
+# %%
+rows = [("logistic regression", logistic.score(flat_test, test_labels), None),
+        ("SVM (RBF kernel)", svm.score(flat_test, test_labels), None),
+        ("small CNN", cnn_accuracies.mean(), cnn_accuracies),
+        (f"ViT {settings.patch_size}×{settings.patch_size}", vit_accuracies.mean(), vit_accuracies)]
+print(f"{'model':<22} {'test accuracy':>14}   seeds")
+for name, accuracy, per_seed in rows:
+    seeds_text = "" if per_seed is None else "  ".join(f"{value:.2%}" for value in per_seed)
+    print(f"{name:<22} {accuracy:>14.2%}   {seeds_text}")
+
+# %% [markdown]
+# ## 7. What the model looks at
+#
+# ### Attention rollout
+#
+# One layer's attention weights say where each token reads from *in that layer*; but a token's
+# vector after layer 1 already mixes other patches. **Attention rollout** (Abnar and Zuidema,
+# 2020, §3) follows the mixing through the whole stack: average each layer's heads, add the
+# identity (the residual connection carries every token's own vector past the attention),
+# renormalise the rows, and multiply the layers' matrices. Row 0 of the result says how much of
+# the `[CLS]` output comes from each patch. Exercise 10.2 asks you to write it.
+
+# %%
+examples = np.array([np.flatnonzero(test_labels == digit)[0] for digit in range(10)])
+maps = attention_maps(vit, test_images[examples])  # (L, 10, heads, T, T)
+rollout = attention_rollout(maps)  # (10, T, T), every row sums to 1
+grid = 8 // settings.patch_size
+from_patches = rollout[:, 0, 1:].reshape(-1, grid, grid)  # [CLS]'s share from each patch, on the patch grid
+print("maps", maps.shape, "| rollout", rollout.shape, "| rows sum to 1:", np.allclose(rollout.sum(-1), 1.0))
+predicted = vit.predict(test_images[examples], verbose=0).argmax(-1)
+
+# %%
+figure, axes = plt.subplots(2, 10, figsize=(12, 2.9))
+for column, index in enumerate(examples):
+    axes[0, column].imshow(test_images[index, :, :, 0], cmap="gray_r", vmin=0, vmax=1)
+    axes[0, column].set_title(f"{test_labels[index]} → {predicted[column]}", fontsize=9)
+    axes[1, column].imshow(np.kron(from_patches[column], np.ones((settings.patch_size, settings.patch_size))),
+                           cmap="magma")
+    axes[1, column].contour(test_images[index, :, :, 0], levels=[0.5], colors="cyan", linewidths=0.7)
+    for axis in axes[:, column]:
+        axis.axis("off")
+figure.suptitle("test digits (true → predicted) and the rollout of [CLS] over the patches (outline: the digit)")
+plt.show()
+on_ink = [(from_patches[column] * (extract_patches(test_images[[index]], settings.patch_size)[0].mean(-1)
+                                   > 0.25).reshape(grid, grid)).sum() / from_patches[column].sum()
+          for column, index in enumerate(examples)]
+ink_share = [(extract_patches(test_images[[index]], settings.patch_size)[0].mean(-1) > 0.25).mean()
+             for index in examples]
+print(f"share of [CLS]'s patch mixture on patches with ink: {np.mean(on_ink):.0%} "
+      f"(those patches are {np.mean(ink_share):.0%} of all patches)")
+
+# %% [markdown]
+# ### Position embeddings
+#
+# The model was never told where a patch sits. Did it learn it? Compare every patch's learned
+# position vector with every other's (cosine similarity): panel $(r, c)$ shows how similar the
+# position embedding of the patch at row $r$, column $c$ is to all the others.
+
+# %%
+positions = keras.ops.convert_to_numpy(vit.get_layer("class_token_and_positions").position_embedding)[1:]  # (N, E)
+unit = positions / np.linalg.norm(positions, axis=-1, keepdims=True)
+similarity = unit @ unit.T  # (N, N)
+figure, axes = plt.subplots(grid, grid, figsize=(4.5, 4.5))
+for patch, axis in enumerate(axes.ravel()):
+    axis.imshow(similarity[patch].reshape(grid, grid), cmap="viridis", vmin=-1, vmax=1)
+    axis.set_xticks([])
+    axis.set_yticks([])
+figure.suptitle("cosine similarity of position embeddings", fontsize=10)
+plt.show()
+rows, columns = np.divmod(np.arange(grid * grid), grid)
+distance = np.abs(rows[:, None] - rows[None]) + np.abs(columns[:, None] - columns[None])  # steps on the grid
+neighbours, far = similarity[distance == 1].mean(), similarity[distance >= 3].mean()
+report_metric("position_similarity_neighbours", neighbours, "mean cosine similarity of adjacent patches' positions")
+report_metric("position_similarity_far", far, "mean cosine similarity of positions 3 or more steps apart")
+
+# %% [markdown]
+# ## Summary
+#
+# - Self-attention's time and memory grow with the square of the number of tokens (measured
+#   above): pixels as tokens do not scale, patches do.
+# - A patch embedding is a reshape, a transpose and one shared linear map — the same arithmetic
+#   as a convolution with kernel and stride equal to the patch size.
+# - The ViT is notebook 05's encoder on a sequence of patch vectors, with a `[CLS]` token and
+#   learned position embeddings; nothing in it knows that images are 2-D.
+# - Attention rollout follows the mixing through all layers, and the learned position
+#   embeddings show how much of the image's layout the model recovered from data alone.
+#
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# The rest of the notebook does not depend on your answers. Both are plain NumPy.
+#
+# ### Exercise 10.1 — cutting images into patches (2 points)
+#
+# Write `patchify(images, patch_size)`: `images` is `(B, H, W, C)` with H and W divisible by
+# `patch_size` P. Return `(B, N, P·P·C)` with N = (H/P)·(W/P): patch n is the n-th reading left
+# to right, top to bottom, and its vector lists the patch's pixels row by row, each pixel's
+# channels together (the order of `keras.ops.image.extract_patches`).
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_10_1", "locked": false, "schema_version": 3, "solution": true}
+def patchify(images, patch_size):
+    """images (B, H, W, C), int P -> (B, N, P·P·C): non-overlapping patches in reading order."""
+    ### BEGIN SOLUTION
+    batch, height, width, channels = images.shape
+    grid = images.reshape(batch, height // patch_size, patch_size, width // patch_size, patch_size, channels)
+    grid = grid.transpose(0, 1, 3, 2, 4, 5)  # (B, rows, columns, P, P, C)
+    return grid.reshape(batch, -1, patch_size * patch_size * channels)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_10_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check
+
+check("10.1", patchify)
+### BEGIN HIDDEN TESTS
+from transformer_course.grading import evaluate_hidden
+
+assert evaluate_hidden("10.1", patchify, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 10.2 — attention rollout (3 points)
+#
+# Write `roll_out_attention(attention_weights)`: `attention_weights` is `(L, B, heads, T, T)`,
+# layer 1 first, every row a distribution. For each layer, average the heads, add the identity
+# matrix and divide each row by its sum; then combine the layers so that the result for layer
+# $L$ is $\tilde A_L \cdots \tilde A_2 \tilde A_1$ (the last layer's matrix on the left). Return
+# `(B, T, T)`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_10_2", "locked": false, "schema_version": 3, "solution": true}
+def roll_out_attention(attention_weights):
+    """attention weights (L, B, heads, T, T) -> rollout (B, T, T), rows summing to 1."""
+    ### BEGIN SOLUTION
+    tokens = attention_weights.shape[-1]
+    result = np.broadcast_to(np.eye(tokens), attention_weights.shape[1:2] + (tokens, tokens))
+    for layer in attention_weights:
+        mixed = layer.mean(axis=1) + np.eye(tokens)
+        result = (mixed / mixed.sum(axis=-1, keepdims=True)) @ result
+    return result
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_10_2", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("10.2", roll_out_attention)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("10.2", roll_out_attention, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise (ungraded)
+#
+# Give the ViT the CNN's advantage by hand: replace the learned position embeddings with fixed
+# 2-D sinusoidal ones (half the width encodes the row, half the column, as in notebook 04) and
+# compare the test accuracy and the position-similarity panels. Then train the 2×2 ViT on 10%,
+# 30% and 100% of the training images and plot its test accuracy beside the CNN's: where does
+# the gap between them close, if it does?
