@@ -36,8 +36,8 @@
 #
 # Data: the handwritten digits bundled with scikit-learn (`load_digits`): a copy of the test set
 # of the UCI "Optical Recognition of Handwritten Digits" data set — E. Alpaydin and C. Kaynak,
-# 1998, UCI Machine Learning Repository (CC BY 4.0). 1,797 images of 8×8 pixels, 10 classes; no
-# download is needed.
+# 1998, UCI Machine Learning Repository, https://archive.ics.uci.edu/dataset/80 (CC BY 4.0).
+# 1,797 images of 8×8 pixels, 10 classes; no download is needed.
 
 # %%
 import subprocess
