@@ -401,6 +401,22 @@ print(f"{'model':<22} {'test accuracy':>14}   seeds")
 for name, accuracy, per_seed in rows:
     seeds_text = "" if per_seed is None else "  ".join(f"{value:.2%}" for value in per_seed)
     print(f"{name:<22} {accuracy:>14.2%}   {seeds_text}")
+print("best:", max(rows, key=lambda row: row[1])[0])
+
+# %% [markdown]
+# ### Which wins, and why
+#
+# On 1,800 tiny images the ViT has no advantage, and the table says where it stands. A
+# convolution is built on two assumptions that are true of images: what matters is local (a
+# 3×3 filter sees neighbouring pixels only) and a stroke means the same wherever it is (the same
+# filter slides over the whole image). The SVM's kernel compares whole images pixel by pixel, and
+# on centred, normalised digits that is already a strong assumption. The ViT assumes neither: it
+# must *learn* which patches are neighbours (section 7 shows how far its position embeddings got)
+# and that a shifted digit is the same digit — here from 1,257 images, with shifted copies as
+# its only help. Dosovitskiy et al. (2021, §4.2 and Figure 3) found the same on a larger scale:
+# trained on ImageNet's 1.3 million images a ViT trails comparable CNNs, and it overtakes them
+# only after pre-training on 14 to 300 million images. Attention pays off when data can teach
+# what a convolution is told.
 
 # %% [markdown]
 # ## 7. What the model looks at
