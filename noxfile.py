@@ -44,8 +44,8 @@ BACKEND_TESTS = [
 # cells convert tensors that require grad with NumPy).
 BACKEND_NOTEBOOKS = {
     "jax": ["notebooks/01_seq2seq_lstm.ipynb", "notebooks/02_attention_seq2seq.ipynb",
-            "notebooks/04_self_attention.ipynb"],
-    "torch": ["notebooks/04_self_attention.ipynb"],
+            "notebooks/04_self_attention.ipynb", "notebooks/10_vision_transformer.ipynb"],
+    "torch": ["notebooks/04_self_attention.ipynb", "notebooks/10_vision_transformer.ipynb"],
 }
 SMOKE_NOTEBOOKS = ["notebooks/01_seq2seq_lstm.ipynb", "notebooks/04_self_attention.ipynb",
                    "notebooks/07_transformer_translation.ipynb"]
@@ -82,7 +82,7 @@ def versions(session, pair):
 @nox.session(name="backend", python="3.11")
 @nox.parametrize("backend", ["jax", "torch"], ids=["jax", "torch"])
 def backend(session, backend):
-    """Layer modules' unit tests and notebooks 01, 02, 04 (jax) or 04 (torch), with no TensorFlow installed."""
+    """Layer modules' unit tests and notebooks 01, 02, 04, 10 (jax) or 04, 10 (torch), with no TensorFlow installed."""
     frameworks = {"jax": ["jax[cpu]"], "torch": ["torch==2.13.0"]}[backend]
     without = ("tensorflow", "tensorflow-text", "keras-hub", "nbgrader")
     session.install(*frameworks, *_pinned(without=without))
