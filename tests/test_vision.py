@@ -177,3 +177,22 @@ def test_image_batches_visit_every_image_once_per_epoch_in_a_new_order():
         np.testing.assert_array_equal(pictures[:, 0, 0, 0], labels)
     with pytest.raises(ValueError, match=r"`labels` must have one entry per image \(10\); received 9"):
         ImageBatches(images, np.arange(9), batch_size=4)
+
+
+def test_image_batches_without_remainder_keep_one_batch_shape_and_rotate_who_sits_out():
+    from transformer_course.vision import ImageBatches
+
+    images = np.arange(10, dtype="float32").reshape(10, 1, 1, 1) * np.ones((1, 4, 4, 1), "float32")
+    batches = ImageBatches(images, np.arange(10), batch_size=4, seed=0, drop_remainder=True)
+    assert len(batches) == 2
+    seen = set()
+    for _ in range(6):
+        labels = [batches[index][1] for index in range(len(batches))]
+        assert all(len(part) == 4 for part in labels), "every batch is full"
+        flat = np.concatenate(labels)
+        assert len(set(flat)) == 8, "no image appears twice in one epoch"
+        seen |= set(flat.tolist())
+        batches.on_epoch_end()
+    assert seen == set(range(10)), "over several epochs every image is used"
+    with pytest.raises(ValueError, match=r"`drop_remainder` needs at least `batch_size` \(16\) images; received 10"):
+        ImageBatches(images, np.arange(10), batch_size=16, drop_remainder=True)

@@ -133,7 +133,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "validation_fraction": 0.1,
             "test_fraction": 0.2,
             # The cost of attention: one multi-head attention layer, batch 1, at these lengths.
-            "attention_lengths": (16, 64, 256, 1024, 4096),
+            "attention_lengths": (16, 64, 256, 1024, 2048, 4096, 8192),
             "attention_width": 64,
             "attention_repeats": 3,
             # The ViT: 2×2 patches (16 tokens + [CLS]), four pre-norm blocks of width 64.
@@ -152,6 +152,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "epochs": 200,
             "patience": 200,  # the schedule runs to its end; the best validation epoch is kept
             "seeds": (0, 1, 2),
+            "comparison_epochs": 60,  # section 6's single-seed runs (patch sizes, no shifts)
             "jit_compile": True,  # XLA: Keras leaves it off on a CPU; this small model trains faster with it
         },
     },
@@ -178,7 +179,8 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
            "beam_width": 2},
     "10": {"attention_lengths": (16, 64, 256), "attention_repeats": 1, "embed_dim": 16, "num_heads": 2,
-           "intermediate_dim": 32, "num_layers": 1, "warmup_epochs": 1, "epochs": 2, "patience": 1, "seeds": (0,),
+           "intermediate_dim": 32, "num_layers": 1, "warmup_epochs": 1, "epochs": 2, "comparison_epochs": 2,
+           "patience": 1, "seeds": (0,),
            "jit_compile": False},  # compiling five small models costs more than two epochs save
 }
 _SETTINGS["smoke"] = {notebook: {**values, **_SMOKE_OVERRIDES.get(notebook, {})}

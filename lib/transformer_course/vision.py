@@ -366,19 +366,26 @@ class ImageBatches(keras.utils.PyDataset):
     epoch visits every image once in a new order; with ``max_shift`` > 0 every image is moved by
     :func:`shift_images`, so no two epochs see the same pixels. Works with every Keras backend.
 
+    With ``drop_remainder`` every batch has exactly ``batch_size`` images: the few images that do
+    not fill a last batch sit out that epoch (a different few each epoch, as the order changes).
+    A compiled (XLA) training step is then compiled for one batch shape instead of two.
+
     Args:
         images: array ``(B, H, W, C)``.
         labels: array ``(B,)`` (or ``(B, ...)``), kept in step with the images.
-        batch_size: int, images per batch (the last batch of an epoch may be smaller).
+        batch_size: int, images per batch (the last batch of an epoch may be smaller unless
+            ``drop_remainder``).
         seed: int, seeds the order and the shifts, so a run can be repeated.
         max_shift: int >= 0, pixels; 0 = no augmentation.
+        drop_remainder: bool, only full batches (see above).
 
     Raises:
-        ValueError: for images that are not rank 4, labels of another length, or sizes that are
-            not positive integers.
+        ValueError: for images that are not rank 4, labels of another length, sizes that are
+            not positive integers, or ``drop_remainder`` with fewer images than ``batch_size``.
     """
 
-    def __init__(self, images, labels, batch_size: int, seed: int = 0, max_shift: int = 0, **kwargs):
+    def __init__(self, images, labels, batch_size: int, seed: int = 0, max_shift: int = 0,
+                 drop_remainder: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.images, self.labels = np.asarray(images), np.asarray(labels)
         if self.images.ndim != 4:
@@ -388,9 +395,15 @@ class ImageBatches(keras.utils.PyDataset):
         self.batch_size = check_integer("batch_size", batch_size)
         self.max_shift = check_integer("max_shift", max_shift, minimum=0)
         self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
+        self.drop_remainder = bool(drop_remainder)
+        if self.drop_remainder and len(self.images) < self.batch_size:
+            raise ValueError(f"`drop_remainder` needs at least `batch_size` ({self.batch_size}) images; "
+                             f"received {len(self.images)}, which would make no batch at all.")
         self.on_epoch_end()
 
     def __len__(self):
+        if self.drop_remainder:
+            return len(self.images) // self.batch_size
         return -(-len(self.images) // self.batch_size)
 
     def __getitem__(self, index):
