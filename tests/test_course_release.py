@@ -40,7 +40,9 @@ def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
     from transformer_course.grading.markup import exercise_id_of
 
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    assert [path.name[:2] for path in notebooks] == [f"{n:02d}" for n in range(1, len(notebooks) + 1)]
+    numbers = [path.name[:2] for path in notebooks]
+    assert numbers[0] == "01" and len(set(numbers)) == len(numbers), numbers
+    assert {exercise.split(".")[0] for exercise in EXERCISES} == set(numbers)  # no exercise without its notebook
     for path in notebooks:
         cells = nbformat.read(path, as_version=4).cells
         solutions = [exercise_id_of(c) for c in cells if c.metadata.get("nbgrader", {}).get("solution")]
