@@ -60,3 +60,18 @@ def test_prompts_with_padding_or_too_long_are_refused():
         generator.next_token_function(np.array([[3, 0]]))
     with pytest.raises(ValueError, match="1 <= t0 <= 8"):
         generator.next_token_function(np.ones((1, 9), "int32"))
+
+
+def test_running_text_chunks_join_texts_with_a_separator_and_shift_targets_by_one():
+    from transformer_course.language_model import running_text_chunks
+
+    inputs, targets = running_text_chunks([[5, 6, 7, 0, 0], [8, 9, 0, 0, 0]], chunk_length=3, separator_id=2)
+    # stream: 5 6 7 2 8 9 2 -> inputs of 3, targets one place later
+    np.testing.assert_array_equal(inputs, [[5, 6, 7], [2, 8, 9]])
+    np.testing.assert_array_equal(targets, [[6, 7, 2], [8, 9, 2]])
+    inputs, targets = running_text_chunks([np.array([3, 4, 5, 6])], chunk_length=3, separator_id=1)
+    np.testing.assert_array_equal(inputs, [[3, 4, 5], [6, 1, 0]])  # the last row alone is padded
+    np.testing.assert_array_equal(targets, [[4, 5, 6], [1, 0, 0]])
+    assert inputs.dtype == np.int32
+    with pytest.raises(ValueError, match="at least 2 tokens in all"):
+        running_text_chunks([[0, 0]], chunk_length=3, separator_id=1)[0]  # only one separator

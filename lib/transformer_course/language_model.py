@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
+import numpy as np
 
-from ._validation import check_model_sizes
+from ._validation import check_integer, check_model_sizes
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
-__all__ = ["build_language_model"]
+__all__ = ["build_language_model", "running_text_chunks"]
 
 
 def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int = 256, intermediate_dim: int = 1024,
@@ -61,3 +62,43 @@ def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int =
     else:
         probabilities = TokenDistribution(vocab_size, name="output", dtype="float32")(x)
     return keras.Model(token_ids, probabilities, name=name)
+
+
+def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Join texts into one running text and cut it into training rows for next-token prediction.
+
+    Every text's real tokens (padding, id 0, dropped) are followed by ``separator_id``, the texts
+    are joined end to end, and the stream is cut into rows of ``chunk_length`` inputs; each
+    row's targets are the same tokens moved one place left, so row r's last target is row r + 1's
+    first input. No row is padded except the last, whose missing targets are 0 (padding, which
+    the masked loss and metrics skip).
+
+    Args:
+        token_ids: int ``(N, T)`` padded with 0, or a list of 1-D int sequences.
+        chunk_length: int L >= 1, tokens a row reads.
+        separator_id: int > 0, the id written after every text (an end-of-text token), so the
+            model sees where one text stops and the next begins.
+
+    Returns:
+        ``(inputs, targets)``: int32 ``(R, L)`` each, R = ceil((tokens - 1) / L), where tokens
+        counts the real tokens and separators.
+
+    Raises:
+        ValueError: for a non-positive ``chunk_length`` or ``separator_id``, or texts that hold
+            fewer than 2 tokens in all.
+    """
+    chunk_length = check_integer("chunk_length", chunk_length)
+    separator_id = check_integer("separator_id", separator_id)
+    pieces = []
+    for row in token_ids:
+        row = np.asarray(row, dtype="int64").ravel()
+        pieces.extend([row[row != 0], [separator_id]])
+    stream = np.concatenate(pieces) if pieces else np.zeros(0, "int64")
+    if len(stream) < 2:
+        raise ValueError(f"`token_ids` must hold at least 2 tokens in all (separators included); received {len(stream)}.")
+    rows = -(-(len(stream) - 1) // chunk_length)
+    padded = np.zeros(rows * chunk_length + 1, dtype="int32")
+    padded[:len(stream)] = stream
+    inputs = padded[:-1].reshape(rows, chunk_length)
+    targets = padded[1:].reshape(rows, chunk_length)
+    return inputs, targets
