@@ -75,3 +75,22 @@ def test_running_text_chunks_join_texts_with_a_separator_and_shift_targets_by_on
     assert inputs.dtype == np.int32
     with pytest.raises(ValueError, match="at least 2 tokens in all"):
         running_text_chunks([[0, 0]], chunk_length=3, separator_id=1)[0]  # only one separator
+
+
+def test_token_log_probabilities_pick_the_target_and_skip_padding():
+    from transformer_course.language_model import perplexity, token_log_probabilities
+
+    keras.utils.set_random_seed(0)
+    model = build_language_model(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=1)
+    inputs = np.random.default_rng(0).integers(1, 30, size=(5, 8)).astype("int32")
+    targets = np.roll(inputs, -1, axis=1)
+    targets[:, -1] = 0
+    scores = token_log_probabilities(model, inputs, targets, batch_size=2)
+    full = keras.ops.convert_to_numpy(model(inputs))
+    expected = np.log(np.take_along_axis(full, targets[..., None], -1)[..., 0])
+    np.testing.assert_allclose(scores[:, :-1], expected[:, :-1], atol=1e-5)
+    assert (scores[:, -1] == 0).all()
+    assert perplexity(scores, targets) == pytest.approx(np.exp(-expected[:, :-1].mean()), rel=1e-5)
+    assert perplexity(np.full((1, 3), -np.log(30.0)), [[1, 2, 3]]) == pytest.approx(30.0)  # uniform over 30 words
+    with pytest.raises(ValueError, match="no real token"):
+        perplexity(np.zeros((1, 2)), [[0, 0]])
