@@ -129,11 +129,11 @@ train_texts = train_split.texts[:settings.train_reviews]  # the labels are never
 test_texts = test_split.texts[:settings.test_reviews]
 validation_count = int(len(train_texts) * settings.validation_fraction)
 train_texts, validation_texts = train_texts[validation_count:], train_texts[:validation_count]
-vectorizer = keras.layers.TextVectorization(max_tokens=settings.vocab_size - 1, standardize=standardize_running_text,
-                                            output_mode="int", ragged=True)
-vectorizer.adapt(train_texts, batch_size=512)
-vocabulary = ["", "[UNK]", "[end]"] + [str(word) for word in vectorizer.get_vocabulary()[2:]]
-vectorizer.set_vocabulary(vocabulary[2:])  # id 0 padding, 1 [UNK], 2 [end], then the words by frequency
+counter = keras.layers.TextVectorization(max_tokens=settings.vocab_size - 1, standardize=standardize_running_text)
+counter.adapt(train_texts, batch_size=512)  # "", [UNK], then the most frequent words and marks
+vectorizer = keras.layers.TextVectorization(standardize=standardize_running_text, ragged=True,
+                                            vocabulary=["[end]"] + counter.get_vocabulary()[2:])
+vocabulary = [str(word) for word in vectorizer.get_vocabulary()]  # id 0 padding, 1 [UNK], 2 [end], then words
 END = vocabulary.index("[end]")
 print(f"{len(train_texts):,} training, {len(validation_texts):,} validation, {len(test_texts):,} test reviews; "
       f"vocabulary {len(vocabulary):,}: {vocabulary[:16]}")
