@@ -134,7 +134,7 @@ counter.adapt(train_texts, batch_size=512)  # "", [UNK], then the most frequent 
 vectorizer = keras.layers.TextVectorization(standardize=standardize_running_text, ragged=True,
                                             vocabulary=["[end]"] + counter.get_vocabulary()[2:])
 vocabulary = [str(word) for word in vectorizer.get_vocabulary()]  # id 0 padding, 1 [UNK], 2 [end], then words
-END = vocabulary.index("[end]")
+END, UNK = vocabulary.index("[end]"), vocabulary.index("[UNK]")
 print(f"{len(train_texts):,} training, {len(validation_texts):,} validation, {len(test_texts):,} test reviews; "
       f"vocabulary {len(vocabulary):,}: {vocabulary[:16]}")
 
@@ -320,11 +320,23 @@ print(f"time for {len(prompts)} × {settings.generation_length} tokens: recomput
 #   $p$, renormalise (Holtzman et al., 2020) — the set is small where the model is sure and large
 #   where it is not.
 #
+# One rule holds for all of them from here on: **`[UNK]` is never generated.** It stands for
+# every word outside the vocabulary, so the model predicts it often (section 2 printed its share
+# of the tokens), but it is not a word anyone can read. `excluded_ids` gives it probability 0 and
+# renormalises the rest, before any knob is applied.
+
+# %%
+def next_token_function(prompts):
+    """Cached next-token probabilities for `prompts` (B, t0), with padding and [UNK] never generated."""
+    return CachedLanguageModel(model, settings.chunk_length).next_token_function(prompts, excluded_ids=(UNK,))
+
+
+# %% [markdown]
 # One distribution from the model, reshaped each way (the 8 most likely tokens shown):
 
 # %%
-distribution = CachedLanguageModel(model, settings.chunk_length).next_token_function(prompt := np.array(
-    [vectorizer(["the plot of this film is"]).to_list()[0]], dtype="int32"))(prompt)
+prompt = np.array([vectorizer(["the plot of this film is"]).to_list()[0]], dtype="int32")
+distribution = next_token_function(prompt)(prompt)
 shown = np.argsort(-distribution[0])[:8]
 variants = {"model": distribution, "T = 0.5": apply_temperature(distribution, 0.5),
             "T = 1.5": apply_temperature(distribution, 1.5), "top-k 3": top_k_filter(distribution, 3),
@@ -352,7 +364,7 @@ knob_prompts = test_inputs[::max(1, len(test_inputs) // settings.knob_prompts)][
 
 def generate(temperature=1.0, top_p=None, greedy=False, seed=0):
     """Continue the knob prompts; return (generated ids without the prompts, mean entropy of the distributions used)."""
-    entropies, next_token = [], CachedLanguageModel(model, settings.chunk_length).next_token_function(knob_prompts)
+    entropies, next_token = [], next_token_function(knob_prompts)
 
     def measured(decoded):
         probabilities = next_token(decoded)
@@ -403,12 +415,11 @@ report_metric("top_p_0_9_repetition_rate", nucleus["repetition"], "top-p 0.9 sam
 # %%
 story = np.array([vectorizer(["this is a story about me and my brothers"]).to_list()[0]], dtype="int32")
 for seed in range(3):
-    ids = sample_decode(CachedLanguageModel(model, settings.chunk_length).next_token_function(story), story, end_id=END,
-                        max_length=settings.generation_length, temperature=0.8, top_p=0.9, seed=seed)
+    ids = sample_decode(next_token_function(story), story, end_id=END, max_length=settings.generation_length,
+                        temperature=0.8, top_p=0.9, seed=seed)
     print(f"seed {seed}:", " ".join(vocabulary[i] for i in ids[0] if i))
-print("greedy:", " ".join(vocabulary[i] for i in greedy_decode(CachedLanguageModel(model, settings.chunk_length)
-                                                                .next_token_function(story), story, END,
-                                                                settings.generation_length)[0] if i))
+greedy_story = greedy_decode(next_token_function(story), story, END, settings.generation_length)
+print("greedy:", " ".join(vocabulary[i] for i in greedy_story[0] if i))
 
 # %% [markdown]
 # ## 8. How far from GPT-3?

@@ -19,7 +19,7 @@ def recomputing(model):
     def next_token_probabilities(decoded):
         probabilities = keras.ops.convert_to_numpy(model(np.asarray(decoded, "int32")))[:, -1, :].copy()
         probabilities[:, 0] = 0.0
-        return probabilities
+        return probabilities / probabilities.sum(axis=1, keepdims=True)
 
     return next_token_probabilities
 
@@ -60,6 +60,20 @@ def test_prompts_with_padding_or_too_long_are_refused():
         generator.next_token_function(np.array([[3, 0]]))
     with pytest.raises(ValueError, match="1 <= t0 <= 8"):
         generator.next_token_function(np.ones((1, 9), "int32"))
+
+
+def test_excluded_ids_are_never_generated_and_rows_still_sum_to_one():
+    model = small_language_model(1)
+    prompt = np.array([[3, 7, 5], [4, 4, 9]])
+    next_token = CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(1, 2))
+    probabilities = next_token(prompt)
+    assert (probabilities[:, :3] == 0).all()
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    sampled = sample_decode(CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(1,)), prompt,
+                            None, 12, temperature=1.5, seed=0)
+    assert not np.isin(sampled[:, 3:], [0, 1]).any()
+    with pytest.raises(ValueError, match="excluded_ids"):
+        CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(30,))(prompt)
 
 
 def test_running_text_chunks_join_texts_with_a_separator_and_shift_targets_by_one():
