@@ -279,7 +279,8 @@ for step in range(5):
     for index, block in enumerate(blocks):
         x, caches[index] = block(x, self_attention_cache=caches[index], self_attention_cache_update_index=position)
     filled = int(np.any(keras.ops.convert_to_numpy(caches[0]) != 0, axis=(0, 1, 3, 4)).sum())
-    next_id = int(np.argmax(keras.ops.convert_to_numpy(output_probabilities(model, x[:, -1:, :], "token_embedding"))[0, 0, 1:])) + 1
+    probabilities = keras.ops.convert_to_numpy(output_probabilities(model, x[:, -1:, :], "token_embedding"))[0, 0]
+    next_id = int(np.argmax(np.where(np.isin(np.arange(len(probabilities)), [0, UNK]), 0.0, probabilities)))  # greedy, no [UNK]
     position = ids.shape[1]
     ids = np.concatenate([ids, [[next_id]]], axis=1).astype("int32")
     print(f"step {step + 1}: fed {x.shape[1]} position(s); cache holds {filled} positions -> "
@@ -323,10 +324,10 @@ print(f"time for {len(prompts)} × {settings.generation_length} tokens: recomput
 #   $p$, renormalise (Holtzman et al., 2020) — the set is small where the model is sure and large
 #   where it is not.
 #
-# One rule holds for all of them from here on: **`[UNK]` is never generated.** It stands for
-# every word outside the vocabulary, so the model predicts it often (section 2 printed its share
-# of the tokens), but it is not a word anyone can read. `excluded_ids` gives it probability 0 and
-# renormalises the rest, before any knob is applied.
+# One rule holds for all of them, as it did for the cache above: **`[UNK]` is never
+# generated.** It stands for every word outside the vocabulary, so the model predicts it often
+# (section 2 printed its share of the tokens), but it is not a word anyone can read.
+# `excluded_ids` gives it probability 0 and renormalises the rest, before any knob is applied.
 
 # %%
 def next_token_function(prompts):
