@@ -212,3 +212,20 @@ def test_seeded_sampling_is_reproducible_and_stops_rows_at_their_end():
         if ends.size:
             assert not row[1 + ends[0] + 1:].any()  # padding after the end id
     assert set(np.unique(first[:, 1:])) <= {0, 1, 2, 3, 4, 5}
+
+
+def test_greedy_and_sampling_continue_prompts_and_may_run_without_an_end_id():
+    from transformer_course.decoding import NextTokenTable, greedy_decode, sample_decode
+
+    table = np.full((5, 5), 0.01)
+    table[np.arange(5), (np.arange(5) % 4) + 1] = 1.0  # i -> i % 4 + 1: 1 -> 2 -> 3 -> 4 -> 1
+    table[:, 0] = 0.0
+    table /= table.sum(axis=1, keepdims=True)
+    prompts = np.array([[3, 1], [2, 4]])
+    decoded = greedy_decode(NextTokenTable(table), prompts, end_id=None, max_length=3)
+    np.testing.assert_array_equal(decoded, [[3, 1, 2, 3, 4], [2, 4, 1, 2, 3]])
+    sampled = sample_decode(NextTokenTable(table), prompts, end_id=None, max_length=6, temperature=0.01, seed=0)
+    assert sampled.shape == (2, 8)
+    np.testing.assert_array_equal(sampled[:, :2], prompts)
+    with pytest.raises(ValueError, match=r"`start_ids` must be an int, \(batch,\) start ids or \(batch, length\) prompts"):
+        greedy_decode(NextTokenTable(table), np.zeros((1, 1, 2), int), end_id=None, max_length=2)

@@ -19,7 +19,7 @@ def recomputing(model):
     def next_token_probabilities(decoded):
         probabilities = keras.ops.convert_to_numpy(model(np.asarray(decoded, "int32")))[:, -1, :].copy()
         probabilities[:, 0] = 0.0
-        return probabilities
+        return probabilities / probabilities.sum(axis=1, keepdims=True)
 
     return next_token_probabilities
 
@@ -60,3 +60,51 @@ def test_prompts_with_padding_or_too_long_are_refused():
         generator.next_token_function(np.array([[3, 0]]))
     with pytest.raises(ValueError, match="1 <= t0 <= 8"):
         generator.next_token_function(np.ones((1, 9), "int32"))
+
+
+def test_excluded_ids_are_never_generated_and_rows_still_sum_to_one():
+    model = small_language_model(1)
+    prompt = np.array([[3, 7, 5], [4, 4, 9]])
+    next_token = CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(1, 2))
+    probabilities = next_token(prompt)
+    assert (probabilities[:, :3] == 0).all()
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    sampled = sample_decode(CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(1,)), prompt,
+                            None, 12, temperature=1.5, seed=0)
+    assert not np.isin(sampled[:, 3:], [0, 1]).any()
+    with pytest.raises(ValueError, match="excluded_ids"):
+        CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(30,))(prompt)
+
+
+def test_running_text_chunks_join_texts_with_a_separator_and_shift_targets_by_one():
+    from transformer_course.language_model import running_text_chunks
+
+    inputs, targets = running_text_chunks([[5, 6, 7, 0, 0], [8, 9, 0, 0, 0]], chunk_length=3, separator_id=2)
+    # stream: 5 6 7 2 8 9 2 -> inputs of 3, targets one place later
+    np.testing.assert_array_equal(inputs, [[5, 6, 7], [2, 8, 9]])
+    np.testing.assert_array_equal(targets, [[6, 7, 2], [8, 9, 2]])
+    inputs, targets = running_text_chunks([np.array([3, 4, 5, 6])], chunk_length=3, separator_id=1)
+    np.testing.assert_array_equal(inputs, [[3, 4, 5], [6, 1, 0]])  # the last row alone is padded
+    np.testing.assert_array_equal(targets, [[4, 5, 6], [1, 0, 0]])
+    assert inputs.dtype == np.int32
+    with pytest.raises(ValueError, match="at least 2 tokens in all"):
+        running_text_chunks([[0, 0]], chunk_length=3, separator_id=1)[0]  # only one separator
+
+
+def test_token_log_probabilities_pick_the_target_and_skip_padding():
+    from transformer_course.language_model import perplexity, token_log_probabilities
+
+    keras.utils.set_random_seed(0)
+    model = build_language_model(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=1)
+    inputs = np.random.default_rng(0).integers(1, 30, size=(5, 8)).astype("int32")
+    targets = np.roll(inputs, -1, axis=1)
+    targets[:, -1] = 0
+    scores = token_log_probabilities(model, inputs, targets, batch_size=2)
+    full = keras.ops.convert_to_numpy(model(inputs))
+    expected = np.log(np.take_along_axis(full, targets[..., None], -1)[..., 0])
+    np.testing.assert_allclose(scores[:, :-1], expected[:, :-1], atol=1e-5)
+    assert (scores[:, -1] == 0).all()
+    assert perplexity(scores, targets) == pytest.approx(np.exp(-expected[:, :-1].mean()), rel=1e-5)
+    assert perplexity(np.full((1, 3), -np.log(30.0)), [[1, 2, 3]]) == pytest.approx(30.0)  # uniform over 30 words
+    with pytest.raises(ValueError, match="no real token"):
+        perplexity(np.zeros((1, 2)), [[0, 0]])

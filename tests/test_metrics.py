@@ -100,3 +100,26 @@ def test_masked_cross_entropy_smooths_labels_and_skips_padding():
     assert keras.losses.deserialize(keras.losses.serialize(MaskedCrossEntropy(0.1))).label_smoothing == 0.1
     with pytest.raises(ValueError, match="label_smoothing"):
         MaskedCrossEntropy(1.0)
+
+
+# --- diversity and repetition of generated text (notebook 09) ------------------------------
+
+def test_distinct_n_counts_over_the_whole_set_and_ignores_padding():
+    from transformer_course.metrics import distinct_n
+
+    texts = [[1, 2, 3, 0, 0], [1, 2, 4]]  # bigrams (1,2) (2,3) (1,2) (2,4): 3 distinct of 4
+    assert distinct_n(texts, 2) == 0.75
+    assert distinct_n([["the", "film", "the", "film"]], 1) == 0.5
+    assert distinct_n([[5]], 2) == 0.0
+    with pytest.raises(TypeError, match="split each text into tokens first"):
+        distinct_n(["a good film"], 2)
+
+
+def test_repetition_rate_is_zero_without_repeats_and_high_for_a_loop():
+    from transformer_course.metrics import repetition_rate
+
+    assert repetition_rate([[1, 2, 3, 4, 5, 6]], 2) == 0.0
+    loop = [7, 8, 9] * 10  # 28 trigrams, 3 distinct
+    assert repetition_rate([loop], 3) == pytest.approx(1 - 3 / 28)
+    assert repetition_rate([loop, [1, 2, 3]], 3) == pytest.approx((1 - 3 / 28 + 0.0) / 2)
+    assert repetition_rate([[1, 2]], 4) == 0.0  # too short to have a 4-gram: left out

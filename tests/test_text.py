@@ -111,3 +111,13 @@ def test_translation_batches_shift_the_target_and_group_by_length():
         assert all(vocabulary[row[row != 0][-1]] == "[end]" for row in label)
     with pytest.raises(ValueError, match="`pairs` is empty"):
         translation_batches([], source, target, 2, (4,))
+
+
+def test_running_text_keeps_sentence_marks_as_tokens_and_apostrophes_inside_words():
+    from transformer_course.text import standardize_running_text
+
+    texts = tf.constant(["Great film!<br />I didn't-like (the) END...", 'A "must-see"; 10/10:\u2028wow?'])
+    assert [text.decode() for text in standardize_running_text(texts).numpy()] == [
+        "great film ! i didn't like ( the ) end . . .", 'a " must see " ; 10 10 : wow ?']
+    with pytest.raises(TypeError, match="must hold strings"):
+        standardize_running_text(tf.constant([1, 2]))

@@ -59,24 +59,37 @@ def _probabilities(function: Callable, decoded: np.ndarray) -> np.ndarray:
     return probabilities
 
 
-def greedy_decode(next_token_probabilities: Callable, start_ids, end_id: int, max_length: int) -> np.ndarray:
+def _start(start_ids) -> np.ndarray:
+    """Start ids as int64 ``(B, t0)``: an int, ``(B,)`` start ids, or ``(B, t0)`` prompts."""
+    decoded = np.asarray(start_ids, dtype="int64")
+    if decoded.ndim < 2:
+        decoded = np.atleast_1d(decoded)[:, None]  # (B, 1)
+    if decoded.ndim != 2 or decoded.shape[1] < 1:
+        raise ValueError(f"`start_ids` must be an int, (batch,) start ids or (batch, length) prompts; "
+                         f"received shape {decoded.shape}.")
+    return decoded
+
+
+def greedy_decode(next_token_probabilities: Callable, start_ids, end_id: int | None, max_length: int) -> np.ndarray:
     """Decode by taking the most likely next id at every step.
 
     Args:
         next_token_probabilities: callable, int ``(B, t)`` -> float ``(B, V)``.
-        start_ids: int or int array ``(B,)``, the start id of each sequence.
-        end_id: int, the id that ends a sequence.
-        max_length: int, the most ids to generate after the start id.
+        start_ids: int, int array ``(B,)`` (the start id of each sequence), or int ``(B, t0)``
+            (a prompt per sequence, all of length t0, to continue).
+        end_id: int, the id that ends a sequence; None for none (a language model writing on).
+        max_length: int, the most ids to generate after the start.
 
     Returns:
-        int64 ``(B, 1 + n)``, n <= max_length: each row starts with its start id; after its end
-        id, a row holds padding (0). Decoding stops once every row has ended.
+        int64 ``(B, t0 + n)``, n <= max_length: each row starts with its start ids; after its
+        end id, a row holds padding (0). Decoding stops once every row has ended.
 
     Raises:
-        ValueError: for a non-positive ``max_length`` or a callable returning the wrong shape.
+        ValueError: for a non-positive ``max_length``, badly shaped ``start_ids`` or a callable
+            returning the wrong shape.
     """
     max_length = check_integer("max_length", max_length)
-    decoded = np.atleast_1d(np.asarray(start_ids, dtype="int64"))[:, None]  # (B, 1)
+    decoded = _start(start_ids)  # (B, t0)
     finished = np.zeros(decoded.shape[0], dtype=bool)
     for _ in range(max_length):
         next_ids = _probabilities(next_token_probabilities, decoded).argmax(axis=-1)  # (B,)
@@ -176,7 +189,7 @@ def top_p_filter(probabilities, p: float) -> np.ndarray:
     return kept / kept.sum(axis=-1, keepdims=True)
 
 
-def sample_decode(next_token_probabilities: Callable, start_ids, end_id: int, max_length: int,
+def sample_decode(next_token_probabilities: Callable, start_ids, end_id: int | None, max_length: int,
                   temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                   seed: int | None = None) -> np.ndarray:
     """Decode by drawing each next id at random from the (reshaped) next-token distribution.
@@ -187,24 +200,24 @@ def sample_decode(next_token_probabilities: Callable, start_ids, end_id: int, ma
 
     Args:
         next_token_probabilities: callable, int ``(B, t)`` -> float ``(B, V)``.
-        start_ids: int or int array ``(B,)``.
-        end_id: int, the id that ends a sequence.
-        max_length: int, the most ids to generate after the start id.
+        start_ids: int, int ``(B,)`` start ids, or int ``(B, t0)`` prompts (as :func:`greedy_decode`).
+        end_id: int, the id that ends a sequence; None for none.
+        max_length: int, the most ids to generate after the start.
         temperature: float > 0; 1 samples from the model's own distribution.
         top_k: optional int >= 1.
         top_p: optional float in (0, 1].
         seed: optional int; the same seed gives the same ids.
 
     Returns:
-        int64 ``(B, 1 + n)``, n <= max_length, padded with 0 after each row's end id.
+        int64 ``(B, t0 + n)``, n <= max_length, padded with 0 after each row's end id.
 
     Raises:
-        ValueError: naming the argument, for a bad ``temperature``, ``top_k``, ``top_p`` or
-            ``max_length``, or a callable returning the wrong shape.
+        ValueError: naming the argument, for a bad ``temperature``, ``top_k``, ``top_p``,
+            ``max_length`` or ``start_ids``, or a callable returning the wrong shape.
     """
     max_length = check_integer("max_length", max_length)
     generator = np.random.default_rng(seed)
-    decoded = np.atleast_1d(np.asarray(start_ids, dtype="int64"))[:, None]
+    decoded = _start(start_ids)
     finished = np.zeros(decoded.shape[0], dtype=bool)
     for _ in range(max_length):
         distributions = apply_temperature(_probabilities(next_token_probabilities, decoded), temperature)

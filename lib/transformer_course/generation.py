@@ -256,20 +256,26 @@ class CachedLanguageModel(_CachedModel):
             updated.append(cache)
         return output_probabilities(self.model, x[:, -1:, :], "token_embedding")[:, 0, :], updated
 
-    def next_token_function(self, prompt_ids):
+    def next_token_function(self, prompt_ids, excluded_ids=()):
         """``next_token_probabilities(decoded)`` for :mod:`transformer_course.decoding`'s strategies.
 
         Args:
             prompt_ids: int ``(B, t0)``, every row a prompt of the same length t0 >= 1 (no padding).
+            excluded_ids: ints, ids never to generate besides padding, such as ``[UNK]`` (id 1 of a
+                ``TextVectorization`` vocabulary): a model trained on text with unknown words
+                predicts ``[UNK]`` often, and it is not a word a reader can use.
 
         Returns:
             a callable: int ``(B, t)`` decoded so far (the prompt, then the generated ids) ->
-            float32 NumPy ``(B, V)``, padding (id 0) given probability 0. The first call runs the
-            prompt; each later call reads only the last column, so call it once per step, in order.
+            float32 NumPy ``(B, V)``: padding (id 0) and ``excluded_ids`` given probability 0, each
+            row renormalised to sum to 1. The first call runs the prompt; each later call reads
+            only the last column, so call it once per step, in order.
 
         Raises:
-            ValueError: for prompts longer than ``max_length`` or containing padding (id 0).
+            ValueError: for prompts longer than ``max_length`` or containing padding (id 0), or
+                ``excluded_ids`` outside the vocabulary.
         """
+        excluded = np.array([0, *(check_integer("excluded_ids", value, minimum=0) for value in excluded_ids)])
         prompt_ids = np.asarray(prompt_ids, dtype="int32")
         if prompt_ids.ndim != 2 or prompt_ids.shape[1] < 1 or prompt_ids.shape[1] > self.max_length:
             raise ValueError(f"`prompt_ids` must have shape (batch, t0) with 1 <= t0 <= {self.max_length}; "
@@ -286,7 +292,10 @@ class CachedLanguageModel(_CachedModel):
                                                        state["caches"])
             state["length"] = decoded.shape[1]
             probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
-            probabilities[:, 0] = 0.0  # never generate padding
-            return probabilities
+            if excluded.max() >= probabilities.shape[1]:
+                raise ValueError(f"`excluded_ids` must be ids below the vocabulary size {probabilities.shape[1]}; "
+                                 f"received {sorted(excluded_ids)}.")
+            probabilities[:, excluded] = 0.0  # never generate padding (or the excluded ids)
+            return probabilities / probabilities.sum(axis=1, keepdims=True)
 
         return next_token_probabilities

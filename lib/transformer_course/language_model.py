@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 import keras
+import numpy as np
+from keras import ops
 
-from ._validation import check_model_sizes
+from ._validation import check_integer, check_model_sizes
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
-__all__ = ["build_language_model"]
+__all__ = ["build_language_model", "running_text_chunks", "token_log_probabilities", "perplexity"]
 
 
 def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int = 256, intermediate_dim: int = 1024,
@@ -61,3 +63,96 @@ def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int =
     else:
         probabilities = TokenDistribution(vocab_size, name="output", dtype="float32")(x)
     return keras.Model(token_ids, probabilities, name=name)
+
+
+def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Join texts into one running text and cut it into training rows for next-token prediction.
+
+    Every text's real tokens (padding, id 0, dropped) are followed by ``separator_id``, the texts
+    are joined end to end, and the stream is cut into rows of ``chunk_length`` inputs; each
+    row's targets are the same tokens moved one place left, so row r's last target is row r + 1's
+    first input. No row is padded except the last, whose missing targets are 0 (padding, which
+    the masked loss and metrics skip).
+
+    Args:
+        token_ids: int ``(N, T)`` padded with 0, or a list of 1-D int sequences.
+        chunk_length: int L >= 1, tokens a row reads.
+        separator_id: int > 0, the id written after every text (an end-of-text token), so the
+            model sees where one text stops and the next begins.
+
+    Returns:
+        ``(inputs, targets)``: int32 ``(R, L)`` each, R = ceil((tokens - 1) / L), where tokens
+        counts the real tokens and separators.
+
+    Raises:
+        ValueError: for a non-positive ``chunk_length`` or ``separator_id``, or texts that hold
+            fewer than 2 tokens in all.
+    """
+    chunk_length = check_integer("chunk_length", chunk_length)
+    separator_id = check_integer("separator_id", separator_id)
+    pieces = []
+    for row in token_ids:
+        row = np.asarray(row, dtype="int64").ravel()
+        pieces.extend([row[row != 0], [separator_id]])
+    stream = np.concatenate(pieces) if pieces else np.zeros(0, "int64")
+    if len(stream) < 2:
+        raise ValueError(f"`token_ids` must hold at least 2 tokens in all (separators included); received {len(stream)}.")
+    rows = -(-(len(stream) - 1) // chunk_length)
+    padded = np.zeros(rows * chunk_length + 1, dtype="int32")
+    padded[:len(stream)] = stream
+    inputs = padded[:-1].reshape(rows, chunk_length)
+    targets = padded[1:].reshape(rows, chunk_length)
+    return inputs, targets
+
+
+def token_log_probabilities(model: keras.Model, inputs, targets, batch_size: int = 32) -> np.ndarray:
+    """The natural-log probability the model gives each target token, batch by batch.
+
+    Only the probability of the true next token is kept from each ``(b, L, V)`` output, so the
+    whole test set can be scored without holding every distribution in memory.
+
+    Args:
+        model: a language model from :func:`build_language_model` (int ``(B, L)`` -> ``(B, L, V)``).
+        inputs: int ``(R, L)`` token ids.
+        targets: int ``(R, L)``, the next token at each position; 0 = padding (not scored).
+        batch_size: int, rows per forward pass.
+
+    Returns:
+        float64 ``(R, L)``: log P(target | inputs up to that position); 0.0 where the target is
+        padding.
+
+    Raises:
+        ValueError: if ``inputs`` and ``targets`` differ in shape or are not 2-D.
+    """
+    inputs, targets = np.asarray(inputs, dtype="int32"), np.asarray(targets, dtype="int32")
+    if inputs.shape != targets.shape or inputs.ndim != 2:
+        raise ValueError(f"`inputs` and `targets` must both have shape (rows, length); received {inputs.shape} "
+                         f"and {targets.shape}.")
+    batch_size = check_integer("batch_size", batch_size)
+    scores = np.zeros(targets.shape, dtype="float64")
+    for start in range(0, len(inputs), batch_size):
+        rows = slice(start, start + batch_size)
+        probabilities = model(inputs[rows], training=False)  # (b, L, V)
+        chosen = ops.take_along_axis(probabilities, ops.expand_dims(targets[rows], -1), axis=-1)[..., 0]
+        chosen = ops.convert_to_numpy(ops.cast(chosen, "float32")).astype("float64")
+        scores[rows] = np.where(targets[rows] != 0, np.log(np.maximum(chosen, np.finfo("float32").tiny)), 0.0)
+    return scores
+
+
+def perplexity(log_probabilities, targets) -> float:
+    """exp of the mean negative log-likelihood over the real (non-padding) target tokens.
+
+    Args:
+        log_probabilities: float ``(R, L)`` from :func:`token_log_probabilities`.
+        targets: int ``(R, L)``; 0 = padding, left out of the mean.
+
+    Returns:
+        float >= 1. A model that spreads its probability evenly over V words scores V.
+
+    Raises:
+        ValueError: if there is no real target token.
+    """
+    real = np.asarray(targets) != 0
+    if not real.any():
+        raise ValueError("`targets` holds no real token (all padding): perplexity is undefined.")
+    return float(np.exp(-np.asarray(log_probabilities, dtype="float64")[real].mean()))

@@ -22,6 +22,8 @@ __all__ = [
     "MaskedCrossEntropy",
     "masked_accuracy",
     "corpus_bleu",
+    "distinct_n",
+    "repetition_rate",
 ]
 
 
@@ -218,3 +220,69 @@ def corpus_bleu(hypotheses, references) -> tuple[float, str]:
     bleu = BLEU()
     result = bleu.corpus_score(list(hypotheses), [list(references)])
     return float(result.score), str(bleu.get_signature())
+
+
+def _ngrams(tokens, n: int) -> list[tuple]:
+    return [tuple(tokens[index:index + n]) for index in range(len(tokens) - n + 1)]
+
+
+def _token_lists(name: str, texts) -> list[list]:
+    if isinstance(texts, str) or not hasattr(texts, "__iter__"):
+        raise TypeError(f"`{name}` must be a list of token sequences (lists of ids or words); received {texts!r:.60}.")
+    lists = []
+    for text in texts:
+        if isinstance(text, str):
+            raise TypeError(f"`{name}` must hold token sequences, not strings: split each text into tokens first; "
+                            f"received {text!r:.60}.")
+        lists.append([token for token in np.asarray(text).tolist() if token != 0])  # padding is not text
+    return lists
+
+
+def distinct_n(texts, n: int = 2) -> float:
+    """The share of distinct n-grams among all n-grams of a set of generated texts (distinct-n).
+
+    Higher means more varied text. Counted over the whole set, as Li et al. (2016), "A
+    Diversity-Promoting Objective Function for Neural Conversation Models", NAACL, §4.3, define it.
+
+    Args:
+        texts: a list of token sequences (lists or 1-D arrays of ids, or lists of words); id 0
+            (padding) is dropped.
+        n: int >= 1.
+
+    Returns:
+        float in [0, 1]; 0.0 when the texts hold no n-gram.
+
+    Raises:
+        TypeError: if ``texts`` is a string or holds strings (tokenise first).
+        ValueError: for an ``n`` that is not a positive integer.
+    """
+    from ._validation import check_integer
+
+    n = check_integer("n", n)
+    grams = [gram for tokens in _token_lists("texts", texts) for gram in _ngrams(tokens, n)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+def repetition_rate(texts, n: int = 4) -> float:
+    """How much each text repeats itself: the mean over texts of 1 - distinct n-grams / n-grams.
+
+    ``seq-rep-n`` of Welleck et al. (2020), "Neural Text Generation with Unlikelihood Training",
+    ICLR, §5: 0 for a text that never repeats an n-gram, near 1 for a text stuck in a loop.
+    Texts shorter than n are left out.
+
+    Args:
+        texts: a list of token sequences, as :func:`distinct_n` takes.
+        n: int >= 1.
+
+    Returns:
+        float in [0, 1]; 0.0 when no text has an n-gram.
+
+    Raises:
+        TypeError / ValueError: as :func:`distinct_n`.
+    """
+    from ._validation import check_integer
+
+    n = check_integer("n", n)
+    rates = [1.0 - len(set(grams)) / len(grams)
+             for grams in (_ngrams(tokens, n) for tokens in _token_lists("texts", texts)) if grams]
+    return float(np.mean(rates)) if rates else 0.0

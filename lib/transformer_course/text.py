@@ -8,6 +8,9 @@ uses one saves inside a ``.keras`` model and loads back with no ``custom_objects
 * :func:`standardize_translation` — English or Spanish sentences for translation: lower case,
   punctuation removed **except** Spanish ``¿`` and ``¡``, accents kept (``á é í ó ú ü ñ``), and
   ``[`` ``]`` kept so the ``[start]`` / ``[end]`` markers survive.
+* :func:`standardize_running_text` — IMDB reviews as running text for a language model (notebook
+  09): lower case, ``<br />`` removed, sentence punctuation kept as tokens of its own, so
+  generated text has sentences.
 * :func:`trim_padding` and :func:`bucket_by_length` — batch reviews of similar length together
   so a batch is padded to its bucket, not to the longest review in the data set.
 * :func:`vectorized_batches` — texts and labels to bucketed batches (classification, notebook 06).
@@ -31,7 +34,9 @@ tf = import_tensorflow_quietly()
 __all__ = [
     "standardize_review",
     "standardize_translation",
+    "standardize_running_text",
     "TRANSLATION_STRIPPED_CHARACTERS",
+    "RUNNING_TEXT_MARKS",
     "trim_padding",
     "bucket_by_length",
     "vectorized_batches",
@@ -43,6 +48,10 @@ __all__ = [
 # Keras saves it one word per line and reads it back with str.splitlines(). Both
 # standardisations turn them into spaces.
 UNICODE_SEPARATORS = r"[\pZ\pC]"
+
+# The punctuation a language model keeps as tokens of their own (notebook 09); the apostrophe stays
+# inside words ("don't"), every other ASCII mark is dropped.
+RUNNING_TEXT_MARKS = ".,!?;:()\""
 
 # Every ASCII punctuation mark except the square brackets of "[start]" and "[end]".
 TRANSLATION_STRIPPED_CHARACTERS = string.punctuation.replace("[", "").replace("]", "")
@@ -78,6 +87,37 @@ def standardize_review(texts):
     texts = tf.strings.regex_replace(texts, r"<br\s*/?>", " ")
     texts = tf.strings.regex_replace(texts, UNICODE_SEPARATORS, " ")
     return tf.strings.regex_replace(texts, f"[{re.escape(string.punctuation)}]", "")
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+def standardize_running_text(texts):
+    """Lower-case reviews for a language model, keeping sentence punctuation as separate tokens.
+
+    ``<br />`` tags and Unicode separators become spaces; the marks in
+    :data:`RUNNING_TEXT_MARKS` (``. , ! ? ; : ( ) "``) get a space on each side, so a
+    whitespace split makes each one a token; the apostrophe stays inside its word ("don't" is
+    one token); every other ASCII punctuation mark is dropped. Runs of spaces become one.
+
+    Args:
+        texts: string tensor of any shape.
+
+    Returns:
+        string tensor, the same shape.
+
+    Raises:
+        TypeError: if ``texts`` does not hold strings.
+
+    Example:
+        >>> standardize_running_text(tf.constant(["Great film!<br />I didn't-like (the) END..."])).numpy()[0].decode()
+        'great film ! i didn't like ( the ) end . . .'
+    """
+    dropped = "".join(mark for mark in string.punctuation if mark not in RUNNING_TEXT_MARKS + "'")
+    texts = tf.strings.lower(_check_strings("texts", texts), encoding="utf-8")
+    texts = tf.strings.regex_replace(texts, r"<br\s*/?>", " ")
+    texts = tf.strings.regex_replace(texts, UNICODE_SEPARATORS, " ")
+    texts = tf.strings.regex_replace(texts, f"[{re.escape(dropped)}]", " ")
+    texts = tf.strings.regex_replace(texts, f"([{re.escape(RUNNING_TEXT_MARKS)}])", r" \1 ")
+    return tf.strings.strip(tf.strings.regex_replace(texts, r"\s+", " "))
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

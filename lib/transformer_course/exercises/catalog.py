@@ -191,6 +191,16 @@ def _greedy_hint(arguments, received, expected):
     return None
 
 
+def _temperature_hint(arguments, received, expected):
+    logits, temperature = np.asarray(arguments["logits"], dtype="float64"), arguments["temperature"]
+    for scaled, message in ((logits * temperature, "the logits were multiplied by the temperature: divide them by it."),
+                            (logits, "the temperature was not applied: take the softmax of logits / temperature.")):
+        weights = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+        if temperature != 1 and _same(received, weights / weights.sum(axis=-1, keepdims=True)):
+            return message
+    return None
+
+
 def _patchify_hint(arguments, received, expected):
     images = np.asarray(arguments["images"])
     if np.shape(received) == np.shape(expected) and _same(received, images.reshape(np.shape(expected))):
@@ -228,6 +238,21 @@ def _rollout_hint(arguments, received, expected):
     return None
 
 
+def _nucleus_hint(arguments, received, expected):
+    probabilities, p = np.asarray(arguments["probabilities"], dtype="float64"), arguments["p"]
+    order = np.argsort(-probabilities, axis=-1, kind="stable")
+    ranked = np.take_along_axis(probabilities, order, axis=-1)
+    short = np.zeros_like(probabilities)
+    np.put_along_axis(short, order, np.where(np.cumsum(ranked, axis=-1) <= p, ranked, 0.0), axis=-1)
+    if np.all(short.sum(axis=-1) > 0) and _same(received, short / short.sum(axis=-1, keepdims=True)):
+        return ("the token that makes the total reach p is missing: keep a token while the probability ranked "
+                "above it is still below p.")
+    kept = np.asarray(expected, dtype="float64") > 0
+    if _same(received, np.where(kept, probabilities, 0.0)):
+        return "the kept probabilities are not renormalised: divide each row by its sum."
+    return None
+
+
 EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("01.1", "one-hot encoding", "one_hot_encode", 2, output_names=("the one-hot array",)),
     Exercise("01.2", "one-hot decoding", "one_hot_decode", 1, output_names=("the symbols",)),
@@ -247,6 +272,10 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, output_names=("the pooled vectors",)),
     Exercise("07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",)),
     Exercise("07.2", "greedy decoding", "greedy_decode", 3, output_names=("the decoded ids",), hint=_greedy_hint),
+    Exercise("09.1", "softmax with a temperature", "softmax_with_temperature", 2,
+             output_names=("the probabilities",), hint=_temperature_hint),
+    Exercise("09.2", "the top-p (nucleus) filter", "nucleus_filter", 3, output_names=("the filtered probabilities",),
+             hint=_nucleus_hint),
     Exercise("10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",), hint=_patchify_hint),
     Exercise("10.2", "attention rollout", "roll_out_attention", 3, output_names=("the rollout",), hint=_rollout_hint),
 ]}

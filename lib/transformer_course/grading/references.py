@@ -236,6 +236,49 @@ def _greedy_reference(next_token_probabilities, start_ids, end_id, max_length):
     return decoded
 
 
+# --- 09: sampling ---------------------------------------------------------------------------
+
+def _temperature_reference(logits, temperature):
+    logits = np.asarray(logits, dtype="float64")
+    rows = []
+    for row in logits:
+        weights = np.exp((row - row.max()) / temperature)
+        rows.append(weights / weights.sum())
+    return np.array(rows)
+
+
+def _temperature_cases(rng):
+    return [("3 logits, T = 1", {"logits": np.array([[1.0, 2.0, 3.0]]), "temperature": 1.0}),
+            ("2 rows of 6, T = 0.5 (sharper)", {"logits": rng.normal(size=(2, 6)) * 2, "temperature": 0.5}),
+            ("4 rows of 10, T = 2 (flatter)", {"logits": rng.normal(size=(4, 10)) * 3, "temperature": 2.0}),
+            ("large logits, T = 0.1", {"logits": np.array([[1000.0, 999.0, 990.0]]), "temperature": 0.1})]
+
+
+def _nucleus_reference(probabilities, p):
+    probabilities = np.asarray(probabilities, dtype="float64")
+    result = np.zeros_like(probabilities)
+    for index, row in enumerate(probabilities):
+        total = 0.0
+        for token in sorted(range(len(row)), key=lambda token: (-row[token], token)):
+            if total >= p:
+                break
+            result[index, token] = row[token]
+            total += row[token]
+        result[index] /= result[index].sum()
+    return result
+
+
+def _nucleus_cases(rng):
+    def rows(count, width):
+        values = rng.random((count, width)) ** 4  # uneven, like a language model's distribution
+        return values / values.sum(axis=-1, keepdims=True)
+
+    return [("[0.5, 0.3, 0.15, 0.05], p = 0.7", {"probabilities": np.array([[0.5, 0.3, 0.15, 0.05]]), "p": 0.7}),
+            ("3 rows of 8, p = 0.9", {"probabilities": rows(3, 8), "p": 0.9}),
+            ("2 rows of 20, p = 0.35", {"probabilities": rows(2, 20), "p": 0.35}),
+            ("p = 1 keeps every token", {"probabilities": rows(1, 5), "p": 1.0})]
+
+
 # --- 10: the Vision Transformer -------------------------------------------------------------
 
 def _patchify_reference(images, patch_size):
@@ -296,6 +339,8 @@ _EXERCISES = {
     "06.2": (_pooling_cases, _masked_mean_reference),
     "07.1": (_causal_cases, _causal_reference),
     "07.2": (_greedy_cases, _greedy_reference),
+    "09.1": (_temperature_cases, _temperature_reference),
+    "09.2": (_nucleus_cases, _nucleus_reference),
     "10.1": (_patchify_cases, _patchify_reference),
     "10.2": (_rollout_cases, _rollout_reference),
 }

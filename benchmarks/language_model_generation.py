@@ -1,0 +1,101 @@
+"""Generation speed of the notebook-09 language model: recomputing the prefix vs a key/value cache.
+
+For each prompt length, one batch of prompts is continued by greedy decoding for ``--steps``
+tokens, two ways, measured side by side (interleaved repeats, medians):
+
+* ``recompute``  every step runs the whole model over the prompt and all tokens generated so
+                 far (one compiled function) and keeps the last position;
+* ``cached``     ``CachedLanguageModel``: the prompt in one pass, filling every block's key/value
+                 cache, then one new position per step.
+
+The model has the notebook's full-profile size (E, F, heads, blocks, vocabulary) with random
+weights: the work per step does not depend on the weights' values. Its position table is
+long enough for the longest prompt plus the generated tokens. The two decoders' outputs are
+checked to be identical before anything is timed. Runs on any Keras backend.
+
+    .venv/bin/python benchmarks/language_model_generation.py [--prompts 16 64 128 --batch 8 --steps 32]
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from transformer_course import profile  # noqa: E402
+from transformer_course.decoding import greedy_decode  # noqa: E402
+from transformer_course.generation import CachedLanguageModel  # noqa: E402
+from transformer_course.language_model import build_language_model  # noqa: E402
+from transformer_course.runtime import hardware  # noqa: E402
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, nargs="+", default=[16, 64, 128], help="prompt lengths in tokens")
+    parser.add_argument("--batch", type=int, default=8, help="prompts continued together")
+    parser.add_argument("--steps", type=int, default=32, help="tokens generated per prompt")
+    parser.add_argument("--repeats", type=int, default=3)
+    arguments = parser.parse_args(argv)
+
+    settings = profile("full").notebook("09")
+    length = max(arguments.prompts) + arguments.steps
+    keras.utils.set_random_seed(0)
+    model = build_language_model(settings.vocab_size, length, embed_dim=settings.embed_dim,
+                                 intermediate_dim=settings.intermediate_dim, num_heads=settings.num_heads,
+                                 num_layers=settings.num_layers, dropout=settings.dropout)
+    last_position = _compiled(lambda ids: model(ids, training=False)[:, -1, :])
+
+    def recompute(decoded):
+        probabilities = np.array(keras.ops.convert_to_numpy(last_position(np.asarray(decoded, dtype="int32"))))
+        probabilities[:, 0] = 0.0  # never padding, as the cached generator
+        return probabilities
+
+    cached = CachedLanguageModel(model, length)
+    rng = np.random.default_rng(0)
+    rates = {}
+    for prompt_length in arguments.prompts:
+        prompts = rng.integers(3, settings.vocab_size, size=(arguments.batch, prompt_length)).astype("int32")
+        decoders = {"recompute": lambda: greedy_decode(recompute, prompts, None, arguments.steps),
+                    "cached": lambda: greedy_decode(cached.next_token_function(prompts), prompts, None, arguments.steps)}
+        np.testing.assert_array_equal(decoders["recompute"](), decoders["cached"]())  # also warms both up
+        seconds = {name: [] for name in decoders}
+        for _ in range(arguments.repeats):
+            for name, decode in decoders.items():
+                start = time.perf_counter()
+                decode()
+                seconds[name].append(time.perf_counter() - start)
+        rates[prompt_length] = {name: arguments.batch * arguments.steps / statistics.median(values)
+                                for name, values in seconds.items()}
+
+    machine = hardware()
+    print(f"Language model generation: E={settings.embed_dim}, F={settings.intermediate_dim}, {settings.num_heads} heads, "
+          f"{settings.num_layers} block(s), vocabulary {settings.vocab_size:,}; batch {arguments.batch}, "
+          f"{arguments.steps} new tokens each, {arguments.repeats} interleaved repeats; outputs identical")
+    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
+          f"Keras {keras.__version__} ({keras.backend.backend()})")
+    for prompt_length, rate in rates.items():
+        print(f"  prompt {prompt_length:>4}: recompute {rate['recompute']:8.1f} tokens/s   cached {rate['cached']:8.1f} "
+              f"tokens/s   x{rate['cached'] / rate['recompute']:.2f}")
+    return 0
+
+
+def _compiled(function):
+    """``function`` compiled for the backend where it helps (tf.function / jax.jit), else as is."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, reduce_retracing=True)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(function)
+    return function
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
