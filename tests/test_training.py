@@ -51,6 +51,15 @@ def test_the_budget_stops_before_an_epoch_that_would_end_past_it():
     assert facts["epoch_seconds"] == [10.0, 10.0, 10.0] and facts["seconds"] == 30.0
 
 
+def test_the_last_planned_epoch_is_reported_as_the_end_not_as_the_budget_or_patience():
+    ticks = itertools.count(0, 10)
+    clock = lambda: float(next(ticks))  # noqa: E731
+    # Three epochs planned, 30 s budget: after the third a fourth would not fit, but none was planned.
+    _, _, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=3, patience=2, budget_minutes=0.5, clock=clock,
+                           batch_size=16)
+    assert facts["epochs"] == 3 and facts["stopped_by"] == "epochs"
+
+
 def test_checkpoints_of_the_two_profiles_never_share_a_file(tmp_path):
     smoke = checkpoint_path("model", tmp_path, "smoke")
     full = checkpoint_path("model", tmp_path, "full")

@@ -146,7 +146,9 @@ class _BestEpoch(keras.callbacks.Callback):
                 self.model.save(self.checkpoint)
             else:
                 self.best_weights = self.model.get_weights()
-        elif epoch - self.best_epoch >= self.patience:
+        if epoch + 1 >= self.params.get("epochs", math.inf):
+            return  # the last planned epoch: training ends by its number of epochs, whatever else holds
+        if epoch - self.best_epoch >= self.patience:
             self.stopped_by, self.model.stop_training = "patience", True
         if self.budget_seconds is not None and not self.model.stop_training:
             last = self.ends[-1] - (self.ends[-2] if len(self.ends) > 1 else self.start)
