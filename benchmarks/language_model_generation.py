@@ -19,13 +19,13 @@ checked to be identical before anything is timed. Runs on any Keras backend.
 import argparse
 import os
 import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from _timing import interleaved_seconds  # noqa: E402 - benchmarks/_timing.py beside this script
 from transformer_course import profile  # noqa: E402
 from transformer_course.decoding import greedy_decode  # noqa: E402
 from transformer_course.generation import CachedLanguageModel  # noqa: E402
@@ -62,12 +62,7 @@ def main(argv=None) -> int:
         decoders = {"recompute": lambda: greedy_decode(recompute, prompts, None, arguments.steps),
                     "cached": lambda: greedy_decode(cached.next_token_function(prompts), prompts, None, arguments.steps)}
         np.testing.assert_array_equal(decoders["recompute"](), decoders["cached"]())  # also warms both up
-        seconds = {name: [] for name in decoders}
-        for _ in range(arguments.repeats):
-            for name, decode in decoders.items():
-                start = time.perf_counter()
-                decode()
-                seconds[name].append(time.perf_counter() - start)
+        seconds = interleaved_seconds(decoders, arguments.repeats)
         rates[prompt_length] = {name: arguments.batch * arguments.steps / statistics.median(values)
                                 for name, values in seconds.items()}
 

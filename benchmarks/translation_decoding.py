@@ -32,6 +32,7 @@ tf = import_tensorflow_quietly()
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from _timing import interleaved_seconds  # noqa: E402 - benchmarks/_timing.py beside this script
 from transformer_course import profile  # noqa: E402
 from transformer_course.decoding import greedy_decode  # noqa: E402
 from transformer_course.metrics import masked_accuracy, masked_loss  # noqa: E402
@@ -91,12 +92,7 @@ def main(argv=None) -> int:
 
     for decode in decoders.values():
         decode()  # trace and warm up
-    seconds = {name: [] for name in decoders}
-    for _ in range(arguments.repeats):
-        for name, decode in decoders.items():
-            start = time.perf_counter()
-            decode()
-            seconds[name].append(time.perf_counter() - start)
+    seconds = interleaved_seconds(decoders, arguments.repeats)
 
     model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy])
     pairs = 64 * 20
