@@ -276,6 +276,10 @@ class CachedLanguageModel(_CachedModel):
                 ``excluded_ids`` outside the vocabulary.
         """
         excluded = np.array([0, *(check_integer("excluded_ids", value, minimum=0) for value in excluded_ids)])
+        vocabulary_size = self.model.output_shape[-1]
+        if excluded.max() >= vocabulary_size:
+            raise ValueError(f"`excluded_ids` must be ids below the vocabulary size {vocabulary_size}; "
+                             f"received {sorted(excluded_ids)}.")
         prompt_ids = np.asarray(prompt_ids, dtype="int32")
         if prompt_ids.ndim != 2 or prompt_ids.shape[1] < 1 or prompt_ids.shape[1] > self.max_length:
             raise ValueError(f"`prompt_ids` must have shape (batch, t0) with 1 <= t0 <= {self.max_length}; "
@@ -292,9 +296,6 @@ class CachedLanguageModel(_CachedModel):
                                                        state["caches"])
             state["length"] = decoded.shape[1]
             probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
-            if excluded.max() >= probabilities.shape[1]:
-                raise ValueError(f"`excluded_ids` must be ids below the vocabulary size {probabilities.shape[1]}; "
-                                 f"received {sorted(excluded_ids)}.")
             probabilities[:, excluded] = 0.0  # never generate padding (or the excluded ids)
             return probabilities / probabilities.sum(axis=1, keepdims=True)
 
