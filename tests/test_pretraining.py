@@ -1,0 +1,80 @@
+"""Masked language modelling data: BERT's rates, what is never selected, and keras-hub's statistics."""
+
+import numpy as np
+import pytest
+
+from transformer_course.pretraining import mask_tokens
+
+VOCABULARY, MASK, CLS, SEP = 1000, 3, 1, 2
+
+
+def batch(seed=0, rows=500, length=220):
+    generator = np.random.default_rng(seed)
+    ids = generator.integers(10, VOCABULARY, size=(rows, length))
+    ids[:, 0], ids[:, 100] = CLS, SEP
+    ids[::3, 180:] = 0  # padding at the end of a third of the rows
+    return ids
+
+
+def rates(original, masked, selected):
+    return {"selected": selected.sum() / np.isin(original, (0, CLS, SEP), invert=True).sum(),
+            "mask": np.mean(masked[selected] == MASK), "unchanged": np.mean(masked[selected] == original[selected])}
+
+
+def test_bert_rates_over_a_hundred_thousand_tokens():
+    ids = batch()
+    masked, labels, selected = mask_tokens(ids, np.random.default_rng(1), VOCABULARY, MASK, unselectable_token_ids=(0, CLS, SEP))
+    measured = rates(ids, masked, selected)
+    assert np.isin(ids, (0, CLS, SEP), invert=True).sum() > 100_000
+    assert measured["selected"] == pytest.approx(0.15, abs=0.01)
+    assert measured["mask"] == pytest.approx(0.80, abs=0.01)
+    assert measured["unchanged"] == pytest.approx(0.10, abs=0.01)
+    assert 1 - measured["mask"] - measured["unchanged"] == pytest.approx(0.10, abs=0.01)
+
+
+def test_padding_and_special_tokens_are_never_selected_and_labels_sit_at_selected_positions_only():
+    ids = batch(seed=2)
+    masked, labels, selected = mask_tokens(ids, np.random.default_rng(3), VOCABULARY, MASK, unselectable_token_ids=(0, CLS, SEP))
+    assert not selected[np.isin(ids, (0, CLS, SEP))].any()
+    np.testing.assert_array_equal(masked[~selected], ids[~selected])
+    np.testing.assert_array_equal(labels[selected], ids[selected])
+    assert (labels[~selected] == 0).all()
+    random_words = masked[selected & (masked != MASK) & (masked != ids)]
+    assert not np.isin(random_words, (0, CLS, SEP, MASK)).any()
+    assert masked.dtype == labels.dtype == np.int32
+
+
+def test_masking_is_dynamic_and_reproducible():
+    ids = batch(rows=20)
+    first = mask_tokens(ids, np.random.default_rng(5), VOCABULARY, MASK)[2]
+    second_epoch = mask_tokens(ids, np.random.default_rng(6), VOCABULARY, MASK)[2]
+    again = mask_tokens(ids, np.random.default_rng(5), VOCABULARY, MASK)[2]
+    assert not np.array_equal(first, second_epoch)
+    np.testing.assert_array_equal(first, again)
+
+
+def test_same_statistics_as_keras_hub_masked_lm_mask_generator():
+    keras_hub = pytest.importorskip("keras_hub")
+    ids = batch(seed=4)
+    generator = keras_hub.layers.MaskedLMMaskGenerator(
+        vocabulary_size=VOCABULARY, mask_selection_rate=0.15, mask_token_id=MASK, unselectable_token_ids=[0, CLS, SEP],
+        mask_token_rate=0.8, random_token_rate=0.1)
+    output = generator(ids.astype("int32"))
+    theirs, positions = np.asarray(output["token_ids"]), output["mask_positions"]
+    their_selected = np.zeros(ids.shape, bool)
+    for row, row_positions in enumerate(positions.to_list() if hasattr(positions, "to_list") else positions):
+        their_selected[row, np.asarray(row_positions, dtype="int64")] = True
+    ours = mask_tokens(ids, np.random.default_rng(7), VOCABULARY, MASK, unselectable_token_ids=(0, CLS, SEP))
+    ours_rates, their_rates = rates(ids, ours[0], ours[2]), rates(ids, theirs, their_selected)
+    assert not their_selected[np.isin(ids, (0, CLS, SEP))].any()
+    for name in ("selected", "mask", "unchanged"):
+        assert ours_rates[name] == pytest.approx(their_rates[name], abs=0.01), name
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(ValueError, match=r"`mask_token_rate` \+ `random_token_rate` must be at most 1"):
+        mask_tokens([[5, 6]], np.random.default_rng(0), 10, 3, mask_token_rate=0.9, random_token_rate=0.2)
+    with pytest.raises(ValueError, match=r"`mask_selection_rate` must be a number in \[0, 1\]; received 1.5"):
+        mask_tokens([[5, 6]], np.random.default_rng(0), 10, 3, mask_selection_rate=1.5)
+    with pytest.raises(ValueError, match="must lie in 0..9; received ids from 5 to 12"):
+        mask_tokens([[5, 12]], np.random.default_rng(0), 10, 3)
