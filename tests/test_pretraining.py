@@ -78,3 +78,41 @@ def test_bad_arguments_name_themselves():
         mask_tokens([[5, 6]], np.random.default_rng(0), 10, 3, mask_selection_rate=1.5)
     with pytest.raises(ValueError, match="must lie in 0..9; received ids from 5 to 12"):
         mask_tokens([[5, 12]], np.random.default_rng(0), 10, 3)
+
+
+# --- next-sentence prediction ---------------------------------------------------------------
+
+from transformer_course.pretraining import IS_NEXT, NOT_NEXT, next_sentence_pairs, pack_pair, split_sentences  # noqa: E402
+
+
+def test_split_sentences_by_the_documented_rule():
+    text = 'Great film! I loved it.<br /><br />The end was "odd." Was it? yes 3.5 stars'
+    assert split_sentences(text) == ["Great film!", "I loved it.", 'The end was "odd."', "Was it?", "yes 3.5 stars"]
+    assert split_sentences("   ") == []
+    with pytest.raises(TypeError, match="`text` must be a str; received int"):
+        split_sentences(3)
+
+
+def test_next_sentence_pairs_are_half_is_next_and_not_next_comes_from_another_document():
+    documents = [[f"d{document} s{sentence}" for sentence in range(6)] for document in range(300)]
+    pairs = next_sentence_pairs(documents, np.random.default_rng(0))
+    assert len(pairs) == 300 * 5
+    labels = np.array([label for _, _, label in pairs])
+    assert labels.mean() == pytest.approx(0.5, abs=0.03)
+    for first, second, label in pairs:
+        same_document = first.split()[0] == second.split()[0]
+        following = same_document and int(second.split()[1][1:]) == int(first.split()[1][1:]) + 1
+        assert following if label == IS_NEXT else not same_document
+    with pytest.raises(ValueError, match="at least 2 documents with sentences; received 1"):
+        next_sentence_pairs([["only"], []], np.random.default_rng(0))
+
+
+def test_pack_pair_layout_segments_and_truncation():
+    tokens, segments = pack_pair([11, 12, 13], [21, 22], cls_id=1, sep_id=2, sequence_length=10)
+    np.testing.assert_array_equal(tokens, [1, 11, 12, 13, 2, 21, 22, 2, 0, 0])
+    np.testing.assert_array_equal(segments, [0, 0, 0, 0, 0, 1, 1, 1, 0, 0])
+    tokens, segments = pack_pair(list(range(10, 20)), [21, 22, 23], cls_id=1, sep_id=2, sequence_length=9)
+    np.testing.assert_array_equal(tokens, [1, 10, 11, 12, 2, 21, 22, 23, 2])  # the longer sentence lost its tail
+    assert tokens.dtype == segments.dtype == np.int32
+    with pytest.raises(ValueError, match="`sequence_length` must be an integer >= 5; received 4"):
+        pack_pair([1], [2], 1, 2, 4)

@@ -2,6 +2,9 @@
 
 * :func:`mask_tokens` — choose the positions a masked language model must fill in, and corrupt
   them as BERT does: of the selected tokens, 80% become ``[MASK]``, 10% a random word, 10% stay.
+* :func:`split_sentences`, :func:`next_sentence_pairs` and :func:`pack_pair` — next-sentence
+  prediction: pairs of sentences that follow each other in a text (IsNext) or come from another
+  text (NotNext), packed as ``[CLS] A [SEP] B [SEP]`` with segment ids.
 
 Masking is meant to be **dynamic**: call :func:`mask_tokens` afresh for every epoch (with the
 same generator), so the model never sees the same blanks twice (Liu et al., 2019, RoBERTa, §4.1).
@@ -20,11 +23,15 @@ References:
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ._validation import check_integer
 
-__all__ = ["mask_tokens"]
+__all__ = ["mask_tokens", "split_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
+
+IS_NEXT, NOT_NEXT = 1, 0
 
 
 def _rate(name: str, value) -> float:
@@ -84,3 +91,96 @@ def mask_tokens(token_ids, rng: np.random.Generator, vocabulary_size: int, mask_
     masked = np.where(selected & (action >= mask_rate) & (action < mask_rate + random_rate), random_words, masked)
     labels = np.where(selected, ids, 0)
     return masked.astype("int32"), labels.astype("int32"), selected
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')]*(?=\s)")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Cut a text into sentences with one simple rule: a sentence ends at ``.``, ``!`` or ``?``
+    (and any closing quotes or brackets) followed by whitespace.
+
+    HTML line breaks (``<br />``) count as whitespace. The rule is wrong for abbreviations
+    ("Mr. Smith" is cut after "Mr.") and misses sentences without end punctuation; for review
+    text that is rare enough not to matter here.
+
+    Args:
+        text: str.
+
+    Returns:
+        list of str, stripped, none empty (``[]`` for a text with no words).
+
+    Raises:
+        TypeError: if ``text`` is not a str.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"`text` must be a str; received {type(text).__name__}.")
+    text = re.sub(r"<br\s*/?>", " ", text)
+    ends = [match.end() for match in _SENTENCE_END.finditer(text)]
+    pieces = [text[start:end] for start, end in zip([0, *ends], [*ends, len(text)])]
+    return [piece.strip() for piece in pieces if piece.strip()]
+
+
+def next_sentence_pairs(documents, rng: np.random.Generator) -> list[tuple[str, str, int]]:
+    """Sentence pairs for next-sentence prediction, half IsNext and half NotNext.
+
+    For every two consecutive sentences (A, B) of a document, with probability 1/2 the pair is
+    (A, B, ``IS_NEXT``); otherwise B is replaced by a sentence drawn at random from a *different*
+    document: (A, B', ``NOT_NEXT``) (Devlin et al., 2019, §3.1, Task #2).
+
+    Args:
+        documents: list of documents, each a list of sentences (str), e.g. from
+            :func:`split_sentences`.
+        rng: ``numpy.random.Generator``.
+
+    Returns:
+        list of ``(sentence_a, sentence_b, label)``, label ``IS_NEXT`` (1) or ``NOT_NEXT`` (0).
+
+    Raises:
+        ValueError: if fewer than two documents have a sentence (no other document to draw from).
+    """
+    documents = [list(document) for document in documents]
+    filled = [index for index, document in enumerate(documents) if document]
+    if len(filled) < 2:
+        raise ValueError(f"`documents` must hold at least 2 documents with sentences; received {len(filled)}.")
+    pairs = []
+    for index, document in enumerate(documents):
+        for first, second in zip(document, document[1:]):
+            if rng.random() < 0.5:
+                pairs.append((first, second, IS_NEXT))
+                continue
+            other = index
+            while other == index:
+                other = filled[rng.integers(len(filled))]
+            pairs.append((first, documents[other][rng.integers(len(documents[other]))], NOT_NEXT))
+    return pairs
+
+
+def pack_pair(first_ids, second_ids, cls_id: int, sep_id: int, sequence_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pack two token sequences as ``[CLS] A [SEP] B [SEP]``, with segment ids 0 for A and 1 for B.
+
+    If the pair is too long, the longer of the two loses its last token, again and again until
+    it fits (BERT's ``truncate_seq_pair``); then the row is padded with 0.
+
+    Args:
+        first_ids, second_ids: 1-D int sequences (no padding).
+        cls_id, sep_id: ints, the ids of ``[CLS]`` and ``[SEP]``.
+        sequence_length: int T >= 5, the packed length.
+
+    Returns:
+        ``(token_ids, segment_ids)``: int32 ``(T,)`` each. ``[CLS]``, A and the first ``[SEP]``
+        have segment 0; B and the second ``[SEP]`` have segment 1; padding has segment 0.
+
+    Raises:
+        ValueError: for a ``sequence_length`` below 5 (room for one token of each sentence).
+    """
+    sequence_length = check_integer("sequence_length", sequence_length, minimum=5)
+    first, second = list(np.asarray(first_ids, dtype="int64").ravel()), list(np.asarray(second_ids, dtype="int64").ravel())
+    while len(first) + len(second) > sequence_length - 3:
+        (first if len(first) > len(second) else second).pop()
+    tokens = [cls_id, *first, sep_id, *second, sep_id]
+    segments = [0] * (len(first) + 2) + [1] * (len(second) + 1)
+    token_ids = np.zeros(sequence_length, dtype="int32")
+    segment_ids = np.zeros(sequence_length, dtype="int32")
+    token_ids[:len(tokens)], segment_ids[:len(segments)] = tokens, segments
+    return token_ids, segment_ids
