@@ -116,3 +116,85 @@ def test_pack_pair_layout_segments_and_truncation():
     assert tokens.dtype == segments.dtype == np.int32
     with pytest.raises(ValueError, match="`sequence_length` must be an integer >= 5; received 4"):
         pack_pair([1], [2], 1, 2, 4)
+
+
+def test_gather_selected_keeps_positions_and_labels_in_order_and_pads_with_zeros():
+    from transformer_course.pretraining import gather_selected
+
+    selected = np.array([[False, True, False, True, True], [False, False, False, False, False]])
+    labels = np.array([[0, 7, 0, 8, 9], [0, 0, 0, 0, 0]])
+    positions, position_labels = gather_selected(selected, labels, max_predictions=4)
+    np.testing.assert_array_equal(positions, [[1, 3, 4, 0], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(position_labels, [[7, 8, 9, 0], [0, 0, 0, 0]])
+    positions, position_labels = gather_selected(selected, labels, max_predictions=2)
+    np.testing.assert_array_equal(positions, [[1, 3], [0, 0]])
+
+
+# --- the BERT-style model -------------------------------------------------------------------
+
+import keras  # noqa: E402
+
+from transformer_course.pretraining import build_bert_classifier, build_bert_pretrainer  # noqa: E402
+
+
+def small_bert(**overrides):
+    arguments = dict(vocabulary_size=40, sequence_length=12, max_predictions=3, embed_dim=16, num_heads=2,
+                     intermediate_dim=32, num_layers=2, dropout=0.1)
+    return build_bert_pretrainer(**{**arguments, **overrides})
+
+
+def bert_inputs(rows=4, length=10, seed=0):
+    generator = np.random.default_rng(seed)
+    token_ids = generator.integers(5, 40, size=(rows, length)).astype("int32")
+    token_ids[:, 0] = CLS
+    segment_ids = np.zeros_like(token_ids)
+    segment_ids[:, 5:] = 1
+    positions = np.tile(np.array([[1, 3, 6]], dtype="int32"), (rows, 1))
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "mask_positions": positions}
+
+
+def test_pretrainer_outputs_and_a_training_step():
+    model = small_bert()
+    outputs = model(bert_inputs())
+    assert tuple(outputs["mlm"].shape) == (4, 3, 40) and tuple(outputs["nsp"].shape) == (4, 2)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(outputs["mlm"]).sum(-1), 1.0, atol=1e-5)
+    from transformer_course.metrics import MaskedCrossEntropy
+
+    model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"})
+    labels = {"mlm": np.array([[7, 8, 0]] * 4, dtype="int32"), "nsp": np.array([0, 1, 1, 0])}
+    history = model.fit(bert_inputs(), labels, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+
+
+def test_the_masked_lm_output_layer_is_the_token_embedding():
+    model = small_bert()
+    table = model.get_layer("token_embedding").token_embedding.embeddings
+    assert not any(weight.shape == (16, 40) for weight in model.trainable_weights)  # no separate output matrix
+    assert any(weight is table for weight in model.trainable_weights)
+
+
+def test_padding_changes_nothing_on_real_tokens():
+    model = small_bert(dropout=0.0)
+    inputs = bert_inputs(rows=2, length=8)
+    padded = {key: value.copy() for key, value in inputs.items()}
+    padded["token_ids"] = np.pad(inputs["token_ids"], ((0, 0), (0, 4)))
+    padded["segment_ids"] = np.pad(inputs["segment_ids"], ((0, 0), (0, 4)))
+    short, long = model(inputs), model(padded)
+    for key in ("mlm", "nsp"):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(short[key]), keras.ops.convert_to_numpy(long[key]), atol=1e-5)
+
+
+def test_round_trip_through_a_keras_file_and_the_classifier_shares_the_encoder(tmp_path):
+    model = small_bert()
+    inputs = bert_inputs()
+    model.save(tmp_path / "bert.keras")
+    reloaded = keras.models.load_model(tmp_path / "bert.keras")
+    for key in ("mlm", "nsp"):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(model(inputs)[key]),
+                                   keras.ops.convert_to_numpy(reloaded(inputs)[key]), atol=1e-6)
+    classifier = build_bert_classifier(reloaded, num_classes=2)
+    shared = {id(weight) for weight in reloaded.get_layer("encoder_2").weights}
+    assert shared <= {id(weight) for weight in classifier.weights}
+    probabilities = classifier({"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]})
+    assert tuple(probabilities.shape) == (4, 2)
+    assert len([layer for layer in classifier.layers if layer.name.startswith("encoder_")]) == 2

@@ -2,6 +2,10 @@
 
 * :func:`mask_tokens` — choose the positions a masked language model must fill in, and corrupt
   them as BERT does: of the selected tokens, 80% become ``[MASK]``, 10% a random word, 10% stay.
+* :func:`build_bert_pretrainer` — the BERT-style model: token + segment + position embeddings,
+  a stack of encoder blocks, a masked-language-model head tied to the token embedding and a
+  next-sentence head on the pooled ``[CLS]`` output; :func:`build_bert_classifier` puts a
+  classifier on the same (pre-trained) layers.
 * :func:`split_sentences`, :func:`next_sentence_pairs` and :func:`pack_pair` — next-sentence
   prediction: pairs of sentences that follow each other in a text (IsNext) or come from another
   text (NotNext), packed as ``[CLS] A [SEP] B [SEP]`` with segment ids.
@@ -25,11 +29,18 @@ from __future__ import annotations
 
 import re
 
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+import keras
 import numpy as np
+from keras import ops
 
-from ._validation import check_integer
+from ._validation import check_integer, check_model_sizes
+from .classifier import ClassTokenOutput
+from .positional import PositionalEmbedding
+from .transformer import TiedTokenDistribution, TransformerEncoder
 
-__all__ = ["mask_tokens", "split_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
+__all__ = ["mask_tokens", "gather_selected", "SegmentEmbedding", "GatherPositions", "build_bert_pretrainer", "build_bert_classifier",
+           "split_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
 
 IS_NEXT, NOT_NEXT = 1, 0
 
@@ -184,3 +195,200 @@ def pack_pair(first_ids, second_ids, cls_id: int, sep_id: int, sequence_length: 
     segment_ids = np.zeros(sequence_length, dtype="int32")
     token_ids[:len(tokens)], segment_ids[:len(segments)] = tokens, segments
     return token_ids, segment_ids
+
+
+def gather_selected(selected, labels, max_predictions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The selected positions of each row, padded to ``max_predictions``, with their labels.
+
+    The masked-language-model head then scores only these positions (about 15% of a row)
+    instead of all of them, which saves most of the output layer's work (Devlin et al., 2019,
+    predict at most ``max_predictions_per_seq`` positions a sequence).
+
+    Args:
+        selected: bool ``(B, T)`` from :func:`mask_tokens`.
+        labels: int ``(B, T)`` from :func:`mask_tokens`.
+        max_predictions: int P; a row with more selected positions keeps its first P.
+
+    Returns:
+        ``(positions, position_labels)``: int32 ``(B, P)`` each; unused slots have position 0 and
+        label 0 (padding, which the masked loss skips).
+
+    Raises:
+        ValueError: if ``selected`` and ``labels`` differ in shape or are not 2-D.
+    """
+    selected, labels = np.asarray(selected, dtype=bool), np.asarray(labels)
+    if selected.shape != labels.shape or selected.ndim != 2:
+        raise ValueError(f"`selected` and `labels` must both have shape (batch, length); received {selected.shape} "
+                         f"and {labels.shape}.")
+    max_predictions = check_integer("max_predictions", max_predictions)
+    positions = np.zeros((len(selected), max_predictions), dtype="int32")
+    position_labels = np.zeros((len(selected), max_predictions), dtype="int32")
+    for row, (chosen, row_labels) in enumerate(zip(selected, labels)):
+        kept = np.flatnonzero(chosen)[:max_predictions]
+        positions[row, :len(kept)] = kept
+        position_labels[row, :len(kept)] = row_labels[kept]
+    return positions, position_labels
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class SegmentEmbedding(keras.layers.Layer):
+    """Add a learned vector per segment (sentence A = 0, sentence B = 1) to token vectors.
+
+    Args:
+        num_segments: int, segment ids ``0 .. num_segments - 1`` (BERT: 2).
+        embed_dim: int E.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: float ``(B, T, E)``, with its padding mask if it has one.
+        segment_ids: int ``(B, T)``.
+
+    Returns:
+        float ``(B, T, E)``: ``inputs + table[segment_ids]``, carrying the input's padding mask
+        on (``keras.layers.Add`` would drop it, since the segment ids have no mask).
+    """
+
+    def __init__(self, num_segments, embed_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.num_segments = check_integer("num_segments", num_segments)
+        self.embed_dim = check_integer("embed_dim", embed_dim)
+        self.supports_masking = True
+
+    def build(self, inputs_shape, segment_ids_shape=None):
+        self.table = self.add_weight(name="table", shape=(self.num_segments, self.embed_dim),
+                                     initializer=keras.initializers.RandomNormal(stddev=0.02))
+        super().build(inputs_shape)
+
+    def call(self, inputs, segment_ids):
+        return inputs + ops.cast(ops.take(self.table, ops.cast(segment_ids, "int32"), axis=0), inputs.dtype)
+
+    def compute_mask(self, inputs, mask=None, segment_ids=None):
+        return mask
+
+    def compute_output_shape(self, inputs_shape, segment_ids_shape=None):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "num_segments": self.num_segments, "embed_dim": self.embed_dim}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class GatherPositions(keras.layers.Layer):
+    """The vectors at chosen positions of each sequence: ``(B, T, E), (B, P) -> (B, P, E)``.
+
+    Call arguments:
+        inputs: list ``[sequence, positions]``: float ``(B, T, E)`` and int ``(B, P)`` indices
+            into T.
+
+    Returns:
+        float ``(B, P, E)``; no mask.
+    """
+
+    def call(self, inputs):
+        sequence, positions = inputs
+        return ops.take_along_axis(sequence, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        sequence_shape, positions_shape = inputs_shape
+        return (sequence_shape[0], positions_shape[1], sequence_shape[2])
+
+
+def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predictions: int, embed_dim: int = 256,
+                          num_heads: int = 4, intermediate_dim: int = 1024, num_layers: int = 4, dropout: float = 0.1,
+                          name: str | None = None) -> keras.Model:
+    """A BERT-style encoder with its two pre-training heads (Devlin et al., 2019, §3.1, Figure 2).
+
+    The input representation is the sum of a token embedding, a learned position embedding and
+    a **segment** embedding (0 for sentence A and ``[CLS]``, 1 for sentence B), then LayerNorm
+    and dropout (§3, "Input/Output Representations"); then ``num_layers`` post-norm
+    ``TransformerEncoder`` blocks with GELU, as in BERT. Padding (id 0) is masked everywhere.
+
+    * Masked-LM head: the vectors at ``mask_positions`` → dense (GELU) → LayerNorm → scores
+      against every token embedding (the output layer **is** the token-embedding matrix,
+      transposed) plus a bias → softmax.
+    * Next-sentence head: the ``[CLS]`` output → dense (tanh), the **pooled** output → softmax
+      over NotNext (0) / IsNext (1).
+
+    Args:
+        vocabulary_size: int V (id 0 padding; ``[CLS]``, ``[SEP]``, ``[MASK]`` are ids of their own).
+        sequence_length: int T, the longest packed input.
+        max_predictions: int P, masked positions scored per sequence (see :func:`gather_selected`).
+        embed_dim, num_heads, intermediate_dim: ints E, N (divides E), F.
+        num_layers: int, encoder blocks.
+        dropout: float in [0, 1).
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids": int (B, T), "segment_ids": int (B, T),
+        "mask_positions": int (B, P)}`` to ``{"mlm": float32 (B, P, V), "nsp": float32 (B, 2)}``.
+        Layer names: ``token_embedding``, ``segment_embedding``, ``embedding_norm``,
+        ``embedding_dropout``, ``encoder_1`` …, ``cls_output``, ``pooler``, and the heads'
+        ``mlm_*`` and ``nsp_output`` (what :func:`build_bert_classifier` reads).
+
+    Raises:
+        ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
+            dividing ``embed_dim``.
+    """
+    check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
+                      max_predictions=max_predictions, intermediate_dim=intermediate_dim, num_layers=num_layers)
+    inputs = {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+              "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+              "mask_positions": keras.Input(shape=(max_predictions,), dtype="int32", name="mask_positions")}
+    embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
+    x = SegmentEmbedding(2, embed_dim, name="segment_embedding")(embedding(inputs["token_ids"]),
+                                                                 segment_ids=inputs["segment_ids"])
+    x = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")(x)
+    x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
+    for index in range(num_layers):
+        x = TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, activation="gelu",
+                               layer_norm_epsilon=1e-12, name=f"encoder_{index + 1}")(x)
+    pooled = keras.layers.Dense(embed_dim, activation="tanh", name="pooler")(ClassTokenOutput(name="cls_output")(x))
+    masked = GatherPositions(name="mlm_gather")([x, inputs["mask_positions"]])  # (B, P, E)
+    masked = keras.layers.Dense(embed_dim, activation="gelu", name="mlm_transform")(masked)
+    masked = keras.layers.LayerNormalization(epsilon=1e-12, name="mlm_norm")(masked)
+    mlm = TiedTokenDistribution(vocabulary_size, name="mlm_output", dtype="float32")(embedding(masked, reverse=True))
+    nsp = keras.layers.Dense(2, activation="softmax", name="nsp_output", dtype="float32")(pooled)
+    return keras.Model(inputs, {"mlm": mlm, "nsp": nsp}, name=name)
+
+
+def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: float = 0.1,
+                          name: str | None = None) -> keras.Model:
+    """A classifier on the pooled ``[CLS]`` output of a (pre-trained) BERT-style encoder.
+
+    The new model **shares** the pretrainer's embedding, encoder and pooler layers (their
+    weights, trained or not) and adds dropout and one softmax layer: fine-tuning as in Devlin et
+    al., 2019, §4.1. Build it from a freshly built pretrainer for the same architecture trained
+    from scratch.
+
+    Args:
+        pretrainer: a model from :func:`build_bert_pretrainer`.
+        num_classes: int.
+        dropout: float in [0, 1), before the softmax layer.
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids": int (B, T), "segment_ids": int (B, T)}`` to float32
+        ``(B, num_classes)``.
+
+    Raises:
+        ValueError: for a non-positive ``num_classes`` or a ``dropout`` outside [0, 1).
+    """
+    num_classes = check_integer("num_classes", num_classes)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    inputs = {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+              "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids")}
+    layer = pretrainer.get_layer
+    x = layer("segment_embedding")(layer("token_embedding")(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
+    x = layer("embedding_dropout")(layer("embedding_norm")(x))
+    index = 1
+    while any(candidate.name == f"encoder_{index}" for candidate in pretrainer.layers):
+        x = layer(f"encoder_{index}")(x)
+        index += 1
+    pooled = layer("pooler")(layer("cls_output")(x))
+    pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
+    probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output", dtype="float32")(pooled)
+    return keras.Model(inputs, probabilities, name=name)
