@@ -198,3 +198,22 @@ def test_round_trip_through_a_keras_file_and_the_classifier_shares_the_encoder(t
     probabilities = classifier({"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]})
     assert tuple(probabilities.shape) == (4, 2)
     assert len([layer for layer in classifier.layers if layer.name.startswith("encoder_")]) == 2
+
+
+def test_pretraining_batches_mask_afresh_every_epoch_and_train_the_pretrainer():
+    from transformer_course.metrics import MaskedCrossEntropy
+    from transformer_course.pretraining import PretrainingBatches
+
+    inputs = bert_inputs(rows=10, length=12, seed=5)
+    inputs["token_ids"][:, 5] = SEP
+    batches = PretrainingBatches(inputs["token_ids"], inputs["segment_ids"], np.arange(10) % 2, batch_size=4,
+                                 vocabulary_size=40, mask_token_id=MASK, special_token_ids=(CLS, SEP), max_predictions=3)
+    assert len(batches) == 3
+    features, labels = batches[0]
+    assert features["mask_positions"].shape == labels["mlm"].shape == (4, 3)
+    first = batches[0][0]["token_ids"].copy()
+    batches.on_epoch_end()
+    assert not np.array_equal(first, batches[0][0]["token_ids"])
+    model = small_bert()
+    model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"})
+    assert np.isfinite(model.fit(batches, epochs=1, verbose=0).history["loss"][0])

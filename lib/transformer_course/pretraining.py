@@ -39,7 +39,7 @@ from .classifier import ClassTokenOutput
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
-__all__ = ["mask_tokens", "gather_selected", "SegmentEmbedding", "GatherPositions", "build_bert_pretrainer", "build_bert_classifier",
+__all__ = ["mask_tokens", "gather_selected", "PretrainingBatches", "SegmentEmbedding", "GatherPositions", "build_bert_pretrainer", "build_bert_classifier",
            "split_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
 
 IS_NEXT, NOT_NEXT = 1, 0
@@ -392,3 +392,53 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
     pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
     probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output", dtype="float32")(pooled)
     return keras.Model(inputs, probabilities, name=name)
+
+
+class PretrainingBatches(keras.utils.PyDataset):
+    """Batches for masked-LM + next-sentence pre-training, masked afresh every epoch (dynamic masking).
+
+    Every epoch shuffles the packed pairs and draws new masked positions with
+    :func:`mask_tokens` (``[CLS]``, ``[SEP]``, ``[MASK]`` and padding never selected), so the
+    model never sees the same blanks twice. Works with every Keras backend.
+
+    Args:
+        token_ids, segment_ids: int ``(N, T)`` packed pairs from :func:`pack_pair`.
+        next_labels: int ``(N,)``, ``IS_NEXT`` / ``NOT_NEXT``.
+        batch_size: int.
+        vocabulary_size, mask_token_id: as :func:`mask_tokens`.
+        special_token_ids: ids never selected besides padding (``[CLS]``, ``[SEP]``, ``[MASK]``).
+        max_predictions: int P, see :func:`gather_selected`.
+        seed: int, seeds the order and the masks.
+
+    Yields:
+        ``({"token_ids", "segment_ids", "mask_positions"}, {"mlm": (B, P) labels, "nsp": (B,)})``.
+    """
+
+    def __init__(self, token_ids, segment_ids, next_labels, batch_size: int, vocabulary_size: int, mask_token_id: int,
+                 special_token_ids, max_predictions: int, seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.token_ids, self.segment_ids = np.asarray(token_ids, "int32"), np.asarray(segment_ids, "int32")
+        self.next_labels = np.asarray(next_labels, "int32")
+        if not (self.token_ids.shape == self.segment_ids.shape and len(self.next_labels) == len(self.token_ids)):
+            raise ValueError(f"`token_ids` {self.token_ids.shape}, `segment_ids` {self.segment_ids.shape} and "
+                             f"`next_labels` ({len(self.next_labels)},) must describe the same pairs.")
+        self.batch_size = check_integer("batch_size", batch_size)
+        self.vocabulary_size, self.mask_token_id = vocabulary_size, mask_token_id
+        self.unselectable = (0, *special_token_ids, mask_token_id)
+        self.max_predictions = check_integer("max_predictions", max_predictions)
+        self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
+        self.on_epoch_end()
+
+    def __len__(self):
+        return -(-len(self.token_ids) // self.batch_size)
+
+    def __getitem__(self, index):
+        rows = self.order[index * self.batch_size:(index + 1) * self.batch_size]
+        masked, labels, selected = mask_tokens(self.token_ids[rows], self.rng, self.vocabulary_size, self.mask_token_id,
+                                               unselectable_token_ids=self.unselectable)
+        positions, position_labels = gather_selected(selected, labels, self.max_predictions)
+        return ({"token_ids": masked, "segment_ids": self.segment_ids[rows], "mask_positions": positions},
+                {"mlm": position_labels, "nsp": self.next_labels[rows]})
+
+    def on_epoch_end(self):
+        self.order = self.rng.permutation(len(self.token_ids))
