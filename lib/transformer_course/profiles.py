@@ -127,6 +127,33 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "beam_width": 4,
             "length_penalty_alpha": 0.6,
         },
+        "08": {
+            # Pre-training text: the 25,000 IMDB training reviews (labels unused), 5% held out.
+            "pretraining_reviews": None,  # None = all of them
+            "validation_fraction": 0.05,
+            "vocab_size": 20000,  # words, plus padding, [UNK], [CLS], [SEP], [MASK]
+            "pair_length": 64,  # [CLS] A [SEP] B [SEP], two consecutive sentences
+            "max_predictions": 16,  # masked positions scored per pair (15% of 64 is about 9)
+            "embed_dim": 128,
+            "num_heads": 4,
+            "intermediate_dim": 512,
+            "num_layers": 2,
+            "dropout": 0.1,
+            "batch_size": 64,
+            "learning_rate": 5e-4,
+            "warmup_steps": 500,
+            "pretraining_epochs": 8,
+            "pretraining_minutes": 25,
+            "patience": 2,
+            # Fine-tuning on labelled reviews through [CLS]: the label-efficiency curve.
+            "sequence_length": 128,  # [CLS] review [SEP], the review cut to fit
+            "label_sizes": (1000, 2000, 5000, 20000),
+            "fine_tune_seeds": (0, 1, 2),  # for every size but the largest
+            "fine_tune_epochs": 4,
+            "fine_tune_learning_rate": 1e-4,
+            "fine_tune_batch_size": 32,
+            "test_reviews": None,
+        },
         "09": {
             # IMDB reviews as running text: the 25,000 training reviews (labels unused), 5% of them
             # held out for validation; perplexity on the first 2,500 test reviews (a fixed sample:
@@ -208,6 +235,10 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "intermediate_dim": 64, "num_heads": 2, "num_layers": 1, "batch_size": 64, "warmup_steps": 10,
            "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
            "beam_width": 2},
+    "08": {"pretraining_reviews": 800, "vocab_size": 3000, "pair_length": 32, "max_predictions": 8, "embed_dim": 32,
+           "num_heads": 2, "intermediate_dim": 64, "num_layers": 1, "warmup_steps": 10, "pretraining_epochs": 1,
+           "pretraining_minutes": 2, "patience": 1, "sequence_length": 48, "label_sizes": (100, 300),
+           "fine_tune_seeds": (0,), "fine_tune_epochs": 1, "test_reviews": 300},
     "09": {"train_reviews": 600, "test_reviews": 200, "vocab_size": 2000, "chunk_length": 32, "embed_dim": 32,
            "num_heads": 2, "intermediate_dim": 64, "num_layers": 1, "warmup_steps": 10, "epochs": 1,
            "max_training_minutes": 2, "patience": 1, "generation_length": 8, "knob_prompts": 4,

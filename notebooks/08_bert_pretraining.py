@@ -1,0 +1,341 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 — BERT-style pre-training: masked language modelling, next-sentence prediction, fine-tuning
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
+#
+# **Run time:** full profile not yet recorded (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times.
+#
+# **What you will learn**
+# - **masked language modelling**: choose 15% of the tokens, hide most of them behind
+#   `[MASK]`, and train an encoder to fill them in — with loss and accuracy on those positions only;
+# - **next-sentence prediction**: `[CLS] A [SEP] B [SEP]`, segment embeddings, and a pooled
+#   `[CLS]` output that says whether B followed A;
+# - the BERT-style model on the course's layers, with its output layer tied to the token embedding;
+# - **fine-tuning** through `[CLS]`, and the honest question: what does pre-training on unlabelled
+#   text buy? — a label-efficiency curve, pre-trained against the same model from scratch;
+# - what the model learned, probed with fill-in-the-blank sentences.
+#
+# **Prerequisites:** notebook 05 (the encoder block), notebook 06 (IMDB, `[CLS]` pooling).
+#
+# Data: the IMDB Large Movie Review Dataset — Maas et al., 2011, *Learning Word Vectors for
+# Sentiment Analysis*, ACL-HLT, pp. 142–150 (no explicit license; cite the paper).
+
+# %%
+import subprocess
+import sys
+
+if "google.colab" in sys.modules:  # Colab only: install the course package, keep Colab's TensorFlow/Keras
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "transformer-course @ git+https://github.com/transformer-course/transformer-course@v0.1.0"],
+                   check=True)
+
+import transformer_course as tc
+
+settings = tc.start_notebook("08", seed=42)
+
+# %%
+import keras
+import matplotlib.pyplot as plt
+import numpy as np
+
+from transformer_course.datasets import load_imdb
+from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
+from transformer_course.plots import plot_training_curves
+from transformer_course.pretraining import (IS_NEXT, NOT_NEXT, PretrainingBatches, build_bert_classifier,
+                                            build_bert_pretrainer, mask_tokens, next_sentence_pairs, pack_pair,
+                                            split_sentences)
+from transformer_course.results import report_metric
+from transformer_course.runtime import epoch_progress, progress
+from transformer_course.text import standardize_review
+from transformer_course.training import WarmupCosineDecay, checkpoint_path, fit_best
+
+# %% [markdown]
+# ## 1. Text without labels, and the vocabulary
+#
+# Pre-training reads the IMDB **training** reviews as plain text; their labels are never used.
+# The **test** reviews are kept out entirely: section 5 measures classification on them, and a
+# model that had read them — even without labels — would have seen the very texts it is graded
+# on, an advantage no real deployment has.
+#
+# The vocabulary holds the most frequent words after notebook 06's standardisation, plus five
+# special tokens: padding (0), `[UNK]` (1), `[CLS]`, `[SEP]` and `[MASK]`.
+
+# %%
+train_split, test_split = load_imdb()
+reviews = train_split.texts[:settings.pretraining_reviews]
+held_out = int(len(reviews) * settings.validation_fraction)
+counter = keras.layers.TextVectorization(max_tokens=settings.vocab_size - 3, standardize=standardize_review)
+counter.adapt(reviews, batch_size=512)
+vectorizer = keras.layers.TextVectorization(standardize=standardize_review, ragged=True,
+                                            vocabulary=["[CLS]", "[SEP]", "[MASK]"] + counter.get_vocabulary()[2:])
+vocabulary = [str(word) for word in vectorizer.get_vocabulary()]
+CLS, SEP, MASK = (vocabulary.index(token) for token in ("[CLS]", "[SEP]", "[MASK]"))
+print(f"vocabulary {len(vocabulary):,}: {vocabulary[:12]}")
+
+# %% [markdown]
+# ## 2. Masked language modelling
+#
+# A left-to-right language model (notebook 09) sees only the past. BERT's first task lets the
+# encoder use both sides: choose **15%** of the real tokens at random (never padding, `[CLS]` or
+# `[SEP]`) and ask the model for the original token at each chosen position (Devlin et al., 2019,
+# §3.1). Of the chosen tokens,
+#
+# - **80%** are replaced by `[MASK]`,
+# - **10%** by a random word,
+# - **10%** are left unchanged,
+#
+# because `[MASK]` never appears when the model is used later: if only `[MASK]` positions ever
+# mattered, the model would need no good representation of real words. The loss and the accuracy
+# count the chosen positions only.
+#
+# > **The notes say** "15% of the words in each sequence are replaced with a `[MASK]` token"; 15%
+# > are *chosen*, and only 80% of those become `[MASK]` (12% of the tokens). They also write the
+# > paper's example as "my dog is hairy `[MASK]`": the paper masks "hairy" itself, "my dog is
+# > `[MASK]`".
+#
+# `transformer_course.pretraining.mask_tokens` does the choosing. Measured over this data:
+
+# %%
+sample = vectorizer(reviews[:2000]).to_list()
+ids = np.zeros((len(sample), 256), dtype="int32")
+for row, tokens in enumerate(sample):
+    ids[row, :min(len(tokens), 256)] = tokens[:256]
+masked, labels, selected = mask_tokens(ids, np.random.default_rng(0), len(vocabulary), MASK,
+                                       unselectable_token_ids=(0, CLS, SEP, MASK))
+real = ids != 0
+print(f"{int(real.sum()):,} real tokens; chosen {selected.sum() / real.sum():.2%}; of those: [MASK] "
+      f"{np.mean(masked[selected] == MASK):.2%}, unchanged {np.mean(masked[selected] == ids[selected]):.2%}, "
+      f"random {np.mean((masked[selected] != MASK) & (masked[selected] != ids[selected])):.2%}")
+print("padding chosen:", int(selected[~real].sum()), "| labels outside the chosen positions:", int(labels[~selected].any()))
+print("before:", " ".join(vocabulary[i] for i in ids[0, :20]))
+print("after: ", " ".join(vocabulary[i] for i in masked[0, :20]))
+
+# %% [markdown]
+# Masking is **dynamic**: every epoch draws new positions (`PretrainingBatches` calls
+# `mask_tokens` afresh), so the model never sees the same blanks twice (Liu et al., 2019,
+# RoBERTa, §4.1; the original BERT masked each sentence 10 fixed ways).
+#
+# ## 3. Next-sentence prediction
+#
+# BERT's second task: given two sentences, did B follow A in the text? Half the pairs are two
+# consecutive sentences of a review (**IsNext**), half pair a sentence with one from another
+# review (**NotNext**). The input is `[CLS] A [SEP] B [SEP]`; a **segment embedding** (0 for A,
+# 1 for B) is added to every token's embedding, so the model knows which sentence a token belongs
+# to; and the `[CLS]` output, through a dense layer with tanh (the **pooled** output), feeds the
+# IsNext/NotNext classifier. Sentences are cut with one simple rule (`split_sentences`: after
+# `.`, `!` or `?` followed by a space).
+#
+# The notes' two examples in our format (our tokenizer has no word pieces: "flightless" is one
+# word, where BERT's has "flight ##less"):
+
+# %%
+def packed(first, second):
+    """Two sentences -> the packed ids and segment ids, shown as tokens."""
+    token_ids, segment_ids = pack_pair(vectorizer([first]).to_list()[0], vectorizer([second]).to_list()[0], CLS, SEP, 16)
+    return " ".join(vocabulary[i] for i in token_ids if i), "".join(str(s) for s, i in zip(segment_ids, token_ids) if i)
+
+
+for first, second, label in (("the man went to the store", "he bought a gallon of milk", "IsNext"),
+                             ("the man went to the store", "penguins are flightless birds", "NotNext")):
+    tokens, segments = packed(first, second)
+    print(f"{label:<8} {tokens}\n{'segments':<8} {segments}")
+
+# %%
+documents = [split_sentences(review) for review in progress(reviews, desc="sentences")]
+rng = np.random.default_rng(0)
+pairs = {"train": next_sentence_pairs(documents[held_out:], rng), "validation": next_sentence_pairs(documents[:held_out], rng)}
+
+
+def pack_all(pair_list):
+    """(A, B, label) text pairs -> token ids, segment ids and labels, packed to pair_length."""
+    first = vectorizer([a for a, _, _ in pair_list]).to_list()
+    second = vectorizer([b for _, b, _ in pair_list]).to_list()
+    packed_pairs = [pack_pair(a, b, CLS, SEP, settings.pair_length) for a, b in zip(first, second)]
+    return (np.stack([t for t, _ in packed_pairs]), np.stack([s for _, s in packed_pairs]),
+            np.array([label for _, _, label in pair_list], dtype="int32"))
+
+
+packed_pairs = {name: pack_all(pair_list) for name, pair_list in pairs.items()}
+for name, (tokens, _, next_labels) in packed_pairs.items():
+    print(f"{name:<10} {len(tokens):>8,} pairs, IsNext {next_labels.mean():.1%}, "
+          f"cut to fit: {np.mean(tokens[:, -1] != 0):.1%}")
+
+# %% [markdown]
+# ## 4. The model, and pre-training
+#
+# `build_bert_pretrainer`: token + segment + position embeddings, LayerNorm and dropout; a stack
+# of encoder blocks (post-norm, GELU, as BERT); a masked-LM head that scores only the chosen
+# positions — dense (GELU), LayerNorm, then a product with the **token-embedding matrix** itself
+# (the notes: "multiplying the output vectors by the embedding matrix") plus a bias, softmax; and
+# the next-sentence head on the pooled `[CLS]` output.
+
+# %%
+pretrainer = build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions,
+                                   embed_dim=settings.embed_dim, num_heads=settings.num_heads,
+                                   intermediate_dim=settings.intermediate_dim, num_layers=settings.num_layers,
+                                   dropout=settings.dropout)
+print(f"parameters: {pretrainer.count_params():,}")
+
+
+def batches(name, seed):
+    tokens, segments, next_labels = packed_pairs[name]
+    return PretrainingBatches(tokens, segments, next_labels, settings.batch_size, len(vocabulary), MASK, (CLS, SEP),
+                              settings.max_predictions, seed=seed)
+
+# %%
+steps = len(batches("train", 0)) * settings.pretraining_epochs
+pretrainer.compile(optimizer=keras.optimizers.AdamW(WarmupCosineDecay(settings.learning_rate, settings.warmup_steps, steps),
+                                                    weight_decay=0.01),
+                   loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"},
+                   metrics={"mlm": [masked_accuracy], "nsp": ["accuracy"]})
+pretrainer, history, facts = fit_best(pretrainer, batches("train", 0), batches("validation", 1),
+                                      epochs=settings.pretraining_epochs, patience=settings.patience,
+                                      checkpoint=checkpoint_path("bert_pretrainer"),
+                                      budget_minutes=settings.pretraining_minutes, callbacks=[epoch_progress()])
+print(f"{facts['epochs']} epochs, {facts['seconds'] / 60:.1f} min, best epoch {facts['best_epoch']}")
+plot_training_curves({"pre-training": history}, metrics=("mlm_masked_accuracy", "nsp_accuracy"))
+plt.show()
+
+# %%
+final = {key: history.history[key][facts["best_epoch"] - 1] for key in ("val_mlm_masked_accuracy", "val_nsp_accuracy")}
+report_metric("pretraining_mlm_accuracy", final["val_mlm_masked_accuracy"],
+              "masked-LM accuracy on the chosen positions of held-out reviews (best epoch)")
+report_metric("pretraining_nsp_accuracy", final["val_nsp_accuracy"], "next-sentence accuracy on held-out pairs (best epoch)")
+
+# %% [markdown]
+# ## 5. Fine-tuning, and what pre-training buys
+#
+# For sentiment, `[CLS] review [SEP]` (the review cut to `sequence_length`), the pooled `[CLS]`
+# output, dropout and a softmax over negative/positive: BERT's recipe for a one-text
+# classification (Devlin et al., 2019, §4.1). `build_bert_classifier` builds it on the
+# pre-trained layers; built on a freshly initialised pretrainer, it is the same architecture
+# trained from scratch.
+#
+# The honest question is what pre-training on 24,000 unlabelled reviews is worth, so we measure
+# it as a **label-efficiency curve**: test accuracy on the 25,000 test reviews after fine-tuning
+# on 1,000, 2,000, 5,000 and 20,000 labelled training reviews, pre-trained against from scratch,
+# three seeds for the small sizes.
+
+# %%
+def classification_inputs(texts):
+    """Reviews -> {token_ids, segment_ids} of [CLS] review [SEP], cut to sequence_length."""
+    rows = vectorizer(texts).to_list()
+    token_ids = np.zeros((len(rows), settings.sequence_length), dtype="int32")
+    for index, tokens in enumerate(rows):
+        kept = [CLS, *tokens[:settings.sequence_length - 2], SEP]
+        token_ids[index, :len(kept)] = kept
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
+
+
+labelled = classification_inputs(train_split.texts)
+test_texts = test_split.texts[:settings.test_reviews]
+test_inputs, test_labels = classification_inputs(test_texts), test_split.labels[:len(test_texts)]
+
+# %%
+def fine_tune(pretrained, size, seed):
+    """Fine-tune a classifier on `size` training reviews (a seeded draw); return its test accuracy.
+
+    pretrained=True starts from a fresh copy of the pre-trained weights (reloaded from the
+    checkpoint, so no run changes another's start); False from a freshly initialised encoder.
+    """
+    keras.utils.set_random_seed(seed)
+    base = keras.models.load_model(checkpoint_path("bert_pretrainer")) if pretrained else build_bert_pretrainer(
+        len(vocabulary), settings.sequence_length, settings.max_predictions, settings.embed_dim, settings.num_heads,
+        settings.intermediate_dim, settings.num_layers, settings.dropout)
+    model = build_bert_classifier(base, num_classes=2, dropout=settings.dropout)
+    chosen = np.random.default_rng(seed).permutation(len(train_split.labels))[:size]
+    model.compile(optimizer=keras.optimizers.AdamW(settings.fine_tune_learning_rate, weight_decay=0.01),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.fit({key: value[chosen] for key, value in labelled.items()}, train_split.labels[chosen],
+              epochs=settings.fine_tune_epochs, batch_size=settings.fine_tune_batch_size, verbose=0)
+    return float(model.evaluate(test_inputs, test_labels, batch_size=128, verbose=0)[1])
+
+# %%
+curve = {}
+for size in progress(settings.label_sizes, desc="label sizes"):
+    seeds = settings.fine_tune_seeds if size != max(settings.label_sizes) else settings.fine_tune_seeds[:1]
+    for pretrained in (True, False):
+        curve[size, pretrained] = np.array([fine_tune(pretrained, size, seed) for seed in seeds])
+print(f"{'labelled reviews':>16} {'pre-trained':>22} {'from scratch':>22}")
+for size in settings.label_sizes:
+    cells = [f"{curve[size, p].mean():.2%} ± {(curve[size, p].max() - curve[size, p].min()) / 2:.2%} ({len(curve[size, p])})"
+             for p in (True, False)]
+    print(f"{size:>16,} {cells[0]:>22} {cells[1]:>22}")
+
+# %%
+figure, axis = plt.subplots(figsize=(6, 4))
+for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
+    means = [curve[size, pretrained].mean() for size in settings.label_sizes]
+    spreads = [(curve[size, pretrained].max() - curve[size, pretrained].min()) / 2 for size in settings.label_sizes]
+    axis.errorbar(settings.label_sizes, means, yerr=spreads, marker="o", capsize=3, label=label)
+axis.set_xscale("log")
+axis.set_xlabel("labelled training reviews")
+axis.set_ylabel(f"test accuracy ({len(test_labels):,} reviews)")
+axis.legend()
+plt.show()
+for size in settings.label_sizes:
+    report_metric(f"fine_tuned_{size}_pretrained", curve[size, True].mean(), f"pre-trained, {size:,} labels: mean test accuracy",
+                  headline=size == max(settings.label_sizes))
+    report_metric(f"fine_tuned_{size}_scratch", curve[size, False].mean(), f"from scratch, {size:,} labels: mean test accuracy")
+
+# %% [markdown]
+# ## 6. What the model learned: fill in the blank
+#
+# The masked-LM head answers "which word goes here?" for any sentence with a `[MASK]`. The five
+# most likely words (special tokens and `[UNK]` left out) and their probabilities, from the
+# pre-trained model and from an untrained one:
+
+# %%
+def fill_in(model, sentence, top=5):
+    """The `top` most likely words for the [MASK] in `sentence`, with their probabilities."""
+    words = [word if word != "[mask]" else "[MASK]" for word in sentence.lower().split()]
+    token_ids = [CLS] + [MASK if word == "[MASK]" else vectorizer([word]).to_list()[0][0] for word in words] + [SEP]
+    position = token_ids.index(MASK)
+    inputs = {"token_ids": np.array([token_ids], "int32"), "segment_ids": np.zeros((1, len(token_ids)), "int32"),
+              "mask_positions": np.full((1, settings.max_predictions), position, "int32")}
+    probabilities = keras.ops.convert_to_numpy(model(inputs)["mlm"])[0, 0]
+    best = [i for i in np.argsort(-probabilities) if i > MASK][:top]  # words only: no padding, [UNK] or special token
+    return ", ".join(f"{vocabulary[i]} {probabilities[i]:.1%}" for i in best)
+
+
+untrained = build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions, settings.embed_dim,
+                                  settings.num_heads, settings.intermediate_dim, settings.num_layers, settings.dropout)
+for sentence in ("i have watched this [MASK] three times", "this movie was [MASK]", "the acting was [MASK] and the plot was boring",
+                 "in texas they like to buy [MASK]", "in new york they like to buy [MASK]",
+                 "jane worked as a [MASK]", "jim worked as a [MASK]"):
+    print(f"{sentence}\n   pre-trained: {fill_in(pretrainer, sentence)}\n   untrained:   {fill_in(untrained, sentence)}")
+
+# %% [markdown]
+# The notes show a large BERT's answers to the last four prompts to ask what language models
+# learn about places and people. Ours has read nothing but film reviews, and its answers mirror
+# film reviews; whatever associations it shows come from how reviewers write.
+#
+# > **The notes say** a model may give "My dog is `[MASK]`" the words happy 87%, running 89% and
+# > barking 76%. The probabilities for one blank are one softmax: they add up to at most 1, so
+# > three alternatives cannot have 252% between them (above, each row's five add up to less than
+# > 100%).
+#
+# ## Summary
+#
+# - Masked language modelling: 15% of the real tokens chosen; of those 80% `[MASK]`, 10% a random
+#   word, 10% unchanged; the loss and accuracy count the chosen positions only; new positions
+#   every epoch.
+# - Next-sentence prediction: `[CLS] A [SEP] B [SEP]`, segment embeddings, and a pooled `[CLS]`
+#   output; half the pairs consecutive, half from different reviews.
+# - Fine-tuning puts one layer on the pooled `[CLS]` output; the label-efficiency curve above
+#   says what pre-training on unlabelled reviews was worth at each number of labels.
