@@ -217,3 +217,24 @@ def test_pretraining_batches_mask_afresh_every_epoch_and_train_the_pretrainer():
     model = small_bert()
     model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"})
     assert np.isfinite(model.fit(batches, epochs=1, verbose=0).history["loss"][0])
+
+
+def test_token_tagger_and_span_finder_heads_shapes_padding_and_round_trip(tmp_path):
+    from transformer_course.pretraining import build_span_finder, build_token_tagger
+
+    pretrainer = small_bert(dropout=0.0)
+    inputs = {key: value for key, value in bert_inputs(rows=3, length=8).items() if key != "mask_positions"}
+    inputs["token_ids"][0, 6:] = 0  # a padded row
+    tags = build_token_tagger(pretrainer, num_tags=3)(inputs)
+    assert tuple(tags.shape) == (3, 8, 3)
+    finder = build_span_finder(pretrainer)
+    spans = finder(inputs)
+    for key in ("start", "end"):
+        values = keras.ops.convert_to_numpy(spans[key])
+        assert values.shape == (3, 8)
+        np.testing.assert_allclose(values.sum(-1), 1.0, atol=1e-5)
+        assert (values[0, 6:] == 0).all()
+    finder.save(tmp_path / "finder.keras")
+    reloaded = keras.models.load_model(tmp_path / "finder.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(inputs)["start"]),
+                               keras.ops.convert_to_numpy(spans["start"]), atol=1e-6)

@@ -36,6 +36,7 @@ from keras import ops
 
 from ._validation import check_integer, check_model_sizes
 from .classifier import ClassTokenOutput
+from .masks import masked_softmax
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
@@ -379,16 +380,9 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
     num_classes = check_integer("num_classes", num_classes)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
-    inputs = {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
-              "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids")}
-    layer = pretrainer.get_layer
-    x = layer("segment_embedding")(layer("token_embedding")(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
-    x = layer("embedding_dropout")(layer("embedding_norm")(x))
-    index = 1
-    while any(candidate.name == f"encoder_{index}" for candidate in pretrainer.layers):
-        x = layer(f"encoder_{index}")(x)
-        index += 1
-    pooled = layer("pooler")(layer("cls_output")(x))
+    inputs = _text_inputs()
+    x = _encoded(pretrainer, inputs)
+    pooled = pretrainer.get_layer("pooler")(pretrainer.get_layer("cls_output")(x))
     pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
     probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output", dtype="float32")(pooled)
     return keras.Model(inputs, probabilities, name=name)
@@ -442,3 +436,103 @@ class PretrainingBatches(keras.utils.PyDataset):
 
     def on_epoch_end(self):
         self.order = self.rng.permutation(len(self.token_ids))
+
+
+def _encoded(pretrainer: keras.Model, inputs: dict):
+    """The pretrainer's encoder (embeddings and blocks, shared layers) on new inputs: ``(B, T, E)``."""
+    layer = pretrainer.get_layer
+    x = layer("segment_embedding")(layer("token_embedding")(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
+    x = layer("embedding_dropout")(layer("embedding_norm")(x))
+    index = 1
+    while any(candidate.name == f"encoder_{index}" for candidate in pretrainer.layers):
+        x = layer(f"encoder_{index}")(x)
+        index += 1
+    return x
+
+
+def _text_inputs() -> dict:
+    return {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids")}
+
+
+def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 0.1, name: str | None = None) -> keras.Model:
+    """A tag for every token (named-entity-recognition style) on a (pre-trained) BERT-style encoder.
+
+    Each token's output vector goes through dropout and one softmax layer over ``num_tags``
+    tags (Devlin et al., 2019, §5.3: "feed the final hidden representation of each token into a
+    classification layer"). Padding positions still get a distribution; give them label 0 and
+    a loss that skips it (:class:`~transformer_course.metrics.MaskedCrossEntropy`), with the real
+    tags numbered from 1.
+
+    Args:
+        pretrainer: a model from :func:`build_bert_pretrainer` (its layers are shared).
+        num_tags: int, tags including the padding label 0.
+        dropout: float in [0, 1).
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids", "segment_ids"}`` (int ``(B, T)``) to float32
+        ``(B, T, num_tags)``.
+    """
+    num_tags = check_integer("num_tags", num_tags)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    inputs = _text_inputs()
+    x = keras.layers.Dropout(dropout, name="tagger_dropout")(_encoded(pretrainer, inputs))
+    return keras.Model(inputs, keras.layers.Dense(num_tags, activation="softmax", name="tagger_output",
+                                                  dtype="float32")(x), name=name)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class SpanHead(keras.layers.Layer):
+    """Where a span starts and ends: two learned vectors, one softmax over positions each.
+
+    ``P(start = t) = softmax_t(S · h_t)`` and ``P(end = t) = softmax_t(E · h_t)`` with the start
+    vector S and end vector E learned in fine-tuning (Devlin et al., 2019, §4.2, SQuAD); padding
+    positions get probability 0.
+
+    Call arguments:
+        inputs: float ``(B, T, E)`` token vectors with their padding mask.
+
+    Returns:
+        ``(start, end)``: float32 ``(B, T)`` each, rows summing to 1 over the real tokens.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        width = inputs_shape[-1]
+        self.start_vector = self.add_weight(name="start_vector", shape=(width,), initializer="glorot_uniform")
+        self.end_vector = self.add_weight(name="end_vector", shape=(width,), initializer="glorot_uniform")
+        super().build(inputs_shape)
+
+    def call(self, inputs, mask=None):
+        inputs = ops.cast(inputs, "float32")
+        start = ops.einsum("bte,e->bt", inputs, ops.cast(self.start_vector, "float32"))
+        end = ops.einsum("bte,e->bt", inputs, ops.cast(self.end_vector, "float32"))
+        return masked_softmax(start, mask), masked_softmax(end, mask)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        return (inputs_shape[0], inputs_shape[1]), (inputs_shape[0], inputs_shape[1])
+
+
+def build_span_finder(pretrainer: keras.Model, name: str | None = None) -> keras.Model:
+    """Question-answering style span extraction on a (pre-trained) BERT-style encoder.
+
+    Args:
+        pretrainer: a model from :func:`build_bert_pretrainer` (its layers are shared).
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids", "segment_ids"}`` (int ``(B, T)``) to
+        ``{"start": float32 (B, T), "end": float32 (B, T)}``: the probability that the span
+        starts / ends at each position (0 on padding).
+    """
+    inputs = _text_inputs()
+    start, end = SpanHead(name="span_head")(_encoded(pretrainer, inputs))
+    return keras.Model(inputs, {"start": start, "end": end}, name=name)
