@@ -339,3 +339,66 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
 #   output; half the pairs consecutive, half from different reviews.
 # - Fine-tuning puts one layer on the pooled `[CLS]` output; the label-efficiency curve above
 #   says what pre-training on unlabelled reviews was worth at each number of labels.
+#
+# ## Graded exercises
+#
+# Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
+# it: `check` tells you at once whether your function is right, and if not, what differs.
+# The rest of the notebook does not depend on your answers. Both are plain NumPy.
+#
+# ### Exercise 08.1 — the masked-LM loss (2 points)
+#
+# Write `masked_lm_loss(probabilities, labels)`: `probabilities` is float `(B, P, V)`, the model's
+# distribution at each of P positions; `labels` is int `(B, P)`, the original token at a chosen
+# position and 0 elsewhere. Return the mean of $-\log p(\text{label})$ over the chosen positions
+# only (labels ≠ 0), as a float; 0.0 if no position is chosen.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_08_1", "locked": false, "schema_version": 3, "solution": true}
+def masked_lm_loss(probabilities, labels):
+    """probabilities (B, P, V), labels (B, P) with 0 = not chosen -> mean -log p(label) over chosen positions."""
+    ### BEGIN SOLUTION
+    chosen = labels != 0
+    if not chosen.any():
+        return 0.0
+    picked = np.take_along_axis(probabilities, labels[..., None], axis=-1)[..., 0]
+    return float(-np.log(picked[chosen]).mean())
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_08_1", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+from transformer_course.exercises import check
+
+check("08.1", masked_lm_loss)
+### BEGIN HIDDEN TESTS
+from transformer_course.grading import evaluate_hidden
+
+assert evaluate_hidden("08.1", masked_lm_loss, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 08.2 — segment ids of a packed pair (2 points)
+#
+# Write `segment_ids(token_ids, sep_id)`: `token_ids` is int `(B, T)`, rows packed as
+# `[CLS] A [SEP] B [SEP]` and padded with 0. Return int `(B, T)`: 0 for `[CLS]`, sentence A and
+# the first `[SEP]`; 1 for sentence B and the second `[SEP]`; 0 for padding.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_08_2", "locked": false, "schema_version": 3, "solution": true}
+def segment_ids(token_ids, sep_id):
+    """token_ids (B, T) packed as [CLS] A [SEP] B [SEP] + padding -> segment ids (B, T)."""
+    ### BEGIN SOLUTION
+    first_separator = np.argmax(token_ids == sep_id, axis=1)  # (B,)
+    positions = np.arange(token_ids.shape[1])
+    return np.where((positions[None, :] > first_separator[:, None]) & (token_ids != 0), 1, 0)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_08_2", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("08.2", segment_ids)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("08.2", segment_ids, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exercise (ungraded)
+#
+# Pre-train without next-sentence prediction (drop the `nsp` loss) and compare the label-efficiency
+# curves: RoBERTa (Liu et al., 2019, §4.2) found the task unnecessary. Then compare dynamic
+# masking with one fixed mask drawn once before training.

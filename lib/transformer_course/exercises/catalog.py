@@ -191,6 +191,22 @@ def _greedy_hint(arguments, received, expected):
     return None
 
 
+def _masked_lm_loss_hint(arguments, received, expected):
+    probabilities, labels = np.asarray(arguments["probabilities"], dtype="float64"), np.asarray(arguments["labels"])
+    picked = -np.log(np.take_along_axis(probabilities, labels[..., None], axis=-1)[..., 0])
+    if _same(received, picked.mean()):
+        return "every position was counted: the loss averages over the chosen positions only (label != 0)."
+    return None
+
+
+def _segment_ids_hint(arguments, received, expected):
+    expected = np.asarray(expected)
+    token_ids = np.asarray(arguments["token_ids"])
+    if np.shape(received) == expected.shape and _same(received, np.where(token_ids == 0, 1, expected)):
+        return "padding got segment 1: padding positions keep segment 0."
+    return None
+
+
 def _temperature_hint(arguments, received, expected):
     logits, temperature = np.asarray(arguments["logits"], dtype="float64"), arguments["temperature"]
     for scaled, message in ((logits * temperature, "the logits were multiplied by the temperature: divide them by it."),
@@ -272,6 +288,9 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, output_names=("the pooled vectors",)),
     Exercise("07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",)),
     Exercise("07.2", "greedy decoding", "greedy_decode", 3, output_names=("the decoded ids",), hint=_greedy_hint),
+    Exercise("08.1", "the masked-LM loss", "masked_lm_loss", 2, output_names=("the loss",), hint=_masked_lm_loss_hint),
+    Exercise("08.2", "segment ids of a packed pair", "segment_ids", 2, output_names=("the segment ids",),
+             hint=_segment_ids_hint),
     Exercise("09.1", "softmax with a temperature", "softmax_with_temperature", 2,
              output_names=("the probabilities",), hint=_temperature_hint),
     Exercise("09.2", "the top-p (nucleus) filter", "nucleus_filter", 3, output_names=("the filtered probabilities",),

@@ -236,6 +236,54 @@ def _greedy_reference(next_token_probabilities, start_ids, end_id, max_length):
     return decoded
 
 
+# --- 08: BERT-style pre-training ------------------------------------------------------------
+
+def _masked_lm_loss_reference(probabilities, labels):
+    probabilities, labels = np.asarray(probabilities, dtype="float64"), np.asarray(labels)
+    total, count = 0.0, 0
+    for row in range(labels.shape[0]):
+        for position in range(labels.shape[1]):
+            if labels[row, position] != 0:
+                total -= math.log(probabilities[row, position, labels[row, position]])
+                count += 1
+    return total / count if count else 0.0
+
+
+def _masked_lm_loss_cases(rng):
+    def distributions(shape):
+        values = rng.random(shape) + 0.05
+        return values / values.sum(axis=-1, keepdims=True)
+
+    labels = rng.integers(1, 7, size=(3, 5))
+    labels[rng.random((3, 5)) < 0.6] = 0
+    labels[0, 0] = 4  # at least one chosen position
+    return [("one chosen position", {"probabilities": np.array([[[0.0, 0.1, 0.6, 0.3], [0.0, 0.5, 0.25, 0.25]]]),
+                                     "labels": np.array([[2, 0]])}),
+            ("3 rows of 5 positions, 7 words", {"probabilities": distributions((3, 5, 7)), "labels": labels}),
+            ("nothing chosen", {"probabilities": distributions((1, 3, 4)), "labels": np.zeros((1, 3), dtype=int)})]
+
+
+def _segment_ids_reference(token_ids, sep_id):
+    token_ids = np.asarray(token_ids)
+    segments = np.zeros(token_ids.shape, dtype="int64")
+    for row in range(token_ids.shape[0]):
+        seen = 0
+        for position, token in enumerate(token_ids[row]):
+            if token == 0:
+                continue
+            segments[row, position] = 1 if seen >= 1 else 0
+            if token == sep_id:
+                seen += 1
+    return segments
+
+
+def _segment_ids_cases(rng):
+    return [("the notes' pair, padded", {"token_ids": np.array([[2, 11, 12, 13, 3, 21, 22, 3, 0, 0]]), "sep_id": 3}),
+            ("3 pairs of different lengths", {"token_ids": np.array([[2, 5, 3, 6, 7, 8, 3, 0], [2, 5, 6, 7, 3, 8, 3, 0],
+                                                                     [2, 9, 3, 9, 3, 0, 0, 0]]), "sep_id": 3}),
+            ("no padding, [SEP] id 1", {"token_ids": np.array([[4, 7, 1, 8, 1]]), "sep_id": 1})]
+
+
 # --- 09: sampling ---------------------------------------------------------------------------
 
 def _temperature_reference(logits, temperature):
@@ -339,6 +387,8 @@ _EXERCISES = {
     "06.2": (_pooling_cases, _masked_mean_reference),
     "07.1": (_causal_cases, _causal_reference),
     "07.2": (_greedy_cases, _greedy_reference),
+    "08.1": (_masked_lm_loss_cases, _masked_lm_loss_reference),
+    "08.2": (_segment_ids_cases, _segment_ids_reference),
     "09.1": (_temperature_cases, _temperature_reference),
     "09.2": (_nucleus_cases, _nucleus_reference),
     "10.1": (_patchify_cases, _patchify_reference),
