@@ -56,9 +56,9 @@ import numpy as np
 from transformer_course.datasets import load_imdb
 from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
 from transformer_course.plots import plot_training_curves
-from transformer_course.pretraining import (IS_NEXT, NOT_NEXT, PretrainingBatches, build_bert_classifier,
-                                            build_bert_pretrainer, mask_tokens, next_sentence_pairs, pack_pair,
-                                            split_sentences)
+from transformer_course.pretraining import (PretrainingBatches, build_bert_classifier, build_bert_pretrainer,
+                                            build_span_finder, build_token_tagger, mask_tokens, next_sentence_pairs,
+                                            pack_pair, split_sentences)
 from transformer_course.results import report_metric
 from transformer_course.runtime import epoch_progress, progress
 from transformer_course.text import standardize_review
@@ -330,6 +330,118 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
 # > three alternatives cannot have 252% between them (above, each row's five add up to less than
 # > 100%).
 #
+# ## 7. Two more fine-tuning heads from the notes
+#
+# The notes name two other ways to use the encoder: a label for **every token** (named-entity
+# recognition) and a **span** in the text (question answering: "two extra vectors that mark the
+# beginning and the end of the answer"). IMDB has no such labels, so we derive two small tasks
+# from the raw reviews, where the answer is in the text itself but hidden from the model by the
+# standardisation (lower case, punctuation removed):
+#
+# - **tagging — which words were capitalised?** In a sentence, a word written with a capital
+#   letter, not first in its sentence and not "I", is tagged *name* (2), any other word *word* (1).
+#   After lower-casing, the model has to recognise names and titles from context, as a
+#   named-entity tagger does.
+# - **span — which words were in quotation marks?** In a sentence with one quoted phrase of one
+#   to six words (often a title: *I loved "The Third Man"*), find where it starts and ends.
+#
+# Each task: 4,000 training and 1,000 test sentences from the training reviews, fine-tuned like
+# section 5, pre-trained against from scratch.
+
+# %%
+def words_of(sentence):
+    """(raw words, standardised words) of a sentence, the same split TextVectorization makes."""
+    raw = sentence.split()
+    standard = [str(word.numpy().decode()) for word in standardize_review(np.array(raw, dtype=object))] if raw else []
+    kept = [(r, w) for r, w in zip(raw, standard) if w.strip()]
+    return [r for r, _ in kept], [w.strip() for _, w in kept]
+
+
+def tagging_example(sentence):
+    raw, standard = words_of(sentence)
+    tags = [2 if index and word[:1].isupper() and word not in ("I", "I'm", "I've") else 1 for index, word in enumerate(raw)]
+    return standard, tags
+
+# %%
+def span_example(sentence):
+    """(standardised words, start, end) if the sentence has exactly one quoted phrase of 1-6 words, else None."""
+    if sentence.count('"') != 2:
+        return None
+    before, quoted, after = sentence.split('"')
+    _, first = words_of(before)
+    _, inside = words_of(quoted)
+    _, last = words_of(after)
+    if not 1 <= len(inside) <= 6:
+        return None
+    return first + inside + last, len(first) + 1, len(first) + len(inside)  # +1: [CLS] comes first
+
+
+sentences = [sentence for document in documents[held_out:] for sentence in document if 5 <= len(sentence.split()) <= 40]
+tagged = [tagging_example(sentence) for sentence in sentences[:5000]]
+spans = [example for example in map(span_example, sentences) if example][:5000]
+print(f"tagging: {len(tagged):,} sentences, {np.mean([t == 2 for _, tags in tagged for t in tags]):.1%} of words are names")
+print(f"span: {len(spans):,} sentences with one quoted phrase; e.g.", " ".join(spans[0][0]), spans[0][1:])
+
+# %%
+def encode_words(word_lists):
+    """Standardised word lists -> ({token_ids, segment_ids} of [CLS] words [SEP], kept rows); one id per word."""
+    rows = vectorizer([" ".join(words) for words in word_lists]).to_list()
+    kept = [index for index, (ids, words) in enumerate(zip(rows, word_lists))
+            if len(ids) == len(words) and len(ids) <= settings.sequence_length - 2]  # one token per word, fits
+    token_ids = np.zeros((len(kept), settings.sequence_length), dtype="int32")
+    for row, index in enumerate(kept):
+        token_ids[row, :len(rows[index]) + 2] = [CLS, *rows[index], SEP]
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}, kept
+
+
+tag_inputs, kept = encode_words([words for words, _ in tagged])
+tag_labels = np.zeros(tag_inputs["token_ids"].shape, dtype="int32")  # 0 on [CLS], [SEP] and padding: not scored
+for row, index in enumerate(kept):
+    tag_labels[row, 1:len(tagged[index][1]) + 1] = tagged[index][1]
+span_inputs, kept = encode_words([words for words, _, _ in spans])
+span_targets = np.array([spans[index][1:] for index in kept], dtype="int32")  # (N, 2): start, end
+
+# %%
+def fine_tune_head(build_head, inputs, targets, loss, pretrained, seed=0, split=0.8):
+    """Fine-tune a head on the first `split` of the examples; return the model and the held-out inputs/targets."""
+    keras.utils.set_random_seed(seed)
+    base = keras.models.load_model(checkpoint_path("bert_pretrainer")) if pretrained else build_bert_pretrainer(
+        len(vocabulary), settings.sequence_length, settings.max_predictions, settings.embed_dim, settings.num_heads,
+        settings.intermediate_dim, settings.num_layers, settings.dropout)
+    model, cut = build_head(base), int(len(inputs["token_ids"]) * split)
+    model.compile(optimizer=keras.optimizers.AdamW(settings.fine_tune_learning_rate, weight_decay=0.01), loss=loss)
+    part = lambda value, train: ({k: part(v, train) for k, v in value.items()} if isinstance(value, dict)  # noqa: E731
+                                 else value[:cut] if train else value[cut:])
+    model.fit(part(inputs, True), part(targets, True), epochs=settings.fine_tune_epochs,
+              batch_size=settings.fine_tune_batch_size, verbose=0)
+    return model, part(inputs, False), part(targets, False)
+
+# %%
+for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
+    model, held_inputs, held_tags = fine_tune_head(lambda base: build_token_tagger(base, num_tags=3), tag_inputs,
+                                                   tag_labels, MaskedCrossEntropy(), pretrained)
+    predicted = model.predict(held_inputs, verbose=0).argmax(-1)
+    real, truth, guess = held_tags != 0, held_tags == 2, predicted == 2
+    precision = (guess & truth & real).sum() / max((guess & real).sum(), 1)
+    recall = (guess & truth & real).sum() / max((truth & real).sum(), 1)
+    f1 = 2 * precision * recall / max(precision + recall, 1e-9)
+    report_metric(f"tagging_name_f1_{'pretrained' if pretrained else 'scratch'}", f1,
+                  f"capitalised-word tagging, {label}: F1 of the 'name' tag on held-out sentences")
+
+# %%
+def span_targets_as(targets):
+    return {"start": targets[:, 0], "end": targets[:, 1]}
+
+
+for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
+    model, held_inputs, held = fine_tune_head(build_span_finder, span_inputs, span_targets_as(span_targets),
+                                              {"start": "sparse_categorical_crossentropy", "end": "sparse_categorical_crossentropy"},
+                                              pretrained)
+    predicted = model.predict(held_inputs, verbose=0)
+    exact = (predicted["start"].argmax(-1) == held["start"]) & (predicted["end"].argmax(-1) == held["end"])
+    report_metric(f"span_exact_match_{'pretrained' if pretrained else 'scratch'}", float(exact.mean()),
+                  f"quoted-span finding, {label}: exact start and end on held-out sentences")
+
 # ## Summary
 #
 # - Masked language modelling: 15% of the real tokens chosen; of those 80% `[MASK]`, 10% a random
