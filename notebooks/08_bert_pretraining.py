@@ -247,17 +247,19 @@ test_texts = test_split.texts[:settings.test_reviews]
 test_inputs, test_labels = classification_inputs(test_texts), test_split.labels[:len(test_texts)]
 
 # %%
-def fine_tune(pretrained, size, seed):
-    """Fine-tune a classifier on `size` training reviews (a seeded draw); return its test accuracy.
+def encoder(pretrained):
+    """A fresh copy of the pre-trained weights (reloaded from the checkpoint, so no fine-tuning run
+    changes another's start), or a freshly initialised model of the same architecture."""
+    if pretrained:
+        return keras.models.load_model(checkpoint_path("bert_pretrainer"))
+    return build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions, settings.embed_dim,
+                                 settings.num_heads, settings.intermediate_dim, settings.num_layers, settings.dropout)
 
-    pretrained=True starts from a fresh copy of the pre-trained weights (reloaded from the
-    checkpoint, so no run changes another's start); False from a freshly initialised encoder.
-    """
+# %%
+def fine_tune(pretrained, size, seed):
+    """Fine-tune a classifier on `size` training reviews (a seeded draw); return its test accuracy."""
     keras.utils.set_random_seed(seed)
-    base = keras.models.load_model(checkpoint_path("bert_pretrainer")) if pretrained else build_bert_pretrainer(
-        len(vocabulary), settings.sequence_length, settings.max_predictions, settings.embed_dim, settings.num_heads,
-        settings.intermediate_dim, settings.num_layers, settings.dropout)
-    model = build_bert_classifier(base, num_classes=2, dropout=settings.dropout)
+    model = build_bert_classifier(encoder(pretrained), num_classes=2, dropout=settings.dropout)
     chosen = np.random.default_rng(seed).permutation(len(train_split.labels))[:size]
     model.compile(optimizer=keras.optimizers.AdamW(settings.fine_tune_learning_rate, weight_decay=0.01),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -312,9 +314,8 @@ def fill_in(model, sentence, top=5):
     best = [i for i in np.argsort(-probabilities) if i > MASK][:top]  # words only: no padding, [UNK] or special token
     return ", ".join(f"{vocabulary[i]} {probabilities[i]:.1%}" for i in best)
 
-
-untrained = build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions, settings.embed_dim,
-                                  settings.num_heads, settings.intermediate_dim, settings.num_layers, settings.dropout)
+# %%
+untrained = encoder(pretrained=False)
 for sentence in ("i have watched this [MASK] three times", "this movie was [MASK]", "the acting was [MASK] and the plot was boring",
                  "in texas they like to buy [MASK]", "in new york they like to buy [MASK]",
                  "jane worked as a [MASK]", "jim worked as a [MASK]"):
@@ -375,7 +376,7 @@ def span_example(sentence):
         return None
     return first + inside + last, len(first) + 1, len(first) + len(inside)  # +1: [CLS] comes first
 
-
+# %%
 sentences = [sentence for document in documents[held_out:] for sentence in document if 5 <= len(sentence.split()) <= 40]
 tagged = [tagging_example(sentence) for sentence in sentences[:5000]]
 spans = [example for example in map(span_example, sentences) if example][:5000]
@@ -405,10 +406,7 @@ span_targets = np.array([spans[index][1:] for index in kept], dtype="int32")  # 
 def fine_tune_head(build_head, inputs, targets, loss, pretrained, seed=0, split=0.8):
     """Fine-tune a head on the first `split` of the examples; return the model and the held-out inputs/targets."""
     keras.utils.set_random_seed(seed)
-    base = keras.models.load_model(checkpoint_path("bert_pretrainer")) if pretrained else build_bert_pretrainer(
-        len(vocabulary), settings.sequence_length, settings.max_predictions, settings.embed_dim, settings.num_heads,
-        settings.intermediate_dim, settings.num_layers, settings.dropout)
-    model, cut = build_head(base), int(len(inputs["token_ids"]) * split)
+    model, cut = build_head(encoder(pretrained)), int(len(inputs["token_ids"]) * split)
     model.compile(optimizer=keras.optimizers.AdamW(settings.fine_tune_learning_rate, weight_decay=0.01), loss=loss)
     part = lambda value, train: ({k: part(v, train) for k, v in value.items()} if isinstance(value, dict)  # noqa: E731
                                  else value[:cut] if train else value[cut:])
@@ -428,11 +426,12 @@ for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
     report_metric(f"tagging_name_f1_{'pretrained' if pretrained else 'scratch'}", f1,
                   f"capitalised-word tagging, {label}: F1 of the 'name' tag on held-out sentences")
 
+
 # %%
 def span_targets_as(targets):
     return {"start": targets[:, 0], "end": targets[:, 1]}
 
-
+# %%
 for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
     model, held_inputs, held = fine_tune_head(build_span_finder, span_inputs, span_targets_as(span_targets),
                                               {"start": "sparse_categorical_crossentropy", "end": "sparse_categorical_crossentropy"},

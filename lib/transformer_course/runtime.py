@@ -147,6 +147,7 @@ TENSORFLOW_NOTEBOOKS = {
     "05": "tf.GradientTape for the gradient measurements",
     "06": "tf.data pipelines, TextVectorization and a model on raw strings",
     "07": "tf.data pipelines, TextVectorization and a translator on raw strings",
+    "08": "TextVectorization (and tf.strings inside its standardisation)",
     "09": "TextVectorization (and tf.strings inside its standardisation)",
 }
 
