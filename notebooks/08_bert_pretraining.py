@@ -441,6 +441,7 @@ for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
     report_metric(f"span_exact_match_{'pretrained' if pretrained else 'scratch'}", float(exact.mean()),
                   f"quoted-span finding, {label}: exact start and end on held-out sentences")
 
+# %% [markdown]
 # ## Summary
 #
 # - Masked language modelling: 15% of the real tokens chosen; of those 80% `[MASK]`, 10% a random
