@@ -262,7 +262,7 @@ def fine_tune(pretrained, size, seed):
     model = build_bert_classifier(encoder(pretrained), num_classes=2, dropout=settings.dropout)
     chosen = np.random.default_rng(seed).permutation(len(train_split.labels))[:size]
     model.compile(optimizer=keras.optimizers.AdamW(settings.fine_tune_learning_rate, weight_decay=0.01),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=settings.fine_tune_jit_compile)
     model.fit({key: value[chosen] for key, value in labelled.items()}, train_split.labels[chosen],
               epochs=settings.fine_tune_epochs, batch_size=settings.fine_tune_batch_size, verbose=0)
     return float(model.evaluate(test_inputs, test_labels, batch_size=128, verbose=0)[1])
