@@ -57,9 +57,9 @@ from transformer_course.datasets import load_imdb
 from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
 from transformer_course.plots import plot_training_curves
 from transformer_course.pretraining import (PretrainingBatches, build_bert_classifier, build_bert_pretrainer,
-                                            build_span_finder, build_token_tagger, mask_tokens, next_sentence_pairs,
-                                            pack_pair, split_sentences)
-from transformer_course.results import report_metric
+                                            build_span_finder, build_token_tagger, group_sentences, mask_tokens,
+                                            next_sentence_pairs, pack_pair, split_sentences)
+from transformer_course.results import load_record, report_metric
 from transformer_course.runtime import epoch_progress, progress
 from transformer_course.text import standardize_review
 from transformer_course.training import WarmupCosineDecay, checkpoint_path, fit_best
@@ -140,6 +140,11 @@ print("after: ", " ".join(vocabulary[i] for i in masked[0, :20]))
 # IsNext/NotNext classifier. Sentences are cut with one simple rule (`split_sentences`: after
 # `.`, `!` or `?` followed by a space).
 #
+# BERT's "sentences" are not single sentences but **spans** of consecutive text (Devlin et al.,
+# 2019, §3): each half of a pair is filled with whole sentences up to its share of the length, so
+# a pair is mostly text, not padding. `group_sentences` joins each review's sentences into spans
+# of at most (`pair_length` − 3) / 2 words, and the pairs are made from consecutive spans.
+#
 # The notes' two examples in our format (our tokenizer has no word pieces: "flightless" is one
 # word, where BERT's has "flight ##less"):
 
@@ -157,8 +162,9 @@ for first, second, label in (("the man went to the store", "he bought a gallon o
 
 # %%
 documents = [split_sentences(review) for review in progress(reviews, desc="sentences")]
+passages = [group_sentences(sentences, (settings.pair_length - 3) // 2) for sentences in documents]
 rng = np.random.default_rng(0)
-pairs = {"train": next_sentence_pairs(documents[held_out:], rng), "validation": next_sentence_pairs(documents[:held_out], rng)}
+pairs = {"train": next_sentence_pairs(passages[held_out:], rng), "validation": next_sentence_pairs(passages[:held_out], rng)}
 
 
 def pack_all(pair_list):
@@ -173,7 +179,7 @@ def pack_all(pair_list):
 packed_pairs = {name: pack_all(pair_list) for name, pair_list in pairs.items()}
 for name, (tokens, _, next_labels) in packed_pairs.items():
     print(f"{name:<10} {len(tokens):>8,} pairs, IsNext {next_labels.mean():.1%}, "
-          f"cut to fit: {np.mean(tokens[:, -1] != 0):.1%}")
+          f"cut to fit: {np.mean(tokens[:, -1] != 0):.1%}, padding: {np.mean(tokens == 0):.1%} of the positions")
 
 # %% [markdown]
 # ## 4. The model, and pre-training
@@ -183,6 +189,12 @@ for name, (tokens, _, next_labels) in packed_pairs.items():
 # positions — dense (GELU), LayerNorm, then a product with the **token-embedding matrix** itself
 # (the notes: "multiplying the output vectors by the embedding matrix") plus a bias, softmax; and
 # the next-sentence head on the pooled `[CLS]` output.
+#
+# The recipe, sized for two CPU cores: AdamW with a warm-up then a cosine decay (peak 10⁻³),
+# batches of 64 pairs, three passes over the pairs, each pass with new masks. No dropout in the
+# encoder during pre-training: no pair is seen more than three times, so there is little to
+# regularise, and on a CPU dropout costs about a quarter of each step. The fine-tuned heads keep
+# dropout before their output layer.
 
 # %%
 pretrainer = build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions,
@@ -202,7 +214,7 @@ steps = len(batches("train", 0)) * settings.pretraining_epochs
 pretrainer.compile(optimizer=keras.optimizers.AdamW(WarmupCosineDecay(settings.learning_rate, settings.warmup_steps, steps),
                                                     weight_decay=0.01),
                    loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"},
-                   metrics={"mlm": [masked_accuracy], "nsp": ["accuracy"]})
+                   metrics={"mlm": [masked_accuracy], "nsp": ["accuracy"]}, jit_compile=settings.jit_compile)
 pretrainer, history, facts = fit_best(pretrainer, batches("train", 0), batches("validation", 1),
                                       epochs=settings.pretraining_epochs, patience=settings.patience,
                                       checkpoint=checkpoint_path("bert_pretrainer"),
@@ -220,8 +232,8 @@ report_metric("pretraining_nsp_accuracy", final["val_nsp_accuracy"], "next-sente
 # %% [markdown]
 # ## 5. Fine-tuning, and what pre-training buys
 #
-# For sentiment, `[CLS] review [SEP]` (the review cut to `sequence_length`), the pooled `[CLS]`
-# output, dropout and a softmax over negative/positive: BERT's recipe for a one-text
+# For sentiment, `[CLS] review [SEP]`, the pooled `[CLS]` output, dropout and a softmax over
+# negative/positive: BERT's recipe for a one-text
 # classification (Devlin et al., 2019, §4.1). `build_bert_classifier` builds it on the
 # pre-trained layers; built on a freshly initialised pretrainer, it is the same architecture
 # trained from scratch.
@@ -230,14 +242,21 @@ report_metric("pretraining_nsp_accuracy", final["val_nsp_accuracy"], "next-sente
 # it as a **label-efficiency curve**: test accuracy on the 25,000 test reviews after fine-tuning
 # on 1,000, 2,000, 5,000 and 20,000 labelled training reviews, pre-trained against from scratch,
 # three seeds for the small sizes.
+#
+# A review longer than the 126 tokens between `[CLS]` and `[SEP]` keeps its first quarter of them
+# and fills the rest from its end (the first 31 and the last 95 tokens): reviews often end on the
+# verdict, and head + tail was the best cut for IMDB in Sun et al. (2019, *How to Fine-Tune BERT
+# for Text Classification?*, §5.3.1). The classifier reads as many positions as the pre-training
+# pairs held, so it meets no position embedding that pre-training left untrained.
 
 # %%
 def classification_inputs(texts):
-    """Reviews -> {token_ids, segment_ids} of [CLS] review [SEP], cut to sequence_length."""
-    rows = vectorizer(texts).to_list()
+    """Reviews -> {token_ids, segment_ids} of [CLS] review [SEP]; a long review keeps its head and tail."""
+    rows, room = vectorizer(texts).to_list(), settings.sequence_length - 2
+    head = room // 4
     token_ids = np.zeros((len(rows), settings.sequence_length), dtype="int32")
     for index, tokens in enumerate(rows):
-        kept = [CLS, *tokens[:settings.sequence_length - 2], SEP]
+        kept = [CLS, *(tokens if len(tokens) <= room else tokens[:head] + tokens[len(tokens) - (room - head):]), SEP]
         token_ids[index, :len(kept)] = kept
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
@@ -245,6 +264,8 @@ def classification_inputs(texts):
 labelled = classification_inputs(train_split.texts)
 test_texts = test_split.texts[:settings.test_reviews]
 test_inputs, test_labels = classification_inputs(test_texts), test_split.labels[:len(test_texts)]
+print(f"training reviews that fill all {settings.sequence_length} positions (most of them cut): "
+      f"{np.mean(labelled['token_ids'][:, -1] != 0):.1%}")
 
 # %%
 def encoder(pretrained):
@@ -259,10 +280,10 @@ def encoder(pretrained):
 def fine_tune(pretrained, size, seed):
     """Fine-tune a classifier on `size` training reviews (a seeded draw); return its test accuracy."""
     keras.utils.set_random_seed(seed)
-    model = build_bert_classifier(encoder(pretrained), num_classes=2, dropout=settings.dropout)
+    model = build_bert_classifier(encoder(pretrained), num_classes=2, dropout=settings.classifier_dropout)
     chosen = np.random.default_rng(seed).permutation(len(train_split.labels))[:size]
     model.compile(optimizer=keras.optimizers.AdamW(settings.fine_tune_learning_rate, weight_decay=0.01),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=settings.fine_tune_jit_compile)
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=settings.jit_compile)
     model.fit({key: value[chosen] for key, value in labelled.items()}, train_split.labels[chosen],
               epochs=settings.fine_tune_epochs, batch_size=settings.fine_tune_batch_size, verbose=0)
     return float(model.evaluate(test_inputs, test_labels, batch_size=128, verbose=0)[1])
@@ -294,6 +315,24 @@ for size in settings.label_sizes:
     report_metric(f"fine_tuned_{size}_pretrained", curve[size, True].mean(), f"pre-trained, {size:,} labels: mean test accuracy",
                   headline=size == max(settings.label_sizes))
     report_metric(f"fine_tuned_{size}_scratch", curve[size, False].mean(), f"from scratch, {size:,} labels: mean test accuracy")
+
+# %% [markdown]
+# With every label, beside notebook 06's models (its recorded full run: reviews up to 600 tokens,
+# trained from scratch) and its bag-of-bigrams baseline:
+
+# %%
+largest = max(settings.label_sizes)
+rows = [(f"BERT-style, pre-trained, {largest:,} labels, {settings.sequence_length} tokens (this notebook)", curve[largest, True].mean()),
+        ("the same from scratch (this notebook)", curve[largest, False].mean())]
+record = load_record("06_imdb_classifier")
+if record is None:
+    print("No recorded full run of notebook 06 here (results/06_imdb_classifier.json).")
+else:
+    rows += [(f"notebook 06: {record['metrics'][name]['description'].split(':')[0]}", record["metrics"][name]["value"])
+             for name in ("transformer_positions_test_accuracy", "transformer_no_positions_test_accuracy",
+                          "bag_of_bigrams_test_accuracy")]
+for label, accuracy in sorted(rows, key=lambda row: -row[1]):
+    print(f"{accuracy:7.2%}  {label}")
 
 # %% [markdown]
 # ## 6. What the model learned: fill in the blank

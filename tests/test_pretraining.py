@@ -82,7 +82,8 @@ def test_bad_arguments_name_themselves():
 
 # --- next-sentence prediction ---------------------------------------------------------------
 
-from transformer_course.pretraining import IS_NEXT, NOT_NEXT, next_sentence_pairs, pack_pair, split_sentences  # noqa: E402
+from transformer_course.pretraining import (IS_NEXT, NOT_NEXT, group_sentences, next_sentence_pairs, pack_pair,  # noqa: E402
+                                            split_sentences)
 
 
 def test_split_sentences_by_the_documented_rule():
@@ -91,6 +92,17 @@ def test_split_sentences_by_the_documented_rule():
     assert split_sentences("   ") == []
     with pytest.raises(TypeError, match="`text` must be a str; received int"):
         split_sentences(3)
+
+
+def test_group_sentences_fills_spans_in_order_without_losing_a_sentence():
+    sentences = ["a b c", "d e", "f g h i", "j", "k l m n o p q r", "s t"]
+    spans = group_sentences(sentences, max_words=5)
+    assert spans == ["a b c d e", "f g h i j", "k l m n o p q r", "s t"]  # the 8-word sentence stands alone
+    assert " ".join(spans).split() == " ".join(sentences).split()
+    assert group_sentences([], 5) == []
+    assert group_sentences(sentences, 1) == sentences
+    with pytest.raises(ValueError, match="`max_words` must be a positive integer; received 0"):
+        group_sentences(sentences, 0)
 
 
 def test_next_sentence_pairs_are_half_is_next_and_not_next_comes_from_another_document():

@@ -41,7 +41,7 @@ from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
 __all__ = ["mask_tokens", "gather_selected", "PretrainingBatches", "SegmentEmbedding", "GatherPositions", "build_bert_pretrainer", "build_bert_classifier",
-           "split_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
+           "split_sentences", "group_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
 
 IS_NEXT, NOT_NEXT = 1, 0
 
@@ -131,6 +131,41 @@ def split_sentences(text: str) -> list[str]:
     ends = [match.end() for match in _SENTENCE_END.finditer(text)]
     pieces = [text[start:end] for start, end in zip([0, *ends], [*ends, len(text)])]
     return [piece.strip() for piece in pieces if piece.strip()]
+
+
+def group_sentences(sentences, max_words: int) -> list[str]:
+    """Join consecutive sentences into spans of at most ``max_words`` whitespace-separated words.
+
+    BERT's "sentences" are spans of contiguous text, not linguistic sentences (Devlin et al.,
+    2019, §3: "a 'sentence' can be an arbitrary span of contiguous text"): each half of a
+    pre-training pair is filled up to its share of the packed length, so that little of a pair
+    is padding. Sentences are taken in order and added to the current span while it stays within
+    ``max_words``; a sentence longer than ``max_words`` becomes a span of its own (:func:`pack_pair`
+    cuts it later).
+
+    Args:
+        sentences: list of str, one document's sentences in order (e.g. from :func:`split_sentences`).
+        max_words: int >= 1, the most words a span holds (words: ``str.split`` pieces).
+
+    Returns:
+        list of str, the spans in order; the sentences of a span are joined by one space. Every
+        sentence is in exactly one span.
+
+    Raises:
+        ValueError: for a ``max_words`` below 1.
+    """
+    max_words = check_integer("max_words", max_words)
+    spans, current, length = [], [], 0
+    for sentence in sentences:
+        words = len(sentence.split())
+        if current and length + words > max_words:
+            spans.append(" ".join(current))
+            current, length = [], 0
+        current.append(sentence)
+        length += words
+    if current:
+        spans.append(" ".join(current))
+    return spans
 
 
 def next_sentence_pairs(documents, rng: np.random.Generator) -> list[tuple[str, str, int]]:
