@@ -82,7 +82,7 @@ def test_bad_arguments_name_themselves():
 
 # --- next-sentence prediction ---------------------------------------------------------------
 
-from transformer_course.pretraining import (IS_NEXT, NOT_NEXT, group_sentences, next_sentence_pairs, pack_pair,  # noqa: E402
+from transformer_course.pretraining import (IS_NEXT, group_sentences, next_sentence_pairs, pack_pair,  # noqa: E402
                                             split_sentences)
 
 
