@@ -97,8 +97,7 @@ def _batch(rng, batch_size, length, vocabulary, max_predictions):
     masked, labels, selected = mask_tokens(token_ids, rng, vocabulary, MASK, unselectable_token_ids=(0, 2, 3, MASK))
     positions, position_labels = gather_selected(selected, labels, max_predictions)
     every_label = np.zeros_like(token_ids)  # the same scored positions, at their places in the pair
-    np.put_along_axis(every_label, positions, position_labels, axis=1)
-    every_label[:, 0] = 0  # unused slots point at position 0 with label 0; [CLS] is never chosen
+    np.put_along_axis(every_label, positions, position_labels, axis=1)  # unused slots: label 0 at [CLS]
     next_labels = np.zeros(batch_size, dtype="int32")
     every_position = np.arange(length, dtype="int32")[None].repeat(batch_size, 0)
     return {"all positions": ({"token_ids": masked, "segment_ids": segment_ids, "mask_positions": every_position},
