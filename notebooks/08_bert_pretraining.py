@@ -230,6 +230,30 @@ report_metric("pretraining_mlm_accuracy", final["val_mlm_masked_accuracy"],
 report_metric("pretraining_nsp_accuracy", final["val_nsp_accuracy"], "next-sentence accuracy on held-out pairs (best epoch)")
 
 # %% [markdown]
+# **Reading the two numbers** (the recorded full run: two CPU cores, 24 minutes, three passes of
+# about 1,430 updates of 64 pairs). The model fills **15.9%** of the held-out blanks and tells
+# IsNext from NotNext **65.0%** of the time; BERT reached 97–98% on its next-sentence task
+# (Devlin et al., 2019, §3.1). A masked-LM accuracy needs a yardstick. Count tables built on the
+# same training reviews and vocabulary, filling the same kind of held-out blanks
+# (`benchmarks/masked_word_baselines.py`; its last run is kept in
+# `results/benchmarks/masked_word_baselines.txt`):
+#
+# | fills the blank with | held-out blanks right |
+# |---|---|
+# | the most frequent word ("the") | 6.4% |
+# | the word seen most often after the word before | 14.5% |
+# | the word seen most often between the two neighbours | 23.4% |
+# | this model, after 24 minutes of pre-training | 15.9% |
+#
+# So far the model knows about as much as the word-before table. Masked-LM training is known to
+# sit on such a **plateau** first: the model learns which words a text is likely to contain, and
+# only later, often abruptly, learns to use *where* the other words are, the moment its loss drops
+# (Chen et al., 2024, *Sudden Drops in the Loss: Syntax Acquisition, Phase Transitions, and
+# Simplicity Bias in MLMs*, ICLR). This run's budget ended on the plateau. For scale: BERT-base
+# trained for 1,000,000 updates of 256 sequences of up to 512 tokens (Devlin et al., 2019, §A.2),
+# about 3,700 times the tokens this run read, through a model 60 times the size of ours.
+
+# %% [markdown]
 # ## 5. Fine-tuning, and what pre-training buys
 #
 # For sentiment, `[CLS] review [SEP]`, the pooled `[CLS]` output, dropout and a softmax over
@@ -317,6 +341,16 @@ for size in settings.label_sizes:
     report_metric(f"fine_tuned_{size}_scratch", curve[size, False].mean(), f"from scratch, {size:,} labels: mean test accuracy")
 
 # %% [markdown]
+# **What the curve says, for this run.** Pre-training paid only at the smallest size: with 1,000
+# labels the pre-trained model reached 64.1% against 57.2% from scratch, though the from-scratch
+# seeds spread over ±8.3 points, so three seeds barely settle it. From 2,000 labels on, the model
+# from scratch wins: by 5.9 points at 2,000, by 5.5 at 5,000 and by 7.5 with all 20,000. An
+# encoder still on the plateau of section 4 has learned which words reviews contain, not how they
+# combine, and here it was a *worse* start than random weights once a few thousand labels were
+# there to learn from. BERT's gains come from encoders that had left that plateau long before
+# fine-tuning; this curve measures what 24 minutes on two CPU cores bought, and that is its
+# honest answer.
+#
 # With every label, beside notebook 06's models (its recorded full run: reviews up to 600 tokens,
 # trained from scratch) and its bag-of-bigrams baseline:
 
@@ -333,6 +367,12 @@ else:
                           "bag_of_bigrams_test_accuracy")]
 for label, accuracy in sorted(rows, key=lambda row: -row[1]):
     print(f"{accuracy:7.2%}  {label}")
+
+# %% [markdown]
+# Two things separate these rows. Notebook 06's models read reviews of up to 600 tokens; these
+# read 128, and three quarters of the training reviews had to be cut to fit (head and tail kept).
+# And pre-training, as the curve showed, cost this encoder accuracy instead of adding any. No
+# model here beats the bag of bigrams.
 
 # %% [markdown]
 # ## 6. What the model learned: fill in the blank
@@ -361,9 +401,18 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
     print(f"{sentence}\n   pre-trained: {fill_in(pretrainer, sentence)}\n   untrained:   {fill_in(untrained, sentence)}")
 
 # %% [markdown]
+# **Reading the answers.** The untrained model spreads its probability almost evenly over 10,000
+# words (each under 0.05%). After pre-training, the top guesses are the commonest words of the
+# reviews (the, i, this, a) and words already in the sentence: "this movie was `[MASK]`" gets
+# the, i, this. "movie" comes second for "i have watched this `[MASK]` three times": it is the
+# commonest noun in the reviews and the word they most often put after "this", which the
+# word-before table of section 4 would answer too; the first guess, "i", is already in the
+# sentence. This is the plateau of section 4, word by word.
+#
 # The notes show a large BERT's answers to the last four prompts to ask what language models
-# learn about places and people. Ours has read nothing but film reviews, and its answers mirror
-# film reviews; whatever associations it shows come from how reviewers write.
+# learn about places and people. Ours answers them with common short words: it has not learned
+# enough for them to show any association, so here they say nothing about bias. A model trained
+# further on film reviews would mirror how reviewers write, nothing more.
 #
 # > **The notes say** a model may give "My dog is `[MASK]`" the words happy 87%, running 89% and
 # > barking 76%. The probabilities for one blank are one softmax: they add up to at most 1, so
@@ -488,8 +537,14 @@ for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
 #   every epoch.
 # - Next-sentence prediction: `[CLS] A [SEP] B [SEP]`, segment embeddings, and a pooled `[CLS]`
 #   output; half the pairs consecutive, half from different reviews.
-# - Fine-tuning puts one layer on the pooled `[CLS]` output; the label-efficiency curve above
-#   says what pre-training on unlabelled reviews was worth at each number of labels.
+# - Fine-tuning puts one layer on the pooled `[CLS]` output; the label-efficiency curve says
+#   what pre-training on unlabelled reviews was worth at each number of labels.
+# - **What the recorded run measured** (full profile, two CPU cores): 24 minutes of pre-training
+#   left the masked LM on its early plateau, 15.9% of held-out blanks filled (a count of the word
+#   before gets 14.5%, of both neighbours 23.4%) and next-sentence accuracy 65.0%. That encoder
+#   helped only with 1,000 labels (64.1% against 57.2% from scratch) and hurt from 2,000 on (all
+#   labels: 76.0% against 83.5%). Pre-training pays once the masked LM has learned to use context,
+#   and that takes more compute than this run had.
 #
 # ## Graded exercises
 #
@@ -553,3 +608,8 @@ assert evaluate_hidden("08.2", segment_ids, seed=7).passed
 # Pre-train without next-sentence prediction (drop the `nsp` loss) and compare the label-efficiency
 # curves: RoBERTa (Liu et al., 2019, §4.2) found the task unnecessary. Then compare dynamic
 # masking with one fixed mask drawn once before training.
+#
+# With a GPU (or a night on a CPU), give the pre-training of section 4 more passes and a larger
+# budget (the `epochs` and `budget_minutes` of its `fit_best` call, and `steps` of its schedule to
+# match) and watch the masked-LM curve for the drop that ends the plateau; then run the
+# label-efficiency curve again.
