@@ -112,3 +112,17 @@ def test_warmup_cosine_decay_rises_then_falls_to_its_floor():
     assert WarmupCosineDecay.from_config(schedule.get_config()).get_config() == schedule.get_config()
     with pytest.raises(ValueError, match="decay_steps"):
         WarmupCosineDecay(1e-3, 10, 10)
+
+
+def test_warmup_cosine_decay_can_hold_its_peak_before_decaying():
+    from transformer_course.training import WarmupCosineDecay
+
+    schedule = WarmupCosineDecay(peak=1e-3, warmup_steps=10, decay_steps=210, final_fraction=0.1, hold_steps=100)
+    rate = lambda step: float(schedule(step))  # noqa: E731
+    np.testing.assert_allclose([rate(4), rate(10), rate(60), rate(110)], [5e-4, 1e-3, 1e-3, 1e-3], rtol=1e-5)
+    np.testing.assert_allclose([rate(160), rate(210), rate(900)], [5.5e-4, 1e-4, 1e-4], rtol=1e-4)
+    assert WarmupCosineDecay.from_config(schedule.get_config()).get_config() == schedule.get_config()
+    with pytest.raises(ValueError, match="warmup_steps \\+ hold_steps"):
+        WarmupCosineDecay(1e-3, 10, 110, hold_steps=100)
+    with pytest.raises(ValueError, match="hold_steps"):
+        WarmupCosineDecay(1e-3, 10, 110, hold_steps=-1)

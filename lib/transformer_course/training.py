@@ -51,46 +51,56 @@ def checkpoint_path(name: str, folder: str | Path = "checkpoints", profile_name:
 
 @keras.saving.register_keras_serializable(package="transformer_course")
 class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """A learning rate that rises linearly, then falls along a half cosine.
+    """A learning rate that rises linearly, optionally holds its peak, then falls along a half cosine.
 
-    ``rate(step) = peak · step / warmup_steps`` for the first ``warmup_steps``; then
-    ``final + (peak - final) · (1 + cos(π · progress)) / 2`` with progress going from 0 to 1 over
-    the remaining ``decay_steps - warmup_steps``; ``final`` after that. Warm-up keeps Adam's early,
-    poorly estimated steps small (Vaswani et al., 2017, §5.3 warm up too); the decay lets training
-    settle in the end (Loshchilov and Hutter, 2017, SGDR).
+    ``rate(step) = peak · step / warmup_steps`` for the first ``warmup_steps``; then ``peak`` for
+    ``hold_steps`` more; then ``final + (peak - final) · (1 + cos(π · progress)) / 2`` with
+    progress going from 0 to 1 over the remaining steps up to ``decay_steps``; ``final`` after
+    that. Warm-up keeps Adam's early, poorly estimated steps small (Vaswani et al., 2017, §5.3 warm
+    up too); the decay lets training settle in the end (Loshchilov and Hutter, 2017, SGDR). Holding
+    the peak first ("warm-up, stable, decay": Hu et al., 2024, *MiniCPM*) keeps the rate high
+    for a training run that must first leave a plateau, as masked language modelling must.
 
     Args:
         peak: float > 0, the highest learning rate.
         warmup_steps: int >= 0.
-        decay_steps: int > ``warmup_steps``, the step at which the rate reaches ``final``.
+        decay_steps: int > ``warmup_steps + hold_steps``, the step at which the rate reaches
+            ``final``.
         final_fraction: float in [0, 1], ``final = final_fraction · peak``.
+        hold_steps: int >= 0, steps at the peak between warm-up and decay. Defaults to 0.
 
     Raises:
         ValueError: naming the argument, for values outside those ranges.
     """
 
-    def __init__(self, peak: float, warmup_steps: int, decay_steps: int, final_fraction: float = 0.05):
+    def __init__(self, peak: float, warmup_steps: int, decay_steps: int, final_fraction: float = 0.05,
+                 hold_steps: int = 0):
         if not peak > 0:
             raise ValueError(f"`peak` must be a positive learning rate; received {peak!r}.")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise ValueError(f"`warmup_steps` must be an integer >= 0; received {warmup_steps!r}.")
-        if isinstance(decay_steps, bool) or not isinstance(decay_steps, int) or decay_steps <= warmup_steps:
-            raise ValueError(f"`decay_steps` must be an integer above warmup_steps ({warmup_steps}); received {decay_steps!r}.")
+        if isinstance(hold_steps, bool) or not isinstance(hold_steps, int) or hold_steps < 0:
+            raise ValueError(f"`hold_steps` must be an integer >= 0; received {hold_steps!r}.")
+        if isinstance(decay_steps, bool) or not isinstance(decay_steps, int) or decay_steps <= warmup_steps + hold_steps:
+            raise ValueError(f"`decay_steps` must be an integer above warmup_steps + hold_steps ({warmup_steps + hold_steps}); "
+                             f"received {decay_steps!r}.")
         if not 0.0 <= final_fraction <= 1.0:
             raise ValueError(f"`final_fraction` must be in [0, 1]; received {final_fraction!r}.")
         self.peak, self.warmup_steps, self.decay_steps, self.final_fraction = float(peak), warmup_steps, decay_steps, float(final_fraction)
+        self.hold_steps = hold_steps
 
     def __call__(self, step):
         step = keras.ops.cast(step, "float32")
         warmup = keras.ops.minimum(1.0, (step + 1.0) / max(self.warmup_steps, 1))
-        progress = keras.ops.clip((step - self.warmup_steps) / (self.decay_steps - self.warmup_steps), 0.0, 1.0)
+        decay_start = self.warmup_steps + self.hold_steps
+        progress = keras.ops.clip((step - decay_start) / (self.decay_steps - decay_start), 0.0, 1.0)
         cosine = 0.5 * (1.0 + keras.ops.cos(math.pi * progress))
         decayed = self.final_fraction + (1.0 - self.final_fraction) * cosine
         return self.peak * keras.ops.where(step < self.warmup_steps, warmup, decayed)
 
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps, "decay_steps": self.decay_steps,
-                "final_fraction": self.final_fraction}
+                "final_fraction": self.final_fraction, "hold_steps": self.hold_steps}
 
 
 class EpochScores(keras.callbacks.Callback):
