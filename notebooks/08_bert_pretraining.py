@@ -153,8 +153,8 @@ print("after: ", " ".join(vocabulary[i] for i in masked[0, :20]))
 # %%
 def packed(first, second):
     """Two sentences -> the packed ids and segment ids, shown as tokens."""
-    token_ids, segment_ids = pack_pair(vectorizer([first]).to_list()[0], vectorizer([second]).to_list()[0], CLS, SEP, 16)
-    return " ".join(vocabulary[i] for i in token_ids if i), "".join(str(s) for s, i in zip(segment_ids, token_ids) if i)
+    token_ids, segments = pack_pair(vectorizer([first]).to_list()[0], vectorizer([second]).to_list()[0], CLS, SEP, 16)
+    return " ".join(vocabulary[i] for i in token_ids if i), "".join(str(s) for s, i in zip(segments, token_ids) if i)
 
 
 for first, second, label in (("the man went to the store", "he bought a gallon of milk", "IsNext"),
@@ -233,6 +233,7 @@ class MaskedAccuracyTrace(keras.callbacks.Callback):
             self.last = (seen, mean)
 
 
+# %%
 steps_per_epoch = len(batches("train", 0))
 steps = steps_per_epoch * settings.pretraining_epochs
 decay_steps = max(1, int(steps * settings.decay_fraction))
@@ -350,9 +351,6 @@ def encoder(pretrained):
                                  settings.num_heads, settings.intermediate_dim, settings.num_layers, settings.dropout)
 
 # %%
-seconds = {"training": 0.0, "scoring": 0.0}  # where the time of the curve goes
-
-
 def fine_tune(pretrained, size, seed):
     """Fine-tune a classifier on `size` training reviews (a seeded draw); return its test accuracy."""
     keras.utils.set_random_seed(seed)
@@ -370,6 +368,7 @@ def fine_tune(pretrained, size, seed):
     return accuracy
 
 # %%
+seconds = {"training": 0.0, "scoring": 0.0}  # where the fine-tuning time goes
 curve = {}
 for size in progress(settings.label_sizes, desc="label sizes"):
     seeds = settings.fine_tune_seeds if size != max(settings.label_sizes) else settings.fine_tune_seeds[:1]
