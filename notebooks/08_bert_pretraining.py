@@ -564,8 +564,9 @@ def fine_tune_head(build_head, inputs, targets, loss, pretrained, seed=0, split=
 
 # %%
 for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
-    model, held_inputs, held_tags = fine_tune_head(lambda base: build_token_tagger(base, num_tags=3), tag_inputs,
-                                                   tag_labels, MaskedCrossEntropy(), pretrained)
+    model, held_inputs, held_tags = fine_tune_head(
+        lambda base: build_token_tagger(base, num_tags=3, dropout=settings.classifier_dropout), tag_inputs,
+        tag_labels, MaskedCrossEntropy(), pretrained)
     predicted = model.predict(held_inputs, verbose=0).argmax(-1)
     real, truth, guess = held_tags != 0, held_tags == 2, predicted == 2
     precision = (guess & truth & real).sum() / max((guess & real).sum(), 1)
