@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
 #
-# **Run time:** full profile about 71 min on a 2-core CPU, smoke profile about 75 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times.
+# **Run time:** full profile about 76 min on a 2-core CPU, smoke profile about 75 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times.
 #
 # **What you will learn**
 # - **masked language modelling**: choose 15% of the tokens, hide most of them behind
@@ -272,19 +272,23 @@ report_metric("pretraining_nsp_accuracy", final["val_nsp_accuracy"], "next-sente
 # %% [markdown]
 # **Reading the run** (the recorded full run: two CPU cores). The left panel has the story of
 # masked-LM training. Within 1,000 updates the accuracy climbs to about 14% and then sits on a
-# **plateau** near 15% for some 2,000 updates; after about update 3,000 it climbs again. Masked
-# LMs are known to do this: the loss drops steeply in a short window, just as attention heads come
-# to follow the syntactic relations between words (Chen et al., 2024, *Sudden Drops in the Loss:
-# Syntax Acquisition, Phase Transitions, and Simplicity Bias in MLMs*, ICLR). That is why the
-# learning rate stays at its peak: a schedule that decays from the start has lowered it by then.
+# **plateau** near 15% for some 2,000 updates; after about update 3,200 it climbs again, and it
+# was still climbing when the run ended. Masked LMs are known to do this: the loss drops steeply
+# in a short window, just as attention heads come to follow the syntactic relations between words
+# (Chen et al., 2024, *Sudden Drops in the Loss: Syntax Acquisition, Phase Transitions, and
+# Simplicity Bias in MLMs*, ICLR). That is why the learning rate stays at its peak: a schedule
+# that decays from the start has lowered it by then.
 #
-# The budget of 32 minutes stopped pre-training after three of its four passes (4,290 updates, 24
-# minutes): a pass took 8 minutes with its held-out scoring, so a fourth would have ended past the
-# budget. The decay planned for the last 15% of the updates (right panel, from update 4,860) never
-# came, and the model stopped while still climbing.
+# All four passes ran (5,720 updates, 31.3 minutes, 7.8 minutes a pass with its held-out
+# scoring). The held-out accuracy after each pass (the dots) was about 15%, 15%, 21% and 25.5%.
+# The decay over the last 15% of the updates (right panel, from update 4,862) brought no jump of
+# its own: the climb went on at about the pace it had before.
 #
-# It fills **21.0%** of the held-out blanks, and tells IsNext from NotNext **60.4%** of the time
-# (BERT reached 97–98% on its next-sentence task: Devlin et al., 2019, §3.1). A masked-LM
+# It fills **25.5%** of the held-out blanks, and tells IsNext from NotNext **66.5%** of the time
+# (BERT reached 97–98% on its next-sentence task: Devlin et al., 2019, §3.1). Here every NotNext
+# sentence is still about films, so only finer cues (names, plot, tone) give it away. In the
+# curve below, the training accuracy rose by about four points a pass and the held-out one,
+# unevenly, from 57% to 66.5%: both were still rising when pre-training stopped. A masked-LM
 # accuracy needs a yardstick. Count tables built on the same training reviews and vocabulary,
 # filling the same kind of held-out blanks (`benchmarks/masked_word_baselines.py`; its last run
 # is kept in `results/benchmarks/masked_word_baselines.txt`):
@@ -294,13 +298,14 @@ report_metric("pretraining_nsp_accuracy", final["val_nsp_accuracy"], "next-sente
 # | the most frequent word ("the") | 6.4% |
 # | the word seen most often after the word before | 14.5% |
 # | the word seen most often between the two neighbours | 23.4% |
-# | this model, after 24 minutes of pre-training | 21.0% |
+# | this model, after 31 minutes of pre-training | 25.5% |
 #
-# The plateau sits at the word-before table's level. When the model left it, it had begun to use
-# both sides of a blank, and it stopped short of the two-neighbour table.
+# The plateau sits at the word-before table's level. Leaving it, the model began to use both
+# sides of a blank, and by the end it beats the two-neighbour table by two points: it has begun
+# to use words beyond the neighbours, but not by much.
 #
 # For scale: BERT-base trained for 1,000,000 updates of 256 sequences, 90% of them 128 tokens long
-# and the rest 512 (Devlin et al., 2019, §A.2). That is about 1,200 times the tokens this run
+# and the rest 512 (Devlin et al., 2019, §A.2). That is about 900 times the tokens this run
 # read, through a model 60 times the size of ours.
 
 # %% [markdown]
@@ -400,13 +405,13 @@ for size in settings.label_sizes:
 
 # %% [markdown]
 # **What the curve says, for this run.** Pre-training paid at the smallest size only. With 1,000
-# labels the pre-trained model reached 65.5% against 57.2% from scratch (8.3 points), though the
+# labels the pre-trained model reached 66.3% against 57.2% from scratch (9.1 points), though the
 # from-scratch seeds spread over ±8.3 points. From 2,000 labels on, the model from scratch wins:
-# by 2.9 points at 2,000, by 2.4 at 5,000 and by 5.3 with all 20,000. The encoder here has only
-# just left its plateau (section 4): what it learned helps when labels are scarce, and with a few
+# by 3.1 points at 2,000, by 2.0 at 5,000 and by 4.1 with all 20,000. The encoder here is not far
+# past its plateau (section 4): what it learned helps when labels are scarce, and with a few
 # thousand labels a random start learns more. BERT's gains come from encoders trained far past
-# that point. This curve measures what 24 minutes on two CPU cores bought, and that is its
-# honest answer. The fine-tuning took 27.0 minutes of training and 12.4 of scoring the test
+# that point. This curve measures what 31 minutes on two CPU cores bought, and that is its
+# honest answer. The fine-tuning took 26.9 minutes of training and 10.6 of scoring the test
 # reviews (printed above).
 #
 # With every label, beside notebook 06's models (its recorded full run: reviews up to 600 tokens,
@@ -460,19 +465,21 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
 
 # %% [markdown]
 # **Reading the answers.** The untrained model spreads its probability almost evenly over 10,000
-# words (each under 0.05%). The pre-trained one has begun to use where the blank stands: for
-# "i have watched this `[MASK]` three times" it offers prepositions (of, at, in, on, for): it has
-# learned that a blank between two words is often a short function word, not yet which word fits
-# after "this". "movie" is not among its first five there. For "the acting was `[MASK]` and the plot was boring" it offers "good" among
-# pronouns and repeats ("acting"). The commonest short words (it, i, this) are still its first
-# guesses for most blanks: the plateau of section 4 is not far behind.
+# words (each under 0.05%). The pre-trained one uses where the blank stands. For "i have watched
+# this `[MASK]` three times" its second word is **movie** (8.0%, after "of" at 9.9%), and "film"
+# is fifth: what follows "watched this" in a film review. For "the acting was `[MASK]` and the
+# plot was boring" all five are verdicts (good, terrible, bad, great, awful), but "good" comes
+# first: the model has learned which kind of word goes there, not yet that "boring" decides
+# which one. "this movie was `[MASK]`" gets three verdicts among its five (terrible, great, good),
+# with "one" first.
 #
 # The notes show a large BERT's answers to the last four prompts to ask what language models
-# learn about places and people. Ours answers the two shopping prompts with pronouns, and gives
-# Jane and Jim the same five words (film, movie, in, little, woman): it has read only film
-# reviews, whose people mostly work in films, and it has not learned enough for these prompts to
-# show anything about bias. A model trained further on film reviews would mirror how reviewers
-# write.
+# learn about places and people. Ours answers both shopping prompts with the same pronouns (it,
+# this, me): Texas and New York mean nothing to it. For Jane and Jim it offers the world of its
+# reviews (film, series, fan, actor, movie), nearly the same list for both; "actor" is second for
+# Jim (2.8%) and fourth for Jane (1.8%), a gap too small to read anything into from one model and
+# two prompts. It has read only film reviews, whose people mostly work in films: a model trained
+# further on them would mirror how reviewers write, their habits about people included.
 #
 # > **The notes say** a model may give "My dog is `[MASK]`" the words happy 87%, running 89% and
 # > barking 76%. The probabilities for one blank are one softmax: they add up to at most 1, so
@@ -591,11 +598,11 @@ for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
                   f"quoted-span finding, {label}: exact start and end on held-out sentences")
 
 # %% [markdown]
-# In the recorded run the tagger gained clearly from pre-training: an F1 of 0.61 against 0.45
-# for the name tag. Telling a name from an ordinary word after lower-casing takes the context,
-# which the masked LM had begun to learn. The span finder did not (13.0% against 11.6% of spans
-# found exactly). Each is one seed, and section 5 showed gaps of a few points coming and going
-# with the seed.
+# In the recorded run both heads gained from pre-training. The tagger clearly: an F1 of 0.63
+# against 0.45 for the name tag. Telling a name from an ordinary word after lower-casing takes
+# the context, which the masked LM had learned to use. The span finder found 17.4% of the spans
+# exactly against 11.6% from scratch. Each is one seed, and section 5 showed gaps of a few points
+# coming and going with the seed.
 
 # %% [markdown]
 # ## Summary
@@ -608,12 +615,13 @@ for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
 # - Fine-tuning puts one layer on the pooled `[CLS]` output; the label-efficiency curve says
 #   what pre-training on unlabelled reviews was worth at each number of labels.
 # - **What the recorded run measured** (full profile, two CPU cores): masked-LM accuracy sat on a
-#   plateau near 15% (a count of the word before gets 14.5%) until about update 3,000, then
-#   climbed to 21.0% when the time budget stopped pre-training after three passes (a count of both
-#   neighbours gets 23.4%); next-sentence accuracy 60.4%. That encoder helped with 1,000 labels
-#   (65.5% against 57.2% from scratch) and trailed from 2,000 on (all labels: 78.2% against
-#   83.5%). It tagged names better (F1 0.61 against 0.45). Pre-training pays once the masked LM
-#   has gone well past its plateau, and that takes more compute than this run had.
+#   plateau near 15% (a count of the word before gets 14.5%) until about update 3,200, then
+#   climbed to 25.5% after four passes, 31 minutes (a count of both neighbours gets 23.4%);
+#   next-sentence accuracy 66.5%. That encoder helped with 1,000 labels (66.3% against 57.2% from
+#   scratch) and trailed from 2,000 on (all labels: 79.4% against 83.5%). It tagged names better
+#   (F1 0.63 against 0.45), and put "movie" second for "i have watched this `[MASK]`". Pre-training
+#   pays once the masked LM has gone well past its plateau, and that takes more compute than this
+#   run had.
 #
 # ## Graded exercises
 #
@@ -680,5 +688,6 @@ assert evaluate_hidden("08.2", segment_ids, seed=7).passed
 #
 # With a GPU (or a night on a CPU), give the pre-training of section 4 more passes and a larger
 # budget (the `epochs` and `budget_minutes` of its `fit_best` call, and `steps` of its schedule to
-# match) and watch the masked-LM curve for the drop that ends the plateau; then run the
-# label-efficiency curve again.
+# match) and watch how far the masked-LM climb after the plateau goes; then run the
+# label-efficiency curve again, and see from which masked-LM accuracy on the pre-trained encoder
+# wins at 5,000 labels.
