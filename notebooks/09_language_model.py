@@ -472,12 +472,19 @@ print("greedy:", " ".join(vocabulary[i] for i in greedy_story[0] if i))
 #
 # The notes give GPT-3's size, 175 billion parameters, and a training cost of over \$4.6M. The
 # GPT-3 paper (Brown et al., 2020, Table 2.2) adds the data: about 300 billion training tokens.
+# Training a Transformer costs about 6 floating-point operations per parameter and token
+# (2 forward, 4 backward; Kaplan et al., 2020, *Scaling Laws for Neural Language Models*, §2.1):
+# for GPT-3, 6 × 175·10⁹ × 300·10⁹ ≈ 3.1·10²³, the figure its paper gives (3.14·10²³ FLOPs,
+# Appendix D). The same rule for our model, from its own counts (every parameter counted once:
+# the tied embedding matrix does its multiplications in the output layer):
 
 # %%
 ours_parameters, ours_tokens = model.count_params(), int((train_targets != 0).sum()) * facts["epochs"]
 print(f"parameters:      ours {ours_parameters:>15,}   GPT-3 {175_000_000_000:>19,}   ratio {175e9 / ours_parameters:,.0f}×")
 print(f"tokens trained:  ours {ours_tokens:>15,}   GPT-3 {300_000_000_000:>19,}   ratio {300e9 / ours_tokens:,.0f}×")
-print(f"training time:   ours {facts['seconds'] / 60:.0f} min on this machine's CPU; GPT-3 thousands of GPU-days")
+ours_operations = 6 * ours_parameters * ours_tokens
+print(f"training FLOPs:  ours {ours_operations:>15.2e}   GPT-3 {3.14e23:>19.2e}   ratio {3.14e23 / ours_operations:,.0f}×")
+print(f"training time:   ours {facts['seconds'] / 60:.0f} min on this machine's CPU")
 
 # %% [markdown]
 # The architecture is the same idea — a stack of causal decoder blocks and a softmax over the
