@@ -22,6 +22,7 @@ from transformer_course.datasets import (
     DownloadError,
     cache_directory,
     load_imdb,
+    load_imdb_unlabelled,
     load_spa_eng,
 )
 
@@ -34,6 +35,7 @@ REVIEWS = {
     ("test", "pos", 0, 10): "A delight.",
     ("test", "neg", 0, 2): "Once again Mr. Costner has dragged out a movie.",
 }
+UNLABELLED = {10: 'Unrated, "quoted", with, commas.', 2: "Second<br />review\twith a tab.", 0: "First — café."}
 PAIRS = [("Go.", "Ve."), ("Hi.", "Hola."), ("Where is it?", "¿Dónde está?")]
 
 
@@ -47,7 +49,8 @@ def _imdb_archive() -> bytes:
             tar.addfile(info, io.BytesIO(data))
 
         add("aclImdb/README", "not a review")
-        add("aclImdb/train/unsup/0_0.txt", "unlabelled, must be skipped")
+        for review_id, text in UNLABELLED.items():  # out of id order, as a tar may list them
+            add(f"aclImdb/train/unsup/{review_id}_0.txt", text)
         for (split, label, review_id, rating), text in REVIEWS.items():
             add(f"aclImdb/{split}/{label}/{review_id}_{rating}.txt", text)
     return buffer.getvalue()
@@ -134,7 +137,8 @@ def _files_in(folder: Path) -> list[str]:
 def test_imdb_download_converts_into_the_cache_layout(server, tmp_path):
     source = _source(server, "aclImdb_v1.tar.gz", records=None)
     train, test = load_imdb(tmp_path, source=source, progress=False)
-    assert _files_in(tmp_path) == ["downloads/aclImdb_v1.tar.gz", "imdb/test.csv.gz", "imdb/train.csv.gz"]
+    assert _files_in(tmp_path) == ["downloads/aclImdb_v1.tar.gz", "imdb/test.csv.gz", "imdb/train.csv.gz",
+                                   "imdb/unsup.csv.gz"]
     expected = {
         split: sorted((text, int(label == "pos")) for (s, label, _, _), text in REVIEWS.items() if s == split)
         for split in ("train", "test")
@@ -145,6 +149,23 @@ def test_imdb_download_converts_into_the_cache_layout(server, tmp_path):
     # The cache's header and format are the documented ones.
     with gzip.open(tmp_path / "imdb" / "train.csv.gz", "rt", encoding="utf-8") as stream:
         assert stream.readline() == "text,label\n"
+
+
+def test_unlabelled_reviews_come_from_the_same_archive_sorted_by_id(server, tmp_path):
+    texts = load_imdb_unlabelled(tmp_path, source=_source(server, "aclImdb_v1.tar.gz", records=None), progress=False)
+    assert texts == [UNLABELLED[review_id] for review_id in sorted(UNLABELLED)]
+    with gzip.open(tmp_path / "imdb" / "unsup.csv.gz", "rt", encoding="utf-8") as stream:
+        assert stream.readline() == "text\n"
+    # Read again from the cache alone: no second download.
+    offline = DataSource("offline", _closed_port_url("x.tar.gz"), "0" * 64, "aclImdb_v1.tar.gz")
+    assert load_imdb_unlabelled(tmp_path, source=offline, progress=False) == texts
+
+
+def test_unlabelled_cache_file_with_a_wrong_header_is_named(tmp_path):
+    (tmp_path / "imdb").mkdir()
+    (tmp_path / "imdb" / "unsup.csv.gz").write_bytes(gzip.compress(b"review,stars\nok,5\n"))
+    with pytest.raises(CorruptCacheError, match="header"):
+        load_imdb_unlabelled(tmp_path, download_if_missing=False)
 
 
 def test_second_load_reads_the_cache_without_the_network(server, tmp_path):
@@ -303,3 +324,27 @@ def test_real_spa_eng_has_every_pair():
     assert len(pairs) == 118_964
     assert pairs[0] == ("Go.", "Ve.")
     assert any("¿" in spanish for _, spanish in pairs[:2000])
+
+
+@shared
+def test_conversion_reproduces_the_real_unlabelled_file(tmp_path):
+    """An archive whose train/unsup holds the 50,000 real reviews (in shuffled member order)
+    converts to the decompressed text whose sha256 the data README gives."""
+    texts = load_imdb_unlabelled(download_if_missing=False)
+    assert len(texts) == 50_000 and texts[0] and texts[-1]
+    archive = tmp_path / "aclImdb_v1.tar.gz"
+    with tarfile.open(archive, mode="w:gz", compresslevel=1) as tar:
+        def add(name, text):
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+        for review_id in reversed(range(len(texts))):
+            add(f"aclImdb/train/unsup/{review_id}_0.txt", texts[review_id])
+        add("aclImdb/train/pos/0_9.txt", "One labelled review.")
+        add("aclImdb/test/neg/0_2.txt", "Another one.")
+    datasets._convert_imdb(archive, tmp_path)
+    with gzip.open(tmp_path / "unsup.csv.gz", "rb") as stream:
+        digest = hashlib.sha256(stream.read()).hexdigest()
+    assert digest == "be8a8ec279f704601111fc55ce240aadbb50ffca77c72d93bc71627b336560f1"

@@ -40,6 +40,7 @@ from ._validation import check_integer
 
 __all__ = [
     "load_imdb",
+    "load_imdb_unlabelled",
     "load_spa_eng",
     "split_pairs",
     "cache_directory",
@@ -305,6 +306,8 @@ class TextSplit(NamedTuple):
 
 
 _IMDB_MEMBER = re.compile(r"^aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")
+_IMDB_UNLABELLED_MEMBER = re.compile(r"^aclImdb/train/unsup/(\d+)_0\.txt$")
+IMDB_UNLABELLED_RECORDS = 50_000
 _IMDB_LABELS = {"neg": 0, "pos": 1}
 _IMDB_SHUFFLE_SEED = 1337
 
@@ -317,16 +320,25 @@ def _imdb_row_order(keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _convert_imdb(archive: Path, folder: Path) -> None:
-    """Convert ``aclImdb_v1.tar.gz`` into ``folder/{train,test}.csv.gz`` (atomic writes)."""
+    """Convert ``aclImdb_v1.tar.gz`` into ``folder/{train,test,unsup}.csv.gz`` (atomic writes).
+
+    ``train`` and ``test``: header ``text,label``, rows in :func:`_imdb_row_order`. ``unsup``
+    (the 50,000 unlabelled reviews of ``train/unsup``): header ``text``, rows sorted by review id.
+    """
     reviews: dict[str, dict[tuple[int, int], str]] = {"train": {}, "test": {}}
+    unlabelled: dict[int, str] = {}
     try:
         with tarfile.open(archive, "r:gz") as tar:
             for member in tar:
                 match = _IMDB_MEMBER.match(member.name)
-                if not match or not member.isfile():
+                unlabelled_match = _IMDB_UNLABELLED_MEMBER.match(member.name)
+                if not (match or unlabelled_match) or not member.isfile():
+                    continue
+                text = tar.extractfile(member).read().decode("utf-8")
+                if unlabelled_match:
+                    unlabelled[int(unlabelled_match.group(1))] = text
                     continue
                 split, label, review_id, _rating = match.groups()
-                text = tar.extractfile(member).read().decode("utf-8")
                 reviews[split][(_IMDB_LABELS[label], int(review_id))] = text
     except (tarfile.TarError, OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
         raise CorruptCacheError(archive, f"cannot read it as the IMDB archive ({error})") from error
@@ -339,6 +351,14 @@ def _convert_imdb(archive: Path, folder: Path) -> None:
                 writer.writerow(["text", "label"])
                 for key in _imdb_row_order(list(rows)):
                     writer.writerow([rows[key], key[0]])
+    if not unlabelled:
+        raise CorruptCacheError(archive, "it holds no aclImdb/train/unsup reviews")
+    with atomic_output(folder / "unsup.csv.gz") as temporary:
+        with gzip.open(temporary, "wt", encoding="utf-8", newline="") as stream:
+            writer = csv.writer(stream, lineterminator="\n")
+            writer.writerow(["text"])
+            for review_id in sorted(unlabelled):
+                writer.writerow([unlabelled[review_id]])
 
 
 def _read_imdb_split(path: Path, expected_records: int | None) -> TextSplit:
@@ -400,6 +420,71 @@ def load_imdb(
     _ensure_cached(root, paths, source, _convert_imdb, download_if_missing, progress)
     train, test = (_read_imdb_split(path, source.expected_records) for path in paths)
     return train, test
+
+
+def _read_imdb_unlabelled(path: Path, expected_records: int | None) -> list[str]:
+    texts = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as stream:
+            reader = csv.reader(stream)
+            header = next(reader, None)
+            if header != ["text"]:
+                raise CorruptCacheError(path, f"its header is {header!r}, not ['text']")
+            for row in reader:
+                if len(row) != 1:
+                    raise CorruptCacheError(path, f"row {reader.line_num} is not one text")
+                texts.append(row[0])
+    except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as error:
+        raise CorruptCacheError(path, f"it cannot be read ({error})") from error
+    if expected_records is not None and len(texts) != expected_records:
+        raise CorruptCacheError(path, f"it holds {len(texts):,} reviews, not {expected_records:,}")
+    return texts
+
+
+def load_imdb_unlabelled(
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    source: DataSource = IMDB_SOURCE,
+    download_if_missing: bool = True,
+    progress: bool = True,
+) -> list[str]:
+    """The 50,000 unlabelled reviews of the IMDB archive (``aclImdb/train/unsup``), as raw text.
+
+    They come from the same archive as :func:`load_imdb` and are meant for unsupervised
+    learning (pre-training). They contain no test reviews by design, but some exact duplicates of
+    test (and training) texts exist in the archive: drop those before pre-training.
+
+    Args:
+        cache_dir: the cache directory; see :func:`cache_directory`.
+        source: where to download from if the cache lacks the file (tests pass their own); its
+            ``expected_records`` is the labelled splits' count, so the 50,000 here is checked
+            only when it is set.
+        download_if_missing: bool, download when the cache lacks the file; if False, raise.
+        progress: bool, show a progress bar while downloading.
+
+    Returns:
+        list of 50,000 str, sorted by review id (not shuffled).
+
+    Raises:
+        DatasetUnavailableError: the file is not cached and cannot be downloaded; the message
+            says what to download and where to put it.
+        ChecksumError, DownloadError: the download failed; nothing partial is kept.
+        CorruptCacheError: the cached file cannot be read or holds the wrong number of reviews.
+
+    Example:
+        >>> reviews = load_imdb_unlabelled()  # doctest: +SKIP
+        >>> len(reviews)  # doctest: +SKIP
+        50000
+
+    Source:
+        Maas et al., 2011. "Learning Word Vectors for Sentiment Analysis", ACL-HLT.
+        https://ai.stanford.edu/~amaas/data/sentiment/
+    """
+    root = cache_directory(cache_dir)
+    path = root / "imdb" / "unsup.csv.gz"
+    _ensure_cached(root, [path], source, _convert_imdb, download_if_missing, progress)
+    expected = IMDB_UNLABELLED_RECORDS if source.expected_records is not None else None
+    return _read_imdb_unlabelled(path, expected)
 
 
 # --------------------------------------------------------------------------------------------

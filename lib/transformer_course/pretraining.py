@@ -40,7 +40,7 @@ from .masks import masked_softmax
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
-__all__ = ["mask_tokens", "gather_selected", "PretrainingBatches", "SegmentEmbedding", "GatherPositions", "build_bert_pretrainer", "build_bert_classifier",
+__all__ = ["mask_tokens", "contiguous_segments", "gelu_approximate", "gather_selected", "PretrainingBatches", "SegmentEmbedding", "GatherPositions", "build_bert_pretrainer", "build_bert_classifier", "build_bert_encoder",
            "split_sentences", "group_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
 
 IS_NEXT, NOT_NEXT = 1, 0
@@ -233,6 +233,43 @@ def pack_pair(first_ids, second_ids, cls_id: int, sep_id: int, sequence_length: 
     return token_ids, segment_ids
 
 
+def contiguous_segments(token_lists, sequence_length: int, cls_id: int, sep_id: int) -> np.ndarray:
+    """Cut documents into full-length single-segment inputs, ``[CLS] text [SEP]``, with no padding.
+
+    The documents' tokens are read as one stream, a ``[SEP]`` after each document, and cut into
+    windows of ``sequence_length - 2`` tokens; a window may run from one document into the next
+    (RoBERTa's FULL-SENTENCES inputs, Liu et al., 2019, §4.2, cut at any token rather than at a
+    sentence end). The last, incomplete window is dropped. Every position is real text, and an
+    input looks like a fine-tuning input ``[CLS] review [SEP]`` with segment 0 everywhere.
+
+    Args:
+        token_lists: iterable of 1-D int sequences, one per document, without special tokens.
+        sequence_length: int T >= 3.
+        cls_id, sep_id: ints, the ids of ``[CLS]`` and ``[SEP]``.
+
+    Returns:
+        int32 ``(N, T)``: N = (tokens + documents) // (T - 2) rows, each ``[CLS]``, T - 2 tokens of
+        the stream, ``[SEP]``.
+
+    Raises:
+        ValueError: for a ``sequence_length`` below 3.
+
+    Example:
+        >>> contiguous_segments([[5, 6, 7], [8, 9]], 5, cls_id=2, sep_id=3).tolist()
+        [[2, 5, 6, 7, 3], [2, 3, 8, 9, 3]]
+    """
+    sequence_length = check_integer("sequence_length", sequence_length, minimum=3)
+    pieces = []
+    for tokens in token_lists:
+        pieces.append(np.asarray(tokens, dtype="int32").ravel())
+        pieces.append(np.array([sep_id], dtype="int32"))
+    stream = np.concatenate(pieces) if pieces else np.zeros(0, "int32")
+    width = sequence_length - 2
+    rows = len(stream) // width
+    body = stream[:rows * width].reshape(rows, width)
+    return np.concatenate([np.full((rows, 1), cls_id, "int32"), body, np.full((rows, 1), sep_id, "int32")], axis=1)
+
+
 def gather_selected(selected, labels, max_predictions: int) -> tuple[np.ndarray, np.ndarray]:
     """The selected positions of each row, padded to ``max_predictions``, with their labels.
 
@@ -334,7 +371,7 @@ class GatherPositions(keras.layers.Layer):
 
 def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predictions: int, embed_dim: int = 256,
                           num_heads: int = 4, intermediate_dim: int = 1024, num_layers: int = 4, dropout: float = 0.1,
-                          name: str | None = None) -> keras.Model:
+                          next_sentence: bool = True, activation="gelu", name: str | None = None) -> keras.Model:
     """A BERT-style encoder with its two pre-training heads (Devlin et al., 2019, §3.1, Figure 2).
 
     The input representation is the sum of a token embedding, a learned position embedding and
@@ -355,11 +392,17 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
         embed_dim, num_heads, intermediate_dim: ints E, N (divides E), F.
         num_layers: int, encoder blocks.
         dropout: float in [0, 1).
+        next_sentence: bool; False builds the masked-LM pretrainer alone (RoBERTa's, Liu et al.,
+            2019, §4.2): no pooler and no next-sentence head, and the output is ``{"mlm"}`` only.
+        activation: the activation of the feed-forward layers and the masked-LM transform: a name
+            Keras knows (``"gelu"``, exact, the default) or a function, such as
+            :func:`gelu_approximate` (the tanh approximation Google's BERT checkpoints use).
         name: optional model name.
 
     Returns:
         ``keras.Model`` from ``{"token_ids": int (B, T), "segment_ids": int (B, T),
-        "mask_positions": int (B, P)}`` to ``{"mlm": float32 (B, P, V), "nsp": float32 (B, 2)}``.
+        "mask_positions": int (B, P)}`` to ``{"mlm": float32 (B, P, V), "nsp": float32 (B, 2)}``
+        (``{"mlm"}`` alone when ``next_sentence`` is False).
         Layer names: ``token_embedding``, ``segment_embedding``, ``embedding_norm``,
         ``embedding_dropout``, ``encoder_1`` …, ``cls_output``, ``pooler``, and the heads'
         ``mlm_*`` and ``nsp_output`` (what :func:`build_bert_classifier` reads).
@@ -379,15 +422,39 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
     x = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")(x)
     x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
     for index in range(num_layers):
-        x = TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, activation="gelu",
+        x = TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, activation=activation,
                                layer_norm_epsilon=1e-12, name=f"encoder_{index + 1}")(x)
-    pooled = keras.layers.Dense(embed_dim, activation="tanh", name="pooler")(ClassTokenOutput(name="cls_output")(x))
     masked = GatherPositions(name="mlm_gather")([x, inputs["mask_positions"]])  # (B, P, E)
-    masked = keras.layers.Dense(embed_dim, activation="gelu", name="mlm_transform")(masked)
+    masked = keras.layers.Dense(embed_dim, activation=activation, name="mlm_transform")(masked)
     masked = keras.layers.LayerNormalization(epsilon=1e-12, name="mlm_norm")(masked)
     mlm = TiedTokenDistribution(vocabulary_size, name="mlm_output", dtype="float32")(embedding(masked, reverse=True))
+    if not next_sentence:
+        return keras.Model(inputs, {"mlm": mlm}, name=name)
+    pooled = keras.layers.Dense(embed_dim, activation="tanh", name="pooler")(ClassTokenOutput(name="cls_output")(x))
     nsp = keras.layers.Dense(2, activation="softmax", name="nsp_output", dtype="float32")(pooled)
     return keras.Model(inputs, {"mlm": mlm, "nsp": nsp}, name=name)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+def gelu_approximate(x):
+    """GELU by its tanh approximation, ``0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))``.
+
+    Google's BERT checkpoints (and keras-hub's ``BertBackbone``) use it; the exact GELU differs
+    by at most about 1e-3 per unit, enough to break an equality test at 1e-5.
+
+    Args:
+        x: float tensor of any shape.
+
+    Returns:
+        float tensor of the same shape and dtype.
+
+    Source: Hendrycks and Gimpel, 2016, "Gaussian Error Linear Units (GELUs)", §2.
+
+    Example:
+        >>> float(gelu_approximate(keras.ops.convert_to_tensor(1.0)))  # doctest: +ELLIPSIS
+        0.841...
+    """
+    return keras.activations.gelu(x, approximate=True)
 
 
 def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: float = 0.1,
@@ -397,7 +464,8 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
     The new model **shares** the pretrainer's embedding, encoder and pooler layers (their
     weights, trained or not) and adds dropout and one softmax layer: fine-tuning as in Devlin et
     al., 2019, §4.1. Build it from a freshly built pretrainer for the same architecture trained
-    from scratch.
+    from scratch. A pretrainer built with ``next_sentence=False`` has no pooler: the classifier
+    then gets a freshly initialised one (dense, tanh), as RoBERTa's classification head.
 
     Args:
         pretrainer: a model from :func:`build_bert_pretrainer`.
@@ -417,7 +485,10 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
         raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
     inputs = _text_inputs()
     x = _encoded(pretrainer, inputs)
-    pooled = pretrainer.get_layer("pooler")(pretrainer.get_layer("cls_output")(x))
+    has_pooler = any(layer.name == "pooler" for layer in pretrainer.layers)
+    pooler = pretrainer.get_layer("pooler") if has_pooler else keras.layers.Dense(
+        x.shape[-1], activation="tanh", name="pooler")  # masked-LM-only pre-training trains no pooler
+    pooled = pooler(ClassTokenOutput(name="cls_output")(x))
     pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
     probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output", dtype="float32")(pooled)
     return keras.Model(inputs, probabilities, name=name)
@@ -431,8 +502,11 @@ class PretrainingBatches(keras.utils.PyDataset):
     model never sees the same blanks twice. Works with every Keras backend.
 
     Args:
-        token_ids, segment_ids: int ``(N, T)`` packed pairs from :func:`pack_pair`.
-        next_labels: int ``(N,)``, ``IS_NEXT`` / ``NOT_NEXT``.
+        token_ids: int ``(N, T)``: packed pairs from :func:`pack_pair`, or single segments from
+            :func:`contiguous_segments`.
+        segment_ids: int ``(N, T)``, or None for segment 0 everywhere.
+        next_labels: int ``(N,)``, ``IS_NEXT`` / ``NOT_NEXT``; or None for masked-LM batches alone
+            (no ``"nsp"`` target).
         batch_size: int.
         vocabulary_size, mask_token_id: as :func:`mask_tokens`.
         special_token_ids: ids never selected besides padding (``[CLS]``, ``[SEP]``, ``[MASK]``).
@@ -440,14 +514,17 @@ class PretrainingBatches(keras.utils.PyDataset):
         seed: int, seeds the order and the masks.
 
     Yields:
-        ``({"token_ids", "segment_ids", "mask_positions"}, {"mlm": (B, P) labels, "nsp": (B,)})``.
+        ``({"token_ids", "segment_ids", "mask_positions"}, {"mlm": (B, P) labels, "nsp": (B,)})``
+        (without ``"nsp"`` when ``next_labels`` is None).
     """
 
     def __init__(self, token_ids, segment_ids, next_labels, batch_size: int, vocabulary_size: int, mask_token_id: int,
                  special_token_ids, max_predictions: int, seed: int = 0, **kwargs):
         super().__init__(**kwargs)
-        self.token_ids, self.segment_ids = np.asarray(token_ids, "int32"), np.asarray(segment_ids, "int32")
-        self.next_labels = np.asarray(next_labels, "int32")
+        self.token_ids = np.asarray(token_ids, "int32")
+        self.segment_ids = np.zeros_like(self.token_ids) if segment_ids is None else np.asarray(segment_ids, "int32")
+        self.with_next = next_labels is not None
+        self.next_labels = np.asarray(next_labels if self.with_next else np.zeros(len(self.token_ids)), "int32")
         if not (self.token_ids.shape == self.segment_ids.shape and len(self.next_labels) == len(self.token_ids)):
             raise ValueError(f"`token_ids` {self.token_ids.shape}, `segment_ids` {self.segment_ids.shape} and "
                              f"`next_labels` ({len(self.next_labels)},) must describe the same pairs.")
@@ -466,11 +543,36 @@ class PretrainingBatches(keras.utils.PyDataset):
         masked, labels, selected = mask_tokens(self.token_ids[rows], self.rng, self.vocabulary_size, self.mask_token_id,
                                                unselectable_token_ids=self.unselectable)
         positions, position_labels = gather_selected(selected, labels, self.max_predictions)
-        return ({"token_ids": masked, "segment_ids": self.segment_ids[rows], "mask_positions": positions},
-                {"mlm": position_labels, "nsp": self.next_labels[rows]})
+        targets = {"mlm": position_labels, "nsp": self.next_labels[rows]} if self.with_next else {"mlm": position_labels}
+        return {"token_ids": masked, "segment_ids": self.segment_ids[rows], "mask_positions": positions}, targets
 
     def on_epoch_end(self):
         self.order = self.rng.permutation(len(self.token_ids))
+
+
+def build_bert_encoder(pretrainer: keras.Model, name: str | None = None) -> keras.Model:
+    """The encoder of a BERT-style pretrainer alone: its last block's vector at every position.
+
+    The new model **shares** the pretrainer's embedding and encoder layers; use it to read the
+    representations (a frozen-encoder probe) or to compare with another implementation.
+
+    Args:
+        pretrainer: a model from :func:`build_bert_pretrainer` (or a converted checkpoint).
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids": int (B, T), "segment_ids": int (B, T)}`` to float32
+        ``(B, T, E)``, carrying the padding mask (token id 0) as its Keras mask; the vectors at
+        padding positions are computed but mean nothing.
+
+    Example:
+        >>> pretrainer = build_bert_pretrainer(50, 8, 2, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
+        >>> encoder = build_bert_encoder(pretrainer)
+        >>> tuple(encoder({"token_ids": np.ones((1, 8), "int32"), "segment_ids": np.zeros((1, 8), "int32")}).shape)
+        (1, 8, 8)
+    """
+    inputs = _text_inputs()
+    return keras.Model(inputs, _encoded(pretrainer, inputs), name=name)
 
 
 def _encoded(pretrainer: keras.Model, inputs: dict):

@@ -22,7 +22,7 @@ import keras
 
 from .profiles import profile
 
-__all__ = ["fit_best", "checkpoint_path", "EpochScores", "WarmupCosineDecay"]
+__all__ = ["fit_best", "checkpoint_path", "EpochScores", "WarmupCosineDecay", "WarmupLinearDecay"]
 
 
 def checkpoint_path(name: str, folder: str | Path = "checkpoints", profile_name: str | None = None) -> Path:
@@ -101,6 +101,52 @@ class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps, "decay_steps": self.decay_steps,
                 "final_fraction": self.final_fraction, "hold_steps": self.hold_steps}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """BERT's fine-tuning schedule: a linear rise to ``peak``, then a linear fall to 0.
+
+    ``rate(step) = peak · (step + 1) / warmup_steps`` for the first ``warmup_steps``; then
+    ``peak · (total_steps - step) / (total_steps - warmup_steps)``, and 0 from ``total_steps``
+    on (Devlin et al., 2019, §A.2, and Google's ``optimization.py``: warm-up, then polynomial
+    decay of power 1). With early stopping, set ``total_steps`` to the epoch cap's updates: a run
+    that stops early has simply not reached the end of its schedule.
+
+    Args:
+        peak: float > 0, the highest learning rate.
+        warmup_steps: int >= 0.
+        total_steps: int > ``warmup_steps``, the step at which the rate reaches 0.
+
+    Returns (when called with ``step``, an int or int tensor): a float32 scalar tensor.
+
+    Raises:
+        ValueError: naming the argument, for values outside those ranges.
+
+    Example:
+        >>> schedule = WarmupLinearDecay(1e-3, warmup_steps=10, total_steps=110)
+        >>> [round(float(schedule(step)), 6) for step in (0, 9, 10, 60, 110)]
+        [0.0001, 0.001, 0.001, 0.0005, 0.0]
+    """
+
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
+        if not (isinstance(peak, (int, float)) and not isinstance(peak, bool) and peak > 0):
+            raise ValueError(f"`peak` must be a positive learning rate; received {peak!r}.")
+        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"`warmup_steps` must be an integer >= 0; received {warmup_steps!r}.")
+        if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps <= warmup_steps:
+            raise ValueError(f"`total_steps` must be an integer above warmup_steps ({warmup_steps}); "
+                             f"received {total_steps!r}.")
+        self.peak, self.warmup_steps, self.total_steps = float(peak), warmup_steps, total_steps
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        warmup = keras.ops.minimum(1.0, (step + 1.0) / max(self.warmup_steps, 1))
+        decay = keras.ops.clip((self.total_steps - step) / (self.total_steps - self.warmup_steps), 0.0, 1.0)
+        return self.peak * keras.ops.where(step < self.warmup_steps, warmup, decay)
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "total_steps": self.total_steps}
 
 
 class EpochScores(keras.callbacks.Callback):
