@@ -251,3 +251,74 @@ def test_token_tagger_and_span_finder_heads_shapes_padding_and_round_trip(tmp_pa
     reloaded = keras.models.load_model(tmp_path / "finder.keras")
     np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(inputs)["start"]),
                                keras.ops.convert_to_numpy(spans["start"]), atol=1e-6)
+
+
+# --- masked-LM-only pre-training on contiguous segments ---------------------------------------
+
+from transformer_course.pretraining import (  # noqa: E402
+    PretrainingBatches,
+    build_bert_encoder,
+    contiguous_segments,
+    gelu_approximate,
+)
+
+
+def test_contiguous_segments_read_the_documents_as_one_stream_without_padding():
+    documents = [[10, 11, 12], [20, 21], [], [30, 31, 32, 33]]
+    rows = contiguous_segments(documents, sequence_length=6, cls_id=CLS, sep_id=SEP)
+    stream = [10, 11, 12, SEP, 20, 21, SEP, SEP, 30, 31, 32, 33, SEP]  # 13 tokens: three windows of 4, one left over
+    assert rows.dtype == np.int32 and rows.shape == (3, 6)
+    np.testing.assert_array_equal(rows[:, 1:-1].ravel(), stream[:12])
+    assert (rows[:, 0] == CLS).all() and (rows[:, -1] == SEP).all() and (rows != 0).all()
+    assert contiguous_segments([], 6, CLS, SEP).shape == (0, 6)
+    with pytest.raises(ValueError, match="sequence_length"):
+        contiguous_segments(documents, 2, CLS, SEP)
+
+
+def test_masked_lm_only_pretrainer_trains_and_its_classifier_gets_a_fresh_pooler(tmp_path):
+    from transformer_course.metrics import MaskedCrossEntropy
+
+    model = small_bert(next_sentence=False)
+    assert set(model.output) == {"mlm"} and not any(layer.name == "pooler" for layer in model.layers)
+    token_ids = contiguous_segments([np.arange(5, 40)] * 3, 12, CLS, SEP)
+    batches = PretrainingBatches(token_ids, None, None, batch_size=4, vocabulary_size=40, mask_token_id=MASK,
+                                 special_token_ids=(CLS, SEP), max_predictions=3)
+    features, labels = batches[0]
+    assert set(labels) == {"mlm"} and (features["segment_ids"] == 0).all()
+    model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy()})
+    assert np.isfinite(model.fit(batches, epochs=1, verbose=0).history["loss"][0])
+    model.save(tmp_path / "mlm.keras")
+    classifier = build_bert_classifier(keras.models.load_model(tmp_path / "mlm.keras"), num_classes=2)
+    assert classifier.get_layer("pooler").count_params() == 16 * 16 + 16
+    assert tuple(classifier({"token_ids": token_ids[:2], "segment_ids": np.zeros_like(token_ids[:2])}).shape) == (2, 2)
+
+
+def test_batches_per_epoch_cuts_pretraining_into_rounds_that_go_on_where_they_ended():
+    token_ids = np.tile(np.arange(10, 22, dtype="int32")[:, None], (1, 6))  # row r holds 10 + r everywhere
+    batches = PretrainingBatches(token_ids, None, None, batch_size=4, vocabulary_size=40, mask_token_id=MASK,
+                                 special_token_ids=(CLS, SEP), max_predictions=2, batches_per_epoch=2)
+    assert len(batches) == 2
+    seen = []
+    for _ in range(3):  # 3 rounds of 2 batches of 4 = 24 rows = two whole passes over the 12 rows
+        for index in range(len(batches)):
+            features, _ = batches[index]
+            seen.extend(np.bincount(row).argmax() for row in features["token_ids"])  # most of a row stays unmasked
+        batches.on_epoch_end()
+    assert sorted(seen[:12]) == list(range(10, 22)) and sorted(seen[12:]) == list(range(10, 22))
+    with pytest.raises(ValueError, match="batches_per_epoch"):
+        PretrainingBatches(token_ids, None, None, 4, 40, MASK, (CLS, SEP), 2, batches_per_epoch=0)
+
+
+def test_encoder_outputs_do_not_depend_on_padding_and_approximate_gelu_round_trips(tmp_path):
+    model = small_bert(dropout=0.0, activation=gelu_approximate)
+    encoder = build_bert_encoder(model)
+    inputs = bert_inputs(rows=2, length=8)
+    short = keras.ops.convert_to_numpy(encoder({"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}))
+    long = keras.ops.convert_to_numpy(encoder({"token_ids": np.pad(inputs["token_ids"], ((0, 0), (0, 4))),
+                                               "segment_ids": np.pad(inputs["segment_ids"], ((0, 0), (0, 4)))}))
+    np.testing.assert_allclose(long[:, :8], short, atol=1e-5)
+    model.save(tmp_path / "approximate.keras")
+    reloaded = keras.models.load_model(tmp_path / "approximate.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(inputs)["mlm"]),
+                               keras.ops.convert_to_numpy(model(inputs)["mlm"]), atol=1e-6)
+    np.testing.assert_allclose(float(gelu_approximate(keras.ops.convert_to_tensor(1.0))), 0.8411920, atol=1e-6)

@@ -512,6 +512,11 @@ class PretrainingBatches(keras.utils.PyDataset):
         special_token_ids: ids never selected besides padding (``[CLS]``, ``[SEP]``, ``[MASK]``).
         max_predictions: int P, see :func:`gather_selected`.
         seed: int, seeds the order and the masks.
+        batches_per_epoch: int, or None (the default) for one pass over the rows an epoch. Set, an
+            "epoch" is that many full batches, and the next epoch goes on where it ended; a batch
+            that runs past the end of a pass takes its last rows from the next pass's new order.
+            Pre-training cut into rounds of a chosen length, for example a checkpoint after each
+            quarter.
 
     Yields:
         ``({"token_ids", "segment_ids", "mask_positions"}, {"mlm": (B, P) labels, "nsp": (B,)})``
@@ -519,7 +524,8 @@ class PretrainingBatches(keras.utils.PyDataset):
     """
 
     def __init__(self, token_ids, segment_ids, next_labels, batch_size: int, vocabulary_size: int, mask_token_id: int,
-                 special_token_ids, max_predictions: int, seed: int = 0, **kwargs):
+                 special_token_ids, max_predictions: int, seed: int = 0, batches_per_epoch: int | None = None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.token_ids = np.asarray(token_ids, "int32")
         self.segment_ids = np.zeros_like(self.token_ids) if segment_ids is None else np.asarray(segment_ids, "int32")
@@ -533,13 +539,18 @@ class PretrainingBatches(keras.utils.PyDataset):
         self.unselectable = (0, *special_token_ids, mask_token_id)
         self.max_predictions = check_integer("max_predictions", max_predictions)
         self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
-        self.on_epoch_end()
+        self.batches_per_epoch = None if batches_per_epoch is None else check_integer("batches_per_epoch", batches_per_epoch)
+        self.order_rng = np.random.default_rng([seed, 1])
+        self.order, self.start = self.order_rng.permutation(len(self.token_ids)), 0
 
     def __len__(self):
-        return -(-len(self.token_ids) // self.batch_size)
+        return self.batches_per_epoch or -(-len(self.token_ids) // self.batch_size)
 
     def __getitem__(self, index):
-        rows = self.order[index * self.batch_size:(index + 1) * self.batch_size]
+        first = self.start + index * self.batch_size
+        while self.batches_per_epoch is not None and len(self.order) < first + self.batch_size:
+            self.order = np.concatenate([self.order, self.order_rng.permutation(len(self.token_ids))])  # the next pass
+        rows = self.order[first:first + self.batch_size]
         masked, labels, selected = mask_tokens(self.token_ids[rows], self.rng, self.vocabulary_size, self.mask_token_id,
                                                unselectable_token_ids=self.unselectable)
         positions, position_labels = gather_selected(selected, labels, self.max_predictions)
@@ -547,7 +558,12 @@ class PretrainingBatches(keras.utils.PyDataset):
         return {"token_ids": masked, "segment_ids": self.segment_ids[rows], "mask_positions": positions}, targets
 
     def on_epoch_end(self):
-        self.order = self.rng.permutation(len(self.token_ids))
+        if self.batches_per_epoch is None:
+            self.order = self.order_rng.permutation(len(self.token_ids))
+            return
+        self.start += self.batches_per_epoch * self.batch_size  # the next epoch goes on where this one ended
+        while self.start >= len(self.token_ids) and len(self.order) > len(self.token_ids):  # drop finished passes
+            self.order, self.start = self.order[len(self.token_ids):], self.start - len(self.token_ids)
 
 
 def build_bert_encoder(pretrainer: keras.Model, name: str | None = None) -> keras.Model:
