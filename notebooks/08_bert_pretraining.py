@@ -14,26 +14,31 @@
 # ---
 
 # %% [markdown]
-# # 08 — BERT-style pre-training: masked language modelling, next-sentence prediction, fine-tuning
+# # 08 — BERT-style pre-training: masked language modelling, fine-tuning, and what pre-training buys
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
 #
 # **Run time:** full profile about 76 min on a 2-core CPU, smoke profile about 75 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times.
 #
 # **What you will learn**
-# - **masked language modelling**: choose 15% of the tokens, hide most of them behind
-#   `[MASK]`, and train an encoder to fill them in — with loss and accuracy on those positions only;
-# - **next-sentence prediction**: `[CLS] A [SEP] B [SEP]`, segment embeddings, and a pooled
-#   `[CLS]` output that says whether B followed A;
-# - the BERT-style model on the course's layers, with its output layer tied to the token embedding;
+# - **subword tokens**: a WordPiece vocabulary computed on the pre-training text, and what it does
+#   to `[UNK]`;
+# - **masked language modelling**: choose 15% of the tokens, hide most of them behind `[MASK]`,
+#   and train an encoder to fill them in — with loss and accuracy on those positions only;
+# - **next-sentence prediction**: `[CLS] A [SEP] B [SEP]`, segment embeddings and a pooled
+#   `[CLS]` output — and why this notebook pre-trains without it;
 # - **fine-tuning** through `[CLS]`, and the honest question: what does pre-training on unlabelled
-#   text buy? — a label-efficiency curve, pre-trained against the same model from scratch;
-# - what the model learned, probed with fill-in-the-blank sentences.
+#   text buy? — a label-efficiency curve where every arm gets the same care, a frozen-encoder
+#   probe, and downstream accuracy measured against pre-training progress;
+# - what the model learned, probed with fill-in-the-blank sentences; token-tagging and span heads;
+# - **a published checkpoint in our own model**: Google's BERT-Tiny loaded into the course's encoder.
 #
-# **Prerequisites:** notebook 05 (the encoder block), notebook 06 (IMDB, `[CLS]` pooling).
+# **Prerequisites:** notebook 03 (subword tokens), notebook 05 (the encoder block), notebook 06
+# (IMDB, `[CLS]` pooling).
 #
-# Data: the IMDB Large Movie Review Dataset — Maas et al., 2011, *Learning Word Vectors for
-# Sentiment Analysis*, ACL-HLT, pp. 142–150 (no explicit license; cite the paper).
+# Data: the IMDB Large Movie Review Dataset, its labelled reviews and its 50,000 unlabelled ones —
+# Maas et al., 2011, *Learning Word Vectors for Sentiment Analysis*, ACL-HLT, pp. 142–150 (no
+# explicit license; cite the paper).
 
 # %%
 import subprocess
@@ -52,42 +57,99 @@ settings = tc.start_notebook("08", seed=42)
 import time
 
 import keras
+import keras_hub
 import matplotlib.pyplot as plt
 import numpy as np
+import tensorflow as tf
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
-from transformer_course.datasets import load_imdb
+from transformer_course.bert_checkpoints import PresetUnavailableError, load_bert_preset
+from transformer_course.datasets import load_imdb, load_imdb_unlabelled
 from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
-from transformer_course.plots import plot_training_curves
-from transformer_course.pretraining import (PretrainingBatches, build_bert_classifier, build_bert_pretrainer,
-                                            build_span_finder, build_token_tagger, group_sentences, mask_tokens,
-                                            next_sentence_pairs, pack_pair, split_sentences)
+from transformer_course.pretraining import (PretrainingBatches, build_bert_classifier, build_bert_encoder,
+                                            build_bert_pretrainer, build_span_finder, build_token_tagger,
+                                            contiguous_segments, gather_selected, gelu_approximate, mask_tokens,
+                                            pack_pair, split_sentences)
 from transformer_course.results import load_record, report_metric
 from transformer_course.runtime import epoch_progress, progress
 from transformer_course.text import standardize_review
-from transformer_course.training import WarmupCosineDecay, checkpoint_path, fit_best
+from transformer_course.training import WarmupCosineDecay, WarmupLinearDecay, checkpoint_path, fit_best
 
 # %% [markdown]
 # ## 1. Text without labels, and the vocabulary
 #
-# Pre-training reads the IMDB **training** reviews as plain text; their labels are never used.
-# The **test** reviews are kept out entirely: section 5 measures classification on them, and a
-# model that had read them — even without labels — would have seen the very texts it is graded
-# on, an advantage no real deployment has.
-#
-# The vocabulary holds the most frequent words after notebook 06's standardisation, plus five
-# special tokens: padding (0), `[UNK]` (1), `[CLS]`, `[SEP]` and `[MASK]`.
+# Pre-training reads plain text; labels are never used. Here that is the IMDB **training**
+# reviews and the archive's **50,000 unlabelled** reviews, which its authors set aside for
+# unsupervised learning: three times as much text as there are labels. The **test** reviews are
+# kept out entirely: section 5 measures classification on them, and a model that had read them —
+# even without labels — would have seen the very texts it is graded on. The archive holds exact
+# duplicates, some of them of test reviews, so every text that also occurs in the test split is
+# dropped, and so is every second copy of a text. A few reviews are held out of pre-training
+# altogether to measure the masked LM on text it never read.
 
 # %%
 train_split, test_split = load_imdb()
-reviews = train_split.texts[:settings.pretraining_reviews]
-held_out = int(len(reviews) * settings.validation_fraction)
-counter = keras.layers.TextVectorization(max_tokens=settings.vocab_size - 3, standardize=standardize_review)
-counter.adapt(reviews, batch_size=512)
-vectorizer = keras.layers.TextVectorization(standardize=standardize_review, ragged=True,
-                                            vocabulary=["[CLS]", "[SEP]", "[MASK]"] + counter.get_vocabulary()[2:])
-vocabulary = [str(word) for word in vectorizer.get_vocabulary()]
-CLS, SEP, MASK = (vocabulary.index(token) for token in ("[CLS]", "[SEP]", "[MASK]"))
-print(f"vocabulary {len(vocabulary):,}: {vocabulary[:12]}")
+unlabelled = load_imdb_unlabelled()
+test_texts = set(test_split.texts)
+candidates = train_split.texts + unlabelled
+distinct = list(dict.fromkeys(text for text in candidates if text not in test_texts))
+in_test = sum(text in test_texts for text in candidates)
+print(f"{len(train_split.texts):,} training + {len(unlabelled):,} unlabelled reviews: {in_test:,} also occur in the test "
+      f"split and {len(candidates) - in_test - len(distinct):,} are second copies; both dropped")
+documents = [distinct[i].replace("<br />", " ") for i in np.random.default_rng(0).permutation(len(distinct))]
+documents = documents[:settings.pretraining_reviews]
+held_out, pretraining_texts = documents[:settings.validation_reviews], documents[settings.validation_reviews:]
+print(f"pre-training on {len(pretraining_texts):,} reviews; {len(held_out):,} held out for the masked LM's validation")
+
+# %% [markdown]
+# **Subword tokens.** The first edition of this notebook used notebook 06's whole-word vocabulary:
+# the 10,000 most frequent words, every other word `[UNK]`. A masked LM then spends many of its
+# blanks on `[UNK]`, and the notes' own example loses its rarest words. BERT uses **WordPiece**
+# (Wu et al., 2016; Devlin et al., 2019, §3): a vocabulary of whole words *and* word pieces
+# (`##less` continues a word), so that any word can be spelled from pieces and `[UNK]` all but
+# disappears. keras-hub computes the vocabulary from text (`compute_word_piece_vocabulary`, which
+# wraps TensorFlow Text's BERT vocabulary learner; notebook 03 builds byte-pair encoding, a close
+# cousin, from scratch) and splits text with it (`WordPieceTokenizer`: lower case, accents and
+# punctuation split off, then the longest piece that matches, left to right). Both vocabularies
+# are computed on the same sample of pre-training reviews; the `[UNK]` rates are measured on the
+# held-out reviews.
+
+# %%
+words = keras.layers.TextVectorization(max_tokens=settings.word_vocab_size, standardize=standardize_review)
+words.adapt(pretraining_texts[:settings.vocab_sample], batch_size=512)
+word_ids = keras.ops.convert_to_numpy(words(held_out))
+unknown_words = (word_ids == 1).sum() / (word_ids != 0).sum()
+vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
+    tf.data.Dataset.from_tensor_slices(pretraining_texts[:settings.vocab_sample]).batch(1000),
+    vocabulary_size=settings.vocab_size, lowercase=True, strip_accents=True,
+    reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
+PAD, UNK, CLS, SEP, MASK = (vocabulary.index(token) for token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"))
+print(f"WordPiece vocabulary {len(vocabulary):,}: ... {vocabulary[len(vocabulary) // 2:len(vocabulary) // 2 + 6]} ...; "
+      f"{sum(piece.startswith('##') for piece in vocabulary):,} of them continue a word (##)")
+
+# %%
+def tokenize(texts, tokenizer=tokenizer, batch_size=2000):
+    """Texts -> one list of ids each (no special tokens), through a tf.data pipeline (10x faster than eager calls)."""
+    batches = tf.data.Dataset.from_tensor_slices(list(texts)).batch(batch_size).map(tokenizer)
+    rows = []
+    for ids in progress(batches, desc="tokenizing", total=-(-len(texts) // batch_size), disable=len(texts) <= batch_size):
+        rows += ids.to_list()
+    return rows
+
+
+def pieces(ids):
+    return " ".join(vocabulary[i] for i in ids)
+
+
+held_out_pieces = np.concatenate(tokenize(held_out))
+print(f"[UNK] on the held-out reviews: {unknown_words:.2%} of the words ({settings.word_vocab_size:,} whole words), "
+      f"{np.mean(held_out_pieces == UNK):.4%} of the pieces ({len(vocabulary):,} WordPiece pieces)")
+for sentence in ("he bought a gallon of milk", "penguins are flightless birds"):
+    print(f"{sentence!r:>33} -> {pieces(tokenize([sentence])[0])}")
 
 # %% [markdown]
 # ## 2. Masked language modelling
@@ -98,7 +160,7 @@ print(f"vocabulary {len(vocabulary):,}: {vocabulary[:12]}")
 # §3.1). Of the chosen tokens,
 #
 # - **80%** are replaced by `[MASK]`,
-# - **10%** by a random word,
+# - **10%** by a random token,
 # - **10%** are left unchanged,
 #
 # because `[MASK]` never appears when the model is used later: if only `[MASK]` positions ever
@@ -108,115 +170,113 @@ print(f"vocabulary {len(vocabulary):,}: {vocabulary[:12]}")
 # > **The notes say** "15% of the words in each sequence are replaced with a `[MASK]` token"; 15%
 # > are *chosen*, and only 80% of those become `[MASK]` (12% of the tokens). They also write the
 # > paper's example as "my dog is hairy `[MASK]`": the paper masks "hairy" itself, "my dog is
-# > `[MASK]`".
+# > `[MASK]`". And they call the 80/10/10 rule "3 proxy tasks": BERT has two pre-training tasks,
+# > the masked LM and next-sentence prediction; 80/10/10 is how the masked LM corrupts its chosen
+# > tokens.
 #
-# `transformer_course.pretraining.mask_tokens` does the choosing. Measured over this data:
+# `transformer_course.pretraining.mask_tokens` does the choosing. Measured on the held-out
+# reviews, cut into inputs as section 4 cuts the pre-training text:
 
 # %%
-sample = vectorizer(reviews[:2000]).to_list()
-ids = np.zeros((len(sample), 256), dtype="int32")
-for row, tokens in enumerate(sample):
-    ids[row, :min(len(tokens), 256)] = tokens[:256]
-masked, labels, selected = mask_tokens(ids, np.random.default_rng(0), len(vocabulary), MASK,
-                                       unselectable_token_ids=(0, CLS, SEP, MASK))
-real = ids != 0
-print(f"{int(real.sum()):,} real tokens; chosen {selected.sum() / real.sum():.2%}; of those: [MASK] "
-      f"{np.mean(masked[selected] == MASK):.2%}, unchanged {np.mean(masked[selected] == ids[selected]):.2%}, "
-      f"random {np.mean((masked[selected] != MASK) & (masked[selected] != ids[selected])):.2%}")
-print("padding chosen:", int(selected[~real].sum()), "| labels outside the chosen positions:", int(labels[~selected].any()))
-print("before:", " ".join(vocabulary[i] for i in ids[0, :20]))
-print("after: ", " ".join(vocabulary[i] for i in masked[0, :20]))
+sample = contiguous_segments(tokenize(held_out), settings.sequence_length, CLS, SEP)
+masked, labels, selected = mask_tokens(sample, np.random.default_rng(0), len(vocabulary), MASK,
+                                       unselectable_token_ids=(PAD, CLS, SEP, MASK))
+real = ~np.isin(sample, (PAD, CLS, SEP))
+print(f"{int(real.sum()):,} tokens; chosen {selected.sum() / real.sum():.2%}; of those: [MASK] "
+      f"{np.mean(masked[selected] == MASK):.2%}, unchanged {np.mean(masked[selected] == sample[selected]):.2%}, "
+      f"random {np.mean((masked[selected] != MASK) & (masked[selected] != sample[selected])):.2%}")
+print("special tokens chosen:", int(selected[~real].sum()), "| labels outside the chosen positions:", int(labels[~selected].any()))
+print("before:", pieces(sample[0, :24]))
+print("after: ", pieces(masked[0, :24]))
 
 # %% [markdown]
-# Masking is **dynamic**: every epoch draws new positions (`PretrainingBatches` calls
+# Masking is **dynamic**: every batch draws new positions (`PretrainingBatches` calls
 # `mask_tokens` afresh), so the model never sees the same blanks twice (Liu et al., 2019,
 # RoBERTa, §4.1; the original BERT masked each sentence 10 fixed ways).
 #
-# ## 3. Next-sentence prediction
+# ## 3. Next-sentence prediction — and why we leave it out
 #
 # BERT's second task: given two sentences, did B follow A in the text? Half the pairs are two
-# consecutive sentences of a review (**IsNext**), half pair a sentence with one from another
-# review (**NotNext**). The input is `[CLS] A [SEP] B [SEP]`; a **segment embedding** (0 for A,
-# 1 for B) is added to every token's embedding, so the model knows which sentence a token belongs
-# to; and the `[CLS]` output, through a dense layer with tanh (the **pooled** output), feeds the
-# IsNext/NotNext classifier. Sentences are cut with one simple rule (`split_sentences`: after
-# `.`, `!` or `?` followed by a space).
-#
-# BERT's "sentences" are not single sentences but **spans** of consecutive text (Devlin et al.,
-# 2019, §3): each half of a pair is filled with whole sentences up to its share of the length, so
-# a pair is mostly text, not padding. `group_sentences` joins each review's sentences into spans
-# of at most (`pair_length` − 3) / 2 words, and the pairs are made from consecutive spans.
-#
-# The notes' two examples in our format (our tokenizer has no word pieces: "flightless" is one
-# word, where BERT's has "flight ##less"):
+# consecutive sentences (**IsNext**), half pair a sentence with one from another document
+# (**NotNext**). The input is `[CLS] A [SEP] B [SEP]`; a **segment embedding** (0 for A, 1 for B)
+# is added to every token's embedding, so the model knows which sentence a token belongs to; and
+# the `[CLS]` output, through a dense layer with tanh (the **pooled** output), feeds the
+# IsNext/NotNext classifier (Devlin et al., 2019, §3.1). The notes' two examples, in our pieces:
 
 # %%
-def packed(first, second):
-    """Two sentences -> the packed ids and segment ids, shown as tokens."""
-    token_ids, segments = pack_pair(vectorizer([first]).to_list()[0], vectorizer([second]).to_list()[0], CLS, SEP, 16)
-    return " ".join(vocabulary[i] for i in token_ids if i), "".join(str(s) for s, i in zip(segments, token_ids) if i)
-
-
 for first, second, label in (("the man went to the store", "he bought a gallon of milk", "IsNext"),
                              ("the man went to the store", "penguins are flightless birds", "NotNext")):
-    tokens, segments = packed(first, second)
-    print(f"{label:<8} {tokens}\n{'segments':<8} {segments}")
-
-# %%
-documents = [split_sentences(review) for review in progress(reviews, desc="sentences")]
-passages = [group_sentences(sentences, (settings.pair_length - 3) // 2) for sentences in documents]
-rng = np.random.default_rng(0)
-pairs = {"train": next_sentence_pairs(passages[held_out:], rng), "validation": next_sentence_pairs(passages[:held_out], rng)}
-
-
-def pack_all(pair_list):
-    """(A, B, label) text pairs -> token ids, segment ids and labels, packed to pair_length."""
-    first = vectorizer([a for a, _, _ in pair_list]).to_list()
-    second = vectorizer([b for _, b, _ in pair_list]).to_list()
-    packed_pairs = [pack_pair(a, b, CLS, SEP, settings.pair_length) for a, b in zip(first, second)]
-    return (np.stack([t for t, _ in packed_pairs]), np.stack([s for _, s in packed_pairs]),
-            np.array([label for _, _, label in pair_list], dtype="int32"))
-
-
-packed_pairs = {name: pack_all(pair_list) for name, pair_list in pairs.items()}
-for name, (tokens, _, next_labels) in packed_pairs.items():
-    print(f"{name:<10} {len(tokens):>8,} pairs, IsNext {next_labels.mean():.1%}, "
-          f"cut to fit: {np.mean(tokens[:, -1] != 0):.1%}, padding: {np.mean(tokens == 0):.1%} of the positions")
+    token_ids, segment_ids = pack_pair(*tokenize([first, second]), CLS, SEP, 24)
+    kept = token_ids != PAD
+    print(f"{label:<8} {pieces(token_ids[kept])}\n{'segments':<8} {' '.join(map(str, segment_ids[kept]))}")
 
 # %% [markdown]
+# > **The notes say** the segment embeddings help the model "being aware the position of the
+# > tokens". Positions have embeddings of their own; a segment embedding says which *sentence* a
+# > token belongs to, A or B. (The notes also title the task "Next Sequence Prediction": it is
+# > next-*sentence* prediction.)
+#
+# This notebook pre-trains **without** next-sentence prediction, for two measured reasons:
+#
+# 1. RoBERTa (Liu et al., 2019, §4.2) removed it and matched or beat BERT on every downstream
+#    task, training on **contiguous text** instead: inputs filled with consecutive sentences, up
+#    to the full length ("FULL-SENTENCES").
+# 2. Packed pairs make pre-training inputs unlike fine-tuning inputs. In this notebook's first
+#    edition, segment 1 held at least 99% of positions 64–127 of the pre-training pairs and a fifth
+#    of all positions were padding, while a review to classify is `[CLS] review [SEP]` with
+#    segment 0 everywhere and usually no padding at all.
+#
+# So the pre-training inputs here are `[CLS]` + 126 consecutive pieces + `[SEP]`, segment 0
+# everywhere, cut from the reviews read one after another (a `[SEP]` between two reviews):
+# exactly the shape of a fine-tuning input, with no padding. The ungraded exercise at the end
+# puts next-sentence prediction back.
+#
 # ## 4. The model, and pre-training
 #
-# `build_bert_pretrainer`: token + segment + position embeddings, LayerNorm and dropout; a stack
-# of encoder blocks (post-norm, GELU, as BERT); a masked-LM head that scores only the chosen
-# positions — dense (GELU), LayerNorm, then a product with the **token-embedding matrix** itself
-# (the notes: "multiplying the output vectors by the embedding matrix") plus a bias, softmax; and
-# the next-sentence head on the pooled `[CLS]` output.
+# `build_bert_pretrainer(next_sentence=False)`: token + segment + position embeddings, LayerNorm
+# and dropout; a stack of encoder blocks (post-norm, GELU, as BERT); and a masked-LM head that
+# scores only the chosen positions — dense (GELU), LayerNorm, then a product with the
+# **token-embedding matrix** itself (the notes: "multiplying the output vectors by the embedding
+# matrix") plus a bias, softmax.
 #
-# The recipe, sized for two CPU cores: AdamW, batches of 64 pairs, four passes over the pairs,
-# each pass with new masks. The learning rate warms up over 300 updates to 10⁻³, **stays there**,
-# and decays along a cosine over the last 15% of the updates only ("warm-up, stable, decay", Hu et
-# al., 2024, *MiniCPM*). A masked LM first sits on a plateau, and it leaves it sooner at a high
-# learning rate; a schedule that decays from the start lowers the rate just when it is needed.
-# No dropout in the encoder during pre-training: no pair is seen more than four times, so there is
-# little to regularise, and on a CPU dropout makes every step slower. The fine-tuned heads keep
-# dropout before their output layer.
+# The recipe, sized for two CPU cores: AdamW, batches of 64 inputs, a planned number of updates
+# cut into four rounds with a checkpoint after each (section 5 fine-tunes from each of them). The
+# learning rate warms up over 300 updates to 10⁻³, **stays there**, and decays along a cosine over
+# the last 15% of the updates only ("warm-up, stable, decay", Hu et al., 2024, *MiniCPM*): a masked
+# LM first sits on a plateau, and it leaves it sooner at a high learning rate. No dropout during
+# pre-training: no input is seen more than twice, so there is little to regularise, and on a CPU
+# dropout makes every step slower. The held-out accuracy is measured after each round on the same
+# blanks: held-out inputs masked once.
 
 # %%
-pretrainer = build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions,
-                                   embed_dim=settings.embed_dim, num_heads=settings.num_heads,
-                                   intermediate_dim=settings.intermediate_dim, num_layers=settings.num_layers,
-                                   dropout=settings.dropout)
+segments = contiguous_segments(tokenize(pretraining_texts), settings.sequence_length, CLS, SEP)
+validation_segments = sample[:settings.validation_segments]
+masked, labels, selected = mask_tokens(validation_segments, np.random.default_rng(1), len(vocabulary), MASK,
+                                       unselectable_token_ids=(PAD, CLS, SEP, MASK))
+positions, position_labels = gather_selected(selected, labels, settings.max_predictions)
+held_out_blanks = ({"token_ids": masked, "segment_ids": np.zeros_like(masked), "mask_positions": positions},
+                   {"mlm": position_labels})
+print(f"pre-training inputs: {len(segments):,} of {settings.sequence_length} tokens ({segments.size / 1e6:.1f} M "
+      f"positions, no padding); held out: {len(validation_segments):,} inputs, {int((position_labels != 0).sum()):,} blanks")
+
+# %%
+def new_pretrainer(dropout=0.0):
+    """The notebook's BERT-style encoder with its masked-LM head, freshly initialised."""
+    return build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions,
+                                 embed_dim=settings.embed_dim, num_heads=settings.num_heads,
+                                 intermediate_dim=settings.intermediate_dim, num_layers=settings.num_layers,
+                                 dropout=dropout, next_sentence=False)
+
+
+pretrainer = new_pretrainer()
 print(f"parameters: {pretrainer.count_params():,}")
-
-
-def batches(name, seed):
-    tokens, segments, next_labels = packed_pairs[name]
-    return PretrainingBatches(tokens, segments, next_labels, settings.batch_size, len(vocabulary), MASK, (CLS, SEP),
-                              settings.max_predictions, seed=seed)
 
 # %%
 class MaskedAccuracyTrace(keras.callbacks.Callback):
-    """The masked-LM training accuracy of every window of `every` updates (Keras logs a running mean per epoch)."""
+    """The masked-LM training accuracy of every window of `every` updates.
+
+    Keras logs a running mean since the start of the epoch; the mean of one window is recovered
+    from two running means: (mean_now * n_now - mean_before * n_before) / (n_now - n_before)."""
 
     def __init__(self, every):
         super().__init__()
@@ -228,199 +288,269 @@ class MaskedAccuracyTrace(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self.updates += 1
         if (batch + 1) % self.every == 0:
-            seen, mean = batch + 1, float(logs["mlm_masked_accuracy"])
+            seen, mean = batch + 1, float(logs["masked_accuracy"])
             self.points.append((self.updates, (mean * seen - self.last[1] * self.last[0]) / (seen - self.last[0])))
             self.last = (seen, mean)
 
+# %%
+rounds, updates = 4, settings.pretraining_updates
+per_round = updates // rounds
+decay_steps = max(1, int(updates * settings.decay_fraction))
+schedule = WarmupCosineDecay(settings.learning_rate, settings.warmup_steps, updates,
+                             hold_steps=updates - settings.warmup_steps - decay_steps)
+pretrainer.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss={"mlm": MaskedCrossEntropy()},
+                   metrics={"mlm": [masked_accuracy]}, jit_compile=settings.jit_compile)
+batches = PretrainingBatches(segments, None, None, settings.batch_size, len(vocabulary), MASK, (CLS, SEP),
+                             settings.max_predictions, seed=0, batches_per_epoch=per_round)
 
 # %%
-steps_per_epoch = len(batches("train", 0))
-steps = steps_per_epoch * settings.pretraining_epochs
-decay_steps = max(1, int(steps * settings.decay_fraction))
-schedule = WarmupCosineDecay(settings.learning_rate, settings.warmup_steps, steps,
-                             hold_steps=steps - settings.warmup_steps - decay_steps)
-pretrainer.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
-                   loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"},
-                   metrics={"mlm": [masked_accuracy], "nsp": ["accuracy"]}, jit_compile=settings.jit_compile)
-trace = MaskedAccuracyTrace(every=max(1, min(100, steps_per_epoch // 10)))
-pretrainer, history, facts = fit_best(pretrainer, batches("train", 0), batches("validation", 1),
-                                      epochs=settings.pretraining_epochs, patience=settings.patience,
-                                      checkpoint=checkpoint_path("bert_pretrainer"),
-                                      budget_minutes=settings.pretraining_minutes, callbacks=[epoch_progress(), trace])
-print(f"{facts['epochs']} epochs ({trace.updates:,} updates), {facts['seconds'] / 60:.1f} min, best epoch {facts['best_epoch']}")
+trace = MaskedAccuracyTrace(every=max(1, min(100, per_round // 10)))
+save_round = keras.callbacks.LambdaCallback(
+    on_epoch_end=lambda epoch, logs: pretrainer.save(checkpoint_path(f"bert_round_{epoch + 1}")))
+pretrainer, history, facts = fit_best(pretrainer, batches, held_out_blanks, epochs=rounds, patience=rounds,
+                                      budget_minutes=settings.pretraining_minutes, validation_batch_size=256,
+                                      callbacks=[epoch_progress(), trace, save_round])
+print(f"{facts['epochs']} rounds ({trace.updates:,} updates, {trace.updates * settings.batch_size / len(segments):.2f} "
+      f"passes over the inputs), {facts['seconds'] / 60:.1f} min, best round {facts['best_epoch']}")
 
 # %%
 figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
-updates, accuracy = zip(*trace.points) if trace.points else ((), ())
-left.plot(updates, accuracy, label=f"training, each {trace.every} updates")
-epoch_ends = [steps_per_epoch * (epoch + 1) for epoch in range(len(history.history["val_mlm_masked_accuracy"]))]
-left.plot(epoch_ends, history.history["val_mlm_masked_accuracy"], "o-", label="held-out pairs, each epoch")
+steps, accuracy = zip(*trace.points) if trace.points else ((), ())
+left.plot(steps, accuracy, label=f"training, each {trace.every} updates")
+round_ends = [per_round * (index + 1) for index in range(facts["epochs"])]
+left.plot(round_ends, history.history["val_masked_accuracy"], "o-", label="held-out blanks, after each round")
 left.set(xlabel="updates", ylabel="masked-LM accuracy", title="masked language modelling")
 left.legend()
-right.plot(range(steps), keras.ops.convert_to_numpy(schedule(np.arange(steps))))
+right.plot(range(updates), keras.ops.convert_to_numpy(schedule(np.arange(updates))))
 right.set(xlabel="updates", ylabel="learning rate", title="the schedule: warm-up, peak held, decay")
 plt.show()
-plot_training_curves({"pre-training": history}, metrics=("nsp_accuracy",))
-plt.show()
-
-# %%
-final = {key: history.history[key][facts["best_epoch"] - 1] for key in ("val_mlm_masked_accuracy", "val_nsp_accuracy")}
-report_metric("pretraining_mlm_accuracy", final["val_mlm_masked_accuracy"],
-              "masked-LM accuracy on the chosen positions of held-out reviews (best epoch)")
-report_metric("pretraining_nsp_accuracy", final["val_nsp_accuracy"], "next-sentence accuracy on held-out pairs (best epoch)")
+mlm_accuracy = history.history["val_masked_accuracy"][facts["best_epoch"] - 1]
+report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on held-out blanks (best round)")
 
 # %% [markdown]
-# **Reading the run** (the recorded full run: two CPU cores). The left panel has the story of
-# masked-LM training. Within 1,000 updates the accuracy climbs to about 14% and then sits on a
-# **plateau** near 15% for some 2,000 updates; after about update 3,200 it climbs again, and it
-# was still climbing when the run ended. Masked LMs are known to do this: the loss drops steeply
-# in a short window, just as attention heads come to follow the syntactic relations between words
-# (Chen et al., 2024, *Sudden Drops in the Loss: Syntax Acquisition, Phase Transitions, and
-# Simplicity Bias in MLMs*, ICLR). That is why the learning rate stays at its peak: a schedule
-# that decays from the start has lowered it by then.
+# **Reading the run** — written from the recorded run, below.
 #
-# All four passes ran (5,720 updates, 31.3 minutes, 7.8 minutes a pass with its held-out
-# scoring). The held-out accuracy after each pass (the dots) was about 15%, 15%, 21% and 25.5%.
-# The decay over the last 15% of the updates (right panel, from update 4,862) brought no jump of
-# its own: the climb went on at about the pace it had before.
-#
-# It fills **25.5%** of the held-out blanks, and tells IsNext from NotNext **66.5%** of the time
-# (BERT reached 97–98% on its next-sentence task: Devlin et al., 2019, §3.1). Here every NotNext
-# sentence is still about films, so only finer cues (names, plot, tone) give it away. In the
-# curve below, the training accuracy rose by about four points a pass and the held-out one,
-# unevenly, from 57% to 66.5%: both were still rising when pre-training stopped. A masked-LM
-# accuracy needs a yardstick. Count tables built on the same training reviews and vocabulary,
-# filling the same kind of held-out blanks (`benchmarks/masked_word_baselines.py`; its last run
-# is kept in `results/benchmarks/masked_word_baselines.txt`):
-#
-# | fills the blank with | held-out blanks right |
-# |---|---|
-# | the most frequent word ("the") | 6.4% |
-# | the word seen most often after the word before | 14.5% |
-# | the word seen most often between the two neighbours | 23.4% |
-# | this model, after 31 minutes of pre-training | 25.5% |
-#
-# The plateau sits at the word-before table's level. Leaving it, the model began to use both
-# sides of a blank, and by the end it beats the two-neighbour table by two points: it has begun
-# to use words beyond the neighbours, but not by much.
-#
-# For scale: BERT-base trained for 1,000,000 updates of 256 sequences, 90% of them 128 tokens long
-# and the rest 512 (Devlin et al., 2019, §A.2). That is about 900 times the tokens this run
-# read, through a model 60 times the size of ours.
-
-# %% [markdown]
 # ## 5. Fine-tuning, and what pre-training buys
 #
-# For sentiment, `[CLS] review [SEP]`, the pooled `[CLS]` output, dropout and a softmax over
-# negative/positive: BERT's recipe for a one-text
-# classification (Devlin et al., 2019, §4.1). `build_bert_classifier` builds it on the
-# pre-trained layers; built on a freshly initialised pretrainer, it is the same architecture
-# trained from scratch.
+# For sentiment, `[CLS] review [SEP]`, a pooled `[CLS]` output (dense, tanh), dropout and a
+# softmax over negative/positive: BERT's recipe for a one-text classification (Devlin et al.,
+# 2019, §4.1). `build_bert_classifier` builds it on the pre-trained layers; built on a freshly
+# initialised model, it is the same architecture trained from scratch. Pre-training without
+# next-sentence prediction trained no pooler, so both arms start it fresh.
 #
-# The honest question is what pre-training on 24,000 unlabelled reviews is worth, so we measure
-# it as a **label-efficiency curve**: test accuracy on the 25,000 test reviews after fine-tuning
-# on 1,000, 2,000, 5,000 and 20,000 labelled training reviews, pre-trained against from scratch,
-# three seeds for the small sizes.
+# A review longer than the 126 pieces between `[CLS]` and `[SEP]` keeps its first quarter of them
+# and fills the rest from its end: reviews often end on the verdict, and head + tail was the best
+# cut for IMDB in Sun et al. (2019, *How to Fine-Tune BERT for Text Classification?*, §5.3.1).
 #
-# A review longer than the 126 tokens between `[CLS]` and `[SEP]` keeps its first quarter of them
-# and fills the rest from its end (the first 31 and the last 95 tokens): reviews often end on the
-# verdict, and head + tail was the best cut for IMDB in Sun et al. (2019, *How to Fine-Tune BERT
-# for Text Classification?*, §5.3.1). The classifier reads as many positions as the pre-training
-# pairs held, so it meets no position embedding that pre-training left untrained.
+# **A fair comparison** gives every arm the same care:
+#
+# - a **validation set** of 1,000 labelled training reviews, never trained on, for every run;
+#   each run keeps its **best validation epoch** (`fit_best`, lowest validation loss), stops after
+#   3 epochs without improvement, and runs at most enough epochs for about 600 updates (2 to 40
+#   epochs);
+# - **BERT's fine-tuning schedule**: a linear warm-up over the first 10% of those updates, then a
+#   linear decay to zero (Devlin et al., 2019, §A.3), with AdamW;
+# - a **learning rate chosen per arm** on validation, from 10⁻⁴, 3·10⁻⁴ and 10⁻³ at 1,000 labels:
+#   a pre-trained encoder and a random one need not want the same rate;
+# - **the same dropout**: 0.1 in the encoder and 0.1 before the output layer, in every arm.
+#
+# The test reviews are used only to score the chosen models: a fixed sample of 5,000 for the
+# curve, all 25,000 for the runs with every label.
 
 # %%
-def classification_inputs(texts):
-    """Reviews -> {token_ids, segment_ids} of [CLS] review [SEP]; a long review keeps its head and tail."""
-    rows, room = vectorizer(texts).to_list(), settings.sequence_length - 2
+def classification_inputs(token_lists, cls_id, sep_id):
+    """Token lists -> {token_ids, segment_ids} of [CLS] text [SEP]; a long text keeps its head and tail."""
+    room = settings.sequence_length - 2
     head = room // 4
-    token_ids = np.zeros((len(rows), settings.sequence_length), dtype="int32")
-    for index, tokens in enumerate(rows):
-        kept = [CLS, *(tokens if len(tokens) <= room else tokens[:head] + tokens[len(tokens) - (room - head):]), SEP]
+    token_ids = np.zeros((len(token_lists), settings.sequence_length), dtype="int32")
+    for index, tokens in enumerate(token_lists):
+        kept = [cls_id, *(tokens if len(tokens) <= room else tokens[:head] + tokens[len(tokens) - (room - head):]), sep_id]
         token_ids[index, :len(kept)] = kept
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
 
-labelled = classification_inputs(train_split.texts)
-test_texts = test_split.texts[:settings.test_reviews]
-test_inputs, test_labels = classification_inputs(test_texts), test_split.labels[:len(test_texts)]
-print(f"training reviews that fill all {settings.sequence_length} positions (most of them cut): "
-      f"{np.mean(labelled['token_ids'][:, -1] != 0):.1%}")
+def review_inputs(tokenize_texts, cls_id, sep_id):
+    """Every labelled training review, the test sample and the whole test split, as inputs for one tokenizer."""
+    def inputs(texts):
+        return classification_inputs(tokenize_texts([text.replace("<br />", " ") for text in texts]), cls_id, sep_id)
+    return {"labelled": inputs(train_split.texts), "test": inputs(test_split.texts)}
 
 # %%
-def encoder(pretrained):
-    """A fresh copy of the pre-trained weights (reloaded from the checkpoint, so no fine-tuning run
-    changes another's start), or a freshly initialised model of the same architecture."""
-    if pretrained:
-        return keras.models.load_model(checkpoint_path("bert_pretrainer"))
-    return build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions, settings.embed_dim,
-                                 settings.num_heads, settings.intermediate_dim, settings.num_layers, settings.dropout)
+ours = review_inputs(tokenize, CLS, SEP)
+order = np.random.default_rng(1234).permutation(len(train_split.labels))
+validation_rows, pool = order[:settings.label_validation_reviews], order[settings.label_validation_reviews:]
+all_labels = len(pool) if settings.all_labels is None else settings.all_labels
+test_rows = {"sample": np.arange(min(settings.test_sample, len(test_split.labels))), "all": np.arange(len(test_split.labels))}
+arms = {"pre-trained": {"start": checkpoint_path(f"bert_round_{facts['best_epoch']}"), "build": new_pretrainer, "data": ours},
+        "from scratch": {"start": None, "build": new_pretrainer, "data": ours}}
+print(f"labelled pool {len(pool):,} reviews, validation {len(validation_rows):,}; test sample "
+      f"{len(test_rows['sample']):,}, whole test split {len(test_rows['all']):,}; "
+      f"reviews that fill all {settings.sequence_length} positions: {np.mean(ours['labelled']['token_ids'][:, -1] != 0):.1%}")
 
 # %%
-def fine_tune(pretrained, size, seed):
-    """Fine-tune a classifier on `size` training reviews (a seeded draw); return its test accuracy."""
-    keras.utils.set_random_seed(seed)
-    model = build_bert_classifier(encoder(pretrained), num_classes=2, dropout=settings.classifier_dropout)
-    chosen = np.random.default_rng(seed).permutation(len(train_split.labels))[:size]
-    model.compile(optimizer=keras.optimizers.AdamW(settings.fine_tune_learning_rate, weight_decay=0.01),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=settings.jit_compile)
-    started = time.perf_counter()
-    model.fit({key: value[chosen] for key, value in labelled.items()}, train_split.labels[chosen],
-              epochs=settings.fine_tune_epochs, batch_size=settings.fine_tune_batch_size, verbose=0)
-    seconds["training"] += time.perf_counter() - started
-    started = time.perf_counter()
-    accuracy = float(model.evaluate(test_inputs, test_labels, batch_size=128, verbose=0)[1])
-    seconds["scoring"] += time.perf_counter() - started
-    return accuracy
+def encoder_for(arm, start=None, dropout=None):
+    """A fresh encoder for an arm: the weights of its checkpoint (`start`, or the arm's own), or a random start."""
+    model = arm["build"](settings.encoder_dropout if dropout is None else dropout)
+    start = start or arm["start"]
+    if start is not None:
+        model.set_weights(keras.models.load_model(start).get_weights())
+    return model
+
+
+def take(inputs, rows):
+    return {key: value[rows] for key, value in inputs.items()}
 
 # %%
-seconds = {"training": 0.0, "scoring": 0.0}  # where the fine-tuning time goes
-curve = {}
-for size in progress(settings.label_sizes, desc="label sizes"):
-    seeds = settings.fine_tune_seeds if size != max(settings.label_sizes) else settings.fine_tune_seeds[:1]
-    for pretrained in (True, False):
-        curve[size, pretrained] = np.array([fine_tune(pretrained, size, seed) for seed in seeds])
-print(f"fine-tuning {sum(len(runs) for runs in curve.values())} classifiers: {seconds['training'] / 60:.1f} min training "
-      f"(compiling included), {seconds['scoring'] / 60:.1f} min scoring the test reviews")
-print(f"{'labelled reviews':>16} {'pre-trained':>22} {'from scratch':>22}")
-for size in settings.label_sizes:
-    cells = [f"{curve[size, p].mean():.2%} ± {(curve[size, p].max() - curve[size, p].min()) / 2:.2%} ({len(curve[size, p])})"
-             for p in (True, False)]
-    print(f"{size:>16,} {cells[0]:>22} {cells[1]:>22}")
+runs = {}  # (arm, start, labels, seed, learning rate) -> the run's facts: a run asked for twice runs once
+
+
+def fine_tune(name, size, seed, learning_rate, start=None):
+    """Fine-tune arm `name` on `size` labelled reviews (a seeded draw from the pool); score it on the test reviews."""
+    key = (name, str(start or arms[name]["start"]), size, seed, learning_rate)
+    if key not in runs:
+        keras.utils.set_random_seed(seed)
+        arm = arms[name]
+        chosen = pool[np.random.default_rng(seed).permutation(len(pool))[:size]]
+        model, history, run = train_classifier(encoder_for(arm, start), arm["data"]["labelled"], chosen, learning_rate)
+        test = test_rows["all" if size == all_labels else "sample"]
+        started = time.perf_counter()
+        run["test_accuracy"] = float(model.evaluate(take(arm["data"]["test"], test), test_split.labels[test],
+                                                    batch_size=256, verbose=0)[1])
+        runs[key] = {**run, "scoring_seconds": time.perf_counter() - started, "history": history.history}
+    return runs[key]
 
 # %%
-figure, axis = plt.subplots(figsize=(6, 4))
-for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
-    means = [curve[size, pretrained].mean() for size in settings.label_sizes]
-    spreads = [(curve[size, pretrained].max() - curve[size, pretrained].min()) / 2 for size in settings.label_sizes]
-    axis.errorbar(settings.label_sizes, means, yerr=spreads, marker="o", capsize=3, label=label)
-axis.set_xscale("log")
-axis.set_xlabel("labelled training reviews")
-axis.set_ylabel(f"test accuracy ({len(test_labels):,} reviews)")
-axis.legend()
-plt.show()
-for size in settings.label_sizes:
-    report_metric(f"fine_tuned_{size}_pretrained", curve[size, True].mean(), f"pre-trained, {size:,} labels: mean test accuracy",
-                  headline=size == max(settings.label_sizes))
-    report_metric(f"fine_tuned_{size}_scratch", curve[size, False].mean(), f"from scratch, {size:,} labels: mean test accuracy")
+def train_classifier(encoder, labelled, chosen, learning_rate):
+    """A classifier on `encoder`, trained on the `chosen` labelled rows with the protocol above; its best epoch."""
+    model = build_bert_classifier(encoder, num_classes=2, dropout=settings.classifier_dropout)
+    steps = -(-len(chosen) // settings.fine_tune_batch_size)
+    epochs = int(np.clip(np.ceil(settings.fine_tune_updates / steps), settings.fine_tune_min_epochs,
+                         settings.fine_tune_max_epochs))
+    schedule = WarmupLinearDecay(learning_rate, int(settings.warmup_fraction * steps * epochs), steps * epochs)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"], jit_compile=settings.jit_compile)
+    model, history, facts = fit_best(model, (take(labelled, chosen), train_split.labels[chosen]),
+                                     (take(labelled, validation_rows), train_split.labels[validation_rows]),
+                                     epochs=epochs, patience=settings.fine_tune_patience,
+                                     batch_size=settings.fine_tune_batch_size, validation_batch_size=256)
+    validation_accuracy = history.history["val_accuracy"][facts["best_epoch"] - 1]
+    return model, history, {**facts, "validation_accuracy": validation_accuracy, "epoch_cap": epochs}
 
 # %% [markdown]
-# **What the curve says, for this run.** Pre-training paid at the smallest size only. With 1,000
-# labels the pre-trained model reached 66.3% against 57.2% from scratch (9.1 points), though the
-# from-scratch seeds spread over ±8.3 points. From 2,000 labels on, the model from scratch wins:
-# by 3.1 points at 2,000, by 2.0 at 5,000 and by 4.1 with all 20,000. The encoder here is not far
-# past its plateau (section 4): what it learned helps when labels are scarce, and with a few
-# thousand labels a random start learns more. BERT's gains come from encoders trained far past
-# that point. This curve measures what 31 minutes on two CPU cores bought, and that is its
-# honest answer. The fine-tuning took 26.9 minutes of training and 10.6 of scoring the test
-# reviews (printed above).
-#
-# With every label, beside notebook 06's models (its recorded full run: reviews up to 600 tokens,
+# First the learning rate of each arm, chosen on the validation reviews (seed 0, 1,000 labels):
+
+# %%
+def choose_learning_rate(name):
+    """The rate of the grid with the best validation accuracy for arm `name`; prints the grid."""
+    scores = {rate: fine_tune(name, settings.grid_labels, 0, rate)["validation_accuracy"]
+              for rate in progress(settings.learning_rates, desc=f"{name}: learning rates")}
+    print(f"{name:<14}" + "".join(f"  {rate:.0e}: {score:.2%}" for rate, score in scores.items()))
+    return max(scores, key=scores.get)
+
+
+started = time.perf_counter()
+rate = {name: choose_learning_rate(name) for name in arms}
+print("chosen:", {name: f"{value:.0e}" for name, value in rate.items()})
+
+# %% [markdown]
+# Then the **label-efficiency curve**: 200, 1,000 and 3,000 labelled reviews, three seeds each
+# (each seed draws its own reviews and initialises its own output layer), and one run per arm with
+# every label. The seed-0 runs at 1,000 labels are the grid's runs at the chosen rate, reused.
+
+# %%
+def curve_for(name):
+    """Test accuracy of arm `name` at every label size: an array of one score per seed; one run with every label."""
+    results = {size: np.array([fine_tune(name, size, seed, rate[name])["test_accuracy"] for seed in settings.fine_tune_seeds])
+               for size in progress(settings.label_sizes, desc=f"{name}: label sizes")}
+    results[all_labels] = np.array([fine_tune(name, all_labels, 0, rate[name])["test_accuracy"]])
+    return results
+
+
+curve = {name: curve_for(name) for name in arms}
+training = sum(run["seconds"] for run in runs.values()) / 60
+scoring = sum(run["scoring_seconds"] for run in runs.values()) / 60
+print(f"{len(runs)} fine-tuning runs: {training:.1f} min training (compiling included), {scoring:.1f} min scoring, "
+      f"{(time.perf_counter() - started) / 60:.1f} min in all")
+
+# %%
+sizes = [*settings.label_sizes, all_labels]
+
+
+def cell(scores):
+    """'mean ± half-range (seeds)' of a set of test accuracies."""
+    return f"{scores.mean():.2%} ± {(scores.max() - scores.min()) / 2:.2%} ({len(scores)})"
+
+
+print(f"{'labelled reviews':>16}" + "".join(f"{name:>24}" for name in arms) + f"{'difference':>12}")
+for size in sizes:
+    difference = curve["pre-trained"][size].mean() - curve["from scratch"][size].mean()
+    print(f"{size:>16,}" + "".join(f"{cell(curve[name][size]):>24}" for name in arms) + f"{difference * 100:>+11.1f}")
+print("± is half the range of the seeds' test accuracies (the number of seeds in brackets); test sample "
+      f"{len(test_rows['sample']):,} reviews, every test review ({len(test_rows['all']):,}) for the last row")
+
+# %%
+def plot_curve(curve):
+    """Mean test accuracy against labels, one line per arm; bars span the seeds' range; every point labelled."""
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for name, results in curve.items():
+        means = np.array([results[size].mean() for size in sizes])
+        spans = [means - [results[size].min() for size in sizes], [results[size].max() for size in sizes] - means]
+        axis.errorbar(sizes, means, yerr=spans, marker="o", capsize=3, label=name)
+    axis.set_xscale("log")
+    axis.set_xticks(sizes, [f"{size:,}" for size in sizes])
+    axis.tick_params(axis="x", which="minor", labelbottom=False)  # only the measured sizes are labelled
+    axis.set(xlabel="labelled training reviews (log scale)", ylabel="test accuracy",
+             title="mean of the seeds; bars: lowest to highest seed")
+    axis.legend()
+    plt.show()
+
+
+plot_curve(curve)
+
+# %%
+def labels_needed(scores, target):
+    """Labels at which the mean accuracy in `scores` first reaches `target` (log-linear between measured sizes)."""
+    means = [scores[size].mean() for size in sizes]
+    for (low, low_mean), (high, high_mean) in zip(zip(sizes, means), zip(sizes[1:], means[1:])):
+        if low_mean < target <= high_mean:
+            fraction = (target - low_mean) / (high_mean - low_mean)
+            return f"about {np.exp(np.log(low) + fraction * (np.log(high) - np.log(low))):,.0f}"
+    return f"{sizes[0]:,} or fewer" if means[0] >= target else f"more than {sizes[-1]:,} (never reached)"
+
+
+target = curve["pre-trained"][settings.grid_labels].mean()
+print(f"pre-trained at {settings.grid_labels:,} labels: {target:.2%}; from scratch reaches it with "
+      f"{labels_needed(curve['from scratch'], target)} labels")
+
+# %%
+for size in sizes:
+    for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
+        label = "every" if size == all_labels else f"{size:,}"
+        report_metric(f"fine_tuned_{'all' if size == all_labels else size}_{tag}", curve[name][size].mean(),
+                      f"{name}, {label} labels: mean test accuracy", headline=tag == "pretrained" and size == settings.grid_labels)
+
+# %% [markdown]
+# How each arm trained (seed 0, 1,000 labels, the chosen learning rate): the validation accuracy
+# after every epoch, and where the best epoch was.
+
+# %%
+figure, axis = plt.subplots(figsize=(6, 3.6))
+for name in arms:
+    run = fine_tune(name, settings.grid_labels, 0, rate[name])
+    epochs = range(1, len(run["history"]["val_accuracy"]) + 1)
+    axis.plot(epochs, run["history"]["val_accuracy"], "o-", label=f"{name} (rate {rate[name]:.0e})")
+    axis.axvline(run["best_epoch"], color=axis.lines[-1].get_color(), linestyle=":")
+axis.set(xlabel="epoch", ylabel="validation accuracy", title=f"{settings.grid_labels:,} labels; dotted: best epoch")
+axis.legend()
+plt.show()
+
+# %% [markdown]
+# With every label, beside notebook 06's models (its recorded full run: reviews up to 600 words,
 # trained from scratch) and its bag-of-bigrams baseline:
 
 # %%
-largest = max(settings.label_sizes)
-rows = [(f"BERT-style, pre-trained, {largest:,} labels, {settings.sequence_length} tokens (this notebook)", curve[largest, True].mean()),
-        ("the same from scratch (this notebook)", curve[largest, False].mean())]
+rows = [(f"BERT-style, {name}, {all_labels:,} labels, {settings.sequence_length} pieces (this notebook)",
+         curve[name][all_labels].mean()) for name in arms]
 record = load_record("06_imdb_classifier")
 if record is None:
     print("No recorded full run of notebook 06 here (results/06_imdb_classifier.json).")
@@ -432,54 +562,97 @@ for label, accuracy in sorted(rows, key=lambda row: -row[1]):
     print(f"{accuracy:7.2%}  {label}")
 
 # %% [markdown]
-# Two things separate these rows. Notebook 06's models read reviews of up to 600 tokens; these
-# read 128, and three quarters of the training reviews had to be cut to fit (head and tail kept).
-# And with every label, pre-training, as the curve showed, cost this encoder accuracy instead of
-# adding any. No model here beats the bag of bigrams.
+# ### What pre-training put into the representations: a frozen-encoder probe
+#
+# Fine-tuning changes every weight, so it mixes what pre-training stored with what the labels
+# teach. A **probe** leaves the encoder frozen: each review becomes the mean of its encoder
+# outputs over its real positions, and a logistic regression (scikit-learn) learns sentiment from
+# those vectors alone, on 5,000 labelled training reviews, scored on the test sample. The same
+# architecture at its random initialisation is the floor; a bag of words and bigrams with the same
+# logistic regression on the same reviews is the yardstick of notebook 06.
+
+# %%
+def mean_pooled(name, rows, inputs_key="labelled", start=None):
+    """Frozen encoder outputs of arm `name`, averaged over each review's real positions: (N, E)."""
+    encoder = build_bert_encoder(encoder_for(arms[name], start, dropout=0.0))
+    inputs = take(arms[name]["data"][inputs_key], rows)
+    vectors = encoder.predict(inputs, batch_size=256, verbose=0)
+    real = (inputs["token_ids"] != PAD)[..., None]
+    return (vectors * real).sum(axis=1) / real.sum(axis=1)
+
+
+def probe(features_train, features_test):
+    """Logistic regression on frozen features: test accuracy."""
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(features_train, train_split.labels[probe_rows])
+    return float(model.score(features_test, test_split.labels[test_rows["sample"]]))
+
+# %%
+probe_rows = pool[:settings.probe_reviews]
+probe_scores = {}
+for label, name in (("pre-trained", "pre-trained"), ("random initialisation", "from scratch")):
+    keras.utils.set_random_seed(0)  # the random encoder: seed 0's initialisation
+    probe_scores[label] = probe(mean_pooled(name, probe_rows), mean_pooled(name, test_rows["sample"], "test"))
+bigrams = CountVectorizer(ngram_range=(1, 2), min_df=2, binary=True)
+bag = bigrams.fit_transform([train_split.texts[row] for row in probe_rows])
+bag_model = LogisticRegression(max_iter=2000).fit(bag, train_split.labels[probe_rows])
+probe_scores["bag of words and bigrams"] = float(bag_model.score(
+    bigrams.transform([test_split.texts[row] for row in test_rows["sample"]]), test_split.labels[test_rows["sample"]]))
+for name, score in probe_scores.items():
+    print(f"{score:7.2%}  {name}")
+report_metric("probe_pretrained", probe_scores["pre-trained"], "frozen pre-trained encoder, mean-pooled, logistic regression")
+report_metric("probe_random", probe_scores["random initialisation"], "frozen random encoder, mean-pooled, logistic regression")
+
+# %% [markdown]
+# ### Downstream accuracy against pre-training progress
+#
+# Does fine-tuning gain more the longer the masked LM trained? The same fine-tuning run (1,000
+# labels, seed 0, the pre-trained arm's learning rate) from the checkpoint after each round of
+# pre-training, beside the masked-LM accuracy of that checkpoint; the run from scratch is the
+# point at zero updates.
+
+# %%
+progress_points = [(0, 0.0, fine_tune("from scratch", settings.grid_labels, 0, rate["pre-trained"])["test_accuracy"])]
+for index in range(facts["epochs"]):
+    run = fine_tune("pre-trained", settings.grid_labels, 0, rate["pre-trained"], start=checkpoint_path(f"bert_round_{index + 1}"))
+    progress_points.append((per_round * (index + 1), history.history["val_masked_accuracy"][index], run["test_accuracy"]))
+figure, axis = plt.subplots(figsize=(6.5, 3.8))
+done, blanks, accuracy = zip(*progress_points)
+axis.plot(done, accuracy, "o-", label=f"fine-tuned, {settings.grid_labels:,} labels (test accuracy)")
+axis.plot(done, blanks, "s--", label="masked-LM accuracy on held-out blanks")
+for x, y in zip(done, accuracy):
+    axis.annotate(f"{y:.1%}", (x, y), textcoords="offset points", xytext=(-10, 6), fontsize=8)
+axis.set(xlabel="pre-training updates", ylabel="accuracy", title="one seed; 0 updates = from scratch")
+axis.legend()
+plt.show()
 
 # %% [markdown]
 # ## 6. What the model learned: fill in the blank
 #
-# The masked-LM head answers "which word goes here?" for any sentence with a `[MASK]`. The five
-# most likely words (special tokens and `[UNK]` left out) and their probabilities, from the
-# pre-trained model and from an untrained one:
+# The masked-LM head answers "which token goes here?" for any sentence with a `[MASK]`. The five
+# most likely tokens (special tokens left out) and their probabilities, from the pre-trained model
+# and from an untrained one. These are **probes**, not findings: one model, a handful of prompts.
 
 # %%
 def fill_in(model, sentence, top=5):
-    """The `top` most likely words for the [MASK] in `sentence`, with their probabilities."""
-    words = [word if word != "[mask]" else "[MASK]" for word in sentence.lower().split()]
-    token_ids = [CLS] + [MASK if word == "[MASK]" else vectorizer([word]).to_list()[0][0] for word in words] + [SEP]
-    position = token_ids.index(MASK)
+    """The `top` most likely tokens for the [MASK] in `sentence`, with their probabilities."""
+    before, after = sentence.split("[MASK]")
+    token_ids = [CLS, *tokenize([before])[0], MASK, *tokenize([after])[0], SEP]
     inputs = {"token_ids": np.array([token_ids], "int32"), "segment_ids": np.zeros((1, len(token_ids)), "int32"),
-              "mask_positions": np.full((1, settings.max_predictions), position, "int32")}
+              "mask_positions": np.full((1, settings.max_predictions), token_ids.index(MASK), "int32")}
     probabilities = keras.ops.convert_to_numpy(model(inputs)["mlm"])[0, 0]
-    best = [i for i in np.argsort(-probabilities) if i > MASK][:top]  # words only: no padding, [UNK] or special token
+    best = [i for i in np.argsort(-probabilities) if i > MASK][:top]  # no padding, [UNK] or special token
     return ", ".join(f"{vocabulary[i]} {probabilities[i]:.1%}" for i in best)
 
 # %%
-untrained = encoder(pretrained=False)
-for sentence in ("i have watched this [MASK] three times", "this movie was [MASK]", "the acting was [MASK] and the plot was boring",
-                 "in texas they like to buy [MASK]", "in new york they like to buy [MASK]",
-                 "jane worked as a [MASK]", "jim worked as a [MASK]"):
+untrained = new_pretrainer()
+for sentence in ("i have watched this [MASK] three times", "this movie was [MASK] .",
+                 "the acting was [MASK] and the plot was boring", "she is a [MASK] actress", "he is a [MASK] actor",
+                 "in texas they like to buy [MASK] .", "in new york they like to buy [MASK] .",
+                 "jane worked as a [MASK] .", "jim worked as a [MASK] ."):
     print(f"{sentence}\n   pre-trained: {fill_in(pretrainer, sentence)}\n   untrained:   {fill_in(untrained, sentence)}")
 
 # %% [markdown]
-# **Reading the answers.** The untrained model spreads its probability almost evenly over 10,000
-# words (each under 0.05%). The pre-trained one uses where the blank stands. For "i have watched
-# this `[MASK]` three times" its second word is **movie** (8.0%, after "of" at 9.9%), and "film"
-# is fifth: what follows "watched this" in a film review. For "the acting was `[MASK]` and the
-# plot was boring" all five are verdicts (good, terrible, bad, great, awful), but "good" comes
-# first: the model has learned which kind of word goes there, not yet that "boring" decides
-# which one. "this movie was `[MASK]`" gets three verdicts among its five (terrible, great, good),
-# with "one" first.
-#
-# The notes show a large BERT's answers to the last four prompts to ask what language models
-# learn about places and people. Ours answers both shopping prompts with the same pronouns (it,
-# this, me): Texas and New York mean nothing to it. For Jane and Jim it offers the world of its
-# reviews (film, series, fan, actor, movie), nearly the same list for both; "actor" is second for
-# Jim (2.8%) and fourth for Jane (1.8%), a gap too small to read anything into from one model and
-# two prompts. It has read only film reviews, whose people mostly work in films: a model trained
-# further on them would mirror how reviewers write, their habits about people included.
+# **Reading the answers** — written from the recorded run, below.
 #
 # > **The notes say** a model may give "My dog is `[MASK]`" the words happy 87%, running 89% and
 # > barking 76%. The probabilities for one blank are one softmax: they add up to at most 1, so
@@ -491,143 +664,192 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
 # The notes name two other ways to use the encoder: a label for **every token** (named-entity
 # recognition) and a **span** in the text (question answering: "two extra vectors that mark the
 # beginning and the end of the answer"). IMDB has no such labels, so we derive two small tasks
-# from the raw reviews, where the answer is in the text itself but hidden from the model by the
-# standardisation (lower case, punctuation removed):
+# from the raw reviews, where the answer is in the text itself but hidden from the model: the
+# tokenizer lower-cases every word, and the quotation marks are removed before tokenizing.
 #
 # - **tagging — which words were capitalised?** In a sentence, a word written with a capital
-#   letter, not first in its sentence and not "I", is tagged *name* (2), any other word *word* (1).
-#   After lower-casing, the model has to recognise names and titles from context, as a
-#   named-entity tagger does.
+#   letter, not first in its sentence and not "I", is tagged *name* (2), any other word *word* (1);
+#   a word's tag sits on its first piece, as BERT tags words (§5.3). After lower-casing, the model
+#   has to recognise names and titles from context, as a named-entity tagger does.
 # - **span — which words were in quotation marks?** In a sentence with one quoted phrase of one
-#   to six words (often a title: *I loved "The Third Man"*), find where it starts and ends.
+#   to six words (often a title: *I loved "The Third Man"*), find the first piece where it starts
+#   and the last piece where it ends.
 #
-# Each task: 4,000 training and 1,000 test sentences from the training reviews, fine-tuned like
-# section 5, pre-trained against from scratch.
+# The training sentences come from the training reviews; the held-out sentences come from the
+# **test reviews**, which the encoder never read — so the pre-trained arm has no head start from
+# having seen them.
+#
+# > **The notes say** QA fine-tuning gives "a potential answer … for each token in the answer, 0
+# > or 1", a per-token classification; BERT (and the notes' other slides) learn a start vector
+# > and an end vector, one softmax over the positions each, as the span head here does. They also
+# > say NER tags "President Obama" with "the ID of the entity": that is entity *linking*; NER tags
+# > entity *types* (person, location).
 
 # %%
-def words_of(sentence):
-    """(raw words, standardised words) of a sentence, the same split TextVectorization makes."""
-    raw = sentence.split()
-    standard = [str(word.numpy().decode()) for word in standardize_review(np.array(raw, dtype=object))] if raw else []
-    kept = [(r, w) for r, w in zip(raw, standard) if w.strip()]
-    return [r for r, _ in kept], [w.strip() for _, w in kept]
+def word_pieces(sentences):
+    """Sentences -> (raw words, the pieces of each word) each, quotation marks removed; one tokenizer pass for all."""
+    words = [sentence.replace('"', " ").split() for sentence in sentences]
+    flat, start, result = tokenize([word for row in words for word in row]), 0, []
+    for row in words:
+        result.append((row, flat[start:start + len(row)]))
+        start += len(row)
+    return result
 
 
-def tagging_example(sentence):
-    raw, standard = words_of(sentence)
-    tags = [2 if index and word[:1].isupper() and word not in ("I", "I'm", "I've") else 1 for index, word in enumerate(raw)]
-    return standard, tags
-
-# %%
-def span_example(sentence):
-    """(standardised words, start, end) if the sentence has exactly one quoted phrase of 1-6 words, else None."""
-    if sentence.count('"') != 2:
-        return None
-    before, quoted, after = sentence.split('"')
-    _, first = words_of(before)
-    _, inside = words_of(quoted)
-    _, last = words_of(after)
-    if not 1 <= len(inside) <= 6:
-        return None
-    return first + inside + last, len(first) + 1, len(first) + len(inside)  # +1: [CLS] comes first
+def tagging_example(raw, per_word):
+    """(token ids, tags on each word's first piece, 0 elsewhere) of a sentence's words."""
+    token_ids, tags = [CLS], [0]
+    for index, (ids, word) in enumerate(zip(per_word, raw)):
+        name = index and word[:1].isupper() and word not in ("I", "I'm", "I've", "I'd", "I'll")
+        token_ids, tags = token_ids + ids, tags + [2 if name else 1] + [0] * (len(ids) - 1)
+    return token_ids + [SEP], tags + [0]
 
 # %%
-sentences = [sentence for document in documents[held_out:] for sentence in document if 5 <= len(sentence.split()) <= 40]
-tagged = [tagging_example(sentence) for sentence in sentences[:5000]]
-spans = [example for example in map(span_example, sentences) if example][:5000]
-print(f"tagging: {len(tagged):,} sentences, {np.mean([t == 2 for _, tags in tagged for t in tags]):.1%} of words are names")
-print(f"span: {len(spans):,} sentences with one quoted phrase; e.g.", " ".join(spans[0][0]), spans[0][1:])
+def quoted(sentence):
+    """True for a sentence with exactly one quoted phrase of 1-6 words."""
+    return sentence.count('"') == 2 and 1 <= len(sentence.split('"')[1].split()) <= 6
+
+
+def span_example(sentence, raw, per_word):
+    """(token ids, first piece, last piece of the quoted phrase) of a `quoted` sentence's words."""
+    first, inside = len(sentence.split('"')[0].split()), len(sentence.split('"')[1].split())
+    start = 1 + sum(len(ids) for ids in per_word[:first])  # +1: [CLS] comes first
+    end = start + sum(len(ids) for ids in per_word[first:first + inside]) - 1
+    return [CLS, *(piece for ids in per_word for piece in ids), SEP], start, end
 
 # %%
-def encode_words(word_lists):
-    """Standardised word lists -> ({token_ids, segment_ids} of [CLS] words [SEP], kept rows); one id per word."""
-    rows = vectorizer([" ".join(words) for words in word_lists]).to_list()
-    kept = [index for index, (ids, words) in enumerate(zip(rows, word_lists))
-            if len(ids) == len(words) and len(ids) <= settings.sequence_length - 2]  # one token per word, fits
-    token_ids = np.zeros((len(kept), settings.sequence_length), dtype="int32")
-    for row, index in enumerate(kept):
-        token_ids[row, :len(rows[index]) + 2] = [CLS, *rows[index], SEP]
-    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}, kept
+def sentences_of(texts):
+    return [sentence for text in texts for sentence in split_sentences(text.replace("<br />", " "))
+            if 5 <= len(sentence.split()) <= 40]
 
 
-tag_inputs, kept = encode_words([words for words, _ in tagged])
-tag_labels = np.zeros(tag_inputs["token_ids"].shape, dtype="int32")  # 0 on [CLS], [SEP] and padding: not scored
-for row, index in enumerate(kept):
-    tag_labels[row, 1:len(tagged[index][1]) + 1] = tagged[index][1]
-span_inputs, kept = encode_words([words for words, _, _ in spans])
-span_targets = np.array([spans[index][1:] for index in kept], dtype="int32")  # (N, 2): start, end
+def padded(token_lists):
+    """Lists of ids that fit -> {token_ids, segment_ids} padded to sequence_length."""
+    token_ids = np.zeros((len(token_lists), settings.sequence_length), dtype="int32")
+    for row, ids in enumerate(token_lists):
+        token_ids[row, :len(ids)] = ids
+    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
 # %%
-def fine_tune_head(build_head, inputs, targets, loss, pretrained, seed=0, split=0.8):
-    """Fine-tune a head on the first `split` of the examples; return the model and the held-out inputs/targets."""
-    keras.utils.set_random_seed(seed)
-    model, cut = build_head(encoder(pretrained)), int(len(inputs["token_ids"]) * split)
-    model.compile(optimizer=keras.optimizers.AdamW(settings.fine_tune_learning_rate, weight_decay=0.01), loss=loss)
-    part = lambda value, train: ({k: part(v, train) for k, v in value.items()} if isinstance(value, dict)  # noqa: E731
-                                 else value[:cut] if train else value[cut:])
-    model.fit(part(inputs, True), part(targets, True), epochs=settings.fine_tune_epochs,
-              batch_size=settings.fine_tune_batch_size, verbose=0)
-    return model, part(inputs, False), part(targets, False)
+def fits(example):
+    return example is not None and len(example[0]) <= settings.sequence_length
+
+
+head_data = {}
+for part, texts, count in (("train", train_split.texts, settings.head_sentences), ("test", test_split.texts, 1000)):
+    plain = sentences_of(texts[:count])[:count]
+    tagged = [example for example in (tagging_example(*words) for words in word_pieces(plain)) if fits(example)]
+    with_quote = [sentence for sentence in sentences_of(texts) if quoted(sentence)][:count]
+    spans = [example for example in map(span_example, with_quote, *zip(*word_pieces(with_quote))) if fits(example)]
+    head_data[part] = {"tagging": (padded([t for t, _ in tagged]), padded([g for _, g in tagged])["token_ids"]),
+                       "span": (padded([t for t, _, _ in spans]), np.array([s[1:] for s in spans], dtype="int32"))}
+    print(f"{part}: {len(tagged):,} tagging sentences, {len(spans):,} span sentences")
+example_ids, start, end = spans[0]
+print(f"a held-out span: {pieces(example_ids)}\n   quoted: {pieces(example_ids[start:end + 1])} (pieces {start}-{end})")
 
 # %%
-for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
-    model, held_inputs, held_tags = fine_tune_head(
-        lambda base: build_token_tagger(base, num_tags=3, dropout=settings.classifier_dropout), tag_inputs,
-        tag_labels, MaskedCrossEntropy(), pretrained)
-    predicted = model.predict(held_inputs, verbose=0).argmax(-1)
-    real, truth, guess = held_tags != 0, held_tags == 2, predicted == 2
-    precision = (guess & truth & real).sum() / max((guess & real).sum(), 1)
-    recall = (guess & truth & real).sum() / max((truth & real).sum(), 1)
+def fine_tune_head(build_head, task, targets_as, loss, name, epochs=settings.head_epochs):
+    """Fine-tune a head for arm `name` on the task's training sentences (10% for validation); its held-out outputs."""
+    keras.utils.set_random_seed(0)
+    inputs, targets = head_data["train"][task]
+    cut = int(len(targets) * 0.9)
+    model = build_head(encoder_for(arms[name]))
+    steps = -(-cut // settings.fine_tune_batch_size) * epochs
+    model.compile(optimizer=keras.optimizers.AdamW(WarmupLinearDecay(rate[name], steps // 10, steps), weight_decay=0.01),
+                  loss=loss)
+    model, _, _ = fit_best(model, (take(inputs, slice(0, cut)), targets_as(targets[:cut])),
+                           (take(inputs, slice(cut, None)), targets_as(targets[cut:])), epochs=epochs,
+                           patience=settings.fine_tune_patience, batch_size=settings.fine_tune_batch_size)
+    held_inputs, held_targets = head_data["test"][task]
+    return model.predict(held_inputs, batch_size=256, verbose=0), held_targets
+
+# %%
+for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
+    predicted, truth = fine_tune_head(lambda base: build_token_tagger(base, num_tags=3, dropout=settings.classifier_dropout),
+                                      "tagging", lambda targets: targets, MaskedCrossEntropy(), name)
+    guess, real = predicted.argmax(-1) == 2, truth != 0
+    hits = (guess & (truth == 2) & real).sum()
+    precision, recall = hits / max((guess & real).sum(), 1), hits / max((truth == 2).sum(), 1)
     f1 = 2 * precision * recall / max(precision + recall, 1e-9)
-    report_metric(f"tagging_name_f1_{'pretrained' if pretrained else 'scratch'}", f1,
-                  f"capitalised-word tagging, {label}: F1 of the 'name' tag on held-out sentences")
-
+    report_metric(f"tagging_name_f1_{tag}", f1, f"capitalised-word tagging, {name}: F1 of the 'name' tag on test-review sentences")
 
 # %%
-def span_targets_as(targets):
-    return {"start": targets[:, 0], "end": targets[:, 1]}
-
-# %%
-for pretrained, label in ((True, "pre-trained"), (False, "from scratch")):
-    model, held_inputs, held = fine_tune_head(build_span_finder, span_inputs, span_targets_as(span_targets),
-                                              {"start": "sparse_categorical_crossentropy", "end": "sparse_categorical_crossentropy"},
-                                              pretrained)
-    predicted = model.predict(held_inputs, verbose=0)
-    exact = (predicted["start"].argmax(-1) == held["start"]) & (predicted["end"].argmax(-1) == held["end"])
-    report_metric(f"span_exact_match_{'pretrained' if pretrained else 'scratch'}", float(exact.mean()),
-                  f"quoted-span finding, {label}: exact start and end on held-out sentences")
+for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
+    predicted, truth = fine_tune_head(build_span_finder, "span", lambda targets: {"start": targets[:, 0], "end": targets[:, 1]},
+                                      {"start": "sparse_categorical_crossentropy", "end": "sparse_categorical_crossentropy"},
+                                      name)
+    exact = (predicted["start"].argmax(-1) == truth[:, 0]) & (predicted["end"].argmax(-1) == truth[:, 1])
+    report_metric(f"span_exact_match_{tag}", float(exact.mean()),
+                  f"quoted-span finding, {name}: exact start and end on test-review sentences")
 
 # %% [markdown]
-# In the recorded run both heads gained from pre-training. The tagger clearly: an F1 of 0.63
-# against 0.45 for the name tag. Telling a name from an ordinary word after lower-casing takes
-# the context, which the masked LM had learned to use. The span finder found 17.4% of the spans
-# exactly against 11.6% from scratch. Each is one seed, and section 5 showed gaps of a few points
-# coming and going with the seed.
+# ## 8. What pre-training at scale buys: Google's BERT-Tiny in our encoder
+#
+# Our encoder read about 75,000 film reviews for some twenty minutes on two CPU cores. Google's
+# **BERT-Tiny** (Turc et al., 2019, *Well-Read Students Learn Better*) has nearly the same shape —
+# 2 blocks, width 128, 2 heads, 4,385,920 parameters with its 30,522-piece WordPiece vocabulary —
+# but read Wikipedia and BooksCorpus (about 3.3 billion words) and learned from a larger BERT. It
+# is published as the keras-hub preset `bert_tiny_en_uncased`.
+#
+# `transformer_course.bert_checkpoints.load_bert_preset` downloads it and copies every weight into
+# the course's own `build_bert_pretrainer` model (the converter is tested against keras-hub's
+# `BertBackbone`: equal outputs on a padded batch with two segments). Its blocks use the tanh
+# approximation of GELU, as Google's checkpoints do. The preset has no masked-LM head, so it gets
+# no fill-in-the-blank probe. Where the download works (Colab, any machine with internet), it
+# becomes a third arm, **borrowed**, not pre-trained here: the same learning-rate grid, curve and
+# probe. Offline (the recorded run), one line says so and the notebook goes on.
+
+# %%
+try:
+    borrowed, bert_tokenizer = load_bert_preset("bert_tiny_en_uncased", settings.max_predictions, settings.sequence_length)
+except PresetUnavailableError as error:
+    borrowed = None
+    print(f"BERT-Tiny is not loaded here, so its arm is skipped: {error}")
+
+# %%
+if borrowed is not None:
+    print(f"BERT-Tiny in the course's model: {borrowed.count_params():,} parameters (with the untrained heads)")
+    borrowed.save(checkpoint_path("bert_tiny"))
+    bert_ids = bert_tokenizer.vocabulary
+
+# %%
+if borrowed is not None:
+    arms["BERT-Tiny (borrowed)"] = {
+        "start": checkpoint_path("bert_tiny"), "data": review_inputs(
+            lambda texts: tokenize(texts, tokenizer=bert_tokenizer), bert_ids.index("[CLS]"), bert_ids.index("[SEP]")),
+        "build": lambda dropout: build_bert_pretrainer(
+            len(bert_ids), settings.sequence_length, settings.max_predictions, embed_dim=128, num_heads=2,
+            intermediate_dim=512, num_layers=2, dropout=dropout, activation=gelu_approximate)}
+
+# %%
+if borrowed is not None:
+    rate["BERT-Tiny (borrowed)"] = choose_learning_rate("BERT-Tiny (borrowed)")
+    curve["BERT-Tiny (borrowed)"] = curve_for("BERT-Tiny (borrowed)")
+    plot_curve(curve)
+    probe_scores["BERT-Tiny (borrowed)"] = probe(mean_pooled("BERT-Tiny (borrowed)", probe_rows),
+                                                 mean_pooled("BERT-Tiny (borrowed)", test_rows["sample"], "test"))
+    print({name: f"{score:.2%}" for name, score in probe_scores.items()})
 
 # %% [markdown]
 # ## Summary
 #
+# - Subword tokens: a WordPiece vocabulary computed on the pre-training text spells every word
+#   from pieces, so `[UNK]` all but disappears.
 # - Masked language modelling: 15% of the real tokens chosen; of those 80% `[MASK]`, 10% a random
-#   word, 10% unchanged; the loss and accuracy count the chosen positions only; new positions
-#   every epoch.
-# - Next-sentence prediction: `[CLS] A [SEP] B [SEP]`, segment embeddings, and a pooled `[CLS]`
-#   output; half the pairs consecutive, half from different reviews.
-# - Fine-tuning puts one layer on the pooled `[CLS]` output; the label-efficiency curve says
-#   what pre-training on unlabelled reviews was worth at each number of labels.
-# - **What the recorded run measured** (full profile, two CPU cores): masked-LM accuracy sat on a
-#   plateau near 15% (a count of the word before gets 14.5%) until about update 3,200, then
-#   climbed to 25.5% after four passes, 31 minutes (a count of both neighbours gets 23.4%);
-#   next-sentence accuracy 66.5%. That encoder helped with 1,000 labels (66.3% against 57.2% from
-#   scratch) and trailed from 2,000 on (all labels: 79.4% against 83.5%). It tagged names better
-#   (F1 0.63 against 0.45), and put "movie" second for "i have watched this `[MASK]`". Pre-training
-#   pays once the masked LM has gone well past its plateau, and that takes more compute than this
-#   run had.
+#   token, 10% unchanged; the loss and accuracy count the chosen positions only; new positions
+#   every batch. Pre-training inputs are full-length contiguous text, shaped like the inputs of
+#   fine-tuning.
+# - Next-sentence prediction: `[CLS] A [SEP] B [SEP]`, segment embeddings, a pooled `[CLS]`
+#   output; RoBERTa showed it can be dropped, and here it is.
+# - Fine-tuning puts one layer on the pooled `[CLS]` output. A fair comparison gives every arm a
+#   validation set, its best epoch, BERT's schedule and its own learning rate.
+# - **What the recorded run measured** — written from the recorded run, below.
 #
 # ## Graded exercises
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers. Both are plain NumPy.
+# The rest of the notebook does not depend on your answers. All three are plain NumPy.
 #
 # ### Exercise 08.1 — the masked-LM loss (2 points)
 #
@@ -680,14 +902,51 @@ assert evaluate_hidden("08.2", segment_ids, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### Exercise 08.3 — BERT's masking: choose 15%, then 80/10/10 (3 points)
+#
+# Write `bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids)`:
+# `token_ids` is int `(B, T)` with 0 for padding; `special_ids` lists the ids of `[CLS]`, `[SEP]`
+# and `[MASK]`. Draw from `np.random.default_rng(seed)`. Choose each token that is neither padding
+# nor special with probability 0.15; replace a chosen token by `mask_token_id` with probability
+# 0.8, by a random id in `[0, vocabulary_size)` with probability 0.1, and leave it unchanged
+# otherwise. Return `(corrupted, labels)`, both int `(B, T)`: `labels` holds the original token at
+# each chosen position and 0 everywhere else. Your draws will differ from anyone else's, so the
+# check judges what every right answer shows: nothing forbidden chosen, labels at the chosen
+# positions only, every other token unchanged, and the rates — 15% chosen, 80% / 10% of those
+# masked / randomised — within five standard deviations over about 100,000 tokens.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_08_3", "locked": false, "schema_version": 3, "solution": true}
+def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
+    """token_ids (B, T), 0 = padding -> (corrupted ids (B, T), labels (B, T), 0 where not chosen)."""
+    ### BEGIN SOLUTION
+    rng = np.random.default_rng(seed)
+    token_ids = np.asarray(token_ids)
+    chosen = ~np.isin(token_ids, [0, *special_ids]) & (rng.random(token_ids.shape) < 0.15)
+    action = rng.random(token_ids.shape)  # < 0.8: [MASK]; 0.8-0.9: a random id; otherwise unchanged
+    corrupted = np.where(chosen & (action < 0.8), mask_token_id, token_ids)
+    randomized = chosen & (action >= 0.8) & (action < 0.9)
+    corrupted[randomized] = rng.integers(0, vocabulary_size, size=int(randomized.sum()))
+    return corrupted, np.where(chosen, token_ids, 0)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_08_3", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("08.3", bert_corruption)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
-# Pre-train without next-sentence prediction (drop the `nsp` loss) and compare the label-efficiency
-# curves: RoBERTa (Liu et al., 2019, §4.2) found the task unnecessary. Then compare dynamic
-# masking with one fixed mask drawn once before training.
+# Put next-sentence prediction back. Cut each review into sentences (`split_sentences`), and for
+# every input draw the point where A ends at random, as BERT's data generator does: A is the
+# first k sentences of a span, B the rest (IsNext) or sentences from another review (NotNext);
+# pack them with `pack_pair`, and pre-train `build_bert_pretrainer(next_sentence=True)` with both
+# losses for the same number of updates. Does the label-efficiency curve at 1,000 labels move?
+# RoBERTa (Liu et al., 2019, §4.2) found the task unnecessary. Then compare dynamic masking with
+# one fixed mask drawn once before training.
 #
-# With a GPU (or a night on a CPU), give the pre-training of section 4 more passes and a larger
-# budget (the `epochs` and `budget_minutes` of its `fit_best` call, and `steps` of its schedule to
-# match) and watch how far the masked-LM climb after the plateau goes; then run the
-# label-efficiency curve again, and see from which masked-LM accuracy on the pre-trained encoder
-# wins at 5,000 labels.
+# With a GPU (or a night on a CPU), give the pre-training of section 4 more updates
+# (`settings.pretraining_updates` and `settings.pretraining_minutes`) and watch the masked-LM
+# accuracy and the fine-tuning accuracy of the progress plot: does the downstream gain keep
+# growing with the masked-LM accuracy?

@@ -11,8 +11,8 @@ from transformer_course.grading import references
 
 
 def _reference(exercise_id):
-    """The grader's reference for ``exercise_id``, as a function of keyword arguments."""
-    return lambda **arguments: references.expected(exercise_id, arguments)
+    """A right answer to ``exercise_id`` (the grader's reference), as a function of keyword arguments."""
+    return lambda **arguments: references.answer(exercise_id, arguments)
 
 
 def test_every_notebook_has_at_least_two_graded_exercises():
@@ -194,3 +194,75 @@ def test_greedy_decoding_that_never_stops_gets_a_hint():
 def test_a_hint_never_turns_an_odd_answer_into_a_crash():
     verdict = evaluate("04.1", lambda query, key, value, mask=None: ("not", "arrays"))
     assert verdict.status == "failed" and "Traceback" not in verdict.message
+
+
+# --- 08.3: judged by properties, since every right answer is a different random draw ------------
+
+def _bert_corruption_variant(change):
+    def answer(**arguments):
+        corrupted, labels = references.answer("08.3", arguments)
+        return change(np.asarray(arguments["token_ids"]), corrupted.copy(), labels.copy(), arguments)
+    return answer
+
+
+def _everything_masked(token_ids, corrupted, labels, arguments):
+    return np.where(labels != 0, arguments["mask_token_id"], corrupted), labels
+
+
+def _padding_chosen(token_ids, corrupted, labels, arguments):
+    labels[token_ids == 0] = 5
+    return corrupted, labels
+
+
+def _labels_everywhere(token_ids, corrupted, labels, arguments):
+    return corrupted, np.where(np.isin(token_ids, [0, *arguments["special_ids"]]), 0, token_ids)
+
+
+def _unchosen_changed(token_ids, corrupted, labels, arguments):
+    return np.where((labels == 0) & (token_ids > 9), token_ids + 1, corrupted), labels
+
+
+def _thirty_percent(token_ids, corrupted, labels, arguments):
+    rng = np.random.default_rng(arguments["seed"])
+    chosen = ~np.isin(token_ids, [0, *arguments["special_ids"]]) & (rng.random(token_ids.shape) < 0.3)
+    return np.where(chosen, arguments["mask_token_id"], token_ids), np.where(chosen, token_ids, 0)
+
+
+@pytest.mark.parametrize("change, message", [
+    (_everything_masked, "replaced by [MASK]"),
+    (_padding_chosen, "never chosen"),
+    (_labels_everywhere, "of the tokens that may be chosen were chosen"),
+    (_unchosen_changed, "was not chosen (label 0), but its token changed"),
+    (_thirty_percent, "expected 15%"),
+], ids=lambda value: getattr(value, "__name__", "message"))
+def test_bert_corruption_mistakes_fail_on_public_and_secret_cases(change, message):
+    from transformer_course.grading import evaluate_hidden
+
+    for verdict in (evaluate("08.3", _bert_corruption_variant(change)),
+                    evaluate_hidden("08.3", _bert_corruption_variant(change), seed=11)):
+        assert verdict.status == "failed" and message in verdict.message, verdict.message
+
+
+@pytest.mark.parametrize("seed", [3, 11, 12345])
+def test_right_bert_corruption_answers_pass_at_any_seed(seed):
+    from transformer_course.grading import evaluate_hidden
+
+    assert evaluate_hidden("08.3", _reference("08.3"), seed=seed).passed
+
+
+@pytest.mark.parametrize("exercise_id", ["08.2", "08.3"])
+def test_a_lookup_table_of_the_public_outputs_fails_the_secret_cases(exercise_id):
+    """The grading cases are drawn from the secret seed: remembering the public answers earns nothing."""
+    from transformer_course.exercises.catalog import public_cases
+    from transformer_course.grading import evaluate_hidden
+
+    table = [(arguments, references.answer(exercise_id, arguments)) for _, arguments, _ in public_cases(exercise_id)]
+
+    def look_up(**arguments):
+        for known, output in table:
+            if all(np.array_equal(np.asarray(known[key]), np.asarray(value)) for key, value in arguments.items()):
+                return output
+        return table[0][1]
+
+    assert evaluate(exercise_id, look_up).passed
+    assert not evaluate_hidden(exercise_id, look_up, seed=11).passed

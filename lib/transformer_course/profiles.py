@@ -128,39 +128,48 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "length_penalty_alpha": 0.6,
         },
         "08": {
-            # Pre-training text: the 25,000 IMDB training reviews (labels unused), 5% held out.
+            # Pre-training text: the 25,000 IMDB training reviews and the archive's 50,000 unlabelled
+            # reviews (labels unused), less every text that also occurs in the test split.
             "pretraining_reviews": None,  # None = all of them
-            "validation_fraction": 0.05,
-            "vocab_size": 10000,  # words, plus padding, [UNK], [CLS], [SEP], [MASK]; the tied masked-LM output costs most
-            "pair_length": 128,  # [CLS] A [SEP] B [SEP], two spans of consecutive sentences; = sequence_length,
-                                 # so fine-tuning meets no position that pre-training never trained
-            "max_predictions": 20,  # masked positions scored per pair (15% of 128 is about 19), as BERT at 128
+            "validation_reviews": 1500,  # held out of pre-training: the held-out masked-LM accuracy
+            "word_vocab_size": 10000,  # the whole-word vocabulary of the first edition, for its [UNK] rate
+            "vocab_size": 8000,  # WordPiece pieces, special tokens included
+            "vocab_sample": 10000,  # reviews the WordPiece vocabulary is computed on (about 60 s)
+            "sequence_length": 128,  # [CLS] 126 pieces [SEP], pre-training and fine-tuning alike
+            "max_predictions": 20,  # masked positions scored per input (15% of 126 is about 19), as BERT at 128
             "embed_dim": 128,
             "num_heads": 4,
             "intermediate_dim": 512,
             "num_layers": 2,
-            "dropout": 0.0,  # in the encoder: pre-training sees each pair at most 4 times, and dropout
-                             # costs a quarter of the time of a step on this CPU
-            "classifier_dropout": 0.1,  # before each fine-tuned head's output layer
             "batch_size": 64,
             "learning_rate": 1e-3,  # AdamW: warm-up, the peak held, then a cosine decay
             "warmup_steps": 300,
-            "decay_fraction": 0.15,  # the last 15% of the updates decay; the peak holds until then, because
-                                     # the masked LM leaves its early plateau only after about 3,000 updates
-                                     # at 1e-3 (measured), where a cosine over all of them had fallen to a fifth
-            "pretraining_epochs": 4,  # the schedule ends here (8.0 min an epoch with XLA on 2 cores, validation
-                                      # and checkpoint included, measured)
-            "pretraining_minutes": 35,  # or before an epoch that would end past this budget (32 stopped after 3)
-            "patience": 2,
-            # Fine-tuning on labelled reviews through [CLS]: the label-efficiency curve.
-            "sequence_length": 128,  # [CLS] review [SEP]; a longer review keeps its first quarter and its end
-            "label_sizes": (1000, 2000, 5000, 20000),
-            "fine_tune_seeds": (0, 1, 2),  # for every size but the largest
-            "fine_tune_epochs": 4,
-            "fine_tune_learning_rate": 1e-4,
+            "decay_fraction": 0.15,  # the last 15% of the updates decay
+            "pretraining_updates": 6800,  # four rounds of 1,700 updates, a checkpoint after each (about 0.2 s
+                                          # an update with XLA on 2 cores; the masked LM left its plateau after
+                                          # about 2,600 updates at 1e-3 in a trial run)
+            "pretraining_minutes": 27,  # or before a round that would end past this budget
+            "validation_segments": 2048,  # held-out inputs, masked once: the same blanks after every round
+            # Fine-tuning on labelled reviews through [CLS], every arm the same way.
+            "encoder_dropout": 0.1,  # in the encoder while fine-tuning, every arm (BERT's 0.1)
+            "classifier_dropout": 0.1,  # before each fine-tuned head's output layer
+            "label_sizes": (200, 1000, 3000),  # plus one run per arm with every label
+            "all_labels": None,  # None = every labelled training review but the validation ones
+            "fine_tune_seeds": (0, 1, 2),
+            "label_validation_reviews": 1000,  # labelled training reviews kept for validation, never trained on
+            "learning_rates": (1e-4, 3e-4, 1e-3),  # the grid, per arm, at grid_labels (seed 0), chosen on validation
+            "grid_labels": 1000,
+            "fine_tune_updates": 600,  # the epoch cap: enough epochs for about this many updates ...
+            "fine_tune_max_epochs": 40,  # ... but at most this many, and at least min_epochs
+            "fine_tune_min_epochs": 2,  # every label: 2 epochs of 750 updates
+            "fine_tune_patience": 3,
+            "warmup_fraction": 0.1,  # BERT's fine-tuning schedule: warm-up, then linear decay to 0 at the cap
             "fine_tune_batch_size": 32,
-            "jit_compile": True,  # XLA, pre-training and fine-tuning: 1.3x the pairs/s, 2x the test reviews scored/s on a CPU
-            "test_reviews": None,
+            "test_sample": 5000,  # a fixed sample of test reviews for the curve; every test review for all labels
+            "probe_reviews": 5000,  # frozen-encoder probe: training reviews for the logistic regression
+            "head_sentences": 4000,  # section 7's tagging and span tasks: training sentences (test: 1,000)
+            "head_epochs": 3,
+            "jit_compile": True,  # XLA, pre-training and fine-tuning: 1.3x the inputs/s on a CPU
         },
         "09": {
             # IMDB reviews as running text: the 25,000 training reviews (labels unused), 5% of them
@@ -243,10 +252,13 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "intermediate_dim": 64, "num_heads": 2, "num_layers": 1, "batch_size": 64, "warmup_steps": 10,
            "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
            "beam_width": 2},
-    "08": {"pretraining_reviews": 800, "vocab_size": 3000, "pair_length": 48, "max_predictions": 8, "embed_dim": 32,
-           "num_heads": 2, "intermediate_dim": 64, "num_layers": 1, "warmup_steps": 10, "pretraining_epochs": 1,
-           "pretraining_minutes": 2, "patience": 1, "sequence_length": 48, "label_sizes": (100, 300),
-           "fine_tune_seeds": (0,), "fine_tune_epochs": 1, "test_reviews": 300,
+    "08": {"pretraining_reviews": 900, "validation_reviews": 100, "word_vocab_size": 1000, "vocab_size": 600,
+           "vocab_sample": 300, "sequence_length": 48, "max_predictions": 8, "embed_dim": 32, "num_heads": 2,
+           "intermediate_dim": 64, "num_layers": 1, "warmup_steps": 4, "pretraining_updates": 24,
+           "pretraining_minutes": 2, "validation_segments": 64, "label_sizes": (60, 120), "all_labels": 240, "fine_tune_seeds": (0,),
+           "label_validation_reviews": 100, "learning_rates": (1e-3, 3e-3), "grid_labels": 60, "fine_tune_updates": 8,
+           "fine_tune_max_epochs": 2, "fine_tune_min_epochs": 1, "fine_tune_patience": 1, "test_sample": 200,
+           "probe_reviews": 200, "head_sentences": 200, "head_epochs": 1,
            "jit_compile": False},  # compiling costs more than a tiny run saves
     "09": {"train_reviews": 600, "test_reviews": 200, "vocab_size": 2000, "chunk_length": 32, "embed_dim": 32,
            "num_heads": 2, "intermediate_dim": 64, "num_layers": 1, "warmup_steps": 10, "epochs": 1,

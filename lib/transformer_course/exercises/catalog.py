@@ -41,6 +41,10 @@ class Exercise:
         hint: optional callable ``(arguments, received, expected) -> str or None``: when the
             output is wrong, recognises a usual mistake (a missing √d_k, a transposed weight) and
             says so after the difference.
+        properties: optional callable ``(arguments, received, expected) -> problem or None`` for
+            an exercise whose right answers are random (a draw from a seeded generator): it judges
+            ``received`` by the properties every right answer has, and ``expected`` describes
+            them (target rates, what must never happen) instead of being one output to equal.
     """
 
     id: str
@@ -51,6 +55,7 @@ class Exercise:
     atol: float = 1e-5
     output_names: tuple[str, ...] = ("the result",)
     hint: Callable | None = None
+    properties: Callable | None = None
 
     @property
     def notebook(self) -> str:
@@ -70,6 +75,9 @@ class Exercise:
             problem = self.extra_check(arguments, received)
             if problem:
                 return problem
+        if self.properties is not None:
+            with np.errstate(all="ignore"):
+                return self.properties(arguments, received, expected)
         if isinstance(expected, tuple):
             problem = compare_outputs(expected, received, self.atol, names=self.output_names)
         else:
@@ -207,6 +215,43 @@ def _segment_ids_hint(arguments, received, expected):
     return None
 
 
+def _first_index(where) -> str:
+    return str(tuple(int(i) for i in np.argwhere(where)[0]))
+
+
+def _bert_corruption_properties(arguments, received, expected):
+    """BERT's masking judged by what every right answer satisfies: nothing forbidden chosen, labels at
+    the chosen positions only, the rest unchanged, and the 15% / 80-10-10 rates within 5 standard deviations."""
+    token_ids = np.asarray(arguments["token_ids"])
+    if not (isinstance(received, (tuple, list)) and len(received) == 2):
+        return "return a tuple of two arrays: (the corrupted token ids, the labels)."
+    corrupted, labels = (np.asarray(value) for value in received)
+    for name, value in (("the corrupted token ids", corrupted), ("the labels", labels)):
+        if value.shape != token_ids.shape:
+            return f"{name} should have shape {token_ids.shape} (that of token_ids); received {value.shape}."
+        if not np.issubdtype(value.dtype, np.integer):
+            return f"{name} should hold integer ids; received dtype {value.dtype}."
+    never = np.isin(token_ids, [0, *arguments["special_ids"]])
+    chosen = labels != 0
+    checks = ((chosen & never, "holds padding or a special token and was chosen: those are never chosen"),
+              (chosen & (labels != token_ids), "is chosen, but its label is not the original token"),
+              (~chosen & (corrupted != token_ids), "was not chosen (label 0), but its token changed"),
+              ((corrupted < 0) | (corrupted >= arguments["vocabulary_size"]), "holds an id outside the vocabulary"))
+    for where, problem in checks:
+        if where.any():
+            return f"position {_first_index(where)} {problem}."
+    rates = (("chosen", chosen.sum(), (~never).sum(), expected["selection"]),
+             ("replaced by [MASK]", (corrupted[chosen] == arguments["mask_token_id"]).sum(), chosen.sum(), expected["mask"]),
+             ("replaced by a random token", ((corrupted != arguments["mask_token_id"]) & (corrupted != token_ids))[chosen].sum(),
+              chosen.sum(), expected["random"]))
+    for what, count, total, target in rates:
+        tolerance = 5 * np.sqrt(target * (1 - target) / max(total, 1))
+        if total and abs(count / total - target) > tolerance:
+            return (f"{count / total:.2%} of the {'tokens that may be chosen' if what == 'chosen' else 'chosen tokens'} "
+                    f"were {what} ({count:,} of {total:,}); expected {target:.0%} ± {tolerance:.2%}.")
+    return None
+
+
 def _temperature_hint(arguments, received, expected):
     logits, temperature = np.asarray(arguments["logits"], dtype="float64"), arguments["temperature"]
     for scaled, message in ((logits * temperature, "the logits were multiplied by the temperature: divide them by it."),
@@ -291,6 +336,8 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("08.1", "the masked-LM loss", "masked_lm_loss", 2, output_names=("the loss",), hint=_masked_lm_loss_hint),
     Exercise("08.2", "segment ids of a packed pair", "segment_ids", 2, output_names=("the segment ids",),
              hint=_segment_ids_hint),
+    Exercise("08.3", "BERT's masking: choose 15%, then 80/10/10", "bert_corruption", 3,
+             output_names=("the corrupted token ids", "the labels"), properties=_bert_corruption_properties),
     Exercise("09.1", "softmax with a temperature", "softmax_with_temperature", 2,
              output_names=("the probabilities",), hint=_temperature_hint),
     Exercise("09.2", "the top-p (nucleus) filter", "nucleus_filter", 3, output_names=("the filtered probabilities",),

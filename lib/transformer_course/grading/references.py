@@ -21,7 +21,7 @@ import numpy as np
 from ..decoding import NextTokenTable
 from ..exercises.values import encode
 
-__all__ = ["cases", "expected", "public_cases", "write_public_cases", "PUBLIC_CASES"]
+__all__ = ["cases", "expected", "answer", "public_cases", "write_public_cases", "PUBLIC_CASES"]
 
 PUBLIC_CASES = Path(__file__).resolve().parents[1] / "exercises" / "public_cases.json"
 
@@ -277,11 +277,61 @@ def _segment_ids_reference(token_ids, sep_id):
     return segments
 
 
+def _packed_pairs(rng, rows, length, cls_id, sep_id, padded=True):
+    """`rows` random [CLS] A [SEP] B [SEP] rows of `length` ids (words 10-49), padded with 0 unless `padded` is False."""
+    token_ids = np.zeros((rows, length), dtype="int64")
+    for row in range(rows):
+        room = length - 3 if not padded else int(rng.integers(2, length - 2))
+        first = int(rng.integers(1, room))
+        words = rng.integers(10, 50, size=room)
+        packed = [cls_id, *words[:first], sep_id, *words[first:], sep_id]
+        token_ids[row, :len(packed)] = packed
+    return token_ids
+
+
 def _segment_ids_cases(rng):
-    return [("the notes' pair, padded", {"token_ids": np.array([[2, 11, 12, 13, 3, 21, 22, 3, 0, 0]]), "sep_id": 3}),
-            ("3 pairs of different lengths", {"token_ids": np.array([[2, 5, 3, 6, 7, 8, 3, 0], [2, 5, 6, 7, 3, 8, 3, 0],
-                                                                     [2, 9, 3, 9, 3, 0, 0, 0]]), "sep_id": 3}),
-            ("no padding, [SEP] id 1", {"token_ids": np.array([[4, 7, 1, 8, 1]]), "sep_id": 1})]
+    return [("one short pair, padded", {"token_ids": _packed_pairs(rng, 1, 10, 2, 3), "sep_id": 3}),
+            ("3 pairs of different lengths", {"token_ids": _packed_pairs(rng, 3, 12, 2, 3), "sep_id": 3}),
+            ("no padding, [SEP] id 1", {"token_ids": _packed_pairs(rng, 2, 8, 4, 1, padded=False), "sep_id": 1})]
+
+
+def _bert_corruption_reference(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
+    """The rates every right answer shows (its outputs are a random draw): BERT's 15%, then 80/10/10."""
+    return {"selection": 0.15, "mask": 0.8, "random": 0.1}
+
+
+def _bert_corruption_answer(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
+    """One right answer, position by position (the judge checks properties, not these exact draws)."""
+    rng = np.random.default_rng(seed)
+    token_ids = np.asarray(token_ids)
+    corrupted, labels = token_ids.copy(), np.zeros_like(token_ids)
+    for index in np.ndindex(token_ids.shape):
+        if token_ids[index] == 0 or token_ids[index] in special_ids or rng.random() >= 0.15:
+            continue
+        labels[index], action = token_ids[index], rng.random()
+        if action < 0.8:
+            corrupted[index] = mask_token_id
+        elif action < 0.9:
+            corrupted[index] = rng.integers(vocabulary_size)
+    return corrupted, labels
+
+
+def _bert_corruption_cases(rng):
+    special = [int(i) for i in rng.permutation(np.arange(1, 10))[:3]]  # [CLS], [SEP], [MASK] ids
+    cls_id, sep_id, mask_id = special
+
+    def rows(count, length):
+        token_ids = rng.integers(10, 1000, size=(count, length)).astype("int16")  # small ids: a small public file
+        token_ids[:, 0], lengths = cls_id, rng.integers(3 * length // 4, length + 1, size=count)
+        for row, real in enumerate(lengths):
+            token_ids[row, real - 1], token_ids[row, real:] = sep_id, 0
+        return token_ids
+
+    arguments = {"vocabulary_size": 1000, "mask_token_id": mask_id, "special_ids": special}
+    return [("2 short rows with padding", {"token_ids": rows(2, 12), "seed": int(rng.integers(2**31)), **arguments}),
+            ("100 rows of 750-1,000 tokens: the rates", {"token_ids": rows(100, 1000), "seed": int(rng.integers(2**31)), **arguments}),
+            ("only padding and special tokens", {"token_ids": np.array([[cls_id, sep_id, 0, 0], [cls_id, mask_id, sep_id, 0]]),
+                                                 "seed": int(rng.integers(2**31)), **arguments})]
 
 
 # --- 09: sampling ---------------------------------------------------------------------------
@@ -389,11 +439,22 @@ _EXERCISES = {
     "07.2": (_greedy_cases, _greedy_reference),
     "08.1": (_masked_lm_loss_cases, _masked_lm_loss_reference),
     "08.2": (_segment_ids_cases, _segment_ids_reference),
+    "08.3": (_bert_corruption_cases, _bert_corruption_reference),
     "09.1": (_temperature_cases, _temperature_reference),
     "09.2": (_nucleus_cases, _nucleus_reference),
     "10.1": (_patchify_cases, _patchify_reference),
     "10.2": (_rollout_cases, _rollout_reference),
 }
+
+
+# Exercises judged by properties: their reference describes what a right answer shows, and this is one right answer.
+_ANSWERS = {"08.3": _bert_corruption_answer}
+
+
+def answer(exercise_id: str, arguments: dict):
+    """A right answer's output on ``arguments``: the reference output, or for an exercise judged by
+    its properties (its outputs are random) one independently written right answer."""
+    return _ANSWERS.get(exercise_id, lambda **kwargs: expected(exercise_id, kwargs))(**arguments)
 
 
 def cases(exercise_id: str, rng) -> list:
