@@ -11,8 +11,10 @@ backward, optimiser update):
                      ``max_predictions`` P of them), and the output layer runs on those alone, as
                      notebook 08 does (Devlin et al., 2019, ``max_predictions_per_seq``).
 
-Both models have the notebook's full-profile sizes and the same weights, and both train the
-next-sentence head too; the chosen positions come from ``mask_tokens`` on random ids. Before
+Both models have the notebook's full-profile sizes and the same weights, and pre-train as the
+notebook does: the masked LM alone (no next-sentence head), on full-length single-segment inputs
+``[CLS]`` + T - 2 tokens + ``[SEP]``, no dropout; the chosen positions come from ``mask_tokens``
+on random ids. Before
 timing, one batch is scored both ways and the two losses are checked equal (the same positions
 count). Runs on any Keras backend.
 
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
     arguments = parser.parse_args(argv)
 
     settings = profile("full").notebook("08")
-    vocabulary, length, chosen = settings.vocab_size, settings.pair_length, settings.max_predictions
+    vocabulary, length, chosen = settings.vocab_size, settings.sequence_length, settings.max_predictions
     batches = [_batch(np.random.default_rng(step), settings.batch_size, length, vocabulary, chosen)
                for step in range(arguments.steps)]
     models = {}
@@ -52,8 +54,8 @@ def main(argv=None) -> int:
         keras.utils.set_random_seed(0)
         model = build_bert_pretrainer(vocabulary, length, predictions, embed_dim=settings.embed_dim,
                                       num_heads=settings.num_heads, intermediate_dim=settings.intermediate_dim,
-                                      num_layers=settings.num_layers, dropout=settings.dropout)
-        model.compile(optimizer=keras.optimizers.AdamW(1e-4), loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"},
+                                      num_layers=settings.num_layers, dropout=0.0, next_sentence=False)
+        model.compile(optimizer=keras.optimizers.AdamW(1e-4), loss={"mlm": MaskedCrossEntropy()},
                       jit_compile=settings.jit_compile)
         models[name] = model
     models["chosen only"].set_weights(models["all positions"].get_weights())
@@ -77,33 +79,32 @@ def main(argv=None) -> int:
     rates = {name: tokens / statistics.median(values) for name, values in seconds.items()}
 
     machine = hardware()
-    print(f"Masked-LM pre-training steps: vocabulary {vocabulary:,}, pairs of {length} tokens, batch {settings.batch_size}, "
+    print(f"Masked-LM pre-training steps: vocabulary {vocabulary:,}, inputs of {length} tokens, batch {settings.batch_size}, "
           f"E={settings.embed_dim}, F={settings.intermediate_dim}, {settings.num_heads} heads, {settings.num_layers} "
           f"block(s), XLA {settings.jit_compile}; {arguments.steps} steps x {arguments.repeats} interleaved repeats; "
           f"loss on one batch equal both ways ({losses['all positions']:.4f})")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
           f"Keras {keras.__version__} ({keras.backend.backend()})")
-    print(f"  all positions ({length} scored a pair): {rates['all positions']:9.0f} tokens/s")
-    print(f"  chosen only   ({chosen} scored a pair):  {rates['chosen only']:9.0f} tokens/s   "
+    print(f"  all positions ({length} scored an input): {rates['all positions']:9.0f} tokens/s")
+    print(f"  chosen only   ({chosen} scored an input):  {rates['chosen only']:9.0f} tokens/s   "
           f"x{rates['chosen only'] / rates['all positions']:.2f}")
     return 0
 
 
 def _batch(rng, batch_size, length, vocabulary, max_predictions):
-    """One batch of random pairs masked by ``mask_tokens``, as inputs/targets for both models."""
+    """One batch of random single-segment inputs masked by ``mask_tokens``, as inputs/targets for both models."""
     token_ids = rng.integers(5, vocabulary, size=(batch_size, length)).astype("int32")
-    token_ids[:, 0], token_ids[:, length // 2], token_ids[:, -1] = 2, 3, 3  # [CLS] A [SEP] B [SEP]
-    segment_ids = (np.arange(length) > length // 2).astype("int32")[None].repeat(batch_size, 0)
+    token_ids[:, 0], token_ids[:, -1] = 2, 3  # [CLS] text [SEP]
+    segment_ids = np.zeros_like(token_ids)
     masked, labels, selected = mask_tokens(token_ids, rng, vocabulary, MASK, unselectable_token_ids=(0, 2, 3, MASK))
     positions, position_labels = gather_selected(selected, labels, max_predictions)
-    every_label = np.zeros_like(token_ids)  # the same scored positions, at their places in the pair
+    every_label = np.zeros_like(token_ids)  # the same scored positions, at their places in the input
     np.put_along_axis(every_label, positions, position_labels, axis=1)  # unused slots: label 0 at [CLS]
-    next_labels = np.zeros(batch_size, dtype="int32")
     every_position = np.arange(length, dtype="int32")[None].repeat(batch_size, 0)
     return {"all positions": ({"token_ids": masked, "segment_ids": segment_ids, "mask_positions": every_position},
-                    {"mlm": every_label, "nsp": next_labels}),
+                    {"mlm": every_label}),
             "chosen only": ({"token_ids": masked, "segment_ids": segment_ids, "mask_positions": positions},
-                       {"mlm": position_labels, "nsp": next_labels})}
+                       {"mlm": position_labels})}
 
 
 if __name__ == "__main__":

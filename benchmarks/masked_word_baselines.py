@@ -1,101 +1,106 @@
-"""Yardsticks for notebook 08's masked-LM accuracy: how often counting neighbouring words fills a blank.
+"""Yardsticks for notebook 08's masked-LM accuracy: how often counting neighbouring tokens fills a blank.
 
 A masked-language-model accuracy means little alone. This script measures what three count
-tables, built on the same reviews and vocabulary as notebook 08, get on the same kind of held-out
-blanks:
+tables, built on the same text and WordPiece vocabulary as notebook 08's full profile, get on the
+very blanks the notebook scores its model on:
 
-* ``most frequent word``   always guess the most common word of the training text;
-* ``word before``          the word seen most often after the word to the left of the blank;
-* ``words on both sides``  the word seen most often between the blank's two neighbours, backing
-                           off to the word before, then the word after, then the most frequent
-                           word when a neighbour is itself hidden or the pair was never seen.
+* ``most frequent token``   always guess the most common token of the pre-training text;
+* ``token before``          the token seen most often after the token to the left of the blank;
+* ``tokens on both sides``  the token seen most often between the blank's two neighbours, backing
+                            off to the token before, then the token after, then the most frequent
+                            token when a neighbour is itself hidden or the pair was never seen.
 
-Text and vocabulary as notebook 08's full profile: the 25,000 IMDB training reviews, the first 5%
-held out; the most frequent words after ``standardize_review``, plus padding, ``[UNK]``,
-``[CLS]``, ``[SEP]`` and ``[MASK]``. The tables count every position of the other 95%. The
-blanks: each held-out review's first ``pair_length - 2`` tokens between ``[CLS]`` and ``[SEP]``,
-masked by ``mask_tokens`` (15% chosen; 80% ``[MASK]``, 10% a random word, 10% unchanged). A
-table sees the corrupted neighbours, as the model does, but never the chosen token itself (the
-model sees it in the 10% left unchanged). A blank whose answer is ``[UNK]`` counts like any other,
-as in the notebook.
+Text, vocabulary and blanks as notebook 08 builds them: the training and unlabelled IMDB reviews
+less every text that occurs in the test split and every second copy, shuffled with seed 0, the
+first ``validation_reviews`` held out; a WordPiece vocabulary computed on the first
+``vocab_sample`` pre-training reviews; the pre-training text cut into ``[CLS]`` + 126 pieces +
+``[SEP]`` inputs (``contiguous_segments``), every position of which the tables count; the blanks:
+the first ``validation_segments`` held-out inputs masked by ``mask_tokens`` with seed 1
+(15% chosen; 80% ``[MASK]``, 10% a random token, 10% unchanged). A table sees the corrupted
+neighbours, as the model does, but never the chosen token itself (the model sees it in the 10%
+left unchanged).
 
-    .venv/bin/python benchmarks/masked_word_baselines.py [--seed 0]
+    .venv/bin/python benchmarks/masked_word_baselines.py
 """
 
-import argparse
-import collections
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
+import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from transformer_course import profile  # noqa: E402
-from transformer_course.datasets import load_imdb  # noqa: E402
-from transformer_course.pretraining import mask_tokens  # noqa: E402
+from transformer_course.datasets import load_imdb, load_imdb_unlabelled  # noqa: E402
+from transformer_course.pretraining import contiguous_segments, mask_tokens  # noqa: E402
 from transformer_course.runtime import hardware  # noqa: E402
-from transformer_course.text import standardize_review  # noqa: E402
 
-CLS, SEP, MASK = 2, 3, 4  # as notebook 08: 0 padding, 1 [UNK], then [CLS], [SEP], [MASK]
+PAD, UNK, CLS, SEP, MASK = range(5)  # the reserved tokens, first in the vocabulary, as in notebook 08
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=0, help="seeds the choice of blanks")
-    arguments = parser.parse_args(argv)
+def pretraining_text(settings):
+    """(held-out reviews, pre-training reviews): notebook 08's section 1."""
+    train, test = load_imdb()
+    test_texts = set(test.texts)
+    distinct = list(dict.fromkeys(text for text in train.texts + load_imdb_unlabelled() if text not in test_texts))
+    documents = [distinct[i].replace("<br />", " ") for i in np.random.default_rng(0).permutation(len(distinct))]
+    return documents[:settings.validation_reviews], documents[settings.validation_reviews:]
 
+
+def best_next(keys, answers, size):
+    """For every key (an int below `size`), the answer seen most often with it; -1 where never seen."""
+    counts = np.unique(keys.astype("int64") * size + answers, return_counts=True)
+    key, answer = np.divmod(counts[0], size)
+    order = np.lexsort((-counts[1], key))  # by key, the most frequent answer first
+    first = np.r_[True, key[order][1:] != key[order][:-1]]
+    return dict(zip(key[order][first].tolist(), answer[order][first].tolist()))
+
+
+def main() -> int:
     settings = profile("full").notebook("08")
-    reviews = load_imdb()[0].texts
-    counter = keras.layers.TextVectorization(max_tokens=settings.vocab_size - 3, standardize=standardize_review)
-    counter.adapt(reviews, batch_size=512)
-    vectorizer = keras.layers.TextVectorization(standardize=standardize_review, ragged=True,
-                                                vocabulary=["[CLS]", "[SEP]", "[MASK]"] + counter.get_vocabulary()[2:])
-    rows = vectorizer(reviews).to_list()
-    held_out = int(len(rows) * settings.validation_fraction)
+    held_out, texts = pretraining_text(settings)
+    vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
+        tf.data.Dataset.from_tensor_slices(texts[:settings.vocab_sample]).batch(1000),
+        vocabulary_size=settings.vocab_size, lowercase=True, strip_accents=True,
+        reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
 
-    unigram, before, after, both = collections.Counter(), {}, {}, {}
-    for row in rows[held_out:]:
-        row = [CLS, *row, SEP]
-        for index in range(1, len(row) - 1):
-            left, word, right = row[index - 1], row[index], row[index + 1]
-            unigram[word] += 1
-            before.setdefault(left, collections.Counter())[word] += 1
-            after.setdefault(right, collections.Counter())[word] += 1
-            both.setdefault((left, right), collections.Counter())[word] += 1
-    most_frequent = unigram.most_common(1)[0][0]
-    best = {name: {key: counts.most_common(1)[0][0] for key, counts in table.items()}
-            for name, table in (("before", before), ("after", after), ("both", both))}
+    def tokenize(batch_of_texts):
+        return [row for ids in tf.data.Dataset.from_tensor_slices(batch_of_texts).batch(2000).map(tokenizer)
+                for row in ids.to_list()]
 
-    length = settings.pair_length
-    token_ids = np.zeros((held_out, length), dtype="int32")
-    for index, row in enumerate(rows[:held_out]):
-        kept = [CLS, *row[:length - 2], SEP]
-        token_ids[index, :len(kept)] = kept
-    masked, _, selected = mask_tokens(token_ids, np.random.default_rng(arguments.seed), len(vectorizer.get_vocabulary()),
-                                      MASK, unselectable_token_ids=(0, CLS, SEP, MASK))
+    segments = contiguous_segments(tokenize(texts), settings.sequence_length, CLS, SEP)
+    size = len(vocabulary)
+    left, word, right = segments[:, :-2].ravel(), segments[:, 1:-1].ravel(), segments[:, 2:].ravel()
+    most_frequent = int(np.bincount(word, minlength=size).argmax())
+    best_before, best_after = best_next(left, word, size), best_next(right, word, size)
+    best_both = best_next(left.astype("int64") * size + right, word, size)
 
-    hits = collections.Counter()
-    rows_chosen, columns_chosen = np.nonzero(selected)
-    for row, column in zip(rows_chosen, columns_chosen):
-        answer, left, right = token_ids[row, column], masked[row, column - 1], masked[row, column + 1]
-        guess_before = best["before"].get(left, most_frequent) if left != MASK else most_frequent
-        guess_after = best["after"].get(right) if right != MASK else None
-        guess_both = (best["both"].get((left, right)) if MASK not in (left, right) else None) or \
-            (guess_before if left != MASK and left in best["before"] else guess_after or most_frequent)
-        hits["most frequent word"] += answer == most_frequent
-        hits["word before"] += answer == guess_before
-        hits["words on both sides"] += answer == guess_both
+    blanks = contiguous_segments(tokenize(held_out), settings.sequence_length, CLS, SEP)[:settings.validation_segments]
+    masked, _, selected = mask_tokens(blanks, np.random.default_rng(1), size, MASK,
+                                      unselectable_token_ids=(PAD, CLS, SEP, MASK))
+    hits = {"most frequent token": 0, "token before": 0, "tokens on both sides": 0}
+    rows, columns = np.nonzero(selected)
+    for row, column in zip(rows, columns):
+        answer, before, after = blanks[row, column], masked[row, column - 1], masked[row, column + 1]
+        guess_before = best_before.get(int(before), most_frequent) if before != MASK else most_frequent
+        guess_after = best_after.get(int(after)) if after != MASK else None
+        guess_both = (best_both.get(int(before) * size + int(after)) if MASK not in (before, after) else None) or \
+            (guess_before if before != MASK and int(before) in best_before else guess_after or most_frequent)
+        hits["most frequent token"] += answer == most_frequent
+        hits["token before"] += answer == guess_before
+        hits["tokens on both sides"] += answer == guess_both
 
     machine = hardware()
-    blanks = len(rows_chosen)
-    print(f"Count-table yardsticks for notebook 08's masked-LM accuracy: vocabulary {len(vectorizer.get_vocabulary()):,}; "
-          f"tables from {len(rows) - held_out:,} training reviews; {blanks:,} blanks in the first {length - 2} tokens "
-          f"of {held_out:,} held-out reviews (mask_tokens, seed {arguments.seed})")
+    print(f"Count-table yardsticks for notebook 08's masked-LM accuracy: WordPiece vocabulary {size:,}; tables from "
+          f"{len(segments):,} pre-training inputs of {settings.sequence_length} ({len(texts):,} reviews); {len(rows):,} "
+          f"blanks in {len(blanks):,} held-out inputs (mask_tokens, seed 1: the notebook's held-out blanks)")
     print(f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
-          f"NumPy {np.__version__}")
-    for name in ("most frequent word", "word before", "words on both sides"):
-        print(f"  {name:<20} {hits[name] / blanks:6.1%} of the blanks")
+          f"keras-hub {keras_hub.__version__}, NumPy {np.__version__}")
+    for name, count in hits.items():
+        print(f"  {name:<22} {count / len(rows):6.1%} of the blanks")
     return 0
 
 

@@ -112,3 +112,17 @@ def test_atomic_writes_give_files_ordinary_permissions(tmp_path):
         assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text() == "new"
     finally:
         os.umask(umask)
+
+
+def test_a_headline_read_against_another_metric_shows_both():
+    from transformer_course import results
+
+    record = {"notebook": "08_x", "profile": "full", "seconds": 60.0, "commit": "abc",
+              "hardware": {"cpu_count": 2, "accelerator": None},
+              "metrics": {"fine_tuned_1000_pretrained": {"value": 0.81234, "description": "pre-trained, 1,000 labels",
+                                                         "headline": True},
+                          "fine_tuned_1000_scratch": {"value": 0.71234, "description": "from scratch, 1,000 labels"}}}
+    row = results.results_table([record]).splitlines()[-1]
+    assert "| pre-trained, 1,000 labels | 0.8123 vs 0.7123 (from scratch, 1,000 labels) |" in row
+    del record["metrics"]["fine_tuned_1000_scratch"]
+    assert "| 0.8123 |" in results.results_table([record]).splitlines()[-1]

@@ -171,8 +171,16 @@ def headline(metrics: dict) -> tuple[str, dict] | None:
     return next(iter(metrics.items()), None)
 
 
+# Headlines that mean something only beside another number of the same run: the table shows both.
+READ_AGAINST = {"fine_tuned_1000_pretrained": "fine_tuned_1000_scratch"}
+
+
 def results_table(records: list[dict]) -> str:
-    """A Markdown table of the records: notebook, headline metric, value, hardware, time."""
+    """A Markdown table of the records: notebook, headline metric, value, hardware, time.
+
+    A headline listed in ``READ_AGAINST`` is shown with the metric it is read against, as
+    ``value vs other (other's description)``, when the record holds both.
+    """
     lines = [
         "| notebook | result | value | profile | hardware | run time | commit |",
         "|---|---|---|---|---|---|---|",
@@ -180,6 +188,9 @@ def results_table(records: list[dict]) -> str:
     for record in records:
         top = headline(record["metrics"])
         name, value = ("—", "—") if top is None else (top[1].get("description") or top[0], format_value(top[1]['value']))
+        other = record["metrics"].get(READ_AGAINST.get(top[0] if top else None))
+        if other is not None:
+            value = f"{value} vs {format_value(other['value'])} ({other.get('description') or READ_AGAINST[top[0]]})"
         name = name.replace("|", "\\|")  # a sacreBLEU signature holds "|", which would split the table row
         hardware = record["hardware"]
         machine = hardware.get("accelerator") or f"CPU ({hardware.get('cpu_count')} cores)"

@@ -83,10 +83,20 @@ def _vectorize_reference(text, vocabulary):
     return np.array([index.get(word, 1) for word in _standardize(text).split()], dtype="int64")
 
 
+_WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "to", "film", "was", "good", "bad", "plot", "it"]
+
+
+def _sentence(rng, words, count):
+    """`count` words drawn from `words`, some capitalised, with punctuation a standardisation removes."""
+    drawn = [str(word).capitalize() if rng.random() < 0.3 else str(word) for word in rng.choice(words, size=count)]
+    return " ".join(word + ("," if rng.random() < 0.2 else "") for word in drawn) + str(rng.choice([".", "!", "?"]))
+
+
 def _vectorize_cases(rng):
-    vocabulary = ["", "[UNK]", "the", "cat", "sat", "on", "mat"]
-    return [("all words known", {"text": "The cat sat on the mat.", "vocabulary": vocabulary}),
-            ("unknown words become 1", {"text": "The dog sat on my mat!", "vocabulary": vocabulary}),
+    known = [str(word) for word in rng.permutation(_WORDS)[:int(rng.integers(5, 9))]]
+    vocabulary = ["", "[UNK]", *known]
+    return [("all words known", {"text": _sentence(rng, known, int(rng.integers(4, 8))), "vocabulary": vocabulary}),
+            ("unknown words become 1", {"text": _sentence(rng, _WORDS, 10), "vocabulary": vocabulary}),
             ("an empty string", {"text": "", "vocabulary": vocabulary})]
 
 
@@ -206,7 +216,8 @@ def _causal_reference(length):
 
 
 def _causal_cases(rng):
-    return [("length 1", {"length": 1}), ("length 4", {"length": 4}), ("length 7", {"length": 7})]
+    lengths = (1, int(rng.integers(2, 6)), int(rng.integers(6, 12)))
+    return [(f"length {length}", {"length": length}) for length in lengths]
 
 
 def _greedy_cases(rng):
