@@ -206,9 +206,9 @@ print("after: ", pieces(masked[0, :24]))
 # %%
 for first, second, label in (("the man went to the store", "he bought a gallon of milk", "IsNext"),
                              ("the man went to the store", "penguins are flightless birds", "NotNext")):
-    token_ids, segment_ids = pack_pair(*tokenize([first, second]), CLS, SEP, 24)
+    token_ids, segments_of_pair = pack_pair(*tokenize([first, second]), CLS, SEP, 24)
     kept = token_ids != PAD
-    print(f"{label:<8} {pieces(token_ids[kept])}\n{'segments':<8} {' '.join(map(str, segment_ids[kept]))}")
+    print(f"{label:<8} {pieces(token_ids[kept])}\n{'segments':<8} {' '.join(map(str, segments_of_pair[kept]))}")
 
 # %% [markdown]
 # > **The notes say** the segment embeddings help the model "being aware the position of the
