@@ -75,8 +75,11 @@ from transformer_course.training import EpochScores, fit_best
 #
 # The last row is **sequence to sequence** (seq2seq): the output is a sequence of its own, whose
 # length and order need not follow the input's. A translation can reorder words, merge two into
-# one, or be longer than its source. This notebook's task, reversing a sequence, is the smallest
-# example of that row: every output step depends on an input step far away.
+# one, or be longer than its source. This notebook's task, reversing a sequence, belongs to that
+# row by its order — every output step depends on an input step far away — but not by its length:
+# a reversed sequence is exactly as long as the input, and the decoders here always emit exactly
+# as many steps as the input has. A model that decides its own output length, with an end token,
+# comes in notebook 07.
 
 # %% [markdown]
 # ## 2. What a recurrent network carries

@@ -123,6 +123,10 @@ def test_attention_heatmap_labels_are_checked():
     near_even = np.array([[0.30, 0.34, 0.36], [0.32, 0.33, 0.35]])
     stretched = plots.plot_attention(near_even, vmin=None, vmax=None)
     assert stretched.images[0].get_clim() == (0.30, 0.36)  # both ends from the data: differences visible
+    words = plots.plot_attention(np.full((2, 6), 1 / 6), ["she", "doesn't", "like", "to", "eat", "vegetables"])
+    assert {t.get_rotation() for t in words.get_xticklabels()} == {90.0}  # long words side by side would run together
+    short = plots.plot_attention(np.full((2, 4), 0.25), ["a", "b", "c", "d"])
+    assert {t.get_rotation() for t in short.get_xticklabels()} == {0.0}
     with pytest.raises(ValueError, match="`source_labels` must have 3 labels"):
         plots.plot_attention(np.eye(3), [1, 2])
     with pytest.raises(ValueError, match=r"shape \(T, S\)"):

@@ -153,8 +153,11 @@ def plot_attention(weights, source_labels=None, target_labels=None, title: str =
     for set_ticks, labels, size, rotation in ((axis.set_xticks, source_labels, weights.shape[1], 90),
                                               (axis.set_yticks, target_labels, weights.shape[0], 0)):
         if labels is not None:
-            set_ticks(range(size), [str(label) for label in labels], rotation=rotation if size > 8 else 0,
-                      fontsize="small" if size > 12 else None)
+            labels = [str(label) for label in labels]
+            # Column labels stand side by side: turned upright when they would run together, that is
+            # when there are many, or when the longest is wider than about four characters a column.
+            crowded = size > 8 or max(map(len, labels), default=0) > 4
+            set_ticks(range(size), labels, rotation=rotation if crowded else 0, fontsize="small" if size > 12 else None)
         else:  # positions: every one up to 12, then every 2nd, 5th... so the numbers never collide
             step = 1 if size <= 12 else 2 if size <= 24 else 5 if size <= 60 else max(10, size // 10)
             set_ticks(range(0, size, step))
