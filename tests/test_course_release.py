@@ -136,3 +136,44 @@ def test_a_release_notebook_survives_its_earlier_cells_run_after_the_exercises(n
     verdicts = ["".join(output["text"] for output in cell.outputs if output.output_type == "stream")
                 for cell in release.cells if "check(" in cell.source]
     assert verdicts and all("not attempted yet" in text for text in verdicts), verdicts
+
+
+def _solution_lines(notebook) -> set:
+    """The lines of the solutions and hidden tests of a source notebook that are long enough to be telling."""
+    import re
+
+    from transformer_course.grading.markup import HIDDEN_BEGIN, HIDDEN_END, SOLUTION_BEGIN, SOLUTION_END
+
+    lines = set()
+    for cell in notebook.cells:
+        for begin, end in ((SOLUTION_BEGIN, SOLUTION_END), (HIDDEN_BEGIN, HIDDEN_END)):
+            for region in re.findall(re.escape(begin) + r"(.*?)" + re.escape(end), cell.source, flags=re.S):
+                lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 24}
+    return lines
+
+
+@pytest.mark.parametrize("notebook", WITH_EXERCISES)
+def test_release_keeps_the_lesson_outputs_and_leaks_no_solution(notebook):
+    """The student version carries the recorded run's outputs up to the first exercise, and nothing of
+    a solution anywhere: no solution or hidden-test line in any source, output, metadata or attachment,
+    no output in or after an exercise cell, no verdict of the instructor's run."""
+    import json
+
+    import nbformat
+
+    source = nbformat.read(next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb")), as_version=4)
+    path = next((ROOT / "release").glob(f"{notebook}_*.ipynb"))
+    released, text = nbformat.read(path, as_version=4), path.read_text(encoding="utf-8")
+    solution_lines = _solution_lines(source)
+    assert solution_lines  # something to look for: the scan cannot pass for want of it
+    assert all(json.dumps(line)[1:-1] in source_text or line in source_text for line in solution_lines
+               for source_text in [next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb")).read_text(encoding="utf-8")])
+    leaked = [line for line in solution_lines if json.dumps(line)[1:-1] in text or line in text]
+    assert not leaked, f"solution lines in the release: {leaked[:3]}"
+    assert "✓ Exercise" not in text and "\\u2713 Exercise" not in text
+    code = [cell for cell in released.cells if cell.cell_type == "code"]
+    first = next(index for index, cell in enumerate(code) if cell.metadata.get("nbgrader"))
+    assert not any(cell.outputs for cell in code[first:])
+    lesson = [cell for cell in code[:first] if cell.outputs]
+    originals = [cell for cell in source.cells if cell.cell_type == "code"][:first]
+    assert len(lesson) == sum(bool(cell.outputs) for cell in originals) > 0

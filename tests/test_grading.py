@@ -51,7 +51,8 @@ def source_notebook():
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_markdown_cell("# A tiny lecture"),
-        nbformat.v4.new_code_cell("import numpy as np\nfrom transformer_course.exercises import check"),
+        nbformat.v4.new_code_cell("import numpy as np\nfrom transformer_course.exercises import check\nprint('the lesson')",
+                                  outputs=[nbformat.v4.new_output("stream", text="the lesson\n")], execution_count=1),
         solution_cell("07.1", CAUSAL),
         check_cell("07.1", 1, 'check("07.1", causal_mask)\n### BEGIN HIDDEN TESTS\nassert causal_mask(3).sum() == 6\n### END HIDDEN TESTS'),
         solution_cell("07.2", GREEDY),
@@ -211,7 +212,9 @@ def test_release_replaces_solutions_with_stubs_and_drops_hidden_tests(graded):
     assert 'raise NotImplementedError("Exercise 07.1")' in released.cells[2].source
     assert "np.tril" not in released.cells[2].source
     assert "HIDDEN" not in released.cells[3].source and "assert" not in released.cells[3].source
-    assert released.cells[6].outputs and not released.cells[7].outputs  # checked output kept, others cleared
+    assert released.cells[1].outputs[0]["text"] == "the lesson\n" and released.cells[1].execution_count == 1
+    # From the first exercise on, nothing keeps an output: solutions, checks, and any later cell.
+    assert not any(cell.outputs for cell in released.cells[2:] if cell.cell_type == "code")
     assert released.cells[3].metadata["nbgrader"]["checksum"]
 
 

@@ -126,3 +126,27 @@ def test_a_headline_read_against_another_metric_shows_both():
     assert "| pre-trained, 1,000 labels | 0.8123 vs 0.7123 (from scratch, 1,000 labels) |" in row
     del record["metrics"]["fine_tuned_1000_scratch"]
     assert "| 0.8123 |" in results.results_table([record]).splitlines()[-1]
+
+
+def test_load_record_reads_the_checkout_first_then_the_copy_shipped_in_the_package(tmp_path, monkeypatch):
+    from transformer_course import results
+
+    packaged = tmp_path / "packaged"
+    packaged.mkdir()
+    (packaged / "06_x.json").write_text(json.dumps({"profile": "full", "from": "package"}))
+    monkeypatch.setattr(results, "PACKAGED_RECORDS", packaged)
+    assert results.load_record("06_x", tmp_path / "no_results_here")["from"] == "package"  # a pip or Colab install
+    (tmp_path / "06_x.json").write_text(json.dumps({"profile": "full", "from": "checkout"}))
+    assert results.load_record("06_x", tmp_path)["from"] == "checkout"
+    assert results.load_record("07_missing", tmp_path) is None
+
+
+def test_the_package_ships_every_full_profile_record_as_recorded():
+    from pathlib import Path
+
+    from transformer_course import results
+
+    recorded = sorted(Path(__file__).resolve().parents[1].joinpath("results").glob("[0-9][0-9]_*.json"))
+    assert recorded
+    for path in recorded:
+        assert (results.PACKAGED_RECORDS / path.name).read_text(encoding="utf-8") == path.read_text(encoding="utf-8")

@@ -91,11 +91,20 @@ def _command_release(arguments) -> int:
 
         texts = {path: path.read_text(encoding="utf-8") for path in targets}
         wanted = {path: stamped(path, text) for path, text in texts.items()}  # each file stamped once
+        if root is not None:  # the full-profile records travel with the package (pip and Colab installs)
+            from .results import PACKAGED_RECORDS
+
+            for record in sorted(results_dir.glob("[0-9][0-9]_*.json")):
+                copy = PACKAGED_RECORDS / record.name
+                texts[copy] = copy.read_text(encoding="utf-8") if copy.is_file() else ""
+                wanted[copy] = record.read_text(encoding="utf-8")
         unstamped = {path: text for path, text in wanted.items() if text != texts[path]}
         if not arguments.check:
             for path, text in unstamped.items():
+                path.parent.mkdir(parents=True, exist_ok=True)
                 write_text_atomically(path, text)
-                print(f"stamped {path} with {setting.repository} at {setting.ref} and its run time")
+                print(f"stamped {path} with {setting.repository} at {setting.ref} and its run time"
+                      if path.suffix != ".json" else f"copied the record {path.name} into the package")
             for path in release_folder(notebooks_dir, arguments.out):
                 text = path.read_text(encoding="utf-8")
                 new_text = stamped(path, text)
@@ -111,8 +120,9 @@ def _command_release(arguments) -> int:
         print(f"release: {error}", file=sys.stderr)
         return 2
     if unstamped:
-        print(f"release: Colab links, install lines or run times disagree with {setting.repository} at {setting.ref} "
-              f"in {', '.join(str(path) for path in unstamped)}; run `transformer-course release`", file=sys.stderr)
+        print(f"release: Colab links, install lines, run times or packaged records disagree with {setting.repository} "
+              f"at {setting.ref} in {', '.join(str(path) for path in unstamped)}; run `transformer-course release`",
+              file=sys.stderr)
     if stale:
         print(f"release: out of date in {arguments.out}: {', '.join(stale)}; run `transformer-course release`",
               file=sys.stderr)

@@ -139,7 +139,9 @@ def run_time_line(notebook: str, results_dir: str | Path) -> str:
     return (f"**Run time:** {', '.join(parts)} (recorded runs). The profile comes from the environment "
             "variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run "
             "`%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change "
-            "runtime type) trains on the GPU; the recorded times are CPU times.")
+            "runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the "
+            "recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, "
+            "numbers that mean nothing).")
 
 
 def stamp(text: str, setting: Publication, run_time: str | None = None) -> str:

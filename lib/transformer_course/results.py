@@ -152,15 +152,32 @@ def load_records(results_dir: str | os.PathLike) -> list[dict]:
     return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
 
 
+# The full-profile records as of the last `transformer-course release`, shipped inside the package so
+# that a notebook run from a pip install or in Colab (no results/ folder) still reads them.
+PACKAGED_RECORDS = Path(__file__).with_name("records")
+
+
 def load_record(notebook: str, results_dir: str | os.PathLike = "../results") -> dict | None:
     """The record of ``notebook``'s last full-profile run, or None if there is none.
+
+    Reads ``results_dir`` first (a checkout's own, freshest records), then the copy shipped in the
+    package (``PACKAGED_RECORDS``, written by ``transformer-course release``).
 
     Args:
         notebook: str, the notebook's file stem (``"01_seq2seq_lstm"``).
         results_dir: the records' folder; the default suits a notebook in ``notebooks/``.
+
+    Returns:
+        dict, the record as :func:`write_record` wrote it; None when neither place holds one.
+
+    Example:
+        >>> load_record("06_imdb_classifier")["profile"]  # doctest: +SKIP
+        'full'
     """
-    path = Path(results_dir) / f"{notebook}.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    for path in (Path(results_dir) / f"{notebook}.json", PACKAGED_RECORDS / f"{notebook}.json"):
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    return None
 
 
 def headline(metrics: dict) -> tuple[str, dict] | None:

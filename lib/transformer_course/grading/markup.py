@@ -10,10 +10,13 @@ A source notebook marks an exercise with two cells, using nbgrader's cell metada
   and ``### END HIDDEN TESTS`` is for the instructor's copy only.
 
 :func:`release_notebook` makes the student version: each solution region becomes
-``raise NotImplementedError("Exercise 04.1")``, hidden-test regions go, outputs are cleared except
-those of cells marked ``# NBVAL_CHECK_OUTPUT`` (the facts a student compares against), and every
-locked cell gets nbgrader's checksum (``nbgrader.utils.compute_checksum``) so the grader can tell
-when one was edited.
+``raise NotImplementedError("Exercise 04.1")``, hidden-test regions go, and every locked cell gets
+nbgrader's checksum (``nbgrader.utils.compute_checksum``) so the grader can tell when one was
+edited. The **recorded outputs** of the lesson stay: every code cell before the notebook's first
+exercise cell keeps the outputs of the recorded full-profile run (figures, tables, printed
+results), so a student reads the whole lesson with real numbers before running anything. From the
+first exercise cell on — solutions, checks, and any cell after them that could show what a
+solution computes — outputs are cleared.
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ def release_notebook(notebook):
     """
     utils = _nbgrader()
     released = copy.deepcopy(notebook)
+    exercises_begun = False
     for index, cell in enumerate(released.cells):
         where = f"cell {index + 1}"
         if cell.cell_type != "code":
@@ -124,7 +128,8 @@ def release_notebook(notebook):
             stub = lambda indent, exercise=exercise: [f'{indent}raise NotImplementedError("Exercise {exercise}")']  # noqa: E731
             cell.source = _replace_regions(cell.source, SOLUTION_BEGIN, SOLUTION_END, stub, where)
         cell.source = _replace_regions(cell.source, HIDDEN_BEGIN, HIDDEN_END, lambda indent: [], where).rstrip()
-        if "NBVAL_CHECK_OUTPUT" not in cell.source or utils.is_solution(cell) or utils.is_grade(cell):
+        exercises_begun = exercises_begun or utils.is_solution(cell) or utils.is_grade(cell)
+        if exercises_begun:  # the lesson's recorded outputs stay; nothing of an exercise's does
             cell.outputs, cell.execution_count = [], None
         if utils.is_locked(cell):
             cell.metadata["nbgrader"]["checksum"] = utils.compute_checksum(cell)
