@@ -120,6 +120,59 @@ class BytePairEncoding:
         by_length = sorted(self.special_tokens, key=len, reverse=True)  # the longest match first
         self._special = regex.compile("(" + "|".join(regex.escape(token) for token in by_length) + ")") if by_length else None
         self._cache: dict[str, list[int]] = {}
+        self._published = False  # ids from a published vocabulary (from_vocabulary_and_merges)
+        self._byte_ids = list(range(256))  # each byte's token id: its value, here
+
+    @classmethod
+    def from_vocabulary_and_merges(cls, vocabulary: dict[str, int], merges: Iterable[str],
+                                   special_tokens: Iterable[str] = (), id_offset: int = 0) -> "BytePairEncoding":
+        """A published byte-level BPE (GPT-2's ``vocab.json`` and ``merges.txt``) with its own ids.
+
+        Encoding follows the merges by rank, as always; the ids are the published ones, plus
+        ``id_offset`` (the course's models keep id 0 for padding: GPT-2's ids with ``id_offset=1``).
+
+        Args:
+            vocabulary: dict of token (bytes through :func:`bytes_to_unicode`) to id, as
+                :meth:`vocabulary_and_merges` writes it; special tokens included.
+            merges: ``"first second"`` strs, rank 0 first.
+            special_tokens: which of the vocabulary's entries are special tokens (kept whole).
+            id_offset: int >= 0, added to every published id; ids below it are not tokens.
+
+        Returns:
+            :class:`BytePairEncoding` whose :meth:`encode` gives the published ids + ``id_offset``.
+
+        Raises:
+            ValueError: for a vocabulary that lacks a byte, a merge's parts or its result, or a
+                special token.
+        """
+        from_stand_in = {character: byte for byte, character in bytes_to_unicode().items()}
+        special_tokens = list(special_tokens)
+        encoding = cls(special_tokens=())
+        size = max(vocabulary.values()) + 1 + id_offset
+        encoding.vocabulary = [b""] * size
+        for text, index in vocabulary.items():
+            if text not in special_tokens:
+                encoding.vocabulary[index + id_offset] = bytes(from_stand_in[character] for character in text)
+        encoding.ids = {token: index for index, token in enumerate(encoding.vocabulary) if token}
+        if any(bytes([byte]) not in encoding.ids for byte in range(256)):
+            raise ValueError("`vocabulary` must hold every one of the 256 bytes.")
+        encoding._byte_ids = [encoding.ids[bytes([byte])] for byte in range(256)]
+        encoding.ranks, encoding.merged = {}, {}
+        for rank, merge in enumerate(merges):
+            first, second = (bytes(from_stand_in[c] for c in part) for part in merge.split(" "))
+            if first not in encoding.ids or second not in encoding.ids or first + second not in encoding.ids:
+                raise ValueError(f"merge {rank} ({merge!r}): its parts and their join must be in `vocabulary`.")
+            pair = (encoding.ids[first], encoding.ids[second])
+            encoding.ranks[pair], encoding.merged[pair] = rank, encoding.ids[first + second]
+        missing = [token for token in special_tokens if token not in vocabulary]
+        if missing:
+            raise ValueError(f"special tokens {missing!r} are not in `vocabulary`.")
+        encoding.special_tokens = special_tokens
+        encoding.special_ids = {token: vocabulary[token] + id_offset for token in special_tokens}
+        by_length = sorted(special_tokens, key=len, reverse=True)
+        encoding._special = regex.compile("(" + "|".join(map(regex.escape, by_length)) + ")") if by_length else None
+        encoding._published = True
+        return encoding
 
     # --- training ---------------------------------------------------------------------------
 
@@ -219,7 +272,7 @@ class BytePairEncoding:
         cached = self._cache.get(piece)
         if cached is not None:
             return cached
-        word = list(piece.encode("utf-8"))
+        word = [self._byte_ids[byte] for byte in piece.encode("utf-8")]
         while len(word) > 1:
             pairs = [(self.ranks.get(pair, len(self.ranks)), index) for index, pair in enumerate(zip(word, word[1:]))]
             rank, _ = min(pairs)
@@ -275,7 +328,7 @@ class BytePairEncoding:
             index = int(index)
             if index in special:
                 data += special[index].encode("utf-8")
-            elif 0 <= index < len(self.vocabulary):
+            elif 0 <= index < len(self.vocabulary) and (self.vocabulary[index] or not self._published):
                 data += self.vocabulary[index]
             else:
                 raise ValueError(f"token id {index} is outside the vocabulary (size {self.vocabulary_size}).")
@@ -283,8 +336,9 @@ class BytePairEncoding:
 
     @property
     def vocabulary_size(self) -> int:
-        """int: the bytes, the merged tokens and the special tokens."""
-        return len(self.vocabulary) + len(self.special_tokens)
+        """int: the bytes, the merged tokens and the special tokens (one more than the largest id)."""
+        return max(len(self.vocabulary), max(self.special_ids.values(), default=-1) + 1,
+                   len(self.vocabulary) + len(self.special_tokens) if not self._published else 0)
 
     def token(self, index: int) -> str:
         """A token as text: a special token, or its bytes read as UTF-8 (partial characters as U+FFFD)."""

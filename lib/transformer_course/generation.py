@@ -70,8 +70,11 @@ def output_probabilities(model: keras.Model, hidden, embedding_name: str = "targ
     """A model's output layer on decoder states: float ``(B, T, E)`` -> ``(B, T, V)``.
 
     With tied embeddings (``tie_embeddings=True``) the scores come from the embedding layer
-    ``embedding_name`` turned around, then the output layer's bias and softmax.
+    ``embedding_name`` turned around, then the output layer's bias and softmax. A model with a
+    ``final_norm`` layer (a pre-norm language model, as GPT-2) normalises the states first.
     """
+    if any(layer.name == "final_norm" for layer in model.layers):
+        hidden = model.get_layer("final_norm")(hidden)
     output = model.get_layer("output")
     if getattr(output, "tied_to_embedding", False):
         return output(model.get_layer(embedding_name)(hidden, reverse=True))

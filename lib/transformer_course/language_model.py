@@ -27,7 +27,8 @@ __all__ = ["build_language_model", "running_text_chunks", "token_log_probabiliti
 
 def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int = 256, intermediate_dim: int = 1024,
                          num_heads: int = 4, num_layers: int = 2, dropout: float = 0.1, tie_embeddings: bool = True,
-                         name: str | None = None) -> keras.Model:
+                         normalize_first: bool = False, final_norm: bool = False, activation="relu",
+                         layer_norm_epsilon: float = 1e-5, name: str | None = None) -> keras.Model:
     """A decoder-only Transformer language model, trained to predict every next token at once.
 
     Args:
@@ -37,14 +38,22 @@ def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int =
         num_layers: int, decoder blocks.
         dropout: float in [0, 1), inside every block and before the output layer.
         tie_embeddings: bool, the output layer reuses the token embedding table (default True).
+        normalize_first: bool, pre-norm blocks (LayerNorm before each sub-layer, GPT-2's order;
+            Radford et al., 2019, §2.3) instead of post-norm (the default, the original
+            Transformer's).
+        final_norm: bool, a LayerNorm (``final_norm``) after the last block, as GPT-2 has: with
+            pre-norm blocks the residual stream is never normalised otherwise.
+        activation: the blocks' feed-forward activation: a name Keras knows (``"relu"``, the
+            default) or a function (GPT-2: :func:`~transformer_course.pretraining.gelu_approximate`).
+        layer_norm_epsilon: float, every LayerNorm's epsilon (GPT-2: 1e-5).
         name: optional model name.
 
     Returns:
         ``keras.Model`` from int ``(B, T)`` token ids to float32 ``(B, T, V)``: at position t,
         P(token t + 1 | tokens ≤ t). Padding (id 0) is masked in self-attention; the causal mask
         keeps every position from seeing later ones. Layers are named ``token_embedding``,
-        ``decoder_1`` …, ``output`` (what :class:`transformer_course.generation.CachedLanguageModel`
-        reads).
+        ``decoder_1`` …, ``final_norm`` (with ``final_norm=True``), ``output`` (what
+        :class:`transformer_course.generation.CachedLanguageModel` reads).
 
     Raises:
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
@@ -56,7 +65,11 @@ def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int =
     embedding = PositionalEmbedding(sequence_length, vocab_size, embed_dim, name="token_embedding")
     x = embedding(token_ids)
     for index in range(num_layers):
-        x = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, name=f"decoder_{index + 1}")(x)
+        x = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, activation=activation,
+                               layer_norm_epsilon=layer_norm_epsilon, normalize_first=normalize_first,
+                               name=f"decoder_{index + 1}")(x)
+    if final_norm:
+        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm")(x)
     x = keras.layers.Dropout(dropout, name="output_dropout")(x)
     if tie_embeddings:
         probabilities = TiedTokenDistribution(vocab_size, name="output", dtype="float32")(embedding(x, reverse=True))

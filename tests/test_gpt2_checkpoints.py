@@ -1,0 +1,88 @@
+"""A keras-hub GPT2Backbone in the course's decoder-only model: the same probabilities, cached or not."""
+
+import numpy as np
+import pytest
+
+keras_hub = pytest.importorskip("keras_hub")
+
+import keras  # noqa: E402
+
+from transformer_course.bert_checkpoints import PresetUnavailableError  # noqa: E402
+from transformer_course.bpe import BytePairEncoding  # noqa: E402
+from transformer_course.decoding import greedy_decode  # noqa: E402
+from transformer_course.generation import CachedLanguageModel  # noqa: E402
+from transformer_course.gpt2_checkpoints import (  # noqa: E402
+    ID_OFFSET,
+    bpe_from_keras_hub,
+    language_model_from_keras_hub,
+    load_gpt2_preset,
+)
+
+VOCABULARY = 300
+
+
+@pytest.fixture(scope="module")
+def backbone():
+    keras.utils.set_random_seed(4)
+    return keras_hub.models.GPT2Backbone(vocabulary_size=VOCABULARY, num_layers=2, num_heads=2, hidden_dim=16,
+                                        intermediate_dim=32, max_sequence_length=40, dropout=0.0)
+
+
+def _log_softmax(logits):
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def test_converted_model_gives_gpt2s_probabilities_on_a_padded_batch(backbone):
+    generator = np.random.default_rng(0)
+    gpt2_ids = generator.integers(0, VOCABULARY, size=(2, 9)).astype("int32")
+    gpt2_ids[:, 0] = 0  # GPT-2's id 0 ("!") is a real token: the course's id 1
+    padding = np.array([[1] * 9, [1] * 6 + [0] * 3], dtype="int32")
+    hidden = backbone({"token_ids": gpt2_ids, "padding_mask": padding})
+    logits = keras.ops.convert_to_numpy(backbone.token_embedding(hidden, reverse=True))
+    ours = language_model_from_keras_hub(backbone, sequence_length=16)
+    probabilities = keras.ops.convert_to_numpy(ours(np.where(padding == 1, gpt2_ids + ID_OFFSET, 0)))
+    real = padding == 1
+    assert probabilities.shape == (2, 9, VOCABULARY + ID_OFFSET)
+    assert np.abs(probabilities[..., 0]).max() == 0.0  # padding is never predicted
+    np.testing.assert_allclose(np.log(probabilities[..., ID_OFFSET:])[real], _log_softmax(logits)[real], atol=1e-4)
+
+
+def test_cached_greedy_decoding_equals_uncached_over_twenty_steps(backbone):
+    ours = language_model_from_keras_hub(backbone, sequence_length=40)
+    prompt = np.array([[5, 17, 42], [9, 9, 250]], dtype="int32")
+
+    def uncached(decoded):
+        probabilities = keras.ops.convert_to_numpy(ours(np.asarray(decoded, dtype="int32")))[:, -1, :].copy()
+        probabilities[:, 0] = 0.0
+        return probabilities / probabilities.sum(axis=1, keepdims=True)
+
+    cached = CachedLanguageModel(ours, max_length=40).next_token_function(prompt)
+    np.testing.assert_array_equal(greedy_decode(cached, prompt, None, 20), greedy_decode(uncached, prompt, None, 20))
+
+
+def test_the_tokenizer_converts_with_gpt2s_ids_plus_one():
+    trained = BytePairEncoding.train(["the cat sat on the mat, the dog sat on the log"] * 4 + ["café 🐈"], num_merges=30)
+    vocabulary, merges = trained.vocabulary_and_merges()
+    vocabulary["<|endoftext|>"] = len(vocabulary)
+    reference = keras_hub.tokenizers.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
+    ours = bpe_from_keras_hub(reference)
+    for text in ("the cat sat on the mat", "a dog, a log; café 🐈!", "the end<|endoftext|>next"):
+        expected = np.asarray(reference(text)) + ID_OFFSET
+        assert ours.encode(text) == expected.tolist(), text
+        assert ours.decode(ours.encode(text)) == text
+    assert ours.special_ids["<|endoftext|>"] == vocabulary["<|endoftext|>"] + ID_OFFSET
+
+
+def test_a_preset_that_cannot_be_downloaded_raises_one_clear_error(tmp_path):
+    with pytest.raises(PresetUnavailableError, match="could not be downloaded"):
+        load_gpt2_preset(str(tmp_path / "no_such_preset"))
+
+
+def test_the_converted_model_round_trips_through_a_keras_file(backbone, tmp_path):
+    ours = language_model_from_keras_hub(backbone, sequence_length=12)
+    ours.save(tmp_path / "gpt2.keras")
+    restored = keras.models.load_model(tmp_path / "gpt2.keras")
+    ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6]], dtype="int32")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(ids)), keras.ops.convert_to_numpy(ours(ids)), atol=1e-6)
+    assert restored.get_layer("decoder_1").normalize_first and restored.get_layer("final_norm") is not None
