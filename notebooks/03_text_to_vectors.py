@@ -24,6 +24,7 @@
 # - the steps between a raw string and the integers a model reads: standardisation,
 #   tokenisation, a vocabulary, padding and truncation;
 # - word, character and subword tokens, and what each costs;
+# - byte-pair encoding from scratch: a vocabulary learned merge by merge, on bytes as GPT-2's;
 # - how to build a vectoriser in plain Python, and how Keras' `TextVectorization` does the same;
 # - why a vocabulary's order among equally frequent words is a choice, not a fact;
 # - one-hot vectors against learned embeddings, and why an embedding lookup *is* a matrix
@@ -56,6 +57,7 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
+from transformer_course.bpe import BytePairEncoding
 from transformer_course.datasets import load_imdb
 from transformer_course.results import report_metric
 
@@ -259,7 +261,93 @@ report_metric("vocabulary_coverage", coverage,
 # stripping punctuation leaves "br". Notebook 06 removes them with a custom standardisation —
 # a reminder to look at the data before trusting a default.
 #
-# ## 7. From ids to vectors: one-hot or learned embeddings
+# ## 7. Byte-pair encoding, from scratch
+#
+# The toy subword tokeniser of section 2 needed its pieces handed to it. **Byte-pair encoding**
+# (BPE; Sennrich et al., 2016, *Neural Machine Translation of Rare Words with Subword Units*,
+# §3.1) learns them: start from single symbols, count every pair of neighbouring symbols in the
+# training text, merge the most frequent pair into one new symbol everywhere, and repeat. Each
+# merge adds one token to the vocabulary, so the vocabulary size is a number you choose. To
+# encode new text, apply the learned merges in the order they were learned.
+#
+# GPT-2 runs BPE on **bytes** (Radford et al., 2019, §2.2): the 256 byte values are the starting
+# symbols, so every string — any script, any emoji — can be spelled, and no `[UNK]` is ever
+# needed. It first cuts the text into words with their leading space, runs of digits and runs of
+# punctuation, and never merges across those cuts. `transformer_course.bpe.BytePairEncoding`
+# implements all of it in plain Python (its tests check it token for token against Hugging
+# Face's `tokenizers`). Ties between equally frequent pairs go to the older tokens.
+#
+# Sennrich et al.'s own example corpus — *low* 5 times, *lower* 2, *newest* 6, *widest* 3 — and
+# the vocabulary growing one merge at a time:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+corpus = ["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3
+toy = BytePairEncoding.train(corpus, num_merges=8)
+for count in range(len(toy.merges) + 1):
+    step = BytePairEncoding(toy.merges[:count])
+    spelled = "  ".join("·".join(step.token(i) for i in step.encode(word)) for word in ("low", "lower", "newest", "widest"))
+    merge = "start: bytes" if not count else "merge {}: {} + {}".format(count, *(part.decode() for part in toy.merges[count - 1]))
+    print(f"{merge:<20} {spelled}")
+
+# %% [markdown]
+# "e" + "s" and "s" + "t" both occur 9 times (in *newest* and *widest*); the tie goes to "e",
+# the older token, and "es" + "t" follows at once. After eight merges the four words are four
+# or fewer tokens each, and *lowest*, never seen, would be spelled *low·est*.
+#
+# Now the same on the IMDB training reviews, 8,000 merges (a vocabulary of 8,256 tokens), and
+# three ways of cutting the notes' own example words — forms of one root, a French family, a
+# Hebrew one — with a rare word, a misspelling and an emoji. Whole words come from a
+# vocabulary of the 8,256 most frequent words, so the two vocabularies have the same size:
+
+# %%
+reviews = [text.replace("<br />", " ") for text in texts]
+imdb_bpe = BytePairEncoding.train(reviews, num_merges=settings.bpe_merges, progress=True)
+same_size = keras.layers.TextVectorization(max_tokens=imdb_bpe.vocabulary_size)
+same_size.adapt(texts)
+known = set(same_size.get_vocabulary()[2:])
+print(f"BPE vocabulary {imdb_bpe.vocabulary_size:,} tokens; the last merges learned:",
+      " ".join(imdb_bpe.token(i).replace(" ", "␣") for i in range(imdb_bpe.vocabulary_size - 6, imdb_bpe.vocabulary_size)))
+for word in "Walk Walks Walked walking Journée journal journaliste שלם תשלום flightless definately 🎬".split():
+    as_word = standardize(word) if standardize(word) in known else "[UNK]"
+    print(f"{word:<12} word: {as_word:<10} characters: {len(word):>2}   "
+          f"BPE: {' · '.join(imdb_bpe.token(i).replace(' ', '␣') for i in imdb_bpe.encode(' ' + word))}")
+
+# %% [markdown]
+# `␣` marks a space: each word is encoded with the space before it, as it stands in running text,
+# and most tokens begin a word with their space. A byte-level token can also hold part of a
+# character: the Hebrew letters and the emoji take two and four bytes each in UTF-8, and a token
+# that holds only some of them prints as `�` here, though the bytes it holds are exact and
+# decoding the whole sequence gives the text back.
+#
+# What the three cost in sequence length, on the same reviews (characters counted after the
+# same `<br />` replacement; words after standardisation):
+
+# %%
+sample_reviews = reviews[:2000]
+word_ids = keras.ops.convert_to_numpy(same_size(texts[:2000]))
+lengths_by_kind = {"words": (word_ids > 0).sum(axis=1), "BPE tokens": np.array([len(imdb_bpe.encode(text)) for text in sample_reviews]),
+                   "characters": np.array([len(text) for text in sample_reviews])}
+unknown = float((word_ids == 1).sum() / (word_ids > 0).sum())
+for kind, counts in lengths_by_kind.items():
+    print(f"{kind:<11} per review: median {np.median(counts):6.0f}   90th percentile {np.percentile(counts, 90):6.0f}")
+print(f"words outside the {imdb_bpe.vocabulary_size:,}-word vocabulary ([UNK]): {unknown:.2%}; BPE tokens that are [UNK]: none")
+plt.figure(figsize=(7, 3.2))
+plt.hist(list(lengths_by_kind.values()), bins=60, range=(0, 4000), label=list(lengths_by_kind), histtype="step")
+plt.xlabel("tokens per review"); plt.ylabel("reviews"); plt.legend();
+
+# %%
+report_metric("bpe_tokens_per_review_median", float(np.median(lengths_by_kind["BPE tokens"])),
+              f"median BPE tokens per IMDB review ({imdb_bpe.vocabulary_size:,}-token byte-level BPE)")
+report_metric("unknown_words_same_size", unknown, f"words that are [UNK] with a {imdb_bpe.vocabulary_size:,}-word vocabulary")
+
+# %% [markdown]
+# BPE sits between the two: a little longer than words, because rare words split into pieces,
+# and far shorter than characters — with nothing lost to `[UNK]`. Notebook 08 uses BERT's
+# WordPiece, a close cousin (it picks the merge that most raises the training text's likelihood
+# rather than the most frequent pair); notebook 09's language model reads BPE tokens.
+#
+# ## 8. From ids to vectors: one-hot or learned embeddings
 #
 # | | one-hot | learned embedding |
 # |---|---|---|
@@ -300,6 +388,8 @@ print("mask:", keras.ops.convert_to_numpy(masked_embedding.compute_mask(padded))
 #   1 = `[UNK]`), then pad or truncate to a fixed length.
 # - Words, characters and subwords trade vocabulary size against sequence length and unknown
 #   words.
+# - Byte-pair encoding learns its subwords: merge the most frequent neighbouring pair, again and
+#   again; on bytes, as GPT-2 does, it spells any text and never needs `[UNK]`.
 # - Ties in word frequency are broken by a rule each implementation chooses: the notes, our
 #   default and Keras give three different, equally valid vocabularies. Keep the vocabulary with
 #   the model.
@@ -357,6 +447,47 @@ def pad_or_truncate(ids, length):
 check("03.2", pad_or_truncate)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("03.2", pad_or_truncate, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 03.3 — one merge step of byte-pair encoding (2 points)
+#
+# Write `merge_step(words, counts)`: `words` is a list of str, each a word spelled as symbols
+# separated by single spaces (`"n e w es t"`); `counts` is a list of int, how often each word
+# occurs. Count every pair of neighbouring symbols, each occurrence weighted by its word's count;
+# take the most frequent pair (if several are equally frequent, the one that comes first when
+# the pairs are compared as tuples of two str); merge it in every word, scanning left to right so
+# that `"a a a"` becomes `"aa a"`. Return `(pair, merged)`: the pair as `"first second"`, and the
+# list of merged words in the same spelling.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_03_3", "locked": false, "schema_version": 3, "solution": true}
+def merge_step(words, counts):
+    """words: symbols separated by spaces, counts: their frequencies -> ("a b", the words with a+b merged)."""
+    ### BEGIN SOLUTION
+    pairs = Counter()
+    for word, count in zip(words, counts):
+        symbols = word.split(" ")
+        for pair in zip(symbols, symbols[1:]):
+            pairs[pair] += count
+    best = min(pairs, key=lambda pair: (-pairs[pair], pair))
+    merged = []
+    for word in words:
+        symbols, out, position = word.split(" "), [], 0
+        while position < len(symbols):
+            if tuple(symbols[position:position + 2]) == best:
+                out.append(best[0] + best[1])
+                position += 2
+            else:
+                out.append(symbols[position])
+                position += 1
+        merged.append(" ".join(out))
+    return " ".join(best), merged
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_03_3", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("03.3", merge_step)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("03.3", merge_step, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -29,8 +29,7 @@ def test_sennrich_corpus_merges_in_count_order_with_ties_to_the_older_tokens():
 
 
 def _merges(bpe):
-    """The learned merges as (bytes, bytes) pairs, rank 0 first."""
-    return [(bpe.vocabulary[a], bpe.vocabulary[b]) for (a, b), _ in sorted(bpe.ranks.items(), key=lambda item: item[1])]
+    return bpe.merges
 
 
 def test_trained_merges_equal_hugging_face_trainer_where_ties_agree():

@@ -335,6 +335,12 @@ class BytePairEncoding:
         return data.decode("utf-8", errors="replace")
 
     @property
+    def merges(self) -> list[tuple[bytes, bytes]]:
+        """The learned merges as ``(bytes, bytes)`` pairs, rank 0 (the first learned) first."""
+        ordered = sorted(self.ranks.items(), key=lambda item: item[1])
+        return [(self.vocabulary[first], self.vocabulary[second]) for (first, second), _ in ordered]
+
+    @property
     def vocabulary_size(self) -> int:
         """int: the bytes, the merged tokens and the special tokens (one more than the largest id)."""
         return max(len(self.vocabulary), max(self.special_ids.values(), default=-1) + 1,

@@ -68,6 +68,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
         "03": {
             # Reviews used to study lengths and adapt the vectoriser (all 25,000 training reviews).
             "imdb_reviews": 25000,
+            "bpe_merges": 8000,  # byte-level BPE learned from the same reviews: 256 + 8,000 tokens
             "max_tokens": 20000,
             "output_sequence_length": 600,
         },
@@ -242,7 +243,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "sweep_lengths": (6,),  # one length runs every code path with half the sweep's models
            "sweep_train_size": 200, "sweep_test_size": 40, "sweep_units": 16, "sweep_batch_size": 50,
            "sweep_epochs": 1, "sweep_patience": 1},
-    "03": {"imdb_reviews": 1000},
+    "03": {"imdb_reviews": 1000, "bpe_merges": 300},
     "04": {"scaling_samples": 200},
     "05": {},
     "06": {"train_reviews": 800, "test_reviews": 400, "embed_dim": 32, "intermediate_dim": 16, "epochs": 1,

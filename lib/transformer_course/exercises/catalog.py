@@ -9,6 +9,7 @@ grader (:mod:`transformer_course.grading.references`).
 
 from __future__ import annotations
 
+import collections
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -252,6 +253,22 @@ def _bert_corruption_properties(arguments, received, expected):
     return None
 
 
+def _merge_step_hint(arguments, received, expected):
+    words, counts = arguments["words"], arguments["counts"]
+    unweighted = collections.Counter(pair for word in words for pair in zip(word.split(" "), word.split(" ")[1:]))
+    top = max(unweighted.values())
+    if isinstance(received, (tuple, list)) and received and received[0] != expected[0] and \
+            received[0] in {f"{a} {b}" for (a, b), n in unweighted.items() if n == top}:
+        return "each pair counts as often as its word occurs: weight it by the word's count."
+    if isinstance(received, (tuple, list)) and len(received) == 2 and received[0] == expected[0]:
+        replaced = [word.replace(expected[0], expected[0].replace(" ", "")) for word in words]
+        if [str(word) for word in received[1]] == replaced:
+            return ("the pair is right, but merge whole symbols only: replacing text in the string also joins the "
+                    "ends of longer symbols ('ab c' holds 'b c' as text, not as two symbols).")
+        return "the pair is right; merge it left to right, one occurrence at a time, in every word."
+    return None
+
+
 def _temperature_hint(arguments, received, expected):
     logits, temperature = np.asarray(arguments["logits"], dtype="float64"), arguments["temperature"]
     for scaled, message in ((logits * temperature, "the logits were multiplied by the temperature: divide them by it."),
@@ -322,6 +339,8 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3, output_names=("the scores",)),
     Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2, output_names=("the ids",)),
     Exercise("03.2", "padding and truncating", "pad_or_truncate", 1, output_names=("the ids",)),
+    Exercise("03.3", "one merge step of byte-pair encoding", "merge_step", 2,
+             output_names=("the most frequent pair", "the merged words"), hint=_merge_step_hint),
     Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3,
              extra_check=_attention_leak, output_names=("the output", "the attention weights"), hint=_attention_hint),
     Exercise("04.2", "splitting into heads", "split_heads", 1, output_names=("the heads",), hint=_split_heads_hint),

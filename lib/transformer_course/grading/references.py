@@ -112,6 +112,41 @@ def _pad_cases(rng):
             ("empty", {"ids": [], "length": 3})]
 
 
+def _merge_step_reference(words, counts):
+    counts_of = {}
+    for word, count in zip(words, counts):
+        symbols = word.split(" ")
+        for index in range(len(symbols) - 1):
+            pair = (symbols[index], symbols[index + 1])
+            counts_of[pair] = counts_of.get(pair, 0) + count
+    best = sorted(counts_of.items(), key=lambda item: (-item[1], item[0]))[0][0]
+    merged = []
+    for word in words:
+        symbols, index, out = word.split(" "), 0, []
+        while index < len(symbols):
+            if index + 1 < len(symbols) and symbols[index] == best[0] and symbols[index + 1] == best[1]:
+                out.append(best[0] + best[1])
+                index += 2
+            else:
+                out.append(symbols[index])
+                index += 1
+        merged.append(" ".join(out))
+    return f"{best[0]} {best[1]}", merged
+
+
+def _merge_step_cases(rng):
+    letters = list("abcdelnorstw")
+    random_words = [" ".join(rng.choice(letters[:int(rng.integers(3, 6))], size=int(rng.integers(2, 7))))
+                    for _ in range(int(rng.integers(4, 8)))]
+    return [("Sennrich's corpus: a tie, 'e s' first", {"words": ["l o w", "l o w e r", "n e w e s t", "w i d e s t"],
+                                                       "counts": [5, 2, 6, 3]}),
+            ("a repeated symbol: left to right", {"words": ["a a a", "b a a", "a b"], "counts": [int(rng.integers(2, 5)), 1, 1]}),
+            ("symbols of several letters", {"words": ["b c", "ab c", "c ab c", "b cb"],
+                                            "counts": [int(rng.integers(3, 6)), 1, 1, 1]}),
+            ("random words and counts", {"words": random_words,
+                                         "counts": [int(c) for c in rng.integers(1, 10, size=len(random_words))]})]
+
+
 # --- 04: attention --------------------------------------------------------------------------
 
 def _attention_reference(query, key, value, mask=None):
@@ -439,6 +474,7 @@ _EXERCISES = {
     "02.2": (lambda rng: _score_cases(rng, False), _bahdanau_reference),
     "03.1": (_vectorize_cases, _vectorize_reference),
     "03.2": (_pad_cases, _pad_reference),
+    "03.3": (_merge_step_cases, _merge_step_reference),
     "04.1": (_attention_cases, _attention_reference),
     "04.2": (_split_cases, _split_heads_reference),
     "04.3": (_merge_cases, _merge_heads_reference),
