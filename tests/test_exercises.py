@@ -267,3 +267,13 @@ def test_a_lookup_table_of_the_public_outputs_fails_the_secret_cases(exercise_id
 
     assert evaluate(exercise_id, look_up).passed
     assert not evaluate_hidden(exercise_id, look_up, seed=11).passed
+
+
+def test_a_float16_answer_is_told_the_digits_that_differ_and_the_tolerance():
+    from transformer_course.exercises.compare import compare_outputs
+
+    expected = np.array([-1.12345678, 0.5], dtype="float64")
+    message = compare_outputs(expected, expected.astype("float16"))  # float16 holds -1.123046875
+    expected_text, received_text = message.split("expected ")[1].split(" (")[0].split(", received ")
+    assert (expected_text, received_text) == ("-1.1235", "-1.123")  # 4 digits would show -1.123 and -1.123
+    assert "a difference up to 1e-05 + 1e-05 × |expected| is allowed" in message

@@ -578,3 +578,19 @@ def test_the_grader_reads_what_students_wrote(source, places):
     from transformer_course.grading.inspection import reaches
 
     assert reaches(source) == places
+
+
+def test_names_and_texts_show_every_invisible_character_and_never_collide():
+    from transformer_course.grading.grader import display_name, markdown_text, spreadsheet_cell
+
+    literal, byte = "Jos\\xe9", "Jos" + b"\xe9".decode("utf-8", "surrogateescape")
+    assert display_name(literal) != display_name(byte)  # one to one: a literal backslash is doubled
+    assert display_name(byte) == "Jos\\xe9" and display_name(literal) == "Jos\\\\xe9"
+    tricky = "a\x1b[31mred\x07 \u202eevil\u200b\u2029x😀"
+    shown = display_name(tricky)
+    assert not any(character in shown for character in "\x1b\x07\u202e\u200b\u2029")
+    assert "\\u001b" in shown and "\\u202e" in shown and "\\u200b" in shown and "😀" in shown
+    assert "\x1b" not in markdown_text(tricky) and "\u202e" not in markdown_text(tricky)
+    cell = spreadsheet_cell("=cmd\u202e\x07")
+    assert cell.startswith("'=") and "\u202e" not in cell and "\x07" not in cell
+    assert spreadsheet_cell(3) == 3

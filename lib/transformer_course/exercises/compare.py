@@ -85,6 +85,20 @@ def compare_outputs(expected, received, atol: float = 1e-5, path: str = "the res
         where = f" at index {index}" if index else ""
         count = int(np.sum(~close))
         others = f" ({count} of {close.size} entries differ)" if close.size > 1 else ""
-        return (f"wrong value in {path}{where}: expected {plain_number(want[index])}, received "
-                f"{plain_number(got[index])}{others}.")
+        expected_text, received_text = plain_number(want[index]), plain_number(got[index])
+        tolerance = ""
+        if want.dtype.kind == "f":
+            expected_text, received_text = _distinct(float(want[index]), float(got[index]))
+            tolerance = f"; a difference up to {atol:g} + 1e-05 × |expected| is allowed"
+        return (f"wrong value in {path}{where}: expected {expected_text}, received {received_text}{others}"
+                f"{tolerance}.")
     return None
+
+
+def _distinct(expected: float, received: float) -> tuple[str, str]:
+    """Two floats with as many significant digits (4 to 10) as it takes to see that they differ."""
+    for digits in range(4, 11):
+        shown = f"{expected:.{digits}g}", f"{received:.{digits}g}"
+        if shown[0] != shown[1]:
+            return shown
+    return repr(expected), repr(received)

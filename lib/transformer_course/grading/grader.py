@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import unicodedata
 import stat
 import secrets
 import time
@@ -93,9 +94,32 @@ def read_submission(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> str:
         raise SubmissionError("the submitted notebook is not UTF-8 text") from None
 
 
+def visible(text: str) -> str:
+    """``text`` with every character a reader cannot see written as an escape, one to one.
+
+    A backslash becomes ``\\\\``; a byte that is not UTF-8 (kept by ``surrogateescape``) ``\\xNN``;
+    a control, format or other invisible character (ESC, BEL, right-to-left overrides, zero-width
+    spaces and joiners, line separators; Unicode categories C*, Zl, Zp) ``\\uNNNN`` or
+    ``\\UNNNNNNNN``. Different texts never look the same, and none can move the cursor, ring a
+    bell or reverse what follows.
+    """
+    shown = []
+    for character in str(text):
+        code = ord(character)
+        if character == "\\":
+            shown.append("\\\\")
+        elif 0xDC80 <= code <= 0xDCFF:
+            shown.append(f"\\x{code - 0xDC00:02x}")
+        elif unicodedata.category(character)[0] == "C" or unicodedata.category(character) in ("Zl", "Zp"):
+            shown.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            shown.append(character)
+    return "".join(shown)
+
+
 def display_name(name: str) -> str:
-    """A folder name as reports show it: bytes that are not UTF-8 written as ``\\xNN`` escapes."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """A folder name as reports show it: :func:`visible`, so two folders never show the same name."""
+    return visible(name)
 
 
 def shard_of(student: str, count: int) -> int:
@@ -321,14 +345,17 @@ def markdown_text(text: str) -> str:
     through this before they reach ``report.md``, so none of it can add a link, an image, a
     script, a table cell or a heading of its own.
     """
-    text = html.escape(str(text), quote=False)
-    text = re.sub(r"[\r\n\t\x0b\x0c\x85\u2028\u2029]+", " ", text)
+    text = re.sub(r"[\r\n\t\x0b\x0c\x85\u2028\u2029]+", " ", str(text))
+    text = html.escape(visible(text), quote=False)
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
 def spreadsheet_cell(value):
     """``value`` for ``grades.csv``: a string a spreadsheet would run as a formula gets a leading ``'``."""
-    return f"'{value}" if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+    if not isinstance(value, str):
+        return value
+    value = visible(value)  # no control or invisible character reaches the spreadsheet raw
+    return f"'{value}" if value.startswith(_FORMULA_START) else value
 
 
 def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: dict | None = None) -> tuple[str, str, str]:
