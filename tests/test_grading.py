@@ -416,9 +416,11 @@ def test_only_regular_files_are_read(graded, student, reason):
     assert reason in result.exercises[0].message
 
 
-def test_odd_folder_names_get_rows_and_linked_folders_none(graded):
+def test_odd_folder_names_get_rows_and_linked_folders_a_row_with_the_reason(graded):
     assert outcome(graded, "odd\\xff\\xfename")[0] == {"07.1": (1, "passed"), "07.2": (3, "passed")}
-    assert "linked_folder" not in graded["results"]
+    scores, result = outcome(graded, "linked_folder")  # it links to the solutions: nothing behind it is read
+    assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
+    assert "symbolic link" in result.exercises[0].message and result.flags
     from transformer_course.grading.grader import markdown_text
 
     assert f"## {markdown_text('odd' + chr(92) + 'xff' + chr(92) + 'xfename')}: 4 / 4" in \

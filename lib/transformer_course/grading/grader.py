@@ -94,19 +94,20 @@ def read_submission(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> str:
         raise SubmissionError("the submitted notebook is not UTF-8 text") from None
 
 
-def visible(text: str) -> str:
+def visible(text: str, escape_backslash: bool = True) -> str:
     """``text`` with every character a reader cannot see written as an escape, one to one.
 
     A backslash becomes ``\\\\``; a byte that is not UTF-8 (kept by ``surrogateescape``) ``\\xNN``;
     a control, format or other invisible character (ESC, BEL, right-to-left overrides, zero-width
     spaces and joiners, line separators; Unicode categories C*, Zl, Zp) ``\\uNNNN`` or
     ``\\UNNNNNNNN``. Different texts never look the same, and none can move the cursor, ring a
-    bell or reverse what follows.
+    bell or reverse what follows. With ``escape_backslash=False`` backslashes stay as they are
+    (for text already made visible, such as a :func:`display_name`).
     """
     shown = []
     for character in str(text):
         code = ord(character)
-        if character == "\\":
+        if character == "\\" and escape_backslash:
             shown.append("\\\\")
         elif 0xDC80 <= code <= 0xDCFF:
             shown.append(f"\\x{code - 0xDC00:02x}")
@@ -346,7 +347,7 @@ def markdown_text(text: str) -> str:
     script, a table cell or a heading of its own.
     """
     text = re.sub(r"[\r\n\t\x0b\x0c\x85\u2028\u2029]+", " ", str(text))
-    text = html.escape(visible(text), quote=False)
+    text = html.escape(visible(text, escape_backslash=False), quote=False)
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
@@ -354,7 +355,7 @@ def spreadsheet_cell(value):
     """``value`` for ``grades.csv``: a string a spreadsheet would run as a formula gets a leading ``'``."""
     if not isinstance(value, str):
         return value
-    value = visible(value)  # no control or invisible character reaches the spreadsheet raw
+    value = visible(value, escape_backslash=False)  # no control or invisible character reaches the spreadsheet raw
     return f"'{value}" if value.startswith(_FORMULA_START) else value
 
 
@@ -442,12 +443,17 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         raise FileNotFoundError(f"`submissions_dir` {submissions_dir} is not a folder")
     if not releases:
         raise FileNotFoundError(f"no released notebooks NN_*.ipynb in {release_dir}")
-    # Folders only, never followed links: a student folder that links elsewhere is not graded.
-    everyone = sorted(entry.name for entry in os.scandir(submissions_dir)
-                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."))
+    # Folders only, never followed links: an entry that is a link (or not a folder) gets its row, 0 points
+    # and the reason, but nothing behind it is read.
+    entries = [entry for entry in os.scandir(submissions_dir) if not entry.name.startswith(".")]
+    refused = {entry.name: "the student's folder is a symbolic link, and links are never followed"
+               if entry.is_symlink() else "the student's entry is not a folder"
+               for entry in entries if not entry.is_dir(follow_symlinks=False)}
+    everyone = sorted(entry.name for entry in entries)
     if not everyone:
         raise FileNotFoundError(f"no student folders in {submissions_dir}")
-    students = [student for student in everyone if shard is None or shard_of(student, shard[1]) == shard[0]]
+    mine = [student for student in everyone if shard is None or shard_of(student, shard[1]) == shard[0]]
+    students = [student for student in mine if student not in refused]
     if sandbox and not sandbox_available():
         raise SandboxUnavailable(
             "the grading sandbox needs bubblewrap (`bwrap`; Debian/Ubuntu: apt-get install bubblewrap) and "
@@ -475,6 +481,12 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
                     results.append(_grader_error(job[0], job[2], f"{type(error).__name__} (the grading process died)"))
                 bar.update(1)
     bar.close()
+    for student in (student for student in mine if student in refused):
+        for release in releases:
+            row = _zero(NotebookResult(display_name(student), release.name), _exercises_of(release.name), "error",
+                        f"not graded: {refused[student]}")
+            row.flags.append(f"not graded: {refused[student]}")
+            results.append(row)
     exercise_ids = [e.id for release in releases for e in _exercises_of(release.name)]
     csv_text, json_text, markdown = _reports(results, exercise_ids, seed, {
         "shard": None if shard is None else {"index": shard[0], "count": shard[1]},
