@@ -63,6 +63,14 @@ def source_notebook():
     return notebook
 
 
+def _with_outputs(notebook, size):
+    """``notebook`` with ``size`` bytes of (image) outputs in its first code cell, as a run notebook saves them."""
+    notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    image = nbformat.v4.new_output("display_data", data={"image/png": "A" * size})
+    notebook.cells[1].outputs = [image]
+    return notebook
+
+
 def _mangled(notebook):
     """nbgrader metadata that is not a dict, and a grade_id that is not a string."""
     notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
@@ -137,6 +145,7 @@ def graded(tmp_path_factory):
             "    print('building a mask of', length, end=' ')\n"
             "    return np.tril(np.ones((length, length), dtype=bool))")),
         "answer_below_stub": inserted(release, 3, CAUSAL),
+        "big_outputs": _with_outputs(solved, 60 * 2**20),  # ran every cell and saved 60 MiB of figures
         # Dishonest ones.
         "wrapper": with_cell(release, 2, (
             "from transformer_course import masks\n"
@@ -402,6 +411,11 @@ def test_flooding_stdout_costs_nothing_and_the_reply_is_still_found(graded):
 
 def test_a_working_folder_nested_thousands_deep_is_no_problem(graded):
     assert outcome(graded, "deep_folder")[0] == {"07.1": (1, "passed"), "07.2": (3, "passed")}
+
+
+def test_a_notebook_saved_with_large_outputs_is_graded_on_its_code(graded):
+    assert (graded["submissions"] / "big_outputs" / "07_tiny.ipynb").stat().st_size > 50 * 2**20
+    assert outcome(graded, "big_outputs")[0] == {"07.1": (1, "passed"), "07.2": (3, "passed")}
 
 
 def test_mangled_metadata_gives_that_student_a_row(graded):

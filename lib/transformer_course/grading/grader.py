@@ -55,7 +55,11 @@ __all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder",
            "spreadsheet_cell", "shard_of", "parse_shard", "merge_grades", "MergeError"]
 
 
-MAX_SUBMISSION_BYTES = 50 * 2**20
+# A submitted file is read up to MAX_SUBMISSION_BYTES (outputs included: an honest notebook run to the
+# end with its figures can hold tens of MiB); its outputs are dropped at once, and what is left — the
+# code and text a student wrote — may hold at most MAX_SOURCE_BYTES, far more than any honest work.
+MAX_SUBMISSION_BYTES = 200 * 2**20
+MAX_SOURCE_BYTES = 8 * 2**20
 
 
 class SubmissionError(ValueError):
@@ -308,10 +312,20 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         return _zero(outcome, exercises, "error", str(error))
     try:
         submission = nbformat.reads(text, as_version=4)
+        del text
+        for cell in submission.get("cells", []):  # outputs are never graded: dropped before anything else
+            if isinstance(cell, dict):
+                if cell.get("cell_type") == "code":
+                    cell["outputs"], cell["execution_count"] = [], None
+                cell.pop("attachments", None)
         nbformat.validate(submission)
     except Exception as error:  # noqa: BLE001 - any unreadable file scores 0 with the reason
         # Named by type only: a validation message would quote the submission's own bytes.
         return _zero(outcome, exercises, "error", f"not a valid notebook ({type(error).__name__})")
+    written = sum(len(str(cell.get("source", "")).encode("utf-8", "surrogatepass")) for cell in submission.cells)
+    if written > MAX_SOURCE_BYTES:
+        return _zero(outcome, exercises, "error",
+                     f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB")
     release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
