@@ -610,3 +610,17 @@ def test_names_and_texts_show_every_invisible_character_and_never_collide():
     cell = spreadsheet_cell("=cmd\u202e\x07")
     assert cell.startswith("'=") and "\u202e" not in cell and "\x07" not in cell
     assert spreadsheet_cell(3) == 3
+
+
+def test_student_controlled_texts_in_a_verdict_are_capped():
+    from transformer_course.exercises import EXERCISES
+    from transformer_course.grading.grader import MAX_MESSAGE_CHARACTERS, _judge
+
+    cases = [("length 3", {"length": 3}, "0" * 32, "07.1#0")]
+    from transformer_course.exercises.values import encode
+
+    answer = encode(np.tril(np.ones((3, 3), dtype=bool)))
+    for reply in ("raised " + "E" * 5_000_000 + ": boom", "unencodable " + "T" * 1_000_000,
+                  "ok transformer_course" + "m" * 1_000_000 + " " + answer):  # a __module__ of a million characters
+        verdict = _judge(EXERCISES["07.1"], cases, {"07.1#0": "0" * 32 + " " + reply}, stopped=None)
+        assert len(verdict.message) < MAX_MESSAGE_CHARACTERS + 100 and "more characters cut" in verdict.message

@@ -252,9 +252,20 @@ def _nbgrader_metadata(cell) -> dict:
     return nbgrader if isinstance(nbgrader, dict) else {}
 
 
+MAX_MESSAGE_CHARACTERS = 500  # a verdict's message: what a student's code put in it (an exception's type
+                               # name and text, a module name) can never make a report large
+
+
+def capped(text: str, limit: int = MAX_MESSAGE_CHARACTERS) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was cut."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters cut)"
+
+
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
     def result(status, message):
-        return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status, message)
+        return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status,
+                              capped(message))
 
     for number, (label, arguments, nonce, key) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
