@@ -617,6 +617,8 @@ def test_student_controlled_texts_in_a_verdict_are_capped():
     from transformer_course.grading.grader import MAX_MESSAGE_CHARACTERS, _judge
 
     cases = [("length 3", {"length": 3}, "0" * 32, "07.1#0")]
+    import numpy as np
+
     from transformer_course.exercises.values import encode
 
     answer = encode(np.tril(np.ones((3, 3), dtype=bool)))
