@@ -623,6 +623,6 @@ def test_student_controlled_texts_in_a_verdict_are_capped():
 
     answer = encode(np.tril(np.ones((3, 3), dtype=bool)))
     for reply in ("raised " + "E" * 5_000_000 + ": boom", "unencodable " + "T" * 1_000_000,
-                  "ok transformer_course" + "m" * 1_000_000 + " " + answer):  # a __module__ of a million characters
+                  "ok transformer_course." + "m" * 1_000_000 + " " + answer):  # a __module__ of a million characters
         verdict = _judge(EXERCISES["07.1"], cases, {"07.1#0": "0" * 32 + " " + reply}, stopped=None)
         assert len(verdict.message) < MAX_MESSAGE_CHARACTERS + 100 and "more characters cut" in verdict.message
