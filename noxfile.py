@@ -39,6 +39,7 @@ BACKEND_TESTS = [
     "tests/test_positional.py", "tests/test_transformer.py", "tests/test_metrics.py",
     "tests/test_decoding.py", "tests/test_classifier.py", "tests/test_profiles.py", "tests/test_training.py",
     "tests/test_cache.py", "tests/test_reversal.py", "tests/test_vision.py", "tests/test_language_model.py",
+    "tests/test_bpe.py",
 ]
 # Notebooks that run on the backend too, in the smoke profile (01 and 02 on torch: not yet, their
 # cells convert tensors that require grad with NumPy).
