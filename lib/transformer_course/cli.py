@@ -132,6 +132,21 @@ def _command_release(arguments) -> int:
     return 0
 
 
+def read_seed_file(path) -> int:
+    """The secret seed written in ``path``: one non-negative integer, surrounding whitespace allowed.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: the file is empty or holds anything but one integer >= 0 (a shard must never
+            grade with a seed of its own while the others share one).
+    """
+    text = Path(path).read_text(encoding="utf-8").strip()
+    if not text.isdigit():
+        raise ValueError(f"the seed file {path} must hold one integer >= 0; it holds "
+                         f"{'nothing' if not text else f'{len(text)} other characters'}")
+    return int(text)
+
+
 def _command_grade(arguments) -> int:
     from .grading.grader import draw_seed, grade_folder, parse_shard
     from .grading.sandbox import Limits, SandboxUnavailable
@@ -147,6 +162,12 @@ def _command_grade(arguments) -> int:
         print("grade: warning: --unsafe-no-sandbox: students' code runs unconfined, with network and this "
               "machine's files in reach; the report says so", file=sys.stderr)
     seed = draw_seed() if arguments.seed is None else arguments.seed
+    if arguments.seed_file is not None:
+        try:
+            seed = read_seed_file(arguments.seed_file)
+        except (OSError, ValueError) as error:
+            print(f"grade: {error}", file=sys.stderr)
+            return 2
     try:
         results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
                                workers=arguments.workers, seed=seed, progress=not arguments.quiet,
@@ -214,8 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell or graded call (default: 60)")
     grade.add_argument("--notebook-timeout", type=float, default=600, help="seconds per notebook (default: 600)")
     grade.add_argument("--memory-mb", type=int, default=4096, help="memory per kernel in MiB (default: 4096)")
-    grade.add_argument("--seed", type=int, help="the grading cases' secret seed (default: a fresh one each run; "
+    seeds = grade.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=int, help="the grading cases' secret seed (default: a fresh one each run; "
                                                 "the one used is kept in grades.json)")
+    seeds.add_argument("--seed-file", metavar="PATH", help="read the secret seed from this file (one integer; "
+                                                          "an empty or malformed file is refused): how shards get it")
     grade.add_argument("--shard", metavar="K/N", help="grade only shard K of N of the students (a fixed share by "
                                                     "name); combine the N reports with merge-grades")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
