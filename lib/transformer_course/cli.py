@@ -168,11 +168,14 @@ def _command_grade(arguments) -> int:
         except (OSError, ValueError) as error:
             print(f"grade: {error}", file=sys.stderr)
             return 2
+    from .grading.exports import OverrideError
+
     try:
+        overrides = _overrides(arguments, "grade")
         results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
                                workers=arguments.workers, seed=seed, progress=not arguments.quiet,
-                               shard=shard, sandbox=not arguments.unsafe_no_sandbox)
-    except (FileNotFoundError, ImportError, SandboxUnavailable) as error:
+                               shard=shard, sandbox=not arguments.unsafe_no_sandbox, overrides=overrides)
+    except (FileNotFoundError, ImportError, SandboxUnavailable, OverrideError, OSError) as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
     students = {result.student for result in results}
@@ -181,17 +184,53 @@ def _command_grade(arguments) -> int:
     return 0
 
 
+def _overrides(arguments, command: str):
+    """The rows of ``--overrides`` (None without it); raises OverrideError or OSError with the reason."""
+    from .grading.exports import read_overrides
+
+    return None if arguments.overrides is None else read_overrides(arguments.overrides)
+
+
 def _command_merge_grades(arguments) -> int:
+    from .grading.exports import OverrideError
     from .grading.grader import MergeError, merge_grades
 
     try:
-        results = merge_grades(arguments.shards, arguments.out)
-    except MergeError as error:
+        results = merge_grades(arguments.shards, arguments.out, overrides=_overrides(arguments, "merge-grades"))
+    except (MergeError, OverrideError, OSError) as error:
         print(f"merge-grades: {error}", file=sys.stderr)
         return 1
     students = {result.student for result in results}
     print(f"merged {len(arguments.shards)} shard(s): {len(results)} notebook(s) of {len(students)} student(s); "
           f"report in {arguments.out}")
+    return 0
+
+
+def _command_export(arguments) -> int:
+    import json
+
+    from ._files import write_text_atomically
+    from .grading.exports import OverrideError, canvas_gradebook, gradescope_results
+
+    try:
+        if arguments.format == "canvas":
+            if not (arguments.roster and arguments.assignment and arguments.assignment_id):
+                print("export: canvas needs --roster, --assignment and --assignment-id", file=sys.stderr)
+                return 2
+            text, unmatched = canvas_gradebook(arguments.report, arguments.roster, arguments.assignment,
+                                               arguments.assignment_id)
+            for name in unmatched:
+                print(f"export: not matched between the grades and the roster: {name}", file=sys.stderr)
+        else:
+            if arguments.student is None:
+                print("export: gradescope needs --student (the name as the report shows it)", file=sys.stderr)
+                return 2
+            text = json.dumps(gradescope_results(arguments.report, arguments.student), indent=2) + "\n"
+    except (OSError, ValueError, KeyError, OverrideError) as error:
+        print(f"export: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+    write_text_atomically(Path(arguments.out), text)
+    print(f"wrote {arguments.out}")
     return 0
 
 
@@ -243,9 +282,21 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--shard", metavar="K/N", help="grade only shard K of N of the students (a fixed share by "
                                                     "name); combine the N reports with merge-grades")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    overrides_help = "an overrides.csv (student,exercise,points,reason): points set by hand, kept on every regrade"
+    grade.add_argument("--overrides", metavar="CSV", help=overrides_help)
     merge = commands.add_parser("merge-grades", help="combine the reports of `grade --shard K/N` runs into one")
     merge.add_argument("shards", nargs="+", metavar="SHARD_REPORT_DIR")
     merge.add_argument("--out", required=True, metavar="REPORT_DIR", help="where the combined reports go")
+    merge.add_argument("--overrides", metavar="CSV", help=overrides_help)
+    export = commands.add_parser("export", help="grades for Canvas (a gradebook CSV) or Gradescope (results.json)")
+    export.add_argument("format", choices=("canvas", "gradescope"))
+    export.add_argument("report", metavar="REPORT_DIR", help="a folder written by grade or merge-grades")
+    export.add_argument("--out", required=True, metavar="FILE")
+    export.add_argument("--roster", metavar="CSV", help="canvas: folder,Student,ID,SIS User ID,SIS Login ID,Section")
+    export.add_argument("--assignment", help="canvas: the assignment's name")
+    export.add_argument("--assignment-id", help="canvas: the assignment's Canvas id")
+    export.add_argument("--student", help="gradescope: the student, as the report names them")
+    export.set_defaults(handler=_command_export)
     grade.set_defaults(handler=_command_grade)
     merge.set_defaults(handler=_command_merge_grades)
 

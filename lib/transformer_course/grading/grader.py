@@ -157,6 +157,8 @@ class ExerciseResult:
     max_points: int
     status: str  # passed | failed | not attempted | error | not submitted
     message: str
+    automatic_points: int | None = None  # set when an instructor's override changed the points
+    override: str | None = None  # the override's reason
 
 
 @dataclass
@@ -405,7 +407,10 @@ def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: 
         lines += [f"## {markdown_text(student)}: {total} / {maximum}", "", "| exercise | points | result |", "|---|---|---|"]
         for result in by_student[student]:
             for x in result.exercises:
-                lines.append(f"| {x.exercise} | {x.points} / {x.max_points} | {x.status}: {markdown_text(x.message)} |")
+                points = f"{x.points} / {x.max_points}"
+                if x.override:
+                    points += f" (set by hand; automatic {x.automatic_points}: {markdown_text(x.override)})"
+                lines.append(f"| {x.exercise} | {points} | {x.status}: {markdown_text(x.message)} |")
         notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
         lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
     return table.getvalue(), json.dumps({"seed": seed, **(extra or {}), "exercises": exercise_ids, "students": details}, indent=2), "\n".join(lines) + "\n"
@@ -435,7 +440,7 @@ def _grader_error(student: str, release, what: str) -> NotebookResult:
 
 def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(), workers: int = 1,
                  seed: int | None = None, environment: dict | None = None, progress: bool = True,
-                 shard: tuple[int, int] | None = None, sandbox: bool = True) -> list:
+                 shard: tuple[int, int] | None = None, sandbox: bool = True, overrides: list | None = None) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
 
     Args:
@@ -479,6 +484,12 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         raise FileNotFoundError(f"no student folders in {submissions_dir}")
     mine = [student for student in everyone if shard is None or shard_of(student, shard[1]) == shard[0]]
     students = [student for student in mine if student not in refused]
+    if overrides:  # a name outside the class is refused before anything is graded
+        from .exports import OverrideError
+
+        unknown = sorted({row["student"] for row in overrides} - {display_name(student) for student in everyone})
+        if unknown:
+            raise OverrideError(f"overrides name students who are not in the class: {unknown}")
     if sandbox and not sandbox_available():
         raise SandboxUnavailable(
             "the grading sandbox needs bubblewrap (`bwrap`; Debian/Ubuntu: apt-get install bubblewrap) and "
@@ -513,6 +524,10 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
             row.flags.append(f"not graded: {refused[student]}")
             results.append(row)
     exercise_ids = [e.id for release in releases for e in _exercises_of(release.name)]
+    if overrides:
+        from .exports import apply_overrides
+
+        apply_overrides(results, overrides, [display_name(student) for student in everyone])
     csv_text, json_text, markdown = _reports(results, exercise_ids, seed, {
         "shard": None if shard is None else {"index": shard[0], "count": shard[1]},
         "all_students": [display_name(student) for student in everyone]})
@@ -526,7 +541,7 @@ class MergeError(ValueError):
     """Shard reports that do not add up to one class; the message says what is missing or doubled."""
 
 
-def merge_grades(shard_dirs, out_dir) -> list:
+def merge_grades(shard_dirs, out_dir, overrides: list | None = None) -> list:
     """Combine the reports of ``grade --shard K/N`` runs into one set of reports in ``out_dir``.
 
     Checks that there are exactly N shards of one run (indexes 1..N once each, one seed, one set of
@@ -571,6 +586,14 @@ def merge_grades(shard_dirs, out_dir) -> list:
     results = [NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
                for _, report in reports for items in report["students"].values() for item in items]
     results.sort(key=lambda result: (result.student, result.notebook))
+    if overrides:
+        from .exports import apply_overrides
+
+        for result in results:  # the shards' overrides give way to the merge's own file
+            for x in result.exercises:
+                if x.override:
+                    x.points, x.automatic_points, x.override = x.automatic_points, None, None
+        apply_overrides(results, overrides, first["all_students"])
     csv_text, json_text, markdown = _reports(results, first["exercises"], first.get("seed"), {
         "shard": None, "merged_from": count, "all_students": first["all_students"]})
     out_dir = Path(out_dir)

@@ -1,0 +1,184 @@
+"""What instructors do with grades besides reading the report: overrides, and exports for Canvas and Gradescope.
+
+* **Overrides** (:func:`read_overrides`, :func:`apply_overrides`): an ``overrides.csv`` with the
+  columns ``student,exercise,points,reason`` sets a student's points for an exercise by hand.
+  ``grade`` and ``merge-grades`` apply it (``--overrides``) to the results they report, so a regrade
+  keeps every override; ``report.md`` shows the automatic score beside the override and its reason.
+* **Canvas** (:func:`canvas_gradebook`): a gradebook CSV in the layout Canvas imports — the columns
+  ``Student``, ``ID``, ``SIS User ID``, ``SIS Login ID``, ``Section``, then one assignment column
+  whose header ends with the assignment's Canvas id in brackets, a ``Points Possible`` row first —
+  from the grades and a roster file that maps each submission folder to the student's Canvas ids.
+* **Gradescope** (:func:`gradescope_results`): an autograder's ``results.json`` for one student —
+  ``score``, ``output``, ``visibility`` and one test per exercise with ``name``, ``score``,
+  ``max_score``, ``status``, ``output`` and ``visibility`` — so that ``grade`` can run as a
+  Gradescope autograder (grade the one submission, then write this file to
+  ``/autograder/results/results.json``).
+
+Every function reads the ``grades.json`` that ``grade`` and ``merge-grades`` write.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from ..exercises import EXERCISES
+
+__all__ = ["OverrideError", "read_overrides", "apply_overrides", "canvas_gradebook", "gradescope_results"]
+
+OVERRIDE_COLUMNS = ["student", "exercise", "points", "reason"]
+ROSTER_COLUMNS = ["folder", "Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+
+
+class OverrideError(ValueError):
+    """An overrides or roster file the grader will not apply; the message names the row."""
+
+
+def read_overrides(path) -> list[dict]:
+    """The rows of an ``overrides.csv``: ``[{"student", "exercise", "points", "reason"}, ...]``.
+
+    Args:
+        path: a CSV file with the header ``student,exercise,points,reason``; ``student`` is the
+            name as the report shows it, ``exercise`` an id such as ``04.1``, ``points`` an integer
+            from 0 to the exercise's points, ``reason`` a non-empty text.
+
+    Raises:
+        OverrideError: a wrong header, an unknown exercise, points that are not an integer in range,
+            an empty reason, or a student and exercise overridden twice; the message names the row.
+    """
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames != OVERRIDE_COLUMNS:
+            raise OverrideError(f"{path}: the header must be {','.join(OVERRIDE_COLUMNS)}; received {reader.fieldnames}")
+        rows, seen = [], set()
+        for number, row in enumerate(reader, start=2):
+            exercise = EXERCISES.get(row["exercise"])
+            if exercise is None:
+                raise OverrideError(f"{path}, row {number}: unknown exercise {row['exercise']!r}")
+            text = (row["points"] or "").strip()
+            if not text.isdigit() or int(text) > exercise.points:
+                raise OverrideError(f"{path}, row {number}: points must be an integer from 0 to {exercise.points} "
+                                    f"for {exercise.id}; received {row['points']!r}")
+            if not (row["reason"] or "").strip():
+                raise OverrideError(f"{path}, row {number}: every override needs a reason")
+            key = (row["student"], row["exercise"])
+            if key in seen:
+                raise OverrideError(f"{path}, row {number}: {row['student']} {row['exercise']} is overridden twice")
+            seen.add(key)
+            rows.append({"student": row["student"], "exercise": row["exercise"], "points": int(text),
+                         "reason": row["reason"].strip()})
+    return rows
+
+
+def apply_overrides(results: list, overrides: list[dict], students: list[str]) -> None:
+    """Set the overridden points in ``results`` (in place), keeping the automatic points beside them.
+
+    Args:
+        results: list of :class:`~transformer_course.grading.grader.NotebookResult`.
+        overrides: rows from :func:`read_overrides`.
+        students: every student's name as the reports show it (a shard applies only the rows of
+            its own students, but a name outside the class is an error).
+
+    Raises:
+        OverrideError: an override names a student who is not in the class.
+    """
+    unknown = sorted({row["student"] for row in overrides} - set(students))
+    if unknown:
+        raise OverrideError(f"overrides name students who are not in the class: {unknown}")
+    wanted = {(row["student"], row["exercise"]): row for row in overrides}
+    for result in results:
+        for exercise in result.exercises:
+            row = wanted.get((result.student, exercise.exercise))
+            if row is not None:
+                exercise.automatic_points = exercise.points if exercise.automatic_points is None else exercise.automatic_points
+                exercise.points, exercise.override = row["points"], row["reason"]
+
+
+def _report(report) -> dict:
+    if isinstance(report, (str, Path)):
+        return json.loads(Path(report, "grades.json").read_text(encoding="utf-8"))
+    return report
+
+
+def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str) -> tuple[str, list[str]]:
+    """A Canvas gradebook CSV of every student's total, and the names that did not match.
+
+    Args:
+        report: a report folder (holding ``grades.json``) or the loaded ``grades.json`` dict.
+        roster_path: a CSV with the header ``folder,Student,ID,SIS User ID,SIS Login ID,Section``
+            (Canvas' own columns, from its gradebook export, plus the submission folder's name as
+            the report shows it).
+        assignment: str, the assignment's name in Canvas.
+        assignment_id: str, its Canvas id (the number in the column header Canvas exports).
+
+    Returns:
+        ``(csv_text, unmatched)``: the CSV to import (one row per roster student; a student without
+        a submission gets an empty cell, which Canvas leaves ungraded), and the sorted names of the
+        graded folders that are not in the roster and of the roster folders never graded.
+
+    Raises:
+        OverrideError: a roster without the expected header, or a folder listed twice.
+    """
+    report = _report(report)
+    maximum = sum(EXERCISES[exercise].points for exercise in report["exercises"])
+    totals = {student: sum(x["points"] for item in items for x in item["exercises"])
+              for student, items in report["students"].items()}
+    with open(roster_path, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames != ROSTER_COLUMNS:
+            raise OverrideError(f"{roster_path}: the header must be {','.join(ROSTER_COLUMNS)}; received {reader.fieldnames}")
+        roster = list(reader)
+    folders = [row["folder"] for row in roster]
+    if len(set(folders)) != len(folders):
+        raise OverrideError(f"{roster_path}: a folder is listed twice")
+    column = f"{assignment} ({assignment_id})"
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow([*ROSTER_COLUMNS[1:], column])
+    writer.writerow(["Points Possible", "", "", "", "", maximum])
+    for row in roster:
+        total = totals.get(row["folder"], "")
+        writer.writerow([*(_plain(row[name]) for name in ROSTER_COLUMNS[1:]), total])
+    unmatched = sorted((set(totals) - set(folders)) | (set(folders) - set(totals)))
+    return table.getvalue(), unmatched
+
+
+def _plain(value: str) -> str:
+    """A roster value for a spreadsheet: a leading formula character gets a ``'``."""
+    return f"'{value}" if value.startswith(("=", "+", "-", "@", "\t", "\r")) else value
+
+
+def gradescope_results(report, student: str) -> dict:
+    """Gradescope's autograder ``results.json`` for ``student``: one test per exercise.
+
+    Args:
+        report: a report folder (holding ``grades.json``) or the loaded ``grades.json`` dict.
+        student: the name as the report shows it.
+
+    Returns:
+        dict with ``score`` (float, the total), ``output`` (one line), ``visibility`` and
+        ``stdout_visibility`` (``"visible"`` / ``"hidden"``) and ``tests``: one per exercise with
+        ``name``, ``number`` (the exercise id), ``score``, ``max_score``, ``status`` (``"passed"`` or
+        ``"failed"``), ``output`` (the verdict, with an override's reason) and ``visibility``.
+
+    Raises:
+        KeyError: ``student`` is not in the report.
+    """
+    report = _report(report)
+    items = report["students"][student]
+    tests = []
+    for item in items:
+        for x in item["exercises"]:
+            output = f"{x['status']}: {x['message']}"
+            if x.get("override"):
+                output += f" — set by hand from {x.get('automatic_points')} to {x['points']}: {x['override']}"
+            tests.append({"name": f"Exercise {x['exercise']}: {EXERCISES[x['exercise']].title}", "number": x["exercise"],
+                          "score": float(x["points"]), "max_score": float(x["max_points"]),
+                          "status": "passed" if x["points"] == x["max_points"] else "failed",
+                          "output": output, "visibility": "visible"})
+    score = sum(test["score"] for test in tests)
+    maximum = sum(test["max_score"] for test in tests)
+    return {"score": score, "output": f"{score:g} / {maximum:g} points over {len(tests)} exercises",
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}

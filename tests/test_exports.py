@@ -1,0 +1,104 @@
+"""Overrides, and the Canvas and Gradescope exports, on reports built from known results."""
+
+import csv
+import io
+import json
+
+import pytest
+
+from transformer_course.grading.exports import (
+    OverrideError,
+    canvas_gradebook,
+    gradescope_results,
+    read_overrides,
+)
+from transformer_course.grading.grader import ExerciseResult, NotebookResult, _reports, merge_grades
+
+
+def _results():
+    def row(student, first, second):
+        return NotebookResult(student, "07_tiny.ipynb", [
+            ExerciseResult("07.1", first, 1, "passed" if first else "failed", "case 1 differs" if not first else "all match"),
+            ExerciseResult("07.2", second, 3, "passed" if second else "error", "ok" if second else "raised ValueError")])
+    return [row("ada", 1, 3), row("bob", 0, 3), row("=cy", 1, 0)]
+
+
+def _shards(tmp_path, results):
+    """Two shard folders as `grade --shard K/2` writes them."""
+    folders = []
+    students = sorted({result.student for result in results})
+    for index in (1, 2):
+        mine = [result for result in results if (students.index(result.student) % 2) + 1 == index]
+        csv_text, json_text, markdown = _reports(mine, ["07.1", "07.2"], 99, {
+            "shard": {"index": index, "count": 2}, "all_students": students})
+        folder = tmp_path / f"shard{index}"
+        folder.mkdir(parents=True)
+        (folder / "grades.json").write_text(json_text)
+        folders.append(folder)
+    return folders
+
+
+def _overrides(tmp_path, rows, header="student,exercise,points,reason"):
+    path = tmp_path / "overrides.csv"
+    path.write_text(header + "\n" + "".join(",".join(map(str, row)) + "\n" for row in rows))
+    return path
+
+
+def test_overrides_set_points_keep_the_automatic_score_and_survive_a_regrade(tmp_path):
+    overrides = read_overrides(_overrides(tmp_path, [("bob", "07.1", 1, "accepted after review")]))
+    for attempt in range(2):  # a second merge (a regrade) applies the same file again
+        results = merge_grades(_shards(tmp_path / str(attempt), _results()), tmp_path / f"out{attempt}", overrides)
+        bob = next(x for r in results if r.student == "bob" for x in r.exercises if x.exercise == "07.1")
+        assert (bob.points, bob.automatic_points, bob.override) == (1, 0, "accepted after review")
+        grades = list(csv.DictReader(io.StringIO((tmp_path / f"out{attempt}" / "grades.csv").read_text())))
+        assert next(row for row in grades if row["student"] == "bob")["total"] == "4"
+        report = (tmp_path / f"out{attempt}" / "report.md").read_text()
+        assert "1 / 1 (set by hand; automatic 0: accepted after review)" in report
+
+
+@pytest.mark.parametrize("rows, header, problem", [
+    ([("bob", "07.1", 1, "ok")], "name,exercise,points,reason", "header"),
+    ([("bob", "99.1", 1, "ok")], None, "unknown exercise"),
+    ([("bob", "07.1", 2, "ok")], None, "from 0 to 1"),
+    ([("bob", "07.1", "one", "ok")], None, "from 0 to 1"),
+    ([("bob", "07.1", 1, " ")], None, "reason"),
+    ([("bob", "07.1", 1, "ok"), ("bob", "07.1", 0, "again")], None, "twice"),
+])
+def test_a_bad_overrides_file_is_refused_naming_the_row(tmp_path, rows, header, problem):
+    with pytest.raises(OverrideError, match=problem):
+        read_overrides(_overrides(tmp_path, rows, header or "student,exercise,points,reason"))
+
+
+def test_an_override_for_a_student_outside_the_class_is_refused(tmp_path):
+    overrides = read_overrides(_overrides(tmp_path, [("zed", "07.1", 1, "typo in the name")]))
+    with pytest.raises(OverrideError, match="zed"):
+        merge_grades(_shards(tmp_path, _results()), tmp_path / "out", overrides)
+
+
+def test_canvas_gradebook_has_canvas_columns_a_points_row_and_reports_unmatched_names(tmp_path):
+    merge_grades(_shards(tmp_path, _results()), tmp_path / "out")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("folder,Student,ID,SIS User ID,SIS Login ID,Section\n"
+                      "ada,Lovelace Ada,101,s101,ada,Monday\nbob,Bob B,102,s102,bob,Tuesday\n"
+                      "dee,Dee D,103,s103,dee,Monday\n")
+    text, unmatched = canvas_gradebook(tmp_path / "out", roster, "Transformer course", "4242")
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Transformer course (4242)"]
+    assert rows[1][0] == "Points Possible" and rows[1][-1] == "4"
+    assert rows[2] == ["Lovelace Ada", "101", "s101", "ada", "Monday", "4"] and rows[3][-1] == "3"
+    assert rows[4][-1] == ""  # dee never submitted: left ungraded, not 0
+    assert unmatched == ["=cy", "dee"]
+
+
+def test_gradescope_results_hold_the_documented_fields(tmp_path):
+    overrides = read_overrides(_overrides(tmp_path, [("bob", "07.1", 1, "regraded by hand")]))
+    merge_grades(_shards(tmp_path, _results()), tmp_path / "out", overrides)
+    results = gradescope_results(tmp_path / "out", "bob")
+    json.dumps(results)  # serialisable as results.json
+    assert results["score"] == 4.0 and results["visibility"] == "visible" and results["stdout_visibility"] == "hidden"
+    first, second = results["tests"]
+    assert set(first) >= {"name", "score", "max_score", "status", "output", "visibility"}
+    assert (first["score"], first["max_score"], first["status"]) == (1.0, 1.0, "passed")
+    assert "set by hand from 0 to 1: regraded by hand" in first["output"] and second["max_score"] == 3.0
+    with pytest.raises(KeyError):
+        gradescope_results(tmp_path / "out", "nobody")
