@@ -102,3 +102,71 @@ def test_gradescope_results_hold_the_documented_fields(tmp_path):
     assert "set by hand from 0 to 1: regraded by hand" in first["output"] and second["max_score"] == 3.0
     with pytest.raises(KeyError):
         gradescope_results(tmp_path / "out", "nobody")
+
+
+# --- near-identical solutions -----------------------------------------------------------------
+
+HONEST = '''def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
+    rng = np.random.default_rng(seed)
+    token_ids = np.asarray(token_ids)
+    chosen = ~np.isin(token_ids, [0, *special_ids]) & (rng.random(token_ids.shape) < 0.15)
+    action = rng.random(token_ids.shape)
+    corrupted = np.where(chosen & (action < 0.8), mask_token_id, token_ids)
+    randomized = chosen & (action >= 0.8) & (action < 0.9)
+    corrupted[randomized] = rng.integers(0, vocabulary_size, size=int(randomized.sum()))
+    return corrupted, np.where(chosen, token_ids, 0)'''
+RENAMED = '''def bert_corruption(ids, s, v, m, specials):
+    # my own work, honestly
+    generator = np.random.default_rng(s)
+    ids = np.asarray(ids)
+    picked = ~np.isin(ids, [0, *specials]) & (generator.random(ids.shape) < 0.15)
+    draw = generator.random(ids.shape)   # one draw per position
+    out = np.where(picked & (draw < 0.8), m, ids)
+    swap = picked & (draw >= 0.8) & (draw < 0.9)
+    out[swap] = generator.integers(0, v, size=int(swap.sum()))
+    return out, np.where(picked, ids, 0)'''
+LOOPS = '''def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
+    rng = np.random.default_rng(seed)
+    corrupted = np.array(token_ids, copy=True)
+    labels = np.zeros_like(corrupted)
+    for row in range(corrupted.shape[0]):
+        for column in range(corrupted.shape[1]):
+            token = corrupted[row, column]
+            if token == 0 or token in special_ids or rng.random() >= 0.15:
+                continue
+            labels[row, column] = token
+            roll = rng.random()
+            if roll < 0.8:
+                corrupted[row, column] = mask_token_id
+            elif roll < 0.9:
+                corrupted[row, column] = rng.integers(vocabulary_size)
+    return corrupted, labels'''
+
+
+def test_a_renamed_copy_is_listed_and_independent_honest_solutions_are_not():
+    import inspect
+
+    from transformer_course.grading.similarity import normalise, similar_solutions
+    from transformer_course.pretraining import mask_tokens
+
+    copied_from_the_package = inspect.getsource(mask_tokens).replace("token_ids", "ids").replace("rng", "generator")
+    solutions = {name: {"08.3": normalise(source)} for name, source in
+                 (("ana", HONEST), ("ben", RENAMED), ("cal", LOOPS), ("dot", copied_from_the_package))}
+    found = similar_solutions(solutions)["08.3"]
+    assert [(first, second) for _, first, second in found["pairs"]] == [("ana", "ben")]
+    assert [student for _, student in found["package"]] == ["dot"]
+
+
+def test_the_report_lists_near_identical_solutions_and_never_changes_a_score(tmp_path):
+    from transformer_course.grading.similarity import normalise
+
+    results = _results()
+    for result, source in zip(results, (HONEST, RENAMED, LOOPS)):
+        result.solutions = {"08.3": " ".join(normalise(source))}
+    before = {(r.student, x.exercise): x.points for r in results for x in r.exercises}
+    merge_grades(_shards(tmp_path, results), tmp_path / "out")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## Near-identical solutions" in report and "08.3: ada and bob, similarity 1.00" in report
+    assert "=cy" not in report.split("## Near-identical solutions")[1]
+    after = merge_grades(_shards(tmp_path / "again", results), tmp_path / "o2")
+    assert before == {(r.student, x.exercise): x.points for r in after for x in r.exercises}

@@ -170,6 +170,7 @@ class NotebookResult:
     problems: list = field(default_factory=list)  # errors in the student's own cells
     isolated: bool | None = None  # None: no kernel was started for it
     seconds: float = 0.0
+    solutions: dict = field(default_factory=dict)  # exercise id -> the solution cell's normalised tokens
 
 
 def _exercises_of(notebook_name: str) -> list:
@@ -264,6 +265,46 @@ def capped(text: str, limit: int = MAX_MESSAGE_CHARACTERS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters cut)"
 
 
+def _normalised_solutions(submission) -> dict:
+    """exercise id -> the normalised tokens of the student's solution cell (space-separated, capped)."""
+    from .markup import exercise_id_of
+    from .similarity import MAX_SOLUTION_TOKENS, normalise
+
+    solutions = {}
+    for cell in submission.cells:
+        try:
+            exercise = exercise_id_of(cell)
+        except Exception:  # noqa: BLE001 - malformed metadata is flagged elsewhere; no similarity for it
+            continue
+        if exercise and cell.get("cell_type") == "code" and str(cell.get("metadata", {}).get("nbgrader", {}).get(
+                "grade_id", "")).startswith("exercise_"):
+            source = str(cell.get("source", ""))[:65536]  # a cell larger than this is cut before it is read
+            solutions[exercise] = " ".join(normalise(source)[:MAX_SOLUTION_TOKENS])
+    return solutions
+
+
+def _similarity_lines(results: list) -> list[str]:
+    """The report's section on near-identical solutions (see :mod:`.similarity`)."""
+    from .similarity import SIMILARITY_THRESHOLD, similar_solutions
+
+    solutions = {}
+    for result in results:
+        solutions.setdefault(result.student, {}).update(result.solutions or {})
+    found = similar_solutions(solutions)
+    lines = ["## Near-identical solutions", "",
+             f"Solution cells compared with names, literals and comments set aside (similarity of 5-token "
+             f"sequences; listed from {SIMILARITY_THRESHOLD}). This never changes a score: read the cells and decide.", ""]
+    if not found:
+        return lines + ["None.", ""]
+    for exercise, seen in found.items():
+        for score, first, second in seen["pairs"]:
+            lines.append(f"- {exercise}: {markdown_text(first)} and {markdown_text(second)}, similarity {score:.2f}")
+        for score, student in seen["package"]:
+            lines.append(f"- {exercise}: {markdown_text(student)} and the course package's own implementation, "
+                         f"similarity {score:.2f}")
+    return lines + [""]
+
+
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
     def result(status, message):
         return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status,
@@ -340,6 +381,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         return _zero(outcome, exercises, "error",
                      f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB")
     release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
+    outcome.solutions = _normalised_solutions(submission)
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
     _insert_captures(submission)
@@ -413,6 +455,7 @@ def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: 
                 lines.append(f"| {x.exercise} | {points} | {x.status}: {markdown_text(x.message)} |")
         notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
         lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
+    lines += _similarity_lines(results)
     return table.getvalue(), json.dumps({"seed": seed, **(extra or {}), "exercises": exercise_ids, "students": details}, indent=2), "\n".join(lines) + "\n"
 
 

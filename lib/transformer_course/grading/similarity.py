@@ -1,0 +1,135 @@
+"""Near-identical solutions: between students, and against the course package's own implementations.
+
+A copy with the names changed and the comments rewritten is still a copy. Each solution cell is
+**normalised** with Python's own tokenizer: comments, docstrings and blank lines are dropped,
+every local name becomes ``N``, every number ``0`` and every string ``S``; keywords, operators,
+attribute names (``.tril``) and the names of modules and builtins (``np``, ``range``) are kept,
+because they are what a solution *does*. Two normalised cells are compared by the **Jaccard
+similarity** of their sets of 5-token sequences (shingles): 1.0 for the same code under other
+names, near 0 for unrelated code.
+
+The report lists, for each exercise, the pairs of students at or above
+:data:`SIMILARITY_THRESHOLD`, and each student that close to the package's implementation of the
+exercise (:data:`PACKAGE_IMPLEMENTATIONS`). It never changes a score: short exercises have few
+ways to be written, and honest students can meet there; read the cells and decide.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import io
+import keyword
+import pkgutil
+import textwrap
+import tokenize
+from functools import lru_cache
+from itertools import combinations
+
+__all__ = ["normalise", "similarity", "SIMILARITY_THRESHOLD", "PACKAGE_IMPLEMENTATIONS", "similar_solutions",
+           "MAX_SOLUTION_TOKENS"]
+
+SIMILARITY_THRESHOLD = 0.8
+MAX_SOLUTION_TOKENS = 4000  # a solution's normalised tokens kept in grades.json (more is cut)
+SHINGLE = 5
+# The package function each exercise's answer mirrors (what a student could copy by hand).
+PACKAGE_IMPLEMENTATIONS = {
+    "01.1": "transformer_course.reversal:one_hot_encode",
+    "01.2": "transformer_course.reversal:one_hot_decode",
+    "04.1": "transformer_course.attention:scaled_dot_product_attention",
+    "07.1": "transformer_course.masks:causal_mask",
+    "07.2": "transformer_course.decoding:greedy_decode",
+    "08.3": "transformer_course.pretraining:mask_tokens",
+    "09.1": "transformer_course.decoding:apply_temperature",
+    "09.2": "transformer_course.decoding:top_p_filter",
+    "10.1": "transformer_course.vision:extract_patches",
+    "10.2": "transformer_course.vision:attention_rollout",
+}
+_KEPT_NAMES = set(dir(builtins)) | {"np", "numpy", "keras", "ops", "tf", "torch", "jax", "math", "collections", "self"}
+
+
+def normalise(source: str) -> list[str]:
+    """The tokens of ``source`` that say what it does, names and literals abstracted (see the module).
+
+    Args:
+        source: str, Python code (a notebook cell; IPython lines such as ``%time`` are dropped).
+
+    Returns:
+        list of str tokens; empty for code Python's tokenizer cannot read.
+    """
+    lines = [line for line in str(source).splitlines() if not line.lstrip().startswith(("%", "!"))]
+    tokens, previous, at_statement_start = [], "", True
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(textwrap.dedent("\n".join(lines)) + "\n").readline):
+            kind, text = token.type, token.string
+            if kind in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER):
+                continue
+            if kind in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                at_statement_start = True
+                continue
+            if kind == tokenize.STRING:
+                if not at_statement_start:  # a docstring or a bare string statement says nothing
+                    tokens.append("S")
+            elif kind == tokenize.NUMBER:
+                tokens.append("0")
+            elif kind == tokenize.NAME:
+                tokens.append(text if keyword.iskeyword(text) or previous == "." or text in _KEPT_NAMES else "N")
+            else:
+                tokens.append(text)
+            at_statement_start = False
+            previous = text
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+    return tokens
+
+
+def similarity(first, second) -> float:
+    """Jaccard similarity of two normalised token lists' 5-token shingles, in [0, 1].
+
+    Example:
+        >>> similarity(normalise("def f(x):\\n    return x * 2 + 1"), normalise("def g(y):\\n    return y * 3 + 5"))
+        1.0
+    """
+    def shingles(tokens):
+        tokens = list(tokens)
+        return {tuple(tokens[i:i + SHINGLE]) for i in range(max(1, len(tokens) - SHINGLE + 1))} if tokens else set()
+
+    a, b = shingles(first), shingles(second)
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+@lru_cache(maxsize=None)
+def _package_tokens(exercise_id: str) -> tuple:
+    target = PACKAGE_IMPLEMENTATIONS.get(exercise_id)
+    if target is None:
+        return ()
+    try:
+        return tuple(normalise(inspect.getsource(pkgutil.resolve_name(target))))
+    except (ImportError, AttributeError, OSError, TypeError):
+        return ()
+
+
+def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) -> dict:
+    """Pairs of students, and students and the package, whose solutions are near-identical.
+
+    Args:
+        solutions: ``{student: {exercise id: normalised tokens (list or space-separated str)}}``.
+        threshold: float, the smallest similarity listed.
+
+    Returns:
+        ``{exercise id: {"pairs": [(similarity, student, student), ...], "package": [(similarity,
+        student), ...]}}`` for the exercises with anything listed, highest similarity first.
+    """
+    found = {}
+    exercises = sorted({exercise for cells in solutions.values() for exercise in cells})
+    for exercise in exercises:
+        tokens = {student: (cells[exercise].split() if isinstance(cells[exercise], str) else cells[exercise])
+                  for student, cells in solutions.items() if cells.get(exercise)}
+        pairs = sorted(((round(similarity(tokens[a], tokens[b]), 3), a, b) for a, b in combinations(sorted(tokens), 2)
+                        if similarity(tokens[a], tokens[b]) >= threshold), reverse=True)
+        package = _package_tokens(exercise)
+        copies = sorted(((round(similarity(tokens[s], package), 3), s) for s in tokens
+                         if package and similarity(tokens[s], package) >= threshold), reverse=True)
+        if pairs or copies:
+            found[exercise] = {"pairs": pairs, "package": copies}
+    return found
