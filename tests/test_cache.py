@@ -1,7 +1,6 @@
 """The key/value cache inside MultiHeadAttention and TransformerDecoder: one position per step,
 the same numbers as recomputing the whole prefix."""
 
-import keras
 import numpy as np
 import pytest
 from keras import ops

@@ -84,9 +84,7 @@ def test_equal_to_keras_hub(features, normalize_first, with_padding):
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
-# --- the decoder ------------------------------------------------------------------------------
-
-from transformer_course.transformer import TransformerDecoder  # noqa: E402
+# --- the decoder (TransformerDecoder, imported above) -------------------------------------------
 
 
 @pytest.fixture

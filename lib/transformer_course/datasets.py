@@ -36,7 +36,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ._files import atomic_output
-from ._validation import check_integer
 
 __all__ = [
     "load_imdb",

@@ -254,7 +254,7 @@ def _bert_corruption_properties(arguments, received, expected):
 
 
 def _merge_step_hint(arguments, received, expected):
-    words, counts = arguments["words"], arguments["counts"]
+    words = arguments["words"]
     unweighted = collections.Counter(pair for word in words for pair in zip(word.split(" "), word.split(" ")[1:]))
     top = max(unweighted.values())
     if isinstance(received, (tuple, list)) and received and received[0] != expected[0] and \
