@@ -126,3 +126,19 @@ def test_warmup_cosine_decay_can_hold_its_peak_before_decaying():
         WarmupCosineDecay(1e-3, 10, 110, hold_steps=100)
     with pytest.raises(ValueError, match="hold_steps"):
         WarmupCosineDecay(1e-3, 10, 110, hold_steps=-1)
+
+
+def test_warmup_linear_decay_rises_then_falls_to_zero_and_round_trips():
+    from transformer_course.training import WarmupLinearDecay
+
+    schedule = WarmupLinearDecay(2e-4, warmup_steps=10, total_steps=110)
+    rates = [float(schedule(step)) for step in (0, 4, 9, 10, 60, 109, 110, 500)]
+    np.testing.assert_allclose(rates, [2e-5, 1e-4, 2e-4, 2e-4, 1e-4, 2e-6, 0.0, 0.0], rtol=1e-5, atol=1e-12)
+    restored = WarmupLinearDecay.from_config(schedule.get_config())
+    assert [float(restored(step)) for step in (3, 70)] == [float(schedule(step)) for step in (3, 70)]
+    no_warmup = WarmupLinearDecay(1.0, warmup_steps=0, total_steps=4)
+    np.testing.assert_allclose([float(no_warmup(step)) for step in range(5)], [1.0, 0.75, 0.5, 0.25, 0.0])
+    for arguments, name in (((0.0, 1, 2), "peak"), ((1e-3, -1, 2), "warmup_steps"), ((1e-3, 5, 5), "total_steps"),
+                            ((1e-3, 1, 2.5), "total_steps")):
+        with pytest.raises(ValueError, match=name):
+            WarmupLinearDecay(*arguments)
