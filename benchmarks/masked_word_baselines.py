@@ -16,7 +16,8 @@ first ``validation_reviews`` held out; a WordPiece vocabulary computed on the fi
 ``vocab_sample`` pre-training reviews; the pre-training text cut into ``[CLS]`` + 126 pieces +
 ``[SEP]`` inputs (``contiguous_segments``), every position of which the tables count; the blanks:
 the first ``validation_segments`` held-out inputs masked by ``mask_tokens`` with seed 1
-(15% chosen; 80% ``[MASK]``, 10% a random token, 10% unchanged). A table sees the corrupted
+(15% chosen; 80% ``[MASK]``, 10% a random token, 10% unchanged), at most ``max_predictions`` of
+them an input (``gather_selected``), as the notebook scores them. A table sees the corrupted
 neighbours, as the model does, but never the chosen token itself (the model sees it in the 10%
 left unchanged).
 
@@ -34,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 
 from transformer_course import profile  # noqa: E402
 from transformer_course.datasets import load_imdb, load_imdb_unlabelled  # noqa: E402
-from transformer_course.pretraining import contiguous_segments, mask_tokens  # noqa: E402
+from transformer_course.pretraining import contiguous_segments, gather_selected, mask_tokens  # noqa: E402
 from transformer_course.runtime import hardware  # noqa: E402
 
 PAD, UNK, CLS, SEP, MASK = range(5)  # the reserved tokens, first in the vocabulary, as in notebook 08
@@ -79,10 +80,12 @@ def main() -> int:
     best_both = best_next(left.astype("int64") * size + right, word, size)
 
     blanks = contiguous_segments(tokenize(held_out), settings.sequence_length, CLS, SEP)[:settings.validation_segments]
-    masked, _, selected = mask_tokens(blanks, np.random.default_rng(1), size, MASK,
-                                      unselectable_token_ids=(PAD, CLS, SEP, MASK))
+    masked, labels, selected = mask_tokens(blanks, np.random.default_rng(1), size, MASK,
+                                           unselectable_token_ids=(PAD, CLS, SEP, MASK))
+    positions, position_labels = gather_selected(selected, labels, settings.max_predictions)  # the scored ones
     hits = {"most frequent token": 0, "token before": 0, "tokens on both sides": 0}
-    rows, columns = np.nonzero(selected)
+    rows, slots = np.nonzero(position_labels)
+    columns = positions[rows, slots]
     for row, column in zip(rows, columns):
         answer, before, after = blanks[row, column], masked[row, column - 1], masked[row, column + 1]
         guess_before = best_before.get(int(before), most_frequent) if before != MASK else most_frequent

@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
 #
-# **Run time:** full profile about 76 min on a 2-core CPU, smoke profile about 75 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 64 min on a 2-core CPU, smoke profile about 85 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - **subword tokens**: a WordPiece vocabulary computed on the pre-training text, and what it does
@@ -328,7 +328,38 @@ mlm_accuracy = history.history["val_masked_accuracy"][facts["best_epoch"] - 1]
 report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on held-out blanks (best round)")
 
 # %% [markdown]
-# **Reading the run** — written from the recorded run, below.
+# **Reading the run** (the recorded full run: two CPU cores). The left panel tells the masked
+# LM's story. Within 1,000 updates its accuracy climbs to about 12% and then sits on a
+# **plateau** near 13% until about update 2,400; then it climbs steeply, to about 25% by update
+# 3,300, and goes on more slowly. Masked LMs are known to do this: the loss drops steeply in a
+# short window, just as attention heads come to follow the syntactic relations between words
+# (Chen et al., 2024, *Sudden Drops in the Loss: Syntax Acquisition, Phase Transitions, and
+# Simplicity Bias in MLMs*, ICLR). That is why the learning rate stays at its peak.
+#
+# On the held-out blanks it reached 13.3%, 26.9% and **31.7%** after the three rounds that ran.
+# **The time budget stopped pre-training after three of its four rounds** (5,100 of 6,800
+# updates, 20.8 minutes): a round took about 6.9 minutes, and a fourth would have ended past the
+# 27-minute budget, so the decay at the end of the schedule (right panel, from update 5,780) never
+# ran. The accuracy was still rising when it stopped.
+#
+# A masked-LM accuracy needs a yardstick: count tables built on the same pre-training text and
+# pieces, filling the very same 36,386 held-out blanks (`benchmarks/masked_word_baselines.py`;
+# its last run is kept in `results/benchmarks/masked_word_baselines.txt`):
+#
+# | fills the blank with | held-out blanks right |
+# |---|---|
+# | the most frequent piece | 4.4% |
+# | the piece seen most often after the piece before | 13.2% |
+# | the piece seen most often between the two neighbours | 28.9% |
+# | this model, after three rounds (5,100 updates) | 31.7% |
+#
+# The plateau sits at the piece-before table's level; leaving it, the model began to use both
+# sides of a blank, and by the end it beats the two-neighbour table by about three points: it has
+# only begun to use more than the neighbours.
+#
+# For scale: BERT-base trained for 1,000,000 updates of 256 sequences, 90% of them 128 tokens long
+# and the rest 512 (Devlin et al., 2019, §A.2), through a model 77 times the size of ours: this
+# run read 5,100 updates of 64 inputs of 128 tokens, about a thousandth of BERT-base's tokens.
 #
 # ## 5. Fine-tuning, and what pre-training buys
 #
@@ -530,6 +561,16 @@ for size in sizes:
                       f"{name}, {label} labels: mean test accuracy", headline=tag == "pretrained" and size == settings.grid_labels)
 
 # %% [markdown]
+# **What the curve says, for this run: pre-training did not pay.** With every arm given the same
+# care, the encoder pre-trained here fine-tunes *worse* than the same model from scratch at every
+# size: by 3.0 points with 200 labels (58.7% against 61.7%, though the from-scratch seeds spread
+# over ±5.1 points), by 1.1 at 1,000 (74.2% against 75.3%), by 4.3 at 3,000 (77.2% against
+# 81.6%) and by 2.3 with all 24,000 (83.0% against 85.3%). From scratch, about 880 labels match
+# what the pre-trained model does with 1,000. The learning rates chosen on validation differed —
+# 10⁻⁴ for the pre-trained arm, 3·10⁻⁴ from scratch — and the pre-trained arm's grid was not
+# smooth (72.9%, 69.5% and 72.2% on validation for the three rates), one seed each: a sign of
+# how noisy one 1,000-label run is.
+#
 # How each arm trained (seed 0, 1,000 labels, the chosen learning rate): the validation accuracy
 # after every epoch, and where the best epoch was.
 
@@ -562,6 +603,13 @@ for label, accuracy in sorted(rows, key=lambda row: -row[1]):
     print(f"{accuracy:7.2%}  {label}")
 
 # %% [markdown]
+# The arm from scratch learned fast and peaked at epoch 5 (validation accuracy about 78%); the
+# pre-trained arm, at its lower rate, was still creeping up when patience stopped it, with its
+# best epoch 13 at about 73%. **The course's moonshot** — a fine-tuned pre-trained encoder above
+# notebook 06's bag of bigrams (89.86%) — is far out of reach in this run: with every label, the
+# pre-trained encoder (83.0%) is below the same model from scratch (85.3%), and both read only
+# 128 pieces of each review where notebook 06's models read up to 600 words.
+#
 # ### What pre-training put into the representations: a frozen-encoder probe
 #
 # Fine-tuning changes every weight, so it mixes what pre-training stored with what the labels
@@ -603,6 +651,13 @@ report_metric("probe_pretrained", probe_scores["pre-trained"], "frozen pre-train
 report_metric("probe_random", probe_scores["random initialisation"], "frozen random encoder, mean-pooled, logistic regression")
 
 # %% [markdown]
+# **Pre-training did put sentiment into the representations.** Frozen, the pre-trained encoder's
+# averaged outputs let a logistic regression classify 71.6% of the test sample, **21 points** above
+# the same architecture at its random initialisation (50.5%, chance). It is still far below the
+# bag of words and bigrams on the same 5,000 reviews (87.3%). So the masked LM learned something a
+# classifier can read — and fine-tuning, above, did not turn it into an advantage.
+
+# %% [markdown]
 # ### Downstream accuracy against pre-training progress
 #
 # Does fine-tuning gain more the longer the masked LM trained? The same fine-tuning run (1,000
@@ -626,6 +681,13 @@ axis.legend()
 plt.show()
 
 # %% [markdown]
+# **Downstream accuracy follows pre-training, but does not pass the start from scratch.** After
+# the first round (masked-LM accuracy 13.3%, still on the plateau) the fine-tuned classifier
+# reached 69.1%, five points *below* training from scratch at the same rate (74.2%): an encoder
+# stuck on the plateau is a worse start than a random one. After rounds two and three (26.9% and
+# 31.7%) it rose to 70.3% and 73.9%, level with the start from scratch. One seed a point, so a
+# difference of a point or two here is noise; the rise over the rounds is larger than that.
+#
 # ## 6. What the model learned: fill in the blank
 #
 # The masked-LM head answers "which token goes here?" for any sentence with a `[MASK]`. The five
@@ -652,7 +714,19 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
     print(f"{sentence}\n   pre-trained: {fill_in(pretrainer, sentence)}\n   untrained:   {fill_in(untrained, sentence)}")
 
 # %% [markdown]
-# **Reading the answers** — written from the recorded run, below.
+# **Reading the answers.** The untrained model spreads its probability over 7,669 pieces (none
+# reaches 0.05%). The pre-trained one has learned the language of film reviews: for "i have
+# watched this `[MASK]` three times" it puts **movie** first at 34.1% and **film** second. The
+# verdict blanks get verdicts — great, entertaining, excellent for "this movie was `[MASK]`"; bad,
+# good, great, terrible for "the acting was `[MASK]` and the plot was boring", where "bad" comes
+# first but "good" close behind: the word "boring" has not yet decided the sentence for it.
+#
+# The probes that fit the corpus: "she is a `[MASK]` actress" and "he is a `[MASK]` actor" both get
+# praise (great, good, fine…; great, good, best…), with "great" at 14.7% for the actress and 7.3%
+# for the actor — a difference from one model and two prompts, a probe and not a finding. The
+# notes' own probes say the model knows nothing of places: "in texas" and "in new york they like to
+# buy `[MASK]`" get the same pronouns (it, this, you, me, them); and Jane and Jim "worked as a"
+# film, movie, masterpiece — the same list, in the same order: it has read only film reviews.
 #
 # > **The notes say** a model may give "My dog is `[MASK]`" the words happy 87%, running 89% and
 # > barking 76%. The probabilities for one blank are one softmax: they add up to at most 1, so
@@ -783,6 +857,12 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
                   f"quoted-span finding, {name}: exact start and end on test-review sentences")
 
 # %% [markdown]
+# **Both heads gained from pre-training**, on sentences from test reviews the encoder never read:
+# the tagger's F1 for names was 0.55 against 0.44 from scratch, and the span finder found 14.6% of
+# the quoted phrases exactly against 3.0%. One seed each. Both heads read every token's own output
+# vector — exactly what the masked LM trained.
+
+# %% [markdown]
 # ## 8. What pre-training at scale buys: Google's BERT-Tiny in our encoder
 #
 # Our encoder read about 75,000 film reviews for some twenty minutes on two CPU cores. Google's
@@ -843,7 +923,25 @@ if borrowed is not None:
 #   output; RoBERTa showed it can be dropped, and here it is.
 # - Fine-tuning puts one layer on the pooled `[CLS]` output. A fair comparison gives every arm a
 #   validation set, its best epoch, BERT's schedule and its own learning rate.
-# - **What the recorded run measured** — written from the recorded run, below.
+# - **What the recorded run measured** (full profile, two CPU cores, 64 minutes in all). The
+#   masked LM left its plateau after about 2,400 updates and reached 31.7% on held-out blanks
+#   when the time budget stopped it after three of four rounds. Fine-tuned through `[CLS]`, the
+#   pre-trained encoder was **worse** than the same model from scratch at every label count (−3.0,
+#   −1.1, −4.3 and −2.3 points at 200, 1,000, 3,000 and 24,000 labels). Yet pre-training had
+#   stored what a classifier can use: frozen, its averaged outputs gave a logistic regression
+#   71.6% against 50.5% for a random encoder; and the two heads that read every token's vector
+#   gained from it (name-tag F1 0.55 against 0.44; exact spans 14.6% against 3.0%).
+# - **Candidate causes, and what separated them.** *Nothing useful was learned*: ruled out by the
+#   frozen probe (+21 points) and the token heads. *Too little pre-training*: the progress plot
+#   shows the fine-tuned accuracy rising with each round (69.1%, 70.3%, 73.9%) up to the level
+#   of the start from scratch, and an encoder still on the plateau doing worse than a random one —
+#   consistent with a gain that would come with more pre-training, which this run did not
+#   measure. *The classifier reads the wrong vector*: a hypothesis, not tested here — masked-LM
+#   pre-training never trains the `[CLS]` position (it is never masked, and no loss reads it),
+#   while everything that gained read the tokens' own vectors (the probe averages them; the heads
+#   read each one). Fine-tuning on the averaged outputs instead of `[CLS]` would separate it
+#   (the ungraded exercise). *An unfair comparison*: every arm had the same validation set, best
+#   epoch, schedule, dropout and its own learning rate.
 #
 # ## Graded exercises
 #
@@ -945,6 +1043,10 @@ assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
 # losses for the same number of updates. Does the label-efficiency curve at 1,000 labels move?
 # RoBERTa (Liu et al., 2019, §4.2) found the task unnecessary. Then compare dynamic masking with
 # one fixed mask drawn once before training.
+#
+# Test the `[CLS]` hypothesis of the summary: build the classifier on the *mean* of the encoder's
+# outputs over the real positions (as the probe reads them) instead of the pooled `[CLS]`, and run
+# section 5's curve again for both arms. Does the pre-trained encoder now win?
 #
 # With a GPU (or a night on a CPU), give the pre-training of section 4 more updates
 # (`settings.pretraining_updates` and `settings.pretraining_minutes`) and watch the masked-LM
