@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/03_text_to_vectors.ipynb)
 #
-# **Run time:** full profile about 25 s on a 2-core CPU, smoke profile about 10 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 30 s on a 2-core CPU, smoke profile about 10 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - the steps between a raw string and the integers a model reads: standardisation,
@@ -345,7 +345,7 @@ report_metric("unknown_words_same_size", unknown, f"words that are [UNK] with a 
 # BPE sits between the two: about a third more tokens than words (a median of 234 against 171),
 # because rare words split into pieces, and a quarter of the characters' 954 — with nothing lost
 # to `[UNK]`, where the same-sized word vocabulary loses 7.8% of the words. In the recorded run
-# the 8,000 merges took about 11 seconds. Notebook 08 uses BERT's
+# the 8,000 merges took about 12 seconds. Notebook 08 uses BERT's
 # WordPiece, a close cousin (it picks the merge that most raises the training text's likelihood
 # rather than the most frequent pair); notebook 09's language model reads BPE tokens.
 #
@@ -471,19 +471,9 @@ def merge_step(words, counts):
         symbols = word.split(" ")
         for pair in zip(symbols, symbols[1:]):
             pairs[pair] += count
-    best = min(pairs, key=lambda pair: (-pairs[pair], pair))
-    merged = []
-    for word in words:
-        symbols, out, position = word.split(" "), [], 0
-        while position < len(symbols):
-            if tuple(symbols[position:position + 2]) == best:
-                out.append(best[0] + best[1])
-                position += 2
-            else:
-                out.append(symbols[position])
-                position += 1
-        merged.append(" ".join(out))
-    return " ".join(best), merged
+    first, second = min(pairs, key=lambda pair: (-pairs[pair], pair))
+    whole = re.compile(rf"(?<!\S){re.escape(first)} {re.escape(second)}(?!\S)")  # whole symbols, left to right
+    return f"{first} {second}", [whole.sub(first + second, word) for word in words]
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "check_03_3", "locked": true, "points": 2, "schema_version": 3, "solution": false}
