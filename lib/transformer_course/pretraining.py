@@ -405,7 +405,8 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
         (``{"mlm"}`` alone when ``next_sentence`` is False).
         Layer names: ``token_embedding``, ``segment_embedding``, ``embedding_norm``,
         ``embedding_dropout``, ``encoder_1`` …, ``cls_output``, ``pooler``, and the heads'
-        ``mlm_*`` and ``nsp_output`` (what :func:`build_bert_classifier` reads).
+        ``mlm_*`` (the output layer named ``mlm`` when it is the only output) and ``nsp_output`` (what
+        :func:`build_bert_classifier` reads).
 
     Raises:
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
@@ -427,7 +428,9 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
     masked = GatherPositions(name="mlm_gather")([x, inputs["mask_positions"]])  # (B, P, E)
     masked = keras.layers.Dense(embed_dim, activation=activation, name="mlm_transform")(masked)
     masked = keras.layers.LayerNormalization(epsilon=1e-12, name="mlm_norm")(masked)
-    mlm = TiedTokenDistribution(vocabulary_size, name="mlm_output", dtype="float32")(embedding(masked, reverse=True))
+    # Named "mlm" when it is the only output: Keras before 3.10 names a one-output model's outputs by their layers.
+    mlm = TiedTokenDistribution(vocabulary_size, name="mlm_output" if next_sentence else "mlm",
+                                dtype="float32")(embedding(masked, reverse=True))
     if not next_sentence:
         return keras.Model(inputs, {"mlm": mlm}, name=name)
     pooled = keras.layers.Dense(embed_dim, activation="tanh", name="pooler")(ClassTokenOutput(name="cls_output")(x))
