@@ -34,11 +34,32 @@ import numpy as np
 
 from .pretraining import build_bert_pretrainer, gelu_approximate
 
-__all__ = ["bert_pretrainer_from_keras_hub", "load_bert_preset", "PresetUnavailableError"]
+__all__ = ["bert_pretrainer_from_keras_hub", "load_bert_preset", "download_preset", "PresetUnavailableError"]
 
 
 class PresetUnavailableError(RuntimeError):
     """A published checkpoint could not be loaded (no keras-hub, or no network to download it)."""
+
+
+def download_preset(preset: str, backbone_class: str, tokenizer_class: str):
+    """A keras-hub preset's backbone and tokenizer (``keras_hub.models.<backbone_class>``,
+    ``keras_hub.tokenizers.<tokenizer_class>``), downloaded or read from keras-hub's cache.
+
+    Raises:
+        PresetUnavailableError: keras-hub is not installed, or the preset cannot be downloaded
+            (offline); the message names the preset and the cause.
+    """
+    try:
+        import keras_hub
+    except ImportError as error:
+        raise PresetUnavailableError(f"loading {preset!r} needs keras-hub (pip install keras-hub)") from error
+    try:
+        backbone = getattr(keras_hub.models, backbone_class).from_preset(preset)
+        tokenizer = getattr(keras_hub.tokenizers, tokenizer_class).from_preset(preset)
+    except Exception as error:  # keras-hub raises many kinds of errors for a failed download
+        raise PresetUnavailableError(f"{preset!r} could not be downloaded ({type(error).__name__}: "
+                                     f"{str(error)[:160]})") from error
+    return backbone, tokenizer
 
 
 def bert_pretrainer_from_keras_hub(backbone, max_predictions: int = 20, sequence_length: int | None = None,
@@ -108,14 +129,5 @@ def load_bert_preset(preset: str = "bert_tiny_en_uncased", max_predictions: int 
         PresetUnavailableError: keras-hub is not installed, or the preset cannot be downloaded
             (offline); the message names the preset and the cause.
     """
-    try:
-        import keras_hub
-    except ImportError as error:
-        raise PresetUnavailableError(f"loading {preset!r} needs keras-hub (pip install keras-hub)") from error
-    try:
-        backbone = keras_hub.models.BertBackbone.from_preset(preset)
-        tokenizer = keras_hub.tokenizers.BertTokenizer.from_preset(preset)
-    except Exception as error:  # keras-hub raises many kinds of errors for a failed download
-        raise PresetUnavailableError(f"{preset!r} could not be downloaded ({type(error).__name__}: "
-                                     f"{str(error)[:160]})") from error
+    backbone, tokenizer = download_preset(preset, "BertBackbone", "BertTokenizer")
     return bert_pretrainer_from_keras_hub(backbone, max_predictions, sequence_length, dropout), tokenizer

@@ -33,7 +33,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 import numpy as np
 
-from .bert_checkpoints import PresetUnavailableError
+from .bert_checkpoints import PresetUnavailableError, download_preset  # noqa: F401 (the error is part of this API)
 from .bpe import BytePairEncoding
 from .language_model import build_language_model
 from .pretraining import gelu_approximate
@@ -119,14 +119,5 @@ def load_gpt2_preset(preset: str = "gpt2_base_en", sequence_length: int | None =
     Raises:
         PresetUnavailableError: keras-hub is not installed, or the preset cannot be downloaded.
     """
-    try:
-        import keras_hub
-    except ImportError as error:
-        raise PresetUnavailableError(f"loading {preset!r} needs keras-hub (pip install keras-hub)") from error
-    try:
-        backbone = keras_hub.models.GPT2Backbone.from_preset(preset)
-        tokenizer = keras_hub.tokenizers.GPT2Tokenizer.from_preset(preset)
-    except Exception as error:  # keras-hub raises many kinds of errors for a failed download
-        raise PresetUnavailableError(f"{preset!r} could not be downloaded ({type(error).__name__}: "
-                                     f"{str(error)[:160]})") from error
+    backbone, tokenizer = download_preset(preset, "GPT2Backbone", "GPT2Tokenizer")
     return language_model_from_keras_hub(backbone, sequence_length, dropout), bpe_from_keras_hub(tokenizer)
