@@ -360,26 +360,30 @@ def _convert_imdb(archive: Path, folder: Path) -> None:
                 writer.writerow([unlabelled[review_id]])
 
 
-def _read_imdb_split(path: Path, expected_records: int | None) -> TextSplit:
-    texts, labels = [], []
+def _read_imdb_csv(path: Path, header: list[str], expected_records: int | None, row_is_valid, what: str) -> list:
+    """The rows of a cached IMDB CSV file with this ``header``; a row failing ``row_is_valid`` is named as not ``what``."""
+    rows = []
     try:
         with gzip.open(path, "rt", encoding="utf-8", newline="") as stream:
             reader = csv.reader(stream)
-            header = next(reader, None)
-            if header != ["text", "label"]:
-                raise CorruptCacheError(path, f"its header is {header!r}, not ['text', 'label']")
+            found = next(reader, None)
+            if found != header:
+                raise CorruptCacheError(path, f"its header is {found!r}, not {header!r}")
             for row in reader:
-                if len(row) != 2 or row[1] not in ("0", "1"):
-                    raise CorruptCacheError(
-                        path, f"row {reader.line_num} is not a text and a 0/1 label"
-                    )
-                texts.append(row[0])
-                labels.append(int(row[1]))
+                if len(row) != len(header) or not row_is_valid(row):
+                    raise CorruptCacheError(path, f"row {reader.line_num} is not {what}")
+                rows.append(row)
     except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as error:
         raise CorruptCacheError(path, f"it cannot be read ({error})") from error
-    if expected_records is not None and len(texts) != expected_records:
-        raise CorruptCacheError(path, f"it holds {len(texts):,} reviews, not {expected_records:,}")
-    return TextSplit(texts, np.asarray(labels, dtype="int64"))
+    if expected_records is not None and len(rows) != expected_records:
+        raise CorruptCacheError(path, f"it holds {len(rows):,} reviews, not {expected_records:,}")
+    return rows
+
+
+def _read_imdb_split(path: Path, expected_records: int | None) -> TextSplit:
+    rows = _read_imdb_csv(path, ["text", "label"], expected_records, lambda row: row[1] in ("0", "1"),
+                          "a text and a 0/1 label")
+    return TextSplit([text for text, _ in rows], np.asarray([int(label) for _, label in rows], dtype="int64"))
 
 
 def load_imdb(
@@ -422,22 +426,7 @@ def load_imdb(
 
 
 def _read_imdb_unlabelled(path: Path, expected_records: int | None) -> list[str]:
-    texts = []
-    try:
-        with gzip.open(path, "rt", encoding="utf-8", newline="") as stream:
-            reader = csv.reader(stream)
-            header = next(reader, None)
-            if header != ["text"]:
-                raise CorruptCacheError(path, f"its header is {header!r}, not ['text']")
-            for row in reader:
-                if len(row) != 1:
-                    raise CorruptCacheError(path, f"row {reader.line_num} is not one text")
-                texts.append(row[0])
-    except (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError) as error:
-        raise CorruptCacheError(path, f"it cannot be read ({error})") from error
-    if expected_records is not None and len(texts) != expected_records:
-        raise CorruptCacheError(path, f"it holds {len(texts):,} reviews, not {expected_records:,}")
-    return texts
+    return [row[0] for row in _read_imdb_csv(path, ["text"], expected_records, lambda row: True, "one text")]
 
 
 def load_imdb_unlabelled(
