@@ -171,7 +171,7 @@ def _command_grade(arguments) -> int:
     from .grading.exports import OverrideError
 
     try:
-        overrides = _overrides(arguments, "grade")
+        overrides = _overrides(arguments)
         results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
                                workers=arguments.workers, seed=seed, progress=not arguments.quiet,
                                shard=shard, sandbox=not arguments.unsafe_no_sandbox, overrides=overrides)
@@ -184,7 +184,7 @@ def _command_grade(arguments) -> int:
     return 0
 
 
-def _overrides(arguments, command: str):
+def _overrides(arguments):
     """The rows of ``--overrides`` (None without it); raises OverrideError or OSError with the reason."""
     from .grading.exports import read_overrides
 
@@ -196,7 +196,7 @@ def _command_merge_grades(arguments) -> int:
     from .grading.grader import MergeError, merge_grades
 
     try:
-        results = merge_grades(arguments.shards, arguments.out, overrides=_overrides(arguments, "merge-grades"))
+        results = merge_grades(arguments.shards, arguments.out, overrides=_overrides(arguments))
     except (MergeError, OverrideError, OSError) as error:
         print(f"merge-grades: {error}", file=sys.stderr)
         return 1

@@ -25,8 +25,9 @@ import json
 from pathlib import Path
 
 from ..exercises import EXERCISES
+from .grader import spreadsheet_cell
 
-__all__ = ["OverrideError", "read_overrides", "apply_overrides", "canvas_gradebook", "gradescope_results"]
+__all__ = ["OverrideError", "read_overrides", "check_students", "apply_overrides", "canvas_gradebook", "gradescope_results"]
 
 OVERRIDE_COLUMNS = ["student", "exercise", "points", "reason"]
 ROSTER_COLUMNS = ["folder", "Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -72,6 +73,13 @@ def read_overrides(path) -> list[dict]:
     return rows
 
 
+def check_students(overrides: list[dict], students: list[str]) -> None:
+    """Raise :class:`OverrideError` if an override names a student who is not in ``students``."""
+    unknown = sorted({row["student"] for row in overrides} - set(students))
+    if unknown:
+        raise OverrideError(f"overrides name students who are not in the class: {unknown}")
+
+
 def apply_overrides(results: list, overrides: list[dict], students: list[str]) -> None:
     """Set the overridden points in ``results`` (in place), keeping the automatic points beside them.
 
@@ -84,9 +92,7 @@ def apply_overrides(results: list, overrides: list[dict], students: list[str]) -
     Raises:
         OverrideError: an override names a student who is not in the class.
     """
-    unknown = sorted({row["student"] for row in overrides} - set(students))
-    if unknown:
-        raise OverrideError(f"overrides name students who are not in the class: {unknown}")
+    check_students(overrides, students)
     wanted = {(row["student"], row["exercise"]): row for row in overrides}
     for result in results:
         for exercise in result.exercises:
@@ -140,14 +146,9 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str) -
     writer.writerow(["Points Possible", "", "", "", "", maximum])
     for row in roster:
         total = totals.get(row["folder"], "")
-        writer.writerow([*(_plain(row[name]) for name in ROSTER_COLUMNS[1:]), total])
+        writer.writerow([*(spreadsheet_cell(row[name]) for name in ROSTER_COLUMNS[1:]), total])
     unmatched = sorted((set(totals) - set(folders)) | (set(folders) - set(totals)))
     return table.getvalue(), unmatched
-
-
-def _plain(value: str) -> str:
-    """A roster value for a spreadsheet: a leading formula character gets a ``'``."""
-    return f"'{value}" if value.startswith(("=", "+", "-", "@", "\t", "\r")) else value
 
 
 def gradescope_results(report, student: str) -> dict:

@@ -528,11 +528,9 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     mine = [student for student in everyone if shard is None or shard_of(student, shard[1]) == shard[0]]
     students = [student for student in mine if student not in refused]
     if overrides:  # a name outside the class is refused before anything is graded
-        from .exports import OverrideError
+        from .exports import check_students
 
-        unknown = sorted({row["student"] for row in overrides} - {display_name(student) for student in everyone})
-        if unknown:
-            raise OverrideError(f"overrides name students who are not in the class: {unknown}")
+        check_students(overrides, [display_name(student) for student in everyone])
     if sandbox and not sandbox_available():
         raise SandboxUnavailable(
             "the grading sandbox needs bubblewrap (`bwrap`; Debian/Ubuntu: apt-get install bubblewrap) and "

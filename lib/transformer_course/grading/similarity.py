@@ -83,6 +83,16 @@ def normalise(source: str) -> list[str]:
     return tokens
 
 
+def _shingles(tokens) -> set:
+    """The 5-token sequences of a normalised token list (the whole list when it is shorter)."""
+    tokens = list(tokens)
+    return {tuple(tokens[i:i + SHINGLE]) for i in range(max(1, len(tokens) - SHINGLE + 1))} if tokens else set()
+
+
+def _jaccard(first: set, second: set) -> float:
+    return len(first & second) / len(first | second) if first and second else 0.0
+
+
 def similarity(first, second) -> float:
     """Jaccard similarity of two normalised token lists' 5-token shingles, in [0, 1].
 
@@ -90,12 +100,7 @@ def similarity(first, second) -> float:
         >>> similarity(normalise("def f(x):\\n    return x * 2 + 1"), normalise("def g(y):\\n    return y * 3 + 5"))
         1.0
     """
-    def shingles(tokens):
-        tokens = list(tokens)
-        return {tuple(tokens[i:i + SHINGLE]) for i in range(max(1, len(tokens) - SHINGLE + 1))} if tokens else set()
-
-    a, b = shingles(first), shingles(second)
-    return len(a & b) / len(a | b) if a and b else 0.0
+    return _jaccard(_shingles(first), _shingles(second))
 
 
 @lru_cache(maxsize=None)
@@ -123,13 +128,13 @@ def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) 
     found = {}
     exercises = sorted({exercise for cells in solutions.values() for exercise in cells})
     for exercise in exercises:
-        tokens = {student: (cells[exercise].split() if isinstance(cells[exercise], str) else cells[exercise])
-                  for student, cells in solutions.items() if cells.get(exercise)}
-        pairs = sorted(((round(similarity(tokens[a], tokens[b]), 3), a, b) for a, b in combinations(sorted(tokens), 2)
-                        if similarity(tokens[a], tokens[b]) >= threshold), reverse=True)
-        package = _package_tokens(exercise)
-        copies = sorted(((round(similarity(tokens[s], package), 3), s) for s in tokens
-                         if package and similarity(tokens[s], package) >= threshold), reverse=True)
+        shingles = {student: _shingles(cells[exercise].split() if isinstance(cells[exercise], str) else cells[exercise])
+                    for student, cells in solutions.items() if cells.get(exercise)}  # once a student
+        scores = {(a, b): _jaccard(shingles[a], shingles[b]) for a, b in combinations(sorted(shingles), 2)}
+        pairs = sorted(((round(score, 3), a, b) for (a, b), score in scores.items() if score >= threshold), reverse=True)
+        package = _shingles(_package_tokens(exercise))
+        against = {student: _jaccard(own, package) for student, own in shingles.items()}
+        copies = sorted(((round(score, 3), s) for s, score in against.items() if score >= threshold), reverse=True)
         if pairs or copies:
             found[exercise] = {"pairs": pairs, "package": copies}
     return found
