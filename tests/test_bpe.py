@@ -23,13 +23,9 @@ def trained():
 def test_sennrich_corpus_merges_in_count_order_with_ties_to_the_older_tokens():
     bpe = BytePairEncoding.train(SENNRICH, num_merges=6)
     # e+s and s+t both occur 9 times: the tie goes to the older first token, "e" (a byte) ...
-    assert [a + b" " + b for a, b in _merges(bpe)] == [b"e s", b"es t", b"l o", b"lo w", b"e w", b"n ew"]
+    assert [a + b" " + b for a, b in bpe.merges] == [b"e s", b"es t", b"l o", b"lo w", b"e w", b"n ew"]
     # ... and n+ew beats ew+est (both 6): "n" is a byte, older than the merged "ew".
     assert [bpe.token(i) for i in bpe.encode("lowest newest")] == ["low", "est", " ", "new", "est"]
-
-
-def _merges(bpe):
-    return bpe.merges
 
 
 def test_trained_merges_equal_hugging_face_trainer_where_ties_agree():

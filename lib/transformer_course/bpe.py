@@ -120,7 +120,6 @@ class BytePairEncoding:
         by_length = sorted(self.special_tokens, key=len, reverse=True)  # the longest match first
         self._special = regex.compile("(" + "|".join(regex.escape(token) for token in by_length) + ")") if by_length else None
         self._cache: dict[str, list[int]] = {}
-        self._published = False  # ids from a published vocabulary (from_vocabulary_and_merges)
         self._byte_ids = list(range(256))  # each byte's token id: its value, here
 
     @classmethod
@@ -171,7 +170,6 @@ class BytePairEncoding:
         encoding.special_ids = {token: vocabulary[token] + id_offset for token in special_tokens}
         by_length = sorted(special_tokens, key=len, reverse=True)
         encoding._special = regex.compile("(" + "|".join(map(regex.escape, by_length)) + ")") if by_length else None
-        encoding._published = True
         return encoding
 
     # --- training ---------------------------------------------------------------------------
@@ -274,11 +272,10 @@ class BytePairEncoding:
             return cached
         word = [self._byte_ids[byte] for byte in piece.encode("utf-8")]
         while len(word) > 1:
-            pairs = [(self.ranks.get(pair, len(self.ranks)), index) for index, pair in enumerate(zip(word, word[1:]))]
-            rank, _ = min(pairs)
+            rank, index = min((self.ranks.get(pair, len(self.ranks)), index) for index, pair in enumerate(zip(word, word[1:])))
             if rank == len(self.ranks):
                 break
-            target = next(pair for pair in zip(word, word[1:]) if self.ranks.get(pair) == rank)
+            target = (word[index], word[index + 1])
             merged, position = [], 0
             while position < len(word):
                 if position + 1 < len(word) and (word[position], word[position + 1]) == target:
@@ -328,7 +325,7 @@ class BytePairEncoding:
             index = int(index)
             if index in special:
                 data += special[index].encode("utf-8")
-            elif 0 <= index < len(self.vocabulary) and (self.vocabulary[index] or not self._published):
+            elif 0 <= index < len(self.vocabulary) and self.vocabulary[index]:  # b"": an id that is no token
                 data += self.vocabulary[index]
             else:
                 raise ValueError(f"token id {index} is outside the vocabulary (size {self.vocabulary_size}).")
@@ -343,8 +340,7 @@ class BytePairEncoding:
     @property
     def vocabulary_size(self) -> int:
         """int: the bytes, the merged tokens and the special tokens (one more than the largest id)."""
-        return max(len(self.vocabulary), max(self.special_ids.values(), default=-1) + 1,
-                   len(self.vocabulary) + len(self.special_tokens) if not self._published else 0)
+        return max(len(self.vocabulary), max(self.special_ids.values(), default=-1) + 1)
 
     def token(self, index: int) -> str:
         """A token as text: a special token, or its bytes read as UTF-8 (partial characters as U+FFFD)."""
