@@ -70,11 +70,8 @@ def output_probabilities(model: keras.Model, hidden, embedding_name: str = "targ
     """A model's output layer on decoder states: float ``(B, T, E)`` -> ``(B, T, V)``.
 
     With tied embeddings (``tie_embeddings=True``) the scores come from the embedding layer
-    ``embedding_name`` turned around, then the output layer's bias and softmax. A model with a
-    ``final_norm`` layer (a pre-norm language model, as GPT-2) normalises the states first.
+    ``embedding_name`` turned around, then the output layer's bias and softmax.
     """
-    if any(layer.name == "final_norm" for layer in model.layers):
-        hidden = model.get_layer("final_norm")(hidden)
     output = model.get_layer("output")
     if getattr(output, "tied_to_embedding", False):
         return output(model.get_layer(embedding_name)(hidden, reverse=True))
@@ -248,6 +245,8 @@ class CachedLanguageModel(_CachedModel):
 
     def __init__(self, model: keras.Model, max_length: int):
         super().__init__(model, max_length, "token_embedding")
+        # A pre-norm model (GPT-2's layout) normalises the last block's states before its output layer.
+        self.final_norm = next((layer for layer in model.layers if layer.name == "final_norm"), None)
         self._run = _compiled(self._run_eagerly)
 
     def _run_eagerly(self, token_ids, start, caches):
@@ -257,7 +256,8 @@ class CachedLanguageModel(_CachedModel):
         for decoder, cache in zip(self.decoders, caches):
             x, cache = decoder(x, self_attention_cache=cache, self_attention_cache_update_index=start)
             updated.append(cache)
-        return output_probabilities(self.model, x[:, -1:, :], "token_embedding")[:, 0, :], updated
+        x = x[:, -1:, :] if self.final_norm is None else self.final_norm(x[:, -1:, :])
+        return output_probabilities(self.model, x, "token_embedding")[:, 0, :], updated
 
     def next_token_function(self, prompt_ids, excluded_ids=()):
         """``next_token_probabilities(decoded)`` for :mod:`transformer_course.decoding`'s strategies.
