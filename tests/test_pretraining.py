@@ -293,6 +293,31 @@ def test_masked_lm_only_pretrainer_trains_and_its_classifier_gets_a_fresh_pooler
     assert tuple(classifier({"token_ids": token_ids[:2], "segment_ids": np.zeros_like(token_ids[:2])}).shape) == (2, 2)
 
 
+def test_a_mean_pooled_classifier_reads_the_mean_of_the_real_positions_and_ignores_padding(tmp_path):
+    model = small_bert(next_sentence=False, dropout=0.0)
+    inputs = bert_inputs(rows=2, length=8)
+    features = {"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}
+    classifier = build_bert_classifier(model, num_classes=2, dropout=0.0, pooling="mean")
+    assert not any(layer.name == "pooler" for layer in classifier.layers)
+    padded = {key: np.pad(value, ((0, 0), (0, 4))) for key, value in features.items()}
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(classifier(features)),
+                               keras.ops.convert_to_numpy(classifier(padded)), atol=1e-5)
+    # the same as the softmax layer on the hand-computed mean of the encoder's outputs at the real positions
+    from transformer_course.pretraining import build_bert_encoder
+
+    encoded = keras.ops.convert_to_numpy(build_bert_encoder(model)(padded))
+    real = (padded["token_ids"] != 0)[..., None]
+    mean = (encoded * real).sum(axis=1) / real.sum(axis=1)
+    expected = keras.ops.convert_to_numpy(classifier.get_layer("classifier_output")(mean))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(classifier(padded)), expected, atol=1e-5)
+    classifier.save(tmp_path / "mean.keras")
+    reloaded = keras.models.load_model(tmp_path / "mean.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(padded)),
+                               keras.ops.convert_to_numpy(classifier(padded)), atol=1e-6)
+    with pytest.raises(ValueError, match="`pooling` must be one of .*received 'max'"):
+        build_bert_classifier(model, num_classes=2, pooling="max")
+
+
 def test_batches_per_epoch_cuts_pretraining_into_rounds_that_go_on_where_they_ended():
     token_ids = np.tile(np.arange(10, 22, dtype="int32")[:, None], (1, 6))  # row r holds 10 + r everywhere
     batches = PretrainingBatches(token_ids, None, None, batch_size=4, vocabulary_size=40, mask_token_id=MASK,

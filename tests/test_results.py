@@ -29,6 +29,18 @@ def test_report_metric_without_a_runner_only_prints(monkeypatch, capsys, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_metric_read_against_another_is_recorded_with_that_name(tmp_path, monkeypatch):
+    target = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv(results.METRICS_FILE_VARIABLE, str(target))
+    results.report_metric("pretrained", 0.8, "pre-trained", headline=True, read_against="scratch")
+    results.report_metric("scratch", 0.7, "from scratch")
+    metrics, _ = results.read_report(target)
+    assert metrics["pretrained"]["read_against"] == "scratch" and "read_against" not in metrics["scratch"]
+    for wrong in ("pretrained", 3):
+        with pytest.raises(ValueError, match="`read_against` must name another metric"):
+            results.report_metric("pretrained", 0.8, read_against=wrong)
+
+
 @pytest.mark.parametrize("value", [math.nan, math.inf, "high", None])
 def test_report_metric_rejects_non_numbers(value):
     with pytest.raises(ValueError, match="`value` must be"):
@@ -120,7 +132,7 @@ def test_a_headline_read_against_another_metric_shows_both():
     record = {"notebook": "08_x", "profile": "full", "seconds": 60.0, "commit": "abc",
               "hardware": {"cpu_count": 2, "accelerator": None},
               "metrics": {"fine_tuned_1000_pretrained": {"value": 0.81234, "description": "pre-trained, 1,000 labels",
-                                                         "headline": True},
+                                                         "headline": True, "read_against": "fine_tuned_1000_scratch"},
                           "fine_tuned_1000_scratch": {"value": 0.71234, "description": "from scratch, 1,000 labels"}}}
     row = results.results_table([record]).splitlines()[-1]
     assert "| pre-trained, 1,000 labels | 0.8123 vs 0.7123 (from scratch, 1,000 labels) |" in row

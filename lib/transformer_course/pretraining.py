@@ -36,7 +36,7 @@ from keras import ops
 
 from ._validation import check_integer, check_model_sizes
 from .classifier import ClassTokenOutput
-from .masks import masked_softmax
+from .masks import masked_softmax, padding_mask
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
@@ -460,38 +460,59 @@ def gelu_approximate(x):
     return keras.activations.gelu(x, approximate=True)
 
 
-def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: float = 0.1,
-                          name: str | None = None) -> keras.Model:
-    """A classifier on the pooled ``[CLS]`` output of a (pre-trained) BERT-style encoder.
+CLASSIFIER_POOLINGS = ("cls", "mean")
 
-    The new model **shares** the pretrainer's embedding, encoder and pooler layers (their
-    weights, trained or not) and adds dropout and one softmax layer: fine-tuning as in Devlin et
-    al., 2019, §4.1. Build it from a freshly built pretrainer for the same architecture trained
-    from scratch. A pretrainer built with ``next_sentence=False`` has no pooler: the classifier
-    then gets a freshly initialised one (dense, tanh), as RoBERTa's classification head.
+
+def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: float = 0.1,
+                          name: str | None = None, pooling: str = "cls") -> keras.Model:
+    """A classifier on a (pre-trained) BERT-style encoder: its pooled ``[CLS]`` output, or the mean of its outputs.
+
+    The new model **shares** the pretrainer's embedding and encoder layers (their weights,
+    trained or not) and adds dropout and one softmax layer: fine-tuning as in Devlin et al.,
+    2019, §4.1. Build it from a freshly built pretrainer for the same architecture trained from
+    scratch.
+
+    With ``pooling="cls"`` (BERT's recipe) the classifier reads the output at position 0 through
+    the pooler (dense, tanh). A pretrainer built with ``next_sentence=False`` has no pooler: the
+    classifier then gets a freshly initialised one, as RoBERTa's classification head. With
+    ``pooling="mean"`` it reads the mean of the outputs over the real positions (token id ≠ 0;
+    ``[CLS]`` and ``[SEP]`` included, padding never), with no pooler: the MEAN strategy of
+    Reimers and Gurevych, 2019 (Sentence-BERT, §3), and what the frozen probe of notebook 08 reads.
 
     Args:
         pretrainer: a model from :func:`build_bert_pretrainer`.
         num_classes: int.
         dropout: float in [0, 1), before the softmax layer.
         name: optional model name.
+        pooling: ``"cls"`` or ``"mean"``.
 
     Returns:
         ``keras.Model`` from ``{"token_ids": int (B, T), "segment_ids": int (B, T)}`` to float32
-        ``(B, num_classes)``.
+        ``(B, num_classes)``. Padding (token id 0) changes no prediction.
 
     Raises:
-        ValueError: for a non-positive ``num_classes`` or a ``dropout`` outside [0, 1).
+        ValueError: for a non-positive ``num_classes``, a ``dropout`` outside [0, 1) or an
+            unknown ``pooling``.
+
+    Example:
+        >>> pretrainer = build_bert_pretrainer(100, 16, 3, embed_dim=8, num_heads=2, intermediate_dim=16)
+        >>> build_bert_classifier(pretrainer, 2, pooling="mean").output_shape
+        (None, 2)
     """
     num_classes = check_integer("num_classes", num_classes)
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    if pooling not in CLASSIFIER_POOLINGS:
+        raise ValueError(f"`pooling` must be one of {CLASSIFIER_POOLINGS}; received {pooling!r}.")
     inputs = _text_inputs()
     x = _encoded(pretrainer, inputs)
-    has_pooler = any(layer.name == "pooler" for layer in pretrainer.layers)
-    pooler = pretrainer.get_layer("pooler") if has_pooler else keras.layers.Dense(
-        x.shape[-1], activation="tanh", name="pooler")  # masked-LM-only pre-training trains no pooler
-    pooled = pooler(ClassTokenOutput(name="cls_output")(x))
+    if pooling == "mean":
+        pooled = keras.layers.GlobalAveragePooling1D(name="mean_output")(x, mask=padding_mask(inputs["token_ids"]))
+    else:
+        has_pooler = any(layer.name == "pooler" for layer in pretrainer.layers)
+        pooler = pretrainer.get_layer("pooler") if has_pooler else keras.layers.Dense(
+            x.shape[-1], activation="tanh", name="pooler")  # masked-LM-only pre-training trains no pooler
+        pooled = pooler(ClassTokenOutput(name="cls_output")(x))
     pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
     probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output", dtype="float32")(pooled)
     return keras.Model(inputs, probabilities, name=name)

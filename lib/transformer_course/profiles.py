@@ -149,9 +149,11 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "pretraining_updates": 6800,  # four rounds of 1,700 updates, a checkpoint after each (about 0.2 s
                                           # an update with XLA on 2 cores; the masked LM left its plateau after
                                           # about 2,600 updates at 1e-3 in a trial run)
-            "pretraining_minutes": 27,  # or before a round that would end past this budget
+            "pretraining_minutes": 35,  # a safety net, not a bound: four rounds take about 24-28 min here
             "validation_segments": 2048,  # held-out inputs, masked once: the same blanks after every round
-            # Fine-tuning on labelled reviews through [CLS], every arm the same way.
+            # Fine-tuning on labelled reviews, every arm the same way.
+            "classifier_pooling": "mean",  # the classifier reads the mean of the encoder's outputs; "cls":
+                                           # BERT's pooled [CLS] output (compared at grid_labels)
             "encoder_dropout": 0.1,  # in the encoder while fine-tuning, every arm (BERT's 0.1)
             "classifier_dropout": 0.1,  # before each fine-tuned head's output layer
             "label_sizes": (200, 1000, 3000),  # plus one run per arm with every label

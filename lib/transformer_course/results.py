@@ -37,7 +37,7 @@ _TABLE_START = "<!-- results-table:start -->"
 _TABLE_END = "<!-- results-table:end -->"
 
 
-def report_metric(name: str, value, description: str = "", headline: bool = False) -> None:
+def report_metric(name: str, value, description: str = "", headline: bool = False, read_against: str = "") -> None:
     """Report one number a notebook shows: print it, and hand it to the runner if one is running.
 
     Args:
@@ -46,12 +46,18 @@ def report_metric(name: str, value, description: str = "", headline: bool = Fals
             count) is printed and recorded as an integer.
         description: str, what the number is, for the summary table.
         headline: bool, the notebook's main number (the runner's table shows it).
+        read_against: str, the name of another metric of the same run that this one means
+            something only beside (pre-trained against from scratch): the results table shows
+            both, as ``value vs other (other's description)``. Empty for none.
 
     Raises:
-        ValueError: if ``name`` is empty or ``value`` is not a finite number.
+        ValueError: if ``name`` is empty, ``value`` is not a finite number, or ``read_against``
+            is not a str or names the metric itself.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"`name` must be a non-empty str; received {name!r}.")
+    if not isinstance(read_against, str) or read_against == name:
+        raise ValueError(f"`read_against` must name another metric (a str); received {read_against!r}.")
     is_integer = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
     try:
         number = int(value) if is_integer else float(value)
@@ -64,6 +70,8 @@ def report_metric(name: str, value, description: str = "", headline: bool = Fals
     target = os.environ.get(METRICS_FILE_VARIABLE)
     if target:
         entry = {"name": name, "value": number, "description": description, "headline": headline}
+        if read_against:
+            entry["read_against"] = read_against
         with open(target, "a", encoding="utf-8") as stream:
             stream.write(json.dumps(entry) + "\n")
 
@@ -188,15 +196,11 @@ def headline(metrics: dict) -> tuple[str, dict] | None:
     return next(iter(metrics.items()), None)
 
 
-# Headlines that mean something only beside another number of the same run: the table shows both.
-READ_AGAINST = {"fine_tuned_1000_pretrained": "fine_tuned_1000_scratch"}
-
-
 def results_table(records: list[dict]) -> str:
     """A Markdown table of the records: notebook, headline metric, value, hardware, time.
 
-    A headline listed in ``READ_AGAINST`` is shown with the metric it is read against, as
-    ``value vs other (other's description)``, when the record holds both.
+    A headline reported with ``read_against`` (:func:`report_metric`) is shown with the metric
+    it is read against, as ``value vs other (other's description)``, when the record holds both.
     """
     lines = [
         "| notebook | result | value | profile | hardware | run time | commit |",
@@ -205,9 +209,10 @@ def results_table(records: list[dict]) -> str:
     for record in records:
         top = headline(record["metrics"])
         name, value = ("—", "—") if top is None else (top[1].get("description") or top[0], format_value(top[1]['value']))
-        other = record["metrics"].get(READ_AGAINST.get(top[0] if top else None))
+        against = top[1].get("read_against") if top else None
+        other = record["metrics"].get(against) if against else None
         if other is not None:
-            value = f"{value} vs {format_value(other['value'])} ({other.get('description') or READ_AGAINST[top[0]]})"
+            value = f"{value} vs {format_value(other['value'])} ({other.get('description') or against})"
         name = name.replace("|", "\\|")  # a sacreBLEU signature holds "|", which would split the table row
         hardware = record["hardware"]
         machine = hardware.get("accelerator") or f"CPU ({hardware.get('cpu_count')} cores)"
