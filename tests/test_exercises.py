@@ -73,6 +73,31 @@ def test_a_mask_leak_is_named():
     assert verdict.status == "failed" and "mask leak" in verdict.message
 
 
+def test_weights_the_mask_would_enlarge_are_judged_by_shape_without_being_broadcast():
+    import tracemalloc
+
+    def huge(query, key, value, mask=None):
+        output, _ = references._attention_reference(query, key, value, mask)
+        return output, np.zeros((200_000, 1, 1, 1))  # 1.6 MB; broadcast against the mask it would be hundreds
+
+    tracemalloc.start()
+    verdict = evaluate("04.1", huge)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert verdict.status == "failed" and "should have shape" in verdict.message and "mask leak" not in verdict.message
+    assert peak < 50 * 2**20
+
+
+def test_an_exception_type_name_is_cut():
+    error = type("E" * 5000, (Exception,), {})
+
+    def raises(sequence, n_features):
+        raise error("message")
+
+    verdict = evaluate("01.1", raises)
+    assert verdict.status == "error" and "E" * 100 + ": message" in verdict.message and "E" * 101 not in verdict.message
+
+
 def test_an_exception_is_reported_without_a_traceback(capsys):
     def broken(sequence, n_features):
         return [1, 2][5]

@@ -563,6 +563,131 @@ def test_nothing_a_submission_starts_outlives_its_sandbox(graded):
     assert not alive
 
 
+def _run_cells(*sources, **limits):
+    """Run code cells in one sandboxed kernel with small limits: (problems, why it was stopped)."""
+    from transformer_course.grading.sandbox import run_submission
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    settings = {"cell_seconds": 20, "notebook_seconds": 60, "memory_mb": 1200, "tmp_mb": 200, "processes": 128,
+                "file_mb": 64, **limits}
+    result = run_submission(notebook, {}, Limits(**settings))
+    return result.problems, result.stopped
+
+
+@needs_sandbox
+def test_the_sandbox_runs_as_nobody_and_shows_no_secret_of_etc():
+    problems, stopped = _run_cells(
+        "import os\n"
+        "raise ValueError(f'uid={os.getuid()} gid={os.getgid()} ' + ' '.join(\n"
+        "    f'{name}={os.path.exists(name)}' for name in ('/etc/shadow', '/etc/gshadow', '/etc/ssl/private')))",
+        "import numpy, matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.savefig('figure.png')\n"
+        "raise ValueError(f'at home: {os.path.exists(\"figure.png\")}')")
+    assert stopped is None
+    assert problems == ["cell 1 raised ValueError: uid=65534 gid=65534 /etc/shadow=False /etc/gshadow=False "
+                        "/etc/ssl/private=False", "cell 2 raised ValueError: at home: True"]
+
+
+@needs_sandbox
+def test_each_tmpfs_folder_is_capped_and_one_file_is_capped():
+    chunks = "for index in range(6):\n    open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))"
+    problems, stopped = _run_cells(f"folder = '/dev/shm'\n{chunks}", f"folder = '/tmp'\n{chunks}",
+                                   f"folder = '.'\n{chunks}", "import glob, os\nfor path in glob.glob('/tmp/part*'):\n    os.remove(path)\n"
+                                   "open('/tmp/one', 'wb').write(bytes(65 * 2**20))",
+                                   "raise ValueError('the kernel goes on')", memory_mb=2000)
+    assert stopped is None
+    assert problems[:3] == [f"cell {number} raised OSError: [Errno 28] No space left on device" for number in (1, 2, 3)]
+    assert problems[3:] == ["cell 4 raised OSError: [Errno 27] File too large", "cell 5 raised ValueError: the kernel goes on"]
+
+
+@needs_sandbox
+def test_files_in_tmpfs_count_as_the_sandboxs_memory():
+    fill = "for folder in ('/tmp', '/dev/shm', '.'):\n    for index in range(4):\n" \
+           "        open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))\nimport time\ntime.sleep(5)"
+    problems, stopped = _run_cells(fill, memory_mb=400)  # 480 MiB of files, none of it resident memory
+    assert stopped.startswith("the kernel used more than 400 MiB of memory (its processes and its files")
+    assert _run_cells(fill, memory_mb=1000)[1] is None  # the same files fit a larger budget
+
+
+@needs_sandbox
+def test_processes_and_threads_are_capped():
+    bomb = "import threading, time\nfor _ in range(1000):\n    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()"
+    problems, stopped = _run_cells(bomb, "raise ValueError('after')")
+    if os.geteuid() == 0:  # Linux exempts root from RLIMIT_NPROC: the watchdog's count stops the sandbox
+        assert stopped == "the kernel ran more than 128 processes and threads"
+    else:  # the kernel is refused the 129th thread and goes on
+        assert stopped is None and "can't start new thread" in problems[0] and problems[1] == "cell 2 raised ValueError: after"
+
+
+@needs_sandbox
+def test_the_folder_of_the_sockets_is_capped():
+    problems, stopped = _run_cells(
+        "import pathlib, sys, time\n"
+        "folder = pathlib.Path(next(argument for argument in sys.argv if argument.endswith('.json'))).parent\n"
+        "for index in range(3):\n    (folder / f'part{index}').write_bytes(bytes(10 * 2**20))\ntime.sleep(3)")
+    assert stopped == "the kernel wrote more than 16 MiB into the folder of its sockets"
+
+
+@needs_sandbox
+def test_kernels_import_a_snapshot_of_the_package_without_compiled_files():
+    import py_compile
+
+    from transformer_course.grading import references
+
+    planted = Path(py_compile.compile(references.__file__))  # the grader's own compiled references, in the checkout
+    assert planted.exists()
+    problems, stopped = _run_cells(
+        "import pathlib, transformer_course\n"
+        "folder = pathlib.Path(transformer_course.__file__).parent\n"
+        "raise ValueError(f'compiled={len(list(folder.rglob(\"*.pyc\")))} '\n"
+        "                 f'references={len((folder / \"grading\" / \"references.py\").read_text())}')")
+    assert stopped is None and problems == ["cell 1 raised ValueError: compiled=0 references=0"]
+
+
+@pytest.mark.parametrize("name, value", [("memory_mb", 0), ("tmp_mb", -1), ("processes", "many"), ("file_mb", True)])
+def test_limits_must_be_positive_numbers(name, value):
+    with pytest.raises(ValueError, match=f"`{name}` must be a positive number; received {value!r}"):
+        Limits(**{name: value})
+
+
+@needs_sandbox
+def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path):
+    # A fresh process, so that its peak resident memory is the grading alone. The kernel prints
+    # 100 MiB in one message (the grader never receives it, and goes on), then raises an exception
+    # whose text is 100 MiB (its reply never arrives either: the kernel is stopped with the reason).
+    # Received whole, either would add at least twice its size to the grader's memory.
+    script = tmp_path / "grade_one.py"
+    script.write_text(
+        "import resource, sys, nbformat\n"
+        "from transformer_course.grading.sandbox import Limits, run_submission\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "cells = ['import sys\\nsys.stdout.write(\"x\" * 100 * 2**20)\\nsys.stdout.flush()',\n"
+        "         'raise ValueError(\"the kernel goes on\")', 'raise ValueError(\"y\" * 100 * 2**20)', 'print(1)']\n"
+        "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
+        "result = run_submission(notebook, {}, Limits(cell_seconds=5, notebook_seconds=90, memory_mb=2000, file_mb=64))\n"
+        "print(result.stopped, result.problems, sep='\\n')\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n",
+        encoding="utf-8")
+    import subprocess
+    import sys
+
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=170)
+    stopped, problems, added = completed.stdout.splitlines()[-3:]
+    assert stopped == ("the kernel stopped answering: it sent a message larger than 64 MiB, which the grader "
+                       "never receives"), completed
+    assert problems == str(["cell 2 raised ValueError: the kernel goes on",
+                            "cell 3 ran past the 5 s cell limit and was interrupted"])
+    assert int(added) < 64, f"grading raised the grader's peak resident memory by {added} MiB"
+
+
+def test_the_cli_refuses_a_limit_that_is_not_positive(tmp_path, capsys):
+    from transformer_course.cli import main
+
+    (tmp_path / "class").mkdir()
+    assert main(["grade", str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--processes", "0", "--quiet"]) == 2
+    assert "grade: `processes` must be a positive number; received 0." in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_without_the_sandbox_grading_refuses_unless_asked(graded, tmp_path, monkeypatch, capsys):
     from transformer_course.cli import main
     from transformer_course.grading import grader
@@ -594,6 +719,15 @@ def test_the_grader_reads_what_students_wrote(source, places):
     from transformer_course.grading.inspection import reaches
 
     assert reaches(source) == places
+
+
+def test_a_cell_too_large_to_read_is_flagged_not_parsed():
+    from transformer_course.grading.inspection import MAX_INSPECTED_CHARACTERS, reaches
+
+    source = "from transformer_course import masks\n" + "x = [1, 2, 3]\n" * (MAX_INSPECTED_CHARACTERS // 14)
+    assert reaches(source) == [f"holds code too large to read ({len(source):,} characters; at most "
+                               f"{MAX_INSPECTED_CHARACTERS:,} are parsed)"]
+    assert reaches(source[:MAX_INSPECTED_CHARACTERS]) == ["the course package (transformer_course)"]
 
 
 def test_names_and_texts_show_every_invisible_character_and_never_collide():

@@ -157,7 +157,12 @@ def _command_grade(arguments) -> int:
         print(f"grade: {error}", file=sys.stderr)
         return 2
 
-    limits = Limits(arguments.cell_timeout, arguments.notebook_timeout, arguments.memory_mb)
+    try:
+        limits = Limits(arguments.cell_timeout, arguments.notebook_timeout, arguments.memory_mb, arguments.tmp_mb,
+                        arguments.processes, arguments.file_mb)
+    except ValueError as error:
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
     if arguments.unsafe_no_sandbox:
         print("grade: warning: --unsafe-no-sandbox: students' code runs unconfined, with network and this "
               "machine's files in reach; the report says so", file=sys.stderr)
@@ -273,7 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--workers", type=int, default=1, help="notebooks graded at once (default: 1)")
     grade.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell or graded call (default: 60)")
     grade.add_argument("--notebook-timeout", type=float, default=600, help="seconds per notebook (default: 600)")
-    grade.add_argument("--memory-mb", type=int, default=4096, help="memory per kernel in MiB (default: 4096)")
+    grade.add_argument("--memory-mb", type=int, default=4096,
+                       help="memory per sandbox in MiB: its processes and its files in /tmp, /dev/shm and its home "
+                            "(default: 4096)")
+    grade.add_argument("--tmp-mb", type=int, default=1024,
+                       help="size of each of the sandbox's /tmp, /dev/shm and home, in MiB (default: 1024)")
+    grade.add_argument("--processes", type=int, default=512,
+                       help="processes and threads per sandbox (default: 512)")
+    grade.add_argument("--file-mb", type=int, default=256, help="the largest file a kernel may write, in MiB (default: 256)")
     seeds = grade.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, help="the grading cases' secret seed (default: a fresh one each run; "
                                                 "the one used is kept in grades.json)")

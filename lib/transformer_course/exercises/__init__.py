@@ -119,7 +119,7 @@ def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
         except _TimeLimit:
             return verdict("error", f"case {number} ({label}) took longer than {_TIME_LIMIT_SECONDS} s — an endless loop?")
         except Exception as error:  # noqa: BLE001 - report, never re-raise, the student's error
-            return verdict("error", f"case {number} ({label}) raised {type(error).__name__}: {str(error)[:200]}")
+            return verdict("error", f"case {number} ({label}) raised {type(error).__name__[:100]}: {str(error)[:200]}")
         problem = exercise.judge(arguments, received, expected)
         if problem:
             return verdict("failed", f"case {number} ({label}): {problem}")

@@ -117,9 +117,11 @@ def _attention_leak(arguments, received):
     mask = arguments["mask"]
     if mask is None or not isinstance(received, (tuple, list)) or len(received) != 2:
         return None
-    try:
-        weights = np.broadcast_to(np.asarray(received[1], dtype="float64"),
-                                  np.broadcast_shapes(np.shape(received[1]), mask.shape))
+    try:  # shapes first: weights the mask would enlarge are never broadcast (the comparison names the shape)
+        shape = np.shape(received[1])
+        if np.broadcast_shapes(shape, mask.shape) != shape:
+            return None
+        weights = np.asarray(received[1], dtype="float64")
     except (ValueError, TypeError):
         return None
     leak = np.abs(weights[~np.broadcast_to(mask, weights.shape)])

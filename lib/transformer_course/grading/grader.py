@@ -230,7 +230,8 @@ def _flag_reaches(submission, release, flags: list) -> None:
         if source in released:
             continue
         for place in inspection.reaches(source):
-            flags.append(f"cell {index + 1} reaches into {place}: look at it before trusting its score")
+            what = place if place.startswith("holds ") else f"reaches into {place}"
+            flags.append(f"cell {index + 1} {what}: look at it before trusting its score")
 
 
 def _insert_captures(notebook) -> None:

@@ -55,6 +55,9 @@ def _words(tree) -> tuple[set, set]:
     return anywhere | names, names
 
 
+MAX_INSPECTED_CHARACTERS = 200_000  # a solution cell larger than this is flagged, not parsed (no honest one is near)
+
+
 def reaches(source: str) -> list[str]:
     """The places of the module docstring that ``source`` names, with the names found.
 
@@ -64,8 +67,11 @@ def reaches(source: str) -> list[str]:
 
     Returns:
         list of str such as ``"the course package (transformer_course)"``; empty when none.
-        Source that cannot be parsed at all gives ``["unparsable code"]``.
+        Source that cannot be parsed at all gives ``["unparsable code"]``; source longer than
+        ``MAX_INSPECTED_CHARACTERS`` is not parsed and gives ``["holds code too large to read (...)"]``.
     """
+    if len(str(source)) > MAX_INSPECTED_CHARACTERS:
+        return [f"holds code too large to read ({len(str(source)):,} characters; at most {MAX_INSPECTED_CHARACTERS:,} are parsed)"]
     lines = [line for line in str(source).splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
         anywhere, names = _words(ast.parse("\n".join(lines)))

@@ -56,7 +56,7 @@ def _serve(namespace: dict, exercise_id: str, function_name: str, payload: str, 
         print("\n" + nonce, "not-attempted")
         return
     except Exception as error:  # noqa: BLE001 - reported to the grader as text
-        print("\n" + nonce, "raised", f"{type(error).__name__}: {str(error)[:200]}".replace("\n", " "))
+        print("\n" + nonce, "raised", f"{type(error).__name__[:100]}: {str(error)[:200]}".replace("\n", " "))
         return
     module = str(getattr(function, "__module__", None) or "?").replace(" ", "_")
     try:

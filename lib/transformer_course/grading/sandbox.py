@@ -5,22 +5,35 @@ unprivileged user namespaces from the host. Inside it the kernel has:
 
 * no capabilities, and its own user, PID, IPC, UTS, cgroup and network namespaces: no network
   (not even loopback to the host), and every process it starts dies with it;
-* a file system built from an allow-list: the system's programs and libraries, the Python
-  installation and virtual environment, the course package (less the grader's references and
-  case generators, :mod:`.references`, which are covered) and the data cache, all read-only;
-  a private, empty working folder (its home) and a private ``/tmp``; nothing else, so the
-  instructor's notebooks, ``.git``, other submissions and the reports are not there at all;
+* a file system built from an allow-list: the system's programs and libraries, the few ``/etc``
+  files Python and its libraries read (never ``/etc/shadow`` or the rest of ``/etc``), the Python
+  installation and virtual environment, a snapshot of the course package (without the grader's
+  references and case generators, :mod:`.references`, which are an empty module there, and
+  without any compiled ``__pycache__``, so nothing written into the checkout later reaches a
+  kernel) and the data cache, all read-only; a private, empty home and working folder
+  (``/home/student``), a private ``/tmp`` and ``/dev/shm``, each a size-capped tmpfs; the folder
+  of the kernel's sockets; nothing else, so the instructor's notebooks, ``.git``, other
+  submissions and the reports are not there at all;
+* user id 65534 (``nobody``) inside, never 0;
 * an environment built from an allow-list (nothing of the grader's own environment, so no
   secret in it reaches student code).
 
-Limits: a wall-clock limit per cell and per notebook, and a memory limit on the whole sandbox
-(resident memory of all its processes, polled every 0.1 s). Breaking one stops the sandbox; the
+Limits (:class:`Limits`, each a flag of ``transformer-course grade``): a wall-clock limit per
+cell and per notebook; a memory limit on the whole sandbox, counting the resident memory of all
+its processes **and** what they stored in its tmpfs folders (polled every 0.1 s); a size cap on
+each tmpfs folder; a cap on processes and threads (``RLIMIT_NPROC`` inside the sandbox, and the
+watchdog's count, which also holds where the grader runs as root and Linux exempts it from
+``RLIMIT_NPROC``); a cap on the size of any one file (``RLIMIT_FSIZE``: a larger write fails
+with ``OSError: File too large``); and a cap on what the kernel writes into its socket folder,
+the one folder on the host's disk. The grader itself never receives a message from a kernel larger
+than ``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls stops the sandbox; the
 grader records why and goes on with the next submission. Without bubblewrap, grading refuses to
 run unless the instructor asks for ``sandbox=False`` (``--unsafe-no-sandbox``).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import shutil
@@ -34,6 +47,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import zmq
 from jupyter_client.manager import KernelManager
 
 from . import protocol
@@ -56,12 +70,26 @@ class Limits:
     Attributes:
         cell_seconds: float, wall-clock seconds a cell (or one graded call) may take.
         notebook_seconds: float, wall-clock seconds for the whole notebook and all graded calls.
-        memory_mb: int, resident memory of the kernel and its child processes, in MiB.
+        memory_mb: int, MiB: resident memory of the kernel and its child processes, plus what
+            they stored in the sandbox's tmpfs folders (``/tmp``, ``/dev/shm``, the home).
+        tmp_mb: int, MiB: the size of each tmpfs folder; writing past it fails with
+            ``OSError: No space left on device``.
+        processes: int, processes and threads the sandbox may run at once.
+        file_mb: int, MiB: the largest file a kernel may write.
     """
 
     cell_seconds: float = 60.0
     notebook_seconds: float = 300.0
     memory_mb: int = 4096
+    tmp_mb: int = 1024
+    processes: int = 512
+    file_mb: int = 256
+
+    def __post_init__(self):
+        for name in ("cell_seconds", "notebook_seconds", "memory_mb", "tmp_mb", "processes", "file_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"`{name}` must be a positive number; received {value!r}.")
 
 
 @dataclass
@@ -92,9 +120,19 @@ def _package_folder() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+# What a kernel sees of /etc: what the dynamic linker, the C library's name lookups, time zones,
+# MIME types, fonts and Debian's Python read. Never the rest (shadow, gshadow, ssl/private, ...).
+_ETC_ALLOWED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+                "nsswitch.conf", "host.conf", "hosts", "alternatives", "mime.types", "fonts", "matplotlibrc",
+                f"python3.{sys.version_info.minor}", "python3", "os-release")
+
+SANDBOX_USER_ID = 65534  # nobody: the user id inside the sandbox
+HOME = "/home/student"  # the kernel's home and working folder inside the sandbox (a tmpfs)
+
+
 def _readonly_paths() -> list[str]:
-    """What a kernel may read: system folders, Python, its packages, the course package, the data."""
-    paths = [str(Path(sys.base_prefix).resolve()), str(Path(sys.prefix).resolve()), str(_package_folder())]
+    """What a kernel may read: Python, its packages, the data (the course package comes as a snapshot)."""
+    paths = [str(Path(sys.base_prefix).resolve()), str(Path(sys.prefix).resolve())]
     paths += [str(Path(entry).resolve()) for entry in sys.path
               if entry and Path(entry).is_dir() and Path(entry).name in ("site-packages", "dist-packages")]
     data = os.environ.get("COURSE_DATA_DIR")
@@ -107,43 +145,83 @@ def _readonly_paths() -> list[str]:
     return kept
 
 
-def sandbox_command(workdir: str, environment: dict) -> list[str]:
+@lru_cache(maxsize=1)
+def package_snapshot() -> Path:
+    """A copy of the course package for kernels: no ``__pycache__``, and an empty :mod:`.references`.
+
+    Made once per grading process in a private temporary folder (removed at exit) and mounted
+    read-only over the package in every sandbox, so that a compiled file or a changed module
+    written into the checkout during grading never reaches a kernel.
+
+    Returns:
+        Path of the snapshot's ``transformer_course`` folder.
+    """
+    root = Path(tempfile.mkdtemp(prefix="course-package-"))
+    atexit.register(shutil.rmtree, root, True)
+    snapshot = root / "transformer_course"
+    shutil.copytree(_package_folder(), snapshot, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), symlinks=False)
+    (snapshot / "grading" / "references.py").write_text("", encoding="utf-8")
+    for path in (root, *snapshot.rglob("*")):  # readable inside whatever the grader's umask
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return snapshot
+
+
+def _launcher(limits: Limits) -> list[str]:
+    """Python, with the process and file-size caps set, starting ``ipykernel``."""
+    files, processes = int(limits.file_mb * 2**20), int(limits.processes)
+    code = ("import resource, runpy, sys; "
+            f"resource.setrlimit(resource.RLIMIT_NPROC, ({processes}, {processes})); "
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({files}, {files})); "
+            "sys.argv[0] = 'ipykernel_launcher'; runpy.run_module('ipykernel_launcher', run_name='__main__')")
+    return [sys.executable, "-c", code]
+
+
+def sandbox_command(workdir: str, environment: dict, limits: Limits | None = None) -> list[str]:
     """The ``bwrap`` command line that starts a kernel in the sandbox (see the module docstring).
 
     Args:
-        workdir: str, the kernel's private working folder (it holds the connection file and the
-            kernel's sockets, so it is the one folder shared with the grader).
+        workdir: str, the folder of the kernel's connection file and sockets (the one folder
+            shared with the grader).
         environment: the kernel's whole environment.
+        limits: :class:`Limits` (the default limits when None): the tmpfs sizes and the caps
+            set before the kernel starts.
 
     Returns:
         list of str, ending with the Python command that starts ``ipykernel``.
     """
+    limits = limits or Limits()
+    size = str(int(limits.tmp_mb * 2**20))
     command = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv",
-               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp"]
-    for system in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"):
+               "--unshare-user", "--uid", str(SANDBOX_USER_ID), "--gid", str(SANDBOX_USER_ID),
+               "--proc", "/proc", "--dev", "/dev",
+               "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp",
+               "--size", size, "--tmpfs", HOME]
+    for system in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"):
         if os.path.islink(system):
             command += ["--symlink", os.readlink(system), system]
         elif os.path.isdir(system):
             command += ["--ro-bind", system, system]
+    for name in _ETC_ALLOWED:
+        path = f"/etc/{name}"
+        if os.path.islink(path):
+            command += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            command += ["--ro-bind", path, path]
     for path in _readonly_paths():
         command += ["--ro-bind", path, path]
-    # The grader's references and case generators: covered, with the compiled copies beside them.
-    grading = _package_folder() / "grading"
-    command += ["--ro-bind", "/dev/null", str(grading / "references.py")]
-    if (grading / "__pycache__").is_dir():
-        command += ["--tmpfs", str(grading / "__pycache__")]
-    command += ["--bind", workdir, workdir, "--chdir", workdir]
+    command += ["--ro-bind", str(package_snapshot()), str(_package_folder())]
+    command += ["--bind", workdir, workdir, "--chdir", HOME]
     for key, value in environment.items():
         command += ["--setenv", key, value]
-    return [*command, "--", sys.executable, "-m", "ipykernel_launcher"]
+    return [*command, "--", *_launcher(limits)]
 
 
-def _kernel_environment(workdir: str, extra: dict | None) -> dict:
+def _kernel_environment(home: str, extra: dict | None) -> dict:
     """The allow-listed environment of a kernel: nothing else of the grader's reaches it."""
     environment = {key: os.environ[key] for key in KERNEL_ENVIRONMENT if key in os.environ}
     environment.update({key: str(value) for key, value in (extra or {}).items() if key in KERNEL_ENVIRONMENT})
     environment.update({
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": workdir,
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": home,
         "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONNOUSERSITE": "1",
         "PYTHONDONTWRITEBYTECODE": "1", "LANG": environment.get("LANG", "C.UTF-8"),
     })
@@ -167,8 +245,8 @@ class _SandboxedKernelManager(KernelManager):
         self.session.send(self._control_socket, self.session.msg("interrupt_request", content={}))
 
 
-def _process_tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants (Linux /proc)."""
+def _process_tree(pid: int) -> tuple[int, int, list[int]]:
+    """``(resident bytes, processes and threads, descendant pids)`` of ``pid`` and all its descendants (Linux /proc)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -177,32 +255,100 @@ def _process_tree_rss(pid: int) -> int:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(parent, []).append(int(entry.name))
-    total, stack, page = 0, [pid], os.sysconf("SC_PAGE_SIZE")
+    resident, tasks, descendants, stack, page = 0, 0, [], [pid], os.sysconf("SC_PAGE_SIZE")
     while stack:
         current = stack.pop()
         try:
-            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * page
+            resident += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * page
+            tasks += int(Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()[17])  # num_threads
         except (OSError, IndexError, ValueError):
             pass
+        if current != pid:
+            descendants.append(current)
         stack.extend(children.get(current, []))
+    return resident, tasks, descendants
+
+
+def _tmpfs_bytes(descendants: list[int], size: int) -> int:
+    """Bytes stored in the sandbox's tmpfs folders, read through a sandboxed process's root.
+
+    Only a file system of exactly the sandbox's tmpfs size counts: while bubblewrap is still
+    building the sandbox, the paths show the host's own folders, which are not the submission's.
+    """
+    for pid in descendants:
+        total, seen = 0, False
+        for folder in ("/tmp", "/dev/shm", HOME):
+            try:
+                stats = os.statvfs(f"/proc/{pid}/root{folder}")
+            except OSError:
+                continue
+            if stats.f_blocks * stats.f_frsize == size:
+                total, seen = total + (stats.f_blocks - stats.f_bfree) * stats.f_frsize, True
+        if seen:
+            return total
+    return 0
+
+
+def _folder_bytes(folder: str, most_entries: int = 10_000) -> int:
+    """Bytes of the files under ``folder``; more than ``most_entries`` entries count as unlimited."""
+    total, seen = 0, 0
+    for root, folders, files in os.walk(folder):
+        seen += len(folders) + len(files)
+        if seen > most_entries:
+            return 2**62
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
     return total
 
 
+# The largest message the grader accepts from a kernel: a larger one is never received whole
+# (ZeroMQ drops that connection), so a kernel that prints or raises hundreds of MiB at once costs
+# the grader nothing. A request that cannot be sent within SEND_SECONDS (the kernel's connection
+# is gone) stops the sandbox.
+MAX_MESSAGE_MB = 64
+SEND_SECONDS = 10
+
+
+@lru_cache(maxsize=1)
+def _bounded_context():
+    """A ZeroMQ context whose sockets refuse messages over MAX_MESSAGE_MB and give up a send after SEND_SECONDS."""
+    context = zmq.Context()
+    context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_MB * 2**20)
+    context.setsockopt(zmq.SNDTIMEO, SEND_SECONDS * 1000)
+    return context
+
+
+SOCKET_FOLDER_MB = 16  # what a kernel may write into the folder of its sockets, on the host's disk
+
+
 class _Watchdog(threading.Thread):
-    def __init__(self, manager: KernelManager, limits: Limits):
+    def __init__(self, manager: KernelManager, limits: Limits, workdir: str | None = None):
         super().__init__(daemon=True)
-        self.manager, self.limits, self.reason, self.done = manager, limits, None, threading.Event()
+        self.manager, self.limits, self.workdir, self.reason, self.done = manager, limits, workdir, None, threading.Event()
         self.deadline = time.monotonic() + limits.notebook_seconds
+        self.peak_tasks = 0
 
     def run(self):
+        tmpfs_size, polls = int(self.limits.tmp_mb * 2**20), 0
         while not self.done.wait(0.1):
             process = getattr(self.manager.provisioner, "process", None)
             if process is None or process.poll() is not None:
                 continue
+            resident, tasks, descendants = _process_tree(process.pid)
+            self.peak_tasks = max(self.peak_tasks, tasks)
+            polls += 1
             if time.monotonic() > self.deadline:
                 self.reason = f"the notebook ran past its {self.limits.notebook_seconds:.0f} s limit"
-            elif _process_tree_rss(process.pid) > self.limits.memory_mb * 2**20:
-                self.reason = f"the kernel used more than {self.limits.memory_mb} MiB of memory"
+            elif resident + _tmpfs_bytes(descendants, tmpfs_size) > self.limits.memory_mb * 2**20:
+                self.reason = (f"the kernel used more than {self.limits.memory_mb} MiB of memory "
+                               "(its processes and its files in /tmp, /dev/shm and its home)")
+            elif tasks > self.limits.processes + 2:  # bubblewrap's own two processes besides the kernel's
+                self.reason = f"the kernel ran more than {self.limits.processes} processes and threads"
+            elif self.workdir and polls % 10 == 0 and _folder_bytes(self.workdir) > SOCKET_FOLDER_MB * 2**20:
+                self.reason = f"the kernel wrote more than {SOCKET_FOLDER_MB} MiB into the folder of its sockets"
             if self.reason:
                 process.kill()  # the client notices a dead kernel and the grader records why
                 return
@@ -347,26 +493,29 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
     """
     result = SandboxResult(isolated=sandbox)
     with _working_folder() as workdir:
-        env = _kernel_environment(workdir, environment)
+        env = _kernel_environment(HOME if sandbox else workdir, environment)
         manager = _SandboxedKernelManager(transport="ipc", ip=str(Path(workdir, "kernel")))
         manager.connection_file = str(Path(workdir, "connection.json"))
         if sandbox:
-            manager.launch_prefix = sandbox_command(workdir, env)
+            manager.launch_prefix = sandbox_command(workdir, env, limits)
         else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
-            manager.launch_prefix = [sys.executable, "-m", "ipykernel_launcher"]
-        watchdog, client = _Watchdog(manager, limits), None
+            manager.launch_prefix = _launcher(limits)
+        watchdog, client = _Watchdog(manager, limits, workdir if sandbox else None), None
         try:
             # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
             # grader's: replies come through the kernel protocol.
             manager.start_kernel(env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             watchdog.start()
-            client = manager.client()
+            client = manager.client(context=_bounded_context())
             client.start_channels()
             client.wait_for_ready(timeout=limits.cell_seconds)
             _run_all(manager, client, notebook, requests, limits, result)
         except _KernelStopped:
             result.stopped = watchdog.reason or "the kernel died (it crashed or was killed)"
+        except zmq.Again:
+            result.stopped = watchdog.reason or (f"the kernel stopped answering: it sent a message larger than "
+                                                 f"{MAX_MESSAGE_MB} MiB, which the grader never receives")
         except Exception as error:  # noqa: BLE001 - a submission must never crash the batch
             result.stopped = watchdog.reason or f"the kernel could not run the notebook ({type(error).__name__}: {error})"
         finally:
@@ -390,7 +539,7 @@ def _run_all(manager, client, notebook, requests, limits, result) -> None:
         if outcome is None:
             return
         if outcome[1] is not None and not outcome[2]:
-            result.problems.append(f"cell {index + 1} raised {outcome[1][0]}: {str(outcome[1][1])[:120]}")
+            result.problems.append(f"cell {index + 1} raised {str(outcome[1][0])[:100]}: {str(outcome[1][1])[:120]}")
     skipped = set()
     for key, (code, nonce) in requests.items():
         exercise = key.split("#")[0]
