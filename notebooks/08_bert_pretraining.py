@@ -27,9 +27,10 @@
 #   and train an encoder to fill them in — with loss and accuracy on those positions only;
 # - **next-sentence prediction**: `[CLS] A [SEP] B [SEP]`, segment embeddings and a pooled
 #   `[CLS]` output — and why this notebook pre-trains without it;
-# - **fine-tuning** through `[CLS]`, and the honest question: what does pre-training on unlabelled
-#   text buy? — a label-efficiency curve where every arm gets the same care, a frozen-encoder
-#   probe, and downstream accuracy measured against pre-training progress;
+# - **fine-tuning**, and the honest question: what does pre-training on unlabelled text buy? — a
+#   label-efficiency curve where every arm gets the same care, which vector the classifier should
+#   read (`[CLS]` or the mean of the outputs), a frozen-encoder probe, and downstream accuracy
+#   measured against pre-training progress;
 # - what the model learned, probed with fill-in-the-blank sentences; token-tagging and span heads;
 # - **a published checkpoint in our own model**: Google's BERT-Tiny loaded into the course's encoder.
 #
@@ -336,11 +337,10 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 # (Chen et al., 2024, *Sudden Drops in the Loss: Syntax Acquisition, Phase Transitions, and
 # Simplicity Bias in MLMs*, ICLR). That is why the learning rate stays at its peak.
 #
-# On the held-out blanks it reached 13.3%, 26.9% and **31.7%** after the three rounds that ran.
-# **The time budget stopped pre-training after three of its four rounds** (5,100 of 6,800
-# updates, 20.8 minutes): a round took about 6.9 minutes, and a fourth would have ended past the
-# 27-minute budget, so the decay at the end of the schedule (right panel, from update 5,780) never
-# ran. The accuracy was still rising when it stopped.
+# On the held-out blanks it reached about 13%, 27% and 32% after the first three rounds, and
+# **35.2%** after the fourth, which holds the decay of the schedule (right panel, from update
+# 5,780). All four rounds ran, 6,800 updates in 22.8 minutes (about 5.7 minutes a round); the
+# 35-minute budget is a safety net that was not needed. The accuracy was still rising at the end.
 #
 # A masked-LM accuracy needs a yardstick: count tables built on the same pre-training text and
 # pieces, filling the very same 36,386 held-out blanks (`benchmarks/masked_word_baselines.py`;
@@ -351,15 +351,15 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 # | the most frequent piece | 4.4% |
 # | the piece seen most often after the piece before | 13.2% |
 # | the piece seen most often between the two neighbours | 28.9% |
-# | this model, after three rounds (5,100 updates) | 31.7% |
+# | this model, after four rounds (6,800 updates) | 35.2% |
 #
 # The plateau sits at the piece-before table's level; leaving it, the model began to use both
-# sides of a blank, and by the end it beats the two-neighbour table by about three points: it has
-# only begun to use more than the neighbours.
+# sides of a blank, and by the end it beats the two-neighbour table by about six points: it has
+# begun to use more than the neighbours.
 #
 # For scale: BERT-base trained for 1,000,000 updates of 256 sequences, 90% of them 128 tokens long
 # and the rest 512 (Devlin et al., 2019, §A.2), through a model 77 times the size of ours: this
-# run read 5,100 updates of 64 inputs of 128 tokens, about a thousandth of BERT-base's tokens.
+# run read 6,800 updates of 64 inputs of 128 tokens, about a thousandth of BERT-base's tokens.
 #
 # ## 5. Fine-tuning, and what pre-training buys
 #
@@ -591,15 +591,22 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
                   f"{name}, {settings.grid_labels:,} labels, through the pooled [CLS] output: mean test accuracy")
 
 # %% [markdown]
-# **What the curve says, for this run: pre-training did not pay.** With every arm given the same
-# care, the encoder pre-trained here fine-tunes *worse* than the same model from scratch at every
-# size: by 3.0 points with 200 labels (58.7% against 61.7%, though the from-scratch seeds spread
-# over ±5.1 points), by 1.1 at 1,000 (74.2% against 75.3%), by 4.3 at 3,000 (77.2% against
-# 81.6%) and by 2.3 with all 24,000 (83.0% against 85.3%). From scratch, about 880 labels match
-# what the pre-trained model does with 1,000. The learning rates chosen on validation differed —
-# 10⁻⁴ for the pre-trained arm, 3·10⁻⁴ from scratch — and the pre-trained arm's grid was not
-# smooth (72.9%, 69.5% and 72.2% on validation for the three rates), one seed each: a sign of
-# how noisy one 1,000-label run is.
+# **What the curve says, for this run: pre-training pays where labels are few, and fades as they
+# grow.** With every arm given the same care, the pre-trained encoder fine-tunes better than the
+# same model from scratch at every size: by **5.3 points with 200 labels** (67.6% against 62.2%;
+# its seeds spread over ±6.3 points, from about 61% to 74%), by **3.7 at 1,000** (77.3% against
+# 73.6%, both spreads about ±1), by 0.3 at 3,000 (79.2% against 78.9%, within the seeds' ±2.5)
+# and by 1.1 with all 24,000 (86.3% against 85.2%). Read off the curve, the model from scratch
+# needs about 2,200 labels to do what the pre-trained one does with 1,000. Both arms chose the
+# largest rate of the grid, 10⁻³; the pre-trained arm's validation accuracy rose with the rate
+# (74.6%, 77.3%, 79.3%), the other's hardly moved (74.0%, 73.9%, 74.8%), one seed each.
+#
+# **Which vector to read: the mean, by about six points in both arms.** Through the pooled
+# `[CLS]` output, at the same learning rates, the pre-trained arm reached 71.0% and the arm from
+# scratch 66.9% — six to seven points below the mean of the outputs (77.3% and 73.6%), with
+# spreads of ±7.3 and ±13.5 points: some `[CLS]` seeds barely trained at a rate chosen for the
+# mean. Pre-training still led through `[CLS]` (+4.1 points), so `[CLS]` is not what kept
+# pre-training from paying; reading it makes both arms worse and far less stable.
 #
 # How each arm trained (seed 0, 1,000 labels, the chosen learning rate): the validation accuracy
 # after every epoch, and where the best epoch was.
@@ -633,12 +640,13 @@ for label, accuracy in sorted(rows, key=lambda row: -row[1]):
     print(f"{accuracy:7.2%}  {label}")
 
 # %% [markdown]
-# The arm from scratch learned fast and peaked at epoch 5 (validation accuracy about 78%); the
-# pre-trained arm, at its lower rate, was still creeping up when patience stopped it, with its
-# best epoch 13 at about 73%. **The course's moonshot** — a fine-tuned pre-trained encoder above
-# notebook 06's bag of bigrams (89.86%) — is far out of reach in this run: with every label, the
-# pre-trained encoder (83.0%) is below the same model from scratch (85.3%), and both read only
-# 128 pieces of each review where notebook 06's models read up to 600 words.
+# The pre-trained arm was ready almost at once: its best epoch (lowest validation loss) was the
+# second, at about 79% validation accuracy, and it wandered after that. The arm from scratch
+# stayed near chance for three epochs and kept its seventh, at about 75%. **The course's moonshot**
+# — a fine-tuned pre-trained encoder above notebook 06's bag of bigrams (89.86%) — is not reached
+# in this run: with every label, the pre-trained encoder reaches 86.3%, above the same model from
+# scratch (85.2%) but below notebook 06's models. Those read up to 600 words of each review; these
+# read 128 pieces.
 #
 # ### What pre-training put into the representations: a frozen-encoder probe
 #
@@ -681,11 +689,11 @@ report_metric("probe_pretrained", probe_scores["pre-trained"], "frozen pre-train
 report_metric("probe_random", probe_scores["random initialisation"], "frozen random encoder, mean-pooled, logistic regression")
 
 # %% [markdown]
-# **Pre-training did put sentiment into the representations.** Frozen, the pre-trained encoder's
-# averaged outputs let a logistic regression classify 71.6% of the test sample, **21 points** above
+# **Pre-training put sentiment into the representations.** Frozen, the pre-trained encoder's
+# averaged outputs let a logistic regression classify 73.6% of the test sample, **23 points** above
 # the same architecture at its random initialisation (50.5%, chance). It is still far below the
-# bag of words and bigrams on the same 5,000 reviews (87.3%). So the masked LM learned something a
-# classifier can read — and fine-tuning, above, did not turn it into an advantage.
+# bag of words and bigrams on the same 5,000 reviews (87.3%). The masked LM learned something a
+# classifier can read without any fine-tuning.
 
 # %% [markdown]
 # ### Downstream accuracy against pre-training progress
@@ -711,12 +719,13 @@ axis.legend()
 plt.show()
 
 # %% [markdown]
-# **Downstream accuracy follows pre-training, but does not pass the start from scratch.** After
-# the first round (masked-LM accuracy 13.3%, still on the plateau) the fine-tuned classifier
-# reached 69.1%, five points *below* training from scratch at the same rate (74.2%): an encoder
-# stuck on the plateau is a worse start than a random one. After rounds two and three (26.9% and
-# 31.7%) it rose to 70.3% and 73.9%, level with the start from scratch. One seed a point, so a
-# difference of a point or two here is noise; the rise over the rounds is larger than that.
+# **Downstream accuracy follows pre-training, and the plateau is a trap.** After the first round
+# (masked-LM accuracy about 13%, still on the plateau) the fine-tuned classifier reached only
+# 61.2%, 13 points *below* training from scratch at the same rate (74.2%): an encoder stuck on
+# the plateau is a worse start than a random one. Once the masked LM had left the plateau it was
+# a better start: 76.5%, 76.8% and 78.1% after rounds two to four (about 27%, 32% and 35.2% on
+# the blanks). One seed a point, so a difference of a point or two here is noise; the jump after
+# the plateau is far larger than that, the rise after it is not.
 #
 # ## 6. What the model learned: fill in the blank
 #
@@ -746,17 +755,18 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
 # %% [markdown]
 # **Reading the answers.** The untrained model spreads its probability over 7,669 pieces (none
 # reaches 0.05%). The pre-trained one has learned the language of film reviews: for "i have
-# watched this `[MASK]` three times" it puts **movie** first at 34.1% and **film** second. The
-# verdict blanks get verdicts — great, entertaining, excellent for "this movie was `[MASK]`"; bad,
-# good, great, terrible for "the acting was `[MASK]` and the plot was boring", where "bad" comes
-# first but "good" close behind: the word "boring" has not yet decided the sentence for it.
+# watched this `[MASK]` three times" it puts **movie** first at 30.6% and **film** second
+# (19.8%). The verdict blanks get verdicts — great, excellent, bad, good, terrible for "this movie
+# was `[MASK]`", both ways; bad, terrible, horrible for "the acting was `[MASK]` and the plot was
+# boring", where the word "boring" has pulled the blank to the negative side ("good" is fourth).
 #
 # The probes that fit the corpus: "she is a `[MASK]` actress" and "he is a `[MASK]` actor" both get
-# praise (great, good, fine…; great, good, best…), with "great" at 14.7% for the actress and 7.3%
-# for the actor — a difference from one model and two prompts, a probe and not a finding. The
-# notes' own probes say the model knows nothing of places: "in texas" and "in new york they like to
-# buy `[MASK]`" get the same pronouns (it, this, you, me, them); and Jane and Jim "worked as a"
-# film, movie, masterpiece — the same list, in the same order: it has read only film reviews.
+# praise first (great, good, fine…; good, great, bad…), with "great" first at 15.2% for the
+# actress and "good" first at 24.2% for the actor, who also gets "bad" — a difference from one model
+# and two prompts, a probe and not a finding. The notes' own probes say the model knows nothing of
+# places: "in texas" and "in new york they like to buy `[MASK]`" get the same pronouns (it, them,
+# this, you); and Jane and Jim "worked as a" film, movie… — nearly the same list: it has read only
+# film reviews.
 #
 # > **The notes say** a model may give "My dog is `[MASK]`" the words happy 87%, running 89% and
 # > barking 76%. The probabilities for one blank are one softmax: they add up to at most 1, so
@@ -888,14 +898,14 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
 
 # %% [markdown]
 # **Both heads gained from pre-training**, on sentences from test reviews the encoder never read:
-# the tagger's F1 for names was 0.55 against 0.44 from scratch, and the span finder found 14.6% of
-# the quoted phrases exactly against 3.0%. One seed each. Both heads read every token's own output
+# the tagger's F1 for names was 0.70 against 0.56 from scratch, and the span finder found 22.8% of
+# the quoted phrases exactly against 4.8%. One seed each. Both heads read every token's own output
 # vector — exactly what the masked LM trained.
 
 # %% [markdown]
 # ## 8. What pre-training at scale buys: Google's BERT-Tiny in our encoder
 #
-# Our encoder read about 75,000 film reviews for some twenty minutes on two CPU cores. Google's
+# Our encoder read about 72,000 film reviews for some twenty-three minutes on two CPU cores. Google's
 # **BERT-Tiny** (Turc et al., 2019, *Well-Read Students Learn Better*) has nearly the same shape —
 # 2 blocks, width 128, 2 heads, 4,385,920 parameters with its 30,522-piece WordPiece vocabulary —
 # but read Wikipedia and BooksCorpus (about 3.3 billion words) and learned from a larger BERT. It
@@ -951,27 +961,31 @@ if borrowed is not None:
 #   fine-tuning.
 # - Next-sentence prediction: `[CLS] A [SEP] B [SEP]`, segment embeddings, a pooled `[CLS]`
 #   output; RoBERTa showed it can be dropped, and here it is.
-# - Fine-tuning puts one layer on the pooled `[CLS]` output. A fair comparison gives every arm a
-#   validation set, its best epoch, BERT's schedule and its own learning rate.
+# - Fine-tuning puts one layer on the encoder's outputs: BERT reads the pooled `[CLS]` output;
+#   after masked-LM-only pre-training the mean of the outputs is the better vector. A fair
+#   comparison gives every arm a validation set, its best epoch, BERT's schedule and its own
+#   learning rate.
 # - **What the recorded run measured** (full profile, two CPU cores, 64 minutes in all). The
-#   masked LM left its plateau after about 2,400 updates and reached 31.7% on held-out blanks
-#   when the time budget stopped it after three of four rounds. Fine-tuned through `[CLS]`, the
-#   pre-trained encoder was **worse** than the same model from scratch at every label count (−3.0,
-#   −1.1, −4.3 and −2.3 points at 200, 1,000, 3,000 and 24,000 labels). Yet pre-training had
-#   stored what a classifier can use: frozen, its averaged outputs gave a logistic regression
-#   71.6% against 50.5% for a random encoder; and the two heads that read every token's vector
-#   gained from it (name-tag F1 0.55 against 0.44; exact spans 14.6% against 3.0%).
-# - **Candidate causes, and what separated them.** *Nothing useful was learned*: ruled out by the
-#   frozen probe (+21 points) and the token heads. *Too little pre-training*: the progress plot
-#   shows the fine-tuned accuracy rising with each round (69.1%, 70.3%, 73.9%) up to the level
-#   of the start from scratch, and an encoder still on the plateau doing worse than a random one —
-#   consistent with a gain that would come with more pre-training, which this run did not
-#   measure. *The classifier reads the wrong vector*: a hypothesis, not tested here — masked-LM
-#   pre-training never trains the `[CLS]` position (it is never masked, and no loss reads it),
-#   while everything that gained read the tokens' own vectors (the probe averages them; the heads
-#   read each one). Fine-tuning on the averaged outputs instead of `[CLS]` would separate it
-#   (the ungraded exercise). *An unfair comparison*: every arm had the same validation set, best
-#   epoch, schedule, dropout and its own learning rate.
+#   masked LM left its plateau after about 2,400 updates and reached **35.2%** on held-out blanks
+#   after four rounds (the best count table: 28.9%). Fine-tuned, the pre-trained encoder beat the
+#   same model from scratch at every label count: **+5.3, +3.7, +0.3 and +1.1 points** at 200,
+#   1,000, 3,000 and 24,000 labels; from scratch needs about 2,200 labels to match it at 1,000.
+#   Frozen, its averaged outputs gave a logistic regression 73.6% against 50.5% for a random
+#   encoder, and the two heads that read every token's vector gained from it (name-tag F1 0.70
+#   against 0.56; exact spans 22.8% against 4.8%).
+# - **Candidate causes of a small gain, and what separated them.** *The classifier reads the
+#   wrong vector* (masked-LM pre-training never trains `[CLS]`): the pooling comparison at 1,000
+#   labels — the mean beat `[CLS]` by six to seven points in *both* arms, and pre-training led
+#   under both (+4.1 points through `[CLS]`), so reading the mean is a large gain for every arm
+#   but not what decides whether pre-training pays. *Too little pre-training*: the progress plot —
+#   an encoder still on the plateau was a worse start than a random one (61.2% against 74.2%);
+#   every checkpoint after the plateau was a better one (76.5% to 78.1%, one seed each). *Nothing
+#   useful was learned*: ruled out by the frozen probe (+23 points) and the token heads. *An
+#   unfair comparison*: every arm had the same validation set, best epoch, schedule, dropout and
+#   its own learning rate. Why the gain fades from 3,000 labels on is **not measured** here; a
+#   hypothesis: with a few thousand labelled reviews the model from scratch learns the sentiment
+#   words itself, which is most of what the masked LM taught — a larger model and corpus (BERT-Tiny
+#   in §8, where it can be downloaded) would show whether more pre-training keeps the lead.
 #
 # ## Graded exercises
 #
