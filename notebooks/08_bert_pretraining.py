@@ -445,8 +445,7 @@ def fine_tune(name, size, seed, learning_rate, start=None, pooling=settings.clas
     key = (name, str(start or arms[name]["start"]), size, seed, learning_rate, pooling)
     if key not in runs:
         keras.utils.set_random_seed(seed)
-        arm = arms[name]
-        chosen = pool[np.random.default_rng(seed).permutation(len(pool))[:size]]
+        chosen, arm = pool[np.random.default_rng(seed).permutation(len(pool))[:size]], arms[name]
         model, history, run = train_classifier(encoder_for(arm, start), arm["data"]["labelled"], chosen, learning_rate,
                                                pooling)
         test = test_rows["all" if size == all_labels else "sample"]
