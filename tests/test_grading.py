@@ -637,10 +637,11 @@ def test_kernels_import_a_snapshot_of_the_package_without_compiled_files():
     assert planted.exists()
     problems, stopped = _run_cells(
         "import pathlib, transformer_course\n"
+        "from transformer_course.grading import references\n"
         "folder = pathlib.Path(transformer_course.__file__).parent\n"
-        "raise ValueError(f'compiled={len(list(folder.rglob(\"*.pyc\")))} '\n"
+        "raise ValueError(f'expected={hasattr(references, \"expected\")} '\n"
         "                 f'references={len((folder / \"grading\" / \"references.py\").read_text())}')")
-    assert stopped is None and problems == ["cell 1 raised ValueError: compiled=0 references=0"]
+    assert stopped is None and problems == ["cell 1 raised ValueError: expected=False references=0"]
 
 
 @pytest.mark.parametrize("name, value", [("memory_mb", 0), ("tmp_mb", -1), ("processes", "many"), ("file_mb", True)])

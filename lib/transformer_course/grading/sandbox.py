@@ -9,8 +9,8 @@ unprivileged user namespaces from the host. Inside it the kernel has:
   files Python and its libraries read (never ``/etc/shadow`` or the rest of ``/etc``), the Python
   installation and virtual environment, a snapshot of the course package (without the grader's
   references and case generators, :mod:`.references`, which are an empty module there, and
-  without any compiled ``__pycache__``, so nothing written into the checkout later reaches a
-  kernel) and the data cache, all read-only; a private, empty home and working folder
+  compiled from its own sources, never from the checkout's ``__pycache__``, so nothing written
+  into the checkout later reaches a kernel) and the data cache, all read-only; a private, empty home and working folder
   (``/home/student``), a private ``/tmp`` and ``/dev/shm``, each a size-capped tmpfs; the folder
   of the kernel's sockets; nothing else, so the instructor's notebooks, ``.git``, other
   submissions and the reports are not there at all;
@@ -34,6 +34,7 @@ run unless the instructor asks for ``sandbox=False`` (``--unsafe-no-sandbox``).
 from __future__ import annotations
 
 import atexit
+import compileall
 import os
 import queue
 import shutil
@@ -147,11 +148,12 @@ def _readonly_paths() -> list[str]:
 
 @lru_cache(maxsize=1)
 def package_snapshot() -> Path:
-    """A copy of the course package for kernels: no ``__pycache__``, and an empty :mod:`.references`.
+    """A copy of the course package for kernels: an empty :mod:`.references`, compiled afresh.
 
     Made once per grading process in a private temporary folder (removed at exit) and mounted
     read-only over the package in every sandbox, so that a compiled file or a changed module
-    written into the checkout during grading never reaches a kernel.
+    written into the checkout during grading never reaches a kernel. The checkout's
+    ``__pycache__`` folders are left out; the snapshot's own sources are compiled into it.
 
     Returns:
         Path of the snapshot's ``transformer_course`` folder.
@@ -161,6 +163,7 @@ def package_snapshot() -> Path:
     snapshot = root / "transformer_course"
     shutil.copytree(_package_folder(), snapshot, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), symlinks=False)
     (snapshot / "grading" / "references.py").write_text("", encoding="utf-8")
+    compileall.compile_dir(snapshot, quiet=2)  # compiled here, from the snapshot's own sources: imports stay fast
     for path in (root, *snapshot.rglob("*")):  # readable inside whatever the grader's umask
         path.chmod(0o755 if path.is_dir() else 0o644)
     return snapshot
