@@ -723,11 +723,16 @@ def test_the_grader_reads_what_students_wrote(source, places):
 
 
 def test_a_cell_too_large_to_read_is_flagged_not_parsed():
+    from transformer_course.grading.grader import _flag_reaches
     from transformer_course.grading.inspection import MAX_INSPECTED_CHARACTERS, reaches
 
     source = "from transformer_course import masks\n" + "x = [1, 2, 3]\n" * (MAX_INSPECTED_CHARACTERS // 14)
-    assert reaches(source) == [f"holds code too large to read ({len(source):,} characters; at most "
-                               f"{MAX_INSPECTED_CHARACTERS:,} are parsed)"]
+    with pytest.raises(ValueError, match=f"`source` is too large to read: {len(source):,} characters"):
+        reaches(source)
+    flags = []
+    _flag_reaches(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), nbformat.v4.new_notebook(), flags)
+    assert flags == [f"cell 1 holds code too large to read ({len(source):,} characters; at most "
+                     f"{MAX_INSPECTED_CHARACTERS:,} are parsed): look at it before trusting its score"]
     assert reaches(source[:MAX_INSPECTED_CHARACTERS]) == ["the course package (transformer_course)"]
 
 

@@ -229,9 +229,12 @@ def _flag_reaches(submission, release, flags: list) -> None:
         source = cell.get("source") if isinstance(cell.get("source"), str) else ""
         if source in released:
             continue
+        if len(source) > inspection.MAX_INSPECTED_CHARACTERS:  # never parsed
+            flags.append(f"cell {index + 1} holds code too large to read ({len(source):,} characters; at most "
+                         f"{inspection.MAX_INSPECTED_CHARACTERS:,} are parsed): look at it before trusting its score")
+            continue
         for place in inspection.reaches(source):
-            what = place if place.startswith("holds ") else f"reaches into {place}"
-            flags.append(f"cell {index + 1} {what}: look at it before trusting its score")
+            flags.append(f"cell {index + 1} reaches into {place}: look at it before trusting its score")
 
 
 def _insert_captures(notebook) -> None:

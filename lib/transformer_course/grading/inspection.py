@@ -67,11 +67,15 @@ def reaches(source: str) -> list[str]:
 
     Returns:
         list of str such as ``"the course package (transformer_course)"``; empty when none.
-        Source that cannot be parsed at all gives ``["unparsable code"]``; source longer than
-        ``MAX_INSPECTED_CHARACTERS`` is not parsed and gives ``["holds code too large to read (...)"]``.
+        Source that cannot be parsed at all gives ``["unparsable code"]``.
+
+    Raises:
+        ValueError: for source longer than ``MAX_INSPECTED_CHARACTERS``, which is never parsed
+            (the grader flags such a cell without reading it).
     """
     if len(str(source)) > MAX_INSPECTED_CHARACTERS:
-        return [f"holds code too large to read ({len(str(source)):,} characters; at most {MAX_INSPECTED_CHARACTERS:,} are parsed)"]
+        raise ValueError(f"`source` is too large to read: {len(str(source)):,} characters; at most "
+                         f"{MAX_INSPECTED_CHARACTERS:,} are parsed.")
     lines = [line for line in str(source).splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
         anywhere, names = _words(ast.parse("\n".join(lines)))

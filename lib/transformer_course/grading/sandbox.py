@@ -10,10 +10,10 @@ unprivileged user namespaces from the host. Inside it the kernel has:
   installation and virtual environment, a snapshot of the course package (without the grader's
   references and case generators, :mod:`.references`, which are an empty module there, and
   compiled from its own sources, never from the checkout's ``__pycache__``, so nothing written
-  into the checkout later reaches a kernel) and the data cache, all read-only; a private, empty home and working folder
-  (``/home/student``), a private ``/tmp`` and ``/dev/shm``, each a size-capped tmpfs; the folder
-  of the kernel's sockets; nothing else, so the instructor's notebooks, ``.git``, other
-  submissions and the reports are not there at all;
+  into the checkout later reaches a kernel) and the data cache, all read-only; a private, empty
+  home and working folder (``/home/student``), a private ``/tmp`` and ``/dev/shm``, each a
+  size-capped tmpfs; the folder of the kernel's sockets; nothing else, so the instructor's
+  notebooks, ``.git``, other submissions and the reports are not there at all;
 * user id 65534 (``nobody``) inside, never 0;
 * an environment built from an allow-list (nothing of the grader's own environment, so no
   secret in it reaches student code).
@@ -25,9 +25,9 @@ each tmpfs folder; a cap on processes and threads (``RLIMIT_NPROC`` inside the s
 watchdog's count, which also holds where the grader runs as root and Linux exempts it from
 ``RLIMIT_NPROC``); a cap on the size of any one file (``RLIMIT_FSIZE``: a larger write fails
 with ``OSError: File too large``); and a cap on what the kernel writes into its socket folder,
-the one folder on the host's disk. The grader itself never receives a message from a kernel larger
-than ``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls stops the sandbox; the
-grader records why and goes on with the next submission. Without bubblewrap, grading refuses to
+the one folder on the host's disk. The grader itself never receives a message from a kernel
+larger than ``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls
+stops the sandbox; the grader records why and goes on with the next submission. Without bubblewrap, grading refuses to
 run unless the instructor asks for ``sandbox=False`` (``--unsafe-no-sandbox``).
 """
 
@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 
@@ -87,7 +87,7 @@ class Limits:
     file_mb: int = 256
 
     def __post_init__(self):
-        for name in ("cell_seconds", "notebook_seconds", "memory_mb", "tmp_mb", "processes", "file_mb"):
+        for name in (limit.name for limit in fields(self)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"`{name}` must be a positive number; received {value!r}.")
@@ -199,14 +199,8 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
                "--proc", "/proc", "--dev", "/dev",
                "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp",
                "--size", size, "--tmpfs", HOME]
-    for system in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"):
-        if os.path.islink(system):
-            command += ["--symlink", os.readlink(system), system]
-        elif os.path.isdir(system):
-            command += ["--ro-bind", system, system]
-    for name in _ETC_ALLOWED:
-        path = f"/etc/{name}"
-        if os.path.islink(path):
+    for path in (*("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"), *(f"/etc/{name}" for name in _ETC_ALLOWED)):
+        if os.path.islink(path):  # a link stays a link (merged /usr: /bin -> usr/bin)
             command += ["--symlink", os.readlink(path), path]
         elif os.path.exists(path):
             command += ["--ro-bind", path, path]
@@ -251,10 +245,12 @@ class _SandboxedKernelManager(KernelManager):
 def _process_tree(pid: int) -> tuple[int, int, list[int]]:
     """``(resident bytes, processes and threads, descendant pids)`` of ``pid`` and all its descendants (Linux /proc)."""
     children: dict[int, list[int]] = {}
+    threads: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            try:  # /proc/PID/stat after the command's ")": state, parent, ... num_threads (the 18th)
+                fields_after_name = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                parent, threads[int(entry.name)] = int(fields_after_name[1]), int(fields_after_name[17])
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(parent, []).append(int(entry.name))
@@ -263,9 +259,9 @@ def _process_tree(pid: int) -> tuple[int, int, list[int]]:
         current = stack.pop()
         try:
             resident += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * page
-            tasks += int(Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()[17])  # num_threads
         except (OSError, IndexError, ValueError):
             pass
+        tasks += threads.get(current, 0)
         if current != pid:
             descendants.append(current)
         stack.extend(children.get(current, []))
@@ -332,7 +328,6 @@ class _Watchdog(threading.Thread):
         super().__init__(daemon=True)
         self.manager, self.limits, self.workdir, self.reason, self.done = manager, limits, workdir, None, threading.Event()
         self.deadline = time.monotonic() + limits.notebook_seconds
-        self.peak_tasks = 0
 
     def run(self):
         tmpfs_size, polls = int(self.limits.tmp_mb * 2**20), 0
@@ -341,7 +336,6 @@ class _Watchdog(threading.Thread):
             if process is None or process.poll() is not None:
                 continue
             resident, tasks, descendants = _process_tree(process.pid)
-            self.peak_tasks = max(self.peak_tasks, tasks)
             polls += 1
             if time.monotonic() > self.deadline:
                 self.reason = f"the notebook ran past its {self.limits.notebook_seconds:.0f} s limit"
