@@ -15,11 +15,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import tokenizers  # noqa: E402
+import tokenizers
 
-from transformer_course.bpe import BytePairEncoding  # noqa: E402
-from transformer_course.datasets import load_imdb  # noqa: E402
-from transformer_course.runtime import hardware  # noqa: E402
+from transformer_course.bpe import BytePairEncoding
+from transformer_course.datasets import load_imdb
+from transformer_course.runtime import hardware
 
 
 def hugging_face(vocabulary=None, merges=None):

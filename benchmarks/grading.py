@@ -23,16 +23,19 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from transformer_course.datasets import pin_data_directory  # noqa: E402
-from transformer_course.grading.grader import grade_folder  # noqa: E402
-from transformer_course.grading.sandbox import Limits, sandbox_available  # noqa: E402
-from transformer_course.runtime import hardware  # noqa: E402
+from transformer_course.datasets import pin_data_directory
+from transformer_course.grading.grader import grade_folder
+from transformer_course.grading.sandbox import Limits, sandbox_available
+from transformer_course.runtime import hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _submissions(folder: Path, notebook: str, count: int, first: int = 0) -> None:
-    """``count`` students in ``folder`` (numbered from ``first``), each handing in ``notebook``: solved, untouched, ..."""
+    """``count`` students in ``folder`` (numbered from ``first``), each handing in ``notebook``.
+
+    Solved, untouched, solved, untouched, ...
+    """
     source = next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb"))
     release = ROOT / "release" / source.name
     for index in range(count):
@@ -49,7 +52,8 @@ def _with_exercises() -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notebook", default="all",
-                        help="the notebook id graded in the throughput runs, or 'all' (default): every one with exercises")
+                        help="the notebook id graded in the throughput runs, "
+                             "or 'all' (default): every one with exercises")
     parser.add_argument("--per-notebook", type=int, default=2, help="submissions of each notebook (default: 2)")
     arguments = parser.parse_args(argv)
     notebooks = _with_exercises() if arguments.notebook == "all" else [arguments.notebook]
@@ -64,8 +68,8 @@ def main(argv=None) -> int:
         for notebook in _with_exercises():
             _submissions(scratch / f"single_{notebook}", notebook, 1)
             start = time.perf_counter()
-            grade_folder(scratch / f"single_{notebook}", scratch / f"report_{notebook}", release, limits, progress=False,
-                         sandbox=sandbox_available())
+            grade_folder(scratch / f"single_{notebook}", scratch / f"report_{notebook}", release, limits,
+                         progress=False, sandbox=sandbox_available())
             singles[notebook] = time.perf_counter() - start
         for index, notebook in enumerate(notebooks):
             _submissions(scratch / "batch", notebook, arguments.per_notebook, first=index * arguments.per_notebook)
@@ -79,7 +83,8 @@ def main(argv=None) -> int:
 
     machine = hardware()
     print(f"Grading {submissions} submissions ({arguments.per_notebook} of each of notebooks {', '.join(notebooks)}; "
-          f"half solved, half untouched), smoke profile, bubblewrap sandbox {'on' if sandbox_available() else 'UNAVAILABLE (graded unconfined)'}")
+          "half solved, half untouched), smoke profile, bubblewrap sandbox "
+          f"{'on' if sandbox_available() else 'UNAVAILABLE (graded unconfined)'}")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores")
     for (workers, sandbox), rate in rates.items():
         where = "sandbox   " if sandbox else "unconfined"

@@ -22,15 +22,15 @@ import statistics
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
+from _timing import interleaved_seconds  # benchmarks/_timing.py beside this script
 
-from _timing import interleaved_seconds  # noqa: E402 - benchmarks/_timing.py beside this script
-from transformer_course import profile  # noqa: E402
-from transformer_course.decoding import greedy_decode  # noqa: E402
-from transformer_course.generation import CachedLanguageModel  # noqa: E402
-from transformer_course.language_model import build_language_model  # noqa: E402
-from transformer_course.runtime import hardware  # noqa: E402
+from transformer_course import profile
+from transformer_course.decoding import greedy_decode
+from transformer_course.generation import CachedLanguageModel
+from transformer_course.language_model import build_language_model
+from transformer_course.runtime import hardware
 
 
 def main(argv=None) -> int:
@@ -59,21 +59,24 @@ def main(argv=None) -> int:
     rates = {}
     for prompt_length in arguments.prompts:
         prompts = rng.integers(3, settings.vocab_size, size=(arguments.batch, prompt_length)).astype("int32")
-        decoders = {"recompute": lambda: greedy_decode(recompute, prompts, None, arguments.steps),
-                    "cached": lambda: greedy_decode(cached.next_token_function(prompts), prompts, None, arguments.steps)}
+        decoders = {"recompute": lambda: greedy_decode(recompute, prompts, None, arguments.steps),  # noqa: B023
+                    "cached": lambda: greedy_decode(cached.next_token_function(prompts), prompts, None,  # noqa: B023
+                                                    arguments.steps)}  # (both called within this iteration)
         np.testing.assert_array_equal(decoders["recompute"](), decoders["cached"]())  # also warms both up
         seconds = interleaved_seconds(decoders, arguments.repeats)
         rates[prompt_length] = {name: arguments.batch * arguments.steps / statistics.median(values)
                                 for name, values in seconds.items()}
 
     machine = hardware()
-    print(f"Language model generation: E={settings.embed_dim}, F={settings.intermediate_dim}, {settings.num_heads} heads, "
+    print(f"Language model generation: E={settings.embed_dim}, F={settings.intermediate_dim}, "
+          f"{settings.num_heads} heads, "
           f"{settings.num_layers} block(s), vocabulary {settings.vocab_size:,}; batch {arguments.batch}, "
           f"{arguments.steps} new tokens each, {arguments.repeats} interleaved repeats; outputs identical")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
           f"Keras {keras.__version__} ({keras.backend.backend()})")
     for prompt_length, rate in rates.items():
-        print(f"  prompt {prompt_length:>4}: recompute {rate['recompute']:8.1f} tokens/s   cached {rate['cached']:8.1f} "
+        print(f"  prompt {prompt_length:>4}: recompute {rate['recompute']:8.1f} tokens/s   "
+              f"cached {rate['cached']:8.1f} "
               f"tokens/s   x{rate['cached'] / rate['recompute']:.2f}")
     return 0
 

@@ -27,14 +27,14 @@ import statistics
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import numpy as np
+from _timing import interleaved_seconds  # benchmarks/_timing.py beside this script
 
-from _timing import interleaved_seconds  # noqa: E402 - benchmarks/_timing.py beside this script
-from transformer_course import profile  # noqa: E402
-from transformer_course.metrics import MaskedCrossEntropy  # noqa: E402
-from transformer_course.pretraining import build_bert_pretrainer, gather_selected, mask_tokens  # noqa: E402
-from transformer_course.runtime import hardware  # noqa: E402
+from transformer_course import profile
+from transformer_course.metrics import MaskedCrossEntropy
+from transformer_course.pretraining import build_bert_pretrainer, gather_selected, mask_tokens
+from transformer_course.runtime import hardware
 
 MASK = 4  # special ids as in notebook 08: 0 padding, 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK]
 
@@ -60,7 +60,8 @@ def main(argv=None) -> int:
         models[name] = model
     models["chosen only"].set_weights(models["all positions"].get_weights())
 
-    losses = {name: float(model.evaluate(*batches[0][name], verbose=0, batch_size=settings.batch_size, return_dict=True)["loss"])
+    losses = {name: float(model.evaluate(*batches[0][name], verbose=0, batch_size=settings.batch_size,
+                                         return_dict=True)["loss"])
               for name, model in models.items()}
     if not np.isclose(losses["all positions"], losses["chosen only"], rtol=1e-4):
         raise AssertionError(f"the two losses differ: {losses}")
@@ -79,7 +80,8 @@ def main(argv=None) -> int:
     rates = {name: tokens / statistics.median(values) for name, values in seconds.items()}
 
     machine = hardware()
-    print(f"Masked-LM pre-training steps: vocabulary {vocabulary:,}, inputs of {length} tokens, batch {settings.batch_size}, "
+    print(f"Masked-LM pre-training steps: vocabulary {vocabulary:,}, inputs of {length} tokens, "
+          f"batch {settings.batch_size}, "
           f"E={settings.embed_dim}, F={settings.intermediate_dim}, {settings.num_heads} heads, {settings.num_layers} "
           f"block(s), XLA {settings.jit_compile}; {arguments.steps} steps x {arguments.repeats} interleaved repeats; "
           f"loss on one batch equal both ways ({losses['all positions']:.4f})")

@@ -28,15 +28,15 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import keras  # noqa: E402
-import keras_hub  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
 
-from transformer_course import profile  # noqa: E402
-from transformer_course.datasets import load_imdb, load_imdb_unlabelled  # noqa: E402
-from transformer_course.pretraining import contiguous_segments, gather_selected, mask_tokens  # noqa: E402
-from transformer_course.runtime import hardware  # noqa: E402
+from transformer_course import profile
+from transformer_course.datasets import load_imdb, load_imdb_unlabelled
+from transformer_course.pretraining import contiguous_segments, gather_selected, mask_tokens
+from transformer_course.runtime import hardware
 
 PAD, UNK, CLS, SEP, MASK = range(5)  # the reserved tokens, first in the vocabulary, as in notebook 08
 
@@ -98,7 +98,8 @@ def main() -> int:
 
     machine = hardware()
     print(f"Count-table yardsticks for notebook 08's masked-LM accuracy: WordPiece vocabulary {size:,}; tables from "
-          f"{len(segments):,} pre-training inputs of {settings.sequence_length} ({len(texts):,} reviews); {len(rows):,} "
+          f"{len(segments):,} pre-training inputs of {settings.sequence_length} ({len(texts):,} reviews); "
+          f"{len(rows):,} "
           f"blanks in {len(blanks):,} held-out inputs (mask_tokens, seed 1: the notebook's held-out blanks)")
     print(f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
           f"keras-hub {keras_hub.__version__}, NumPy {np.__version__}")

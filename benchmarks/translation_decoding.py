@@ -26,17 +26,17 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from transformer_course.runtime import hardware, import_tensorflow_quietly  # noqa: E402
+from transformer_course.runtime import hardware, import_tensorflow_quietly
 
 tf = import_tensorflow_quietly()
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-
 from _timing import interleaved_seconds  # noqa: E402 - benchmarks/_timing.py beside this script
+
 from transformer_course import profile  # noqa: E402
 from transformer_course.decoding import greedy_decode  # noqa: E402
+from transformer_course.generation import IncrementalDecoder  # noqa: E402
 from transformer_course.metrics import masked_accuracy, masked_loss  # noqa: E402
-from transformer_course.generation import IncrementalDecoder
 from transformer_course.translation import Translator, build_translation_model  # noqa: E402
 
 START = 2

@@ -47,8 +47,6 @@ import transformer_course as tc
 settings = tc.start_notebook("01", seed=42)
 
 # %%
-import time
-
 import keras
 import matplotlib.pyplot as plt
 import numpy as np
@@ -58,8 +56,7 @@ from transformer_course.plots import plot_accuracy_by_length, plot_one_hot, plot
 from transformer_course.results import report_metric
 from transformer_course.reversal import reversal_dataset, score_sequences
 from transformer_course.runtime import epoch_progress, progress
-from transformer_course.seq2seq import (build_encoder_decoder,
-                                        build_teacher_forcing_encoder_decoder, shift_right)
+from transformer_course.seq2seq import build_encoder_decoder, build_teacher_forcing_encoder_decoder, shift_right
 from transformer_course.training import EpochScores, fit_best
 
 # %% [markdown]
@@ -164,13 +161,15 @@ X_train, y_train, X_test, y_test = reversal_dataset(
     settings.train_size, settings.test_size, settings.n_timesteps_in, settings.n_features, seed=0)
 print("X_train", X_train.shape, "y_train", y_train.shape)  # (N, T, F)
 print("X_test ", X_test.shape, "y_test ", y_test.shape)
-print("first training pair:", reversal.one_hot_decode(X_train[0]).tolist(), "->", reversal.one_hot_decode(y_train[0]).tolist())
+print("first training pair:", reversal.one_hot_decode(X_train[0]).tolist(), "->",
+      reversal.one_hot_decode(y_train[0]).tolist())
 assert (reversal.one_hot_decode(y_train) == reversal.one_hot_decode(X_train)[:, ::-1]).all()
 
 # The last 10% of the training sequences are held out to choose the best epoch; the test set
 # plays no part in training.
 held_out = len(X_train) // 10
-X_fit, y_fit, X_validation, y_validation = X_train[:-held_out], y_train[:-held_out], X_train[-held_out:], y_train[-held_out:]
+X_fit, y_fit = X_train[:-held_out], y_train[:-held_out]
+X_validation, y_validation = X_train[-held_out:], y_train[-held_out:]
 
 # %% [markdown]
 # ## 5. Model A — a decoder that feeds back its own predictions
@@ -222,7 +221,8 @@ model, history_free, facts_free = fit_best(
     model, (X_fit, y_fit), (X_validation, y_validation), epochs=settings.epochs, patience=settings.epochs,
     batch_size=settings.batch_size, callbacks=[EpochScores(held_out_element_accuracy=held_out_accuracy(model)),
                                                epoch_progress()])
-print(f"{facts_free['epochs']} epochs in {facts_free['seconds']:.0f} s; best validation loss at epoch {facts_free['best_epoch']}")
+print(f"{facts_free['epochs']} epochs in {facts_free['seconds']:.0f} s; "
+      f"best validation loss at epoch {facts_free['best_epoch']}")
 plot_training_curves({"fed-back predictions": history_free});
 
 # %% [markdown]
@@ -287,7 +287,8 @@ training_model, history_teacher, facts_teacher = fit_best(
     training_model, ([X_fit, shift_right(y_fit)], y_fit), ([X_validation, shift_right(y_validation)], y_validation),
     epochs=settings.teacher_forcing_epochs, patience=settings.teacher_forcing_epochs, batch_size=settings.batch_size,
     callbacks=[EpochScores(held_out_element_accuracy=held_out_accuracy(inference_model)), epoch_progress()])
-print(f"{facts_teacher['epochs']} epochs in {facts_teacher['seconds']:.0f} s; best validation loss at epoch {facts_teacher['best_epoch']}")
+print(f"{facts_teacher['epochs']} epochs in {facts_teacher['seconds']:.0f} s; "
+      f"best validation loss at epoch {facts_teacher['best_epoch']}")
 # The inference model shares every layer with the training model, so it holds the best weights too.
 
 # %% [markdown]
@@ -361,7 +362,8 @@ def train_and_score(length):
     return score_sequences(sweep_model, X_te, y_te)
 
 
-print(f"context vector: h and c of {settings.sweep_units} units each = {2 * settings.sweep_units} numbers, whatever the length")
+print(f"context vector: h and c of {settings.sweep_units} units each = {2 * settings.sweep_units} numbers, "
+      "whatever the length")
 sweep = {length: train_and_score(length) for length in progress(settings.sweep_lengths, desc="lengths")}
 for length, (element, sequence) in sweep.items():
     print(f"length {length:2d}: element {100 * element:6.2f} %, sequence {100 * sequence:6.2f} %")

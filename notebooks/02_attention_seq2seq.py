@@ -50,13 +50,13 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
-from transformer_course.seq2seq_attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
 from transformer_course.metrics import anti_diagonal_attention_mass
 from transformer_course.plots import plot_accuracy_by_length, plot_attention, plot_training_curves
 from transformer_course.results import load_record, report_metric
 from transformer_course.reversal import one_hot_decode, reversal_dataset, score_sequences
 from transformer_course.runtime import epoch_progress, progress
 from transformer_course.seq2seq import build_attention_encoder_decoder, build_encoder_decoder
+from transformer_course.seq2seq_attention import LuongDotAttention
 from transformer_course.training import fit_best
 
 # %% [markdown]
@@ -216,14 +216,18 @@ for name in ("dot", "general", "bahdanau"):
 plot_training_curves({name: run["history"] for name, run in trained.items()});
 
 # %%
-print(f"{'score':<10}{'parameters':>11}{'epochs':>8}{'best':>6}{'train elem':>12}{'test elem':>11}{'test seq':>10}{'time':>7}")
+print(f"{'score':<10}{'parameters':>11}{'epochs':>8}{'best':>6}{'train elem':>12}{'test elem':>11}{'test seq':>10}"
+      f"{'time':>7}")
 for name, run in trained.items():
     (train_element, _), (test_element, test_sequence), facts = run["train"], run["test"], run["facts"]
-    print(f"{name:<10}{run['model'].count_params():>11,}{facts['epochs']:>8}{facts['best_epoch']:>6}{100 * train_element:>11.2f}%"
-          f"{100 * test_element:>10.2f}%{100 * test_sequence:>9.2f}%{facts['seconds']:>6.0f}s")
+    print(f"{name:<10}{run['model'].count_params():>11,}{facts['epochs']:>8}{facts['best_epoch']:>6}"
+          f"{100 * train_element:>11.2f}%{100 * test_element:>10.2f}%{100 * test_sequence:>9.2f}%"
+          f"{facts['seconds']:>6.0f}s")
 for name, run in trained.items():
-    report_metric(f"{name}_test_element_accuracy", run["test"][0], f"{name} score, length 4 / 10 features: test element accuracy")
-    report_metric(f"{name}_test_sequence_accuracy", run["test"][1], f"{name} score, length 4 / 10 features: test sequence accuracy")
+    report_metric(f"{name}_test_element_accuracy", run["test"][0],
+                  f"{name} score, length 4 / 10 features: test element accuracy")
+    report_metric(f"{name}_test_sequence_accuracy", run["test"][1],
+                  f"{name} score, length 4 / 10 features: test sequence accuracy")
 
 # %% [markdown]
 # ## 6. Where does the decoder look?
@@ -253,7 +257,8 @@ uniform = 1 / n_timesteps
 for name, run in trained.items():
     _, test_weights = run["attention_model"](X_test)
     mass = anti_diagonal_attention_mass(keras.ops.convert_to_numpy(test_weights))
-    print(f"{name:<9} anti-diagonal mass {mass:.3f} = {mass / uniform:.1f} x uniform; test sequence accuracy {100 * run['test'][1]:.1f}%")
+    print(f"{name:<9} anti-diagonal mass {mass:.3f} = {mass / uniform:.1f} x uniform; "
+          f"test sequence accuracy {100 * run['test'][1]:.1f}%")
     report_metric(f"{name}_anti_diagonal_mass", mass, f"{name} score, length 4: mean attention on the anti-diagonal")
 
 # %% [markdown]
@@ -280,7 +285,8 @@ def train_and_score(length, kind):
     X_tr, y_tr, X_te, y_te = reversal_dataset(settings.sweep_train_size, settings.sweep_test_size,
                                               length, settings.sweep_n_features, seed=length)
     if kind == "none":
-        sweep_model = attention_sweep_model = build_encoder_decoder(length, settings.sweep_n_features, settings.sweep_units)
+        sweep_model = build_encoder_decoder(length, settings.sweep_n_features, settings.sweep_units)
+        attention_sweep_model = sweep_model
     else:
         sweep_model, attention_sweep_model = build_attention_encoder_decoder(
             length, settings.sweep_n_features, settings.sweep_units, score=kind)

@@ -286,8 +286,10 @@ corpus = ["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3
 toy = BytePairEncoding.train(corpus, num_merges=8)
 for count in range(len(toy.merges) + 1):
     step = BytePairEncoding(toy.merges[:count])
-    spelled = "  ".join("·".join(step.token(i) for i in step.encode(word)) for word in ("low", "lower", "newest", "widest"))
-    merge = "start: bytes" if not count else "merge {}: {} + {}".format(count, *(part.decode() for part in toy.merges[count - 1]))
+    spelled = "  ".join("·".join(step.token(i) for i in step.encode(word))
+                        for word in ("low", "lower", "newest", "widest"))
+    merge = ("start: bytes" if not count
+             else "merge {}: {} + {}".format(count, *(part.decode() for part in toy.merges[count - 1])))
     print(f"{merge:<20} {spelled}")
 
 # %% [markdown]
@@ -307,7 +309,8 @@ same_size = keras.layers.TextVectorization(max_tokens=imdb_bpe.vocabulary_size)
 same_size.adapt(texts)
 known = set(same_size.get_vocabulary()[2:])
 print(f"BPE vocabulary {imdb_bpe.vocabulary_size:,} tokens; the last merges learned:",
-      " ".join(imdb_bpe.token(i).replace(" ", "␣") for i in range(imdb_bpe.vocabulary_size - 6, imdb_bpe.vocabulary_size)))
+      " ".join(imdb_bpe.token(i).replace(" ", "␣")
+               for i in range(imdb_bpe.vocabulary_size - 6, imdb_bpe.vocabulary_size)))
 for word in "Walk Walks Walked walking Journée journal journaliste שלם תשלום flightless definately 🎬".split():
     as_word = standardize(word) if standardize(word) in known else "[UNK]"
     print(f"{word:<12} word: {as_word:<10} characters: {len(word):>2}   "
@@ -326,12 +329,14 @@ for word in "Walk Walks Walked walking Journée journal journaliste שלם תש�
 # %%
 sample_reviews = reviews[:2000]
 word_ids = keras.ops.convert_to_numpy(same_size(texts[:2000]))
-lengths_by_kind = {"words": (word_ids > 0).sum(axis=1), "BPE tokens": np.array([len(imdb_bpe.encode(text)) for text in sample_reviews]),
+lengths_by_kind = {"words": (word_ids > 0).sum(axis=1),
+                   "BPE tokens": np.array([len(imdb_bpe.encode(text)) for text in sample_reviews]),
                    "characters": np.array([len(text) for text in sample_reviews])}
 unknown = float((word_ids == 1).sum() / (word_ids > 0).sum())
 for kind, counts in lengths_by_kind.items():
     print(f"{kind:<11} per review: median {np.median(counts):6.0f}   90th percentile {np.percentile(counts, 90):6.0f}")
-print(f"words outside the {imdb_bpe.vocabulary_size:,}-word vocabulary ([UNK]): {unknown:.2%}; BPE tokens that are [UNK]: none")
+print(f"words outside the {imdb_bpe.vocabulary_size:,}-word vocabulary ([UNK]): {unknown:.2%}; "
+      "BPE tokens that are [UNK]: none")
 plt.figure(figsize=(7, 3.2))
 plt.hist(list(lengths_by_kind.values()), bins=60, range=(0, 4000), label=list(lengths_by_kind), histtype="step")
 plt.xlabel("tokens per review"); plt.ylabel("reviews"); plt.legend();
@@ -339,7 +344,8 @@ plt.xlabel("tokens per review"); plt.ylabel("reviews"); plt.legend();
 # %%
 report_metric("bpe_tokens_per_review_median", float(np.median(lengths_by_kind["BPE tokens"])),
               f"median BPE tokens per IMDB review ({imdb_bpe.vocabulary_size:,}-token byte-level BPE)")
-report_metric("unknown_words_same_size", unknown, f"words that are [UNK] with a {imdb_bpe.vocabulary_size:,}-word vocabulary")
+report_metric("unknown_words_same_size", unknown,
+              f"words that are [UNK] with a {imdb_bpe.vocabulary_size:,}-word vocabulary")
 
 # %% [markdown]
 # BPE sits between the two: about a third more tokens than words (a median of 234 against 171),

@@ -218,8 +218,10 @@ plt.semilogx(widths, [row[2] for row in rows], "o-", label="softmax(q·k)")
 plt.semilogx(widths, [row[3] for row in rows], "o-", label="softmax(q·k / √d_k)")
 plt.axhline(0.1, color="grey", linestyle=":", label="uniform over 10 keys")
 plt.xlabel("d_k"); plt.ylabel("mean largest weight"); plt.ylim(0, 1.05); plt.legend();
-report_metric("max_weight_unscaled_largest_width", rows[-1][2], f"mean largest softmax weight, d_k={widths[-1]}, unscaled", headline=True)
-report_metric("max_weight_scaled_largest_width", rows[-1][3], f"mean largest softmax weight, d_k={widths[-1]}, scaled by sqrt(d_k)")
+report_metric("max_weight_unscaled_largest_width", rows[-1][2],
+              f"mean largest softmax weight, d_k={widths[-1]}, unscaled", headline=True)
+report_metric("max_weight_scaled_largest_width", rows[-1][3],
+              f"mean largest softmax weight, d_k={widths[-1]}, scaled by sqrt(d_k)")
 
 # %% [markdown]
 # The spread of the raw scores grows like $\sqrt{d_k}$ and the unscaled softmax saturates: at
@@ -231,7 +233,8 @@ report_metric("max_weight_scaled_largest_width", rows[-1][3], f"mean largest sof
 
 # %%
 # NBVAL_CHECK_OUTPUT
-package_output, package_weights = attention.scaled_dot_product_attention(Q.astype("float32"), K.astype("float32"), V.astype("float32"))
+package_output, package_weights = attention.scaled_dot_product_attention(Q.astype("float32"), K.astype("float32"),
+                                                                         V.astype("float32"))
 print("package == by hand:", np.allclose(to_numpy(package_output), output, atol=1e-4),
       np.allclose(to_numpy(package_weights), weights, atol=1e-5))
 
@@ -246,7 +249,30 @@ print("package == by hand:", np.allclose(to_numpy(package_output), output, atol=
 # 3. concatenate the heads → $(T, N \cdot H)$ and project with $W^O$ back to $(T, E)$.
 #
 # The total cost is about that of one full-width head, and each head can learn a different
-# relation (one may follow syntax, another coreference). From scratch, for one sentence:
+# relation (one may follow syntax, another coreference).
+#
+# **Notation, from here to notebook 10.** Section 3 used the paper's names; from here on shapes
+# are written with one letter per axis, as in the package's docstrings, and each letter means one
+# thing in every notebook:
+#
+# | letter | what it counts | the paper's name | argument in code |
+# |---|---|---|---|
+# | $B$ | sequences in a batch | | `batch_size` |
+# | $T$ | query positions: the sequence that attends (the target) | $n$ | |
+# | $S$ | key/value positions: the sequence attended to (the source); $S = T$ in self-attention | | |
+# | $E$ | model width | $d_{model}$ | `embed_dim` |
+# | $N$ | attention heads | $h$ | `num_heads` |
+# | $H$ | head width, $H = E / N$ | $d_k = d_v = d_{model} / h$ | `key_dim` |
+# | $F$ | feed-forward width (notebook 05) | $d_{ff}$ | `intermediate_dim` |
+# | $D$ | stacked blocks, the depth (notebook 05) | $N$ | `num_layers` |
+# | $L$ | positions a key/value cache holds (notebooks 07, 09) | | `max_length` |
+# | $M$ | patches of one image (notebook 10) | $N$ in the ViT paper | |
+# | $P$ | patch side, in pixels (notebook 10) | $P$ | `patch_size` |
+#
+# The Transformer paper's $N$ is the number of stacked blocks and the ViT paper's the number of
+# patches; here $N$ is always heads, and an image's height and width are written out in words.
+#
+# From scratch, for one sentence:
 
 # %%
 def multi_head_attention(X, W_Q, b_Q, W_K, b_K, W_V, b_V, W_O, b_O):
@@ -382,7 +408,8 @@ plt.title("sinusoidal positional encoding, 50 positions x 128 dimensions");
 # %%
 # NBVAL_CHECK_OUTPUT
 print("position 0, dims 0-3:", np.round(table[0, :4], 4).tolist())
-print("position 1, dims 0-1:", np.round(table[1, :2], 4).tolist(), "; sin 1, cos 1 =", round(np.sin(1), 4), round(np.cos(1), 4))
+print("position 1, dims 0-1:", np.round(table[1, :2], 4).tolist(),
+      "; sin 1, cos 1 =", round(np.sin(1), 4), round(np.cos(1), 4))
 frequency = 10000 ** (-2 / 128)
 print("position 1, dims 2-3:", np.round(table[1, 2:4], 4).tolist(), "; by hand:",
       round(np.sin(frequency), 4), round(np.cos(frequency), 4))

@@ -108,7 +108,8 @@ plt.semilogy(layers_axis, plain, "o-", label="plain stack")
 plt.semilogy(layers_axis, residual, "o-", label="with residual connections")
 plt.xticks(layers_axis[::2] if settings.depth > 12 else layers_axis)  # whole layer numbers only
 plt.xlabel("layer (1 = nearest the input)"); plt.ylabel("gradient norm of the kernel"); plt.legend();
-print(f"layer 1: plain {plain[0]:.1e}, residual {residual[0]:.1e}; top layer: plain {plain[-1]:.1e}, residual {residual[-1]:.1e}")
+print(f"layer 1: plain {plain[0]:.1e}, residual {residual[0]:.1e}; "
+      f"top layer: plain {plain[-1]:.1e}, residual {residual[-1]:.1e}")
 report_metric("first_layer_gradient_orders_of_magnitude", np.log10(residual[0] / plain[0]),
               f"log10 of the layer-1 gradient norm, residual / plain, {settings.depth} sigmoid layers", headline=True)
 
@@ -194,7 +195,7 @@ print("mask passed on:", to_numpy(keras_mask(encoded))[0].tolist())
 # NBVAL_CHECK_OUTPUT
 x = to_numpy(embedded)                                         # (B, T, E)
 key_mask = (tokens != 0)[:, None, :]                           # (B, 1, T): no query attends to padding
-x = to_numpy(encoder.attention_norm(x + encoder.attention(x, x, attention_mask=key_mask)))        # 1. attention sub-layer
+x = to_numpy(encoder.attention_norm(x + encoder.attention(x, x, attention_mask=key_mask)))  # 1. attention sub-layer
 x = to_numpy(encoder.feedforward_norm(x + encoder.feedforward_output(encoder.feedforward_hidden(x))))  # 2. feed-forward
 print("by hand == TransformerEncoder:", np.allclose(x[0, :4], to_numpy(encoded)[0, :4], atol=1e-5), "(real tokens)")
 
@@ -231,7 +232,8 @@ assert block_parameters(512, 2048) == base.count_params()
 # %% [markdown]
 # ## 7. Stacking blocks
 #
-# An encoder is $N$ such blocks in a row ($N = 6$ in the paper), each with **its own** weights:
+# An encoder is $D$ such blocks in a row (the depth; $D = 6$ in the paper, which calls it $N$), each
+# with **its own** weights:
 # the same architecture, learning different things. The output of one is the input of the next,
 # so the shape never changes and the padding mask travels all the way through.
 
@@ -241,7 +243,8 @@ stack = [TransformerEncoder(intermediate_dim=64, num_heads=4, name=f"encoder_{i}
 x = embedded
 for block in stack:
     x = block(x)                                               # (B, T, E) every time
-shared = any(a is b for i, block in enumerate(stack) for a in block.weights for other in stack[i + 1:] for b in other.weights)
+shared = any(a is b for i, block in enumerate(stack) for a in block.weights
+             for other in stack[i + 1:] for b in other.weights)
 print("output", tuple(x.shape), "; any weight shared between blocks:", shared)
 print("parameters: 6 x", f"{block_parameters(32, 64):,}", "=", f"{sum(b.count_params() for b in stack):,}")
 print("mask after 6 blocks:", to_numpy(keras_mask(x))[0].tolist())

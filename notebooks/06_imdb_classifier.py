@@ -378,7 +378,8 @@ figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5), gridspec_kw={"width_
 plot_attention(weights, words, words, "self-attention, mean of heads", axis=left,
                vmin=None, vmax=None)  # colours from the smallest to the largest weight: read the colour bar
 right.barh(range(len(words)), share); right.set_yticks(range(len(words)), words); right.invert_yaxis()
-right.set_xlabel("share of pooled features"); right.set_title(f"P(positive) = {predict_sentiment(reloaded, review):.2f}")
+right.set_xlabel("share of pooled features")
+right.set_title(f"P(positive) = {predict_sentiment(reloaded, review):.2f}")
 plt.tight_layout(); plt.show()
 
 # %% [markdown]

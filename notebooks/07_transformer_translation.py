@@ -80,7 +80,8 @@ pairs = load_spa_eng()
 if settings.pairs is not None:  # the smoke profile uses a random subset
     pairs = [pairs[i] for i in np.random.default_rng(0).permutation(len(pairs))[: settings.pairs]]
 train_pairs, validation_pairs, test_pairs = split_pairs(pairs, (0.7, 0.15, 0.15), seed=settings.split_seed)
-print(f"pairs: {len(pairs):,} -> train {len(train_pairs):,}, validation {len(validation_pairs):,}, test {len(test_pairs):,}")
+print(f"pairs: {len(pairs):,} -> train {len(train_pairs):,}, validation {len(validation_pairs):,}, "
+      f"test {len(test_pairs):,}")
 for english, spanish in train_pairs[:3]:
     print(f"  {english!r:45} -> {spanish!r}")
 
@@ -122,8 +123,10 @@ def token_counts(texts):
 english_counts, spanish_counts = token_counts(train_english), token_counts(train_spanish)
 source_length = int(np.ceil(np.quantile(english_counts, settings.length_quantile)))
 target_length = int(np.ceil(np.quantile(spanish_counts, settings.length_quantile)))  # with [start] and [end]
-print(f"English: mean {english_counts.mean():.1f} tokens, longest {english_counts.max()}; source length S = {source_length}")
-print(f"Spanish with markers: mean {spanish_counts.mean():.1f}, longest {spanish_counts.max()}; target length = {target_length}")
+print(f"English: mean {english_counts.mean():.1f} tokens, longest {english_counts.max()}; "
+      f"source length S = {source_length}")
+print(f"Spanish with markers: mean {spanish_counts.mean():.1f}, longest {spanish_counts.max()}; "
+      f"target length = {target_length}")
 
 # %%
 figure, axis = plt.subplots(figsize=(7, 3))
@@ -160,7 +163,7 @@ encoder_input = "hello how are you".split()
 target = "<s> namaste aap kaise hai </s>".split()  # the notes' target, with the end token added
 decoder_input, label = target[:-1], target[1:]
 print("encoder input:", encoder_input)
-for position, (seen, predict) in enumerate(zip(decoder_input, label)):
+for position, predict in enumerate(label):
     print(f"position {position}: decoder has read {decoder_input[: position + 1]!s:45} -> must predict {predict!r}")
 
 # %% [markdown]
@@ -277,7 +280,8 @@ print(f"best epoch {facts['best_epoch']} of {facts['epochs']} (stopped by: {fact
 
 # %%
 minutes = np.cumsum(facts["epoch_seconds"]) / 60  # training minutes at the end of each epoch
-curves = {"loss (label-smoothed)": ("loss", "val_loss"), "masked token accuracy": ("masked_accuracy", "val_masked_accuracy"),
+curves = {"loss (label-smoothed)": ("loss", "val_loss"),
+          "masked token accuracy": ("masked_accuracy", "val_masked_accuracy"),
           f"greedy BLEU, {len(sample):,} validation sentences": (None, "validation_bleu")}
 figure, axes = plt.subplots(1, 3, figsize=(15, 3.6))
 for axis, (label, (train_key, validation_key)) in zip(axes, curves.items()):
@@ -304,15 +308,17 @@ _, validation_masked = model.evaluate(batches["validation"], verbose=0)
 hits = padding = positions = 0
 for inputs, label in batches["validation"]:
     label = label.numpy()
-    hits, padding, positions = hits + np.sum(np.argmax(model(inputs), axis=-1) == label), padding + np.sum(label == 0), positions + label.size
+    hits += np.sum(np.argmax(model(inputs), axis=-1) == label)
+    padding, positions = padding + np.sum(label == 0), positions + label.size
 padding_share = padding / positions
 print(f"masked accuracy (real tokens only):                 {validation_masked:.1%}")
 print(f"share of label positions that are padding:          {padding_share:.1%}  (bucketed batches)")
 print(f"plain accuracy of this model (padding counted):     {hits / positions:.1%}")
-print(f"plain accuracy if padding were predicted perfectly: {validation_masked * (1 - padding_share) + padding_share:.1%}")
+print("plain accuracy if padding were predicted perfectly: "
+      f"{validation_masked * (1 - padding_share) + padding_share:.1%}")
 real_share = (spanish_counts.mean() - 1) / (target_length - 1)  # real label positions if all padded to full length
-print(f"... the same, every sentence padded to {target_length - 1} tokens:  {validation_masked * real_share + 1 - real_share:.1%}"
-      "  (estimated from the training lengths)")
+print(f"... the same, every sentence padded to {target_length - 1} tokens:  "
+      f"{validation_masked * real_share + 1 - real_share:.1%}  (estimated from the training lengths)")
 
 # %% [markdown]
 # ## 7. Decoding
@@ -351,7 +357,8 @@ print("decoded so far:", [target_vocabulary[i] for i in decoded[0]])
 recomputed = model({"source_ids": source_ids, "target_ids": decoded})[:, -1].numpy()  # the whole prefix again
 cached = next_token(decoded)                                                         # one new position
 cached[:, 0] = recomputed[:, 0] = 0.0  # (the decoder never emits padding)
-print("cached == recomputed:", np.allclose(cached, recomputed, atol=1e-5), "; most likely next:", target_vocabulary[cached.argmax()])
+print("cached == recomputed:", np.allclose(cached, recomputed, atol=1e-5),
+      "; most likely next:", target_vocabulary[cached.argmax()])
 
 # %% [markdown]
 # That used the package. Now the same step by hand for the first decoder block (a deeper model
@@ -412,7 +419,8 @@ print(f"exact match = {exact_match:.1%}; masked token accuracy (teacher forcing)
 
 # %%
 start = time.perf_counter()
-beam_hypotheses = translator.translate(test_english, beam_width=settings.beam_width, alpha=settings.length_penalty_alpha)
+beam_hypotheses = translator.translate(test_english, beam_width=settings.beam_width,
+                                       alpha=settings.length_penalty_alpha)
 beam_seconds = time.perf_counter() - start
 beam_bleu, _ = corpus_bleu(beam_hypotheses, references)
 print(f"whole test split: BLEU greedy {greedy_bleu:.2f} ({len(test_english) / greedy_seconds:.0f} sentences/s), "
@@ -420,19 +428,22 @@ print(f"whole test split: BLEU greedy {greedy_bleu:.2f} ({len(test_english) / gr
       f"({len(test_english) / beam_seconds:.0f} sentences/s)")
 strip = lambda texts: [" ".join(text.replace("¿", " ").replace("¡", " ").split()) for text in texts]  # noqa: E731
 print(f"the same with ¿ ¡ removed from both sides (as write-ups that strip all punctuation score): "
-      f"greedy {corpus_bleu(strip(hypotheses), strip(references))[0]:.2f}, beam {corpus_bleu(strip(beam_hypotheses), strip(references))[0]:.2f}")
+      f"greedy {corpus_bleu(strip(hypotheses), strip(references))[0]:.2f}, "
+      f"beam {corpus_bleu(strip(beam_hypotheses), strip(references))[0]:.2f}")
 
 # %%
-report_metric("test_bleu_greedy", round(greedy_bleu, 2), f"sacreBLEU, greedy, whole test split ({signature})", headline=True)
+report_metric("test_bleu_greedy", round(greedy_bleu, 2), f"sacreBLEU, greedy, whole test split ({signature})",
+              headline=True)
 report_metric("test_bleu_beam", round(beam_bleu, 2),
               f"sacreBLEU, beam width {settings.beam_width}, alpha {settings.length_penalty_alpha}, whole test split")
 report_metric("test_masked_accuracy", test_masked_accuracy, "masked token accuracy on the test split, teacher forcing")
-report_metric("validation_masked_accuracy", validation_masked, "masked token accuracy on the validation split, best epoch")
+report_metric("validation_masked_accuracy", validation_masked, "masked token accuracy on the validation split, best epoch")  # noqa: E501
 report_metric("test_exact_match", exact_match, "greedy translations identical to the reference")
 report_metric("best_epoch", facts["best_epoch"], f"epoch with the best validation loss, of {facts['epochs']} run")
-report_metric("training_minutes", round(facts["seconds"] / 60, 1), f"training minutes in all (stopped by {facts['stopped_by']})")
-report_metric("minutes_to_best", round(facts["seconds_to_best"] / 60, 1), "training minutes until the end of the best epoch")
-report_metric("greedy_sentences_per_second", round(len(test_english) / greedy_seconds, 1), "cached greedy decoding, batches of 256")
+report_metric("training_minutes", round(facts["seconds"] / 60, 1), f"training minutes in all (stopped by {facts['stopped_by']})")  # noqa: E501
+report_metric("minutes_to_best", round(facts["seconds_to_best"] / 60, 1), "training minutes until the end of the best epoch")  # noqa: E501
+report_metric("greedy_sentences_per_second", round(len(test_english) / greedy_seconds, 1),
+              "cached greedy decoding, batches of 256")
 report_metric("beam_sentences_per_second", round(len(test_english) / beam_seconds, 1),
               f"cached batched beam search, width {settings.beam_width}, batches of 256 sentences")
 
@@ -460,7 +471,8 @@ for index in np.random.default_rng(1).choice(len(test_pairs), size=8, replace=Fa
 # %%
 unknown_in = np.mean([1 in row for row in source_vectorizer(test_english).numpy()])
 unknown_out = np.mean(["[UNK]" in hypothesis.split() for hypothesis in hypotheses])
-print(f"test sentences with an unknown English word: {unknown_in:.1%}; greedy translations containing [UNK]: {unknown_out:.1%}")
+print(f"test sentences with an unknown English word: {unknown_in:.1%}; "
+      f"greedy translations containing [UNK]: {unknown_out:.1%}")
 for sentence in ["My friend Bartholomew repairs harpsichords in Reykjavik.", "I bought a quokka and a dulcimer."]:
     print(f"{sentence}\n    -> {translator.translate(sentence)}")
 
@@ -475,7 +487,8 @@ for sentence in ["My friend Bartholomew repairs harpsichords in Reykjavik.", "I 
 source_vocabulary = [str(word) for word in source_vectorizer.get_vocabulary()]
 figure, axes = plt.subplots(1, 2, figsize=(12, 5))
 for axis, sentence in zip(axes, ["Where is the train station?", "She doesn't like to eat vegetables."]):
-    source_ids = source_vectorizer([sentence]).numpy()[:, : max(1, int(np.count_nonzero(source_vectorizer([sentence]))))]
+    source_ids = source_vectorizer([sentence]).numpy()
+    source_ids = source_ids[:, : max(1, int(np.count_nonzero(source_ids)))]
     output_ids = target_vectorizer([wrap(translator.translate(sentence))]).numpy()
     output_ids = output_ids[:, : int(np.count_nonzero(output_ids))]
     weights = cross_attention_weights(model, source_ids, output_ids[:, :-1])[0].mean(axis=0)  # (T, S)

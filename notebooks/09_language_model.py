@@ -64,11 +64,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from transformer_course.datasets import load_imdb
-from transformer_course.decoding import (NextTokenTable, apply_temperature, greedy_decode, sample_decode,
-                                         top_k_filter, top_p_filter)
+from transformer_course.decoding import (
+    NextTokenTable,
+    apply_temperature,
+    greedy_decode,
+    sample_decode,
+    top_k_filter,
+    top_p_filter,
+)
 from transformer_course.generation import CachedLanguageModel, model_blocks, output_probabilities
-from transformer_course.language_model import (build_language_model, perplexity, running_text_chunks,
-                                               token_log_probabilities)
+from transformer_course.language_model import (
+    build_language_model,
+    perplexity,
+    running_text_chunks,
+    token_log_probabilities,
+)
 from transformer_course.metrics import MaskedCrossEntropy, distinct_n, masked_accuracy, repetition_rate
 from transformer_course.ngram import BigramModel, UnigramModel
 from transformer_course.plots import plot_training_curves
@@ -272,7 +282,8 @@ def text_log_probability(text):
 
 
 rng = np.random.default_rng(0)
-for text in ("this movie was one of the best i have ever seen .", "the acting was terrible and the plot made no sense ."):
+for text in ("this movie was one of the best i have ever seen .",
+             "the acting was terrible and the plot made no sense ."):
     shuffled = " ".join(rng.permutation(text.split()))
     for label, candidate in (("original", text), ("shuffled", shuffled)):
         value, count = text_log_probability(candidate)
@@ -308,7 +319,7 @@ for step in range(5):
         x, caches[index] = block(x, self_attention_cache=caches[index], self_attention_cache_update_index=position)
     filled = int(np.any(keras.ops.convert_to_numpy(caches[0]) != 0, axis=(0, 1, 3, 4)).sum())
     probabilities = keras.ops.convert_to_numpy(output_probabilities(model, x[:, -1:, :], "token_embedding"))[0, 0]
-    next_id = int(np.argmax(np.where(np.isin(np.arange(len(probabilities)), [0, UNK]), 0.0, probabilities)))  # greedy, no [UNK]
+    next_id = int(np.argmax(np.where(np.isin(np.arange(len(probabilities)), [0, UNK]), 0.0, probabilities)))  # no [UNK]
     position = ids.shape[1]
     ids = np.concatenate([ids, [[next_id]]], axis=1).astype("int32")
     print(f"step {step + 1}: fed {x.shape[1]} position(s); cache holds {filled} positions -> "
@@ -328,13 +339,14 @@ def recomputed_next_token(decoded):
 
 prompts = test_inputs[:8, :settings.prompt_length]
 generator, timings = CachedLanguageModel(model, max_length=settings.chunk_length), {}
-for name, function in (("recomputed", lambda: recomputed_next_token), ("cached", lambda: generator.next_token_function(prompts))):
+for name, function in (("recomputed", lambda: recomputed_next_token),
+                       ("cached", lambda: generator.next_token_function(prompts))):
     start = time.perf_counter()
     outputs = greedy_decode(function(), prompts, end_id=None, max_length=settings.generation_length)
     timings[name] = (outputs, time.perf_counter() - start)
 print("cached == recomputed:", np.array_equal(timings["cached"][0], timings["recomputed"][0]))
 print(f"time for {len(prompts)} × {settings.generation_length} tokens: recomputed {timings['recomputed'][1]:.2f} s, "
-      f"cached {timings['cached'][1]:.2f} s (first calls include compiling; see benchmarks/language_model_generation.py)")
+      f"cached {timings['cached'][1]:.2f} s (first calls include compiling; see benchmarks/language_model_generation.py)")  # noqa: E501
 
 # %% [markdown]
 # ## 7. Sampling
@@ -391,7 +403,8 @@ for name, values in variants.items():
 #   2020) — how much a text repeats itself.
 
 # %%
-knob_prompts = test_inputs[::max(1, len(test_inputs) // settings.knob_prompts)][:settings.knob_prompts, :settings.prompt_length]
+knob_prompts = test_inputs[::max(1, len(test_inputs) // settings.knob_prompts)]
+knob_prompts = knob_prompts[:settings.knob_prompts, :settings.prompt_length]
 
 
 def generate(temperature=1.0, top_p=None, greedy=False, seed=0):
@@ -400,11 +413,13 @@ def generate(temperature=1.0, top_p=None, greedy=False, seed=0):
 
     def measured(decoded):
         probabilities = next_token(decoded)
-        shaped = top_p_filter(apply_temperature(probabilities, temperature), top_p) if top_p else apply_temperature(probabilities, temperature)
+        shaped = apply_temperature(probabilities, temperature)
+        shaped = top_p_filter(shaped, top_p) if top_p else shaped
         entropies.append(float(np.mean(-(shaped * np.log(np.where(shaped > 0, shaped, 1))).sum(-1))))
         return probabilities
 
-    run = greedy_decode if greedy else lambda *a, **k: sample_decode(*a, **k, temperature=temperature, top_p=top_p, seed=seed)
+    run = greedy_decode if greedy else lambda *a, **k: sample_decode(*a, **k, temperature=temperature, top_p=top_p,
+                                                                     seed=seed)
     ids = run(measured, knob_prompts, end_id=None, max_length=settings.generation_length)[:, settings.prompt_length:]
     return ids, (0.0 if greedy else float(np.mean(entropies)))
 
@@ -429,13 +444,15 @@ plt.show()
 
 # %%
 temperatures = sorted(by_temperature)
-distinct_rises = all(by_temperature[a]["distinct-2"] < by_temperature[b]["distinct-2"] for a, b in zip(temperatures, temperatures[1:]))
+distinct_rises = all(by_temperature[a]["distinct-2"] < by_temperature[b]["distinct-2"]
+                     for a, b in zip(temperatures, temperatures[1:]))
 print("distinct-2 by temperature:", {t: round(m["distinct-2"], 3) for t, m in by_temperature.items()},
       "| increases at every step:", distinct_rises)
 nucleus = measure(*generate(temperature=1.0, top_p=0.9))
 print(f"repetition rate: greedy {greedy['repetition']:.3f}, top-p 0.9 {nucleus['repetition']:.3f}")
 report_metric("greedy_repetition_rate", greedy["repetition"], "greedy decoding: mean seq-rep-4 of the knob prompts")
-report_metric("top_p_0_9_repetition_rate", nucleus["repetition"], "top-p 0.9 sampling: mean seq-rep-4 of the knob prompts")
+report_metric("top_p_0_9_repetition_rate", nucleus["repetition"],
+              "top-p 0.9 sampling: mean seq-rep-4 of the knob prompts")
 
 # %% [markdown]
 # In the stored run, distinct-2 rises at every step of temperature, from 0.16 at $T = 0.2$ (the
@@ -480,10 +497,12 @@ print("greedy:", " ".join(vocabulary[i] for i in greedy_story[0] if i))
 
 # %%
 ours_parameters, ours_tokens = model.count_params(), int((train_targets != 0).sum()) * facts["epochs"]
-print(f"parameters:      ours {ours_parameters:>15,}   GPT-3 {175_000_000_000:>19,}   ratio {175e9 / ours_parameters:,.0f}×")
+print(f"parameters:      ours {ours_parameters:>15,}   GPT-3 {175_000_000_000:>19,}   "
+      f"ratio {175e9 / ours_parameters:,.0f}×")
 print(f"tokens trained:  ours {ours_tokens:>15,}   GPT-3 {300_000_000_000:>19,}   ratio {300e9 / ours_tokens:,.0f}×")
 ours_operations = 6 * ours_parameters * ours_tokens
-print(f"training FLOPs:  ours {ours_operations:>15.2e}   GPT-3 {3.14e23:>19.2e}   ratio {3.14e23 / ours_operations:,.0f}×")
+print(f"training FLOPs:  ours {ours_operations:>15.2e}   GPT-3 {3.14e23:>19.2e}   "
+      f"ratio {3.14e23 / ours_operations:,.0f}×")
 print(f"training time:   ours {facts['seconds'] / 60:.0f} min on this machine's CPU")
 
 # %% [markdown]

@@ -64,12 +64,18 @@ from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
 from transformer_course.attention import MultiHeadAttention
-from transformer_course.results import report_metric
 from transformer_course.plots import plot_training_curves
+from transformer_course.results import report_metric
 from transformer_course.runtime import epoch_progress
 from transformer_course.training import WarmupCosineDecay, checkpoint_path, fit_best
-from transformer_course.vision import (ImageBatches, PatchEmbedding, VisionTransformer, attention_maps,
-                                       attention_rollout, extract_patches)
+from transformer_course.vision import (
+    ImageBatches,
+    PatchEmbedding,
+    VisionTransformer,
+    attention_maps,
+    attention_rollout,
+    extract_patches,
+)
 
 # %% [markdown]
 # ## 1. The data: 1,797 small digits
@@ -98,7 +104,8 @@ for name, part in (("train", train_labels), ("validation", validation_labels), (
 
 # %%
 figure, axes = plt.subplots(2, 10, figsize=(10, 2.4))
-for axis, index in zip(axes.ravel(), [np.flatnonzero(train_labels == digit)[row] for row in range(2) for digit in range(10)]):
+shown = [np.flatnonzero(train_labels == digit)[row] for row in range(2) for digit in range(10)]
+for axis, index in zip(axes.ravel(), shown):
     axis.imshow(train_images[index, :, :, 0], cmap="gray_r", vmin=0, vmax=1)
     axis.set_title(str(train_labels[index]), fontsize=9)
     axis.axis("off")
@@ -109,8 +116,8 @@ plt.show()
 # ## 2. Why not one token per pixel?
 #
 # Self-attention scores every query against every key: with $T$ tokens, $T^2$ scores per head
-# and per layer, each a dot product of width $d_k$. Text has hundreds of tokens. A 256×256
-# photograph has $256^2 = 65{,}536$ pixels; as tokens, that is more than four billion scores per
+# and per layer, each a dot product of width $H$ (the head width). Text has hundreds of tokens.
+# A 256×256 photograph has $256^2 = 65{,}536$ pixels; as tokens, that is more than four billion scores per
 # head per layer, and storing one head's weights in float32 takes 17 GB.
 
 # %%
@@ -177,11 +184,13 @@ report_metric("attention_time_slope", slope, "log-log slope of one attention lay
 #
 # ## 3. Patches
 #
-# Cut the image into non-overlapping $P \times P$ patches and flatten each one: an $H \times W$
-# image with $C$ channels becomes a sequence of $N = HW/P^2$ vectors of $P^2 C$ numbers. With
-# one reshape and one transpose: reshape `(B, H, W, C)` to `(B, H/P, P, W/P, P, C)` — rows of
+# Cut the image into non-overlapping $P \times P$ patches and flatten each one: an image of
+# height × width pixels with $C$ channels becomes a sequence of
+# $M = \text{height} \cdot \text{width} / P^2$ vectors of $P^2 C$ numbers (notebook 04's notation:
+# $M$ patches, since $N$ counts heads and $H$ is a head's width). With one reshape and one
+# transpose: reshape `(B, height, width, C)` to `(B, height/P, P, width/P, P, C)` — rows of
 # patches, pixel row inside a patch, columns of patches, pixel column inside a patch — then move
-# the two patch-grid axes to the front, `(B, H/P, W/P, P, P, C)`, and flatten. Without the
+# the two patch-grid axes to the front, `(B, height/P, width/P, P, P, C)`, and flatten. Without the
 # transpose, a "patch" would be a strip of pixels from different patches (exercise 10.1 asks you
 # to write it).
 #
@@ -190,13 +199,13 @@ report_metric("attention_time_slope", slope, "log-log slope of one attention lay
 
 # %%
 for patch_size in (1, 2, 4, 8):
-    ours = extract_patches(train_images[:16], patch_size)  # (16, N, P·P·1)
+    ours = extract_patches(train_images[:16], patch_size)  # (16, M, P·P·1)
     theirs = keras.ops.convert_to_numpy(keras.ops.image.extract_patches(train_images[:16], patch_size))
     print(f"P = {patch_size}: {ours.shape[1]:>2} patches of {ours.shape[2]:>2} numbers; equal to Keras': "
           f"{np.array_equal(ours, theirs.reshape(ours.shape))}")
 
 # %%
-patches = extract_patches(train_images[:1], settings.patch_size)[0]  # (N, P·P)
+patches = extract_patches(train_images[:1], settings.patch_size)[0]  # (M, P·P)
 grid = 8 // settings.patch_size
 figure, axes = plt.subplots(grid, grid, figsize=(3.2, 3.2))
 for index, axis in enumerate(axes.ravel()):
@@ -229,13 +238,13 @@ print("equal:", np.allclose(embedded, convolved.reshape(embedded.shape), atol=1e
 # %% [markdown]
 # ## 4. The Vision Transformer
 #
-# From here on a digit is a sentence of $N$ patch vectors, and the rest is notebook 05's
+# From here on a digit is a sentence of $M$ patch vectors, and the rest is notebook 05's
 # encoder (Dosovitskiy et al., 2021, §3.1):
 #
 # 1. embed the patches linearly (above);
 # 2. put a learned `[CLS]` vector in front — as in BERT and in notebook 06, its output will
 #    summarise the image;
-# 3. add a **learned position embedding**: one vector per position, $N + 1$ of them. Nothing
+# 3. add a **learned position embedding**: one vector per position, $M + 1$ of them. Nothing
 #    tells the model that patch 5 sits below patch 1; whatever it knows about the 2-D layout it
 #    must learn (section 7 looks at what it learned);
 # 4. a stack of **pre-norm** encoder blocks (LayerNorm before each sub-layer, GELU in the
@@ -349,8 +358,8 @@ def compare(build, name, **options):
 
 patch_results, patch_histories = {}, {}
 for patch_size in sorted({settings.patch_size, *settings.compared_patch_sizes}):
-    _, patch_histories[patch_size], patch_results[patch_size] = compare(lambda: build_vit(patch_size),
-                                                                        f"ViT {patch_size}×{patch_size}")
+    _, patch_histories[patch_size], patch_results[patch_size] = compare(
+        lambda: build_vit(patch_size), f"ViT {patch_size}×{patch_size}")  # noqa: B023 - called now
 print(f"\n{'patch':>7} {'tokens':>7} {'test accuracy':>14} {'s/epoch':>8}   ({settings.comparison_epochs} epochs each)")
 for patch_size in sorted(patch_results):
     facts = patch_results[patch_size]
@@ -379,8 +388,8 @@ for patch_size in sorted(patch_results):
 # weights; only the shifts are left out):
 
 # %%
-_, unshifted_history, unshifted = train_and_test(build_vit, f"ViT {settings.patch_size}×{settings.patch_size}, no shifts",
-                                                 settings.seeds[0], max_shift=0)
+_, unshifted_history, unshifted = train_and_test(
+    build_vit, f"ViT {settings.patch_size}×{settings.patch_size}, no shifts", settings.seeds[0], max_shift=0)
 shifted = vit_facts
 report_metric("vit_no_augmentation_test_accuracy", unshifted["test_accuracy"],
               f"ViT without shifts, seed {settings.seeds[0]}, {settings.epochs} epochs: test accuracy")
@@ -447,7 +456,8 @@ def build_cnn():
 # %%
 cnn_accuracies = np.array([train_and_test(build_cnn, "CNN", seed, epochs=settings.cnn_epochs)[2]["test_accuracy"]
                            for seed in settings.seeds])
-report_metric("cnn_test_accuracy_mean", cnn_accuracies.mean(), f"small CNN: mean test accuracy over {len(cnn_accuracies)} seeds")
+report_metric("cnn_test_accuracy_mean", cnn_accuracies.mean(),
+              f"small CNN: mean test accuracy over {len(cnn_accuracies)} seeds")
 print(f"small CNN parameters: {build_cnn().count_params():,}; ViT: {vit.count_params():,}")
 
 # %%
@@ -490,7 +500,7 @@ print("best:", max(rows, key=lambda row: row[1])[0])
 
 # %%
 examples = np.array([np.flatnonzero(test_labels == digit)[0] for digit in range(10)])
-maps = attention_maps(vit, test_images[examples])  # (L, 10, heads, T, T)
+maps = attention_maps(vit, test_images[examples])  # (D, 10, N, T, T)
 rollout = attention_rollout(maps)  # (10, T, T), every row sums to 1
 grid = 8 // settings.patch_size
 from_patches = rollout[:, 0, 1:].reshape(-1, grid, grid)  # [CLS]'s share from each patch, on the patch grid
@@ -535,9 +545,9 @@ print(f"share of [CLS]'s patch mixture on patches with ink: {np.mean(on_ink):.0%
 # position embedding of the patch at row $r$, column $c$ is to all the others.
 
 # %%
-positions = keras.ops.convert_to_numpy(vit.get_layer("class_token_and_positions").position_embedding)[1:]  # (N, E)
+positions = keras.ops.convert_to_numpy(vit.get_layer("class_token_and_positions").position_embedding)[1:]  # (M, E)
 unit = positions / np.linalg.norm(positions, axis=-1, keepdims=True)
-similarity = unit @ unit.T  # (N, N)
+similarity = unit @ unit.T  # (M, M)
 figure, axes = plt.subplots(grid, grid, figsize=(4.5, 4.5))
 for patch, axis in enumerate(axes.ravel()):
     axis.imshow(similarity[patch].reshape(grid, grid), cmap="viridis", vmin=-1, vmax=1)
@@ -580,14 +590,14 @@ report_metric("position_similarity_far", far, "mean cosine similarity of positio
 #
 # ### Exercise 10.1 — cutting images into patches (2 points)
 #
-# Write `patchify(images, patch_size)`: `images` is `(B, H, W, C)` with H and W divisible by
-# `patch_size` P. Return `(B, N, P·P·C)` with N = (H/P)·(W/P): patch n is the n-th reading left
-# to right, top to bottom, and its vector lists the patch's pixels row by row, each pixel's
+# Write `patchify(images, patch_size)`: `images` is `(B, height, width, C)` with height and width
+# divisible by `patch_size` P. Return `(B, M, P·P·C)` with M = (height/P)·(width/P): patch m is the
+# m-th reading left to right, top to bottom, and its vector lists the patch's pixels row by row, each pixel's
 # channels together (the order of `keras.ops.image.extract_patches`).
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_10_1", "locked": false, "schema_version": 3, "solution": true}
 def patchify(images, patch_size):
-    """images (B, H, W, C), int P -> (B, N, P·P·C): non-overlapping patches in reading order."""
+    """images (B, height, width, C), int P -> (B, M, P·P·C): non-overlapping patches in reading order."""
     ### BEGIN SOLUTION
     batch, height, width, channels = images.shape
     grid = images.reshape(batch, height // patch_size, patch_size, width // patch_size, patch_size, channels)
@@ -608,15 +618,15 @@ assert evaluate_hidden("10.1", patchify, seed=7).passed
 # %% [markdown]
 # ### Exercise 10.2 — attention rollout (3 points)
 #
-# Write `roll_out_attention(attention_weights)`: `attention_weights` is `(L, B, heads, T, T)`,
+# Write `roll_out_attention(attention_weights)`: `attention_weights` is `(D, B, N, T, T)`,
 # layer 1 first, every row a distribution. For each layer, average the heads, add the identity
-# matrix and divide each row by its sum; then combine the layers so that the result for layer
-# $L$ is $\tilde A_L \cdots \tilde A_2 \tilde A_1$ (the last layer's matrix on the left). Return
+# matrix and divide each row by its sum; then combine the layers so that the result for $D$
+# layers is $\tilde A_D \cdots \tilde A_2 \tilde A_1$ (the last layer's matrix on the left). Return
 # `(B, T, T)`.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_10_2", "locked": false, "schema_version": 3, "solution": true}
 def roll_out_attention(attention_weights):
-    """attention weights (L, B, heads, T, T) -> rollout (B, T, T), rows summing to 1."""
+    """attention weights (D, B, N, T, T) -> rollout (B, T, T), rows summing to 1."""
     ### BEGIN SOLUTION
     tokens = attention_weights.shape[-1]
     result = np.broadcast_to(np.eye(tokens), attention_weights.shape[1:2] + (tokens, tokens))

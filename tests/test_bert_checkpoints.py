@@ -37,9 +37,11 @@ def test_converted_encoder_and_pooler_equal_keras_hub(backbone, batch):
     reference = backbone({"token_ids": token_ids, "segment_ids": segment_ids,
                           "padding_mask": (token_ids != 0).astype("int32")})
     ours = bert_pretrainer_from_keras_hub(backbone, max_predictions=4)
-    sequence = keras.ops.convert_to_numpy(build_bert_encoder(ours)({"token_ids": token_ids, "segment_ids": segment_ids}))
+    encoder = build_bert_encoder(ours)
+    sequence = keras.ops.convert_to_numpy(encoder({"token_ids": token_ids, "segment_ids": segment_ids}))
     real = token_ids != 0
-    np.testing.assert_allclose(sequence[real], keras.ops.convert_to_numpy(reference["sequence_output"])[real], atol=1e-5)
+    np.testing.assert_allclose(sequence[real], keras.ops.convert_to_numpy(reference["sequence_output"])[real],
+                               atol=1e-5)
     pooled = keras.ops.convert_to_numpy(ours.get_layer("pooler")(sequence[:, 0]))
     np.testing.assert_allclose(pooled, keras.ops.convert_to_numpy(reference["pooled_output"]), atol=1e-5)
     assert ours.count_params() > backbone.count_params()  # plus the (untrained) masked-LM and next-sentence heads
@@ -62,7 +64,8 @@ def test_converted_model_fine_tunes_and_round_trips(backbone, batch, tmp_path):
     path = tmp_path / "converted.keras"
     ours.save(path)
     restored = keras.models.load_model(path)
-    inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "mask_positions": np.array([[1, 2, 0, 0], [1, 0, 0, 0]])}
+    inputs = {"token_ids": token_ids, "segment_ids": segment_ids,
+              "mask_positions": np.array([[1, 2, 0, 0], [1, 0, 0, 0]])}
     np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(inputs)["mlm"]),
                                keras.ops.convert_to_numpy(ours(inputs)["mlm"]), atol=1e-6)
     classifier = build_bert_classifier(restored, num_classes=2)

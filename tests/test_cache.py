@@ -92,9 +92,11 @@ def test_cached_decoder_steps_equal_the_full_decoder(sequences, normalize_first,
     caches = dict(self_attention_cache=self_cache)
     if with_cross_attention:  # fill the source keys and values once
         cross = decoder.cross_attention.initial_cache(B, S)
-        caches["cross_attention_cache"] = decoder.cross_attention(source[:, :1], source, cache=cross, cache_update_index=0)[1]
+        caches["cross_attention_cache"] = decoder.cross_attention(source[:, :1], source, cache=cross,
+                                                                  cache_update_index=0)[1]
     for position in range(T):
-        outputs = decoder(target[:, position:position + 1], self_attention_cache_update_index=position, **caches, **context)
+        outputs = decoder(target[:, position:position + 1], self_attention_cache_update_index=position, **caches,
+                          **context)
         caches["self_attention_cache"] = outputs[1]
         np.testing.assert_allclose(_numpy(outputs[0])[:, 0], full[:, position], atol=1e-4)
     assert len(outputs) == (3 if with_cross_attention else 2)

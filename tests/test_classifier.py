@@ -50,7 +50,8 @@ def test_prediction_does_not_depend_on_padding(positions, pooling):
     short = np.array([[5, 17, 3, 99, 2]], dtype="int32")
     padded = np.pad(short, ((0, 0), (0, 12)))
     # convert_to_numpy: on the torch backend outputs require grad, and NumPy refuses them.
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(short)), keras.ops.convert_to_numpy(model(padded)), atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(short)), keras.ops.convert_to_numpy(model(padded)),
+                               atol=1e-6)
 
 
 def test_output_shape_and_layer_names():
@@ -76,7 +77,8 @@ def test_keras_file_round_trip(tmp_path, pooling):
     ids = np.array([[5, 17, 3, 0, 0], [1, 2, 3, 4, 5]], dtype="int32")
     model.save(tmp_path / "classifier.keras")
     reloaded = keras.models.load_model(tmp_path / "classifier.keras")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(ids)), keras.ops.convert_to_numpy(reloaded(ids)), atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(ids)), keras.ops.convert_to_numpy(reloaded(ids)),
+                               atol=1e-6)
 
 
 def _end_to_end():

@@ -113,7 +113,8 @@ def test_a_dead_kernel_fails_only_its_notebook(tmp_path, capsys):
 def test_a_relative_data_directory_means_where_the_command_was_typed(tmp_path, monkeypatch, capsys):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    _write(notebooks, "01_where.ipynb", ["from transformer_course.datasets import cache_directory\nprint(cache_directory())"])
+    _write(notebooks, "01_where.ipynb",
+           ["from transformer_course.datasets import cache_directory\nprint(cache_directory())"])
     (tmp_path / "cache").mkdir()
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COURSE_DATA_DIR", "cache")  # relative to tmp_path, not to notebooks/
@@ -168,7 +169,8 @@ def test_progress_bars_are_stored_as_their_last_drawing():
         ("stdout", "100%| 60/60\n60 epochs\n"), ("stderr", "W warning\n")]
 
 
-@pytest.mark.parametrize("profile, flags, expected", [("full", [], 7200), ("smoke", [], 900), ("full", ["--timeout", "60"], 60)])
+@pytest.mark.parametrize("profile, flags, expected",
+                         [("full", [], 7200), ("smoke", [], 900), ("full", ["--timeout", "60"], 60)])
 def test_a_full_profile_cell_may_train_for_an_hour_and_a_smoke_cell_may_not_hang(project, monkeypatch, profile, flags,
                                                                                   expected):
     received = {}

@@ -17,8 +17,8 @@ LIMITS = Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144)
 
 
 def test_release_folder_is_up_to_date(capsys):
-    assert main(["release", "--notebooks-dir", str(ROOT / "notebooks"), "--out", str(ROOT / "release"), "--check"]) == 0, \
-        capsys.readouterr().err
+    arguments = ["release", "--notebooks-dir", str(ROOT / "notebooks"), "--out", str(ROOT / "release"), "--check"]
+    assert main(arguments) == 0, capsys.readouterr().err
 
 
 def test_every_check_cell_matches_the_catalogue():

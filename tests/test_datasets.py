@@ -274,7 +274,7 @@ def test_wrong_record_count_is_a_corrupt_cache(imdb_cache):
 def test_corrupt_spa_eng_line_is_named(tmp_path):
     folder = tmp_path / "spa-eng"
     folder.mkdir()
-    (folder / "spa.txt.gz").write_bytes(gzip.compress("Go.\tVe.\nno tab here\n".encode()))
+    (folder / "spa.txt.gz").write_bytes(gzip.compress(b"Go.\tVe.\nno tab here\n"))
     with pytest.raises(CorruptCacheError, match="line 2"):
         load_spa_eng(tmp_path)
 

@@ -106,14 +106,18 @@ class CachedPrefixModel:
 
     def __call__(self, decoded):
         last = decoded[:, -1]
-        self.state = [(int(i),) for i in last] if self.state is None else [s + (int(i),) for s, i in zip(self.state, last)]
+        if self.state is None:
+            self.state = [(int(i),) for i in last]
+        else:
+            self.state = [s + (int(i),) for s, i in zip(self.state, last)]
         return self.reference(np.array(self.state))
 
     def reorder(self, parents):
         self.state = [self.state[p] for p in parents]
 
 
-@pytest.mark.parametrize("beam_width, alpha, end_bias", [(1, 0.0, 0.05), (2, 0.6, 0.05), (4, 0.6, 0.02), (3, 1.0, 0.0), (5, 0.6, 0.01)])
+@pytest.mark.parametrize("beam_width, alpha, end_bias",
+                         [(1, 0.0, 0.05), (2, 0.6, 0.05), (4, 0.6, 0.02), (3, 1.0, 0.0), (5, 0.6, 0.01)])
 def test_batch_beam_search_keeps_exactly_what_beam_search_keeps(beam_width, alpha, end_bias):
     starts = [START, START, A, B, START]
     uncached = prefix_model(9, end_bias)
@@ -227,5 +231,6 @@ def test_greedy_and_sampling_continue_prompts_and_may_run_without_an_end_id():
     sampled = sample_decode(NextTokenTable(table), prompts, end_id=None, max_length=6, temperature=0.01, seed=0)
     assert sampled.shape == (2, 8)
     np.testing.assert_array_equal(sampled[:, :2], prompts)
-    with pytest.raises(ValueError, match=r"`start_ids` must be an int, \(batch,\) start ids or \(batch, length\) prompts"):
+    with pytest.raises(ValueError,
+                       match=r"`start_ids` must be an int, \(batch,\) start ids or \(batch, length\) prompts"):
         greedy_decode(NextTokenTable(table), np.zeros((1, 1, 2), int), end_id=None, max_length=2)

@@ -18,8 +18,10 @@ from transformer_course.grading.grader import ExerciseResult, NotebookResult, _r
 def _results():
     def row(student, first, second):
         return NotebookResult(student, "07_tiny.ipynb", [
-            ExerciseResult("07.1", first, 1, "passed" if first else "failed", "case 1 differs" if not first else "all match"),
-            ExerciseResult("07.2", second, 3, "passed" if second else "error", "ok" if second else "raised ValueError")])
+            ExerciseResult("07.1", first, 1, "passed" if first else "failed",
+                           "all match" if first else "case 1 differs"),
+            ExerciseResult("07.2", second, 3, "passed" if second else "error",
+                           "ok" if second else "raised ValueError")])
     return [row("ada", 1, 3), row("bob", 0, 3), row("=cy", 1, 0)]
 
 

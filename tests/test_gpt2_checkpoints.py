@@ -62,7 +62,8 @@ def test_cached_greedy_decoding_equals_uncached_over_twenty_steps(backbone):
 
 
 def test_the_tokenizer_converts_with_gpt2s_ids_plus_one():
-    trained = BytePairEncoding.train(["the cat sat on the mat, the dog sat on the log"] * 4 + ["café 🐈"], num_merges=30)
+    corpus = ["the cat sat on the mat, the dog sat on the log"] * 4 + ["café 🐈"]
+    trained = BytePairEncoding.train(corpus, num_merges=30)
     vocabulary, merges = trained.vocabulary_and_merges()
     vocabulary["<|endoftext|>"] = len(vocabulary)
     reference = keras_hub.tokenizers.GPT2Tokenizer(vocabulary=vocabulary, merges=merges)
@@ -84,5 +85,6 @@ def test_the_converted_model_round_trips_through_a_keras_file(backbone, tmp_path
     ours.save(tmp_path / "gpt2.keras")
     restored = keras.models.load_model(tmp_path / "gpt2.keras")
     ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6]], dtype="int32")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(ids)), keras.ops.convert_to_numpy(ours(ids)), atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(ids)), keras.ops.convert_to_numpy(ours(ids)),
+                               atol=1e-6)
     assert restored.get_layer("decoder_1").normalize_first and restored.get_layer("final_norm") is not None

@@ -51,14 +51,18 @@ def source_notebook():
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_markdown_cell("# A tiny lecture"),
-        nbformat.v4.new_code_cell("import numpy as np\nfrom transformer_course.exercises import check\nprint('the lesson')",
-                                  outputs=[nbformat.v4.new_output("stream", text="the lesson\n")], execution_count=1),
+        nbformat.v4.new_code_cell("import numpy as np\nfrom transformer_course.exercises import check\n"
+                                  "print('the lesson')", execution_count=1,
+                                  outputs=[nbformat.v4.new_output("stream", text="the lesson\n")]),
         solution_cell("07.1", CAUSAL),
-        check_cell("07.1", 1, 'check("07.1", causal_mask)\n### BEGIN HIDDEN TESTS\nassert causal_mask(3).sum() == 6\n### END HIDDEN TESTS'),
+        check_cell("07.1", 1, 'check("07.1", causal_mask)\n'
+                              '### BEGIN HIDDEN TESTS\nassert causal_mask(3).sum() == 6\n### END HIDDEN TESTS'),
         solution_cell("07.2", GREEDY),
         check_cell("07.2", 3, 'check("07.2", greedy_decode)'),
-        nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(2 + 2)", outputs=[nbformat.v4.new_output("stream", text="4\n")]),
-        nbformat.v4.new_code_cell("print('later cells use the package')", outputs=[nbformat.v4.new_output("stream", text="x\n")]),
+        nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(2 + 2)",
+                                  outputs=[nbformat.v4.new_output("stream", text="4\n")]),
+        nbformat.v4.new_code_cell("print('later cells use the package')",
+                                  outputs=[nbformat.v4.new_output("stream", text="x\n")]),
     ]
     return notebook
 
@@ -110,7 +114,8 @@ def graded(tmp_path_factory):
     submissions_by_student = {
         "full": solved,
         "release": release,
-        "one_wrong": with_cell(solved, 2, "def causal_mask(length):\n    return np.triu(np.ones((length, length), dtype=bool))"),
+        "one_wrong": with_cell(solved, 2,
+                               "def causal_mask(length):\n    return np.triu(np.ones((length, length), dtype=bool))"),
         "syntax_error": with_cell(solved, 2, "def causal_mask(length)\n    return None"),
         "endless_loop": with_cell(solved, 2, "def causal_mask(length):\n    while True:\n        pass"),
         "memory_hog": inserted(solved, 2, "hog = np.ones(200_000_000)"),
@@ -128,13 +133,15 @@ def graded(tmp_path_factory):
         "reads_outside": with_cell(release, 2, (
             "import json\n"
             f"source = json.load(open({str(secret)!r}))\n"
-            "exec(''.join(source['cells'][2]['source']).replace('### BEGIN SOLUTION', '').replace('### END SOLUTION', ''))")),
+            "exec(''.join(source['cells'][2]['source'])"
+            ".replace('### BEGIN SOLUTION', '').replace('### END SOLUTION', ''))")),
         "uses_network": with_cell(solved, 2, (
             "import socket\n"
             "def causal_mask(length):\n"
             f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
             "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "library_copy": with_cell(release, 2, "from transformer_course.grading.references import _causal_reference as causal_mask"),
+        "library_copy": with_cell(release, 2,
+                                  "from transformer_course.grading.references import _causal_reference as causal_mask"),
         # Honest answers written in ordinary but unexpected ways.
         "tensor_answer": with_cell(solved, 2, (
             "import keras\n"
@@ -297,8 +304,8 @@ def test_the_librarys_own_function_is_not_the_students_work(graded):
     scores, result = outcome(graded, "library_copy")
     if SANDBOX:  # the references are not even there
         assert scores["07.1"] == (0, "not attempted")
-        assert any(f"raised {error}" in p for p in result.problems for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), \
-            result.problems
+        assert any(f"raised {error}" in p for p in result.problems
+                   for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), result.problems
     else:
         assert scores["07.1"] == (0, "failed") and "library's own" in result.exercises[0].message
 
@@ -346,7 +353,8 @@ def test_release_rejects_broken_markup():
 def test_cli_grade_and_release_report_bad_folders(tmp_path, capsys):
     from transformer_course.cli import main
 
-    assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"), "--release-dir", str(tmp_path)]) == 2
+    assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"),
+                 "--release-dir", str(tmp_path)]) == 2
     assert "nowhere" in capsys.readouterr().err
     (tmp_path / "subs").mkdir()
     assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--release-dir", str(tmp_path)]) == 2
@@ -381,7 +389,8 @@ def test_reports_escape_what_students_control():
     assert not any(cell.lstrip('"').startswith(("=", "+", "-", "@")) for cell in students), students
     assert "<img" not in markdown and "<script>" not in markdown and "![pixel](" not in markdown
     assert "[a](b)" not in markdown
-    headings = [line for line in markdown.splitlines() if line.startswith("## ") and line != "## Near-identical solutions"]
+    headings = [line for line in markdown.splitlines()
+                if line.startswith("## ") and line != "## Near-identical solutions"]
     assert len(headings) == 3, headings  # a newline in a folder name starts no heading of its own
     rows = [line for line in markdown.splitlines() if line.startswith("| 04.1")]
     assert all(line.count(" | ") == 2 for line in rows), rows  # no extra table cells
@@ -395,7 +404,8 @@ def test_honest_answers_in_unexpected_forms_get_their_marks(graded, student):
 
 def test_a_wrapper_around_the_package_is_flagged_for_the_instructor(graded):
     _, result = outcome(graded, "wrapper")
-    assert any("cell 3 reaches into the course package (transformer_course)" in flag for flag in result.flags), result.flags
+    assert any("cell 3 reaches into the course package (transformer_course)" in flag for flag in result.flags), \
+        result.flags
     assert not outcome(graded, "full")[1].flags
 
 
@@ -494,7 +504,8 @@ def test_three_shards_merged_give_the_grades_of_one_run(graded, tmp_path, capsys
               *([] if SANDBOX else ["--unsafe-no-sandbox"])]
     assert main(["grade", str(submissions), "--out", str(tmp_path / "whole"), *common]) == 0
     for k in (1, 2, 3):
-        assert main(["grade", str(submissions), "--out", str(tmp_path / f"shard{k}"), "--shard", f"{k}/3", *common]) == 0
+        assert main(["grade", str(submissions), "--out", str(tmp_path / f"shard{k}"), "--shard", f"{k}/3",
+                     *common]) == 0
     shards = [str(tmp_path / f"shard{k}") for k in (1, 2, 3)]
     assert main(["merge-grades", *shards, "--out", str(tmp_path / "merged")]) == 0
     whole, merged = (tmp_path / "whole" / "grades.csv").read_text(), (tmp_path / "merged" / "grades.csv").read_text()
@@ -541,8 +552,8 @@ def test_the_graders_references_are_out_of_reach(graded):
     scores, result = outcome(graded, "reads_the_references")
     assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}
     # The file is covered: reading it, or importing it, fails.
-    assert any(f"raised {error}" in p for p in result.problems for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), \
-        result.problems
+    assert any(f"raised {error}" in p for p in result.problems
+               for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), result.problems
 
 
 @needs_sandbox
@@ -591,12 +602,15 @@ def test_the_sandbox_runs_as_nobody_and_shows_no_secret_of_etc():
 def test_each_tmpfs_folder_is_capped_and_one_file_is_capped():
     chunks = "for index in range(6):\n    open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))"
     problems, stopped = _run_cells(f"folder = '/dev/shm'\n{chunks}", f"folder = '/tmp'\n{chunks}",
-                                   f"folder = '.'\n{chunks}", "import glob, os\nfor path in glob.glob('/tmp/part*'):\n    os.remove(path)\n"
+                                   f"folder = '.'\n{chunks}",
+                                   "import glob, os\nfor path in glob.glob('/tmp/part*'):\n    os.remove(path)\n"
                                    "open('/tmp/one', 'wb').write(bytes(65 * 2**20))",
                                    "raise ValueError('the kernel goes on')", memory_mb=2000)
     assert stopped is None
-    assert problems[:3] == [f"cell {number} raised OSError: [Errno 28] No space left on device" for number in (1, 2, 3)]
-    assert problems[3:] == ["cell 4 raised OSError: [Errno 27] File too large", "cell 5 raised ValueError: the kernel goes on"]
+    assert problems[:3] == [f"cell {number} raised OSError: [Errno 28] No space left on device"
+                            for number in (1, 2, 3)]
+    assert problems[3:] == ["cell 4 raised OSError: [Errno 27] File too large",
+                            "cell 5 raised ValueError: the kernel goes on"]
 
 
 @needs_sandbox
@@ -612,13 +626,14 @@ def test_files_in_tmpfs_count_as_the_sandboxs_memory():
 def test_processes_and_threads_are_capped():
     # The cell stays alive while its threads do: a burst that ends within one of the watchdog's
     # 0.1 s polls can go unseen where Linux exempts the grader (root) from RLIMIT_NPROC.
-    bomb = ("import threading, time\nfor _ in range(1000):\n    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"
-            "time.sleep(5)")
+    bomb = ("import threading, time\nfor _ in range(1000):\n"
+            "    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\ntime.sleep(5)")
     problems, stopped = _run_cells(bomb, "raise ValueError('after')")
     if os.geteuid() == 0:  # Linux exempts root from RLIMIT_NPROC: the watchdog's count stops the sandbox
         assert stopped == "the kernel ran more than 128 processes and threads"
     else:  # the kernel is refused the 129th thread and goes on
-        assert stopped is None and "can't start new thread" in problems[0] and problems[1] == "cell 2 raised ValueError: after"
+        assert stopped is None and "can't start new thread" in problems[0]
+        assert problems[1] == "cell 2 raised ValueError: after"
 
 
 @needs_sandbox
@@ -667,7 +682,8 @@ def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path)
         "cells = ['import sys\\nsys.stdout.write(\"x\" * 100 * 2**20)\\nsys.stdout.flush()',\n"
         "         'raise ValueError(\"the kernel goes on\")', 'raise ValueError(\"y\" * 100 * 2**20)', 'print(1)']\n"
         "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
-        "result = run_submission(notebook, {}, Limits(cell_seconds=5, notebook_seconds=90, memory_mb=2000, file_mb=64))\n"
+        "result = run_submission(notebook, {},\n"
+        "                        Limits(cell_seconds=5, notebook_seconds=90, memory_mb=2000, file_mb=64))\n"
         "print(result.stopped, result.problems, sep='\\n')\n"
         "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n",
         encoding="utf-8")
@@ -733,7 +749,8 @@ def test_a_cell_too_large_to_read_is_flagged_not_parsed():
     with pytest.raises(ValueError, match=f"`source` is too large to read: {len(source):,} characters"):
         reaches(source)
     flags = []
-    _flag_reaches(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), nbformat.v4.new_notebook(), flags)
+    _flag_reaches(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), nbformat.v4.new_notebook(),
+                  flags)
     assert flags == [f"cell 1 holds code too large to read ({len(source):,} characters; at most "
                      f"{MAX_INSPECTED_CHARACTERS:,} are parsed): look at it before trusting its score"]
     assert reaches(source[:MAX_INSPECTED_CHARACTERS]) == ["the course package (transformer_course)"]

@@ -33,11 +33,15 @@ def test_cached_generation_equals_recomputing_token_for_token(num_layers, tie_em
         """The strategies start from one id per row (the prompt's last); the model sees the whole prompt."""
         return lambda decoded: function(np.concatenate([prompt[:, :-1], decoded], axis=1))
 
-    cached = greedy_decode(from_prompt(CachedLanguageModel(model, 16).next_token_function(prompt)), prompt[:, -1], 2, 12)
+    def cached_steps():
+        """The cached model's next-token function, with a fresh cache."""
+        return from_prompt(CachedLanguageModel(model, 16).next_token_function(prompt))
+
+    cached = greedy_decode(cached_steps(), prompt[:, -1], 2, 12)
     recomputed = greedy_decode(from_prompt(recomputing(model)), prompt[:, -1], 2, 12)
     np.testing.assert_array_equal(cached, recomputed)
-    seeded = [sample_decode(from_prompt(CachedLanguageModel(model, 16).next_token_function(prompt)), prompt[:, -1], 2, 12,
-                            temperature=0.9, top_p=0.9, seed=4) for _ in range(2)]
+    seeded = [sample_decode(cached_steps(), prompt[:, -1], 2, 12, temperature=0.9, top_p=0.9, seed=4)
+              for _ in range(2)]
     np.testing.assert_array_equal(seeded[0], seeded[1])
     np.testing.assert_array_equal(seeded[0], sample_decode(from_prompt(recomputing(model)), prompt[:, -1], 2, 12,
                                                            temperature=0.9, top_p=0.9, seed=4))
@@ -51,7 +55,8 @@ def test_the_language_model_is_causal_and_round_trips(tmp_path):
     before, after = keras.ops.convert_to_numpy(model(ids)), keras.ops.convert_to_numpy(model(changed))
     np.testing.assert_allclose(before[0, :3], after[0, :3], atol=1e-6)
     model.save(tmp_path / "lm.keras")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras.models.load_model(tmp_path / "lm.keras")(ids)), before, atol=1e-6)
+    reloaded = keras.models.load_model(tmp_path / "lm.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(ids)), before, atol=1e-6)
 
 
 def test_prompts_with_padding_or_too_long_are_refused():

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from transformer_course.reversal import one_hot_encode
 from transformer_course.metrics import element_accuracy, sequence_accuracy
+from transformer_course.reversal import one_hot_encode
 
 
 def test_accuracies_on_a_known_example():
@@ -95,7 +95,8 @@ def test_masked_cross_entropy_smooths_labels_and_skips_padding():
     np.testing.assert_allclose(plain, float(masked_loss(labels, probabilities)), rtol=1e-5)
     np.testing.assert_allclose(plain, -(np.log(0.2) + np.log(0.3)) / 2, rtol=1e-5)
     smoothed = float(MaskedCrossEntropy(label_smoothing=0.1)(labels, probabilities))
-    by_hand = np.mean([0.9 * -np.log(p[t]) + 0.1 * -np.mean(np.log(p)) for p, t in ((probabilities[0, 0], 1), (probabilities[0, 1], 2))])
+    by_hand = np.mean([0.9 * -np.log(p[t]) + 0.1 * -np.mean(np.log(p))
+                       for p, t in ((probabilities[0, 0], 1), (probabilities[0, 1], 2))])
     np.testing.assert_allclose(smoothed, by_hand, rtol=1e-5)
     assert keras.losses.deserialize(keras.losses.serialize(MaskedCrossEntropy(0.1))).label_smoothing == 0.1
     with pytest.raises(ValueError, match="label_smoothing"):

@@ -23,7 +23,8 @@ def rates(original, masked, selected):
 
 def test_bert_rates_over_a_hundred_thousand_tokens():
     ids = batch()
-    masked, labels, selected = mask_tokens(ids, np.random.default_rng(1), VOCABULARY, MASK, unselectable_token_ids=(0, CLS, SEP))
+    masked, labels, selected = mask_tokens(ids, np.random.default_rng(1), VOCABULARY, MASK,
+                                           unselectable_token_ids=(0, CLS, SEP))
     measured = rates(ids, masked, selected)
     assert np.isin(ids, (0, CLS, SEP), invert=True).sum() > 100_000
     assert measured["selected"] == pytest.approx(0.15, abs=0.01)
@@ -34,7 +35,8 @@ def test_bert_rates_over_a_hundred_thousand_tokens():
 
 def test_padding_and_special_tokens_are_never_selected_and_labels_sit_at_selected_positions_only():
     ids = batch(seed=2)
-    masked, labels, selected = mask_tokens(ids, np.random.default_rng(3), VOCABULARY, MASK, unselectable_token_ids=(0, CLS, SEP))
+    masked, labels, selected = mask_tokens(ids, np.random.default_rng(3), VOCABULARY, MASK,
+                                           unselectable_token_ids=(0, CLS, SEP))
     assert not selected[np.isin(ids, (0, CLS, SEP))].any()
     np.testing.assert_array_equal(masked[~selected], ids[~selected])
     np.testing.assert_array_equal(labels[selected], ids[selected])
@@ -83,8 +85,7 @@ def test_bad_arguments_name_themselves():
 
 # --- next-sentence prediction ---------------------------------------------------------------
 
-from transformer_course.pretraining import (IS_NEXT, group_sentences, next_sentence_pairs, pack_pair,  # noqa: E402
-                                            split_sentences)
+from transformer_course.pretraining import IS_NEXT, group_sentences, next_sentence_pairs, pack_pair, split_sentences  # noqa: E402
 
 
 def test_split_sentences_by_the_documented_rule():
@@ -194,7 +195,8 @@ def test_padding_changes_nothing_on_real_tokens():
     padded["segment_ids"] = np.pad(inputs["segment_ids"], ((0, 0), (0, 4)))
     short, long = model(inputs), model(padded)
     for key in ("mlm", "nsp"):
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(short[key]), keras.ops.convert_to_numpy(long[key]), atol=1e-5)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(short[key]), keras.ops.convert_to_numpy(long[key]),
+                                   atol=1e-5)
 
 
 def test_round_trip_through_a_keras_file_and_the_classifier_shares_the_encoder(tmp_path):
@@ -220,7 +222,8 @@ def test_pretraining_batches_mask_afresh_every_epoch_and_train_the_pretrainer():
     inputs = bert_inputs(rows=10, length=12, seed=5)
     inputs["token_ids"][:, 5] = SEP
     batches = PretrainingBatches(inputs["token_ids"], inputs["segment_ids"], np.arange(10) % 2, batch_size=4,
-                                 vocabulary_size=40, mask_token_id=MASK, special_token_ids=(CLS, SEP), max_predictions=3)
+                                 vocabulary_size=40, mask_token_id=MASK, special_token_ids=(CLS, SEP),
+                                 max_predictions=3)
     assert len(batches) == 3
     features, labels = batches[0]
     assert features["mask_positions"].shape == labels["mlm"].shape == (4, 3)
@@ -338,7 +341,8 @@ def test_encoder_outputs_do_not_depend_on_padding_and_approximate_gelu_round_tri
     model = small_bert(dropout=0.0, activation=gelu_approximate)
     encoder = build_bert_encoder(model)
     inputs = bert_inputs(rows=2, length=8)
-    short = keras.ops.convert_to_numpy(encoder({"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]}))
+    short = keras.ops.convert_to_numpy(encoder({"token_ids": inputs["token_ids"],
+                                                "segment_ids": inputs["segment_ids"]}))
     long = keras.ops.convert_to_numpy(encoder({"token_ids": np.pad(inputs["token_ids"], ((0, 0), (0, 4))),
                                                "segment_ids": np.pad(inputs["segment_ids"], ((0, 0), (0, 4)))}))
     np.testing.assert_allclose(long[:, :8], short, atol=1e-5)

@@ -50,7 +50,7 @@ def test_settings_read_as_attributes_and_reject_unknown_keys():
     settings = profile("smoke").notebook("01")
     assert settings.n_features == settings["n_features"] == 10
     with pytest.raises(AttributeError, match="has no setting 'learning_rat'"):
-        settings.learning_rat
+        _ = settings.learning_rat
     with pytest.raises(ValueError, match="notebook_id"):
         profile("smoke").notebook("99")
 

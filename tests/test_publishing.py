@@ -57,16 +57,18 @@ def test_release_stamps_a_changed_setting_into_sources_readme_and_release(tmp_pa
         text = (tmp_path / path).read_text(encoding="utf-8")
         assert link in text and "github.com/transformer-course" not in text, path
     released = nbformat.read(tmp_path / "release" / "04_self_attention.ipynb", as_version=4)
-    assert "transformer-course @ git+https://github.com/a-university/attention-course@v0.1.0" in released.cells[1].source
+    install = "transformer-course @ git+https://github.com/a-university/attention-course@v0.1.0"
+    assert install in released.cells[1].source
 
 
 def test_the_run_time_line_comes_from_the_recorded_runs(tmp_path):
     import json
 
-    from transformer_course.publishing import RUN_TIME, run_time_line, stamp, Publication
+    from transformer_course.publishing import RUN_TIME, Publication, run_time_line, stamp
 
     assert run_time_line("07_x", tmp_path).startswith("**Run time:** full profile not yet recorded (recorded runs)")
-    (tmp_path / "07_x.json").write_text(json.dumps({"seconds": 3061.6, "hardware": {"cpu_count": 2, "accelerator": None}}))
+    record = {"seconds": 3061.6, "hardware": {"cpu_count": 2, "accelerator": None}}
+    (tmp_path / "07_x.json").write_text(json.dumps(record))
     (tmp_path / "smoke").mkdir()
     (tmp_path / "smoke" / "seconds.json").write_text(json.dumps({"07_x": {"seconds": 31.2}}))
     line = run_time_line("07_x", tmp_path)

@@ -7,7 +7,6 @@ import pytest
 
 from transformer_course import runtime
 
-
 PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 
 # Start-up records as different machines print them: absl's format (TF >= 2.17) and TensorFlow's
@@ -17,7 +16,8 @@ INTEL_TF_221 = [
     "I0000 00:00:1795326692.705483    2294 port.cc:153] oneDNN custom operations are on. You may see "
     "slightly different numerical results due to floating-point round-off errors from different "
     "computation orders. To turn them off, set the environment variable `TF_ENABLE_ONEDNN_OPTS=0`.",
-    "I0000 00:00:1795326692.706706    2294 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
+    "I0000 00:00:1795326692.706706    2294 cudart_stub.cc:31] "
+    "Could not find cuda drivers on your machine, GPU will not be used.",
     "I0000 00:00:1795326692.771269    2294 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use "
     "available CPU instructions in performance-critical operations.",
     "To enable the following instructions: AVX2 AVX512F AVX512_VNNI AVX512_BF16 AVX512_FP16 AVX_VNNI FMA, in other "
@@ -25,7 +25,8 @@ INTEL_TF_221 = [
 ]
 AMD_TF_221 = [
     PREAMBLE,
-    "I0000 00:00:1795254552.358650    1974 cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU will not be used.",
+    "I0000 00:00:1795254552.358650    1974 cudart_stub.cc:31] "
+    "Could not find cuda drivers on your machine, GPU will not be used.",
 ]
 INTEL_TF_216 = [
     "2024-03-08 10:00:00.123456: I tensorflow/core/util/port.cc:113] oneDNN custom operations are on. "
@@ -39,7 +40,8 @@ GPU_INFO = [
     PREAMBLE,
     "I0000 00:00:1727000000.123456   12345 cuda_executor.cc:1015] successful NUMA node read from SysFS had negative "
     "value (-1), but there must be at least one NUMA node, so returning NUMA node zero.",
-    "I0000 00:00:1727000000.223456   12345 gpu_device.cc:2022] Created device /job:localhost/replica:0/task:0/device:GPU:0 "
+    "I0000 00:00:1727000000.223456   12345 gpu_device.cc:2022] "
+    "Created device /job:localhost/replica:0/task:0/device:GPU:0 "
     "with 13949 MB memory:  -> device: 0, name: Tesla T4, pci bus id: 0000:00:04.0, compute capability: 7.5",
 ]
 # What must always reach the user: warnings, errors and fatal records in both formats, and
@@ -48,7 +50,8 @@ GPU_WARNINGS_AND_ERRORS = [
     "E0000 00:00:1727000000.323456   12345 cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to "
     "register factory for plugin cuDNN when one has already been registered",
     "W0000 00:00:1727000000.423456   12345 gpu_device.cc:2344] Cannot dlopen some GPU libraries.",
-    "2024-03-08 10:00:00.323456: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] TF-TRT Warning: Could not find TensorRT",
+    "2024-03-08 10:00:00.323456: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] "
+    "TF-TRT Warning: Could not find TensorRT",
     "2024-03-08 10:00:00.423456: E tensorflow/core/framework/node_def_util.cc:676] a real error",
     "F0000 00:00:1727000000.523456   12345 logging.cc:10] Check failed: something fatal",
 ]

@@ -71,7 +71,8 @@ def test_vectorized_batches_know_their_length_and_keep_every_review(boundaries):
     vectorizer = keras.layers.TextVectorization(output_sequence_length=8)
     vectorizer.adapt(texts)
     batches = vectorized_batches(texts, [0, 1, 0, 1, 0, 1], vectorizer, 2, bucket_boundaries=boundaries, shuffle=True)
-    seen = [(int(np.count_nonzero(row)), int(label)) for ids, labels in batches for row, label in zip(ids.numpy(), labels.numpy())]
+    seen = [(int(np.count_nonzero(row)), int(label))
+            for ids, labels in batches for row, label in zip(ids.numpy(), labels.numpy())]
     assert sorted(seen) == sorted((len(text.split()), label) for text, label in zip(texts, [0, 1, 0, 1, 0, 1]))
     assert int(batches.cardinality()) == sum(1 for _ in batches)
 

@@ -61,7 +61,8 @@ def test_adding_padding_changes_nothing_for_real_tokens(normalize_first):
 
 def test_round_trip(tmp_path, features):
     inputs = keras.Input((6, E))
-    model = keras.Model(inputs, TransformerEncoder(intermediate_dim=F, num_heads=N, dropout=0.1, normalize_first=True)(inputs))
+    encoder = TransformerEncoder(intermediate_dim=F, num_heads=N, dropout=0.1, normalize_first=True)
+    model = keras.Model(inputs, encoder(inputs))
     model.save(tmp_path / "encoder.keras")
     restored = keras.models.load_model(tmp_path / "encoder.keras")
     np.testing.assert_allclose(_numpy(restored(features)), _numpy(model(features)), atol=1e-6)
@@ -211,7 +212,8 @@ def _sublayers(layer):
 
 @pytest.mark.parametrize("block", ["encoder", "decoder"])
 def test_every_sublayer_takes_the_blocks_dtype_policy(features, block):
-    layer = (TransformerEncoder if block == "encoder" else TransformerDecoder)(F, N, dropout=0.1, dtype="mixed_bfloat16")
+    block_class = TransformerEncoder if block == "encoder" else TransformerDecoder
+    layer = block_class(F, N, dropout=0.1, dtype="mixed_bfloat16")
     output = layer(features, features) if block == "decoder" else layer(features)
     assert {sublayer.dtype_policy.name for sublayer in _sublayers(layer)} == {"mixed_bfloat16"}
     assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"

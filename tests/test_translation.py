@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from transformer_course.decoding import greedy_decode
+from transformer_course.generation import IncrementalDecoder
 from transformer_course.masks import keras_mask
 from transformer_course.text import standardize_translation
-from transformer_course.generation import IncrementalDecoder
 from transformer_course.translation import Translator, build_translation_model
 
 SOURCE_LENGTH, TARGET_LENGTH = 8, 9
@@ -15,8 +15,9 @@ SOURCE_LENGTH, TARGET_LENGTH = 8, 9
 
 def small_model(num_layers=2, seed=0, source_vocab_size=30, target_vocab_size=40, tie_embeddings=False):
     keras.utils.set_random_seed(seed)
-    return build_translation_model(source_vocab_size, target_vocab_size, SOURCE_LENGTH, TARGET_LENGTH, embed_dim=16, intermediate_dim=32,
-                                   num_heads=2, num_layers=num_layers, tie_embeddings=tie_embeddings)
+    return build_translation_model(source_vocab_size, target_vocab_size, SOURCE_LENGTH, TARGET_LENGTH, embed_dim=16,
+                                   intermediate_dim=32, num_heads=2, num_layers=num_layers,
+                                   tie_embeddings=tie_embeddings)
 
 
 def uncached_greedy(model, source_ids, start_id, end_id, max_length):
@@ -168,7 +169,8 @@ def test_model_trains_with_the_masked_loss_and_keeps_padding_out():
     probabilities = model({"source_ids": source, "target_ids": decoder_input})
     assert keras_mask(probabilities) is None
     expected = float(masked_loss(labels, probabilities))
-    assert model.evaluate({"source_ids": source, "target_ids": decoder_input}, labels, verbose=0)[0] == pytest.approx(expected, rel=1e-5)
+    evaluated = model.evaluate({"source_ids": source, "target_ids": decoder_input}, labels, verbose=0)[0]
+    assert evaluated == pytest.approx(expected, rel=1e-5)
 
 
 def test_tied_embeddings_share_the_target_table_and_survive_a_round_trip(tmp_path):

@@ -7,7 +7,8 @@ import pytest
 from transformer_course.vision import attention_rollout, extract_patches
 
 
-@pytest.mark.parametrize("shape, patch_size", [((2, 8, 8, 1), 2), ((1, 8, 8, 1), 4), ((3, 6, 9, 3), 3), ((1, 8, 8, 1), 1)])
+@pytest.mark.parametrize("shape, patch_size",
+                         [((2, 8, 8, 1), 2), ((1, 8, 8, 1), 4), ((3, 6, 9, 3), 3), ((1, 8, 8, 1), 1)])
 def test_patches_equal_keras_extract_patches(shape, patch_size):
     images = np.random.default_rng(0).normal(size=shape).astype("float32")
     ours = extract_patches(images, patch_size)
@@ -42,7 +43,12 @@ def test_rollout_of_one_layer_is_the_residual_mix_by_hand():
 # --- the Vision Transformer's layers -------------------------------------------------------
 
 from transformer_course.vision import (  # noqa: E402
-    ClassTokenAndPositions, PatchEmbedding, VisionTransformer, attention_maps, shift_images)
+    ClassTokenAndPositions,
+    PatchEmbedding,
+    VisionTransformer,
+    attention_maps,
+    shift_images,
+)
 
 
 def small_vit(**overrides):

@@ -44,7 +44,8 @@ def test_the_plan_refuses_a_number_of_shards_that_is_not_one_or_more(jobs, tmp_p
 
 def test_every_shard_reads_the_plans_seed_file_and_no_input_is_pasted_into_a_script(jobs):
     upload = next(step for step in jobs["plan"]["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
-    download = next(step for step in jobs["grade"]["steps"] if step.get("uses", "").startswith("actions/download-artifact"))
+    download = next(step for step in jobs["grade"]["steps"]
+                    if step.get("uses", "").startswith("actions/download-artifact"))
     assert download["with"]["name"] == upload["with"]["name"]
     grade = next(step for step in jobs["grade"]["steps"] if "transformer-course grade" in step.get("run", ""))
     assert f"--seed-file {download['with']['path']}/seed.txt" in grade["run"]

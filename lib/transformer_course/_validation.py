@@ -59,7 +59,8 @@ def check_texts(name: str, value) -> tuple[bool, list]:
     if isinstance(value, str):
         return True, [value]
     if not isinstance(value, (list, tuple)):
-        raise TypeError(f"`{name}` must be a string or a list of strings; received {type(value).__name__} {value!r:.60}.")
+        raise TypeError(f"`{name}` must be a string or a list of strings; "
+                        f"received {type(value).__name__} {value!r:.60}.")
     for index, item in enumerate(value):
         if not isinstance(item, str):
             raise TypeError(f"`{name}[{index}]` must be a string; received {type(item).__name__} {item!r:.60}.")

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 from keras import ops
 
@@ -229,7 +231,8 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache_update_index is not None:
                 start = (0, cache_update_index, 0, 0)
                 k = ops.slice_update(k, start, ops.cast(self._project(key, self.key_kernel, self.key_bias), k.dtype))
-                v = ops.slice_update(v, start, ops.cast(self._project(value, self.value_kernel, self.value_bias), v.dtype))
+                new_values = self._project(value, self.value_kernel, self.value_bias)
+                v = ops.slice_update(v, start, ops.cast(new_values, v.dtype))
                 cache = ops.stack([k, v], axis=1)
             value_mask = key_mask = None  # padding masks describe the inputs, not the cache
 
@@ -287,7 +290,8 @@ class MultiHeadAttention(keras.layers.Layer):
             ValueError: if ``value_dim`` differs from ``key_dim``.
         """
         if self.value_dim != self.key_dim:
-            raise ValueError(f"a key/value cache needs value_dim == key_dim; this layer has {self.value_dim} and {self.key_dim}.")
+            raise ValueError("a key/value cache needs value_dim == key_dim; "
+                             f"this layer has {self.value_dim} and {self.key_dim}.")
         return ops.zeros((batch_size, 2, length, self.num_heads, self.key_dim), dtype=dtype or self.compute_dtype)
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None, **kwargs):

@@ -29,6 +29,8 @@ Source: Devlin et al., 2019, "BERT", §3; keras-hub's ``BertBackbone``.
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 

@@ -118,13 +118,14 @@ class BytePairEncoding:
             raise ValueError(f"`special_tokens` must not repeat; received {self.special_tokens!r}.")
         self.special_ids = {token: len(self.vocabulary) + index for index, token in enumerate(self.special_tokens)}
         by_length = sorted(self.special_tokens, key=len, reverse=True)  # the longest match first
-        self._special = regex.compile("(" + "|".join(regex.escape(token) for token in by_length) + ")") if by_length else None
+        alternatives = "|".join(regex.escape(token) for token in by_length)
+        self._special = regex.compile(f"({alternatives})") if by_length else None
         self._cache: dict[str, list[int]] = {}
         self._byte_ids = list(range(256))  # each byte's token id: its value, here
 
     @classmethod
     def from_vocabulary_and_merges(cls, vocabulary: dict[str, int], merges: Iterable[str],
-                                   special_tokens: Iterable[str] = (), id_offset: int = 0) -> "BytePairEncoding":
+                                   special_tokens: Iterable[str] = (), id_offset: int = 0) -> BytePairEncoding:
         """A published byte-level BPE (GPT-2's ``vocab.json`` and ``merges.txt``) with its own ids.
 
         Encoding follows the merges by rank, as always; the ids are the published ones, plus
@@ -176,7 +177,7 @@ class BytePairEncoding:
 
     @classmethod
     def train(cls, texts: Iterable[str], num_merges: int, special_tokens: Iterable[str] = (),
-              progress: bool = False) -> "BytePairEncoding":
+              progress: bool = False) -> BytePairEncoding:
         """Learn ``num_merges`` merges from ``texts`` (fewer if no pair is left to merge).
 
         Counts every pre-token once, then merges the most frequent adjacent pair again and again,
@@ -272,7 +273,8 @@ class BytePairEncoding:
             return cached
         word = [self._byte_ids[byte] for byte in piece.encode("utf-8")]
         while len(word) > 1:
-            rank, index = min((self.ranks.get(pair, len(self.ranks)), index) for index, pair in enumerate(zip(word, word[1:])))
+            rank, index = min((self.ranks.get(pair, len(self.ranks)), index)
+                              for index, pair in enumerate(zip(word, word[1:])))
             if rank == len(self.ranks):
                 break
             target = (word[index], word[index + 1])

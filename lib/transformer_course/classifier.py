@@ -15,6 +15,8 @@ Two ways to pool, both here:
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 from keras import ops
@@ -179,7 +181,8 @@ def build_sentiment_classifier(
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     ids, rows, length = token_ids, vocab_size, sequence_length
     if pooling == "cls":
-        ids, rows, length = PrependClassToken(vocab_size, name="prepend_cls")(token_ids), vocab_size + 1, sequence_length + 1
+        ids = PrependClassToken(vocab_size, name="prepend_cls")(token_ids)
+        rows, length = vocab_size + 1, sequence_length + 1
     if positions:
         x = PositionalEmbedding(length, rows, embed_dim, name="embedding")(ids)
     else:

@@ -113,9 +113,12 @@ def _command_release(arguments) -> int:
                 print(f"wrote {path}")
             return 0
         with tempfile.TemporaryDirectory() as fresh:
-            stale = [path.name for path in release_folder(notebooks_dir, fresh)
-                     if not (Path(arguments.out) / path.name).exists()
-                     or (Path(arguments.out) / path.name).read_bytes() != stamped(path, path.read_text(encoding="utf-8")).encode("utf-8")]
+            def current(path):
+                written = Path(arguments.out) / path.name
+                expected = stamped(path, path.read_text(encoding="utf-8")).encode("utf-8")
+                return written.exists() and written.read_bytes() == expected
+
+            stale = [path.name for path in release_folder(notebooks_dir, fresh) if not current(path)]
     except (FileNotFoundError, MarkupError, ImportError, ValueError) as error:
         print(f"release: {error}", file=sys.stderr)
         return 2
@@ -271,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
 
     grade = commands.add_parser("grade", help="grade a folder of submissions (SUBMISSIONS/<student>/NN_*.ipynb)")
     grade.add_argument("submissions", metavar="SUBMISSIONS_DIR")
-    grade.add_argument("--out", required=True, metavar="REPORT_DIR", help="grades.csv, grades.json and report.md go here")
+    grade.add_argument("--out", required=True, metavar="REPORT_DIR",
+                       help="grades.csv, grades.json and report.md go here")
     grade.add_argument("--release-dir", default="release", help="the released notebooks (default: release)")
     grade.add_argument("--unsafe-no-sandbox", action="store_true",
                        help="run students' code without the bubblewrap sandbox (only for code you trust)")
@@ -285,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="size of each of the sandbox's /tmp, /dev/shm and home, in MiB (default: 1024)")
     grade.add_argument("--processes", type=int, default=512,
                        help="processes and threads per sandbox (default: 512)")
-    grade.add_argument("--file-mb", type=int, default=256, help="the largest file a kernel may write, in MiB (default: 256)")
+    grade.add_argument("--file-mb", type=int, default=256,
+                       help="the largest file a kernel may write, in MiB (default: 256)")
     seeds = grade.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=int, help="the grading cases' secret seed (default: a fresh one each run; "
                                                 "the one used is kept in grades.json)")

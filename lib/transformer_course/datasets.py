@@ -2,7 +2,8 @@
 
 (The reversal task of notebooks 01 and 02 is made on the fly: :mod:`transformer_course.reversal`.)
 
-The two data sets are downloaded once from their canonical upstream address, verified by sha256, converted into the cache layout below, and read
+The two data sets are downloaded once from their canonical upstream address, verified by sha256,
+converted into the cache layout below, and read
 from the cache from then on::
 
     <cache dir>/imdb/train.csv.gz      25,000 reviews, header ``text,label``
@@ -361,7 +362,10 @@ def _convert_imdb(archive: Path, folder: Path) -> None:
 
 
 def _read_imdb_csv(path: Path, header: list[str], expected_records: int | None, row_is_valid, what: str) -> list:
-    """The rows of a cached IMDB CSV file with this ``header``; a row failing ``row_is_valid`` is named as not ``what``."""
+    """The rows of a cached IMDB CSV file with this ``header``.
+
+    A row failing ``row_is_valid`` is named in the error as not ``what``.
+    """
     rows = []
     try:
         with gzip.open(path, "rt", encoding="utf-8", newline="") as stream:

@@ -29,6 +29,8 @@ V target vocabulary.
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 from keras import ops
@@ -288,14 +290,17 @@ class CachedLanguageModel(_CachedModel):
             raise ValueError(f"`prompt_ids` must have shape (batch, t0) with 1 <= t0 <= {self.max_length}; "
                              f"received shape {prompt_ids.shape}.")
         if (prompt_ids == 0).any():
-            raise ValueError("`prompt_ids` must not contain padding (id 0): every prompt in a batch needs the same length.")
-        caches = [decoder.self_attention.initial_cache(prompt_ids.shape[0], self.max_length) for decoder in self.decoders]
+            raise ValueError("`prompt_ids` must not contain padding (id 0): "
+                             "every prompt in a batch needs the same length.")
+        caches = [decoder.self_attention.initial_cache(prompt_ids.shape[0], self.max_length)
+                  for decoder in self.decoders]
         state = {"caches": caches, "length": 0}
 
         def next_token_probabilities(decoded):
             decoded = np.asarray(decoded, dtype="int32")
             new = decoded[:, state["length"]:] if state["length"] else decoded  # the prompt, then one token
-            probabilities, state["caches"] = self._run(ops.convert_to_tensor(new), ops.convert_to_tensor(state["length"], dtype="int32"),
+            probabilities, state["caches"] = self._run(ops.convert_to_tensor(new),
+                                                       ops.convert_to_tensor(state["length"], dtype="int32"),
                                                        state["caches"])
             state["length"] = decoded.shape[1]
             probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")

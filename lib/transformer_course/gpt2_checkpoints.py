@@ -30,6 +30,8 @@ and the network; offline it raises
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 
@@ -100,7 +102,8 @@ def bpe_from_keras_hub(tokenizer) -> BytePairEncoding:
         ``"<|endoftext|>"`` as a special token.
     """
     vocabulary = tokenizer.vocabulary
-    vocabulary = vocabulary if isinstance(vocabulary, dict) else {token: index for index, token in enumerate(vocabulary)}
+    if not isinstance(vocabulary, dict):
+        vocabulary = {token: index for index, token in enumerate(vocabulary)}
     return BytePairEncoding.from_vocabulary_and_merges(vocabulary, list(tokenizer.merges),
                                                       special_tokens=["<|endoftext|>"], id_offset=ID_OFFSET)
 

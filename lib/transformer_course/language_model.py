@@ -14,6 +14,8 @@ References:
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 from keras import ops
@@ -109,7 +111,8 @@ def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tupl
         pieces.extend([row[row != 0], [separator_id]])
     stream = np.concatenate(pieces) if pieces else np.zeros(0, "int64")
     if len(stream) < 2:
-        raise ValueError(f"`token_ids` must hold at least 2 tokens in all (separators included); received {len(stream)}.")
+        raise ValueError("`token_ids` must hold at least 2 tokens in all (separators included); "
+                         f"received {len(stream)}.")
     rows = -(-(len(stream) - 1) // chunk_length)
     padded = np.zeros(rows * chunk_length + 1, dtype="int32")
     padded[:len(stream)] = stream

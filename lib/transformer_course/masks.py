@@ -16,6 +16,8 @@ Shape letters: B batch, T query (target) length, S key (source) length.
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 from keras import ops
 
 __all__ = ["padding_mask", "causal_mask", "attention_mask", "combine_masks", "masked_softmax", "keras_mask"]

@@ -10,6 +10,8 @@ position (id 0) is neither a loss to minimise nor a free point of accuracy.
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 from keras import ops
@@ -160,7 +162,8 @@ class MaskedCrossEntropy(keras.losses.Loss):
         true_ids = ops.expand_dims(ops.cast(y_true, "int32"), -1)
         per_token = -ops.squeeze(ops.take_along_axis(log_probabilities, true_ids, axis=-1), -1)  # (B, T)
         if self.label_smoothing:
-            per_token = (1.0 - self.label_smoothing) * per_token - self.label_smoothing * ops.mean(log_probabilities, axis=-1)
+            uniform = ops.mean(log_probabilities, axis=-1)
+            per_token = (1.0 - self.label_smoothing) * per_token - self.label_smoothing * uniform
         real = _real_tokens(y_true)
         return ops.sum(per_token * real) / ops.maximum(ops.sum(real), 1.0)
 

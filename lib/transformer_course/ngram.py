@@ -69,7 +69,7 @@ class UnigramModel:
         self.vocab_size = check_integer("vocab_size", vocab_size, minimum=2)
         self.log_probabilities = None
 
-    def fit(self, token_ids) -> "UnigramModel":
+    def fit(self, token_ids) -> UnigramModel:
         """Count the real tokens of int ``(N, T)`` ``token_ids``; returns the model."""
         ids = np.asarray(token_ids, dtype="int64").ravel()
         counts = np.bincount(ids[ids != 0], minlength=self.vocab_size).astype("float64")[:self.vocab_size]
@@ -114,7 +114,7 @@ class BigramModel:
         self.discount = discount
         self.codes = None
 
-    def fit(self, token_ids) -> "BigramModel":
+    def fit(self, token_ids) -> BigramModel:
         """Count the bigrams of int ``(N, T)`` ``token_ids`` (real tokens only); returns the model."""
         previous, following = scored_pairs(token_ids, self.vocab_size)
         size = self.vocab_size

@@ -11,6 +11,8 @@ Shape letters: B batch, T sequence length, E embedding width, N heads.
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 from keras import ops
@@ -94,7 +96,8 @@ class PositionalEmbedding(keras.layers.Layer):
         self.vocab_size = check_integer("vocab_size", vocab_size)
         self.embed_dim = check_integer("embed_dim", embed_dim)
         self.mask_zero = bool(mask_zero)
-        self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding", dtype=self.dtype_policy)
+        self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding",
+                                                      dtype=self.dtype_policy)
         self.position_embedding = keras.layers.Embedding(sequence_length, embed_dim, name="position_embedding",
                                                          dtype=self.dtype_policy)
         self.supports_masking = True

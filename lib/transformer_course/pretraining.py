@@ -30,6 +30,8 @@ from __future__ import annotations
 import re
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 from keras import ops
@@ -40,7 +42,9 @@ from .masks import masked_softmax, padding_mask
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
-__all__ = ["mask_tokens", "contiguous_segments", "gelu_approximate", "gather_selected", "PretrainingBatches", "SegmentEmbedding", "GatherPositions", "build_bert_pretrainer", "build_bert_classifier", "build_bert_encoder",
+__all__ = ["mask_tokens", "contiguous_segments", "gelu_approximate", "gather_selected", "PretrainingBatches",
+           "SegmentEmbedding", "GatherPositions", "build_bert_pretrainer", "build_bert_classifier",
+           "build_bert_encoder",
            "split_sentences", "group_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
 
 IS_NEXT, NOT_NEXT = 1, 0
@@ -92,7 +96,8 @@ def mask_tokens(token_ids, rng: np.random.Generator, vocabulary_size: int, mask_
                          f"{mask_rate} + {random_rate}.")
     ids = np.asarray(token_ids, dtype="int64")
     if ids.size and (ids.min() < 0 or ids.max() >= vocabulary_size):
-        raise ValueError(f"`token_ids` must lie in 0..{vocabulary_size - 1}; received ids from {ids.min()} to {ids.max()}.")
+        raise ValueError(f"`token_ids` must lie in 0..{vocabulary_size - 1}; "
+                         f"received ids from {ids.min()} to {ids.max()}.")
     unselectable = np.asarray(list(unselectable_token_ids), dtype="int64")
     selectable = ~np.isin(ids, unselectable)
     selected = selectable & (rng.random(ids.shape) < selection_rate)
@@ -222,7 +227,8 @@ def pack_pair(first_ids, second_ids, cls_id: int, sep_id: int, sequence_length: 
         ValueError: for a ``sequence_length`` below 5 (room for one token of each sentence).
     """
     sequence_length = check_integer("sequence_length", sequence_length, minimum=5)
-    first, second = list(np.asarray(first_ids, dtype="int64").ravel()), list(np.asarray(second_ids, dtype="int64").ravel())
+    first = list(np.asarray(first_ids, dtype="int64").ravel())
+    second = list(np.asarray(second_ids, dtype="int64").ravel())
     while len(first) + len(second) > sequence_length - 3:
         (first if len(first) > len(second) else second).pop()
     tokens = [cls_id, *first, sep_id, *second, sep_id]
@@ -514,7 +520,8 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
             x.shape[-1], activation="tanh", name="pooler")  # masked-LM-only pre-training trains no pooler
         pooled = pooler(ClassTokenOutput(name="cls_output")(x))
     pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
-    probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output", dtype="float32")(pooled)
+    probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output",
+                                       dtype="float32")(pooled)
     return keras.Model(inputs, probabilities, name=name)
 
 
@@ -563,7 +570,8 @@ class PretrainingBatches(keras.utils.PyDataset):
         self.unselectable = (0, *special_token_ids, mask_token_id)
         self.max_predictions = check_integer("max_predictions", max_predictions)
         self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
-        self.batches_per_epoch = None if batches_per_epoch is None else check_integer("batches_per_epoch", batches_per_epoch)
+        self.batches_per_epoch = (None if batches_per_epoch is None
+                                  else check_integer("batches_per_epoch", batches_per_epoch))
         self.order_rng = np.random.default_rng([seed, 1])
         self.order, self.start = self.order_rng.permutation(len(self.token_ids)), 0
 
@@ -578,7 +586,9 @@ class PretrainingBatches(keras.utils.PyDataset):
         masked, labels, selected = mask_tokens(self.token_ids[rows], self.rng, self.vocabulary_size, self.mask_token_id,
                                                unselectable_token_ids=self.unselectable)
         positions, position_labels = gather_selected(selected, labels, self.max_predictions)
-        targets = {"mlm": position_labels, "nsp": self.next_labels[rows]} if self.with_next else {"mlm": position_labels}
+        targets = {"mlm": position_labels}
+        if self.with_next:
+            targets["nsp"] = self.next_labels[rows]
         return {"token_ids": masked, "segment_ids": self.segment_ids[rows], "mask_positions": positions}, targets
 
     def on_epoch_end(self):
@@ -632,7 +642,8 @@ def _text_inputs() -> dict:
             "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids")}
 
 
-def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 0.1, name: str | None = None) -> keras.Model:
+def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 0.1,
+                       name: str | None = None) -> keras.Model:
     """A tag for every token (named-entity-recognition style) on a (pre-trained) BERT-style encoder.
 
     Each token's output vector goes through dropout and one softmax layer over ``num_tags``

@@ -128,7 +128,7 @@ def run_time_line(notebook: str, results_dir: str | Path) -> str:
     if full.is_file():
         record = json.loads(full.read_text(encoding="utf-8"))
         hardware = record.get("hardware", {})
-        machine = f"{hardware.get('cpu_count', '?')}-core CPU" if not hardware.get("accelerator") else hardware["accelerator"]
+        machine = hardware.get("accelerator") or f"{hardware.get('cpu_count', '?')}-core CPU"
         parts.append(f"full profile {_duration(record['seconds'])} on a {machine}")
     else:
         parts.append("full profile not yet recorded")

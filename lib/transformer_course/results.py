@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +148,7 @@ def write_record(
         "versions": versions,
         "commit": commit.get("commit"),
         "uncommitted_changes": commit.get("dirty"),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     return write_text_atomically(Path(results_dir) / f"{notebook}.json",
                                  json.dumps(record, indent=2, ensure_ascii=False) + "\n")
@@ -208,7 +208,8 @@ def results_table(records: list[dict]) -> str:
     ]
     for record in records:
         top = headline(record["metrics"])
-        name, value = ("—", "—") if top is None else (top[1].get("description") or top[0], format_value(top[1]['value']))
+        name, value = ("—", "—") if top is None else (top[1].get("description") or top[0],
+                                                      format_value(top[1]["value"]))
         against = top[1].get("read_against") if top else None
         other = record["metrics"].get(against) if against else None
         if other is not None:

@@ -126,6 +126,7 @@ def score_sequences(model, X, y, batch_size: int = 1024) -> tuple[float, float]:
             :func:`transformer_course.metrics.element_accuracy`.
     """
     from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+    # isort: split
     import keras
 
     from .metrics import element_accuracy, sequence_accuracy

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 
 from . import results, runtime
@@ -124,10 +125,12 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
         try:
             client.execute()
             run.status = "passed"
-        except Exception as error:  # a cell error, a timeout, a dead or unstartable kernel
+        except Exception as error:  # noqa: BLE001 - a cell error, a timeout, a dead or unstartable kernel
             run.status = "failed"
-            index = current["index"] if isinstance(error, (CellExecutionError, CellTimeoutError, DeadKernelError)) else None
-            where = "outside the cells (kernel start-up or shut-down)" if index is None else f"cell {index + 1} of {len(notebook.cells)}"
+            in_a_cell = isinstance(error, (CellExecutionError, CellTimeoutError, DeadKernelError))
+            index = current["index"] if in_a_cell else None
+            where = ("outside the cells (kernel start-up or shut-down)" if index is None
+                     else f"cell {index + 1} of {len(notebook.cells)}")
             if index is not None:
                 first_line = notebook.cells[index].source.strip().splitlines()[:1]
                 if first_line:
@@ -285,7 +288,7 @@ def record_smoke_times(runs: list[NotebookRun], results_dir: Path) -> Path:
     Each entry: ``{"seconds", "hardware", "finished_at"}``; notebooks not in ``runs`` keep theirs.
     """
     import json
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from ._files import write_text_atomically
 
@@ -296,6 +299,6 @@ def record_smoke_times(runs: list[NotebookRun], results_dir: Path) -> Path:
         if run.passed:
             table[run.path.stem] = {"seconds": round(run.seconds, 1),
                                     "hardware": run.environment.get("hardware") or runtime.hardware(),
-                                    "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                                    "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
     write_text_atomically(path, json.dumps(dict(sorted(table.items())), indent=1) + "\n")
     return path

@@ -8,8 +8,8 @@ import platform
 import re
 import subprocess
 import sys
-import warnings
 import tempfile
+import warnings
 from importlib import metadata
 from pathlib import Path
 

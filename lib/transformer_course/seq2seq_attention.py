@@ -30,6 +30,8 @@ References:
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 from keras import ops
 

@@ -23,6 +23,8 @@ import re
 import string
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 
 from .profiles import profile
@@ -81,12 +83,14 @@ class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
             raise ValueError(f"`warmup_steps` must be an integer >= 0; received {warmup_steps!r}.")
         if isinstance(hold_steps, bool) or not isinstance(hold_steps, int) or hold_steps < 0:
             raise ValueError(f"`hold_steps` must be an integer >= 0; received {hold_steps!r}.")
-        if isinstance(decay_steps, bool) or not isinstance(decay_steps, int) or decay_steps <= warmup_steps + hold_steps:
-            raise ValueError(f"`decay_steps` must be an integer above warmup_steps + hold_steps ({warmup_steps + hold_steps}); "
+        before_decay = warmup_steps + hold_steps
+        if isinstance(decay_steps, bool) or not isinstance(decay_steps, int) or decay_steps <= before_decay:
+            raise ValueError(f"`decay_steps` must be an integer above warmup_steps + hold_steps ({before_decay}); "
                              f"received {decay_steps!r}.")
         if not 0.0 <= final_fraction <= 1.0:
             raise ValueError(f"`final_fraction` must be in [0, 1]; received {final_fraction!r}.")
-        self.peak, self.warmup_steps, self.decay_steps, self.final_fraction = float(peak), warmup_steps, decay_steps, float(final_fraction)
+        self.peak, self.final_fraction = float(peak), float(final_fraction)
+        self.warmup_steps, self.decay_steps = warmup_steps, decay_steps
         self.hold_steps = hold_steps
 
     def __call__(self, step):
@@ -186,7 +190,8 @@ class _BestEpoch(keras.callbacks.Callback):
     def __init__(self, patience: int, budget_seconds: float | None, checkpoint: Path | None, clock: Callable):
         super().__init__()
         self.patience, self.budget_seconds, self.checkpoint, self.clock = patience, budget_seconds, checkpoint, clock
-        self.best_loss, self.best_epoch, self.best_weights, self.ends, self.stopped_by = math.inf, None, None, [], "epochs"
+        self.best_loss, self.best_epoch, self.best_weights = math.inf, None, None
+        self.ends, self.stopped_by = [], "epochs"
 
     def on_train_begin(self, logs=None):
         self.start = self.clock()
@@ -195,7 +200,8 @@ class _BestEpoch(keras.callbacks.Callback):
         self.ends.append(self.clock())
         loss = (logs or {}).get("val_loss")
         if loss is None:
-            raise ValueError("fit_best needs a validation loss each epoch (`validation` data); `val_loss` was not logged.")
+            raise ValueError("fit_best needs a validation loss each epoch (`validation` data); "
+                             "`val_loss` was not logged.")
         if loss < self.best_loss:
             self.best_loss, self.best_epoch = float(loss), epoch
             if self.checkpoint is not None:

@@ -14,6 +14,8 @@ References:
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 from keras import ops
 
@@ -84,7 +86,8 @@ class _TransformerBlock(keras.layers.Layer):
             **self._initializers(),
         )
         hidden.build(shape)
-        output = keras.layers.Dense(shape[-1], name="feedforward_output", dtype=self.dtype_policy, **self._initializers())
+        output = keras.layers.Dense(shape[-1], name="feedforward_output", dtype=self.dtype_policy,
+                                    **self._initializers())
         output.build((*shape[:-1], self.intermediate_dim))
         return hidden, output
 
@@ -296,12 +299,15 @@ class TransformerDecoder(_TransformerBlock):
              cross_attention_cache_update_index=None, training=None, return_attention_scores=False,
              decoder_sequence_mask=None, encoder_sequence_mask=None):
         if self.has_cross_attention:
-            if encoder_sequence is None and (cross_attention_cache is None or cross_attention_cache_update_index is not None):
+            cached_source = cross_attention_cache is not None and cross_attention_cache_update_index is None
+            if encoder_sequence is None and not cached_source:
                 raise ValueError("`encoder_sequence` is required: this block has cross-attention (it was built with "
-                                 "an encoder sequence), and no `cross_attention_cache` holds the source keys and values.")
+                                 "an encoder sequence), and no `cross_attention_cache` holds the source keys and "
+                                 "values.")
             if (cross_attention_cache is None) != (self_attention_cache is None):
-                raise ValueError("`self_attention_cache` and `cross_attention_cache` must be given together or not at all; "
-                                 f"received {type(self_attention_cache).__name__} and {type(cross_attention_cache).__name__}.")
+                raise ValueError("`self_attention_cache` and `cross_attention_cache` must be given together or not "
+                                 f"at all; received {type(self_attention_cache).__name__} and "
+                                 f"{type(cross_attention_cache).__name__}.")
         elif encoder_sequence is not None or cross_attention_cache is not None:
             raise ValueError("This block has no cross-attention (it was built without an encoder sequence); "
                              "received an `encoder_sequence` or `cross_attention_cache`.")
@@ -340,7 +346,8 @@ class TransformerDecoder(_TransformerBlock):
         def feedforward(x):
             return self.feedforward_output(self.feedforward_hidden(x))
 
-        x = self._sublayer(decoder_sequence, self.self_attention_norm, self_attention, training)  # 1. causal self-attention
+        # 1. causal self-attention
+        x = self._sublayer(decoder_sequence, self.self_attention_norm, self_attention, training)
         if self.has_cross_attention:
             x = self._sublayer(x, self.cross_attention_norm, cross_attention, training)  # 2. attend to the source
         x = self._sublayer(x, self.feedforward_norm, feedforward, training)  # 3. position-wise feed-forward

@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 from keras import ops
@@ -23,7 +25,8 @@ from .generation import IncrementalDecoder, encode_source, model_blocks, output_
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder, TransformerEncoder
 
-__all__ = ["TokenDistribution", "TiedTokenDistribution", "build_translation_model", "cross_attention_weights", "Translator", "START_TOKEN", "END_TOKEN"]
+__all__ = ["TokenDistribution", "TiedTokenDistribution", "build_translation_model", "cross_attention_weights",
+           "Translator", "START_TOKEN", "END_TOKEN"]
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"

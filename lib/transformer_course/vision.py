@@ -13,8 +13,9 @@
 * :func:`shift_images` and :class:`ImageBatches` — random small shifts, the light augmentation
   of notebook 10, and shuffled training batches that apply them afresh every epoch.
 
-Shape letters: B batch, H × W image size in pixels, C channels, P patch size, N = (H/P)·(W/P)
-patches, T = N + 1 tokens (with ``[CLS]``), E model width, L layers.
+Shape letters (notebook 04's table): B batch, height × width image size in pixels, C channels, P
+patch size, M = (height/P)·(width/P) patches, T = M + 1 tokens (with ``[CLS]``), E model width,
+N heads, D encoder blocks (the depth).
 
 References:
     Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words: Transformers for Image Recognition
@@ -27,6 +28,8 @@ References:
 from __future__ import annotations
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
 import keras
 import numpy as np
 from keras import ops
@@ -69,14 +72,14 @@ def extract_patches(images, patch_size: int) -> np.ndarray:
     ``keras.ops.image.extract_patches`` and of a ``Conv2D`` kernel ``(P, P, C, E)``.
 
     Args:
-        images: array ``(B, H, W, C)`` (channels last).
-        patch_size: int P >= 1; must divide H and W.
+        images: array ``(B, height, width, C)`` (channels last).
+        patch_size: int P >= 1; must divide height and width.
 
     Returns:
-        array ``(B, N, P·P·C)`` of the input's dtype, N = (H/P)·(W/P).
+        array ``(B, M, P·P·C)`` of the input's dtype, M = (height/P)·(width/P).
 
     Raises:
-        ValueError: if ``images`` is not rank 4, or H or W is not divisible by ``patch_size``
+        ValueError: if ``images`` is not rank 4, or height or width is not divisible by ``patch_size``
             (the message names the size and the patch size).
     """
     patch_size = check_integer("patch_size", patch_size)
@@ -103,10 +106,10 @@ class PatchEmbedding(keras.layers.Layer):
         **kwargs: passed to ``keras.layers.Layer``.
 
     Call arguments:
-        images: float ``(B, H, W, C)``, channels last; H and W known when the layer is built.
+        images: float ``(B, height, width, C)``, channels last; height and width known when the layer is built.
 
     Returns:
-        float ``(B, N, E)``, N = (H/P)·(W/P), patches in reading order.
+        float ``(B, M, E)``, M = (height/P)·(width/P), patches in reading order.
 
     Raises:
         ValueError: for a ``patch_size`` or ``embed_dim`` that is not a positive integer, images
@@ -138,8 +141,8 @@ class PatchEmbedding(keras.layers.Layer):
         size = self.patch_size
         patches = ops.reshape(images, (-1, rows, size, columns, size, channels))
         patches = ops.transpose(patches, (0, 1, 3, 2, 4, 5))  # (B, rows, columns, P, P, C)
-        patches = ops.reshape(patches, (-1, rows * columns, size * size * channels))  # (B, N, P·P·C)
-        return self.projection(patches)  # (B, N, E)
+        patches = ops.reshape(patches, (-1, rows * columns, size * size * channels))  # (B, M, P·P·C)
+        return self.projection(patches)  # (B, M, E)
 
     def compute_output_shape(self, images_shape):
         rows, columns, _ = _check_image_shape(images_shape, self.patch_size)
@@ -155,7 +158,7 @@ class PatchEmbedding(keras.layers.Layer):
 class ClassTokenAndPositions(keras.layers.Layer):
     """Put a learned ``[CLS]`` vector in front of the patch vectors, then add learned positions.
 
-    ViT's Eq. 1: ``z_0 = [x_class; x_p^1 E; …; x_p^N E] + E_pos``. The ``[CLS]`` vector starts
+    ViT's Eq. 1: ``z_0 = [x_class; x_p^1 E; …; x_p^M E] + E_pos``. The ``[CLS]`` vector starts
     at zero and the position table from a normal distribution (standard deviation 0.02), as in
     the paper's code; both are trained with the rest of the model. Position t's vector is row t
     of the table (row 0 belongs to ``[CLS]``); the layer has no idea of 2-D neighbourhood — what
@@ -165,13 +168,13 @@ class ClassTokenAndPositions(keras.layers.Layer):
         **kwargs: passed to ``keras.layers.Layer``.
 
     Call arguments:
-        patches: float ``(B, N, E)`` with N known when the layer is built.
+        patches: float ``(B, M, E)`` with M known when the layer is built.
 
     Returns:
-        float ``(B, N + 1, E)``; position 0 is ``[CLS]``.
+        float ``(B, M + 1, E)``; position 0 is ``[CLS]``.
 
     Raises:
-        ValueError: for an input that is not rank 3 or whose N or E is unknown.
+        ValueError: for an input that is not rank 3 or whose M or E is unknown.
     """
 
     def build(self, patches_shape):
@@ -188,7 +191,7 @@ class ClassTokenAndPositions(keras.layers.Layer):
     def call(self, patches):
         class_token = ops.cast(self.class_token, patches.dtype)
         class_column = ops.broadcast_to(class_token, (ops.shape(patches)[0], 1, ops.shape(class_token)[0]))
-        tokens = ops.concatenate([class_column, patches], axis=1)  # (B, N + 1, E)
+        tokens = ops.concatenate([class_column, patches], axis=1)  # (B, M + 1, E)
         return tokens + ops.cast(self.position_embedding, patches.dtype)
 
     def compute_output_shape(self, patches_shape):
@@ -222,13 +225,13 @@ class VisionTransformer(keras.Model):
         patch_size: int P; must divide the height and the width.
         num_classes: int, the classes.
         embed_dim, num_heads, intermediate_dim: ints E, N (divides E) and F.
-        num_layers: int L, encoder blocks.
+        num_layers: int D, encoder blocks.
         dropout: float in [0, 1), on the embeddings, the attention weights and every sub-layer's
             output.
         **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
 
     Call arguments:
-        images: float ``(B, H, W, C)``.
+        images: float ``(B, height, width, C)``.
 
     Returns:
         float32 ``(B, num_classes)``, class probabilities.
@@ -276,10 +279,10 @@ def attention_maps(model: keras.Model, images) -> np.ndarray:
 
     Args:
         model: a :class:`VisionTransformer` (or a model with its layer names).
-        images: float ``(B, H, W, C)``.
+        images: float ``(B, height, width, C)``.
 
     Returns:
-        float32 ``(L, B, N_heads, T, T)``, T = patches + 1; row t is a distribution over the
+        float32 ``(D, B, N, T, T)``, T = patches + 1; row t is a distribution over the
         tokens that position t reads (token 0 is ``[CLS]``).
     """
     x = model.get_layer("class_token_and_positions")(model.get_layer("patch_embedding")(ops.convert_to_tensor(images)))
@@ -299,7 +302,7 @@ def attention_rollout(attention_weights) -> np.ndarray:
     matrices from the first layer to the last.
 
     Args:
-        attention_weights: array ``(L, B, N_heads, T, T)`` or a list of L arrays
+        attention_weights: array ``(D, B, N, T, T)`` or a list of D arrays
             ``(B, N_heads, T, T)``, each row a distribution over keys.
 
     Returns:
@@ -307,7 +310,7 @@ def attention_rollout(attention_weights) -> np.ndarray:
         token; every row sums to 1.
 
     Raises:
-        ValueError: if the weights are not ``(L, B, heads, T, T)`` with square attention maps.
+        ValueError: if the weights are not ``(D, B, N, T, T)`` with square attention maps.
     """
     weights = np.asarray([np.asarray(layer, dtype="float64") for layer in attention_weights])
     if weights.ndim != 5 or weights.shape[-1] != weights.shape[-2]:
@@ -331,9 +334,9 @@ def shift_images(images, rng: np.random.Generator, max_shift: int = 1) -> np.nda
     built in.
 
     Args:
-        images: array ``(B, H, W, C)``.
+        images: array ``(B, height, width, C)``.
         rng: ``numpy.random.Generator``, the source of the shifts.
-        max_shift: int >= 0, pixels, smaller than H and W.
+        max_shift: int >= 0, pixels, smaller than height and width.
 
     Returns:
         array of ``images``' shape and dtype.
@@ -352,7 +355,8 @@ def shift_images(images, rng: np.random.Generator, max_shift: int = 1) -> np.nda
     shifted = np.zeros_like(images)
     height, width = images.shape[1:3]
     for index, (down, right) in enumerate(rng.integers(-max_shift, max_shift + 1, size=(len(images), 2))):
-        target_rows, source_rows = slice(max(down, 0), height + min(down, 0)), slice(max(-down, 0), height - max(down, 0))
+        target_rows = slice(max(down, 0), height + min(down, 0))
+        source_rows = slice(max(-down, 0), height - max(down, 0))
         target_columns, source_columns = (slice(max(right, 0), width + min(right, 0)),
                                           slice(max(-right, 0), width - max(right, 0)))
         shifted[index, target_rows, target_columns] = images[index, source_rows, source_columns]
@@ -371,7 +375,7 @@ class ImageBatches(keras.utils.PyDataset):
     A compiled (XLA) training step is then compiled for one batch shape instead of two.
 
     Args:
-        images: array ``(B, H, W, C)``.
+        images: array ``(B, height, width, C)``.
         labels: array ``(B,)`` (or ``(B, ...)``), kept in step with the images.
         batch_size: int, images per batch (the last batch of an epoch may be smaller unless
             ``drop_remainder``).
@@ -389,9 +393,11 @@ class ImageBatches(keras.utils.PyDataset):
         super().__init__(**kwargs)
         self.images, self.labels = np.asarray(images), np.asarray(labels)
         if self.images.ndim != 4:
-            raise ValueError(f"`images` must have shape (batch, height, width, channels); received shape {self.images.shape}.")
+            raise ValueError("`images` must have shape (batch, height, width, channels); "
+                             f"received shape {self.images.shape}.")
         if len(self.labels) != len(self.images):
-            raise ValueError(f"`labels` must have one entry per image ({len(self.images)}); received {len(self.labels)}.")
+            raise ValueError(f"`labels` must have one entry per image ({len(self.images)}); "
+                             f"received {len(self.labels)}.")
         self.batch_size = check_integer("batch_size", batch_size)
         self.max_shift = check_integer("max_shift", max_shift, minimum=0)
         self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))

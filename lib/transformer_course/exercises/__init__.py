@@ -108,16 +108,19 @@ def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
         return Verdict(exercise_id, status, message, exercise.points if status == "passed" else 0, exercise.points)
 
     if not callable(candidate):
-        return verdict("not attempted", f"expected a function `{exercise.function_name}`; received {type(candidate).__name__}.")
+        return verdict("not attempted",
+                       f"expected a function `{exercise.function_name}`; received {type(candidate).__name__}.")
     cases = public_cases(exercise_id) if cases is None else cases
     for number, (label, arguments, expected) in enumerate(cases, start=1):
         try:
             with _time_limit(_TIME_LIMIT_SECONDS), np.errstate(all="ignore"):
                 received = candidate(**arguments)
         except NotImplementedError:
-            return verdict("not attempted", "not attempted yet — replace `raise NotImplementedError(...)` with your code.")
+            return verdict("not attempted",
+                           "not attempted yet — replace `raise NotImplementedError(...)` with your code.")
         except _TimeLimit:
-            return verdict("error", f"case {number} ({label}) took longer than {_TIME_LIMIT_SECONDS} s — an endless loop?")
+            return verdict("error",
+                           f"case {number} ({label}) took longer than {_TIME_LIMIT_SECONDS} s — an endless loop?")
         except Exception as error:  # noqa: BLE001 - report, never re-raise, the student's error
             return verdict("error", f"case {number} ({label}) raised {type(error).__name__[:100]}: {str(error)[:200]}")
         problem = exercise.judge(arguments, received, expected)

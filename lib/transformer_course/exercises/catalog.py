@@ -13,13 +13,13 @@ import collections
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 
-from .values import decode, plain_value
 from .compare import compare_outputs
+from .values import decode, plain_value
 
 __all__ = ["Exercise", "EXERCISES", "public_cases"]
 
@@ -94,7 +94,7 @@ class Exercise:
         return problem
 
 
-@lru_cache(maxsize=None)
+@cache
 def _public_table() -> dict:
     return json.loads(PUBLIC_CASES.read_text(encoding="utf-8"))
 
@@ -243,14 +243,16 @@ def _bert_corruption_properties(arguments, received, expected):
     for where, problem in checks:
         if where.any():
             return f"position {_first_index(where)} {problem}."
+    masked = corrupted == arguments["mask_token_id"]
+    randomised = ~masked & (corrupted != token_ids)
     rates = (("chosen", chosen.sum(), (~never).sum(), expected["selection"]),
-             ("replaced by [MASK]", (corrupted[chosen] == arguments["mask_token_id"]).sum(), chosen.sum(), expected["mask"]),
-             ("replaced by a random token", ((corrupted != arguments["mask_token_id"]) & (corrupted != token_ids))[chosen].sum(),
-              chosen.sum(), expected["random"]))
+             ("replaced by [MASK]", masked[chosen].sum(), chosen.sum(), expected["mask"]),
+             ("replaced by a random token", randomised[chosen].sum(), chosen.sum(), expected["random"]))
     for what, count, total, target in rates:
         tolerance = 5 * np.sqrt(target * (1 - target) / max(total, 1))
         if total and abs(count / total - target) > tolerance:
-            return (f"{count / total:.2%} of the {'tokens that may be chosen' if what == 'chosen' else 'chosen tokens'} "
+            among = "tokens that may be chosen" if what == "chosen" else "chosen tokens"
+            return (f"{count / total:.2%} of the {among} "
                     f"were {what} ({count:,} of {total:,}); expected {target:.0%} ± {tolerance:.2%}.")
     return None
 
@@ -284,8 +286,9 @@ def _temperature_hint(arguments, received, expected):
 def _patchify_hint(arguments, received, expected):
     images = np.asarray(arguments["images"])
     if np.shape(received) == np.shape(expected) and _same(received, images.reshape(np.shape(expected))):
-        return ("one reshape straight to (B, N, P·P·C) makes each \"patch\" a strip of pixels across several "
-                "patches: reshape to (B, H/P, P, W/P, P, C), transpose to (B, H/P, W/P, P, P, C), then flatten.")
+        return ("one reshape straight to (B, M, P·P·C) makes each \"patch\" a strip of pixels across several "
+                "patches: reshape to (B, height/P, P, width/P, P, C), transpose to "
+                "(B, height/P, width/P, P, P, C), then flatten.")
     return None
 
 
@@ -363,6 +366,7 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              output_names=("the probabilities",), hint=_temperature_hint),
     Exercise("09.2", "the top-p (nucleus) filter", "nucleus_filter", 3, output_names=("the filtered probabilities",),
              hint=_nucleus_hint),
-    Exercise("10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",), hint=_patchify_hint),
+    Exercise("10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",),
+             hint=_patchify_hint),
     Exercise("10.2", "attention rollout", "roll_out_attention", 3, output_names=("the rollout",), hint=_rollout_hint),
 ]}

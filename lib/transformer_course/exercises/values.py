@@ -148,6 +148,7 @@ def decode(text: str):
         raise ValueError(f"an encoded value longer than {MAX_REPLY_CHARACTERS} characters")
     try:
         return _decode(json.loads(text))
-    except (ValueError, TypeError, KeyError, AttributeError, OSError, RecursionError, MemoryError, OverflowError) as error:
+    except (ValueError, TypeError, KeyError, AttributeError, OSError, RecursionError, MemoryError,
+            OverflowError) as error:
         # Named by type only: the text came from a student's kernel.
         raise ValueError(f"not a valid encoded value ({type(error).__name__})") from None

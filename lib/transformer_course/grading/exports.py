@@ -27,7 +27,8 @@ from pathlib import Path
 from ..exercises import EXERCISES
 from .grader import spreadsheet_cell
 
-__all__ = ["OverrideError", "read_overrides", "check_students", "apply_overrides", "canvas_gradebook", "gradescope_results"]
+__all__ = ["OverrideError", "read_overrides", "check_students", "apply_overrides", "canvas_gradebook",
+           "gradescope_results"]
 
 OVERRIDE_COLUMNS = ["student", "exercise", "points", "reason"]
 ROSTER_COLUMNS = ["folder", "Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -52,7 +53,8 @@ def read_overrides(path) -> list[dict]:
     with open(path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         if reader.fieldnames != OVERRIDE_COLUMNS:
-            raise OverrideError(f"{path}: the header must be {','.join(OVERRIDE_COLUMNS)}; received {reader.fieldnames}")
+            raise OverrideError(f"{path}: the header must be {','.join(OVERRIDE_COLUMNS)}; "
+                                f"received {reader.fieldnames}")
         rows, seen = [], set()
         for number, row in enumerate(reader, start=2):
             exercise = EXERCISES.get(row["exercise"])
@@ -98,7 +100,8 @@ def apply_overrides(results: list, overrides: list[dict], students: list[str]) -
         for exercise in result.exercises:
             row = wanted.get((result.student, exercise.exercise))
             if row is not None:
-                exercise.automatic_points = exercise.points if exercise.automatic_points is None else exercise.automatic_points
+                if exercise.automatic_points is None:
+                    exercise.automatic_points = exercise.points
                 exercise.points, exercise.override = row["points"], row["reason"]
 
 
@@ -134,7 +137,8 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str) -
     with open(roster_path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         if reader.fieldnames != ROSTER_COLUMNS:
-            raise OverrideError(f"{roster_path}: the header must be {','.join(ROSTER_COLUMNS)}; received {reader.fieldnames}")
+            raise OverrideError(f"{roster_path}: the header must be {','.join(ROSTER_COLUMNS)}; "
+                                f"received {reader.fieldnames}")
         roster = list(reader)
     folders = [row["folder"] for row in roster]
     if len(set(folders)) != len(folders):
@@ -175,7 +179,8 @@ def gradescope_results(report, student: str) -> dict:
             output = f"{x['status']}: {x['message']}"
             if x.get("override"):
                 output += f" — set by hand from {x.get('automatic_points')} to {x['points']}: {x['override']}"
-            tests.append({"name": f"Exercise {x['exercise']}: {EXERCISES[x['exercise']].title}", "number": x["exercise"],
+            tests.append({"name": f"Exercise {x['exercise']}: {EXERCISES[x['exercise']].title}",
+                          "number": x["exercise"],
                           "score": float(x["points"]), "max_score": float(x["max_points"]),
                           "status": "passed" if x["points"] == x["max_points"] else "failed",
                           "output": output, "visibility": "visible"})

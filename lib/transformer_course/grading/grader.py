@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import html
 import io
-import hashlib
 import json
 import os
 import re
-import unicodedata
-import stat
 import secrets
+import stat
 import time
+import unicodedata
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -297,7 +297,8 @@ def _similarity_lines(results: list) -> list[str]:
     found = similar_solutions(solutions)
     lines = ["## Near-identical solutions", "",
              f"Solution cells compared with names, literals and comments set aside (similarity of 5-token "
-             f"sequences; listed from {SIMILARITY_THRESHOLD}). This never changes a score: read the cells and decide.", ""]
+             f"sequences; listed from {SIMILARITY_THRESHOLD}). "
+             "This never changes a score: read the cells and decide.", ""]
     if not found:
         return lines + ["None.", ""]
     for exercise, seen in found.items():
@@ -317,11 +318,13 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
     for number, (label, arguments, nonce, key) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
         if kind == "no-reply" and key in timed_out:
-            return result("error", f"case {number} ({label}) ran past the {cell_seconds:.0f} s limit — an endless loop?")
+            return result("error",
+                          f"case {number} ({label}) ran past the {cell_seconds:.0f} s limit — an endless loop?")
         if kind == "no-reply":
             return result("error", stopped or f"case {number} ({label}): no answer from the kernel")
         if kind == "missing":
-            return result("not attempted", f"`{exercise.function_name}` is not defined — did its cell run without errors?")
+            return result("not attempted",
+                          f"`{exercise.function_name}` is not defined — did its cell run without errors?")
         if kind == "not-attempted":
             return result("not attempted", "not attempted (the stub still raises NotImplementedError)")
         if kind == "raised":
@@ -402,8 +405,8 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     outcome.problems, outcome.isolated = run.problems, run.isolated
     if run.stopped:
         outcome.flags.append(f"stopped: {run.stopped}")
-    outcome.exercises = [_judge(exercise, cases[exercise.id], run.replies, run.stopped, run.timed_out, limits.cell_seconds)
-                         for exercise in exercises]
+    outcome.exercises = [_judge(exercise, cases[exercise.id], run.replies, run.stopped, run.timed_out,
+                                limits.cell_seconds) for exercise in exercises]
     outcome.seconds = round(time.perf_counter() - start, 1)
     return outcome
 
@@ -432,7 +435,8 @@ def spreadsheet_cell(value):
     return f"'{value}" if value.startswith(_FORMULA_START) else value
 
 
-def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: dict | None = None) -> tuple[str, str, str]:
+def _reports(results: list, exercise_ids: list, seed: int | None = None,
+             extra: dict | None = None) -> tuple[str, str, str]:
     students = sorted({result.student for result in results})
     by_student = {student: [r for r in results if r.student == student] for student in students}
     maximum = sum(EXERCISES[e].points for e in exercise_ids)
@@ -441,7 +445,8 @@ def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: 
     writer.writerow(["student", *exercise_ids, "total", "max"])
     for student in students:
         points = {x.exercise: x.points for r in by_student[student] for x in r.exercises}
-        writer.writerow([spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids], sum(points.values()), maximum])
+        writer.writerow([spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids],
+                         sum(points.values()), maximum])
     details = {student: [asdict(r) for r in by_student[student]] for student in students}
     lines = ["# Grading report", "", f"{len(students)} student(s), exercises {', '.join(exercise_ids)} "
              f"({maximum} points in all).", ""]
@@ -450,7 +455,8 @@ def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: 
                   "network and with the grading machine's files in reach.", ""]
     for student in students:
         total = sum(x.points for r in by_student[student] for x in r.exercises)
-        lines += [f"## {markdown_text(student)}: {total} / {maximum}", "", "| exercise | points | result |", "|---|---|---|"]
+        lines += [f"## {markdown_text(student)}: {total} / {maximum}", "",
+                  "| exercise | points | result |", "|---|---|---|"]
         for result in by_student[student]:
             for x in result.exercises:
                 points = f"{x.points} / {x.max_points}"
@@ -460,7 +466,8 @@ def _reports(results: list, exercise_ids: list, seed: int | None = None, extra: 
         notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
         lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
     lines += _similarity_lines(results)
-    return table.getvalue(), json.dumps({"seed": seed, **(extra or {}), "exercises": exercise_ids, "students": details}, indent=2), "\n".join(lines) + "\n"
+    summary = {"seed": seed, **(extra or {}), "exercises": exercise_ids, "students": details}
+    return table.getvalue(), json.dumps(summary, indent=2), "\n".join(lines) + "\n"
 
 
 def _grade_job(arguments):
@@ -469,7 +476,7 @@ def _grade_job(arguments):
     try:
         result = grade_notebook(student, path, release_path, limits, seed=seed, environment=environment,
                                 sandbox=sandbox, release=release)
-    except BaseException as error:  # noqa: BLE001 - RecursionError, MemoryError... one submission, one row
+    except BaseException as error:  # RecursionError, MemoryError... one submission, one row
         if isinstance(error, KeyboardInterrupt):
             raise
         return _grader_error(student, release_path, f"{type(error).__name__} while grading this notebook")

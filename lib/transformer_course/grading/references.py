@@ -140,7 +140,8 @@ def _merge_step_cases(rng):
                     for _ in range(int(rng.integers(4, 8)))]
     return [("Sennrich's corpus: a tie, 'e s' first", {"words": ["l o w", "l o w e r", "n e w e s t", "w i d e s t"],
                                                        "counts": [5, 2, 6, 3]}),
-            ("a repeated symbol: left to right", {"words": ["a a a", "b a a", "a b"], "counts": [int(rng.integers(2, 5)), 1, 1]}),
+            ("a repeated symbol: left to right",
+             {"words": ["a a a", "b a a", "a b"], "counts": [int(rng.integers(2, 5)), 1, 1]}),
             ("symbols of several letters", {"words": ["b c", "ab c", "c ab c", "b cb"],
                                             "counts": [int(rng.integers(3, 6)), 1, 1, 1]}),
             ("random words and counts", {"words": random_words,
@@ -171,7 +172,8 @@ def _attention_cases(rng):
     return [("no mask", {"query": q, "key": k, "value": v, "mask": None}),
             ("a padding mask on the keys", {"query": q, "key": k, "value": v, "mask": padding}),
             ("padding AND causal", {"query": q, "key": k, "value": v, "mask": padding & causal}),
-            ("cross-attention: 5 queries, 3 keys", {"query": q, "key": k[:, :, :3], "value": v[:, :, :3], "mask": None}),
+            ("cross-attention: 5 queries, 3 keys",
+             {"query": q, "key": k[:, :, :3], "value": v[:, :, :3], "mask": None}),
             ("a query with every key masked: zero weights, zero output",
              {"query": q, "key": k, "value": v, "mask": blocked})]
 
@@ -264,7 +266,8 @@ def _greedy_cases(rng):
     ending[[1, 4, 5], 2] = 5.0  # from these ids, the end id 2 wins
     ending /= ending.sum(axis=1, keepdims=True)
     return [("one sequence that reaches max_length",
-             {"next_token_probabilities": NextTokenTable(table), "start_ids": np.array([1]), "end_id": 9, "max_length": 5}),
+             {"next_token_probabilities": NextTokenTable(table), "start_ids": np.array([1]), "end_id": 9,
+              "max_length": 5}),
             ("three sequences that end at different steps",
              {"next_token_probabilities": NextTokenTable(ending), "start_ids": np.array([1, 3, 4]), "end_id": 2,
               "max_length": 6})]
@@ -324,7 +327,10 @@ def _segment_ids_reference(token_ids, sep_id):
 
 
 def _packed_pairs(rng, rows, length, cls_id, sep_id, padded=True):
-    """`rows` random [CLS] A [SEP] B [SEP] rows of `length` ids (words 10-49), padded with 0 unless `padded` is False."""
+    """`rows` random [CLS] A [SEP] B [SEP] rows of `length` ids (words 10-49).
+
+    Padded with 0 unless `padded` is False.
+    """
     token_ids = np.zeros((rows, length), dtype="int64")
     for row in range(rows):
         room = length - 3 if not padded else int(rng.integers(2, length - 2))
@@ -375,9 +381,11 @@ def _bert_corruption_cases(rng):
 
     arguments = {"vocabulary_size": 1000, "mask_token_id": mask_id, "special_ids": special}
     return [("2 short rows with padding", {"token_ids": rows(2, 12), "seed": int(rng.integers(2**31)), **arguments}),
-            ("100 rows of 750-1,000 tokens: the rates", {"token_ids": rows(100, 1000), "seed": int(rng.integers(2**31)), **arguments}),
-            ("only padding and special tokens", {"token_ids": np.array([[cls_id, sep_id, 0, 0], [cls_id, mask_id, sep_id, 0]]),
-                                                 "seed": int(rng.integers(2**31)), **arguments})]
+            ("100 rows of 750-1,000 tokens: the rates",
+             {"token_ids": rows(100, 1000), "seed": int(rng.integers(2**31)), **arguments}),
+            ("only padding and special tokens",
+             {"token_ids": np.array([[cls_id, sep_id, 0, 0], [cls_id, mask_id, sep_id, 0]]),
+              "seed": int(rng.integers(2**31)), **arguments})]
 
 
 # --- 09: sampling ---------------------------------------------------------------------------

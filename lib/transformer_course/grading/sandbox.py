@@ -23,7 +23,8 @@ cell and per notebook; a memory limit on the whole sandbox, counting the residen
 its processes **and** what they stored in its tmpfs folders (polled every 0.1 s); a size cap on
 each tmpfs folder; a cap on processes and threads (``RLIMIT_NPROC`` inside the sandbox, and the
 watchdog's count, which also holds where the grader runs as root and Linux exempts it from
-``RLIMIT_NPROC``; as root, a burst of threads that ends within one 0.1 s poll can go unseen); a cap on the size of any one file (``RLIMIT_FSIZE``: a larger write fails
+``RLIMIT_NPROC``; as root, a burst of threads that ends within one 0.1 s poll can go unseen); a cap
+on the size of any one file (``RLIMIT_FSIZE``: a larger write fails
 with ``OSError: File too large``); and a cap on what the kernel writes into its socket folder,
 the one folder on the host's disk. The grader itself never receives a message from a kernel
 larger than ``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls
@@ -57,7 +58,8 @@ __all__ = ["Limits", "SandboxResult", "run_submission", "sandbox_available", "sa
            "KERNEL_ENVIRONMENT"]
 
 # The only variables a kernel gets from the grader's environment (when set there).
-KERNEL_ENVIRONMENT = ("COURSE_PROFILE", "COURSE_DATA_DIR", "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "MPLBACKEND", "LANG")
+KERNEL_ENVIRONMENT = ("COURSE_PROFILE", "COURSE_DATA_DIR", "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "MPLBACKEND",
+                      "LANG")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -110,7 +112,8 @@ def sandbox_available() -> bool:
     if shutil.which("bwrap") is None:
         return False
     try:
-        probe = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--", "true"]
+        probe = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
+                 "--", "true"]
         return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
@@ -326,7 +329,8 @@ SOCKET_FOLDER_MB = 16  # what a kernel may write into the folder of its sockets,
 class _Watchdog(threading.Thread):
     def __init__(self, manager: KernelManager, limits: Limits, workdir: str | None = None):
         super().__init__(daemon=True)
-        self.manager, self.limits, self.workdir, self.reason, self.done = manager, limits, workdir, None, threading.Event()
+        self.manager, self.limits, self.workdir = manager, limits, workdir
+        self.reason, self.done = None, threading.Event()
         self.deadline = time.monotonic() + limits.notebook_seconds
 
     def run(self):
@@ -514,7 +518,8 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             result.stopped = watchdog.reason or (f"the kernel stopped answering: it sent a message larger than "
                                                  f"{MAX_MESSAGE_MB} MiB, which the grader never receives")
         except Exception as error:  # noqa: BLE001 - a submission must never crash the batch
-            result.stopped = watchdog.reason or f"the kernel could not run the notebook ({type(error).__name__}: {error})"
+            result.stopped = (watchdog.reason
+                              or f"the kernel could not run the notebook ({type(error).__name__}: {error})")
         finally:
             watchdog.done.set()
             if watchdog.reason and not result.stopped:

@@ -23,7 +23,7 @@ import keyword
 import pkgutil
 import textwrap
 import tokenize
-from functools import lru_cache
+from functools import cache
 from itertools import combinations
 
 __all__ = ["normalise", "similarity", "SIMILARITY_THRESHOLD", "PACKAGE_IMPLEMENTATIONS", "similar_solutions",
@@ -103,7 +103,7 @@ def similarity(first, second) -> float:
     return _jaccard(_shingles(first), _shingles(second))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _package_tokens(exercise_id: str) -> tuple:
     target = PACKAGE_IMPLEMENTATIONS.get(exercise_id)
     if target is None:
@@ -131,7 +131,8 @@ def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) 
         shingles = {student: _shingles(cells[exercise].split() if isinstance(cells[exercise], str) else cells[exercise])
                     for student, cells in solutions.items() if cells.get(exercise)}  # once a student
         scores = {(a, b): _jaccard(shingles[a], shingles[b]) for a, b in combinations(sorted(shingles), 2)}
-        pairs = sorted(((round(score, 3), a, b) for (a, b), score in scores.items() if score >= threshold), reverse=True)
+        pairs = sorted(((round(score, 3), a, b) for (a, b), score in scores.items() if score >= threshold),
+                       reverse=True)
         package = _shingles(_package_tokens(exercise))
         against = {student: _jaccard(own, package) for student, own in shingles.items()}
         copies = sorted(((round(score, 3), s) for s, score in against.items() if score >= threshold), reverse=True)

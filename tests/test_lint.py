@@ -1,0 +1,16 @@
+"""The linter: ruff, configured in pyproject.toml, over the package, tests, benchmarks and notebooks."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ruff_reports_nothing():
+    pytest.importorskip("ruff", reason="ruff is not installed (requirements.txt pins it)")
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
