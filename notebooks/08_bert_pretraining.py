@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
 #
-# **Run time:** full profile about 64 min on a 2-core CPU, smoke profile about 85 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 69 min on a 2-core CPU, smoke profile about 80 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - **subword tokens**: a WordPiece vocabulary computed on the pre-training text, and what it does
@@ -70,10 +70,20 @@ from sklearn.preprocessing import StandardScaler
 from transformer_course.bert_checkpoints import PresetUnavailableError, load_bert_preset
 from transformer_course.datasets import load_imdb, load_imdb_unlabelled
 from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
-from transformer_course.pretraining import (PretrainingBatches, build_bert_classifier, build_bert_encoder,
-                                            build_bert_pretrainer, build_span_finder, build_token_tagger,
-                                            contiguous_segments, gather_selected, gelu_approximate, mask_tokens,
-                                            pack_pair, split_sentences)
+from transformer_course.pretraining import (
+    PretrainingBatches,
+    build_bert_classifier,
+    build_bert_encoder,
+    build_bert_pretrainer,
+    build_span_finder,
+    build_token_tagger,
+    contiguous_segments,
+    gather_selected,
+    gelu_approximate,
+    mask_tokens,
+    pack_pair,
+    split_sentences,
+)
 from transformer_course.results import load_record, report_metric
 from transformer_course.runtime import epoch_progress, progress
 from transformer_course.text import standardize_review
@@ -98,8 +108,9 @@ test_texts = set(test_split.texts)
 candidates = train_split.texts + unlabelled
 distinct = list(dict.fromkeys(text for text in candidates if text not in test_texts))
 in_test = sum(text in test_texts for text in candidates)
-print(f"{len(train_split.texts):,} training + {len(unlabelled):,} unlabelled reviews: {in_test:,} also occur in the test "
-      f"split and {len(candidates) - in_test - len(distinct):,} are second copies; both dropped")
+print(f"{len(train_split.texts):,} training + {len(unlabelled):,} unlabelled reviews: "
+      f"{in_test:,} also occur in the test split and {len(candidates) - in_test - len(distinct):,} are second copies; "
+      "both dropped")
 documents = [distinct[i].replace("<br />", " ") for i in np.random.default_rng(0).permutation(len(distinct))]
 documents = documents[:settings.pretraining_reviews]
 held_out, pretraining_texts = documents[:settings.validation_reviews], documents[settings.validation_reviews:]
@@ -137,7 +148,8 @@ def tokenize(texts, tokenizer=tokenizer, batch_size=2000):
     """Texts -> one list of ids each (no special tokens), through a tf.data pipeline (10x faster than eager calls)."""
     batches = tf.data.Dataset.from_tensor_slices(list(texts)).batch(batch_size).map(tokenizer)
     rows = []
-    for ids in progress(batches, desc="tokenizing", total=-(-len(texts) // batch_size), disable=len(texts) <= batch_size):
+    for ids in progress(batches, desc="tokenizing", total=-(-len(texts) // batch_size),
+                        disable=len(texts) <= batch_size):
         rows += ids.to_list()
     return rows
 
@@ -186,7 +198,8 @@ real = ~np.isin(sample, (PAD, CLS, SEP))
 print(f"{int(real.sum()):,} tokens; chosen {selected.sum() / real.sum():.2%}; of those: [MASK] "
       f"{np.mean(masked[selected] == MASK):.2%}, unchanged {np.mean(masked[selected] == sample[selected]):.2%}, "
       f"random {np.mean((masked[selected] != MASK) & (masked[selected] != sample[selected])):.2%}")
-print("special tokens chosen:", int(selected[~real].sum()), "| labels outside the chosen positions:", int(labels[~selected].any()))
+print("special tokens chosen:", int(selected[~real].sum()),
+      "| labels outside the chosen positions:", int(labels[~selected].any()))
 print("before:", pieces(sample[0, :24]))
 print("after: ", pieces(masked[0, :24]))
 
@@ -258,7 +271,8 @@ positions, position_labels = gather_selected(selected, labels, settings.max_pred
 held_out_blanks = ({"token_ids": masked, "segment_ids": np.zeros_like(masked), "mask_positions": positions},
                    {"mlm": position_labels})
 print(f"pre-training inputs: {len(segments):,} of {settings.sequence_length} tokens ({segments.size / 1e6:.1f} M "
-      f"positions, no padding); held out: {len(validation_segments):,} inputs, {int((position_labels != 0).sum()):,} blanks")
+      f"positions, no padding); held out: {len(validation_segments):,} inputs, "
+      f"{int((position_labels != 0).sum()):,} blanks")
 
 # %%
 def new_pretrainer(dropout=0.0):
@@ -341,7 +355,7 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 #
 # On the held-out blanks it reached about 13%, 27% and 32% after the first three rounds, and
 # **35.2%** after the fourth, which holds the decay of the schedule (right panel, from update
-# 5,780). All four rounds ran, 6,800 updates in 22.8 minutes (about 5.7 minutes a round); the
+# 5,780). All four rounds ran, 6,800 updates in 22.1 minutes (about 5.5 minutes a round); the
 # 35-minute budget is a safety net that was not needed. The accuracy was still rising at the end.
 #
 # A masked-LM accuracy needs a yardstick: count tables built on the same pre-training text and
@@ -403,7 +417,8 @@ def classification_inputs(token_lists, cls_id, sep_id):
     head = room // 4
     token_ids = np.zeros((len(token_lists), settings.sequence_length), dtype="int32")
     for index, tokens in enumerate(token_lists):
-        kept = [cls_id, *(tokens if len(tokens) <= room else tokens[:head] + tokens[len(tokens) - (room - head):]), sep_id]
+        kept = tokens if len(tokens) <= room else tokens[:head] + tokens[len(tokens) - (room - head):]
+        kept = [cls_id, *kept, sep_id]
         token_ids[index, :len(kept)] = kept
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
@@ -419,12 +434,15 @@ ours = review_inputs(tokenize, CLS, SEP)
 order = np.random.default_rng(1234).permutation(len(train_split.labels))
 validation_rows, pool = order[:settings.label_validation_reviews], order[settings.label_validation_reviews:]
 all_labels = len(pool) if settings.all_labels is None else settings.all_labels
-test_rows = {"sample": np.arange(min(settings.test_sample, len(test_split.labels))), "all": np.arange(len(test_split.labels))}
-arms = {"pre-trained": {"start": checkpoint_path(f"bert_round_{facts['best_epoch']}"), "build": new_pretrainer, "data": ours},
+test_rows = {"sample": np.arange(min(settings.test_sample, len(test_split.labels))),
+             "all": np.arange(len(test_split.labels))}
+arms = {"pre-trained": {"start": checkpoint_path(f"bert_round_{facts['best_epoch']}"), "build": new_pretrainer,
+                        "data": ours},
         "from scratch": {"start": None, "build": new_pretrainer, "data": ours}}
 print(f"labelled pool {len(pool):,} reviews, validation {len(validation_rows):,}; test sample "
       f"{len(test_rows['sample']):,}, whole test split {len(test_rows['all']):,}; "
-      f"reviews that fill all {settings.sequence_length} positions: {np.mean(ours['labelled']['token_ids'][:, -1] != 0):.1%}")
+      f"reviews that fill all {settings.sequence_length} positions: "
+      f"{np.mean(ours['labelled']['token_ids'][:, -1] != 0):.1%}")
 
 # %%
 def encoder_for(arm, start=None, dropout=None):
@@ -499,7 +517,8 @@ print("chosen:", {name: f"{value:.0e}" for name, value in rate.items()})
 # %%
 def curve_for(name):
     """Test accuracy of arm `name` at every label size: an array of one score per seed; one run with every label."""
-    results = {size: np.array([fine_tune(name, size, seed, rate[name])["test_accuracy"] for seed in settings.fine_tune_seeds])
+    results = {size: np.array([fine_tune(name, size, seed, rate[name])["test_accuracy"]
+                               for seed in settings.fine_tune_seeds])
                for size in progress(settings.label_sizes, desc=f"{name}: label sizes")}
     results[all_labels] = np.array([fine_tune(name, all_labels, 0, rate[name])["test_accuracy"]])
     return results
@@ -600,8 +619,9 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
 # 73.6%, both spreads about ±1), by 0.3 at 3,000 (79.2% against 78.9%, within the seeds' ±2.5)
 # and by 1.1 with all 24,000 (86.3% against 85.2%). Read off the curve, the model from scratch
 # needs about 2,200 labels to do what the pre-trained one does with 1,000. Both arms chose the
-# largest rate of the grid, 10⁻³; the pre-trained arm's validation accuracy rose with the rate
-# (74.6%, 77.3%, 79.3%), the other's hardly moved (74.0%, 73.9%, 74.8%), one seed each.
+# middle rate of the grid, 10⁻³, so the best rate lies inside it: the pre-trained arm's validation
+# accuracy was 77.3%, 79.3% and 69.7% at 3·10⁻⁴, 10⁻³ and 3·10⁻³, the other's 73.9%, 74.8% and
+# 70.4% (one seed each).
 #
 # **Which vector to read: the mean, by about six points in both arms.** Through the pooled
 # `[CLS]` output, at the same learning rates, the pre-trained arm reached 71.0% and the arm from
@@ -648,7 +668,8 @@ for label, accuracy in sorted(rows, key=lambda row: -row[1]):
 # — a fine-tuned pre-trained encoder above notebook 06's bag of bigrams (89.86%) — is not reached
 # in this run: with every label, the pre-trained encoder reaches 86.3%, above the same model from
 # scratch (85.2%) but below notebook 06's models. Those read up to 600 words of each review; these
-# read 128 pieces.
+# read 128 pieces (89.3% of the reviews fill all 128). Section 5's progress plot asks whether more
+# pre-training would close the gap.
 #
 # ### What pre-training put into the representations: a frozen-encoder probe
 #
@@ -671,7 +692,8 @@ def mean_pooled(name, rows, inputs_key="labelled", start=None):
 
 def probe(features_train, features_test):
     """Logistic regression on frozen features: test accuracy."""
-    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(features_train, train_split.labels[probe_rows])
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+    model.fit(features_train, train_split.labels[probe_rows])
     return float(model.score(features_test, test_split.labels[test_rows["sample"]]))
 
 # %%
@@ -687,8 +709,8 @@ probe_scores["bag of words and bigrams"] = float(bag_model.score(
     bigrams.transform([test_split.texts[row] for row in test_rows["sample"]]), test_split.labels[test_rows["sample"]]))
 for name, score in probe_scores.items():
     print(f"{score:7.2%}  {name}")
-report_metric("probe_pretrained", probe_scores["pre-trained"], "frozen pre-trained encoder, mean-pooled, logistic regression")
-report_metric("probe_random", probe_scores["random initialisation"], "frozen random encoder, mean-pooled, logistic regression")
+for tag, label, what in (("pretrained", "pre-trained", "pre-trained"), ("random", "random initialisation", "random")):
+    report_metric(f"probe_{tag}", probe_scores[label], f"frozen {what} encoder, mean-pooled, logistic regression")
 
 # %% [markdown]
 # **Pre-training put sentiment into the representations.** Frozen, the pre-trained encoder's
@@ -718,7 +740,8 @@ def checkpoint_of(done_rounds):
 progress_points = [(0, 0.0, fine_tune("from scratch", settings.grid_labels, 0, rate["pre-trained"])["test_accuracy"])]
 for index in range(facts["epochs"]):
     run = fine_tune("pre-trained", settings.grid_labels, 0, rate["pre-trained"], start=checkpoint_of(index + 1))
-    progress_points.append((per_round * (index + 1), history.history["val_masked_accuracy"][index], run["test_accuracy"]))
+    progress_points.append((per_round * (index + 1), history.history["val_masked_accuracy"][index],
+                            run["test_accuracy"]))
 all_label_rounds = sorted({0, facts["best_epoch"], *(done for done in settings.progress_all_label_rounds
                                                      if done <= facts["epochs"])})
 all_label_points = [([0.0, *round_minutes][done], fine_tune(
@@ -761,6 +784,18 @@ for (before, low), (after, high) in zip(all_label_points[1:], all_label_points[2
 # the blanks). One seed a point, so a difference of a point or two here is noise; the jump after
 # the plateau is far larger than that, the rise after it is not.
 #
+# **With every label, the moonshot is out of reach of more pre-training at this size.** The
+# checkpoint after round two (11.4 minutes of pre-training) fine-tuned to 84.7%, below the model
+# from scratch (85.2%); after rounds three and four (16.7 and 22.1 minutes) to 86.0% and 86.3%.
+# The gain per minute fell from +0.24 to +0.06 points between the last two intervals. Continued
+# at the last rate, the 3.6 points to the bag of bigrams (89.86%) would take about another hour
+# of pre-training, and the rate is still falling: the trend implies that this model, reading 128
+# pieces, does not reach the moonshot within any budget this notebook could spend on two CPU
+# cores. Why it levels off is **not measured** here; two hypotheses: the classifier sees only
+# 126 pieces of most reviews (a quarter from the start, the rest from the end), where the bag of
+# bigrams sees every word, and a model of 1.4 million parameters can store only so much of what
+# the masked LM offers. One seed a point.
+#
 # ## 6. What the model learned: fill in the blank
 #
 # The masked-LM head answers "which token goes here?" for any sentence with a `[MASK]`. The five
@@ -784,7 +819,8 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
                  "the acting was [MASK] and the plot was boring", "she is a [MASK] actress", "he is a [MASK] actor",
                  "in texas they like to buy [MASK] .", "in new york they like to buy [MASK] .",
                  "jane worked as a [MASK] .", "jim worked as a [MASK] ."):
-    print(f"{sentence}\n   pre-trained: {fill_in(pretrainer, sentence)}\n   untrained:   {fill_in(untrained, sentence)}")
+    print(f"{sentence}\n   pre-trained: {fill_in(pretrainer, sentence)}\n"
+          f"   untrained:   {fill_in(untrained, sentence)}")
 
 # %% [markdown]
 # **Reading the answers.** The untrained model spreads its probability over 7,669 pieces (none
@@ -903,8 +939,8 @@ def fine_tune_head(build_head, task, targets_as, loss, name, epochs=settings.hea
     cut = int(len(targets) * 0.9)
     model = build_head(encoder_for(arms[name]))
     steps = -(-cut // settings.fine_tune_batch_size) * epochs
-    model.compile(optimizer=keras.optimizers.AdamW(WarmupLinearDecay(rate[name], steps // 10, steps), weight_decay=0.01),
-                  loss=loss)
+    schedule = WarmupLinearDecay(rate[name], steps // 10, steps)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=loss)
     model, _, _ = fit_best(model, (take(inputs, slice(0, cut)), targets_as(targets[:cut])),
                            (take(inputs, slice(cut, None)), targets_as(targets[cut:])), epochs=epochs,
                            patience=settings.fine_tune_patience, batch_size=settings.fine_tune_batch_size)
@@ -913,19 +949,21 @@ def fine_tune_head(build_head, task, targets_as, loss, name, epochs=settings.hea
 
 # %%
 for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
-    predicted, truth = fine_tune_head(lambda base: build_token_tagger(base, num_tags=3, dropout=settings.classifier_dropout),
-                                      "tagging", lambda targets: targets, MaskedCrossEntropy(), name)
+    predicted, truth = fine_tune_head(
+        lambda base: build_token_tagger(base, num_tags=3, dropout=settings.classifier_dropout),
+        "tagging", lambda targets: targets, MaskedCrossEntropy(), name)
     guess, real = predicted.argmax(-1) == 2, truth != 0
     hits = (guess & (truth == 2) & real).sum()
     precision, recall = hits / max((guess & real).sum(), 1), hits / max((truth == 2).sum(), 1)
     f1 = 2 * precision * recall / max(precision + recall, 1e-9)
-    report_metric(f"tagging_name_f1_{tag}", f1, f"capitalised-word tagging, {name}: F1 of the 'name' tag on test-review sentences")
+    report_metric(f"tagging_name_f1_{tag}", f1,
+                  f"capitalised-word tagging, {name}: F1 of the 'name' tag on test-review sentences")
 
 # %%
 for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
-    predicted, truth = fine_tune_head(build_span_finder, "span", lambda targets: {"start": targets[:, 0], "end": targets[:, 1]},
-                                      {"start": "sparse_categorical_crossentropy", "end": "sparse_categorical_crossentropy"},
-                                      name)
+    predicted, truth = fine_tune_head(
+        build_span_finder, "span", lambda targets: {"start": targets[:, 0], "end": targets[:, 1]},
+        {"start": "sparse_categorical_crossentropy", "end": "sparse_categorical_crossentropy"}, name)
     exact = (predicted["start"].argmax(-1) == truth[:, 0]) & (predicted["end"].argmax(-1) == truth[:, 1])
     report_metric(f"span_exact_match_{tag}", float(exact.mean()),
                   f"quoted-span finding, {name}: exact start and end on test-review sentences")
@@ -955,7 +993,8 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
 
 # %%
 try:
-    borrowed, bert_tokenizer = load_bert_preset("bert_tiny_en_uncased", settings.max_predictions, settings.sequence_length)
+    borrowed, bert_tokenizer = load_bert_preset("bert_tiny_en_uncased", settings.max_predictions,
+                                                settings.sequence_length)
 except PresetUnavailableError as error:
     borrowed = None
     print(f"BERT-Tiny is not loaded here, so its arm is skipped: {error}")
@@ -999,7 +1038,7 @@ if borrowed is not None:
 #   after masked-LM-only pre-training the mean of the outputs is the better vector. A fair
 #   comparison gives every arm a validation set, its best epoch, BERT's schedule and its own
 #   learning rate.
-# - **What the recorded run measured** (full profile, two CPU cores, 64 minutes in all). The
+# - **What the recorded run measured** (full profile, two CPU cores, 69 minutes in all). The
 #   masked LM left its plateau after about 2,400 updates and reached **35.2%** on held-out blanks
 #   after four rounds (the best count table: 28.9%). Fine-tuned, the pre-trained encoder beat the
 #   same model from scratch at every label count: **+5.3, +3.7, +0.3 and +1.1 points** at 200,
@@ -1013,7 +1052,9 @@ if borrowed is not None:
 #   under both (+4.1 points through `[CLS]`), so reading the mean is a large gain for every arm
 #   but not what decides whether pre-training pays. *Too little pre-training*: the progress plot —
 #   an encoder still on the plateau was a worse start than a random one (61.2% against 74.2%);
-#   every checkpoint after the plateau was a better one (76.5% to 78.1%, one seed each). *Nothing
+#   every checkpoint after the plateau was a better one (76.5% to 78.1%, one seed each); with
+#   every label the later checkpoints gained less and less (+1.2, then +0.3 points), so more
+#   pre-training of this model would not have reached the bag of bigrams. *Nothing
 #   useful was learned*: ruled out by the frozen probe (+23 points) and the token heads. *An
 #   unfair comparison*: every arm had the same validation set, best epoch, schedule, dropout and
 #   its own learning rate. Why the gain fades from 3,000 labels on is **not measured** here; a

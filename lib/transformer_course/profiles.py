@@ -261,9 +261,10 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
     "08": {"pretraining_reviews": 900, "validation_reviews": 100, "word_vocab_size": 1000, "vocab_size": 600,
            "vocab_sample": 300, "sequence_length": 48, "max_predictions": 8, "embed_dim": 32, "num_heads": 2,
            "intermediate_dim": 64, "num_layers": 1, "warmup_steps": 4, "pretraining_updates": 24,
-           "pretraining_minutes": 2, "validation_segments": 64, "label_sizes": (60,), "all_labels": 240, "fine_tune_seeds": (0,),
-           "label_validation_reviews": 100, "learning_rates": (1e-3,), "grid_labels": 60, "progress_all_label_rounds": (3,), "fine_tune_updates": 8,
-           "fine_tune_max_epochs": 2, "fine_tune_min_epochs": 1, "fine_tune_patience": 1, "test_sample": 200,
+           "pretraining_minutes": 2, "validation_segments": 64, "label_sizes": (60,), "all_labels": 240,
+           "fine_tune_seeds": (0,), "label_validation_reviews": 100, "learning_rates": (1e-3,), "grid_labels": 60,
+           "progress_all_label_rounds": (), "fine_tune_updates": 8,
+           "fine_tune_max_epochs": 1, "fine_tune_min_epochs": 1, "fine_tune_patience": 1, "test_sample": 200,
            "probe_reviews": 200, "head_sentences": 200, "head_epochs": 1,
            "jit_compile": False},  # compiling costs more than a tiny run saves
     "09": {"train_reviews": 600, "test_reviews": 200, "vocab_size": 2000, "chunk_length": 32, "embed_dim": 32,
@@ -272,8 +273,8 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0),
            "jit_compile": False},  # compiling costs more than one tiny epoch saves
     "10": {"attention_lengths": (16, 64, 256), "attention_repeats": 1, "embed_dim": 16, "num_heads": 2,
-           "intermediate_dim": 32, "num_layers": 1, "warmup_epochs": 1, "epochs": 2, "comparison_epochs": 2, "cnn_epochs": 2,
-           "patience": 1, "seeds": (0,),
+           "intermediate_dim": 32, "num_layers": 1, "warmup_epochs": 1, "epochs": 2, "comparison_epochs": 2,
+           "cnn_epochs": 2, "patience": 1, "seeds": (0,),
            "jit_compile": False},  # compiling five small models costs more than two epochs save
 }
 _SETTINGS["smoke"] = {notebook: {**values, **_SMOKE_OVERRIDES.get(notebook, {})}
