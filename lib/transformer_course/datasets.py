@@ -3,8 +3,7 @@
 (The reversal task of notebooks 01 and 02 is made on the fly: :mod:`transformer_course.reversal`.)
 
 The two data sets are downloaded once from their canonical upstream address, verified by sha256,
-converted into the cache layout below, and read
-from the cache from then on::
+converted into the cache layout below, and read from the cache from then on::
 
     <cache dir>/imdb/train.csv.gz      25,000 reviews, header ``text,label``
     <cache dir>/imdb/test.csv.gz       25,000 reviews

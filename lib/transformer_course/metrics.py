@@ -162,8 +162,8 @@ class MaskedCrossEntropy(keras.losses.Loss):
         true_ids = ops.expand_dims(ops.cast(y_true, "int32"), -1)
         per_token = -ops.squeeze(ops.take_along_axis(log_probabilities, true_ids, axis=-1), -1)  # (B, T)
         if self.label_smoothing:
-            uniform = ops.mean(log_probabilities, axis=-1)
-            per_token = (1.0 - self.label_smoothing) * per_token - self.label_smoothing * uniform
+            mean_log_probability = ops.mean(log_probabilities, axis=-1)  # the uniform target's part
+            per_token = (1.0 - self.label_smoothing) * per_token - self.label_smoothing * mean_log_probability
         real = _real_tokens(y_true)
         return ops.sum(per_token * real) / ops.maximum(ops.sum(real), 1.0)
 

@@ -1,6 +1,6 @@
 """Instructor tools: release student notebooks and grade submissions.
 
-(``transformer-course release | grade | merge-grades``)
+The command line: ``transformer-course release``, ``grade`` and ``merge-grades``.
 
 * :mod:`.markup` — nbgrader's cell metadata and markers in the source notebooks: solution regions,
   hidden-test regions, locked cells with checksums; :func:`.markup.release_notebook` makes the

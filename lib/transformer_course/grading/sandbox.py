@@ -23,13 +23,14 @@ cell and per notebook; a memory limit on the whole sandbox, counting the residen
 its processes **and** what they stored in its tmpfs folders (polled every 0.1 s); a size cap on
 each tmpfs folder; a cap on processes and threads (``RLIMIT_NPROC`` inside the sandbox, and the
 watchdog's count, which also holds where the grader runs as root and Linux exempts it from
-``RLIMIT_NPROC``; as root, a burst of threads that ends within one 0.1 s poll can go unseen); a cap
-on the size of any one file (``RLIMIT_FSIZE``: a larger write fails
-with ``OSError: File too large``); and a cap on what the kernel writes into its socket folder,
-the one folder on the host's disk. The grader itself never receives a message from a kernel
-larger than ``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls
-stops the sandbox; the grader records why and goes on with the next submission. Without bubblewrap, grading refuses to
-run unless the instructor asks for ``sandbox=False`` (``--unsafe-no-sandbox``).
+``RLIMIT_NPROC``; as root, a burst of threads that ends within one 0.1 s poll can go unseen);
+a cap on the size of any one file (``RLIMIT_FSIZE``: a larger write fails with ``OSError: File
+too large``); and a cap on what the kernel writes into its socket folder, the one folder on the
+host's disk. The grader itself never receives a message from a kernel larger than
+``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls stops the
+sandbox; the grader records why and goes on with the next submission. Without bubblewrap,
+grading refuses to run unless the instructor asks for ``sandbox=False``
+(``--unsafe-no-sandbox``).
 """
 
 from __future__ import annotations
