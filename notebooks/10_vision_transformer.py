@@ -512,11 +512,12 @@ figure, axes = plt.subplots(2, 10, figsize=(12, 2.9))
 for column, index in enumerate(examples):
     axes[0, column].imshow(test_images[index, :, :, 0], cmap="gray_r", vmin=0, vmax=1)
     axes[0, column].set_title(f"{test_labels[index]} → {predicted[column]}", fontsize=9)
-    axes[1, column].imshow(np.kron(from_patches[column], np.ones((settings.patch_size, settings.patch_size))),
-                           cmap="magma")
+    shares = axes[1, column].imshow(np.kron(from_patches[column], np.ones((settings.patch_size,) * 2)),
+                                    cmap="magma", vmin=0, vmax=from_patches.max())
     axes[1, column].contour(test_images[index, :, :, 0], levels=[0.5], colors="cyan", linewidths=0.7)
     for axis in axes[:, column]:
         axis.axis("off")
+figure.colorbar(shares, ax=axes[1, :], fraction=0.02, pad=0.01, label="share of [CLS]")
 figure.suptitle("test digits (true → predicted) and the rollout of [CLS] over the patches (outline: the digit)")
 plt.show()
 
@@ -548,11 +549,12 @@ print(f"share of [CLS]'s patch mixture on patches with ink: {np.mean(on_ink):.0%
 positions = keras.ops.convert_to_numpy(vit.get_layer("class_token_and_positions").position_embedding)[1:]  # (M, E)
 unit = positions / np.linalg.norm(positions, axis=-1, keepdims=True)
 similarity = unit @ unit.T  # (M, M)
-figure, axes = plt.subplots(grid, grid, figsize=(4.5, 4.5))
+figure, axes = plt.subplots(grid, grid, figsize=(5, 4.5))
 for patch, axis in enumerate(axes.ravel()):
-    axis.imshow(similarity[patch].reshape(grid, grid), cmap="viridis", vmin=-1, vmax=1)
+    cosines = axis.imshow(similarity[patch].reshape(grid, grid), cmap="viridis", vmin=-1, vmax=1)
     axis.set_xticks([])
     axis.set_yticks([])
+figure.colorbar(cosines, ax=axes, fraction=0.04, pad=0.03, label="cosine similarity")
 figure.suptitle("cosine similarity of position embeddings", fontsize=10)
 plt.show()
 rows, columns = np.divmod(np.arange(grid * grid), grid)
