@@ -170,15 +170,16 @@ report_metric("attention_time_slope", slope, "log-log slope of one attention lay
 # %% [markdown]
 # The memory of the weights grows exactly as $T^2$ (16 bytes per query–key pair for 4 heads of
 # float32). The fitted slope of the time is an average over the three longest lengths. In the
-# stored run the last doubling, from 4,096 to 8,192 tokens, multiplied the time by 3.97 (680.35
-# against 171.56 ms): a slope of 1.99, the square at work. The doubling before it, from 2,048 to
-# 4,096, multiplied it by 2.64 (a slope of 1.40), and the fit over the three lengths comes out
-# between the two. A layer's time is a fixed cost per call (about 5 ms at 16 tokens here), plus
-# work proportional to $T$ (the four projections, $4TE^2$ multiply-adds), plus work proportional
-# to $T^2$ (scores and weighted sum, $2T^2E$); the slope of such a sum lies between 1 and 2 and
-# reaches 2 only where the last term dominates. That those first two terms explain the slower
-# middle step is a hypothesis: by the count of multiply-adds alone, the $T^2$ work already
-# dominates from a few hundred tokens on, and this cell does not measure where the time goes.
+# stored run both of the last doublings multiplied the time by 2.93 (35.71 → 104.48 → 306.29 ms):
+# a slope of 1.55, not 2. Count the work: a layer does the four projections, $4TE^2$
+# multiply-adds, plus the scores and the weighted sum, $2T^2E$. With $E = 64$ that is 0.57, 2.21
+# and 8.72 billion multiply-adds at 2,048, 4,096 and 8,192 tokens, 94–99% of it in the $T^2$
+# term: the work does grow ×3.9 per doubling. The time grew less because the machine did the
+# work faster at larger sizes: by this count 16.0, 21.2 and 28.5 billion multiply-adds a second
+# (and 0.1 billion at 16 tokens, where the fixed cost of about 3 ms per call dominates). So the
+# slope of the time measures the work *and* how efficiently this CPU runs it; the work's slope
+# is 2. Why bigger products run faster (longer loops that keep the vector units and caches busy)
+# is a hypothesis this cell does not test.
 # For an 8×8 digit, 64 pixel tokens would still be cheap — but the same rule sends a 224×224
 # photograph to 50,176 tokens. The ViT's answer: fewer, bigger tokens.
 #
@@ -371,12 +372,12 @@ for patch_size in sorted(patch_results):
 
 # %% [markdown]
 # Reading the table of the stored run: after 40 epochs the 4×4 ViT is far ahead (96.4%, against
-# 86.4% for 1×1 and 82.5% for 2×2), at half the 2×2 model's time per epoch. One seed per size, so
-# the few points between 1×1 and 2×2 say little. And the 1×1 and 2×2 runs had their lowest
-# validation loss in their last epoch (40 of 40): they were still improving when the budget ended,
-# so the table ranks how fast each size learns in 40 epochs, not where it would end. A hypothesis
-# for the 4×4 lead, not tested here: each patch of 16 pixels already holds a piece of stroke, so
-# less has to be learned by attention. At this budget 4×4 is the better choice; whether smaller
+# 86.4% for 1×1 and 82.5% for 2×2), in two thirds of the 2×2 model's time per epoch (0.25 against
+# 0.37 s). One seed per size, so the few points between 1×1 and 2×2 say little. And the 1×1 and
+# 2×2 runs had their lowest validation loss in their last epoch (40 of 40): they were still
+# improving when the budget ended, so the table ranks how fast each size learns in 40 epochs,
+# not where it would end. A hypothesis for the 4×4 lead, not tested here: each patch of 16
+# pixels already holds a piece of stroke, so less has to be learned by attention. At this budget 4×4 is the better choice; whether smaller
 # patches catch up with longer training this notebook does not measure. It keeps 2×2 as its main
 # model because 16 tokens give attention something to do, and section 7's maps something to show.
 #
@@ -571,9 +572,9 @@ report_metric("position_similarity_far", far, "mean cosine similarity of positio
 # %% [markdown]
 # ## Summary
 #
-# - Self-attention's memory grows with the square of the number of tokens, and so does its time
-#   once the $T^2$ work dominates (measured above: ×3.97 from 4,096 to 8,192 tokens): pixels as
-#   tokens do not scale, patches do.
+# - Self-attention's memory and work grow with the square of the number of tokens (the work ×3.9
+#   per doubling at 4,096–8,192 tokens; the time ×2.93 here, as this CPU ran the bigger products
+#   faster): pixels as tokens do not scale, patches do.
 # - A patch embedding is a reshape, a transpose and one shared linear map — the same arithmetic
 #   as a convolution with kernel and stride equal to the patch size.
 # - The ViT is notebook 05's encoder on a sequence of patch vectors, with a `[CLS]` token and
