@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/01_seq2seq_lstm.ipynb)
 #
-# **Run time:** full profile about 10 min on a 2-core CPU, smoke profile about 15 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 5 min on a 2-core CPU, smoke profile about 15 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - where sequence-to-sequence models sit among the shapes of sequence problems;
@@ -387,8 +387,8 @@ for length, (element, sequence) in sweep.items():
 # %% [markdown]
 # Accuracy falls as the sequences grow, and sequence accuracy falls fastest: one wrong step
 # anywhere spoils a sequence, and the longer the input, the more has to pass through the same
-# fixed-size context vector. More units or more epochs push the curve out but do not remove the
-# squeeze. **Attention** (notebook 02) lets the decoder look back at *every* encoder state at
+# fixed-size context vector. Whether more units or more epochs remove the squeeze or only push
+# it to longer inputs, this run does not measure: the ungraded exercise below tries it. **Attention** (notebook 02) lets the decoder look back at *every* encoder state at
 # every step instead of only the last one.
 #
 # ## Summary

@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/10_vision_transformer.ipynb)
 #
-# **Run time:** full profile about 19 min on a 2-core CPU, smoke profile about 40 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 15 min on a 2-core CPU, smoke profile about 40 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - why a Transformer cannot simply read an image pixel by pixel: the cost of self-attention
@@ -553,8 +553,7 @@ similarity = unit @ unit.T  # (M, M)
 figure, axes = plt.subplots(grid, grid, figsize=(5, 4.5))
 for patch, axis in enumerate(axes.ravel()):
     cosines = axis.imshow(similarity[patch].reshape(grid, grid), cmap="viridis", vmin=-1, vmax=1)
-    axis.set_xticks([])
-    axis.set_yticks([])
+    axis.set(xticks=[], yticks=[])
 figure.colorbar(cosines, ax=axes, fraction=0.04, pad=0.03, label="cosine similarity")
 figure.suptitle("cosine similarity of position embeddings", fontsize=10)
 plt.show()
