@@ -4,6 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from solutions import solution_lines as solution_lines_of
 
 from transformer_course.cli import main
 from transformer_course.exercises import EXERCISES
@@ -52,17 +53,35 @@ def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
         assert sorted(solutions) == catalogued and sorted(checks) == catalogued, (path.name, solutions, checks)
 
 
+def _without_lesson_cells(path: Path, out: Path) -> None:
+    """A copy of a release notebook with only its setup cell and its exercise and check cells as code."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    first_code = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    notebook.cells = [cell for cell in notebook.cells if cell.cell_type != "code" or cell is first_code
+                      or cell.metadata.get("nbgrader")]
+    nbformat.write(notebook, out)
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    """The instructor's notebooks and the untouched student versions, graded in the sandbox.
+
+    The untouched copies are graded without their lesson cells: those are the instructor notebook's
+    lesson cells, which the instructor's run executes in the same sandbox (and
+    `test_a_release_notebook_survives_...` executes each release whole); the grader neither locks
+    nor inspects them, so what it says of the copy is what it says of the release."""
     root = tmp_path_factory.mktemp("course")
     release = root / "release"
     release.mkdir()
-    for student, folder in (("instructor", "notebooks"), ("untouched", "release")):
+    for student in ("instructor", "untouched"):
         (root / "submissions" / student).mkdir(parents=True)
-        for notebook in WITH_EXERCISES:
-            source = next((ROOT / folder).glob(f"{notebook}_*.ipynb"))
-            shutil.copy(source, root / "submissions" / student / source.name)
-            shutil.copy(next((ROOT / "release").glob(f"{notebook}_*.ipynb")), release)
+    for notebook in WITH_EXERCISES:
+        released = next((ROOT / "release").glob(f"{notebook}_*.ipynb"))
+        shutil.copy(released, release)
+        shutil.copy(ROOT / "notebooks" / released.name, root / "submissions" / "instructor" / released.name)
+        _without_lesson_cells(released, root / "submissions" / "untouched" / released.name)
     results = grade_folder(root / "submissions", root / "report", release, LIMITS, workers=2, progress=False,
                            sandbox=sandbox_available())
     return {(r.student, r.notebook[:2]): r for r in results}
@@ -76,7 +95,7 @@ def test_source_notebook_runs_and_scores_full_marks(graded, notebook):
 
 
 @pytest.mark.parametrize("notebook", WITH_EXERCISES)
-def test_released_notebook_runs_to_the_end_and_scores_zero(graded, notebook):
+def test_an_untouched_release_scores_zero_and_is_never_flagged(graded, notebook):
     result = graded[("untouched", notebook)]
     assert {x.status for x in result.exercises} == {"not attempted"}
     assert sum(x.points for x in result.exercises) == 0
@@ -138,20 +157,6 @@ def test_a_release_notebook_survives_its_earlier_cells_run_after_the_exercises(n
     assert verdicts and all("not attempted yet" in text for text in verdicts), verdicts
 
 
-def _solution_lines(notebook) -> set:
-    """The lines of the solutions and hidden tests of a source notebook that are long enough to be telling."""
-    import re
-
-    from transformer_course.grading.markup import HIDDEN_BEGIN, HIDDEN_END, SOLUTION_BEGIN, SOLUTION_END
-
-    lines = set()
-    for cell in notebook.cells:
-        for begin, end in ((SOLUTION_BEGIN, SOLUTION_END), (HIDDEN_BEGIN, HIDDEN_END)):
-            for region in re.findall(re.escape(begin) + r"(.*?)" + re.escape(end), cell.source, flags=re.S):
-                lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 24}
-    return lines
-
-
 @pytest.mark.parametrize("notebook", WITH_EXERCISES)
 def test_release_keeps_the_lesson_outputs_and_leaks_no_solution(notebook):
     """The student version carries the recorded run's outputs up to the first exercise, and nothing of
@@ -164,7 +169,7 @@ def test_release_keeps_the_lesson_outputs_and_leaks_no_solution(notebook):
     source = nbformat.read(next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb")), as_version=4)
     path = next((ROOT / "release").glob(f"{notebook}_*.ipynb"))
     released, text = nbformat.read(path, as_version=4), path.read_text(encoding="utf-8")
-    solution_lines = _solution_lines(source)
+    solution_lines = solution_lines_of(source)
     assert solution_lines  # something to look for: the scan cannot pass for want of it
     assert all(json.dumps(line)[1:-1] in source_text or line in source_text for line in solution_lines
                for source_text in [next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb")).read_text(encoding="utf-8")])

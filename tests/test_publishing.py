@@ -24,6 +24,15 @@ def test_links_and_install_line_follow_the_setting():
     assert stamp(stamp(old, setting), setting) == stamp(old, setting)
 
 
+def test_the_website_and_kaggle_addresses_follow_the_setting():
+    setting = Publication("https://github.com/Some-Org/deep-course", "v2.0.1")
+    assert setting.site_address == "https://some-org.github.io/deep-course/"
+    assert Publication("https://github.com/Some-Org/some-org.github.io", "v1").site_address == "https://some-org.github.io/"
+    assert setting.kaggle_link("04_self_attention.ipynb") == (
+        "https://kaggle.com/kernels/welcome?src=https://github.com/Some-Org/deep-course/blob/v2.0.1/release/"
+        "04_self_attention.ipynb")
+
+
 @pytest.mark.parametrize("repository", ["https://gitlab.com/a/b", "github.com/a/b", ""])
 def test_a_setting_colab_cannot_open_is_refused_by_name(repository):
     with pytest.raises(ValueError, match=r"`repository` must be a GitHub address.*\[project.urls\] Repository"):

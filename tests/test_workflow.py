@@ -70,3 +70,18 @@ def test_a_seed_file_holds_one_integer():
         handle.write(" 123456\n")
     assert read_seed_file(handle.name) == 123456
     os.unlink(handle.name)
+
+
+def test_the_site_workflow_publishes_the_site_its_test_read():
+    """The Pages workflow builds with the command tests/test_website.py runs, tests that very folder in a
+    browser that must be there, and publishes it, for a release tag."""
+    workflow = yaml.safe_load((WORKFLOW.parent / "site.yml").read_text(encoding="utf-8"))
+    steps = workflow["jobs"]["build"]["steps"]
+    runs = [step.get("run", "") for step in steps]
+    assert any("transformer-course site --output build/site" in run for run in runs)
+    test = next(step for step in steps if "tests/test_website.py" in step.get("run", ""))
+    assert test["env"]["COURSE_SITE_DIR"] == "build/site" and test["env"]["COURSE_REQUIRE_BROWSER"]
+    published = next(step for step in steps if step.get("uses", "").startswith("actions/upload-pages-artifact"))
+    assert published["with"]["path"] == "build/site"
+    assert runs.index(next(run for run in runs if "tests/test_website.py" in run)) < steps.index(published)
+    assert workflow[True]["push"]["tags"] == ["v*"]  # YAML reads the key `on` as True

@@ -7,6 +7,9 @@ per notebook to ``results/``.
 
 ``transformer-course results [--update-readme README.md]`` prints the table of recorded results,
 or rewrites the README's copy of it.
+
+``transformer-course site [--output build/site]`` builds the course website from the student
+notebooks and the records (:mod:`transformer_course.website`) and fails on a broken internal link.
 """
 
 from __future__ import annotations
@@ -72,6 +75,22 @@ def _publication_targets(notebooks_dir: Path) -> tuple[Path | None, list[Path]]:
         return None, []
     files = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")) + sorted(notebooks_dir.glob("[0-9][0-9]_*.py"))
     return root, files + [path for path in [root / "README.md"] if path.is_file()]
+
+
+def _command_site(arguments) -> int:
+    from .website import broken_internal_links, build_site
+
+    try:
+        site = build_site(arguments.output, arguments.project_root, quiet=not arguments.verbose)
+    except (FileNotFoundError, ValueError, RuntimeError) as error:
+        print(f"transformer-course site: {error}", file=sys.stderr)
+        return 1
+    broken = broken_internal_links(site)
+    for link in broken:
+        print(f"broken internal link: {link}", file=sys.stderr)
+    pages = sum(1 for _ in site.glob("*.html"))
+    print(f"{'site with broken links' if broken else 'site'}: {site}/index.html ({pages} pages)")
+    return 1 if broken else 0
 
 
 def _command_release(arguments) -> int:
@@ -265,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     table.add_argument("--update-readme", metavar="README", help="rewrite the table in this README")
     table.set_defaults(handler=_command_results)
 
+    site = commands.add_parser("site", help="build the course website from release/ into build/site/")
+    site.add_argument("--output", default="build/site", help="where the site goes (default: build/site)")
+    site.add_argument("--project-root", default=".", help="the course checkout (default: the current folder)")
+    site.add_argument("--verbose", action="store_true", help="show Sphinx's progress")
+    site.set_defaults(handler=_command_site)
     release = commands.add_parser("release", help="write student notebooks: solutions stubbed, hidden tests removed")
     release.add_argument("--notebooks-dir", default="notebooks", help="source notebooks (default: notebooks)")
     release.add_argument("--out", default="release", help="where the student notebooks go (default: release)")

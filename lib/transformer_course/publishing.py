@@ -64,6 +64,23 @@ class Publication:
         return (f"https://colab.research.google.com/github/{owner_and_name['owner']}/{owner_and_name['name']}"
                 f"/blob/{self.ref}/release/{notebook_name}")
 
+    def kaggle_link(self, notebook_name: str) -> str:
+        """The address that opens the student version ``release/<notebook_name>`` at :attr:`ref` in Kaggle."""
+        return (f"https://kaggle.com/kernels/welcome?src={self.repository.rstrip('/')}"
+                f"/blob/{self.ref}/release/{notebook_name}")
+
+    @property
+    def site_address(self) -> str:
+        """The course website's address on GitHub Pages: ``https://owner.github.io/NAME/``.
+
+        A repository named ``OWNER.github.io`` is published at the root, ``https://owner.github.io/``.
+        """
+        owner_and_name = _GITHUB.match(self.repository)
+        owner, name = owner_and_name["owner"].lower(), owner_and_name["name"]
+        if name.lower() == f"{owner}.github.io":
+            return f"https://{owner}.github.io/"
+        return f"https://{owner}.github.io/{name}/"
+
     @property
     def requirement(self) -> str:
         """What a notebook's Colab setup cell gives ``pip install``."""

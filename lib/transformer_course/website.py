@@ -1,0 +1,328 @@
+"""The course website: the student notebooks with their recorded outputs, as a static site.
+
+``transformer-course site`` (or :func:`build_site`) turns the release into a website that students
+read like a book before they run anything: every figure, table and printed number of the recorded
+full-profile runs in place, formulas typeset, and above each notebook a bar that opens it in Colab
+or Kaggle or downloads it. It holds only what the student versions hold (``release/``), so no
+solution appears on it.
+
+The site is built by Sphinx with myst-nb (which reads notebooks with their stored outputs, without
+running them) and sphinx-book-theme, the stack of Jupyter Book 1 and of many university courses:
+installable from PyPI alone, with a build that needs neither Node.js nor the network. Formulas are
+typeset in the reader's browser by MathJax, served from the site itself (the copy that the
+``jupyter-server-mathjax`` package carries), so pages render offline and a test in a browser
+without network sees them typeset.
+
+Pages: the home page (the README's introduction and the notebook table, with a Colab link per
+notebook), the results table (generated from ``results/*.json``, as in the README), the students'
+and the instructors' guides (the README's sections), and one page per notebook. Links in the
+README's text to files of the repository become links to GitHub at the release tag.
+
+The address of the published site comes from the publication setting the Colab badges use
+(:attr:`transformer_course.publishing.Publication.site_address`).
+"""
+
+from __future__ import annotations
+
+import html.parser
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from .publishing import Publication, publication
+
+__all__ = ["build_site", "broken_internal_links", "SITE_PAGES"]
+
+# The pages besides the notebooks, as Sphinx document names.
+SITE_PAGES = ("index", "results", "students", "instructors")
+_NOTEBOOK_ROW = re.compile(
+    r"^\| (?P<number>\d\d) \| \[(?P<title>[^\]]+)\]\(release/(?P<file>\d\d_[\w-]+\.ipynb)\) \| (?P<covers>.*?) \|"
+)
+_MARKDOWN_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+_SPHINX_CONFIGURATION = '''\
+# Written by `transformer-course site`; edit lib/transformer_course/website.py instead.
+project = "transformer-course"
+author = "the transformer-course authors"
+copyright = "the transformer-course authors, Apache License 2.0"
+extensions = ["myst_nb"]
+myst_enable_extensions = ["dollarmath", "amsmath"]
+nb_execution_mode = "off"  # the recorded outputs are the content; nothing runs here
+nb_merge_streams = True
+exclude_patterns = ["downloads", "conf.py"]
+html_theme = "sphinx_book_theme"
+html_title = "transformer-course"
+html_baseurl = {site_address!r}
+html_static_path = ["_static"]
+html_copy_source = False
+html_show_sourcelink = False
+html_theme_options = {{
+    "repository_url": {repository!r},
+    "repository_branch": {ref!r},
+    "use_repository_button": True,
+    "use_download_button": False,
+    "show_toc_level": 2,
+}}
+# MathJax from the site itself (relative to _static), so formulas render without the network.
+mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
+# That copy carries the STIX-Web fonts only (as Jupyter configures it). The page's body is marked
+# "ignore" for MathJax; Sphinx's math spans (class "math") are typeset.
+mathjax2_config = {{
+    "tex2jax": {{"processClass": "math|output_area", "ignoreClass": "document|tex2jax_ignore|mathjax_ignore"}},
+    "HTML-CSS": {{
+        "availableFonts": [], "webFont": "STIX-Web", "imageFont": None,
+        # MathJax probes fonts against a blank face at url('about:blank'), which browsers refuse
+        # (a console error on every page); a local() source that is never installed does the same.
+        "styles": {{"@font-face": {{"font-family": "MathJax_Blank", "src": "local('MathJax_Blank')"}}}},
+    }},
+    "SVG": {{"font": "STIX-Web"}},
+}}
+html_favicon = "_static/favicon.svg"
+html_css_files = ["course.css"]
+# A first visit stores no colour mode; name one so the theme has nothing to reset.
+html_context = {{"default_mode": "auto"}}
+# myst-nb has no renderer for the widget views some progress bars store; their text is kept.
+suppress_warnings = ["mystnb.unknown_mime_type"]
+'''
+
+# The site's icon: the letters q·k on the course's blue.
+_FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" '
+    'fill="#1f4e8c"/><text x="16" y="22" font-family="sans-serif" font-size="15" text-anchor="middle" '
+    'fill="#fff">q·k</text></svg>\n'
+)
+
+# On a phone, a long inline name (a call with its arguments) breaks instead of widening the page.
+_STYLE = """\
+@media (max-width: 600px) {
+    code.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+}
+"""
+
+
+def _readme_section(readme: str, heading: str) -> str:
+    """The body of the README's ``## heading`` section, up to the next ``## `` heading."""
+    match = re.search(rf"^## {re.escape(heading)}\n(?P<body>.*?)(?=^## |\Z)", readme, flags=re.M | re.S)
+    if match is None:
+        raise ValueError(f"the README has no section '## {heading}', which the site's pages are made of.")
+    return match["body"].strip() + "\n"
+
+
+def _site_links(text: str, setting: Publication, notebook_files: set[str]) -> str:
+    """Rewrite relative links: release notebooks become site pages, other files of the repository GitHub pages."""
+
+    def rewrite(match):
+        target = match["target"]
+        if re.match(r"[a-z]+:", target):
+            return match[0]
+        if target.startswith("#"):
+            return f"]({setting.repository}/blob/{setting.ref}/README.md{target})"
+        path = target.split("#")[0]
+        if path in notebook_files or path in {f"{page}.md" for page in SITE_PAGES}:
+            return match[0]  # already a page of the site
+        if path.startswith("release/") and path[len("release/"):] in notebook_files:
+            return f"]({path[len('release/'):]})"
+        return f"]({setting.repository}/blob/{setting.ref}/{target})"
+
+    return _MARKDOWN_LINK.sub(rewrite, text)
+
+
+def _run_it_cell(notebook_file: str, setting: Publication) -> dict:
+    """The markdown cell above each notebook page: open in Colab or Kaggle, or download."""
+    import nbformat
+
+    text = (
+        "```{admonition} Run it\n:class: tip run-it\n"
+        f"[Open in Colab]({setting.colab_link(notebook_file)}) · "
+        f"[Open in Kaggle]({setting.kaggle_link(notebook_file)}) · "
+        f"{{download}}`Download the notebook <downloads/{notebook_file}>`\n```"
+    )
+    return nbformat.v4.new_markdown_cell(text, metadata={"tags": ["run-it"]})
+
+
+def _home_page(readme: str, setting: Publication, rows: list[re.Match]) -> str:
+    introduction = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
+    table = ["| # | notebook | what it covers | run it |", "|---|---|---|---|"]
+    for row in rows:
+        table.append(f"| {row['number']} | [{row['title']}]({row['file']}) | {row['covers']} | "
+                     f"[Colab]({setting.colab_link(row['file'])}) |")
+    toctree = "\n".join(row["file"][:-len(".ipynb")] for row in rows)
+    return (
+        f"# transformer-course\n\n{introduction}\n\n## The notebooks\n\n" + "\n".join(table) + "\n\n"
+        "Each notebook page shows the student version with the outputs of its recorded full-profile "
+        "run. The exercises are left for you: open the notebook in Colab or Kaggle, or download it.\n\n"
+        "## Guides\n\n- [Results of the recorded runs](results.md)\n"
+        "- [For students: exercises and instant feedback](students.md)\n"
+        "- [For instructors: release and grade](instructors.md)\n\n"
+        f"The source, with the package the notebooks import: <{setting.repository}>.\n\n"
+        f"```{{toctree}}\n:hidden:\n:caption: Notebooks\n\n{toctree}\n```\n\n"
+        "```{toctree}\n:hidden:\n:caption: Guides\n\nresults\nstudents\ninstructors\n```\n"
+    )
+
+
+def build_site(
+    output_dir: str | Path = "build/site",
+    project_root: str | Path = ".",
+    *,
+    source_dir: str | Path | None = None,
+    quiet: bool = True,
+) -> Path:
+    """Build the course website from the release notebooks, the records and the README.
+
+    Args:
+        output_dir: the folder the static site is written to (replaced whole); ``index.html`` is
+            its home page.
+        project_root: a checkout of the course: ``README.md``, ``pyproject.toml``, ``release/`` and
+            ``results/``.
+        source_dir: where the site's Sphinx sources are assembled (replaced whole); default:
+            ``<output_dir>-source``.
+        quiet: pass ``-q`` to Sphinx (warnings and errors are printed either way).
+
+    Returns:
+        The output folder, as a :class:`~pathlib.Path`.
+
+    Raises:
+        FileNotFoundError: if ``project_root`` lacks the README, ``release/`` notebooks or the
+            MathJax copy (install the ``[site]`` extra).
+        ValueError: if the README lacks a section the pages are made of, or its notebook table
+            names no release notebook.
+        RuntimeError: if Sphinx reports a warning or an error (a broken cross-reference, a page
+            missing from the table of contents, a notebook it cannot read); the message holds its
+            report, and nothing is left half-written in ``output_dir``.
+
+    Example:
+        >>> build_site("build/site")  # doctest: +SKIP
+        PosixPath('build/site')
+    """
+    import nbformat
+
+    root = Path(project_root)
+    output, source = Path(output_dir), Path(source_dir or f"{Path(output_dir)}-source")
+    readme_path, release = root / "README.md", root / "release"
+    if not readme_path.is_file() or not any(release.glob("[0-9][0-9]_*.ipynb")):
+        raise FileNotFoundError(f"`project_root` must hold README.md and release/NN_*.ipynb; received {root}.")
+    setting, readme = publication(root), readme_path.read_text(encoding="utf-8")
+    rows = [match for line in _readme_section(readme, "The notebooks").splitlines()
+            if (match := _NOTEBOOK_ROW.match(line)) and (release / match["file"]).is_file()]
+    if not rows:
+        raise ValueError("the README's notebook table names no notebook of release/.")
+    files = {row["file"] for row in rows}
+    try:
+        import jupyter_server_mathjax
+    except ImportError as error:
+        raise FileNotFoundError("the site serves MathJax from the `jupyter-server-mathjax` package; install "
+                                "the [site] extra: pip install 'transformer-course[site]'.") from error
+
+    if source.exists():
+        shutil.rmtree(source)
+    (source / "downloads").mkdir(parents=True)
+    shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", source / "_static" / "mathjax")
+    (source / "_static" / "favicon.svg").write_text(_FAVICON, encoding="utf-8")
+    (source / "_static" / "course.css").write_text(_STYLE, encoding="utf-8")
+    for file in sorted(files):
+        shutil.copyfile(release / file, source / "downloads" / file)
+        notebook = nbformat.read(release / file, as_version=4)
+        first = notebook.cells[0] if notebook.cells else None
+        if first is not None and first.cell_type == "markdown" and first.source.startswith("# "):
+            title, _, rest = first.source.partition("\n")  # the bar goes right under the title
+            first.source = title
+            notebook.cells[1:1] = [_run_it_cell(file, setting), nbformat.v4.new_markdown_cell(rest.strip())]
+        else:
+            notebook.cells.insert(0, _run_it_cell(file, setting))
+        nbformat.write(notebook, source / file)
+    pages = {
+        "index": _home_page(readme, setting, rows),
+        "results": _results_page(readme, root / "results"),
+        "students": "# For students: exercises and instant feedback\n\n"
+        + _readme_section(readme, "For students: exercises and instant feedback"),
+        "instructors": "# For instructors: release and grade\n\n"
+        + _readme_section(readme, "For instructors: release and grade"),
+    }
+    for name, text in pages.items():
+        (source / f"{name}.md").write_text(_site_links(text, setting, files), encoding="utf-8")
+    (source / "conf.py").write_text(_SPHINX_CONFIGURATION.format(
+        site_address=setting.site_address, repository=setting.repository, ref=setting.ref), encoding="utf-8")
+
+    staging = output.with_name(output.name + ".partial")
+    if staging.exists():
+        shutil.rmtree(staging)
+    command = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-E",
+               "-d", str(source / ".doctrees"), *(["-q"] if quiet else []), str(source), str(staging)]
+    finished = subprocess.run(command, capture_output=True, text=True)
+    if finished.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RuntimeError(f"Sphinx could not build the site (exit {finished.returncode}):\n"
+                           f"{finished.stderr.strip() or finished.stdout.strip()}")
+    if output.exists():
+        shutil.rmtree(output)
+    staging.rename(output)
+    return output
+
+
+def _results_page(readme: str, results_dir: Path) -> str:
+    from .results import _TABLE_END, _TABLE_START, load_records, results_table
+
+    body = _readme_section(readme, "Results")
+    table = results_table(load_records(results_dir))
+    body = re.sub(re.escape(_TABLE_START) + ".*?" + re.escape(_TABLE_END), lambda _: table.strip(), body, flags=re.S)
+    return "# Results of the recorded runs\n\n" + body
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[str] = []
+        self.anchors: set[str] = set()
+
+    def handle_starttag(self, tag, attributes):
+        attributes = dict(attributes)
+        if attributes.get("id"):
+            self.anchors.add(attributes["id"])
+        for name in ("href", "src"):
+            if attributes.get(name) and not (tag == "link" and attributes.get("rel") in ("canonical",)):
+                self.links.append(attributes[name])
+
+
+def broken_internal_links(site_dir: str | Path) -> list[str]:
+    """Every link between the site's own pages and files that leads nowhere.
+
+    Args:
+        site_dir: a built site (the folder :func:`build_site` returns).
+
+    Returns:
+        ``"page.html -> target"`` for each ``href`` or ``src`` that names a file of the site that
+        does not exist, or an ``#anchor`` that the page it names does not hold; an empty list when
+        every internal link resolves. Links to other hosts (``https://``, ``mailto:``) are not
+        followed.
+
+    Raises:
+        FileNotFoundError: if ``site_dir`` has no ``index.html``.
+    """
+    site = Path(site_dir).resolve()
+    if not (site / "index.html").is_file():
+        raise FileNotFoundError(f"`site_dir` must be a built site with an index.html; received {site_dir}.")
+    parsed: dict[Path, _Links] = {}
+
+    def parse(page: Path) -> _Links:
+        if page not in parsed:
+            parsed[page] = _Links()
+            parsed[page].feed(page.read_text(encoding="utf-8", errors="replace"))
+        return parsed[page]
+
+    broken = []
+    pages = [page for page in sorted(site.rglob("*.html")) if page.relative_to(site).parts[0] != "_static"]
+    for page in pages:
+        for link in parse(page).links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc or link.startswith(("javascript:", "data:")):
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.is_relative_to(site) or not target.exists():
+                broken.append(f"{page.relative_to(site)} -> {link}")
+            elif parts.fragment and target.suffix == ".html" and unquote(parts.fragment) not in parse(target).anchors:
+                broken.append(f"{page.relative_to(site)} -> {link}")
+    return broken

@@ -1,0 +1,16 @@
+"""What the tests look for when they prove that no solution reached students: the telling lines of
+the instructor notebooks' solutions and hidden tests."""
+
+import re
+
+from transformer_course.grading.markup import HIDDEN_BEGIN, HIDDEN_END, SOLUTION_BEGIN, SOLUTION_END
+
+
+def solution_lines(notebook) -> set:
+    """The lines of the solutions and hidden tests of a source notebook that are long enough to be telling."""
+    lines = set()
+    for cell in notebook.cells:
+        for begin, end in ((SOLUTION_BEGIN, SOLUTION_END), (HIDDEN_BEGIN, HIDDEN_END)):
+            for region in re.findall(re.escape(begin) + r"(.*?)" + re.escape(end), cell.source, flags=re.S):
+                lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= 24}
+    return lines
