@@ -19,7 +19,7 @@ import tokenizers
 
 from transformer_course.bpe import BytePairEncoding
 from transformer_course.datasets import load_imdb
-from transformer_course.runtime import hardware
+from transformer_course.tooling.runtime import hardware
 
 
 def hugging_face(vocabulary=None, merges=None):

@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from transformer_course.datasets import pin_data_directory
 from transformer_course.grading.grader import grade_folder
 from transformer_course.grading.sandbox import Limits, sandbox_available
-from transformer_course.runtime import hardware
+from transformer_course.tooling.runtime import hardware
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -30,7 +30,7 @@ from transformer_course import profile
 from transformer_course.decoding import greedy_decode
 from transformer_course.generation import CachedLanguageModel
 from transformer_course.language_model import build_language_model
-from transformer_course.runtime import hardware
+from transformer_course.tooling.runtime import hardware
 
 
 def main(argv=None) -> int:

@@ -34,7 +34,7 @@ from _timing import interleaved_seconds  # benchmarks/_timing.py beside this scr
 from transformer_course import profile
 from transformer_course.metrics import MaskedCrossEntropy
 from transformer_course.pretraining import build_bert_pretrainer, gather_selected, mask_tokens
-from transformer_course.runtime import hardware
+from transformer_course.tooling.runtime import hardware
 
 MASK = 4  # special ids as in notebook 08: 0 padding, 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK]
 

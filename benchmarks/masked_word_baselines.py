@@ -36,7 +36,7 @@ import tensorflow as tf
 from transformer_course import profile
 from transformer_course.datasets import load_imdb, load_imdb_unlabelled
 from transformer_course.pretraining import contiguous_segments, gather_selected, mask_tokens
-from transformer_course.runtime import hardware
+from transformer_course.tooling.runtime import hardware
 
 PAD, UNK, CLS, SEP, MASK = range(5)  # the reserved tokens, first in the vocabulary, as in notebook 08
 

@@ -15,7 +15,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from transformer_course.runtime import hardware, import_tensorflow_quietly
+from transformer_course.tooling.runtime import hardware, import_tensorflow_quietly
 
 tf = import_tensorflow_quietly()
 import keras  # noqa: E402

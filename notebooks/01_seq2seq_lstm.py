@@ -51,11 +51,14 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
-from transformer_course import reversal  # reversal.one_hot_encode: the exercises below write their own
+from transformer_course import (
+    epoch_progress,
+    progress,
+    report_metric,
+    reversal,  # reversal.one_hot_encode: the exercises below write their own
+)
 from transformer_course.plots import plot_accuracy_by_length, plot_one_hot, plot_training_curves
-from transformer_course.results import report_metric
 from transformer_course.reversal import reversal_dataset, score_sequences
-from transformer_course.runtime import epoch_progress, progress
 from transformer_course.seq2seq import build_encoder_decoder, build_teacher_forcing_encoder_decoder, shift_right
 from transformer_course.training import EpochScores, fit_best
 

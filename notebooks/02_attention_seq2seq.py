@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/02_attention_seq2seq.ipynb)
 #
-# **Run time:** full profile about 22 min on a 2-core CPU, smoke profile about 30 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 12 min on a 2-core CPU, smoke profile about 30 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - why one fixed context vector fails on long inputs, seen in notebook 01's measurements;
@@ -50,11 +50,10 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
+from transformer_course import epoch_progress, load_record, progress, report_metric
 from transformer_course.metrics import anti_diagonal_attention_mass
 from transformer_course.plots import plot_accuracy_by_length, plot_attention, plot_training_curves
-from transformer_course.results import load_record, report_metric
 from transformer_course.reversal import one_hot_decode, reversal_dataset, score_sequences
-from transformer_course.runtime import epoch_progress, progress
 from transformer_course.seq2seq import build_attention_encoder_decoder, build_encoder_decoder
 from transformer_course.seq2seq_attention import LuongDotAttention
 from transformer_course.training import fit_best
@@ -332,9 +331,9 @@ for (length, kind), (element, sequence) in sweep.items():
 # mass measures how sharp the band is, not whether the answer is right.
 #
 # Attention does not guarantee success, though. In the recorded run the general score's model at
-# length 20 follows the anti-diagonal sharply down to step 15 of the example shown, then keeps
-# looking at that same input position for the remaining steps, which should each move one place
-# left: its test sequence accuracy is far below the other two (the table above).
+# length 20 follows the anti-diagonal sharply down to step 14 of the example shown, then stays on
+# input positions 3 and 4 for the last five steps, which should each move one place left: its
+# test sequence accuracy is far below the other two (the table above).
 # Within a fixed budget of epochs, a recurrent model with attention can still settle on a
 # solution that is only partly right; another seed or more epochs may get past it.
 

@@ -57,9 +57,9 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
+from transformer_course import report_metric
 from transformer_course.bpe import BytePairEncoding
 from transformer_course.datasets import load_imdb
-from transformer_course.results import report_metric
 
 # %% [markdown]
 # ## 1. Standardisation

@@ -51,11 +51,13 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
-from transformer_course import attention  # attention.scaled_dot_product_attention: exercise 04.1 writes its own
+from transformer_course import (
+    attention,  # attention.scaled_dot_product_attention: exercise 04.1 writes its own
+    report_metric,
+)
 from transformer_course.attention import MultiHeadAttention
 from transformer_course.masks import attention_mask, causal_mask, keras_mask, padding_mask
 from transformer_course.positional import PositionalEmbedding, RelativePositionBias, sinusoidal_encoding
-from transformer_course.results import report_metric
 
 
 def to_numpy(x):

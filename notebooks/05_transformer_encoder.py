@@ -48,9 +48,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
+from transformer_course import report_metric
 from transformer_course.masks import keras_mask
 from transformer_course.positional import PositionalEmbedding
-from transformer_course.results import report_metric
 from transformer_course.transformer import TransformerEncoder
 
 

@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/06_imdb_classifier.ipynb)
 #
-# **Run time:** full profile about 26 min on a 2-core CPU, smoke profile about 20 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 18 min on a 2-core CPU, smoke profile about 20 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - a `tf.data` pipeline from raw reviews to padded batches of token ids: vectorise once, cache,
@@ -56,13 +56,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
+from transformer_course import checkpoint_path, epoch_progress, report_metric
 from transformer_course.classifier import build_end_to_end_classifier, build_sentiment_classifier, predict_sentiment
 from transformer_course.datasets import load_imdb
 from transformer_course.plots import plot_attention, plot_training_curves
-from transformer_course.results import report_metric
-from transformer_course.runtime import epoch_progress
 from transformer_course.text import standardize_review, vectorized_batches
-from transformer_course.training import checkpoint_path, fit_best
+from transformer_course.training import fit_best
 
 # %% [markdown]
 # ## 1. The data, split three ways
@@ -385,8 +384,8 @@ plt.tight_layout(); plt.show()
 # %% [markdown]
 # In the recorded run the weights are nearly even — the colour bar spans a narrow range around
 # $1/15$. This block mostly averages the review into every token, and the decision is made by
-# the pooled maxima on the right, where "terrible" and "wonderful" supply the most features and
-# "not" almost none: the model has not learned to read "not good" as a unit.
+# the pooled maxima on the right, where "terrible" and "wonderful" supply the most features,
+# "good" the next most and "not" few: the model has not learned to read "not good" as a unit.
 #
 # ## Summary
 #

@@ -55,15 +55,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
-from transformer_course import masks  # masks.causal_mask: exercise 07.1 writes its own
+from transformer_course import (
+    checkpoint_path,
+    epoch_progress,
+    masks,  # masks.causal_mask: exercise 07.1 writes its own
+    report_metric,
+)
 from transformer_course.datasets import load_spa_eng, split_pairs
 from transformer_course.generation import IncrementalDecoder, encode_source
 from transformer_course.metrics import MaskedCrossEntropy, corpus_bleu, masked_accuracy
 from transformer_course.plots import plot_attention
-from transformer_course.results import report_metric
-from transformer_course.runtime import epoch_progress
 from transformer_course.text import standardize_translation, translation_batches
-from transformer_course.training import EpochScores, WarmupCosineDecay, checkpoint_path, fit_best
+from transformer_course.training import EpochScores, WarmupCosineDecay, fit_best
 from transformer_course.translation import Translator, build_translation_model, cross_attention_weights
 
 # %% [markdown]
@@ -202,7 +205,7 @@ print("label:        ", [target_vocabulary[i] for i in ids[1:] if i])
 # together (**length bucketing**, as in notebook 06): each batch is padded only to its own
 # longest sentence. Most sentences are short, so this saves most of the work padding would cost;
 # the masks make the results the same.
-
+#
 # `text.translation_batches` does all of it (the same `wrap` as above is its default):
 
 # %%
@@ -337,7 +340,7 @@ print(f"... the same, every sentence padded to {target_length - 1} tokens:  "
 #   ranks finished ones by log-probability divided by a length penalty (Wu et al., 2016, §7).
 #
 # `Translator` holds both vectorisers and the model, takes strings and returns strings.
-
+#
 # ### One cached step, written out
 #
 # Decode "Where is the train station?" for three steps, then compute step 4 by hand with the

@@ -67,6 +67,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from transformer_course import checkpoint_path, epoch_progress, load_record, progress, report_metric
 from transformer_course.bert_checkpoints import PresetUnavailableError, load_bert_preset
 from transformer_course.datasets import load_imdb, load_imdb_unlabelled
 from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
@@ -84,10 +85,8 @@ from transformer_course.pretraining import (
     pack_pair,
     split_sentences,
 )
-from transformer_course.results import load_record, report_metric
-from transformer_course.runtime import epoch_progress, progress
 from transformer_course.text import standardize_review
-from transformer_course.training import WarmupCosineDecay, WarmupLinearDecay, checkpoint_path, fit_best
+from transformer_course.training import WarmupCosineDecay, WarmupLinearDecay, fit_best
 
 # %% [markdown]
 # ## 1. Text without labels, and the vocabulary
@@ -645,8 +644,8 @@ axis.legend()
 plt.show()
 
 # %% [markdown]
-# With every label, beside notebook 06's models (its recorded full run: reviews up to 600 words,
-# trained from scratch) and its bag-of-bigrams baseline:
+# With every label, beside notebook 06's models (its record as it stood when this notebook ran:
+# reviews up to 600 words, trained from scratch) and its bag-of-bigrams baseline:
 
 # %%
 rows = [(f"BERT-style, {name}, {all_labels:,} labels, {settings.sequence_length} pieces (this notebook)",

@@ -63,6 +63,7 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
+from transformer_course import checkpoint_path, epoch_progress, progress, report_metric
 from transformer_course.datasets import load_imdb
 from transformer_course.decoding import (
     NextTokenTable,
@@ -82,10 +83,8 @@ from transformer_course.language_model import (
 from transformer_course.metrics import MaskedCrossEntropy, distinct_n, masked_accuracy, repetition_rate
 from transformer_course.ngram import BigramModel, UnigramModel
 from transformer_course.plots import plot_training_curves
-from transformer_course.results import report_metric
-from transformer_course.runtime import epoch_progress, progress
 from transformer_course.text import standardize_running_text
-from transformer_course.training import WarmupCosineDecay, checkpoint_path, fit_best
+from transformer_course.training import WarmupCosineDecay, fit_best
 
 # %% [markdown]
 # ## 1. The chain rule

@@ -63,11 +63,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
+from transformer_course import checkpoint_path, epoch_progress, report_metric
 from transformer_course.attention import MultiHeadAttention
 from transformer_course.plots import plot_training_curves
-from transformer_course.results import report_metric
-from transformer_course.runtime import epoch_progress
-from transformer_course.training import WarmupCosineDecay, checkpoint_path, fit_best
+from transformer_course.training import WarmupCosineDecay, fit_best
 from transformer_course.vision import (
     ImageBatches,
     PatchEmbedding,

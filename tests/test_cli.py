@@ -9,11 +9,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_course import cli
+from transformer_course.tooling import cli
 
 PASSING = [
     "import os\nprint('profile:', os.environ['COURSE_PROFILE'])",
-    "from transformer_course.results import report_metric\nreport_metric('answer', 42, 'the answer', headline=True)",
+    "from transformer_course import report_metric\nreport_metric('answer', 42, 'the answer', headline=True)",
 ]
 FAILING = ["x = 1", "raise ValueError('broken on purpose')", "print('never reached')"]
 
@@ -156,7 +156,7 @@ def test_executed_copies_keep_no_info_records_and_kernels_keep_their_temporary_f
 def test_progress_bars_are_stored_as_their_last_drawing():
     import nbformat
 
-    from transformer_course.runner import clean_outputs, collapse_progress_bars
+    from transformer_course.tooling.runner import clean_outputs, collapse_progress_bars
 
     assert collapse_progress_bars("\r0epoch [00:00]\r  0%| 0/3\r100%| 3/3\r\nafter\n") == "100%| 3/3\nafter\n"
     cell = nbformat.v4.new_code_cell("fit()")

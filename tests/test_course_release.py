@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from solutions import solution_lines as solution_lines_of
 
-from transformer_course.cli import main
 from transformer_course.exercises import EXERCISES
 from transformer_course.grading.grader import grade_folder
 from transformer_course.grading.sandbox import Limits, sandbox_available
+from transformer_course.tooling.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 WITH_EXERCISES = sorted({path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
@@ -70,7 +70,7 @@ def graded(tmp_path_factory):
 
     The untouched copies are graded without their lesson cells: those are the instructor notebook's
     lesson cells, which the instructor's run executes in the same sandbox (and
-    `test_a_release_notebook_survives_...` executes each release whole); the grader neither locks
+    tests/test_release_reruns.py executes each release whole); the grader neither locks
     nor inspects them, so what it says of the copy is what it says of the release."""
     root = tmp_path_factory.mktemp("course")
     release = root / "release"
@@ -100,61 +100,6 @@ def test_an_untouched_release_scores_zero_and_is_never_flagged(graded, notebook)
     assert {x.status for x in result.exercises} == {"not attempted"}
     assert sum(x.points for x in result.exercises) == 0
     assert not result.problems and not result.flags, (result.problems, result.flags)
-
-
-def _exercise_names(cells) -> set[str]:
-    import ast
-
-    names = set()
-    for cell in cells:
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
-            names |= {node.name for node in ast.parse(cell.source).body if isinstance(node, ast.FunctionDef)}
-    return names
-
-
-@pytest.mark.parametrize("notebook", WITH_EXERCISES)
-def test_the_notebook_body_never_names_an_exercise_function(notebook):
-    """A student who re-runs an earlier cell after the exercises must not break it, nor rebind their answer."""
-    import ast
-
-    import nbformat
-
-    cells = nbformat.read(next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb")), as_version=4).cells
-    exercise_names = _exercise_names(cells)
-    assert exercise_names
-    for index, cell in enumerate(cells):
-        if cell.cell_type != "code" or cell.metadata.get("nbgrader"):
-            continue
-        for node in ast.walk(ast.parse(cell.source)):
-            named = {node.id} if isinstance(node, ast.Name) else set()
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                named = {node.name}
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                named = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-            assert not named & exercise_names, f"cell {index + 1} uses {named & exercise_names}"
-
-
-@pytest.mark.parametrize("notebook", WITH_EXERCISES)
-def test_a_release_notebook_survives_its_earlier_cells_run_after_the_exercises(notebook, tmp_path, monkeypatch):
-    """The student version, its exercise stubs defined first: every earlier cell then runs after them."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    release = nbformat.read(next((ROOT / "release").glob(f"{notebook}_*.ipynb")), as_version=4)
-    code = [cell for cell in release.cells if cell.cell_type == "code"]
-    stubs = [cell for cell in code if cell.metadata.get("nbgrader", {}).get("solution")]
-    first_exercise = code.index(stubs[0])
-    # setup cell, the stubs, then the whole notebook again from its second cell, checks included
-    release.cells = [code[0], *stubs, *code[1:]]
-    monkeypatch.setenv("COURSE_PROFILE", "smoke")
-    NotebookClient(release, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    body = release.cells[1 + len(stubs):1 + len(stubs) + first_exercise - 1]
-    assert not [output for cell in body for output in cell.outputs if output.output_type == "error"]
-    # One verdict per check cell: a kernel may deliver a cell's printed text in several stream chunks.
-    verdicts = ["".join(output["text"] for output in cell.outputs if output.output_type == "stream")
-                for cell in release.cells if "check(" in cell.source]
-    assert verdicts and all("not attempted yet" in text for text in verdicts), verdicts
 
 
 @pytest.mark.parametrize("notebook", WITH_EXERCISES)

@@ -351,7 +351,7 @@ def test_release_rejects_broken_markup():
 
 
 def test_cli_grade_and_release_report_bad_folders(tmp_path, capsys):
-    from transformer_course.cli import main
+    from transformer_course.tooling.cli import main
 
     assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"),
                  "--release-dir", str(tmp_path)]) == 2
@@ -364,7 +364,7 @@ def test_cli_grade_and_release_report_bad_folders(tmp_path, capsys):
 
 
 def test_cli_grade_writes_the_reports(graded, capsys):
-    from transformer_course.cli import main
+    from transformer_course.tooling.cli import main
 
     submissions = graded["root"] / "cli_submissions"
     shutil.copytree(graded["submissions"] / "full", submissions / "full")
@@ -495,7 +495,7 @@ def test_check_and_the_grader_read_results_through_one_conversion():
 
 
 def test_three_shards_merged_give_the_grades_of_one_run(graded, tmp_path, capsys):
-    from transformer_course.cli import main
+    from transformer_course.tooling.cli import main
 
     submissions = tmp_path / "class"
     for student in ("full", "one_wrong", "release", "corrupt", "missing", "syntax_error"):
@@ -700,7 +700,7 @@ def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path)
 
 
 def test_the_cli_refuses_a_limit_that_is_not_positive(tmp_path, capsys):
-    from transformer_course.cli import main
+    from transformer_course.tooling.cli import main
 
     (tmp_path / "class").mkdir()
     assert main(["grade", str(tmp_path / "class"), "--out", str(tmp_path / "out"), "--processes", "0", "--quiet"]) == 2
@@ -709,8 +709,8 @@ def test_the_cli_refuses_a_limit_that_is_not_positive(tmp_path, capsys):
 
 
 def test_without_the_sandbox_grading_refuses_unless_asked(graded, tmp_path, monkeypatch, capsys):
-    from transformer_course.cli import main
     from transformer_course.grading import grader
+    from transformer_course.tooling.cli import main
 
     monkeypatch.setattr(grader, "sandbox_available", lambda: False)
     submissions = tmp_path / "class"

@@ -10,7 +10,7 @@ import jupytext
 import nbformat
 import pytest
 
-from transformer_course.publishing import COLAB_INSTALL, publication
+from transformer_course.tooling.publishing import COLAB_INSTALL, publication
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

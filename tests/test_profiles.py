@@ -1,7 +1,7 @@
 import pytest
 
 from transformer_course import PROFILE_NAMES, profile
-from transformer_course.profiles import _SETTINGS
+from transformer_course.tooling.profiles import _SETTINGS
 
 
 def test_default_profile_is_full(monkeypatch):
@@ -36,7 +36,7 @@ def test_unknown_profile_lists_the_valid_ones(monkeypatch, source):
 
 
 def test_the_smoke_profile_only_overrides_settings_the_full_profile_has():
-    from transformer_course.profiles import _SMOKE_OVERRIDES
+    from transformer_course.tooling.profiles import _SMOKE_OVERRIDES
 
     assert set(PROFILE_NAMES) == {"full", "smoke"}
     full, smoke = _SETTINGS["full"], _SETTINGS["smoke"]

@@ -6,8 +6,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_course.cli import main
-from transformer_course.publishing import Publication, publication, stamp
+from transformer_course.tooling.cli import main
+from transformer_course.tooling.publishing import Publication, publication, stamp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +73,7 @@ def test_release_stamps_a_changed_setting_into_sources_readme_and_release(tmp_pa
 def test_the_run_time_line_comes_from_the_recorded_runs(tmp_path):
     import json
 
-    from transformer_course.publishing import RUN_TIME, Publication, run_time_line, stamp
+    from transformer_course.tooling.publishing import RUN_TIME, Publication, run_time_line, stamp
 
     assert run_time_line("07_x", tmp_path).startswith("**Run time:** full profile not yet recorded (recorded runs)")
     record = {"seconds": 3061.6, "hardware": {"cpu_count": 2, "accelerator": None}}
@@ -90,8 +90,8 @@ def test_the_run_time_line_comes_from_the_recorded_runs(tmp_path):
 
 
 def test_smoke_times_are_recorded_beside_the_records_not_among_them(tmp_path):
-    from transformer_course.results import load_records
-    from transformer_course.runner import NotebookRun, record_smoke_times
+    from transformer_course.tooling.results import load_records
+    from transformer_course.tooling.runner import NotebookRun, record_smoke_times
 
     runs = [NotebookRun(path=Path("notebooks/01_a.ipynb"), status="passed", seconds=12.34),
             NotebookRun(path=Path("notebooks/02_b.ipynb"), status="failed", seconds=1.0)]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_course import results
+from transformer_course.tooling import results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def test_integer_metrics_are_printed_and_recorded_as_integers(tmp_path, monkeypa
 
     import numpy as np
 
-    from transformer_course import results
+    from transformer_course.tooling import results
 
     target = tmp_path / "metrics.jsonl"
     monkeypatch.setenv(results.METRICS_FILE_VARIABLE, str(target))
@@ -99,7 +99,7 @@ def test_integer_metrics_are_printed_and_recorded_as_integers(tmp_path, monkeypa
 
 
 def test_a_pipe_in_a_description_does_not_split_the_table_row():
-    from transformer_course import results
+    from transformer_course.tooling import results
 
     record = {"notebook": "07_x", "profile": "full", "seconds": 60.0, "commit": "abc",
               "hardware": {"cpu_count": 2, "accelerator": None},
@@ -128,7 +128,7 @@ def test_atomic_writes_give_files_ordinary_permissions(tmp_path):
 
 
 def test_a_headline_read_against_another_metric_shows_both():
-    from transformer_course import results
+    from transformer_course.tooling import results
 
     record = {"notebook": "08_x", "profile": "full", "seconds": 60.0, "commit": "abc",
               "hardware": {"cpu_count": 2, "accelerator": None},
@@ -142,7 +142,7 @@ def test_a_headline_read_against_another_metric_shows_both():
 
 
 def test_load_record_reads_the_checkout_first_then_the_copy_shipped_in_the_package(tmp_path, monkeypatch):
-    from transformer_course import results
+    from transformer_course.tooling import results
 
     packaged = tmp_path / "packaged"
     packaged.mkdir()
@@ -157,7 +157,7 @@ def test_load_record_reads_the_checkout_first_then_the_copy_shipped_in_the_packa
 def test_the_package_ships_every_full_profile_record_as_recorded():
     from pathlib import Path
 
-    from transformer_course import results
+    from transformer_course.tooling import results
 
     recorded = sorted(Path(__file__).resolve().parents[1].joinpath("results").glob("[0-9][0-9]_*.json"))
     assert recorded

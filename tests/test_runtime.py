@@ -5,7 +5,7 @@ from importlib import metadata
 import numpy as np
 import pytest
 
-from transformer_course import runtime
+from transformer_course.tooling import runtime
 
 PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 
@@ -185,7 +185,8 @@ def test_a_notebook_that_needs_tensorflow_says_so_under_another_backend():
     assert done.returncode != 0
     assert "Notebook 06 needs the TensorFlow backend" in done.stderr and "'jax'" in done.stderr
     assert "tensorflow" not in _python(
-        "import sys, transformer_course.runtime as r; print(r.configured_keras_backend(), 'tensorflow' in sys.modules)",
+        "import sys, transformer_course._backend as b; "
+        "print(b.configured_keras_backend(), 'tensorflow' in sys.modules)",
         KERAS_BACKEND="jax").stdout
 
 

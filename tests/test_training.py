@@ -6,7 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_course.training import checkpoint_path, fit_best
+from transformer_course import checkpoint_path
+from transformer_course.training import fit_best
 
 X = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
 # Validation labels are the training labels negated: validation loss is lowest early, then rises.

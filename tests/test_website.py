@@ -26,9 +26,9 @@ pytest.importorskip("jupyter_server_mathjax")
 
 from solutions import solution_lines
 
-from transformer_course.cli import main
-from transformer_course.publishing import publication
-from transformer_course.website import SITE_PAGES, broken_internal_links, build_site
+from transformer_course.tooling.cli import main
+from transformer_course.tooling.publishing import publication
+from transformer_course.tooling.website import SITE_PAGES, broken_internal_links, build_site
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(path.stem for path in (ROOT / "release").glob("[0-9][0-9]_*.ipynb"))

@@ -8,7 +8,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-from transformer_course.cli import main, read_seed_file  # noqa: E402
+from transformer_course.tooling.cli import main, read_seed_file  # noqa: E402
 
 WORKFLOW = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "grade.yml"
 

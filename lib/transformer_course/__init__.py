@@ -1,13 +1,55 @@
 """transformer-course: from the LSTM encoder-decoder to attention and the Transformer.
 
-Importing the package is cheap: TensorFlow loads only when a module that needs it is imported
-(``seq2seq``) or when a notebook calls :func:`start_notebook`.
+The package has three parts:
+
+* **the subject** — what the course teaches, one module a concept: ``masks``, ``attention``,
+  ``positional``, ``transformer``, the models (``seq2seq``, ``classifier``, ``translation``,
+  ``language_model``, ``pretraining``, ``vision``), ``decoding``, ``generation``, ``bpe``,
+  ``text``, ``training``, ``metrics``, ``plots``, ``datasets``;
+* **the exercises and the grader** — ``exercises`` (the catalogue and students' ``check``) and
+  ``grading`` (release and grade);
+* **the machinery** — the ``tooling`` subpackage: run profiles (``tooling.profiles``), notebook
+  start-up and hardware records (``tooling.runtime``), result records (``tooling.results``), the
+  headless runner, the command line, publishing and the website.
+
+The rule: **no subject module imports** ``tooling``, ``exercises`` or ``grading``, and nothing
+outside ``tooling`` imports it (``tests/test_tooling.py`` reads every import). A reader who opens
+``masks.py`` finds the mask and nothing of notebook start-up, git or progress bars; the quiet
+TensorFlow import the layer modules share is ``_backend`` (standard library only).
+
+What a notebook calls is also available here, imported from ``tooling`` on first use:
+:func:`start_notebook`, :func:`profile`, :func:`report_metric`, :func:`load_record`,
+:func:`checkpoint_path`, :func:`progress`, :func:`epoch_progress`. Importing the package is cheap:
+TensorFlow loads only when a module that needs it is imported (``seq2seq``) or when a notebook
+calls :func:`start_notebook`.
 """
 
-from .profiles import PROFILE_NAMES, Profile, Settings, profile
-from .runtime import start_notebook
+from importlib import import_module
 
 __version__ = "0.1.0"
 
-__all__ = ["PROFILE_NAMES", "Profile", "Settings", "profile", "start_notebook", "__version__"]
-# changed
+# Name -> the module that defines it; imported when first asked for (PEP 562).
+_NOTEBOOK_HELPERS = {
+    "start_notebook": "tooling.runtime",
+    "progress": "tooling.runtime",
+    "epoch_progress": "tooling.runtime",
+    "profile": "tooling.profiles",
+    "checkpoint_path": "tooling.profiles",
+    "PROFILE_NAMES": "tooling.profiles",
+    "Profile": "tooling.profiles",
+    "Settings": "tooling.profiles",
+    "report_metric": "tooling.results",
+    "load_record": "tooling.results",
+}
+
+__all__ = [*_NOTEBOOK_HELPERS, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _NOTEBOOK_HELPERS:
+        return getattr(import_module(f".{_NOTEBOOK_HELPERS[name]}", __name__), name)
+    raise AttributeError(f"module 'transformer_course' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_NOTEBOOK_HELPERS])

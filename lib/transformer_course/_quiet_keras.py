@@ -2,12 +2,12 @@
 
 With the TensorFlow backend, importing Keras imports TensorFlow, whose C++ start-up INFO records
 (which differ by CPU, build and GPU driver) would reach the user's stderr. Importing TensorFlow
-here first, through :func:`transformer_course.runtime.import_tensorflow_quietly`, keeps them out
+here first, through :func:`transformer_course._backend.import_tensorflow_quietly`, keeps them out
 and leaves warnings and errors visible. With another backend nothing is imported here, so the
 layer modules need no TensorFlow.
 """
 
-from .runtime import configured_keras_backend, import_tensorflow_quietly
+from ._backend import configured_keras_backend, import_tensorflow_quietly
 
 if configured_keras_backend() == "tensorflow":
     try:

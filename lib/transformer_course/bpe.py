@@ -220,7 +220,7 @@ class BytePairEncoding:
         merges = []
         bar = None
         if progress:
-            from .runtime import progress as progress_bar
+            from ._progress import progress as progress_bar
 
             bar = progress_bar(total=num_merges, desc="BPE merges")
         while len(merges) < num_merges and heap:

@@ -22,12 +22,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._ids import PADDING_ID
 from ._validation import check_integer
 
 __all__ = ["greedy_decode", "beam_search", "batch_beam_search", "length_penalty", "NextTokenTable",
            "apply_temperature", "top_k_filter", "top_p_filter", "sample_decode"]
 
-_PADDING = 0
 
 
 class NextTokenTable:
@@ -93,7 +93,7 @@ def greedy_decode(next_token_probabilities: Callable, start_ids, end_id: int | N
     finished = np.zeros(decoded.shape[0], dtype=bool)
     for _ in range(max_length):
         next_ids = _probabilities(next_token_probabilities, decoded).argmax(axis=-1)  # (B,)
-        next_ids = np.where(finished, _PADDING, next_ids)
+        next_ids = np.where(finished, PADDING_ID, next_ids)
         decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
         finished |= next_ids == end_id
         if finished.all():
@@ -229,7 +229,7 @@ def sample_decode(next_token_probabilities: Callable, start_ids, end_id: int | N
         cumulative = np.cumsum(distributions, axis=-1)
         draws = generator.random(decoded.shape[0])[:, None] * cumulative[:, -1:]
         next_ids = np.minimum((cumulative <= draws).sum(axis=-1), distributions.shape[1] - 1)
-        next_ids = np.where(finished, _PADDING, next_ids)
+        next_ids = np.where(finished, PADDING_ID, next_ids)
         decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
         finished |= next_ids == end_id
         if finished.all():

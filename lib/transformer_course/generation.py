@@ -37,6 +37,7 @@ from keras import ops
 
 from ._validation import check_integer
 from .decoding import batch_beam_search, greedy_decode
+from .masks import PADDING_ID, padding_mask
 
 __all__ = ["model_blocks", "encode_source", "output_probabilities", "IncrementalDecoder", "CachedLanguageModel"]
 
@@ -61,7 +62,7 @@ def encode_source(model: keras.Model, source_ids):
     Returns:
         ``(encoded, source_mask)``: float ``(B, S, E)`` and bool ``(B, S)`` (True = real token).
     """
-    source_mask = ops.not_equal(source_ids, 0)
+    source_mask = padding_mask(source_ids)
     x = model.get_layer("source_embedding")(source_ids)
     for encoder in model_blocks(model, "encoder"):
         x = encoder(x, padding_mask=source_mask)
@@ -289,7 +290,7 @@ class CachedLanguageModel(_CachedModel):
         if prompt_ids.ndim != 2 or prompt_ids.shape[1] < 1 or prompt_ids.shape[1] > self.max_length:
             raise ValueError(f"`prompt_ids` must have shape (batch, t0) with 1 <= t0 <= {self.max_length}; "
                              f"received shape {prompt_ids.shape}.")
-        if (prompt_ids == 0).any():
+        if (prompt_ids == PADDING_ID).any():
             raise ValueError("`prompt_ids` must not contain padding (id 0): "
                              "every prompt in a batch needs the same length.")
         caches = [decoder.self_attention.initial_cache(prompt_ids.shape[0], self.max_length)

@@ -21,6 +21,7 @@ import numpy as np
 from keras import ops
 
 from ._validation import check_integer, check_model_sizes
+from .masks import PADDING_ID
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
@@ -108,7 +109,7 @@ def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tupl
     pieces = []
     for row in token_ids:
         row = np.asarray(row, dtype="int64").ravel()
-        pieces.extend([row[row != 0], [separator_id]])
+        pieces.extend([row[row != PADDING_ID], [separator_id]])
     stream = np.concatenate(pieces) if pieces else np.zeros(0, "int64")
     if len(stream) < 2:
         raise ValueError("`token_ids` must hold at least 2 tokens in all (separators included); "
@@ -151,7 +152,7 @@ def token_log_probabilities(model: keras.Model, inputs, targets, batch_size: int
         probabilities = model(inputs[rows], training=False)  # (b, L, V)
         chosen = ops.take_along_axis(probabilities, ops.expand_dims(targets[rows], -1), axis=-1)[..., 0]
         chosen = ops.convert_to_numpy(ops.cast(chosen, "float32")).astype("float64")
-        scores[rows] = np.where(targets[rows] != 0, np.log(np.maximum(chosen, np.finfo("float32").tiny)), 0.0)
+        scores[rows] = np.where(targets[rows] != PADDING_ID, np.log(np.maximum(chosen, np.finfo("float32").tiny)), 0.0)
     return scores
 
 
@@ -168,7 +169,7 @@ def perplexity(log_probabilities, targets) -> float:
     Raises:
         ValueError: if there is no real target token.
     """
-    real = np.asarray(targets) != 0
+    real = np.asarray(targets) != PADDING_ID
     if not real.any():
         raise ValueError("`targets` holds no real token (all padding): perplexity is undefined.")
     return float(np.exp(-np.asarray(log_probabilities, dtype="float64")[real].mean()))

@@ -20,18 +20,28 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 # isort: split
 from keras import ops
 
-__all__ = ["padding_mask", "causal_mask", "attention_mask", "combine_masks", "masked_softmax", "keras_mask"]
+from ._ids import PADDING_ID
+
+__all__ = ["PADDING_ID", "padding_mask", "causal_mask", "attention_mask", "combine_masks", "masked_softmax",
+           "keras_mask"]
 
 
-def padding_mask(token_ids, padding_id: int = 0):
+def padding_mask(token_ids, padding_id: int = PADDING_ID):
     """Which positions hold real tokens.
 
+    The only function of the course that tells padding from real tokens on tensors; NumPy code
+    compares with :data:`PADDING_ID`.
+
     Args:
-        token_ids: int tensor or array ``(B, T)``.
-        padding_id: int, the id used for padding (0 in this course).
+        token_ids: int tensor or array ``(B, T)`` (any shape: the mask has the same one).
+        padding_id: int, the id used for padding (:data:`PADDING_ID`, 0, in this course).
 
     Returns:
         bool ``(B, T)``: True where ``token_ids != padding_id``.
+
+    Example:
+        >>> padding_mask([[5, 3, 0]]).tolist()  # doctest: +SKIP
+        [[True, True, False]]
     """
     return ops.not_equal(token_ids, padding_id)
 

@@ -16,6 +16,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from .masks import PADDING_ID, padding_mask
+
 __all__ = [
     "element_accuracy",
     "sequence_accuracy",
@@ -104,8 +106,8 @@ def anti_diagonal_attention_mass(attention_weights) -> float:
     return float(np.mean(weights[:, np.arange(steps), steps - 1 - np.arange(steps)]))
 
 
-def _real_tokens(y_true, padding_id: int = 0):
-    return ops.cast(ops.not_equal(y_true, padding_id), "float32")
+def _real_tokens(y_true, padding_id: int = PADDING_ID):
+    return ops.cast(padding_mask(y_true, padding_id), "float32")
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -237,7 +239,7 @@ def _token_lists(name: str, texts) -> list[list]:
         if isinstance(text, str):
             raise TypeError(f"`{name}` must hold token sequences, not strings: split each text into tokens first; "
                             f"received {text!r:.60}.")
-        lists.append([token for token in np.asarray(text).tolist() if token != 0])  # padding is not text
+        lists.append([token for token in np.asarray(text).tolist() if token != PADDING_ID])  # padding is not text
     return lists
 
 

@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from ._ids import PADDING_ID
 from ._validation import check_integer
 
 __all__ = ["UnigramModel", "BigramModel", "scored_pairs"]
@@ -51,7 +52,7 @@ def scored_pairs(token_ids, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
     if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
         raise ValueError(f"`token_ids` must lie in 0..{vocab_size - 1}; received ids from {ids.min()} to {ids.max()}.")
     previous, following = ids[:, :-1].ravel(), ids[:, 1:].ravel()
-    real = (previous != 0) & (following != 0)
+    real = (previous != PADDING_ID) & (following != PADDING_ID)
     return previous[real], following[real]
 
 
@@ -72,7 +73,7 @@ class UnigramModel:
     def fit(self, token_ids) -> UnigramModel:
         """Count the real tokens of int ``(N, T)`` ``token_ids``; returns the model."""
         ids = np.asarray(token_ids, dtype="int64").ravel()
-        counts = np.bincount(ids[ids != 0], minlength=self.vocab_size).astype("float64")[:self.vocab_size]
+        counts = np.bincount(ids[ids != PADDING_ID], minlength=self.vocab_size).astype("float64")[:self.vocab_size]
         counts[1:] += 1.0
         counts[0] = 0.0
         with np.errstate(divide="ignore"):

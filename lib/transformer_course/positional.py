@@ -18,6 +18,7 @@ import numpy as np
 from keras import ops
 
 from ._validation import check_integer
+from .masks import padding_mask
 
 __all__ = ["sinusoidal_encoding", "PositionalEmbedding", "RelativePositionBias"]
 
@@ -121,7 +122,7 @@ class PositionalEmbedding(keras.layers.Layer):
         return self.token_embedding(inputs) + self.position_embedding(positions)  # (B, T, E)
 
     def compute_mask(self, inputs, mask=None, start_index=0, reverse=False):
-        return ops.not_equal(inputs, 0) if self.mask_zero and not reverse else None
+        return padding_mask(inputs) if self.mask_zero and not reverse else None
 
     def compute_output_spec(self, inputs, start_index=0, reverse=False):
         shape = tuple(inputs.shape[:-1]) + (self.vocab_size,) if reverse else tuple(inputs.shape) + (self.embed_dim,)

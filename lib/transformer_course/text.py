@@ -28,7 +28,8 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 import numpy as np
 
-from .runtime import import_tensorflow_quietly
+from ._backend import import_tensorflow_quietly
+from ._ids import PADDING_ID
 
 # tf.data and tf.strings, whatever the Keras backend; imported without the start-up INFO records.
 tf = import_tensorflow_quietly()
@@ -160,7 +161,7 @@ def trim_padding(token_ids):
     Returns:
         int ``(L,)`` with ``L`` = number of non-zero ids.
     """
-    length = tf.reduce_sum(tf.cast(tf.not_equal(token_ids, 0), tf.int32))
+    length = tf.reduce_sum(tf.cast(tf.not_equal(token_ids, PADDING_ID), tf.int32))
     return token_ids[:length]
 
 

@@ -22,33 +22,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 # isort: split
 import keras
 
-from .profiles import profile
-
-__all__ = ["fit_best", "checkpoint_path", "EpochScores", "WarmupCosineDecay", "WarmupLinearDecay"]
-
-
-def checkpoint_path(name: str, folder: str | Path = "checkpoints", profile_name: str | None = None) -> Path:
-    """Where a notebook keeps the checkpoint called ``name``: one folder per profile.
-
-    A smoke run (CI, nbval) and a full run of the same notebook write different files, so a quick
-    check never overwrites the checkpoint a full run reloads.
-
-    Args:
-        name: str, a file-name stem such as ``"english_to_spanish"``.
-        folder: the checkpoints folder (default ``checkpoints``, beside the notebook).
-        profile_name: ``"smoke"`` or ``"full"``; default: the active profile (``COURSE_PROFILE``).
-
-    Returns:
-        ``Path(folder) / profile_name / f"{name}.keras"`` (the folder is created).
-
-    Raises:
-        ValueError: for an empty ``name`` or one with a path separator.
-    """
-    if not name or "/" in name or "\\" in name:
-        raise ValueError(f"`name` must be a plain file-name stem; received {name!r}.")
-    directory = Path(folder) / (profile_name or profile().name)
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory / f"{name}.keras"
+__all__ = ["fit_best", "EpochScores", "WarmupCosineDecay", "WarmupLinearDecay"]
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -234,7 +208,7 @@ def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: s
         epochs: int >= 1, the most epochs to run.
         patience: int >= 1, epochs without a lower validation loss before stopping.
         checkpoint: path of a ``.keras`` file to save the best epoch to and reload from (see
-            :func:`checkpoint_path`); None keeps the best weights in memory instead.
+            :func:`transformer_course.checkpoint_path`); None keeps the best weights in memory instead.
         budget_minutes: float > 0, wall-clock minutes training may take; None for no budget.
         callbacks: more Keras callbacks (a progress bar, a learning-rate schedule).
         clock: the clock in seconds (tests pass a fake one).

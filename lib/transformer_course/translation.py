@@ -22,6 +22,7 @@ from keras import ops
 from ._validation import check_integer, check_model_sizes, check_texts
 from .decoding import beam_search
 from .generation import IncrementalDecoder, encode_source, model_blocks, output_probabilities
+from .masks import padding_mask
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder, TransformerEncoder
 
@@ -111,7 +112,7 @@ def cross_attention_weights(model: keras.Model, source_ids, target_ids):
     """
     source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
     target_ids = ops.convert_to_tensor(np.asarray(target_ids), dtype="int32")
-    target_mask = ops.not_equal(target_ids, 0)
+    target_mask = padding_mask(target_ids)
     x, source_mask = encode_source(model, source_ids)
     y = model.get_layer("target_embedding")(target_ids)
     decoders = model_blocks(model, "decoder")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._files import write_text_atomically
+from .._files import write_text_atomically
 
 __all__ = [
     "METRICS_FILE_VARIABLE",
@@ -137,7 +137,7 @@ def write_record(
         profile: str, the profile the run used.
         metrics: the metrics from :func:`read_report`.
         seconds: float, wall-clock run time of the whole notebook.
-        hardware, versions, commit: from :mod:`transformer_course.runtime`.
+        hardware, versions, commit: from :mod:`transformer_course.tooling.runtime`.
     """
     record = {
         "notebook": notebook,
@@ -162,7 +162,7 @@ def load_records(results_dir: str | os.PathLike) -> list[dict]:
 
 # The full-profile records as of the last `transformer-course release`, shipped inside the package so
 # that a notebook run from a pip install or in Colab (no results/ folder) still reads them.
-PACKAGED_RECORDS = Path(__file__).with_name("records")
+PACKAGED_RECORDS = Path(__file__).parent.parent / "records"
 
 
 def load_record(notebook: str, results_dir: str | os.PathLike = "../results") -> dict | None:

@@ -9,7 +9,7 @@ per notebook to ``results/``.
 or rewrites the README's copy of it.
 
 ``transformer-course site [--output build/site]`` builds the course website from the student
-notebooks and the records (:mod:`transformer_course.website`) and fails on a broken internal link.
+notebooks and the records (:mod:`transformer_course.tooling.website`) and fails on a broken internal link.
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ def _command_site(arguments) -> int:
 
 
 def _command_release(arguments) -> int:
-    from ._files import write_text_atomically
-    from .grading.markup import MarkupError, release_folder
+    from .._files import write_text_atomically
+    from ..grading.markup import MarkupError, release_folder
     from .publishing import publication, run_time_line, stamp
 
     notebooks_dir = Path(arguments.notebooks_dir)
@@ -170,8 +170,8 @@ def read_seed_file(path) -> int:
 
 
 def _command_grade(arguments) -> int:
-    from .grading.grader import draw_seed, grade_folder, parse_shard
-    from .grading.sandbox import Limits, SandboxUnavailable
+    from ..grading.grader import draw_seed, grade_folder, parse_shard
+    from ..grading.sandbox import Limits, SandboxUnavailable
 
     try:
         shard = None if arguments.shard is None else parse_shard(arguments.shard)
@@ -195,7 +195,7 @@ def _command_grade(arguments) -> int:
         except (OSError, ValueError) as error:
             print(f"grade: {error}", file=sys.stderr)
             return 2
-    from .grading.exports import OverrideError
+    from ..grading.exports import OverrideError
 
     try:
         overrides = _overrides(arguments)
@@ -213,14 +213,14 @@ def _command_grade(arguments) -> int:
 
 def _overrides(arguments):
     """The rows of ``--overrides`` (None without it); raises OverrideError or OSError with the reason."""
-    from .grading.exports import read_overrides
+    from ..grading.exports import read_overrides
 
     return None if arguments.overrides is None else read_overrides(arguments.overrides)
 
 
 def _command_merge_grades(arguments) -> int:
-    from .grading.exports import OverrideError
-    from .grading.grader import MergeError, merge_grades
+    from ..grading.exports import OverrideError
+    from ..grading.grader import MergeError, merge_grades
 
     try:
         results = merge_grades(arguments.shards, arguments.out, overrides=_overrides(arguments))
@@ -236,8 +236,8 @@ def _command_merge_grades(arguments) -> int:
 def _command_export(arguments) -> int:
     import json
 
-    from ._files import write_text_atomically
-    from .grading.exports import OverrideError, canvas_gradebook, gradescope_results
+    from .._files import write_text_atomically
+    from ..grading.exports import OverrideError, canvas_gradebook, gradescope_results
 
     try:
         if arguments.format == "canvas":
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     merge.set_defaults(handler=_command_merge_grades)
 
     arguments = parser.parse_args(argv)
-    from .datasets import pin_data_directory
+    from ..datasets import pin_data_directory
 
     pin_data_directory()  # kernels run in the notebooks' folder, not where the command was typed
     return arguments.handler(arguments)

@@ -7,7 +7,7 @@
   machine-dependent INFO records removed, progress bars collapsed to their final line.
 * :func:`summary_table` — notebook, status, seconds, headline metric.
 
-The ``transformer-course run`` command (:mod:`transformer_course.cli`) is a thin wrapper.
+The ``transformer-course run`` command (:mod:`transformer_course.tooling.cli`) is a thin wrapper.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def drop_info_records_from_outputs(notebook) -> None:
 
     Records logged after start-up (XLA's "Compiled cluster using XLA!", oneDNN notices on Intel
     CPUs) depend on the machine, so they must not land in a stored notebook; warnings and errors
-    stay (see :func:`transformer_course.runtime.drop_info_records`). A stderr output left empty
+    stay (see :func:`transformer_course._backend.drop_info_records`). A stderr output left empty
     is removed.
     """
     for cell in notebook.cells:
@@ -284,13 +284,13 @@ def summary_table(runs: list[NotebookRun]) -> str:
 def record_smoke_times(runs: list[NotebookRun], results_dir: Path) -> Path:
     """Merge the passing runs' seconds into ``results_dir/smoke/seconds.json``; return its path.
 
-    The notebooks' run-time lines (:func:`transformer_course.publishing.run_time_line`) read it.
+    The notebooks' run-time lines (:func:`transformer_course.tooling.publishing.run_time_line`) read it.
     Each entry: ``{"seconds", "hardware", "finished_at"}``; notebooks not in ``runs`` keep theirs.
     """
     import json
     from datetime import datetime
 
-    from ._files import write_text_atomically
+    from .._files import write_text_atomically
 
     path = Path(results_dir) / "smoke" / "seconds.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ and the instructors' guides (the README's sections), and one page per notebook. 
 README's text to files of the repository become links to GitHub at the release tag.
 
 The address of the published site comes from the publication setting the Colab badges use
-(:attr:`transformer_course.publishing.Publication.site_address`).
+(:attr:`transformer_course.tooling.publishing.Publication.site_address`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ _NOTEBOOK_ROW = re.compile(
 )
 _MARKDOWN_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 _SPHINX_CONFIGURATION = '''\
-# Written by `transformer-course site`; edit lib/transformer_course/website.py instead.
+# Written by `transformer-course site`; edit lib/transformer_course/tooling/website.py instead.
 project = "transformer-course"
 author = "the transformer-course authors"
 copyright = "the transformer-course authors, Apache License 2.0"

@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["PROFILE_NAMES", "DEFAULT_PROFILE", "Profile", "Settings", "profile"]
+__all__ = ["PROFILE_NAMES", "DEFAULT_PROFILE", "Profile", "Settings", "profile", "checkpoint_path"]
 
 DEFAULT_PROFILE = "full"
 
@@ -373,3 +374,27 @@ def profile(name: str | None = None) -> Profile:
             f"{', '.join(PROFILE_NAMES)}."
         )
     return Profile(name)
+
+
+def checkpoint_path(name: str, folder: str | Path = "checkpoints", profile_name: str | None = None) -> Path:
+    """Where a notebook keeps the checkpoint called ``name``: one folder per profile.
+
+    A smoke run (CI, nbval) and a full run of the same notebook write different files, so a quick
+    check never overwrites the checkpoint a full run reloads.
+
+    Args:
+        name: str, a file-name stem such as ``"english_to_spanish"``.
+        folder: the checkpoints folder (default ``checkpoints``, beside the notebook).
+        profile_name: ``"smoke"`` or ``"full"``; default: the active profile (``COURSE_PROFILE``).
+
+    Returns:
+        ``Path(folder) / profile_name / f"{name}.keras"`` (the folder is created).
+
+    Raises:
+        ValueError: for an empty ``name`` or one with a path separator.
+    """
+    if not name or "/" in name or "\\" in name:
+        raise ValueError(f"`name` must be a plain file-name stem; received {name!r}.")
+    directory = Path(folder) / (profile_name or profile().name)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{name}.keras"

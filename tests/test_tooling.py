@@ -1,0 +1,73 @@
+"""The package's two parts: no subject module imports the machinery (``tooling``), read from every
+import statement; importing a layer module loads none of it; the notebook helpers are reachable
+from the package itself."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "transformer_course"
+# Every module but the machinery's own and the package's __init__ (which re-exports the notebook
+# helpers lazily); the exercises and the grader may use each other, the subject neither.
+OUTSIDE_TOOLING = sorted(path for path in PACKAGE.rglob("*.py") if path.parent != PACKAGE / "tooling"
+                         and path != PACKAGE / "__init__.py")
+SUBJECT = [path for path in OUTSIDE_TOOLING if path.parent == PACKAGE]
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module an import statement of `path` names, relative ones resolved inside the package."""
+    package = ["transformer_course", *path.parent.relative_to(PACKAGE).parts]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_the_rule_is_read_from_real_imports():
+    """The reader resolves relative imports: the runner's own imports of the machinery are seen."""
+    assert "transformer_course.tooling.results" in _imported_modules(PACKAGE / "tooling" / "runner.py")
+    assert "transformer_course._quiet_keras" in _imported_modules(PACKAGE / "masks.py")
+    assert "transformer_course.exercises.values" in _imported_modules(PACKAGE / "grading" / "protocol.py")
+
+
+def _reached(path: Path, parts: tuple[str, ...]) -> list[str]:
+    return sorted(name for name in _imported_modules(path) for part in parts
+                  if name == f"transformer_course.{part}" or name.startswith(f"transformer_course.{part}."))
+
+
+@pytest.mark.parametrize("path", OUTSIDE_TOOLING, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_nothing_outside_the_machinery_imports_it(path):
+    assert not _reached(path, ("tooling",)), f"{path.relative_to(PACKAGE)} imports {_reached(path, ('tooling',))}"
+
+
+@pytest.mark.parametrize("path", SUBJECT, ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_no_subject_module_imports_the_grader_or_the_exercises(path):
+    reached = _reached(path, ("grading", "exercises"))
+    assert not reached, f"{path.relative_to(PACKAGE)} imports {reached}"
+
+
+def test_a_layer_module_loads_nothing_of_the_machinery():
+    code = ("import sys, transformer_course.masks, transformer_course.attention; "
+            "print(sorted(name for name in sys.modules if name.startswith('transformer_course.tooling')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_notebook_helpers_come_from_the_package():
+    import transformer_course as course
+    from transformer_course.tooling import profiles, results, runtime
+
+    assert course.start_notebook is runtime.start_notebook and course.report_metric is results.report_metric
+    assert course.checkpoint_path is profiles.checkpoint_path and course.load_record is results.load_record
+    assert set(course.__all__) <= set(dir(course))
+    with pytest.raises(AttributeError, match="no attribute 'no_such_helper'"):
+        course.no_such_helper  # noqa: B018
