@@ -64,6 +64,8 @@ html_theme_options = {{
     "use_repository_button": True,
     "use_download_button": False,
     "show_toc_level": 2,
+    # The results page is one wide table and no sections: no contents column beside it.
+    "secondary_sidebar_items": {{"**": ["page-toc"], "results": []}},
 }}
 # MathJax from the site itself (relative to _static), so formulas render without the network.
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
@@ -96,6 +98,9 @@ _FAVICON = (
 
 # On a phone, a long inline name (a call with its arguments) breaks instead of widening the page.
 _STYLE = """\
+/* The results table has seven columns: the page it is on gets the whole width, the table small type. */
+.bd-main .bd-content .bd-article-container:has(.results-table) { max-width: 100%; }
+.results-table table { font-size: 0.85em; }
 @media (max-width: 600px) {
     code.literal span.pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 }
@@ -266,7 +271,8 @@ def _results_page(readme: str, results_dir: Path) -> str:
 
     body = _readme_section(readme, "Results")
     table = results_table(load_records(results_dir))
-    body = re.sub(re.escape(_TABLE_START) + ".*?" + re.escape(_TABLE_END), lambda _: table.strip(), body, flags=re.S)
+    wide = "```{container} results-table\n" + table.strip() + "\n```"
+    body = re.sub(re.escape(_TABLE_START) + ".*?" + re.escape(_TABLE_END), lambda _: wide, body, flags=re.S)
     return "# Results of the recorded runs\n\n" + body
 
 
