@@ -29,6 +29,7 @@ __all__ = [
     "load_record",
     "headline",
     "results_table",
+    "replace_results_table",
     "update_readme_table",
 ]
 
@@ -225,6 +226,18 @@ def results_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def replace_results_table(text: str, replacement: str, where: str = "the text") -> str:
+    """``text`` with its results-table block, both marker lines included, replaced by ``replacement``.
+
+    Raises:
+        ValueError: if ``text`` lacks the two marker lines (``where`` names it in the message).
+    """
+    start, end = text.find(_TABLE_START), text.find(_TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{where} must contain the lines {_TABLE_START} and {_TABLE_END}.")
+    return text[:start] + replacement + text[end + len(_TABLE_END):]
+
+
 def update_readme_table(readme: str | os.PathLike, results_dir: str | os.PathLike) -> bool:
     """Regenerate the table between the README's results-table markers.
 
@@ -236,11 +249,8 @@ def update_readme_table(readme: str | os.PathLike, results_dir: str | os.PathLik
     """
     path = Path(readme)
     text = path.read_text(encoding="utf-8")
-    start, end = text.find(_TABLE_START), text.find(_TABLE_END)
-    if start < 0 or end < start:
-        raise ValueError(f"{path} must contain the lines {_TABLE_START} and {_TABLE_END}.")
     table = results_table(load_records(results_dir))
-    new = text[: start + len(_TABLE_START)] + "\n" + table + "\n" + text[end:]
+    new = replace_results_table(text, f"{_TABLE_START}\n{table}\n{_TABLE_END}", where=str(path))
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text

@@ -125,11 +125,13 @@ def _site_links(text: str, setting: Publication, notebook_files: set[str]) -> st
         if target.startswith("#"):
             return f"]({setting.repository}/blob/{setting.ref}/README.md{target})"
         path = target.split("#")[0]
-        if path in notebook_files or path in {f"{page}.md" for page in SITE_PAGES}:
+        if path in site_files:
             return match[0]  # already a page of the site
-        if path.startswith("release/") and path[len("release/"):] in notebook_files:
-            return f"]({path[len('release/'):]})"
+        if path.removeprefix("release/") in notebook_files:
+            return f"]({path.removeprefix('release/')})"
         return f"]({setting.repository}/blob/{setting.ref}/{target})"
+
+    site_files = notebook_files | {f"{page}.md" for page in SITE_PAGES}
 
     return _MARKDOWN_LINK.sub(rewrite, text)
 
@@ -267,12 +269,11 @@ def build_site(
 
 
 def _results_page(readme: str, results_dir: Path) -> str:
-    from .results import _TABLE_END, _TABLE_START, load_records, results_table
+    from .results import load_records, replace_results_table, results_table
 
-    body = _readme_section(readme, "Results")
     table = results_table(load_records(results_dir))
-    wide = "```{container} results-table\n" + table.strip() + "\n```"
-    body = re.sub(re.escape(_TABLE_START) + ".*?" + re.escape(_TABLE_END), lambda _: wide, body, flags=re.S)
+    body = replace_results_table(_readme_section(readme, "Results"), f"```{{container}} results-table\n{table}\n```",
+                                 where="the README's Results section")
     return "# Results of the recorded runs\n\n" + body
 
 
