@@ -2,8 +2,14 @@
 the instructor notebooks' solutions and hidden tests."""
 
 import re
+from pathlib import Path
 
 from transformer_course.grading.markup import HIDDEN_BEGIN, HIDDEN_END, SOLUTION_BEGIN, SOLUTION_END
+
+ROOT = Path(__file__).resolve().parents[1]
+# The course notebooks that hold graded exercises, by number ("01", ...).
+WITH_EXERCISES = sorted({path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+                         if '"grade_id": "exercise_' in path.read_text(encoding="utf-8")})
 
 
 def solution_lines(notebook) -> set:

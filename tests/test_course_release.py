@@ -4,6 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from solutions import WITH_EXERCISES
 from solutions import solution_lines as solution_lines_of
 
 from transformer_course.exercises import EXERCISES
@@ -12,8 +13,6 @@ from transformer_course.grading.sandbox import Limits, sandbox_available
 from transformer_course.tooling.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-WITH_EXERCISES = sorted({path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
-                         if '"grade_id": "exercise_' in path.read_text(encoding="utf-8")})
 LIMITS = Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144)
 
 
