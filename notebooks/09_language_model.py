@@ -361,7 +361,8 @@ print(f"time for {len(prompts)} × {settings.generation_length} tokens: recomput
 # - **top-k**: keep the $k$ most likely tokens, renormalise (Fan et al., 2018);
 # - **top-p** (nucleus): keep the smallest set of most likely tokens whose probability reaches
 #   $p$, renormalise (Holtzman et al., 2020) — the set is small where the model is sure and large
-#   where it is not.
+#   where it is not. As a rule on ranked tokens: keep a token while the probability ranked above
+#   it is at most $p$ (`top_p_filter`, as keras-hub's `TopPSampler`).
 #
 # One rule holds for all of them, as it did for the cache above: **`[UNK]` is never
 # generated.** It stands for every word outside the vocabulary, so the model predicts it often
@@ -531,8 +532,9 @@ print(f"training time:   ours {facts['seconds'] / 60:.0f} min on this machine's 
 # ### Exercise 09.1 — softmax with a temperature (2 points)
 #
 # Write `softmax_with_temperature(logits, temperature)`: `logits` is float `(B, V)`; return the
-# softmax of `logits / temperature` along the last axis, `(B, V)`. Subtract each row's maximum
-# before the exponential, so large logits do not overflow.
+# softmax of `logits / temperature` along the last axis, `(B, V)`. Subtract each row's own maximum
+# before the exponential, so large logits do not overflow (one maximum for the whole array is not
+# enough: a row far below it would underflow to 0 / 0).
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_09_1", "locked": false, "schema_version": 3, "solution": true}
 def softmax_with_temperature(logits, temperature):
@@ -558,9 +560,11 @@ assert evaluate_hidden("09.1", softmax_with_temperature, seed=7).passed
 # ### Exercise 09.2 — the top-p (nucleus) filter (3 points)
 #
 # Write `nucleus_filter(probabilities, p)`: `probabilities` is float `(B, V)`, each row summing
-# to 1. In each row keep the smallest set of most likely tokens whose probabilities add up to at
-# least `p` (so the token that crosses `p` is kept), set the others to 0, and renormalise the
-# row to sum to 1. Ties in probability: the lower id ranks first.
+# to 1. Rank each row's tokens from most to least likely (ties in probability: the lower id first)
+# and keep a token while the probability of the tokens ranked above it is **at most** `p` (`<=`,
+# the rule of keras-hub's `TopPSampler` and of `decoding.top_p_filter`): the most likely token is
+# always kept, and so is the token that makes the total reach `p`. Set the others to 0 and
+# renormalise the row to sum to 1.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_09_2", "locked": false, "schema_version": 3, "solution": true}
 def nucleus_filter(probabilities, p):
@@ -569,7 +573,7 @@ def nucleus_filter(probabilities, p):
     probabilities = np.asarray(probabilities, dtype="float64")
     order = np.argsort(-probabilities, axis=-1, kind="stable")
     ranked = np.take_along_axis(probabilities, order, axis=-1)
-    keep = np.cumsum(ranked, axis=-1) - ranked < p  # the mass ranked above a token is still short of p
+    keep = np.cumsum(ranked, axis=-1) - ranked <= p  # the mass ranked above a token is at most p
     kept = np.zeros_like(probabilities)
     np.put_along_axis(kept, order, np.where(keep, ranked, 0.0), axis=-1)
     return kept / kept.sum(axis=-1, keepdims=True)

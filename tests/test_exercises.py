@@ -195,11 +195,27 @@ def test_nan_in_a_fully_masked_row_fails_with_a_hint():
     assert "NaN in the weights" in verdict.message
 
 
+def _softmax_with_one_global_maximum(logits, temperature):
+    with np.errstate(all="ignore"):
+        weights = np.exp((np.asarray(logits) - np.max(logits)) / temperature)
+        return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def _nucleus_below_p(probabilities, p):  # keeps a token while the mass above is *below* p: drops the exact tie
+    order = np.argsort(-probabilities, axis=-1, kind="stable")
+    ranked = np.take_along_axis(probabilities, order, axis=-1)
+    kept = np.zeros_like(probabilities)
+    np.put_along_axis(kept, order, np.where(np.cumsum(ranked, axis=-1) - ranked < p, ranked, 0.0), axis=-1)
+    return kept / kept.sum(axis=-1, keepdims=True)
+
+
 @pytest.mark.parametrize("exercise_id, mistake, words", [
     ("02.1", lambda query, keys, weight: keys @ weight.T @ query, "`weight` transposed"),
     ("04.2", lambda x, num_heads: x.reshape(x.shape[0], num_heads, x.shape[1], -1), "reshape to (B, T, N, H) first"),
     ("04.3", lambda x: x.reshape(x.shape[0], x.shape[2], -1), "transpose (B, N, T, H) to (B, T, N, H)"),
     ("06.1", lambda values, mask: values.max(axis=1), "padding positions took part"),
+    ("09.1", _softmax_with_one_global_maximum, "each row's own maximum"),
+    ("09.2", _nucleus_below_p, "at most p (<="),
 ])
 def test_usual_mistakes_get_a_hint(exercise_id, mistake, words):
     verdict = evaluate(exercise_id, mistake)

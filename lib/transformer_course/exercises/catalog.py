@@ -280,6 +280,9 @@ def _temperature_hint(arguments, received, expected):
         weights = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
         if temperature != 1 and _same(received, weights / weights.sum(axis=-1, keepdims=True)):
             return message
+    if len(logits) > 1 and not np.all(np.isfinite(np.asarray(received, dtype="float64"))):
+        return ("a row came out as nan or inf: subtract each row's own maximum (axis=-1, keepdims=True), not one "
+                "maximum of the whole array; a row far below it underflows to 0 / 0.")
     return None
 
 
@@ -327,9 +330,16 @@ def _nucleus_hint(arguments, received, expected):
     ranked = np.take_along_axis(probabilities, order, axis=-1)
     short = np.zeros_like(probabilities)
     np.put_along_axis(short, order, np.where(np.cumsum(ranked, axis=-1) <= p, ranked, 0.0), axis=-1)
-    if np.all(short.sum(axis=-1) > 0) and _same(received, short / short.sum(axis=-1, keepdims=True)):
-        return ("the token that makes the total reach p is missing: keep a token while the probability ranked "
-                "above it is still below p.")
+    above = np.cumsum(ranked, axis=-1) - ranked
+    strict = np.zeros_like(probabilities)
+    np.put_along_axis(strict, order, np.where(above < p, ranked, 0.0), axis=-1)
+    for candidate, message in (
+            (strict, "a token whose probability ranked above it is exactly p was dropped: keep a token while that "
+                     "mass is at most p (<=, the rule of keras-hub's TopPSampler), not below it."),
+            (short, "the token that makes the total reach p is missing: keep a token while the probability ranked "
+                    "above it is at most p.")):
+        if np.all(candidate.sum(axis=-1) > 0) and _same(received, candidate / candidate.sum(axis=-1, keepdims=True)):
+            return message
     kept = np.asarray(expected, dtype="float64") > 0
     if _same(received, np.where(kept, probabilities, 0.0)):
         return "the kept probabilities are not renormalised: divide each row by its sum."

@@ -403,7 +403,9 @@ def _temperature_cases(rng):
     return [("3 logits, T = 1", {"logits": np.array([[1.0, 2.0, 3.0]]), "temperature": 1.0}),
             ("2 rows of 6, T = 0.5 (sharper)", {"logits": rng.normal(size=(2, 6)) * 2, "temperature": 0.5}),
             ("4 rows of 10, T = 2 (flatter)", {"logits": rng.normal(size=(4, 10)) * 3, "temperature": 2.0}),
-            ("large logits, T = 0.1", {"logits": np.array([[1000.0, 999.0, 990.0]]), "temperature": 0.1})]
+            ("large logits, T = 0.1", {"logits": np.array([[1000.0, 999.0, 990.0]]), "temperature": 0.1}),
+            ("two rows of very different scale, T = 1",
+             {"logits": np.array([[1000.0, 999.0, 990.0], [1.0, 2.0, 3.0]]), "temperature": 1.0})]
 
 
 def _nucleus_reference(probabilities, p):
@@ -412,7 +414,7 @@ def _nucleus_reference(probabilities, p):
     for index, row in enumerate(probabilities):
         total = 0.0
         for token in sorted(range(len(row)), key=lambda token: (-row[token], token)):
-            if total >= p:
+            if total > p:  # keep a token while the mass ranked above it is at most p
                 break
             result[index, token] = row[token]
             total += row[token]
@@ -428,7 +430,9 @@ def _nucleus_cases(rng):
     return [("[0.5, 0.3, 0.15, 0.05], p = 0.7", {"probabilities": np.array([[0.5, 0.3, 0.15, 0.05]]), "p": 0.7}),
             ("3 rows of 8, p = 0.9", {"probabilities": rows(3, 8), "p": 0.9}),
             ("2 rows of 20, p = 0.35", {"probabilities": rows(2, 20), "p": 0.35}),
-            ("p = 1 keeps every token", {"probabilities": rows(1, 5), "p": 1.0})]
+            ("p = 1 keeps every token", {"probabilities": rows(1, 5), "p": 1.0}),
+            ("[0.125, 0.5, 0.125, 0.25], p = 0.75: the mass above id 0 is exactly p; ids 0 and 2 tie",
+             {"probabilities": np.array([[0.125, 0.5, 0.125, 0.25]]), "p": 0.75})]
 
 
 # --- 10: the Vision Transformer -------------------------------------------------------------
