@@ -113,3 +113,49 @@ def test_token_log_probabilities_pick_the_target_and_skip_padding():
     assert perplexity(np.full((1, 3), -np.log(30.0)), [[1, 2, 3]]) == pytest.approx(30.0)  # uniform over 30 words
     with pytest.raises(ValueError, match="no real token"):
         perplexity(np.zeros((1, 2)), [[0, 0]])
+
+
+def test_bits_per_character_is_the_summed_code_length_over_the_characters():
+    from transformer_course.language_model import bits_per_character
+
+    scores = np.log(np.array([[0.5, 0.25, 1.0], [0.125, 0.0, 0.0]]))
+    scores[1, 1:] = 0.0  # padding targets hold 0
+    targets = np.array([[4, 5, 6], [7, 0, 0]])
+    assert bits_per_character(scores, targets, characters=3) == pytest.approx((1 + 2 + 0 + 3) / 3)
+    with pytest.raises(ValueError, match="characters"):
+        bits_per_character(scores, targets, characters=0)
+    with pytest.raises(ValueError, match="no real token"):
+        bits_per_character(scores, np.zeros_like(targets), characters=3)
+
+
+def test_compressors_find_repetition_and_cannot_compress_random_bytes_much():
+    from transformer_course.language_model import compressor_bits_per_character
+
+    repeated = compressor_bits_per_character("the film was good. " * 500)
+    rng = np.random.default_rng(0)
+    random_text = "".join(chr(c) for c in rng.integers(33, 127, size=20_000))  # 94 printable ASCII characters
+    scattered = compressor_bits_per_character(random_text)
+    assert set(repeated) == {"zlib -9", "bz2 -9", "xz -9e"}
+    assert all(value < 0.3 for value in repeated.values())
+    assert all(np.log2(94) - 0.1 < value < 8.0 for value in scattered.values())  # no coder beats the entropy
+    with pytest.raises(ValueError, match="empty"):
+        compressor_bits_per_character("")
+
+
+def test_row_batches_go_on_where_the_last_epoch_ended_and_cover_every_row_each_pass():
+    from transformer_course.language_model import RowBatches
+
+    inputs = np.arange(10)[:, None] * np.ones((1, 3), "int32")
+    batches = RowBatches(inputs, inputs + 1, batch_size=4, batches_per_epoch=2, seed=3)
+    seen = []
+    for _ in range(5):  # 5 epochs of 2 batches of 4: 40 rows, four passes over the 10
+        for index in range(len(batches)):
+            x, y = batches[index]
+            assert x.shape == (4, 3) and np.array_equal(y, x + 1)
+            seen.extend(x[:, 0])
+        batches.on_epoch_end()
+    assert sorted(seen[:10]) == list(range(10)) and sorted(seen[10:20]) == list(range(10))
+    whole = RowBatches(inputs, inputs, batch_size=4)
+    assert len(whole) == 3 and sorted(np.concatenate([whole[i][0][:, 0] for i in range(3)])) == list(range(10))
+    with pytest.raises(ValueError, match="inputs"):
+        RowBatches(inputs, inputs[:5], batch_size=4)

@@ -16,6 +16,11 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
 # isort: split
+import bz2
+import lzma
+import math
+import zlib
+
 import keras
 import numpy as np
 from keras import ops
@@ -25,7 +30,8 @@ from .masks import PADDING_ID
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
-__all__ = ["build_language_model", "running_text_chunks", "token_log_probabilities", "perplexity"]
+__all__ = ["build_language_model", "running_text_chunks", "token_log_probabilities", "perplexity",
+           "bits_per_character", "compressor_bits_per_character", "RowBatches"]
 
 
 def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int = 256, intermediate_dim: int = 1024,
@@ -173,3 +179,129 @@ def perplexity(log_probabilities, targets) -> float:
     if not real.any():
         raise ValueError("`targets` holds no real token (all padding): perplexity is undefined.")
     return float(np.exp(-np.asarray(log_probabilities, dtype="float64")[real].mean()))
+
+
+def bits_per_character(log_probabilities, targets, characters: int) -> float:
+    """The model's code length of a text: summed negative log-likelihood in bits, per character.
+
+    A language model is a compressor: an arithmetic coder driven by its next-token probabilities
+    writes a text in (almost exactly) ``-sum log2 p`` bits. Dividing by the characters the
+    scored tokens cover gives a number independent of the tokeniser, comparable with any other
+    model — and with general-purpose compressors on the same text
+    (:func:`compressor_bits_per_character`).
+
+    Args:
+        log_probabilities: float ``(R, L)`` natural-log probabilities from
+            :func:`token_log_probabilities`; padding targets hold 0 and add nothing.
+        targets: int ``(R, L)``; 0 = padding, not counted.
+        characters: int > 0, the number of characters (Unicode code points) of the text the
+            real targets spell out.
+
+    Returns:
+        float, bits per character.
+
+    Raises:
+        ValueError: for ``characters`` below 1, or targets without a real token.
+
+    Example:
+        >>> round(bits_per_character(np.log([[0.5, 0.25]]), np.array([[5, 6]]), characters=3), 6)
+        1.0
+    """
+    characters = check_integer("characters", characters)
+    real = np.asarray(targets) != PADDING_ID
+    if not real.any():
+        raise ValueError("`targets` holds no real token (all padding): there is nothing to score.")
+    return float(-np.asarray(log_probabilities, dtype="float64")[real].sum() / math.log(2) / characters)
+
+
+def compressor_bits_per_character(text: str) -> dict[str, float]:
+    """Bits per character of ``text`` after three general-purpose compressors of Python's standard library.
+
+    The text is encoded as UTF-8 and compressed whole with ``zlib`` (level 9, DEFLATE: LZ77 and
+    Huffman codes), ``bz2`` (level 9, the Burrows-Wheeler transform) and ``lzma`` (preset
+    ``9 | PRESET_EXTREME``, the xz format: LZ77 with range coding); each result is the compressed
+    size in bits divided by the characters of ``text``. A language model's
+    :func:`bits_per_character` on the same text is the fair comparison.
+
+    Args:
+        text: str, non-empty.
+
+    Returns:
+        dict ``{"zlib -9": float, "bz2 -9": float, "xz -9e": float}``, bits per character.
+
+    Raises:
+        ValueError: for an empty ``text``; TypeError for a ``text`` that is not a str.
+
+    Example:
+        >>> scores = compressor_bits_per_character("the film was good. " * 200)
+        >>> scores["xz -9e"] < 1.0  # a repeated sentence compresses to almost nothing
+        True
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"`text` must be a str; received {type(text).__name__}.")
+    if not text:
+        raise ValueError("`text` must not be empty.")
+    data = text.encode("utf-8")
+    sizes = {"zlib -9": len(zlib.compress(data, 9)), "bz2 -9": len(bz2.compress(data, 9)),
+             "xz -9e": len(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))}
+    return {name: 8 * size / len(text) for name, size in sizes.items()}
+
+
+class RowBatches(keras.utils.PyDataset):
+    """Shuffled batches of (inputs, targets) rows, in "epochs" of a chosen number of batches.
+
+    Training on a token budget rather than in whole passes: each epoch is ``batches_per_epoch``
+    full batches, the next epoch goes on where the last one ended, and a new shuffled pass begins
+    whenever one runs out. With rounds shorter than a pass, :func:`~transformer_course.training.fit_best`
+    validates (and can stop or checkpoint) several times a pass. Works with every Keras backend.
+
+    Args:
+        inputs, targets: int ``(R, L)`` each, e.g. from :func:`running_text_chunks`.
+        batch_size: int >= 1.
+        batches_per_epoch: int >= 1, or None for one pass over the rows an epoch (the last batch
+            may be smaller).
+        seed: int >= 0, seeds the order.
+
+    Yields:
+        ``(inputs, targets)``: int32 ``(batch_size, L)`` each.
+
+    Raises:
+        ValueError: for rows of different shapes, or a non-positive ``batch_size`` or
+            ``batches_per_epoch``.
+
+    Example:
+        >>> batches = RowBatches(np.ones((10, 4)), np.ones((10, 4)), batch_size=4, batches_per_epoch=2)
+        >>> len(batches), batches[0][0].shape
+        (2, (4, 4))
+    """
+
+    def __init__(self, inputs, targets, batch_size: int, batches_per_epoch: int | None = None, seed: int = 0,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.inputs, self.targets = np.asarray(inputs, "int32"), np.asarray(targets, "int32")
+        if self.inputs.shape != self.targets.shape or self.inputs.ndim != 2 or not len(self.inputs):
+            raise ValueError(f"`inputs` and `targets` must both have shape (rows, length), rows >= 1; received "
+                             f"{self.inputs.shape} and {self.targets.shape}.")
+        self.batch_size = check_integer("batch_size", batch_size)
+        self.batches_per_epoch = None if batches_per_epoch is None else check_integer("batches_per_epoch",
+                                                                                       batches_per_epoch)
+        self.order_rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
+        self.order, self.start = self.order_rng.permutation(len(self.inputs)), 0
+
+    def __len__(self):
+        return self.batches_per_epoch or -(-len(self.inputs) // self.batch_size)
+
+    def __getitem__(self, index):
+        first = self.start + index * self.batch_size
+        while self.batches_per_epoch is not None and len(self.order) < first + self.batch_size:
+            self.order = np.concatenate([self.order, self.order_rng.permutation(len(self.inputs))])  # the next pass
+        rows = self.order[first:first + self.batch_size]
+        return self.inputs[rows], self.targets[rows]
+
+    def on_epoch_end(self):
+        if self.batches_per_epoch is None:
+            self.order = self.order_rng.permutation(len(self.inputs))
+            return
+        self.start += self.batches_per_epoch * self.batch_size  # the next epoch goes on where this one ended
+        while self.start >= len(self.inputs) and len(self.order) > len(self.inputs):  # drop finished passes
+            self.order, self.start = self.order[len(self.inputs):], self.start - len(self.inputs)
