@@ -72,7 +72,6 @@ from transformer_course.bert_checkpoints import PresetUnavailableError, load_ber
 from transformer_course.datasets import load_imdb, load_imdb_unlabelled
 from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
 from transformer_course.pretraining import (
-    CLASSIFIER_POOLINGS,
     PretrainingBatches,
     build_bert_classifier,
     build_bert_encoder,
@@ -261,15 +260,6 @@ for first, second, label in (("the man went to the store", "he bought a gallon o
 # pre-training: no input is seen more than twice, so there is little to regularise, and on a CPU
 # dropout makes every step slower. The held-out accuracy is measured after each round on the same
 # blanks: held-out inputs masked once.
-#
-# One departure from BERT, which starts its learned position table at random: ours starts at the
-# **sinusoidal encoding** of notebook 05 (Vaswani et al., 2017, §3.5), scaled to the token
-# embeddings' initial spread, and is learned from there (`position_initializer="sinusoidal"`).
-# A random table says nothing about which positions are next to each other, and attention cannot
-# use the neighbouring tokens until the table has learned it; the sinusoidal rows' dot products
-# depend on the distance between positions from the first update. That this shortens the
-# plateau is our hypothesis from trial runs, not a measurement of this notebook; both arms of
-# section 5 start this way.
 
 # %%
 segments = contiguous_segments(tokenize(pretraining_texts), settings.sequence_length, CLS, SEP)
@@ -289,8 +279,7 @@ def new_pretrainer(dropout=0.0):
     return build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions,
                                  embed_dim=settings.embed_dim, num_heads=settings.num_heads,
                                  intermediate_dim=settings.intermediate_dim, num_layers=settings.num_layers,
-                                 dropout=dropout, next_sentence=False,
-                                 position_initializer=settings.position_initializer)
+                                 dropout=dropout, next_sentence=False)
 
 
 pretrainer = new_pretrainer()
@@ -329,22 +318,14 @@ batches = PretrainingBatches(segments, None, None, settings.batch_size, len(voca
                              settings.max_predictions, seed=0, batches_per_epoch=per_round)
 
 # %%
-class SaveEachRound(keras.callbacks.Callback):
-    """Saves the model after every round (checkpoint `bert_round_<n>`) and notes the minutes of pre-training so far."""
-
-    def on_train_begin(self, logs=None):
-        self.started, self.minutes = time.perf_counter(), []
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.minutes.append((time.perf_counter() - self.started) / 60)
-        self.model.save(checkpoint_path(f"bert_round_{epoch + 1}"))
-
-
-trace, save_round = MaskedAccuracyTrace(every=max(1, min(100, per_round // 10))), SaveEachRound()
+trace = MaskedAccuracyTrace(every=max(1, min(100, per_round // 10)))
+round_minutes, pretraining_started = [], time.perf_counter()  # minutes of pre-training at the end of each round
+save_round = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: (
+    round_minutes.append((time.perf_counter() - pretraining_started) / 60),
+    pretrainer.save(checkpoint_path(f"bert_round_{epoch + 1}"))))
 pretrainer, history, facts = fit_best(pretrainer, batches, held_out_blanks, epochs=rounds, patience=rounds,
                                       budget_minutes=settings.pretraining_minutes, validation_batch_size=256,
                                       callbacks=[epoch_progress(), trace, save_round])
-round_minutes = save_round.minutes  # minutes of pre-training at the end of each round
 print(f"{facts['epochs']} rounds ({trace.updates:,} updates, {trace.updates * settings.batch_size / len(segments):.2f} "
       f"passes over the inputs), {facts['seconds'] / 60:.1f} min, best round {facts['best_epoch']}")
 
@@ -614,8 +595,7 @@ for size in sizes:
 # own, which can only favour the mean).
 
 # %%
-poolings = (settings.classifier_pooling,
-            *(other for other in CLASSIFIER_POOLINGS if other != settings.classifier_pooling))
+poolings = (settings.classifier_pooling, *(other for other in ("mean", "cls") if other != settings.classifier_pooling))
 jobs = [(name, seed, pooling) for pooling in poolings for name in ("pre-trained", "from scratch")
         for seed in settings.fine_tune_seeds]
 accuracy_by_pooling = {}
@@ -763,11 +743,9 @@ for index in range(facts["epochs"]):
                             run["test_accuracy"]))
 all_label_rounds = sorted({0, facts["best_epoch"], *(done for done in settings.progress_all_label_rounds
                                                      if done <= facts["epochs"])})
-all_label_points = []  # (minutes of pre-training, all-labels test accuracy); 0 rounds is the from-scratch arm
-for done in progress(all_label_rounds, desc="all labels"):
-    name = "from scratch" if done == 0 else "pre-trained"
-    run = fine_tune(name, all_labels, 0, rate[name], start=checkpoint_of(done))
-    all_label_points.append(([0.0, *round_minutes][done], run["test_accuracy"]))
+all_label_points = [([0.0, *round_minutes][done], fine_tune(
+    "from scratch" if done == 0 else "pre-trained", all_labels, 0, rate["from scratch" if done == 0 else "pre-trained"],
+    start=checkpoint_of(done))["test_accuracy"]) for done in progress(all_label_rounds, desc="all labels")]
 
 # %%
 def plot_progress(axis, progress_made, accuracy, label, xlabel, title):

@@ -71,25 +71,3 @@ def test_relative_bias_depends_only_on_the_clipped_offset():
     np.testing.assert_allclose(_numpy(layer(scores)), scores + bias[None])
     np.testing.assert_array_equal(bias[0], [[2, 3, 4, 4], [1, 2, 3, 4], [0, 1, 2, 3], [0, 0, 1, 2]])
     np.testing.assert_array_equal(bias[1], bias[0] + 5)
-
-
-def test_a_position_table_can_start_sinusoidal_on_the_tokens_scale_and_round_trips(tmp_path):
-    from transformer_course.positional import PositionalEmbedding, SinusoidalInitializer, sinusoidal_encoding
-
-    layer = PositionalEmbedding(16, 50, 8, position_initializer="sinusoidal")
-    ids = np.array([[3, 4, 0]])
-    layer(ids)
-    table = keras.ops.convert_to_numpy(layer.position_embedding.embeddings)
-    expected = sinusoidal_encoding(16, 8)
-    np.testing.assert_allclose(table, expected * (0.05 / np.sqrt(3) / expected.std()), rtol=1e-5)
-    assert not np.allclose(keras.ops.convert_to_numpy(PositionalEmbedding(16, 50, 8)(ids)),
-                           keras.ops.convert_to_numpy(layer(ids)))  # the default still starts uniform
-    model = keras.Sequential([keras.Input((None,), dtype="int32"), layer])
-    model.save(tmp_path / "model.keras")
-    loaded = keras.models.load_model(tmp_path / "model.keras")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(ids)), keras.ops.convert_to_numpy(model(ids)))
-    assert loaded.layers[0].get_config()["position_initializer"] == "sinusoidal"
-    with pytest.raises(ValueError, match="position_initializer"):
-        PositionalEmbedding(16, 50, 8, position_initializer="sine")
-    with pytest.raises(ValueError, match="standard_deviation"):
-        SinusoidalInitializer(0)

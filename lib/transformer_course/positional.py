@@ -13,8 +13,6 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
 # isort: split
-import math
-
 import keras
 import numpy as np
 from keras import ops
@@ -22,8 +20,7 @@ from keras import ops
 from ._validation import check_integer
 from .masks import padding_mask
 
-__all__ = ["sinusoidal_encoding", "SinusoidalInitializer", "PositionalEmbedding", "RelativePositionBias",
-           "POSITION_INITIALIZERS"]
+__all__ = ["sinusoidal_encoding", "PositionalEmbedding", "RelativePositionBias"]
 
 
 def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
@@ -58,58 +55,6 @@ def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
     return table.astype("float32")
 
 
-KERAS_EMBEDDING_SPREAD = 0.05 / math.sqrt(3)  # the std of Keras' default embedding initialiser, U(-0.05, 0.05)
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class SinusoidalInitializer(keras.initializers.Initializer):
-    """Starts a learned position table at the sinusoidal encoding, scaled to a chosen spread.
-
-    A learned position table usually starts random: positions then carry no notion of "next to",
-    and attention cannot use the neighbouring tokens until the table has learned one. Started at
-    :func:`sinusoidal_encoding`, whose rows' dot products depend on the distance between
-    positions, it has that structure from the first update and goes on learning from there.
-
-    Args:
-        standard_deviation: float > 0, the spread of the returned table (its values' standard
-            deviation). The default, 0.05 / √3, is that of Keras' default embedding initialiser
-            (uniform in [-0.05, 0.05]), so positions start on the tokens' scale.
-
-    Call arguments:
-        shape: ``(T, E)``, E even.
-        dtype: the table's dtype.
-
-    Returns:
-        ``(T, E)`` tensor: the sinusoidal table times ``standard_deviation / its own std``.
-
-    Raises:
-        ValueError: for a non-positive ``standard_deviation`` or a shape that is not ``(T, even E)``.
-
-    Example:
-        >>> table = SinusoidalInitializer()((128, 64))
-        >>> round(float(np.std(keras.ops.convert_to_numpy(table))), 4)
-        0.0289
-    """
-
-    def __init__(self, standard_deviation=KERAS_EMBEDDING_SPREAD):
-        if not float(standard_deviation) > 0:
-            raise ValueError(f"`standard_deviation` must be > 0; received {standard_deviation!r}.")
-        self.standard_deviation = float(standard_deviation)
-
-    def __call__(self, shape, dtype=None):
-        if len(shape) != 2:
-            raise ValueError(f"a sinusoidal table has shape (positions, width); received {tuple(shape)}.")
-        table = sinusoidal_encoding(int(shape[0]), int(shape[1]))
-        table = table * (self.standard_deviation / max(float(table.std()), 1e-12))
-        return ops.convert_to_tensor(table, dtype=dtype or "float32")
-
-    def get_config(self):
-        return {"standard_deviation": self.standard_deviation}
-
-
-POSITION_INITIALIZERS = ("uniform", "sinusoidal")
-
-
 @keras.saving.register_keras_serializable(package="transformer_course")
 class PositionalEmbedding(keras.layers.Layer):
     """Learned token embedding plus learned position embedding.
@@ -124,9 +69,6 @@ class PositionalEmbedding(keras.layers.Layer):
         mask_zero: bool, treat id 0 as padding: the output carries a padding mask
             ``ids != 0`` (True = real token) that later layers (attention, pooling) honour.
             Defaults to True.
-        position_initializer: how the learned position table starts: ``"uniform"`` (Keras'
-            default for embeddings, as the token table; the default) or ``"sinusoidal"``
-            (:class:`SinusoidalInitializer`: the sinusoidal encoding on the same scale).
         **kwargs: passed to ``keras.layers.Layer``.
 
     Call arguments:
@@ -143,29 +85,22 @@ class PositionalEmbedding(keras.layers.Layer):
         float32 ``(B, T, E)``, with the padding mask ``(B, T)`` attached when ``mask_zero``.
 
     Raises:
-        ValueError: for non-positive sizes, an unknown ``position_initializer``, or inputs that
-            end past ``sequence_length``.
+        ValueError: for non-positive sizes, or inputs that end past ``sequence_length``.
 
     Source: Devlin et al., 2019 (BERT), §3 (learned position embeddings); Chollet, "Deep
     Learning with Python", 2nd ed., §11.4.3.
     """
 
-    def __init__(self, sequence_length, vocab_size, embed_dim, mask_zero=True, position_initializer="uniform",
-                 **kwargs):
+    def __init__(self, sequence_length, vocab_size, embed_dim, mask_zero=True, **kwargs):
         super().__init__(**kwargs)
-        if position_initializer not in POSITION_INITIALIZERS:
-            raise ValueError(f"`position_initializer` must be one of {POSITION_INITIALIZERS}; received "
-                             f"{position_initializer!r}.")
-        self.position_initializer = position_initializer
         self.sequence_length = check_integer("sequence_length", sequence_length)
         self.vocab_size = check_integer("vocab_size", vocab_size)
         self.embed_dim = check_integer("embed_dim", embed_dim)
         self.mask_zero = bool(mask_zero)
         self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding",
                                                       dtype=self.dtype_policy)
-        self.position_embedding = keras.layers.Embedding(
-            sequence_length, embed_dim, name="position_embedding", dtype=self.dtype_policy,
-            embeddings_initializer=SinusoidalInitializer() if position_initializer == "sinusoidal" else "uniform")
+        self.position_embedding = keras.layers.Embedding(sequence_length, embed_dim, name="position_embedding",
+                                                         dtype=self.dtype_policy)
         self.supports_masking = True
 
     def build(self, inputs_shape):
@@ -200,7 +135,6 @@ class PositionalEmbedding(keras.layers.Layer):
             vocab_size=self.vocab_size,
             embed_dim=self.embed_dim,
             mask_zero=self.mask_zero,
-            position_initializer=self.position_initializer,
         )
         return config
 

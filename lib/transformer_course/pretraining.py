@@ -377,8 +377,7 @@ class GatherPositions(keras.layers.Layer):
 
 def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predictions: int, embed_dim: int = 256,
                           num_heads: int = 4, intermediate_dim: int = 1024, num_layers: int = 4, dropout: float = 0.1,
-                          next_sentence: bool = True, activation="gelu", position_initializer: str = "uniform",
-                          name: str | None = None) -> keras.Model:
+                          next_sentence: bool = True, activation="gelu", name: str | None = None) -> keras.Model:
     """A BERT-style encoder with its two pre-training heads (Devlin et al., 2019, §3.1, Figure 2).
 
     The input representation is the sum of a token embedding, a learned position embedding and
@@ -404,8 +403,6 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
         activation: the activation of the feed-forward layers and the masked-LM transform: a name
             Keras knows (``"gelu"``, exact, the default) or a function, such as
             :func:`gelu_approximate` (the tanh approximation Google's BERT checkpoints use).
-        position_initializer: ``"uniform"`` (the default) or ``"sinusoidal"``: how the learned
-            position table starts (see :class:`~transformer_course.positional.PositionalEmbedding`).
         name: optional model name.
 
     Returns:
@@ -418,16 +415,15 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
         :func:`build_bert_classifier` reads).
 
     Raises:
-        ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), ``num_heads`` not
-            dividing ``embed_dim``, or an unknown ``position_initializer``.
+        ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
+            dividing ``embed_dim``.
     """
     check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size, sequence_length=sequence_length,
                       max_predictions=max_predictions, intermediate_dim=intermediate_dim, num_layers=num_layers)
     inputs = {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
               "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
               "mask_positions": keras.Input(shape=(max_predictions,), dtype="int32", name="mask_positions")}
-    embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding",
-                                    position_initializer=position_initializer)
+    embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
     x = SegmentEmbedding(2, embed_dim, name="segment_embedding")(embedding(inputs["token_ids"]),
                                                                  segment_ids=inputs["segment_ids"])
     x = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")(x)

@@ -143,15 +143,13 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "num_heads": 4,
             "intermediate_dim": 512,
             "num_layers": 2,
-            "position_initializer": "sinusoidal",  # the learned position table starts sinusoidal (in a trial
-                                                   # run the masked LM left its plateau after about 1,250 updates
-                                                   # instead of 2,600 from Keras' uniform start)
             "batch_size": 64,
             "learning_rate": 1e-3,  # AdamW: warm-up, the peak held, then a cosine decay
             "warmup_steps": 300,
             "decay_fraction": 0.15,  # the last 15% of the updates decay
             "pretraining_updates": 6800,  # four rounds of 1,700 updates, a checkpoint after each (about 0.2 s
-                                          # an update with XLA on 2 cores)
+                                          # an update with XLA on 2 cores; the masked LM left its plateau after
+                                          # about 2,600 updates at 1e-3 in a trial run)
             "pretraining_minutes": 35,  # a safety net, not a bound: four rounds take about 24-28 min here
             "validation_segments": 2048,  # held-out inputs, masked once: the same blanks after every round
             # Fine-tuning on labelled reviews, every arm the same way.
