@@ -690,7 +690,7 @@ for seed in range(3):
 # | training objective | next target token given the whole source (teacher forcing) | masked language model (plus next-sentence prediction in BERT) | next token, at every position |
 # | what it is for | mapping one sequence to another: translation, summarisation | understanding a given text: classification, tagging, span finding | generating text; scoring text (a compressor) |
 # | output at inference | one token at a time (greedy or beam search) | one vector per token, all at once | one token at a time (sampling) |
-# | the notes' examples | the original Transformer translating English to French and German (Vaswani et al., 2017) | BERT: sentiment, named entities, question answering | GPT-3's essay, GPT-J's story |
+# | the notes' examples | a French sentence translated to English, the decoder attending to "étudiant" as it writes "student" | BERT fine-tuned for named entities and question answering; the Texas / New York blanks | GPT-3's essay, GPT-J's story |
 #
 # ## Summary
 #
