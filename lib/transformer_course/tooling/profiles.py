@@ -199,8 +199,8 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "batch_size": 32,
             "learning_rate": 1e-3,  # AdamW, the peak of a warm-up + cosine schedule
             "warmup_steps": 200,
-            "training_updates": 1800,  # batches of 32 x 256 tokens, the schedule's length (about 1.4 s an update
-                                       # with XLA on 2 cores: about 41 min, 14.7 M tokens)
+            "training_updates": 1650,  # batches of 32 x 256 tokens, the schedule's length (about 1.4 s an update
+                                       # with XLA on 2 cores: about 38 min, 13.5 M tokens)
             "rounds": 6,  # validation (and a checkpoint) after each sixth of the updates
             "max_training_minutes": 45,  # or before a round that would end past this budget
             "jit_compile": True,  # XLA: about twice the training speed on a CPU for this model
