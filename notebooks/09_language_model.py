@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/09_language_model.ipynb)
 #
-# **Run time:** full profile about 40 min on a 2-core CPU, smoke profile about 25 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 38 min on a 2-core CPU, smoke profile about 25 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - a **language model** as the chain rule, $p(w_1 \dots w_n) = \prod_t p(w_t \mid w_{<t})$:
@@ -325,7 +325,32 @@ for name, value in sorted(table.items(), key=lambda item: -item[1]):
     print(f"{name:<28} {value:5.3f} bits per character")
 
 # %% [markdown]
-# **Reading the numbers.** READING
+# **Reading the numbers** (the stored run). Six rounds, 13.5 million tokens (0.56 of a pass over
+# the training text), took 36.3 minutes, and the validation curve was still falling at the end:
+# about 2.0 bits per character after the first round, about 1.69 after the sixth. On the 3,224,826
+# characters of the 2,500 test reviews:
+#
+# | model | bits per character |
+# |---|---|
+# | `zlib -9` | 3.224 |
+# | unigram (counts) | 2.536 |
+# | `xz -9e` | 2.458 |
+# | `bz2 -9` | 2.394 |
+# | Kneser-Ney bigram (counts) | 1.776 |
+# | Transformer, 2 blocks, 3.8 million parameters, 36 minutes | **1.691** |
+#
+# The Transformer writes the test text in 1.69 bits a character: about a fifth of the 8 bits of
+# plain ASCII, 31% fewer bits than `xz` on the same text, and still 22% fewer than `xz` on all
+# 25,000 test reviews (2.181), where the compressor has ten times as much text to learn from. It
+# beats the bigram model by less, 5%. Our hypothesis, not measured here: much of what a 2-block
+# model knows after half a pass is the rest of a word and the word after, which a bigram of BPE
+# tokens knows too, and the still-falling curve says more training would widen the gap. The
+# compressors see the test text once, as it comes; the language models learned from the training
+# text first (the bigram from all its 24 million tokens, the Transformer from 13.5 million).
+#
+# The **perplexity** per token, 106.4 here (the bigram's 134.6, the unigram's 1,097), belongs
+# to these 8,258 BPE tokens of raw text: with another tokeniser the same model would have another
+# perplexity, which is why bits per character is the number to compare.
 
 # %% [markdown]
 # ### Scoring sentences
@@ -349,7 +374,9 @@ for text in ("This movie was one of the best I have ever seen.",
         print(f"{label:<9} log p = {value:7.1f}  ({count} tokens)  {candidate}")
 
 # %% [markdown]
-# READING-SCORING
+# In the stored run each original sentence is far more probable than its shuffled words: by 66
+# nats for the first (a factor of about $e^{66}$) and by 49 for the second. The model learned
+# word order, not only word frequencies, and the unigram model cannot tell the two apart.
 
 # %% [markdown]
 # ## 6. The key/value cache
@@ -511,11 +538,12 @@ report_metric("top_p_0_9_repetition_rate", nucleus["repetition"],
               "top-p 0.9 sampling: mean seq-rep-4 of the knob prompts")
 
 # %% [markdown]
-# In the stored run, distinct-2 rises at every step of temperature, from 0.16 at $T = 0.2$ (the
-# texts share most of their bigrams: near-greedy decoding sends different prompts down the same
-# phrases) to 0.99 at $T = 1.5$. Greedy decoding repeats 38% of its 4-grams within a text; top-p
-# 0.9 repeats 0.25%. Variety is not quality: at high temperature the texts are varied because
-# they are incoherent.
+# In the stored run, distinct-2 (of BPE tokens) rises with the temperature from 0.20 at
+# $T = 0.2$ (the texts share most of their bigrams: near-greedy decoding sends different prompts
+# down the same phrases) to 0.98 at $T = 1.2$, and stays there at 1.5 (0.976). Greedy decoding
+# repeats 25% of its 4-grams within a text; top-p 0.9 almost none (0.000 to three decimals).
+# Variety is not quality: at
+# high temperature the texts are varied because they are incoherent.
 
 # %% [markdown]
 # ### The notes' setting
@@ -534,10 +562,12 @@ greedy_story = greedy_decode(next_token_function(story), story, END, settings.ge
 print("greedy:", tokenizer.decode(greedy_story[0, 1:][greedy_story[0, 1:] != 0]))
 
 # %% [markdown]
-# In the stored run the sampled continuations are locally fluent and globally aimless: seed 1
-# calls the film terrible and then the acting excellent within two sentences, and nothing links
-# back to the brothers. The greedy continuation falls into the loop that section 7 described
-# ("i don't know what i have to say about", twice over). A two-block model trained on 13
+# In the stored run the sampled continuations are locally fluent and globally aimless: they
+# turn to the film at once ("the main character", "This movie is", "in this movie"), seed 2 finds the scenes
+# "pretty creepy and so really good", and nothing links back to the brothers. The greedy
+# continuation falls into the loop that section 7 described ("I think that the movie is a very
+# good movie", then "not a good movie"). The text is raw: capitals, apostrophes and the reviews'
+# `<br /><br />` line breaks come out as the model read them. A two-block model trained on 13.5
 # million tokens of film reviews writes like a film review, nothing more.
 
 # %% [markdown]
@@ -661,7 +691,9 @@ for seed in range(3):
     print(f"seed {seed}:", tokenizer.decode(ids[0, 1:][ids[0, 1:] != 0]).replace("\n", " "))
 
 # %% [markdown]
-# READING-QUESTION
+# In the stored run none of the three continuations answers. Each goes on as a film review would
+# (seed 1: "He meets a lawyer … It is a brilliant film."): the model has only ever seen
+# reviews, and it continues text the way reviews go on.
 #
 # An **instruction-tuned** model is a base model trained further to follow instructions (Ouyang
 # et al., 2022, *Training language models to follow instructions with human feedback*, the
