@@ -88,3 +88,31 @@ def test_the_converted_model_round_trips_through_a_keras_file(backbone, tmp_path
     np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(ids)), keras.ops.convert_to_numpy(ours(ids)),
                                atol=1e-6)
     assert restored.get_layer("decoder_1").normalize_first and restored.get_layer("final_norm") is not None
+
+
+def test_notebook_09_runs_its_gpt2_section_on_a_local_copy_of_a_preset(tmp_path, monkeypatch):
+    """Where a GPT-2 preset is at hand, 09's section 9 loads it into the course's model, samples, scores, times it."""
+    from pathlib import Path
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    corpus = ["This is a story about me and my brothers. The film was good, the acting bad."] * 4
+    vocabulary, merges = BytePairEncoding.train(corpus, num_merges=40).vocabulary_and_merges()
+    vocabulary["<|endoftext|>"] = len(vocabulary)
+    keras.utils.set_random_seed(1)
+    keras_hub.models.GPT2Backbone(vocabulary_size=len(vocabulary), num_layers=1, num_heads=2, hidden_dim=8,
+                                  intermediate_dim=16, max_sequence_length=256).save_to_preset(tmp_path / "preset")
+    keras_hub.tokenizers.GPT2Tokenizer(vocabulary=vocabulary, merges=merges).save_to_preset(tmp_path / "preset")
+    monkeypatch.setenv("COURSE_GPT2_PRESET", str(tmp_path / "preset"))
+    monkeypatch.setenv("COURSE_PROFILE", "smoke")
+    root = Path(__file__).resolve().parents[1]
+    notebook = nbformat.read(root / "notebooks" / "09_language_model.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                   for output in cell.outputs)
+    assert "is not loaded here" not in text
+    for expected in ("GPT-2 in the course's decoder", "seed 1: This is a story about me and my brothers",
+                     "bits per character of the first", "GPT-2 ", "recomputed", "cached"):
+        assert expected in text, expected
