@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/03_text_to_vectors.ipynb)
 #
-# **Run time:** full profile about 30 s on a 2-core CPU, smoke profile about 10 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 25 s on a 2-core CPU, smoke profile about 10 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - the steps between a raw string and the integers a model reads: standardisation,
@@ -351,7 +351,7 @@ report_metric("unknown_words_same_size", unknown,
 # BPE sits between the two: about a third more tokens than words (a median of 234 against 171),
 # because rare words split into pieces, and a quarter of the characters' 954 — with nothing lost
 # to `[UNK]`, where the same-sized word vocabulary loses 7.8% of the words. In the recorded run
-# the 8,000 merges took about 12 seconds. Notebook 08 uses BERT's
+# the 8,000 merges took about 10 seconds. Notebook 08 uses BERT's
 # WordPiece, a close cousin (it picks the merge that most raises the training text's likelihood
 # rather than the most frequent pair); notebook 09's language model reads BPE tokens.
 #
