@@ -42,9 +42,10 @@ def main(argv=None) -> int:
     arguments = parser.parse_args(argv)
 
     settings = profile("full").notebook("09")
+    vocabulary_size = 256 + settings.merges + 2  # the bytes, the merges, padding and <|endoftext|>
     length = max(arguments.prompts) + arguments.steps
     keras.utils.set_random_seed(0)
-    model = build_language_model(settings.vocab_size, length, embed_dim=settings.embed_dim,
+    model = build_language_model(vocabulary_size, length, embed_dim=settings.embed_dim,
                                  intermediate_dim=settings.intermediate_dim, num_heads=settings.num_heads,
                                  num_layers=settings.num_layers, dropout=settings.dropout)
     last_position = _compiled(lambda ids: model(ids, training=False)[:, -1, :])
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     rates = {}
     for prompt_length in arguments.prompts:
-        prompts = rng.integers(3, settings.vocab_size, size=(arguments.batch, prompt_length)).astype("int32")
+        prompts = rng.integers(1, vocabulary_size, size=(arguments.batch, prompt_length)).astype("int32")
         # Both are called within this iteration (B023 warns of closures called after the loop moves on).
         decoders = {"recompute": lambda: greedy_decode(recompute, prompts, None, arguments.steps),  # noqa: B023
                     "cached": lambda: greedy_decode(cached.next_token_function(prompts), prompts, None,  # noqa: B023
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
     machine = hardware()
     print(f"Language model generation: E={settings.embed_dim}, F={settings.intermediate_dim}, "
           f"{settings.num_heads} heads, "
-          f"{settings.num_layers} block(s), vocabulary {settings.vocab_size:,}; batch {arguments.batch}, "
+          f"{settings.num_layers} block(s), vocabulary {vocabulary_size:,}; batch {arguments.batch}, "
           f"{arguments.steps} new tokens each, {arguments.repeats} interleaved repeats; outputs identical")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
           f"Keras {keras.__version__} ({keras.backend.backend()})")
