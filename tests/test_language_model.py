@@ -118,8 +118,7 @@ def test_token_log_probabilities_pick_the_target_and_skip_padding():
 def test_bits_per_character_is_the_summed_code_length_over_the_characters():
     from transformer_course.language_model import bits_per_character
 
-    scores = np.log(np.array([[0.5, 0.25, 1.0], [0.125, 0.0, 0.0]]))
-    scores[1, 1:] = 0.0  # padding targets hold 0
+    scores = np.log(np.array([[0.5, 0.25, 1.0], [0.125, 1.0, 1.0]]))  # padding targets hold 0 (log 1)
     targets = np.array([[4, 5, 6], [7, 0, 0]])
     assert bits_per_character(scores, targets, characters=3) == pytest.approx((1 + 2 + 0 + 3) / 3)
     with pytest.raises(ValueError, match="characters"):
