@@ -28,6 +28,7 @@ from keras import ops
 from ._validation import check_integer, check_model_sizes
 from .masks import PADDING_ID
 from .positional import PositionalEmbedding
+from .training import RoundOrder
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
 __all__ = ["build_language_model", "running_text_chunks", "token_log_probabilities", "perplexity",
@@ -282,26 +283,15 @@ class RowBatches(keras.utils.PyDataset):
         if self.inputs.shape != self.targets.shape or self.inputs.ndim != 2 or not len(self.inputs):
             raise ValueError(f"`inputs` and `targets` must both have shape (rows, length), rows >= 1; received "
                              f"{self.inputs.shape} and {self.targets.shape}.")
-        self.batch_size = check_integer("batch_size", batch_size)
-        self.batches_per_epoch = None if batches_per_epoch is None else check_integer("batches_per_epoch",
-                                                                                       batches_per_epoch)
-        self.order_rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
-        self.order, self.start = self.order_rng.permutation(len(self.inputs)), 0
+        self.rounds = RoundOrder(len(self.inputs), batch_size, batches_per_epoch,
+                                 np.random.default_rng(check_integer("seed", seed, minimum=0)))
 
     def __len__(self):
-        return self.batches_per_epoch or -(-len(self.inputs) // self.batch_size)
+        return len(self.rounds)
 
     def __getitem__(self, index):
-        first = self.start + index * self.batch_size
-        while self.batches_per_epoch is not None and len(self.order) < first + self.batch_size:
-            self.order = np.concatenate([self.order, self.order_rng.permutation(len(self.inputs))])  # the next pass
-        rows = self.order[first:first + self.batch_size]
+        rows = self.rounds.batch(index)
         return self.inputs[rows], self.targets[rows]
 
     def on_epoch_end(self):
-        if self.batches_per_epoch is None:
-            self.order = self.order_rng.permutation(len(self.inputs))
-            return
-        self.start += self.batches_per_epoch * self.batch_size  # the next epoch goes on where this one ended
-        while self.start >= len(self.inputs) and len(self.order) > len(self.inputs):  # drop finished passes
-            self.order, self.start = self.order[len(self.inputs):], self.start - len(self.inputs)
+        self.rounds.end_epoch()

@@ -40,6 +40,7 @@ from ._validation import check_integer, check_model_sizes
 from .classifier import ClassTokenOutput
 from .masks import masked_softmax, padding_mask
 from .positional import PositionalEmbedding
+from .training import RoundOrder
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
 __all__ = ["mask_tokens", "contiguous_segments", "gelu_approximate", "gather_selected", "PretrainingBatches",
@@ -570,19 +571,14 @@ class PretrainingBatches(keras.utils.PyDataset):
         self.unselectable = (0, *special_token_ids, mask_token_id)
         self.max_predictions = check_integer("max_predictions", max_predictions)
         self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
-        self.batches_per_epoch = (None if batches_per_epoch is None
-                                  else check_integer("batches_per_epoch", batches_per_epoch))
-        self.order_rng = np.random.default_rng([seed, 1])
-        self.order, self.start = self.order_rng.permutation(len(self.token_ids)), 0
+        self.rounds = RoundOrder(len(self.token_ids), self.batch_size, batches_per_epoch,
+                                 np.random.default_rng([seed, 1]))
 
     def __len__(self):
-        return self.batches_per_epoch or -(-len(self.token_ids) // self.batch_size)
+        return len(self.rounds)
 
     def __getitem__(self, index):
-        first = self.start + index * self.batch_size
-        while self.batches_per_epoch is not None and len(self.order) < first + self.batch_size:
-            self.order = np.concatenate([self.order, self.order_rng.permutation(len(self.token_ids))])  # the next pass
-        rows = self.order[first:first + self.batch_size]
+        rows = self.rounds.batch(index)
         masked, labels, selected = mask_tokens(self.token_ids[rows], self.rng, self.vocabulary_size, self.mask_token_id,
                                                unselectable_token_ids=self.unselectable)
         positions, position_labels = gather_selected(selected, labels, self.max_predictions)
@@ -592,12 +588,7 @@ class PretrainingBatches(keras.utils.PyDataset):
         return {"token_ids": masked, "segment_ids": self.segment_ids[rows], "mask_positions": positions}, targets
 
     def on_epoch_end(self):
-        if self.batches_per_epoch is None:
-            self.order = self.order_rng.permutation(len(self.token_ids))
-            return
-        self.start += self.batches_per_epoch * self.batch_size  # the next epoch goes on where this one ended
-        while self.start >= len(self.token_ids) and len(self.order) > len(self.token_ids):  # drop finished passes
-            self.order, self.start = self.order[len(self.token_ids):], self.start - len(self.token_ids)
+        self.rounds.end_epoch()
 
 
 def build_bert_encoder(pretrainer: keras.Model, name: str | None = None) -> keras.Model:

@@ -21,8 +21,64 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 
 # isort: split
 import keras
+import numpy as np
 
-__all__ = ["fit_best", "EpochScores", "WarmupCosineDecay", "WarmupLinearDecay"]
+from ._validation import check_integer
+
+__all__ = ["fit_best", "EpochScores", "WarmupCosineDecay", "WarmupLinearDecay", "RoundOrder"]
+
+
+class RoundOrder:
+    """Which rows each batch takes, shuffled, when an epoch may be shorter than a pass over the rows.
+
+    With ``batches_per_epoch`` None, an epoch is one pass (the last batch may be smaller) and every
+    epoch draws a new order. Set, an epoch is that many full batches, the next epoch goes on where
+    the last one ended, and a batch that runs past the end of a pass takes its last rows from the
+    next pass's new order: training cut into rounds of a chosen length. The row-picking half of
+    :class:`~transformer_course.pretraining.PretrainingBatches` and
+    :class:`~transformer_course.language_model.RowBatches`.
+
+    Args:
+        rows: int >= 1, the number of rows.
+        batch_size: int >= 1.
+        batches_per_epoch: int >= 1, or None for one pass an epoch.
+        rng: ``numpy.random.Generator`` that draws every pass's order.
+
+    Raises:
+        ValueError: for a non-positive ``rows``, ``batch_size`` or ``batches_per_epoch``.
+
+    Example:
+        >>> order = RoundOrder(5, batch_size=2, batches_per_epoch=2, rng=np.random.default_rng(0))
+        >>> len(order), len(order.batch(0))
+        (2, 2)
+    """
+
+    def __init__(self, rows: int, batch_size: int, batches_per_epoch: int | None, rng: np.random.Generator):
+        self.rows = check_integer("rows", rows)
+        self.batch_size = check_integer("batch_size", batch_size)
+        self.batches_per_epoch = None if batches_per_epoch is None else check_integer("batches_per_epoch",
+                                                                                       batches_per_epoch)
+        self.rng = rng
+        self.order, self.start = rng.permutation(self.rows), 0
+
+    def __len__(self):
+        return self.batches_per_epoch or -(-self.rows // self.batch_size)
+
+    def batch(self, index: int) -> np.ndarray:
+        """The row indices of batch ``index`` of the current epoch: int ``(batch_size,)`` (or fewer, last of a pass)."""
+        first = self.start + index * self.batch_size
+        while self.batches_per_epoch is not None and len(self.order) < first + self.batch_size:
+            self.order = np.concatenate([self.order, self.rng.permutation(self.rows)])  # the next pass
+        return self.order[first:first + self.batch_size]
+
+    def end_epoch(self) -> None:
+        """A new order for the next pass, or (in rounds) move on to where this epoch ended."""
+        if self.batches_per_epoch is None:
+            self.order = self.rng.permutation(self.rows)
+            return
+        self.start += self.batches_per_epoch * self.batch_size
+        while self.start >= self.rows and len(self.order) > self.rows:  # drop finished passes
+            self.order, self.start = self.order[self.rows:], self.start - self.rows
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
