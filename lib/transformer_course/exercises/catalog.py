@@ -328,16 +328,15 @@ def _nucleus_hint(arguments, received, expected):
     probabilities, p = np.asarray(arguments["probabilities"], dtype="float64"), arguments["p"]
     order = np.argsort(-probabilities, axis=-1, kind="stable")
     ranked = np.take_along_axis(probabilities, order, axis=-1)
-    short = np.zeros_like(probabilities)
-    np.put_along_axis(short, order, np.where(np.cumsum(ranked, axis=-1) <= p, ranked, 0.0), axis=-1)
-    above = np.cumsum(ranked, axis=-1) - ranked
-    strict = np.zeros_like(probabilities)
-    np.put_along_axis(strict, order, np.where(above < p, ranked, 0.0), axis=-1)
-    for candidate, message in (
-            (strict, "a token whose probability ranked above it is exactly p was dropped: keep a token while that "
-                     "mass is at most p (<=, the rule of keras-hub's TopPSampler), not below it."),
-            (short, "the token that makes the total reach p is missing: keep a token while the probability ranked "
-                    "above it is at most p.")):
+    cumulative = np.cumsum(ranked, axis=-1)
+    for keep, message in (
+            (cumulative - ranked < p, "a token whose probability ranked above it is exactly p was dropped: keep a "
+                                      "token while that mass is at most p (<=, the rule of keras-hub's TopPSampler), "
+                                      "not below it."),
+            (cumulative <= p, "the token that makes the total reach p is missing: keep a token while the "
+                              "probability ranked above it is at most p.")):
+        candidate = np.zeros_like(probabilities)
+        np.put_along_axis(candidate, order, np.where(keep, ranked, 0.0), axis=-1)
         if np.all(candidate.sum(axis=-1) > 0) and _same(received, candidate / candidate.sum(axis=-1, keepdims=True)):
             return message
     kept = np.asarray(expected, dtype="float64") > 0
