@@ -159,6 +159,57 @@ def graded(tmp_path_factory):
             "from transformer_course import masks\n"
             "def causal_mask(length):\n"
             "    return np.asarray(masks.causal_mask(length))")),
+        # The package's own code, reached every way a determined student tried: each earns nothing for 07.1.
+        "resolve_name": with_cell(solved, 2, (
+            "import pkgutil\n"
+            "def causal_mask(length):\n"
+            "    return np.asarray(pkgutil.resolve_name('transformer_' + 'course.masks:causal_mask')(length))")),
+        "builtins_import": with_cell(solved, 2, (
+            "causal_mask = getattr(vars()['__builtins__'], '__imp' + 'ort__')('transformer_course.masks', "
+            "fromlist=['causal_mask']).causal_mask")),
+        "unpickled_reference": with_cell(solved, 2, (
+            "import pickle\n"
+            "causal_mask = pickle.loads(b'\\x80\\x04c' + b'transformer_course.masks\\ncausal_mask\\n.')")),
+        "source_run_from_tmp": with_cell(solved, 2, (
+            "import inspect, re, runpy, tempfile, transformer_course.masks as m\n"
+            "path = tempfile.mkstemp(suffix='.py')[1]\n"
+            "open(path, 'w').write(re.sub(r'from \\.[\\w.]* import .*', 'PADDING_ID = 0', inspect.getsource(m)))\n"
+            "causal_mask = runpy.run_path(path)['causal_mask']")),
+        "decorator_elsewhere": inserted(with_cell(solved, 2, (
+            "@answered_by_the_package\n"
+            "def causal_mask(length):\n"
+            "    raise NotImplementedError")), 2, (
+            "def answered_by_the_package(function):\n"
+            "    from transformer_course import masks\n"
+            "    return lambda length: np.asarray(masks.causal_mask(length))")),
+        "code_object_copy": with_cell(solved, 2, (
+            "import types, transformer_course.masks as m\n"
+            "causal_mask = types.FunctionType(m.causal_mask.__code__, m.causal_mask.__globals__, 'causal_mask')")),
+        "relabelled_module": with_cell(solved, 2, (
+            "from transformer_course.masks import causal_mask\n"
+            "causal_mask.__module__ = '__main__'")),
+        "ipython_syntax": with_cell(solved, 2, (
+            "from transformer_course.masks import causal_mask\n"
+            "here = %pwd")),
+        "grader_detector": with_cell(solved, 2, (
+            "import os\n"
+            "def causal_mask(length):\n"
+            "    if os.getcwd() != '/home/student':\n"
+            "        raise RuntimeError('only the grader gets an answer')\n"
+            "    module = __import__(''.join(['transformer', '_course.masks']), fromlist=['causal_mask'])\n"
+            "    return np.asarray(module.causal_mask(length))")),
+        # Honest ones that lean on the notebook: a helper and a constant from other cells, a cache.
+        "helper_in_another_cell": inserted(with_cell(solved, 2, (
+            "def causal_mask(length):\n"
+            "    return lower_triangle(length) & ALLOWED")), 2, (
+            "ALLOWED = True\n"
+            "def lower_triangle(size):\n"
+            "    return np.tril(np.ones((size, size), dtype=bool))")),
+        "cached_answer": with_cell(solved, 2, (
+            "import functools\n"
+            "@functools.cache\n"
+            "def causal_mask(length):\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
         "reads_the_references": inserted(solved, 2, (
             "import transformer_course, pathlib\n"
             "print(len((pathlib.Path(transformer_course.__file__).parent / 'grading' / 'references.py').read_text()))\n"
@@ -303,12 +354,9 @@ def test_the_kernel_has_no_network(graded):
 
 def test_the_librarys_own_function_is_not_the_students_work(graded):
     scores, result = outcome(graded, "library_copy")
-    if SANDBOX:  # the references are not even there
-        assert scores["07.1"] == (0, "not attempted")
-        assert any(f"raised {error}" in p for p in result.problems
-                   for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), result.problems
-    else:
-        assert scores["07.1"] == (0, "failed") and "library's own" in result.exercises[0].message
+    assert scores["07.1"] == (0, "not attempted")  # the references are not even there
+    assert any(f"raised {error}" in p for p in result.problems
+               for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), result.problems
 
 
 def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
@@ -316,7 +364,7 @@ def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "not a valid notebook" in result.exercises[0].message
     assert outcome(graded, "missing")[0] == {"07.1": (0, "not submitted"), "07.2": (0, "not submitted")}
-    assert len(graded["results"]) == 33  # every folder, the linked one too (a row with the reason)
+    assert len(graded["results"]) == 44  # every folder, the linked one too (a row with the reason)
 
 
 def test_reports(graded):
@@ -397,17 +445,52 @@ def test_reports_escape_what_students_control():
     assert all(line.count(" | ") == 2 for line in rows), rows  # no extra table cells
 
 
-@pytest.mark.parametrize("student", ["tensor_answer", "prints_no_newline", "answer_below_stub"])
+@pytest.mark.parametrize("student", ["tensor_answer", "prints_no_newline", "answer_below_stub",
+                                     "helper_in_another_cell", "cached_answer"])
 def test_honest_answers_in_unexpected_forms_get_their_marks(graded, student):
     scores, result = outcome(graded, student)
     assert scores["07.1"] == (1, "passed"), result.exercises[0].message
 
 
 def test_a_wrapper_around_the_package_is_flagged_for_the_instructor(graded):
-    _, result = outcome(graded, "wrapper")
+    scores, result = outcome(graded, "wrapper")
     assert any("cell 3 reaches into the course package (transformer_course)" in flag for flag in result.flags), \
         result.flags
+    assert scores == {"07.1": (0, "failed"), "07.2": (0, "not attempted")}
+    assert "refers to the course package (transformer_course.masks)" in result.exercises[0].message
     assert not outcome(graded, "full")[1].flags
+
+
+@pytest.mark.parametrize("student, seen", [
+    ("resolve_name", "refers to the course package (transformer_course.masks:causal_mask)"),
+    ("builtins_import", "refers to the course package (transformer_course.masks)"),
+    ("unpickled_reference", "refers to the course package (transformer_course.masks)"),
+    ("decorator_elsewhere", "refers to the course package (transformer_course.masks)"),
+    # The package's code object itself: its bytecode and its file name both give it away.
+    ("code_object_copy", "the course package's"),
+    ("relabelled_module", "the course package's"),
+    ("ipython_syntax", "refers to the course package (transformer_course.masks)"),
+])
+def test_the_packages_own_code_earns_nothing_however_it_is_reached(graded, student, seen):
+    scores, result = outcome(graded, student)
+    assert scores == {"07.1": (0, "failed"), "07.2": (3, "passed")}, result.exercises[0].message
+    assert seen in result.exercises[0].message and "masks" in result.exercises[0].message
+
+
+def test_the_packages_program_recompiled_elsewhere_is_flagged(graded):
+    """The same bytecode can be a short honest answer: the instructor reads the cell; the score stands."""
+    _, result = outcome(graded, "source_run_from_tmp")
+    assert ("07.1: `causal_mask` holds the compiled code of the course package's transformer_course.masks.causal_mask"
+            " — graded as usual; read the cell") in result.flags, result.flags
+    assert not any("compiled code" in flag for student in ("full", "helper_in_another_cell", "cached_answer")
+                   for flag in outcome(graded, student)[1].flags)
+
+
+def test_a_name_built_at_call_time_fails_like_a_missing_import(graded):
+    """What no reading of the pickle can see fails where the call runs: the package is not there."""
+    scores, result = outcome(graded, "grader_detector")
+    assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}
+    assert "ImportError" in result.exercises[0].message and "out of reach" in result.exercises[0].message
 
 
 def test_a_reply_carrying_the_nonce_twice_is_rejected(graded):
@@ -787,3 +870,46 @@ def test_student_controlled_texts_in_a_verdict_are_capped():
                   "ok transformer_course." + "m" * 1_000_000 + " " + answer):  # a __module__ of a million characters
         verdict = _judge(EXERCISES["07.1"], cases, {"07.1#0": "0" * 32 + " " + reply}, stopped=None)
         assert len(verdict.message) < MAX_MESSAGE_CHARACTERS + 100 and "more characters cut" in verdict.message
+
+
+def test_reading_a_pickle_finds_the_packages_code_and_never_loads_it():
+    import types
+
+    import cloudpickle
+    import numpy as np
+
+    import transformer_course.masks as masks
+    from transformer_course.grading.provenance import package_code_in
+
+    def honest(length):
+        return np.tril(np.ones((length, length), dtype=bool))
+
+    copied = types.FunctionType(masks.causal_mask.__code__, {"ops": np}, "causal_mask")
+    assert package_code_in(cloudpickle.dumps(honest)) is None
+    assert package_code_in(cloudpickle.dumps(masks.causal_mask)) == \
+        ("name", "refers to the course package (transformer_course.masks)")
+    assert package_code_in(cloudpickle.dumps(copied))[0] in ("code", "program")
+    loaded = []
+
+    class Loud:  # unpickling this would run code: reading it must not
+        def __reduce__(self):
+            return loaded.append, ("ran",)
+
+    assert package_code_in(cloudpickle.dumps(Loud())) is None and not loaded
+    assert package_code_in(b"\x80\x05not a pickle")[1].startswith("is not a pickle the grader can read")
+
+
+def test_graded_calls_import_only_the_protocol(tmp_path):
+    import subprocess
+    import sys
+
+    from transformer_course.grading.sandbox import graded_snapshot
+
+    probe = (
+        "from transformer_course.grading.protocol import _serve\n"
+        "from transformer_course.exercises.values import decode, encode\n"
+        "from transformer_course.decoding import greedy_decode\n")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(graded_snapshot().parent)})
+    assert "ImportError: transformer_course.decoding is out of reach of graded code" in run.stderr, run.stderr
+    assert "line 3" in run.stderr  # the protocol and the value format imported; the subject did not

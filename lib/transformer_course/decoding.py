@@ -23,30 +23,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ._ids import PADDING_ID
+from ._next_token_table import NextTokenTable
 from ._validation import check_integer
 
 __all__ = ["greedy_decode", "beam_search", "batch_beam_search", "length_penalty", "NextTokenTable",
            "apply_temperature", "top_k_filter", "top_p_filter", "sample_decode"]
 
-
-
-class NextTokenTable:
-    """A next-token model given by a table: ``P(next | decoded)`` depends on the last id only.
-
-    The smallest model a decoding strategy can run on (a bigram model), used by the exercises'
-    cases: its answers are known exactly.
-
-    Args:
-        table: float ``(V, V)``; row i is the distribution of the id after id i.
-
-    Call: int ``(K, t)`` ids decoded so far -> float64 ``(K, V)`` = ``table[decoded[:, -1]]``.
-    """
-
-    def __init__(self, table):
-        self.table = np.asarray(table, dtype="float64")
-
-    def __call__(self, decoded):
-        return self.table[np.asarray(decoded)[:, -1]]
 
 
 def _probabilities(function: Callable, decoded: np.ndarray) -> np.ndarray:

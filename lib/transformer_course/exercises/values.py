@@ -3,7 +3,9 @@
 Public cases (``public_cases.json``), the grader's requests and the student kernel's replies all
 hold values in this format. Decoding never executes anything: arrays are read with
 ``allow_pickle=False`` after their header is checked against their size, and the only object
-rebuilt is a :class:`transformer_course.decoding.NextTokenTable` (a table of numbers).
+rebuilt is a :class:`transformer_course.decoding.NextTokenTable` (a table of numbers). It imports
+nothing of the course but that table, so graded calls can decode values where the rest of the
+package is out of reach.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 
 import numpy as np
 
-from ..decoding import NextTokenTable
+from .._next_token_table import NextTokenTable
 
 __all__ = ["encode", "decode", "plain_value", "MAX_REPLY_CHARACTERS"]
 

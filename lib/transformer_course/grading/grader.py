@@ -8,9 +8,12 @@ release. For every student and released notebook the grader
    restored from the release and the report says so;
 3. inserts, after each exercise's solution cell, a line that records the student's function as
    it was then (later cells may rebind the name to the package's version);
-4. runs the notebook in a sandboxed kernel (:mod:`.sandbox`), then asks that kernel for the
-   outputs of each exercise function on cases drawn here, at grading time;
-5. compares those outputs with the reference **in this process**, which never runs student code.
+4. runs the notebook in a sandboxed kernel (:mod:`.sandbox`), then asks that kernel for each
+   exercise's function, by value (:func:`.protocol.export_code`); a function whose pickle names
+   or holds the course package's code scores 0 (:mod:`.provenance`);
+5. calls the other functions on cases drawn here, at grading time, in a second sandboxed kernel
+   where the package holds only the grading protocol (:func:`.sandbox.graded_snapshot`);
+6. compares those outputs with the reference **in this process**, which never runs student code.
 
 Scores are all or nothing per exercise. The cases come from the public seed 0 (the cases a
 student's instant check uses) and a secret seed drawn for each grading run (``--seed`` replays one);
@@ -47,9 +50,9 @@ import numpy as np
 
 from .._files import write_text_atomically
 from ..exercises import EXERCISES
-from . import inspection, protocol, references
+from . import inspection, protocol, provenance, references
 from .markup import exercise_id_of, locked_cells
-from .sandbox import Limits, SandboxUnavailable, run_submission, sandbox_available
+from .sandbox import Limits, SandboxResult, SandboxUnavailable, graded_snapshot, run_submission, sandbox_available
 
 __all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "markdown_text",
            "spreadsheet_cell", "shard_of", "parse_shard", "merge_grades", "MergeError"]
@@ -310,11 +313,36 @@ def _similarity_lines(results: list) -> list[str]:
     return lines + [""]
 
 
+def _verdict(exercise, status, message) -> ExerciseResult:
+    return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status,
+                          capped(message))
+
+
+def _not_handed_over(exercise, kind, value, timed_out, stopped, cell_seconds) -> tuple[str, str]:
+    """(status, message) of an exercise whose function the student's kernel did not hand over."""
+    name = f"`{exercise.function_name}`"
+    if kind == "missing":
+        return "not attempted", f"{name} is not defined — did its cell run without errors?"
+    if kind == "unpicklable":
+        return "error", (f"{name} could not be handed to the grader ({value}): does it keep an open file, a "
+                         "lock or a generator in a variable of the notebook?")
+    if kind == "too-large":
+        return "error", (f"{name} and the notebook's values it uses are larger than "
+                         f"{protocol.MAX_FUNCTION_BYTES // 2**20} MiB")
+    if kind == "forged":
+        return "failed", "the kernel printed the grader's request tag more than once — a forged reply"
+    if timed_out:
+        return "error", f"handing {name} to the grader ran past the {cell_seconds:.0f} s limit"
+    return "error", stopped or f"no answer from the kernel for {name}"
+
+
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
     def result(status, message):
-        return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status,
-                              capped(message))
+        return _verdict(exercise, status, message)
 
+    if f"{exercise.id}#load" in timed_out:
+        return result("error", f"rebuilding `{exercise.function_name}` for the graded calls ran past the "
+                               f"{cell_seconds:.0f} s limit")
     for number, (label, arguments, nonce, key) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
         if kind == "no-reply" and key in timed_out:
@@ -393,20 +421,48 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     _restore_locked_cells(submission, release, outcome.flags)
     _insert_captures(submission)
 
+    env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
+    # 1. The student's kernel runs the notebook and hands over each graded function, by value.
+    exports = {f"{exercise.id}#export": (exercise, secrets.token_hex(16)) for exercise in exercises}
+    run = run_submission(submission, {key: (protocol.export_code(exercise.id, exercise.function_name, nonce), nonce)
+                                      for key, (exercise, nonce) in exports.items()}, limits, env, sandbox=sandbox)
+    functions, refused = {}, {}
+    for key, (exercise, nonce) in exports.items():
+        kind, value = protocol.parse_export(run.replies.get(key, ""), nonce)
+        if kind != "function":
+            refused[exercise.id] = _not_handed_over(exercise, kind, value, key in run.timed_out, run.stopped,
+                                                    limits.cell_seconds)
+            continue
+        found = provenance.package_code_in(value)
+        if found and found[0] != "program":  # a name or a code object of the package: no honest answer has one
+            refused[exercise.id] = ("failed", f"`{exercise.function_name}` {found[1]}: graded code must be your own")
+            continue
+        functions[exercise.id] = value
+        if found:  # the same program as one of the package's: a copy, or a short honest answer
+            outcome.flags.append(f"{exercise.id}: `{exercise.function_name}` {found[1]} — graded as usual; "
+                                 "read the cell")
+    # 2. A second kernel, where the package holds only the protocol, calls them on the grading cases.
     cases, requests = {}, {}
     for exercise in exercises:
         cases[exercise.id] = []
+        if exercise.id not in functions:
+            continue
+        requests[f"{exercise.id}#load"] = (protocol.load_code(exercise.id, functions[exercise.id]), None)
         for number, (label, arguments) in enumerate(_cases(exercise, seed)):
             key, nonce = f"{exercise.id}#{number}", secrets.token_hex(16)
             cases[exercise.id].append((label, arguments, nonce, key))
             requests[key] = (protocol.request_code(exercise.id, exercise.function_name, arguments, nonce), nonce)
-    env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
-    run = run_submission(submission, requests, limits, env, sandbox=sandbox)
-    outcome.problems, outcome.isolated = run.problems, run.isolated
+    graded = (run_submission(nbformat.v4.new_notebook(), requests, limits, env, sandbox=sandbox,
+                             package=graded_snapshot()) if requests else SandboxResult(isolated=run.isolated))
+    outcome.problems, outcome.isolated = run.problems + graded.problems, run.isolated and graded.isolated
     if run.stopped:
         outcome.flags.append(f"stopped: {run.stopped}")
-    outcome.exercises = [_judge(exercise, cases[exercise.id], run.replies, run.stopped, run.timed_out,
-                                limits.cell_seconds) for exercise in exercises]
+    if graded.stopped:
+        outcome.flags.append(f"stopped while calling the graded functions: {graded.stopped}")
+    outcome.exercises = [
+        _verdict(exercise, *refused[exercise.id]) if exercise.id in refused else
+        _judge(exercise, cases[exercise.id], graded.replies, graded.stopped, graded.timed_out, limits.cell_seconds)
+        for exercise in exercises]
     outcome.seconds = round(time.perf_counter() - start, 1)
     return outcome
 

@@ -1,18 +1,35 @@
-"""The grader's messages: a request the student's kernel runs, one reply line it prints.
+"""The grader's messages: requests two kernels run, one reply line each request prints.
 
-The trusted grader sends a student's kernel the name of a function and its arguments; the kernel
-calls the function and prints one reply line tagged with a nonce the grader chose. Both sides use
-this module. The values travel in the exercises' value format
-(:mod:`transformer_course.exercises.values`: JSON, arrays as base64 ``.npy`` bytes, never
-pickles), which the students' own checks also use.
+Graded functions never run where the course package's code can be reached:
+
+1. The student's kernel runs the notebook; then, for each exercise, :func:`export_code` asks it
+   for the function the student wrote, **by value**: pickled with ``cloudpickle``, which copies
+   functions defined in the notebook (and what they refer to there) and names everything else by
+   its module. The grader never unpickles it; it only reads the pickle's opcodes
+   (:mod:`.provenance`).
+2. A second kernel, whose copy of the package holds only this module, the value format and the
+   exercises' ``NextTokenTable`` (:func:`.sandbox.graded_snapshot`), rebuilds each function
+   (:func:`load_code`) and calls it on the grader's cases (:func:`request_code`). A function that
+   names any other part of the package fails there like a missing import.
+
+Each reply line is tagged with a nonce the grader chose. The cases' values travel in the exercises'
+value format (:mod:`transformer_course.exercises.values`: JSON, arrays as base64 ``.npy`` bytes,
+never pickles), which the students' own checks also use.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from ..exercises.values import MAX_REPLY_CHARACTERS, decode, encode, plain_value
 
-__all__ = ["encode", "decode", "plain_value", "capture_code", "request_code", "parse_reply",
-           "CAPTURED", "MAX_REPLY_CHARACTERS"]
+__all__ = ["encode", "decode", "plain_value", "capture_code", "export_code", "parse_export", "load_code",
+           "request_code", "parse_reply", "CAPTURED", "MAX_REPLY_CHARACTERS", "MAX_FUNCTION_BYTES"]
+
+# The largest pickled function the grader takes from a kernel (an exercise's function and what
+# it refers to in the notebook: kilobytes); base64 of it fits one reply line.
+MAX_FUNCTION_BYTES = (MAX_REPLY_CHARACTERS - 1024) // 4 * 3
 
 
 CAPTURED = "__graded_functions__"
@@ -26,6 +43,109 @@ def capture_code(exercise_id: str, function_name: str) -> str:
     """
     return (f"globals().setdefault({CAPTURED!r}, {{}})[{exercise_id!r}] = "
             f"globals().get({function_name!r})")
+
+
+def export_code(exercise_id: str, function_name: str, nonce: str) -> str:
+    """Python source that the student's kernel runs after the notebook: the graded function, by value.
+
+    It prints exactly one line: ``<nonce> function <base64 of the cloudpickle>``, or
+    ``<nonce> missing``, ``<nonce> unpicklable <type>`` or ``<nonce> too-large <bytes>``.
+    """
+    return (
+        "from transformer_course.grading.protocol import _export as __export\n"
+        f"__export(globals(), {exercise_id!r}, {function_name!r}, {nonce!r})\n"
+        "del __export\n"
+    )
+
+
+def _graded_function(namespace: dict, exercise_id: str, function_name: str):
+    """The function captured after the exercise's cell, else the name's current binding."""
+    captured = namespace.get(CAPTURED, {})
+    return captured.get(exercise_id) if exercise_id in captured else namespace.get(function_name)
+
+
+def _export(namespace: dict, exercise_id: str, function_name: str, nonce: str) -> None:
+    """Kernel side of :func:`export_code` (runs in the student's kernel; only prints)."""
+    function = _graded_function(namespace, exercise_id, function_name)
+    if not callable(function):
+        print("\n" + nonce, "missing")
+        return
+    import functools
+
+    if isinstance(function, functools._lru_cache_wrapper):  # functools.cache: pickled by name; the function itself
+        function = function.__wrapped__
+    try:
+        import cloudpickle
+
+        data = cloudpickle.dumps(function)
+    except Exception as error:  # noqa: BLE001 - reported to the grader as the type's name
+        print("\n" + nonce, "unpicklable", type(error).__name__[:100])
+        return
+    if len(data) > MAX_FUNCTION_BYTES:
+        print("\n" + nonce, "too-large", len(data))
+        return
+    print("\n" + nonce + " function " + base64.b64encode(data).decode("ascii"))
+
+
+def parse_export(text: str, nonce: str) -> tuple[str, object]:
+    """Find the reply to :func:`export_code` tagged ``nonce``.
+
+    Returns:
+        ``("function", pickle bytes)``, ``("missing", None)``, ``("unpicklable", type name)``,
+        ``("too-large", size text)``, ``("no-reply", None)``, or ``("forged", None)`` when the
+        nonce appears more than once.
+    """
+    if text.count(nonce) > 1:
+        return "forged", None
+    for line in text.splitlines():
+        if not line.startswith(nonce + " "):
+            continue
+        kind, _, rest = line[len(nonce) + 1:].partition(" ")
+        if kind == "function":
+            try:
+                data = base64.b64decode(rest.strip(), validate=True)
+            except (binascii.Error, ValueError):
+                return "no-reply", None
+            return ("function", data) if 0 < len(data) <= MAX_FUNCTION_BYTES else ("no-reply", None)
+        return kind, rest[:200] or None
+    return "no-reply", None
+
+
+def load_code(exercise_id: str, pickled: bytes) -> str:
+    """Python source that the graded kernel runs once per exercise: rebuild the student's function.
+
+    A function that cannot be rebuilt there (it names a part of the course package that is out
+    of reach, or its pickle raises) is replaced by one that raises the same error on every call,
+    so each case reports why.
+    """
+    return (
+        "from transformer_course.grading.protocol import _load as __load\n"
+        f"__load(globals(), {exercise_id!r}, {base64.b64encode(pickled).decode('ascii')!r})\n"
+        "del __load\n"
+    )
+
+
+class _Unreachable:
+    """Stands for a graded function that could not be rebuilt: every call raises its error."""
+
+    __module__ = "__main__"
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def __call__(self, *arguments, **keywords):
+        raise self.error
+
+
+def _load(namespace: dict, exercise_id: str, encoded: str) -> None:
+    """Graded-kernel side of :func:`load_code`."""
+    import pickle
+
+    try:
+        function = pickle.loads(base64.b64decode(encoded))  # cloudpickle's format; this kernel only
+    except Exception as error:  # noqa: BLE001 - every case of the exercise reports it
+        function = _Unreachable(error)
+    namespace.setdefault(CAPTURED, {})[exercise_id] = function
 
 
 def request_code(exercise_id: str, function_name: str, arguments: dict, nonce: str) -> str:
@@ -45,8 +165,7 @@ def request_code(exercise_id: str, function_name: str, arguments: dict, nonce: s
 
 def _serve(namespace: dict, exercise_id: str, function_name: str, payload: str, nonce: str) -> None:
     """Kernel side of :func:`request_code` (runs in the untrusted kernel; only prints)."""
-    captured = namespace.get(CAPTURED, {})
-    function = captured.get(exercise_id) if exercise_id in captured else namespace.get(function_name)
+    function = _graded_function(namespace, exercise_id, function_name)
     if not callable(function):
         print("\n" + nonce, "missing")
         return

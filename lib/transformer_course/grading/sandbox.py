@@ -10,7 +10,8 @@ unprivileged user namespaces from the host. Inside it the kernel has:
   installation and virtual environment, a snapshot of the course package (without the grader's
   references and case generators, :mod:`.references`, which are an empty module there, and
   compiled from its own sources, never from the checkout's ``__pycache__``, so nothing written
-  into the checkout later reaches a kernel) and the data cache, all read-only; a private, empty
+  into the checkout later reaches a kernel; the kernel that runs the graded calls gets a copy
+  holding only the grading protocol, :func:`graded_snapshot`) and the data cache, all read-only; a private, empty
   home and working folder (``/home/student``), a private ``/tmp`` and ``/dev/shm``, each a
   size-capped tmpfs; the folder of the kernel's sockets; nothing else, so the instructor's
   notebooks, ``.git``, other submissions and the reports are not there at all;
@@ -45,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -56,7 +58,7 @@ from jupyter_client.manager import KernelManager
 from . import protocol
 
 __all__ = ["Limits", "SandboxResult", "run_submission", "sandbox_available", "sandbox_command", "SandboxUnavailable",
-           "KERNEL_ENVIRONMENT"]
+           "KERNEL_ENVIRONMENT", "package_snapshot", "graded_snapshot", "GRADED_MODULES"]
 
 # The only variables a kernel gets from the grader's environment (when set there).
 KERNEL_ENVIRONMENT = ("COURSE_PROFILE", "COURSE_DATA_DIR", "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "MPLBACKEND",
@@ -150,27 +152,71 @@ def _readonly_paths() -> list[str]:
     return kept
 
 
-@lru_cache(maxsize=1)
-def package_snapshot() -> Path:
-    """A copy of the course package for kernels: an empty :mod:`.references`, compiled afresh.
+def _make_snapshot(prefix: str, stubbed: Callable[[Path], str | None]) -> Path:
+    """A private, read-only-to-kernels copy of the package, compiled from its own sources.
 
-    Made once per grading process in a private temporary folder (removed at exit) and mounted
-    read-only over the package in every sandbox, so that a compiled file or a changed module
-    written into the checkout during grading never reaches a kernel. The checkout's
-    ``__pycache__`` folders are left out; the snapshot's own sources are compiled into it.
-
-    Returns:
-        Path of the snapshot's ``transformer_course`` folder.
+    ``stubbed(relative_path)`` gives the text that replaces a module (None keeps it). Made in a
+    temporary folder removed at exit; the checkout's ``__pycache__`` folders are left out.
     """
-    root = Path(tempfile.mkdtemp(prefix="course-package-"))
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     atexit.register(shutil.rmtree, root, True)
     snapshot = root / "transformer_course"
     shutil.copytree(_package_folder(), snapshot, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), symlinks=False)
-    (snapshot / "grading" / "references.py").write_text("", encoding="utf-8")
+    for path in snapshot.rglob("*.py"):
+        text = stubbed(path.relative_to(snapshot))
+        if text is not None:
+            path.write_text(text, encoding="utf-8")
     compileall.compile_dir(snapshot, quiet=2)  # compiled here, from the snapshot's own sources: imports stay fast
     for path in (root, *snapshot.rglob("*")):  # readable inside whatever the grader's umask
         path.chmod(0o755 if path.is_dir() else 0o644)
     return snapshot
+
+
+@lru_cache(maxsize=1)
+def package_snapshot() -> Path:
+    """The copy of the course package a student's notebook runs with: an empty :mod:`.references`.
+
+    Made once per grading process and mounted read-only over the package in every sandbox, so
+    that a compiled file or a changed module written into the checkout during grading never
+    reaches a kernel.
+
+    Returns:
+        Path of the snapshot's ``transformer_course`` folder.
+    """
+    return _make_snapshot("course-package-", lambda path: "" if path == Path("grading", "references.py") else None)
+
+
+# What graded calls can import of the package: the protocol, the value format and the table the
+# decoding exercises' cases are made of. Every other module raises ImportError there.
+GRADED_MODULES = {Path("__init__.py"), Path("_next_token_table.py"), Path("exercises", "values.py"),
+                  Path("grading", "protocol.py")}
+_EMPTY_PACKAGES = {Path("exercises", "__init__.py"), Path("grading", "__init__.py")}
+
+
+def _graded_stub(path: Path) -> str | None:
+    if path in GRADED_MODULES:
+        return None
+    if path in _EMPTY_PACKAGES:
+        return ""
+    module = ".".join(("transformer_course", *path.with_suffix("").parts)).removesuffix(".__init__")
+    return (f"raise ImportError({module!r} ' is out of reach of graded code: graded functions run where "
+            "the course package holds only the grading protocol (write the exercise with NumPy).', "
+            f"name={module!r})\n")
+
+
+@lru_cache(maxsize=1)
+def graded_snapshot() -> Path:
+    """The copy of the course package the graded calls run with: the protocol and nothing to copy.
+
+    Only :data:`GRADED_MODULES` are kept; every other module of the package, the exercise
+    implementations among them, is replaced by one line that raises ``ImportError``. A graded
+    function that reaches the package's code in any way (an import, a name resolved at run time,
+    a pickle, a decorator from another cell) fails like a missing import.
+
+    Returns:
+        Path of the snapshot's ``transformer_course`` folder.
+    """
+    return _make_snapshot("course-graded-", _graded_stub)
 
 
 def _launcher(limits: Limits) -> list[str]:
@@ -183,7 +229,8 @@ def _launcher(limits: Limits) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-def sandbox_command(workdir: str, environment: dict, limits: Limits | None = None) -> list[str]:
+def sandbox_command(workdir: str, environment: dict, limits: Limits | None = None,
+                    package: Path | None = None) -> list[str]:
     """The ``bwrap`` command line that starts a kernel in the sandbox (see the module docstring).
 
     Args:
@@ -192,6 +239,7 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
         environment: the kernel's whole environment.
         limits: :class:`Limits` (the default limits when None): the tmpfs sizes and the caps
             set before the kernel starts.
+        package: the copy of the package mounted over it (default :func:`package_snapshot`).
 
     Returns:
         list of str, ending with the Python command that starts ``ipykernel``.
@@ -210,7 +258,7 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
             command += ["--ro-bind", path, path]
     for path in _readonly_paths():
         command += ["--ro-bind", path, path]
-    command += ["--ro-bind", str(package_snapshot()), str(_package_folder())]
+    command += ["--ro-bind", str(package or package_snapshot()), str(_package_folder())]
     command += ["--bind", workdir, workdir, "--chdir", HOME]
     for key, value in environment.items():
         command += ["--setenv", key, value]
@@ -476,7 +524,7 @@ def _working_folder():
 
 
 def run_submission(notebook, requests: dict, limits: Limits, environment: dict | None = None,
-                   sandbox: bool = True) -> SandboxResult:
+                   sandbox: bool = True, package: Path | None = None) -> SandboxResult:
     """Run a submitted notebook top to bottom in a sandboxed kernel, then the grader's requests.
 
     Args:
@@ -489,6 +537,10 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
         environment: values for the kernel's allow-listed variables (``KERNEL_ENVIRONMENT``).
         sandbox: bool, run the kernel in the bubblewrap sandbox; False runs it unconfined (only
             for code the instructor trusts).
+        package: the copy of the course package the kernel imports: :func:`package_snapshot`
+            (the default) for a student's notebook, :func:`graded_snapshot` for graded calls.
+            Unconfined, it comes first on the kernel's ``PYTHONPATH`` (the installed package is
+            still on disk there: only the sandbox makes it unreachable).
 
     Returns:
         :class:`SandboxResult`; never raises for anything the submission does.
@@ -499,9 +551,10 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
         manager = _SandboxedKernelManager(transport="ipc", ip=str(Path(workdir, "kernel")))
         manager.connection_file = str(Path(workdir, "connection.json"))
         if sandbox:
-            manager.launch_prefix = sandbox_command(workdir, env, limits)
+            manager.launch_prefix = sandbox_command(workdir, env, limits, package)
         else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
+            env["PYTHONPATH"] = str((package or package_snapshot()).parent)
             manager.launch_prefix = _launcher(limits)
         watchdog, client = _Watchdog(manager, limits, workdir if sandbox else None), None
         try:
