@@ -70,11 +70,23 @@ def greedy_decode(next_token_probabilities: Callable, start_ids, end_id: int | N
         ValueError: for a non-positive ``max_length``, badly shaped ``start_ids`` or a callable
             returning the wrong shape.
     """
+    return _decode(next_token_probabilities, start_ids, end_id, max_length,
+                   choose=lambda probabilities: probabilities.argmax(axis=-1))
+
+
+def _decode(next_token_probabilities: Callable, start_ids, end_id: int | None, max_length: int,
+            choose: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The loop greedy search and sampling share; they differ only in how ``choose`` picks the next ids.
+
+    ``choose``: float64 ``(B, V)`` next-token probabilities -> int ``(B,)`` the id each row appends.
+    A row that has produced ``end_id`` appends padding from then on; the loop stops when every
+    row has ended, or after ``max_length`` steps.
+    """
     max_length = check_integer("max_length", max_length)
     decoded = _start(start_ids)  # (B, t0)
     finished = np.zeros(decoded.shape[0], dtype=bool)
     for _ in range(max_length):
-        next_ids = _probabilities(next_token_probabilities, decoded).argmax(axis=-1)  # (B,)
+        next_ids = choose(_probabilities(next_token_probabilities, decoded))  # (B,)
         next_ids = np.where(finished, PADDING_ID, next_ids)
         decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
         finished |= next_ids == end_id
@@ -197,26 +209,20 @@ def sample_decode(next_token_probabilities: Callable, start_ids, end_id: int | N
         ValueError: naming the argument, for a bad ``temperature``, ``top_k``, ``top_p``,
             ``max_length`` or ``start_ids``, or a callable returning the wrong shape.
     """
-    max_length = check_integer("max_length", max_length)
     generator = np.random.default_rng(seed)
-    decoded = _start(start_ids)
-    finished = np.zeros(decoded.shape[0], dtype=bool)
-    for _ in range(max_length):
-        distributions = apply_temperature(_probabilities(next_token_probabilities, decoded), temperature)
+
+    def draw(probabilities):
+        distributions = apply_temperature(probabilities, temperature)
         if top_k is not None:
             distributions = top_k_filter(distributions, top_k)
         if top_p is not None:
             distributions = top_p_filter(distributions, top_p)
         # One uniform number per row, placed on the row's cumulative distribution.
         cumulative = np.cumsum(distributions, axis=-1)
-        draws = generator.random(decoded.shape[0])[:, None] * cumulative[:, -1:]
-        next_ids = np.minimum((cumulative <= draws).sum(axis=-1), distributions.shape[1] - 1)
-        next_ids = np.where(finished, PADDING_ID, next_ids)
-        decoded = np.concatenate([decoded, next_ids[:, None]], axis=1)
-        finished |= next_ids == end_id
-        if finished.all():
-            break
-    return decoded
+        draws = generator.random(distributions.shape[0])[:, None] * cumulative[:, -1:]
+        return np.minimum((cumulative <= draws).sum(axis=-1), distributions.shape[1] - 1)
+
+    return _decode(next_token_probabilities, start_ids, end_id, max_length, choose=draw)
 
 
 def _check_beam_arguments(max_length, beam_width, alpha) -> tuple[int, int]:
