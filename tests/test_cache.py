@@ -88,12 +88,11 @@ def test_cached_decoder_steps_equal_the_full_decoder(sequences, normalize_first,
     source_mask = np.array([[True] * S, [True] * 3 + [False] * 2])
     context = dict(encoder_padding_mask=source_mask) if with_cross_attention else {}
     full = _numpy(decoder(target, source, **context) if with_cross_attention else decoder(target))
-    self_cache = decoder.self_attention.initial_cache(B, T)
-    caches = dict(self_attention_cache=self_cache)
-    if with_cross_attention:  # fill the source keys and values once
-        cross = decoder.cross_attention.initial_cache(B, S)
-        caches["cross_attention_cache"] = decoder.cross_attention(source[:, :1], source, cache=cross,
-                                                                  cache_update_index=0)[1]
+    if with_cross_attention:  # the source keys and values, projected once
+        self_cache, cross_cache = decoder.initial_caches(B, T, source)
+        caches = dict(self_attention_cache=self_cache, cross_attention_cache=cross_cache)
+    else:
+        caches = dict(self_attention_cache=decoder.initial_caches(B, T))
     for position in range(T):
         outputs = decoder(target[:, position:position + 1], self_attention_cache_update_index=position, **caches,
                           **context)
@@ -109,3 +108,19 @@ def test_positional_embedding_start_index_gives_the_later_positions():
     np.testing.assert_allclose(_numpy(embedding(ids[:, 2:3], start_index=2))[:, 0], whole[:, 2], atol=1e-6)
     with pytest.raises(ValueError, match="sequence_length=10"):
         embedding(np.ones((1, 3), "int32"), start_index=8)
+
+
+def test_initial_caches_repeat_each_source_for_its_beams_and_refuse_the_wrong_block(sequences):
+    target, source = sequences
+    translator_block, language_block = TransformerDecoder(F, N), TransformerDecoder(F, N)
+    translator_block(target, source)
+    language_block(target)
+    self_cache, cross_cache = translator_block.initial_caches(B, T, source, copies=3)
+    assert tuple(self_cache.shape) == (B * 3, 2, T, N, target.shape[-1] // N)
+    single = _numpy(translator_block.initial_caches(B, T, source)[1])
+    np.testing.assert_allclose(_numpy(cross_cache), np.repeat(single, 3, axis=0))  # source b's copies side by side
+    assert not _numpy(self_cache).any()
+    with pytest.raises(ValueError, match="`encoder_sequence` is required"):
+        translator_block.initial_caches(B, T)
+    with pytest.raises(ValueError, match="no cross-attention"):
+        language_block.initial_caches(B, T, source)

@@ -135,15 +135,8 @@ class IncrementalDecoder(_CachedModel):
         ``(self_attention_cache (B·K, 2, L, N, H), cross_attention_cache (B·K, 2, S, N, H))``.
         """
         encoded, source_mask = encode_source(self.model, source_ids)
-        sources, source_length = ops.shape(encoded)[0], ops.shape(encoded)[1]
-        caches = []
-        for decoder in self.decoders:
-            cross = decoder.cross_attention.initial_cache(sources, source_length)
-            # Writing at index 0 with the whole encoder output projects every source key and value,
-            # once per source; the K beams of a source then share copies of them.
-            cross = decoder.cross_attention(encoded[:, :1], encoded, cache=cross, cache_update_index=0)[1]
-            caches.append((decoder.self_attention.initial_cache(sources * copies, self.max_length),
-                           ops.repeat(cross, copies, axis=0)))
+        caches = [decoder.initial_caches(ops.shape(encoded)[0], self.max_length, encoded, copies)
+                  for decoder in self.decoders]
         return ops.repeat(source_mask, copies, axis=0), caches
 
     def _step_eagerly(self, token_ids, position, source_mask, caches):
@@ -293,8 +286,7 @@ class CachedLanguageModel(_CachedModel):
         if (prompt_ids == PADDING_ID).any():
             raise ValueError("`prompt_ids` must not contain padding (id 0): "
                              "every prompt in a batch needs the same length.")
-        caches = [decoder.self_attention.initial_cache(prompt_ids.shape[0], self.max_length)
-                  for decoder in self.decoders]
+        caches = [decoder.initial_caches(prompt_ids.shape[0], self.max_length) for decoder in self.decoders]
         state = {"caches": caches, "length": 0}
 
         def next_token_probabilities(decoded):

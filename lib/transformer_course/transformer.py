@@ -97,6 +97,17 @@ class _TransformerBlock(keras.layers.Layer):
         layer.build(shape)
         return layer
 
+    # The residual step around every sub-layer, in two halves: post-norm (the original)
+    # LayerNorm(x + Dropout(F(x))), pre-norm x + Dropout(F(LayerNorm(x))).
+    def _sublayer_input(self, x, norm):
+        """What the sub-layer reads: ``x``, or ``LayerNorm(x)`` in a pre-norm block."""
+        return norm(x) if self.normalize_first else x
+
+    def _residual(self, x, output, norm, dropout, training):
+        """``x`` plus the sub-layer's dropped-out ``output``; then ``LayerNorm`` in a post-norm block."""
+        x = x + dropout(output, training=training)
+        return x if self.normalize_first else norm(x)
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -180,20 +191,15 @@ class TransformerEncoder(_TransformerBlock):
         self_attention_mask = combine_masks(key_mask, attention_mask)
 
         # 1. Multi-head self-attention sub-layer with its residual connection.
-        residual = inputs
-        x = self.attention_norm(inputs) if self.normalize_first else inputs
-        x = self.attention(x, x, attention_mask=self_attention_mask, training=training,
+        y = self._sublayer_input(inputs, self.attention_norm)
+        y = self.attention(y, y, attention_mask=self_attention_mask, training=training,
                            return_attention_scores=return_attention_scores)
-        x, scores = x if return_attention_scores else (x, None)
-        x = residual + self.attention_dropout(x, training=training)
-        x = x if self.normalize_first else self.attention_norm(x)
+        y, scores = y if return_attention_scores else (y, None)
+        x = self._residual(inputs, y, self.attention_norm, self.attention_dropout, training)
 
         # 2. Position-wise feed-forward sub-layer: the same two dense layers at every position.
-        residual = x
-        y = self.feedforward_norm(x) if self.normalize_first else x
-        y = self.feedforward_output(self.feedforward_hidden(y))
-        x = residual + self.feedforward_dropout(y, training=training)
-        x = x if self.normalize_first else self.feedforward_norm(x)
+        y = self.feedforward_output(self.feedforward_hidden(self._sublayer_input(x, self.feedforward_norm)))
+        x = self._residual(x, y, self.feedforward_norm, self.feedforward_dropout, training)
         return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, inputs_shape):
@@ -243,12 +249,13 @@ class TransformerDecoder(_TransformerBlock):
         encoder_padding_mask: optional bool ``(B, S)``, True = real source token.
         use_causal_mask: bool, forbid attending to later target positions. Defaults to True.
         self_attention_cache: optional float ``(B, 2, L, N, E // N)``, the key/value cache of
-            the target positions (see :meth:`MultiHeadAttention.initial_cache`).
+            the target positions (:meth:`initial_caches` makes the first one).
         self_attention_cache_update_index: int (or int scalar tensor): where the T new
             positions go in ``self_attention_cache``; the causal mask is offset to match.
         cross_attention_cache: optional float ``(B, 2, S, N, E // N)``, the source keys and
-            values. Pass it with ``cross_attention_cache_update_index=0`` and the
-            ``encoder_sequence`` to fill it, then with ``None`` to reuse it at every step.
+            values, filled by :meth:`initial_caches` (or here: pass an empty one with
+            ``cross_attention_cache_update_index=0`` and the ``encoder_sequence``), then passed
+            with ``None`` to reuse it at every step.
         cross_attention_cache_update_index: int or None, as above.
         training: bool, apply dropout.
         return_attention_scores: bool, also return the cross-attention weights ``(B, N, T, S)``.
@@ -287,12 +294,6 @@ class TransformerDecoder(_TransformerBlock):
         self.dropout_layer = self._dropout("residual_dropout")
         super().build(decoder_sequence_shape)
 
-    def _sublayer(self, x, norm, function, training):
-        """Residual wrapper: post-norm LayerNorm(x + F(x)) or pre-norm x + F(LayerNorm(x))."""
-        output = function(norm(x) if self.normalize_first else x)
-        x = x + self.dropout_layer(output, training=training)
-        return x if self.normalize_first else norm(x)
-
     def call(self, decoder_sequence, encoder_sequence=None, decoder_padding_mask=None,
              encoder_padding_mask=None, use_causal_mask=True, self_attention_cache=None,
              self_attention_cache_update_index=None, cross_attention_cache=None,
@@ -319,46 +320,79 @@ class TransformerDecoder(_TransformerBlock):
             # tokens, and the offset causal mask keeps unwritten ones out.
             self_mask = None
         cross_mask = None if source_mask is None else ops.expand_dims(ops.cast(source_mask, "bool"), 1)  # (B, 1, S)
-        results = {}
+        cached = self_attention_cache is not None
+        scores = None
 
-        def self_attention(x):
-            output = self.self_attention(x, x, attention_mask=self_mask, use_causal_mask=use_causal_mask,
-                                         training=training, cache=self_attention_cache,
-                                         cache_update_index=self_attention_cache_update_index)
-            if self_attention_cache is None:
-                return output
-            output, results["self_cache"] = output
-            return output
+        # 1. Causal self-attention over the target (with a cache: the new positions against all so far).
+        y = self._sublayer_input(decoder_sequence, self.self_attention_norm)
+        y = self.self_attention(y, y, attention_mask=self_mask, use_causal_mask=use_causal_mask, training=training,
+                                cache=self_attention_cache, cache_update_index=self_attention_cache_update_index)
+        y, self_attention_cache = y if cached else (y, None)
+        x = self._residual(decoder_sequence, y, self.self_attention_norm, self.dropout_layer, training)
 
-        def cross_attention(x):
-            output = self.cross_attention(
-                x, encoder_sequence, attention_mask=cross_mask, training=training,
-                return_attention_scores=return_attention_scores, cache=cross_attention_cache,
-                cache_update_index=cross_attention_cache_update_index)
-            if return_attention_scores:
-                output, results["scores"], *cache = output
-            elif cross_attention_cache is not None:
-                output, *cache = output
-            if cross_attention_cache is not None:
-                results["cross_cache"] = cache[0]
-            return output
-
-        def feedforward(x):
-            return self.feedforward_output(self.feedforward_hidden(x))
-
-        # 1. causal self-attention
-        x = self._sublayer(decoder_sequence, self.self_attention_norm, self_attention, training)
+        # 2. Cross-attention: each target position attends to the source (the encoder's output).
         if self.has_cross_attention:
-            x = self._sublayer(x, self.cross_attention_norm, cross_attention, training)  # 2. attend to the source
-        x = self._sublayer(x, self.feedforward_norm, feedforward, training)  # 3. position-wise feed-forward
-        outputs = [x]
-        if return_attention_scores:
-            outputs.append(results.get("scores"))
-        if self_attention_cache is not None:
-            outputs.append(results["self_cache"])
-            if self.has_cross_attention:
-                outputs.append(results["cross_cache"])
+            y = self.cross_attention(self._sublayer_input(x, self.cross_attention_norm), encoder_sequence,
+                                     attention_mask=cross_mask, training=training,
+                                     return_attention_scores=return_attention_scores, cache=cross_attention_cache,
+                                     cache_update_index=cross_attention_cache_update_index)
+            if return_attention_scores:
+                y, scores, *rest = y
+            else:
+                y, *rest = y if cached else (y,)
+            cross_attention_cache = rest[0] if cached else None
+            x = self._residual(x, y, self.cross_attention_norm, self.dropout_layer, training)
+
+        # 3. Position-wise feed-forward.
+        y = self.feedforward_output(self.feedforward_hidden(self._sublayer_input(x, self.feedforward_norm)))
+        x = self._residual(x, y, self.feedforward_norm, self.dropout_layer, training)
+
+        outputs = [x, *([scores] if return_attention_scores else [])]
+        if cached:
+            outputs += [self_attention_cache, *([cross_attention_cache] if self.has_cross_attention else [])]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def initial_caches(self, batch_size, max_length, encoder_sequence=None, copies=1):
+        """The caches a generation loop starts from, so that it never reaches into a sub-layer.
+
+        Args:
+            batch_size: int (or int scalar tensor), B, the sequences decoded together (before ``copies``).
+            max_length: int, L, the most target positions the self-attention cache holds.
+            encoder_sequence: float ``(B, S, E)``, the encoder's output; required by a block with
+                cross-attention, whose keys and values are projected here once.
+            copies: int, K: each source's caches repeated K times (the beams of beam search).
+
+        Returns:
+            A block without cross-attention: the empty self-attention cache, float
+            ``(B·K, 2, L, N, E // N)``. A block with it: ``(self_attention_cache,
+            cross_attention_cache)``, the second float ``(B·K, 2, S, N, E // N)`` holding every
+            source key and value. Pass them to :meth:`call` (the cross-attention cache with
+            ``cross_attention_cache_update_index=None``).
+
+        Raises:
+            ValueError: for a block with cross-attention and no ``encoder_sequence``, or one
+                without it given an ``encoder_sequence``.
+
+        Example:
+            >>> block = TransformerDecoder(intermediate_dim=64, num_heads=2)
+            >>> _ = block(keras.ops.ones((1, 3, 32)))
+            >>> tuple(block.initial_caches(4, 10).shape)
+            (4, 2, 10, 2, 16)
+        """
+        self_cache = self.self_attention.initial_cache(batch_size * copies, max_length)
+        if not self.has_cross_attention:
+            if encoder_sequence is not None:
+                raise ValueError("This block has no cross-attention (it was built without an encoder sequence); "
+                                 "received an `encoder_sequence`.")
+            return self_cache
+        if encoder_sequence is None:
+            raise ValueError("`encoder_sequence` is required: this block has cross-attention.")
+        cross_cache = self.cross_attention.initial_cache(ops.shape(encoder_sequence)[0], ops.shape(encoder_sequence)[1])
+        # Writing at index 0 with the whole encoder output projects every source key and value,
+        # once per source; the K copies of a source then share them.
+        cross_cache = self.cross_attention(encoder_sequence[:, :1], encoder_sequence, cache=cross_cache,
+                                           cache_update_index=0)[1]
+        return self_cache, ops.repeat(cross_cache, copies, axis=0)
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
         return tuple(decoder_sequence_shape)
