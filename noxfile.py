@@ -35,7 +35,7 @@ VERSION_PAIRS = {
 }
 # The modules whose unit tests run on every backend (they import no TensorFlow).
 BACKEND_TESTS = [
-    "tests/test_attention.py", "tests/test_masks.py", "tests/test_multi_head_attention.py",
+    "tests/test_seq2seq_attention.py", "tests/test_masks.py", "tests/test_attention.py",
     "tests/test_positional.py", "tests/test_transformer.py", "tests/test_metrics.py",
     "tests/test_decoding.py", "tests/test_classifier.py", "tests/test_profiles.py", "tests/test_training.py",
     "tests/test_cache.py", "tests/test_reversal.py", "tests/test_vision.py", "tests/test_language_model.py",

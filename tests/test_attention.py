@@ -1,127 +1,161 @@
+"""Our MultiHeadAttention against keras.layers.MultiHeadAttention, number for number."""
+
 import keras
 import numpy as np
 import pytest
 
-from transformer_course.seq2seq_attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
+from transformer_course.attention import MultiHeadAttention, scaled_dot_product_attention
+from transformer_course.masks import attention_mask, causal_mask, keras_mask
 
-LAYERS = {
-    "dot": lambda: LuongDotAttention(),
-    "general": lambda: LuongGeneralAttention(),
-    "bahdanau": lambda: BahdanauAttention(units=5),
-}
-
-
-@pytest.fixture
-def inputs():
-    generator = np.random.default_rng(0)
-    query = generator.normal(size=(3, 4)).astype("float32")  # (B, H)
-    value = generator.normal(size=(3, 6, 4)).astype("float32")  # (B, S, H)
-    mask = np.ones((3, 6), bool)
-    mask[0, 4:] = False  # the first sequence has 4 real tokens
-    mask[1, 1:] = False  # the second has 1
-    return query, value, mask
+B, T, S, E, N = 2, 5, 7, 8, 2
 
 
 def _numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
-@pytest.mark.parametrize("kind", LAYERS)
-def test_shapes_and_weights_sum_to_one(kind, inputs):
-    query, value, _ = inputs
-    context, weights = LAYERS[kind]()(query, value)
-    assert tuple(context.shape) == (3, 4) and tuple(weights.shape) == (3, 6)
-    np.testing.assert_allclose(_numpy(weights).sum(-1), 1.0, atol=1e-6)
-    np.testing.assert_allclose(_numpy(context), np.einsum("bs,bsh->bh", _numpy(weights), value), atol=1e-5)
+@pytest.fixture
+def data():
+    generator = np.random.default_rng(0)
+    query = generator.normal(size=(B, T, E)).astype("float32")
+    value = generator.normal(size=(B, S, E)).astype("float32")
+    query_padding = np.array([[True] * T, [True] * 3 + [False] * 2])
+    value_padding = np.array([[True] * 5 + [False] * 2, [True] * S])
+    return query, value, query_padding, value_padding
 
 
-@pytest.mark.parametrize("kind", LAYERS)
-def test_masked_positions_get_exactly_zero_weight(kind, inputs):
-    query, value, mask = inputs
-    context, weights = LAYERS[kind]()(query, value, mask=mask)
-    weights = _numpy(weights)
-    assert (weights[~mask] == 0).all()
-    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
-    np.testing.assert_allclose(weights[1, 0], 1.0)  # one real token takes all the weight
-    # Changing what sits at masked positions changes nothing.
-    changed = value.copy()
-    changed[~mask] = 100.0
-    layer = LAYERS[kind]()
-    first, _ = layer(query, value, mask=mask)
-    second, _ = layer(query, changed, mask=mask)
-    np.testing.assert_allclose(_numpy(first), _numpy(second), atol=1e-5)
+def _pair(query, value, **kwargs):
+    keras.utils.set_random_seed(1)
+    reference = keras.layers.MultiHeadAttention(num_heads=N, key_dim=E // N, **kwargs)
+    ours = MultiHeadAttention(num_heads=N, key_dim=E // N, **kwargs)
+    reference(query, value)
+    ours(query, value)
+    assert [w.shape for w in ours.get_weights()] == [w.shape for w in reference.get_weights()]
+    ours.set_weights(reference.get_weights())
+    return reference, ours
 
 
-def test_fully_masked_row_gives_zero_weights_and_context(inputs):
-    query, value, mask = inputs
-    mask[2] = False
-    context, weights = LuongDotAttention()(query, value, mask=mask)
-    assert (_numpy(weights)[2] == 0).all() and (_numpy(context)[2] == 0).all()
+@pytest.mark.parametrize("with_scores", [False, True], ids=["fused", "explicit"])
+@pytest.mark.parametrize("masking", ["none", "padding", "causal", "padding+causal"])
+def test_equal_to_keras(data, masking, with_scores):
+    query, value, query_padding, value_padding = data
+    if "causal" in masking:
+        value = query  # self-attention: T == S
+        value_padding = query_padding
+    reference, ours = _pair(query, value)
+    mask = None
+    if "padding" in masking:
+        mask = _numpy(attention_mask(query_padding, value_padding))
+    causal = "causal" in masking
+    expected = reference(query, value, attention_mask=mask, use_causal_mask=causal,
+                         return_attention_scores=with_scores)  # the same code path in both
+    got = ours(query, value, query_mask=query_padding if mask is not None else None,
+               value_mask=value_padding if mask is not None else None,
+               use_causal_mask=causal, return_attention_scores=with_scores)
+    # Rows of padded queries attend to nothing. Ours gives them zero weights (the mask contract);
+    # so does Keras from 3.10 on, but Keras 3.8 spreads them evenly over the keys. On such a Keras
+    # only the rows of real queries are compared; they must agree exactly on every version.
+    compared = slice(None)
+    if "padding" in masking and not _keras_zeroes_fully_masked_rows():
+        compared = query_padding  # (B, T): real queries only
+    if with_scores:
+        np.testing.assert_allclose(np.moveaxis(_numpy(got[1]), 1, 2)[compared],
+                                   np.moveaxis(_numpy(expected[1]), 1, 2)[compared], atol=1e-5)
+        got, expected = got[0], expected[0]
+    np.testing.assert_allclose(_numpy(got)[compared], _numpy(expected)[compared], atol=1e-5)
 
 
-def test_dot_score_equals_numpy_reference(inputs):
-    query, value, _ = inputs
-    scores = np.einsum("bh,bsh->bs", query, value)
-    expected = np.exp(scores - scores.max(-1, keepdims=True))
-    expected /= expected.sum(-1, keepdims=True)
-    _, weights = LuongDotAttention()(query, value)
-    np.testing.assert_allclose(_numpy(weights), expected, atol=1e-6)
+def _keras_zeroes_fully_masked_rows() -> bool:
+    """Whether Keras' masked softmax gives a row with no allowed position all zeros (Keras >= 3.10)."""
+    row = keras.layers.Softmax()(np.zeros((1, 2), "float32"), mask=np.array([[False, False]]))
+    return bool(np.all(_numpy(row) == 0))
 
 
-def test_general_score_equals_numpy_reference(inputs):
-    query, value, _ = inputs
-    layer = LuongGeneralAttention()
-    _, weights = layer(query, value)
-    W = _numpy(layer.W_a.kernel)  # (H, Q)
-    scores = np.einsum("bq,bsq->bs", query, value @ W)
-    expected = np.exp(scores - scores.max(-1, keepdims=True))
-    np.testing.assert_allclose(_numpy(weights), expected / expected.sum(-1, keepdims=True), atol=1e-6)
+def test_equal_to_keras_with_an_explicit_attention_mask_and_a_separate_key(data):
+    query, value, _, _ = data
+    key = np.random.default_rng(5).normal(size=(B, S, E)).astype("float32")
+    mask = np.random.default_rng(6).random((B, T, S)) > 0.3
+    mask[..., 0] = True
+    reference, ours = _pair(query, value)
+    expected = reference(query, value, key=key, attention_mask=mask, return_attention_scores=True)
+    got = ours(query, value, key=key, attention_mask=mask, return_attention_scores=True)
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(_numpy(a), _numpy(b), atol=1e-5)
 
 
-def test_bahdanau_score_equals_numpy_reference(inputs):
-    query, value, _ = inputs
-    layer = BahdanauAttention(units=5)
-    _, weights = layer(query, value)
-    W, U, v = (_numpy(d.kernel) for d in (layer.W_a, layer.U_a, layer.v_a))
-    scores = (np.tanh((query @ W)[:, None, :] + value @ U) @ v)[..., 0]
-    expected = np.exp(scores - scores.max(-1, keepdims=True))
-    np.testing.assert_allclose(_numpy(weights), expected / expected.sum(-1, keepdims=True), atol=1e-6)
+def test_masked_keys_and_future_positions_get_no_weight(data):
+    query, _, query_padding, _ = data
+    _, ours = _pair(query, query)
+    _, weights = ours(query, query, query_mask=query_padding, value_mask=query_padding,
+                      use_causal_mask=True, return_attention_scores=True)
+    weights = _numpy(weights)  # (B, N, T, S)
+    future = ~np.tril(np.ones((T, T), bool))
+    assert weights[:, :, future].max() < 1e-6
+    padded_keys = ~query_padding[:, None, None, :] & query_padding[:, None, :, None]  # real queries only
+    assert weights[np.broadcast_to(padded_keys, weights.shape)].max() < 1e-6
 
 
-def test_general_and_bahdanau_accept_different_query_and_value_widths():
-    query, value = np.ones((2, 3), "float32"), np.ones((2, 5, 7), "float32")
-    for layer in (LuongGeneralAttention(), BahdanauAttention(units=4)):
-        context, _ = layer(query, value)
-        assert tuple(context.shape) == (2, 7)
-    with pytest.raises(ValueError, match="same width"):
-        LuongDotAttention()(query, value)
+def test_changing_a_future_token_never_changes_earlier_outputs(data):
+    query, *_ = data
+    _, ours = _pair(query, query)
+    changed = query.copy()
+    changed[:, 3:] += 10.0
+    before = _numpy(ours(query, query, use_causal_mask=True))
+    after = _numpy(ours(changed, changed, use_causal_mask=True))
+    np.testing.assert_allclose(after[:, :3], before[:, :3], atol=1e-5)
+    assert not np.allclose(after[:, 3:], before[:, 3:])
 
 
-@pytest.mark.parametrize("kind", LAYERS)
-def test_keras_file_round_trip(kind, inputs, tmp_path):
-    query, value, mask = inputs
-    query_input = keras.Input((4,))
-    value_input = keras.Input((6, 4))
-    mask_input = keras.Input((6,), dtype="bool")
-    outputs = LAYERS[kind]()(query_input, value_input, mask=mask_input)
-    model = keras.Model([query_input, value_input, mask_input], outputs)
-    model.save(tmp_path / "attention.keras")
-    restored = keras.models.load_model(tmp_path / "attention.keras")
-    for original, loaded in zip(model([query, value, mask]), restored([query, value, mask])):
-        np.testing.assert_allclose(_numpy(loaded), _numpy(original), atol=1e-6)
+def test_keras_masks_from_mask_zero_are_used():
+    tokens = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 1]])
+    embedding = keras.layers.Embedding(10, E, mask_zero=True)
+    reference, ours = _pair(embedding(tokens), embedding(tokens))
+    embedded = embedding(tokens)  # a fresh tensor: Keras' layer clears the masks of its inputs
+    _, weights = ours(embedded, embedded, return_attention_scores=True)
+    assert _numpy(weights)[0, :, :3, 3:].max() < 1e-6  # real queries never look at padding
+    output = ours(embedded, embedded)
+    np.testing.assert_array_equal(_numpy(keras_mask(output)), tokens != 0)
+    fresh = embedding(tokens)
+    np.testing.assert_allclose(_numpy(output), _numpy(reference(fresh, fresh)), atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", LAYERS)
-def test_rank_errors_name_the_argument(kind):
-    layer = LAYERS[kind]()
+def test_round_trip(tmp_path, data):
+    query, value, _, _ = data
+    query_input, value_input = keras.Input((T, E)), keras.Input((S, E))
+    model = keras.Model([query_input, value_input],
+                        MultiHeadAttention(num_heads=N, key_dim=4, dropout=0.1)(query_input, value_input))
+    model.save(tmp_path / "mha.keras")
+    restored = keras.models.load_model(tmp_path / "mha.keras")
+    np.testing.assert_allclose(_numpy(restored([query, value])), _numpy(model([query, value])), atol=1e-6)
+    assert restored.layers[-1].get_config()["dropout"] == 0.1
+
+
+def test_scaled_dot_product_attention_matches_a_loop():
+    generator = np.random.default_rng(2)
+    q, k, v = (generator.normal(size=shape).astype("float32") for shape in ((3, 4), (5, 4), (5, 2)))
+    expected_weights = np.zeros((3, 5))
+    for t in range(3):
+        scores = np.array([q[t] @ k[s] / 2.0 for s in range(5)])  # √d_k = 2
+        expected_weights[t] = np.exp(scores) / np.exp(scores).sum()
+    output, weights = scaled_dot_product_attention(q, k, v)
+    np.testing.assert_allclose(_numpy(weights), expected_weights, atol=1e-6)
+    np.testing.assert_allclose(_numpy(output), expected_weights @ v, atol=1e-5)
+    _, masked = scaled_dot_product_attention(q, k, v, mask=_numpy(causal_mask(3, 5)))
+    assert _numpy(masked)[0, 1:].max() < 1e-6
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [(dict(num_heads=0, key_dim=4), "`num_heads`"), (dict(num_heads=2, key_dim=-1), "`key_dim`"),
+     (dict(num_heads=2, key_dim=4, dropout=1.0), "`dropout` must be in")],
+)
+def test_bad_arguments(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        MultiHeadAttention(**arguments)
+
+
+def test_bad_ranks():
     with pytest.raises(ValueError, match="`query` must have shape"):
-        layer(np.ones((2, 3, 4), "float32"), np.ones((2, 5, 4), "float32"))
-    with pytest.raises(ValueError, match="`value` must have shape"):
-        layer(np.ones((2, 4), "float32"), np.ones((2, 4), "float32"))
-    with pytest.raises(ValueError, match="`mask` must have shape"):
-        layer(np.ones((2, 4), "float32"), np.ones((2, 5, 4), "float32"), mask=np.ones((2, 5, 1), bool))
-
-
-def test_bahdanau_units_are_validated():
-    with pytest.raises(ValueError, match="`units` must be a positive integer; received 0"):
-        BahdanauAttention(units=0)
+        MultiHeadAttention(num_heads=2, key_dim=4)(np.ones((2, 8), "float32"), np.ones((2, 3, 8), "float32"))
+    with pytest.raises(ValueError, match="same last dimension"):
+        scaled_dot_product_attention(np.ones((3, 4)), np.ones((5, 3)), np.ones((5, 2)))
