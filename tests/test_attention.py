@@ -3,15 +3,13 @@
 import keras
 import numpy as np
 import pytest
+from layer_checks import to_numpy
 
 from transformer_course.attention import MultiHeadAttention, scaled_dot_product_attention
 from transformer_course.masks import attention_mask, causal_mask, keras_mask
 
 B, T, S, E, N = 2, 5, 7, 8, 2
 
-
-def _numpy(x):
-    return keras.ops.convert_to_numpy(x)
 
 
 @pytest.fixture
@@ -45,7 +43,7 @@ def test_equal_to_keras(data, masking, with_scores):
     reference, ours = _pair(query, value)
     mask = None
     if "padding" in masking:
-        mask = _numpy(attention_mask(query_padding, value_padding))
+        mask = to_numpy(attention_mask(query_padding, value_padding))
     causal = "causal" in masking
     expected = reference(query, value, attention_mask=mask, use_causal_mask=causal,
                          return_attention_scores=with_scores)  # the same code path in both
@@ -59,16 +57,16 @@ def test_equal_to_keras(data, masking, with_scores):
     if "padding" in masking and not _keras_zeroes_fully_masked_rows():
         compared = query_padding  # (B, T): real queries only
     if with_scores:
-        np.testing.assert_allclose(np.moveaxis(_numpy(got[1]), 1, 2)[compared],
-                                   np.moveaxis(_numpy(expected[1]), 1, 2)[compared], atol=1e-5)
+        np.testing.assert_allclose(np.moveaxis(to_numpy(got[1]), 1, 2)[compared],
+                                   np.moveaxis(to_numpy(expected[1]), 1, 2)[compared], atol=1e-5)
         got, expected = got[0], expected[0]
-    np.testing.assert_allclose(_numpy(got)[compared], _numpy(expected)[compared], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(got)[compared], to_numpy(expected)[compared], atol=1e-5)
 
 
 def _keras_zeroes_fully_masked_rows() -> bool:
     """Whether Keras' masked softmax gives a row with no allowed position all zeros (Keras >= 3.10)."""
     row = keras.layers.Softmax()(np.zeros((1, 2), "float32"), mask=np.array([[False, False]]))
-    return bool(np.all(_numpy(row) == 0))
+    return bool(np.all(to_numpy(row) == 0))
 
 
 def test_equal_to_keras_with_an_explicit_attention_mask_and_a_separate_key(data):
@@ -80,7 +78,7 @@ def test_equal_to_keras_with_an_explicit_attention_mask_and_a_separate_key(data)
     expected = reference(query, value, key=key, attention_mask=mask, return_attention_scores=True)
     got = ours(query, value, key=key, attention_mask=mask, return_attention_scores=True)
     for a, b in zip(got, expected):
-        np.testing.assert_allclose(_numpy(a), _numpy(b), atol=1e-5)
+        np.testing.assert_allclose(to_numpy(a), to_numpy(b), atol=1e-5)
 
 
 def test_masked_keys_and_future_positions_get_no_weight(data):
@@ -88,7 +86,7 @@ def test_masked_keys_and_future_positions_get_no_weight(data):
     _, ours = _pair(query, query)
     _, weights = ours(query, query, query_mask=query_padding, value_mask=query_padding,
                       use_causal_mask=True, return_attention_scores=True)
-    weights = _numpy(weights)  # (B, N, T, S)
+    weights = to_numpy(weights)  # (B, N, T, S)
     future = ~np.tril(np.ones((T, T), bool))
     assert weights[:, :, future].max() < 1e-6
     padded_keys = ~query_padding[:, None, None, :] & query_padding[:, None, :, None]  # real queries only
@@ -100,8 +98,8 @@ def test_changing_a_future_token_never_changes_earlier_outputs(data):
     _, ours = _pair(query, query)
     changed = query.copy()
     changed[:, 3:] += 10.0
-    before = _numpy(ours(query, query, use_causal_mask=True))
-    after = _numpy(ours(changed, changed, use_causal_mask=True))
+    before = to_numpy(ours(query, query, use_causal_mask=True))
+    after = to_numpy(ours(changed, changed, use_causal_mask=True))
     np.testing.assert_allclose(after[:, :3], before[:, :3], atol=1e-5)
     assert not np.allclose(after[:, 3:], before[:, 3:])
 
@@ -112,11 +110,11 @@ def test_keras_masks_from_mask_zero_are_used():
     reference, ours = _pair(embedding(tokens), embedding(tokens))
     embedded = embedding(tokens)  # a fresh tensor: Keras' layer clears the masks of its inputs
     _, weights = ours(embedded, embedded, return_attention_scores=True)
-    assert _numpy(weights)[0, :, :3, 3:].max() < 1e-6  # real queries never look at padding
+    assert to_numpy(weights)[0, :, :3, 3:].max() < 1e-6  # real queries never look at padding
     output = ours(embedded, embedded)
-    np.testing.assert_array_equal(_numpy(keras_mask(output)), tokens != 0)
+    np.testing.assert_array_equal(to_numpy(keras_mask(output)), tokens != 0)
     fresh = embedding(tokens)
-    np.testing.assert_allclose(_numpy(output), _numpy(reference(fresh, fresh)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(output), to_numpy(reference(fresh, fresh)), atol=1e-5)
 
 
 def test_round_trip(tmp_path, data):
@@ -126,7 +124,7 @@ def test_round_trip(tmp_path, data):
                         MultiHeadAttention(num_heads=N, key_dim=4, dropout=0.1)(query_input, value_input))
     model.save(tmp_path / "mha.keras")
     restored = keras.models.load_model(tmp_path / "mha.keras")
-    np.testing.assert_allclose(_numpy(restored([query, value])), _numpy(model([query, value])), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(restored([query, value])), to_numpy(model([query, value])), atol=1e-6)
     assert restored.layers[-1].get_config()["dropout"] == 0.1
 
 
@@ -138,10 +136,10 @@ def test_scaled_dot_product_attention_matches_a_loop():
         scores = np.array([q[t] @ k[s] / 2.0 for s in range(5)])  # √d_k = 2
         expected_weights[t] = np.exp(scores) / np.exp(scores).sum()
     output, weights = scaled_dot_product_attention(q, k, v)
-    np.testing.assert_allclose(_numpy(weights), expected_weights, atol=1e-6)
-    np.testing.assert_allclose(_numpy(output), expected_weights @ v, atol=1e-5)
-    _, masked = scaled_dot_product_attention(q, k, v, mask=_numpy(causal_mask(3, 5)))
-    assert _numpy(masked)[0, 1:].max() < 1e-6
+    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(output), expected_weights @ v, atol=1e-5)
+    _, masked = scaled_dot_product_attention(q, k, v, mask=to_numpy(causal_mask(3, 5)))
+    assert to_numpy(masked)[0, 1:].max() < 1e-6
 
 
 @pytest.mark.parametrize(

@@ -3,14 +3,11 @@ import math
 import keras
 import numpy as np
 import pytest
+from layer_checks import to_numpy
 
 from transformer_course.attention import MultiHeadAttention
 from transformer_course.masks import keras_mask
 from transformer_course.positional import PositionalEmbedding, RelativePositionBias, sinusoidal_encoding
-
-
-def _numpy(x):
-    return keras.ops.convert_to_numpy(x)
 
 
 def test_sinusoidal_values_by_hand():
@@ -33,9 +30,9 @@ def test_sinusoidal_arguments_are_checked():
 def test_positional_embedding_sums_token_and_position():
     layer = PositionalEmbedding(sequence_length=6, vocab_size=10, embed_dim=4)
     tokens = np.array([[3, 3, 0, 0], [5, 1, 2, 0]])
-    output = _numpy(layer(tokens))
-    token_table = _numpy(layer.token_embedding.embeddings)
-    position_table = _numpy(layer.position_embedding.embeddings)
+    output = to_numpy(layer(tokens))
+    token_table = to_numpy(layer.token_embedding.embeddings)
+    position_table = to_numpy(layer.position_embedding.embeddings)
     np.testing.assert_allclose(output, token_table[tokens] + position_table[:4], atol=1e-6)
     assert not np.allclose(output[0, 0], output[0, 1])  # same token, different positions
 
@@ -43,9 +40,9 @@ def test_positional_embedding_sums_token_and_position():
 def test_positional_embedding_padding_mask_reaches_attention():
     tokens = np.array([[3, 4, 0, 0], [5, 1, 2, 7]])
     embedded = PositionalEmbedding(sequence_length=4, vocab_size=10, embed_dim=8)(tokens)
-    np.testing.assert_array_equal(_numpy(keras_mask(embedded)), tokens != 0)
+    np.testing.assert_array_equal(to_numpy(keras_mask(embedded)), tokens != 0)
     _, weights = MultiHeadAttention(num_heads=2, key_dim=4)(embedded, embedded, return_attention_scores=True)
-    assert _numpy(weights)[0, :, :2, 2:].max() < 1e-6
+    assert to_numpy(weights)[0, :, :2, 2:].max() < 1e-6
     unmasked = PositionalEmbedding(sequence_length=4, vocab_size=10, embed_dim=8, mask_zero=False)(tokens)
     assert keras_mask(unmasked) is None
 
@@ -55,7 +52,7 @@ def test_positional_embedding_round_trip_and_errors(tmp_path):
     model = keras.Model(inputs, PositionalEmbedding(5, 20, 8)(inputs))
     model.save(tmp_path / "p.keras")
     tokens = np.array([[1, 2, 3, 0, 0]])
-    np.testing.assert_allclose(_numpy(keras.models.load_model(tmp_path / "p.keras")(tokens)), _numpy(model(tokens)))
+    np.testing.assert_allclose(to_numpy(keras.models.load_model(tmp_path / "p.keras")(tokens)), to_numpy(model(tokens)))
     with pytest.raises(ValueError, match="sequence_length=5"):
         PositionalEmbedding(5, 20, 8)(np.ones((1, 6), "int32"))
     with pytest.raises(ValueError, match="`embed_dim`"):
@@ -65,9 +62,9 @@ def test_positional_embedding_round_trip_and_errors(tmp_path):
 def test_relative_bias_depends_only_on_the_clipped_offset():
     layer = RelativePositionBias(num_heads=2, max_distance=2)
     layer.table.assign(np.arange(10, dtype="float32").reshape(2, 5))  # head 0: offsets -2..2 -> 0..4
-    bias = _numpy(layer.bias(4))
+    bias = to_numpy(layer.bias(4))
     assert bias.shape == (2, 4, 4)
     scores = np.ones((3, 2, 4, 4), "float32")
-    np.testing.assert_allclose(_numpy(layer(scores)), scores + bias[None])
+    np.testing.assert_allclose(to_numpy(layer(scores)), scores + bias[None])
     np.testing.assert_array_equal(bias[0], [[2, 3, 4, 4], [1, 2, 3, 4], [0, 1, 2, 3], [0, 0, 1, 2]])
     np.testing.assert_array_equal(bias[1], bias[0] + 5)

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from layer_checks import to_numpy
 
 from transformer_course.seq2seq_attention import BahdanauAttention, LuongDotAttention, LuongGeneralAttention
 
@@ -22,24 +23,21 @@ def inputs():
     return query, value, mask
 
 
-def _numpy(x):
-    return keras.ops.convert_to_numpy(x)
-
 
 @pytest.mark.parametrize("kind", LAYERS)
 def test_shapes_and_weights_sum_to_one(kind, inputs):
     query, value, _ = inputs
     context, weights = LAYERS[kind]()(query, value)
     assert tuple(context.shape) == (3, 4) and tuple(weights.shape) == (3, 6)
-    np.testing.assert_allclose(_numpy(weights).sum(-1), 1.0, atol=1e-6)
-    np.testing.assert_allclose(_numpy(context), np.einsum("bs,bsh->bh", _numpy(weights), value), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(weights).sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(context), np.einsum("bs,bsh->bh", to_numpy(weights), value), atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", LAYERS)
 def test_masked_positions_get_exactly_zero_weight(kind, inputs):
     query, value, mask = inputs
     context, weights = LAYERS[kind]()(query, value, mask=mask)
-    weights = _numpy(weights)
+    weights = to_numpy(weights)
     assert (weights[~mask] == 0).all()
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
     np.testing.assert_allclose(weights[1, 0], 1.0)  # one real token takes all the weight
@@ -49,14 +47,14 @@ def test_masked_positions_get_exactly_zero_weight(kind, inputs):
     layer = LAYERS[kind]()
     first, _ = layer(query, value, mask=mask)
     second, _ = layer(query, changed, mask=mask)
-    np.testing.assert_allclose(_numpy(first), _numpy(second), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(first), to_numpy(second), atol=1e-5)
 
 
 def test_fully_masked_row_gives_zero_weights_and_context(inputs):
     query, value, mask = inputs
     mask[2] = False
     context, weights = LuongDotAttention()(query, value, mask=mask)
-    assert (_numpy(weights)[2] == 0).all() and (_numpy(context)[2] == 0).all()
+    assert (to_numpy(weights)[2] == 0).all() and (to_numpy(context)[2] == 0).all()
 
 
 def test_dot_score_equals_numpy_reference(inputs):
@@ -65,27 +63,27 @@ def test_dot_score_equals_numpy_reference(inputs):
     expected = np.exp(scores - scores.max(-1, keepdims=True))
     expected /= expected.sum(-1, keepdims=True)
     _, weights = LuongDotAttention()(query, value)
-    np.testing.assert_allclose(_numpy(weights), expected, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(weights), expected, atol=1e-6)
 
 
 def test_general_score_equals_numpy_reference(inputs):
     query, value, _ = inputs
     layer = LuongGeneralAttention()
     _, weights = layer(query, value)
-    W = _numpy(layer.W_a.kernel)  # (H, Q)
+    W = to_numpy(layer.W_a.kernel)  # (H, Q)
     scores = np.einsum("bq,bsq->bs", query, value @ W)
     expected = np.exp(scores - scores.max(-1, keepdims=True))
-    np.testing.assert_allclose(_numpy(weights), expected / expected.sum(-1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(weights), expected / expected.sum(-1, keepdims=True), atol=1e-6)
 
 
 def test_bahdanau_score_equals_numpy_reference(inputs):
     query, value, _ = inputs
     layer = BahdanauAttention(units=5)
     _, weights = layer(query, value)
-    W, U, v = (_numpy(d.kernel) for d in (layer.W_a, layer.U_a, layer.v_a))
+    W, U, v = (to_numpy(d.kernel) for d in (layer.W_a, layer.U_a, layer.v_a))
     scores = (np.tanh((query @ W)[:, None, :] + value @ U) @ v)[..., 0]
     expected = np.exp(scores - scores.max(-1, keepdims=True))
-    np.testing.assert_allclose(_numpy(weights), expected / expected.sum(-1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(weights), expected / expected.sum(-1, keepdims=True), atol=1e-6)
 
 
 def test_general_and_bahdanau_accept_different_query_and_value_widths():
@@ -108,7 +106,7 @@ def test_keras_file_round_trip(kind, inputs, tmp_path):
     model.save(tmp_path / "attention.keras")
     restored = keras.models.load_model(tmp_path / "attention.keras")
     for original, loaded in zip(model([query, value, mask]), restored([query, value, mask])):
-        np.testing.assert_allclose(_numpy(loaded), _numpy(original), atol=1e-6)
+        np.testing.assert_allclose(to_numpy(loaded), to_numpy(original), atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", LAYERS)

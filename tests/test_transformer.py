@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from layer_checks import to_numpy
 
 from transformer_course.masks import keras_mask
 from transformer_course.positional import PositionalEmbedding
@@ -8,9 +9,6 @@ from transformer_course.transformer import TransformerDecoder, TransformerEncode
 
 E, F, N = 16, 32, 4
 
-
-def _numpy(x):
-    return keras.ops.convert_to_numpy(x)
 
 
 def _mask_of(x):
@@ -44,10 +42,10 @@ def test_padding_mask_propagates_and_matches_an_explicit_one():
     embedding = PositionalEmbedding(sequence_length=6, vocab_size=10, embed_dim=E)
     encoder = TransformerEncoder(intermediate_dim=F, num_heads=N)
     from_mask_zero = encoder(embedding(tokens))
-    np.testing.assert_array_equal(_numpy(_mask_of(from_mask_zero)), tokens != 0)
-    plain = _numpy(embedding(tokens))  # a NumPy copy carries no Keras mask
+    np.testing.assert_array_equal(to_numpy(_mask_of(from_mask_zero)), tokens != 0)
+    plain = to_numpy(embedding(tokens))  # a NumPy copy carries no Keras mask
     explicit = encoder(plain, padding_mask=tokens != 0)
-    np.testing.assert_allclose(_numpy(explicit)[tokens != 0], _numpy(from_mask_zero)[tokens != 0], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(explicit)[tokens != 0], to_numpy(from_mask_zero)[tokens != 0], atol=1e-5)
 
 
 @pytest.mark.parametrize("normalize_first", [False, True])
@@ -56,7 +54,7 @@ def test_adding_padding_changes_nothing_for_real_tokens(normalize_first):
     encoder = TransformerEncoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
     short = encoder(embedding(np.array([[4, 5, 6]])))
     padded = encoder(embedding(np.array([[4, 5, 6, 0, 0, 0, 0, 0]])))
-    np.testing.assert_allclose(_numpy(padded)[:, :3], _numpy(short), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(padded)[:, :3], to_numpy(short), atol=1e-5)
 
 
 def test_round_trip(tmp_path, features):
@@ -65,7 +63,7 @@ def test_round_trip(tmp_path, features):
     model = keras.Model(inputs, encoder(inputs))
     model.save(tmp_path / "encoder.keras")
     restored = keras.models.load_model(tmp_path / "encoder.keras")
-    np.testing.assert_allclose(_numpy(restored(features)), _numpy(model(features)), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(restored(features)), to_numpy(model(features)), atol=1e-6)
     assert restored.layers[-1].get_config()["normalize_first"] is True
 
 
@@ -80,8 +78,8 @@ def test_equal_to_keras_hub(features, normalize_first, with_padding):
     assert [w.shape for w in ours.get_weights()] == [w.shape for w in reference.get_weights()]
     ours.set_weights(reference.get_weights())
     padding = np.array([[True] * 4 + [False] * 2, [True] * 6]) if with_padding else None
-    expected = _numpy(reference(features, padding_mask=padding))
-    got = _numpy(ours(features, padding_mask=padding))
+    expected = to_numpy(reference(features, padding_mask=padding))
+    got = to_numpy(ours(features, padding_mask=padding))
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
@@ -110,7 +108,7 @@ def test_no_information_flows_from_later_target_tokens(pair, normalize_first):
     decoder = TransformerDecoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
     changed = target.copy()
     changed[:, 3:] = np.random.default_rng(9).normal(size=changed[:, 3:].shape)
-    before, after = _numpy(decoder(target, source)), _numpy(decoder(changed, source))
+    before, after = to_numpy(decoder(target, source)), to_numpy(decoder(changed, source))
     np.testing.assert_allclose(after[:, :3], before[:, :3], atol=1e-5)
     assert not np.allclose(after[:, 3:], before[:, 3:])
 
@@ -120,10 +118,10 @@ def test_source_padding_changes_nothing(pair):
     decoder = TransformerDecoder(intermediate_dim=F, num_heads=N)
     padded = np.concatenate([source, np.full((2, 3, E), 7.0, "float32")], axis=1)  # 3 padding positions
     mask = np.array([[True] * 7 + [False] * 3] * 2)
-    np.testing.assert_allclose(_numpy(decoder(target, padded, encoder_padding_mask=mask)),
-                               _numpy(decoder(target, source)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(decoder(target, padded, encoder_padding_mask=mask)),
+                               to_numpy(decoder(target, source)), atol=1e-5)
     _, weights = decoder(target, padded, encoder_padding_mask=mask, return_attention_scores=True)
-    assert _numpy(weights)[..., 7:].max() < 1e-6
+    assert to_numpy(weights)[..., 7:].max() < 1e-6
 
 
 def test_cross_attention_uses_the_source_mask_from_mask_zero():
@@ -132,7 +130,7 @@ def test_cross_attention_uses_the_source_mask_from_mask_zero():
     source = PositionalEmbedding(7, 10, E)(source_tokens)
     target = PositionalEmbedding(5, 10, E)(target_tokens)
     _, weights = TransformerDecoder(intermediate_dim=F, num_heads=N)(target, source, return_attention_scores=True)
-    weights = _numpy(weights)  # (B, N, T, S)
+    weights = to_numpy(weights)  # (B, N, T, S)
     assert weights[..., 3:].max() < 1e-6           # no target position looks at source padding
     assert weights[..., :3].min() > 0              # and every one looks at the real source tokens
 
@@ -144,7 +142,7 @@ def test_decoder_round_trip(tmp_path, pair):
     model = keras.Model([target_input, source_input], output)
     model.save(tmp_path / "decoder.keras")
     restored = keras.models.load_model(tmp_path / "decoder.keras")
-    np.testing.assert_allclose(_numpy(restored([target, source])), _numpy(model([target, source])), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(restored([target, source])), to_numpy(model([target, source])), atol=1e-6)
 
 
 def test_a_decoder_with_cross_attention_needs_an_encoder_sequence(pair):
@@ -166,13 +164,13 @@ def test_a_decoder_only_block_refuses_an_encoder_sequence(pair):
 def test_decoder_only_block_shape_parameters_and_causality(pair):
     target, _ = pair
     decoder = TransformerDecoder(intermediate_dim=F, num_heads=N)
-    output = _numpy(decoder(target))
+    output = to_numpy(decoder(target))
     assert output.shape == target.shape
     # self-attention 4(E*E + E), two LayerNorms 2*2E, feed-forward: no cross-attention weights
     assert decoder.count_params() == 4 * (E * E + E) + 4 * E + (E * F + F) + (F * E + E)
     changed = target.copy()
     changed[:, 3:] += 1.0
-    np.testing.assert_allclose(_numpy(decoder(changed))[:, :3], output[:, :3], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(decoder(changed))[:, :3], output[:, :3], atol=1e-5)
 
 
 @pytest.mark.parametrize("normalize_first", [False, True])
@@ -184,7 +182,7 @@ def test_decoder_only_block_equal_to_keras_hub(pair, normalize_first):
     reference(target)
     ours(target)
     ours.set_weights(reference.get_weights())
-    np.testing.assert_allclose(_numpy(ours(target)), _numpy(reference(target)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(ours(target)), to_numpy(reference(target)), atol=1e-5)
 
 
 @pytest.mark.parametrize("normalize_first", [False, True])
@@ -202,8 +200,8 @@ def test_decoder_equal_to_keras_hub(pair, normalize_first, with_padding):
     if with_padding:
         masks = dict(decoder_padding_mask=np.array([[True] * 3 + [False] * 2, [True] * 5]),
                      encoder_padding_mask=np.array([[True] * 7, [True] * 4 + [False] * 3]))
-    np.testing.assert_allclose(_numpy(ours(target, source, **masks)),
-                               _numpy(reference(target, source, **masks)), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(ours(target, source, **masks)),
+                               to_numpy(reference(target, source, **masks)), atol=1e-5)
 
 
 def _sublayers(layer):
@@ -233,7 +231,7 @@ def test_a_training_step_under_mixed_bfloat16_stays_finite():
         inputs["source_ids"][:, 6:] = 0  # with padding, so the masks run in bfloat16 too
         labels = generator.integers(1, 40, (4, 9))
         losses = [float(model.train_on_batch(inputs, labels)[0]) for _ in range(3)]
-        probabilities = _numpy(model(inputs))
+        probabilities = to_numpy(model(inputs))
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert all(np.isfinite(losses))

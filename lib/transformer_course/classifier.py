@@ -102,9 +102,10 @@ class PrependClassToken(keras.layers.Layer):
         column = ops.full((ops.shape(inputs)[0], 1), self.token_id, dtype=inputs.dtype)
         return ops.concatenate([column, inputs], axis=1)
 
-    def compute_output_shape(self, inputs_shape):
-        length = None if inputs_shape[1] is None else inputs_shape[1] + 1
-        return (inputs_shape[0], length)
+    def compute_output_spec(self, inputs):
+        # The ids keep their integer dtype (a shape alone would make Keras assume the float compute dtype).
+        length = None if inputs.shape[1] is None else inputs.shape[1] + 1
+        return keras.KerasTensor((inputs.shape[0], length), dtype=inputs.dtype)
 
     def get_config(self):
         return {**super().get_config(), "token_id": self.token_id}

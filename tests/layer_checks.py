@@ -1,0 +1,85 @@
+"""The checks every layer of the course passes, after keras-hub's ``run_layer_test``, cut to what we rely on.
+
+:func:`check_layer` builds a layer from its arguments and runs it on example inputs, then checks:
+
+1. **config round trip**: ``from_config(get_config())`` gives the same config;
+2. **symbolic and eager shapes**: the layer called on ``keras.Input``s gives the shapes (batch aside)
+   and dtypes that the eager call gives;
+3. **``.keras`` save/load**: a model around the layer, saved and loaded, gives the same outputs;
+4. **one training step**: where the layer has weights, one SGD step on a loss of its float
+   outputs changes every one of them (a weight no gradient reaches is a bug).
+
+The inputs are a tuple of positional arguments, each an array or a tuple of arrays.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def to_numpy(x):
+    """A backend tensor (or array) as a NumPy array."""
+    return ops.convert_to_numpy(x)
+
+
+def _symbolic(value):
+    value = np.asarray(value)
+    return keras.Input(shape=value.shape[1:], dtype=str(value.dtype))
+
+
+def _outputs(result):
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def check_layer(make_layer, inputs: tuple, call_kwargs: dict | None = None, tmp_path=None,
+                atol: float = 1e-6) -> None:
+    """Run the four checks of the module docstring on ``make_layer()`` and ``inputs``.
+
+    Args:
+        make_layer: callable returning a fresh layer.
+        inputs: tuple of positional call arguments (arrays, or tuples of arrays), batch first.
+        call_kwargs: keyword arguments of every call (not tensors).
+        tmp_path: a folder for the ``.keras`` file (pytest's ``tmp_path``).
+        atol: tolerance of the save/load equality.
+    """
+    call_kwargs = call_kwargs or {}
+    layer = make_layer()
+    eager = _outputs(layer(*keras.tree.map_structure(ops.convert_to_tensor, inputs), **call_kwargs))
+
+    # 1. config round trip
+    config = layer.get_config()
+    assert type(layer).from_config(config).get_config() == config
+
+    # 2. symbolic shapes and dtypes equal the eager ones
+    symbolic_inputs = keras.tree.map_structure(_symbolic, inputs)
+    symbolic = _outputs(make_layer()(*symbolic_inputs, **call_kwargs))
+    assert len(symbolic) == len(eager)
+    for traced, computed in zip(symbolic, eager, strict=True):
+        assert tuple(traced.shape[1:]) == tuple(computed.shape[1:]), (traced.shape, computed.shape)
+        assert keras.backend.standardize_dtype(traced.dtype) == keras.backend.standardize_dtype(computed.dtype)
+
+    # 3. a model around the layer, saved and loaded, gives the same outputs
+    flat_inputs = keras.tree.flatten(symbolic_inputs)
+    model = keras.Model(flat_inputs, symbolic)
+    arrays = [np.asarray(value) for value in keras.tree.flatten(inputs)]
+    before = [to_numpy(value) for value in _outputs(model(arrays))]
+    path = tmp_path / f"{type(layer).__name__}.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    after = [to_numpy(value) for value in _outputs(loaded(arrays))]
+    for first, second in zip(before, after, strict=True):
+        np.testing.assert_allclose(first, second, atol=atol)
+
+    # 4. one training step moves every weight
+    floats = [value for value in symbolic if "float" in keras.backend.standardize_dtype(value.dtype)]
+    if not model.trainable_weights or not floats:
+        return
+    loss = sum(ops.mean(ops.square(value), axis=tuple(range(1, len(value.shape)))) for value in floats)  # (B,)
+    trainer = keras.Model(flat_inputs, loss)
+    trainer.compile(optimizer=keras.optimizers.SGD(0.1), loss="mean_absolute_error")
+    start = [to_numpy(weight) for weight in trainer.trainable_weights]
+    trainer.train_on_batch(arrays, np.zeros(len(arrays[0]), "float32"))
+    for weight, value in zip(trainer.trainable_weights, start, strict=True):
+        assert not np.array_equal(to_numpy(weight), value), f"no gradient reached {weight.path}"
