@@ -348,7 +348,7 @@ def test_reading_the_instructors_files_fails(graded):
 @needs_sandbox
 def test_the_kernel_has_no_network(graded):
     scores, result = outcome(graded, "uses_network")
-    assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}
+    assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}, (result.isolated, result.problems, result.flags)
     assert "Connection" in result.exercises[0].message or "unreachable" in result.exercises[0].message
 
 
