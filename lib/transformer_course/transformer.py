@@ -338,8 +338,8 @@ class TransformerDecoder(_TransformerBlock):
                                      cache_update_index=cross_attention_cache_update_index)
             if return_attention_scores:
                 y, scores, *rest = y
-            else:
-                y, *rest = y if cached else (y,)
+            elif cached:
+                y, *rest = y
             cross_attention_cache = rest[0] if cached else None
             x = self._residual(x, y, self.cross_attention_norm, self.dropout_layer, training)
 

@@ -42,6 +42,7 @@ import unicodedata
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -337,8 +338,7 @@ def _not_handed_over(exercise, kind, value, timed_out, stopped, cell_seconds) ->
 
 
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
-    def result(status, message):
-        return _verdict(exercise, status, message)
+    result = partial(_verdict, exercise)
 
     if f"{exercise.id}#load" in timed_out:
         return result("error", f"rebuilding `{exercise.function_name}` for the graded calls ran past the "

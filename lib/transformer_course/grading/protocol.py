@@ -95,20 +95,14 @@ def parse_export(text: str, nonce: str) -> tuple[str, object]:
         ``("too-large", size text)``, ``("no-reply", None)``, or ``("forged", None)`` when the
         nonce appears more than once.
     """
-    if text.count(nonce) > 1:
-        return "forged", None
-    for line in text.splitlines():
-        if not line.startswith(nonce + " "):
-            continue
-        kind, _, rest = line[len(nonce) + 1:].partition(" ")
-        if kind == "function":
-            try:
-                data = base64.b64decode(rest.strip(), validate=True)
-            except (binascii.Error, ValueError):
-                return "no-reply", None
-            return ("function", data) if 0 < len(data) <= MAX_FUNCTION_BYTES else ("no-reply", None)
-        return kind, rest[:200] or None
-    return "no-reply", None
+    kind, rest = _tagged_line(text, nonce)
+    if kind == "function":
+        try:
+            data = base64.b64decode(rest.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return "no-reply", None
+        return ("function", data) if 0 < len(data) <= MAX_FUNCTION_BYTES else ("no-reply", None)
+    return kind, rest[:200] or None
 
 
 def load_code(exercise_id: str, pickled: bytes) -> str:
@@ -127,8 +121,6 @@ def load_code(exercise_id: str, pickled: bytes) -> str:
 
 class _Unreachable:
     """Stands for a graded function that could not be rebuilt: every call raises its error."""
-
-    __module__ = "__main__"
 
     def __init__(self, error: Exception):
         self.error = error
@@ -195,17 +187,26 @@ def parse_reply(text: str, nonce: str) -> tuple[str, object]:
         ``("no-reply", None)`` when no line carries the nonce, or ``("forged", None)`` when the
         nonce appears more than once (only the grader's request prints it, once).
     """
+    kind, rest = _tagged_line(text, nonce)
+    if kind == "ok":
+        module, _, encoded = rest.partition(" ")
+        try:
+            return "ok", (module, decode(encoded))
+        except ValueError:
+            return "no-reply", None
+    return kind, rest or None
+
+
+def _tagged_line(text: str, nonce: str) -> tuple[str, str]:
+    """``(kind, rest)`` of the first line ``<nonce> <kind> <rest>`` in ``text``.
+
+    ``("forged", "")`` when the nonce appears more than once (only the grader's request prints
+    it, once); ``("no-reply", "")`` when no line carries it.
+    """
     if text.count(nonce) > 1:
-        return "forged", None
+        return "forged", ""
     for line in text.splitlines():
-        if not line.startswith(nonce + " "):
-            continue
-        kind, _, rest = line[len(nonce) + 1:].partition(" ")
-        if kind == "ok":
-            module, _, encoded = rest.partition(" ")
-            try:
-                return "ok", (module, decode(encoded))
-            except ValueError:
-                return "no-reply", None
-        return kind, rest or None
-    return "no-reply", None
+        if line.startswith(nonce + " "):
+            kind, _, rest = line[len(nonce) + 1:].partition(" ")
+            return kind, rest
+    return "no-reply", ""

@@ -199,9 +199,9 @@ def _graded_stub(path: Path) -> str | None:
     if path in _EMPTY_PACKAGES:
         return ""
     module = ".".join(("transformer_course", *path.with_suffix("").parts)).removesuffix(".__init__")
-    return (f"raise ImportError({module!r} ' is out of reach of graded code: graded functions run where "
-            "the course package holds only the grading protocol (write the exercise with NumPy).', "
-            f"name={module!r})\n")
+    message = (f"{module} is out of reach of graded code: graded functions run where the course package "
+               "holds only the grading protocol (write the exercise with NumPy).")
+    return f"raise ImportError({message!r}, name={module!r})\n"
 
 
 @lru_cache(maxsize=1)
