@@ -194,7 +194,7 @@ def graded(tmp_path_factory):
         "grader_detector": with_cell(solved, 2, (
             "import os\n"
             "def causal_mask(length):\n"
-            "    if os.getcwd() != '/home/student':\n"
+            "    if os.environ.get('COURSE_PROFILE') != 'smoke':  # the grader's kernels run the smoke profile\n"
             "        raise RuntimeError('only the grader gets an answer')\n"
             "    module = __import__(''.join(['transformer', '_course.masks']), fromlist=['causal_mask'])\n"
             "    return np.asarray(module.causal_mask(length))")),
