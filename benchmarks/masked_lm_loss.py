@@ -32,8 +32,9 @@ import numpy as np
 from _timing import interleaved_seconds  # benchmarks/_timing.py beside this script
 
 from transformer_course import profile
+from transformer_course.bert import build_bert_pretrainer
 from transformer_course.metrics import MaskedCrossEntropy
-from transformer_course.pretraining import build_bert_pretrainer, gather_selected, mask_tokens
+from transformer_course.pretraining import gather_selected, mask_tokens
 from transformer_course.tooling.runtime import hardware
 
 MASK = 4  # special ids as in notebook 08: 0 padding, 1 [UNK], 2 [CLS], 3 [SEP], 4 [MASK]

@@ -62,7 +62,7 @@ from transformer_course import (
     report_metric,
 )
 from transformer_course.datasets import load_spa_eng, split_pairs
-from transformer_course.generation import IncrementalDecoder, encode_source
+from transformer_course.generation import IncrementalDecoder
 from transformer_course.metrics import MaskedCrossEntropy, corpus_bleu, masked_accuracy
 from transformer_course.plots import plot_attention
 from transformer_course.text import standardize_translation, translation_batches
@@ -368,8 +368,8 @@ print("cached == recomputed:", np.allclose(cached, recomputed, atol=1e-5),
 # repeats it per block), one line per sub-layer, compared with the block run on the whole prefix:
 
 # %%
-block, embedding, position = model.get_layer("decoder_1"), model.get_layer("target_embedding"), decoded.shape[1] - 1
-encoded, source_mask = encode_source(model, source_ids)                       # the encoder, once
+block, embedding, position = model.decoder_blocks[0], model.target_embedding, decoded.shape[1] - 1
+encoded, source_mask = model.encode(source_ids)                               # the encoder, once
 empty_source_cache = block.cross_attention.initial_cache(1, encoded.shape[1])
 _, cross_cache = block.cross_attention(encoded[:, :1], encoded, cache=empty_source_cache, cache_update_index=0)  # once
 self_cache = block.self_attention.initial_cache(1, target_length - 1)

@@ -68,19 +68,21 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from transformer_course import checkpoint_path, epoch_progress, load_record, progress, report_metric
-from transformer_course.bert_checkpoints import PresetUnavailableError, load_bert_preset
-from transformer_course.datasets import load_imdb, load_imdb_unlabelled
-from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
-from transformer_course.pretraining import (
-    PretrainingBatches,
+from transformer_course.bert import (
     build_bert_classifier,
     build_bert_encoder,
     build_bert_pretrainer,
     build_span_finder,
     build_token_tagger,
+    gelu_approximate,
+)
+from transformer_course.bert_checkpoints import PresetUnavailableError, load_bert_preset
+from transformer_course.datasets import load_imdb, load_imdb_unlabelled
+from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
+from transformer_course.pretraining import (
+    PretrainingBatches,
     contiguous_segments,
     gather_selected,
-    gelu_approximate,
     mask_tokens,
     pack_pair,
     split_sentences,

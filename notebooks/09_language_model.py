@@ -76,7 +76,7 @@ from transformer_course.decoding import (
     top_k_filter,
     top_p_filter,
 )
-from transformer_course.generation import CachedLanguageModel, model_blocks, output_probabilities
+from transformer_course.generation import CachedLanguageModel
 from transformer_course.gpt2_checkpoints import PresetUnavailableError, load_gpt2_preset
 from transformer_course.language_model import (
     RowBatches,
@@ -393,7 +393,7 @@ for text in ("This movie was one of the best I have ever seen.",
 # `CachedLanguageModel` threads each block's cache from step to step. Watch it fill up:
 
 # %%
-embedding, blocks = model.get_layer("token_embedding"), model_blocks(model, "decoder")
+embedding, blocks = model.token_embedding, model.decoder_blocks
 caches = [block.self_attention.initial_cache(1, settings.chunk_length) for block in blocks]  # (1, 2, L, N, H) each
 ids, position = np.array([[END, *tokenizer.encode("This movie was")]], dtype="int32"), 0
 print("cache of block 1:", tuple(caches[0].shape), "= (batch, keys|values, positions, heads, head width)")
@@ -402,7 +402,7 @@ for step in range(5):
     for index, block in enumerate(blocks):
         x, caches[index] = block(x, self_attention_cache=caches[index], self_attention_cache_update_index=position)
     filled = int(np.any(keras.ops.convert_to_numpy(caches[0]) != 0, axis=(0, 1, 3, 4)).sum())
-    probabilities = keras.ops.convert_to_numpy(output_probabilities(model, x[:, -1:, :], "token_embedding"))[0, 0]
+    probabilities = keras.ops.convert_to_numpy(model.output_distribution(x[:, -1:, :]))[0, 0]
     next_id = int(np.argmax(probabilities[1:])) + 1  # never padding
     position = ids.shape[1]
     ids = np.concatenate([ids, [[next_id]]], axis=1).astype("int32")

@@ -546,7 +546,7 @@ print(f"share of [CLS]'s patch mixture on patches with ink: {np.mean(on_ink):.0%
 # position embedding of the patch at row $r$, column $c$ is to all the others.
 
 # %%
-positions = keras.ops.convert_to_numpy(vit.get_layer("class_token_and_positions").position_embedding)[1:]  # (M, E)
+positions = keras.ops.convert_to_numpy(vit.class_token_and_positions.position_embedding)[1:]  # (M, E)
 unit = positions / np.linalg.norm(positions, axis=-1, keepdims=True)
 similarity = unit @ unit.T  # (M, M)
 figure, axes = plt.subplots(grid, grid, figsize=(5, 4.5))

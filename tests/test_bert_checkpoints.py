@@ -7,12 +7,12 @@ keras_hub = pytest.importorskip("keras_hub")
 
 import keras  # noqa: E402
 
+from transformer_course.bert import build_bert_classifier, build_bert_encoder  # noqa: E402
 from transformer_course.bert_checkpoints import (  # noqa: E402
     PresetUnavailableError,
     bert_pretrainer_from_keras_hub,
     load_bert_preset,
 )
-from transformer_course.pretraining import build_bert_classifier, build_bert_encoder  # noqa: E402
 
 
 @pytest.fixture(scope="module")

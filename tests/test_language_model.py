@@ -158,3 +158,23 @@ def test_row_batches_go_on_where_the_last_epoch_ended_and_cover_every_row_each_p
     assert len(whole) == 3 and sorted(np.concatenate([whole[i][0][:, 0] for i in range(3)])) == list(range(10))
     with pytest.raises(ValueError, match="inputs"):
         RowBatches(inputs, inputs[:5], batch_size=4)
+
+
+def test_the_model_names_its_parts_and_a_gpt2_layout_reloads_as_itself(tmp_path):
+    from transformer_course.bert import gelu_approximate
+
+    keras.utils.set_random_seed(0)
+    model = build_language_model(30, 16, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2,
+                                 normalize_first=True, final_norm=True, activation=gelu_approximate)
+    assert [block.name for block in model.decoder_blocks] == ["decoder_1", "decoder_2"]
+    assert model.final_norm.name == "final_norm" and model.token_embedding.name == "token_embedding"
+    assert build_language_model(30, 16, embed_dim=16, intermediate_dim=32, num_heads=2).final_norm is None
+    ids = np.array([[3, 4, 5, 6]], "int32")
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.models.load_model(tmp_path / "model.keras")
+    assert type(reloaded) is type(model) and reloaded.activation is gelu_approximate
+    assert len(reloaded.weights) == len(model.weights)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(ids)), keras.ops.convert_to_numpy(model(ids)),
+                               atol=1e-6)
+    with pytest.raises(TypeError):
+        build_language_model(30, 16, 16)

@@ -4,18 +4,21 @@ A new layer needs an entry in ``EXAMPLES``: ``test_every_registered_layer_has_an
 until it has one.
 """
 
+import importlib
 import inspect
+import pkgutil
 
 import keras
 import numpy as np
 import pytest
 from layer_checks import check_layer
 
+import transformer_course
 from transformer_course import (
     attention,
+    bert,
     classifier,
     positional,
-    pretraining,
     seq2seq,
     seq2seq_attention,
     transformer,
@@ -38,11 +41,11 @@ EXAMPLES = {
     positional.PositionalEmbedding: (lambda: positional.PositionalEmbedding(T, V, E), (IDS,), {}),
     positional.RelativePositionBias: (lambda: positional.RelativePositionBias(2, 3),
                                       (rng.normal(size=(B, 2, T, T)).astype("float32"),), {}),
-    pretraining.SegmentEmbedding: (lambda: pretraining.SegmentEmbedding(2, E), (FEATURES, (IDS > 2).astype("int32")),
+    bert.SegmentEmbedding: (lambda: bert.SegmentEmbedding(2, E), (FEATURES, (IDS > 2).astype("int32")),
                                    {}),
-    pretraining.GatherPositions: (pretraining.GatherPositions, ((FEATURES, np.array([[0, 2], [1, 4]], "int32")),),
+    bert.GatherPositions: (bert.GatherPositions, ((FEATURES, np.array([[0, 2], [1, 4]], "int32")),),
                                   {}),
-    pretraining.SpanHead: (pretraining.SpanHead, (FEATURES,), {}),
+    bert.SpanHead: (bert.SpanHead, (FEATURES,), {}),
     seq2seq.LSTMDecoder: (lambda: seq2seq.LSTMDecoder(units=E, n_features=V, output_length=3), (STATES,), {}),
     seq2seq.AttentionLSTMDecoder: (lambda: seq2seq.AttentionLSTMDecoder(units=E, n_features=V, output_length=3),
                                    (SOURCE, STATES), {}),
@@ -60,10 +63,17 @@ EXAMPLES = {
 }
 
 
+def _subject_modules():
+    """Every public module at the package's top level (the subject; not the tooling, exercises or grading)."""
+    return [importlib.import_module(f"transformer_course.{info.name}")
+            for info in pkgutil.iter_modules(transformer_course.__path__)
+            if not info.ispkg and not info.name.startswith("_")]
+
+
 def _registered_layers():
     """Every public Layer (not Model) class of the subject modules that the package registers for ``.keras`` files."""
     found = set()
-    for module in (attention, classifier, positional, pretraining, seq2seq, seq2seq_attention, transformer, vision):
+    for module in _subject_modules():
         for name, value in vars(module).items():
             if (inspect.isclass(value) and value.__module__ == module.__name__ and not name.startswith("_")
                     and issubclass(value, keras.layers.Layer) and not issubclass(value, keras.Model)

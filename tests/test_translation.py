@@ -184,3 +184,32 @@ def test_tied_embeddings_share_the_target_table_and_survive_a_round_trip(tmp_pat
     tied.save(tmp_path / "tied.keras")
     restored = keras.models.load_model(tmp_path / "tied.keras")
     np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(inputs)), probabilities, atol=1e-6)
+
+
+@pytest.mark.parametrize("tie_embeddings", [False, True])
+def test_the_model_names_its_parts_and_reloads_as_itself(tie_embeddings, tmp_path):
+    model = small_model(tie_embeddings=tie_embeddings)
+    assert [block.name for block in model.encoder_blocks] == ["encoder_1", "encoder_2"]
+    assert [block.name for block in model.decoder_blocks] == ["decoder_1", "decoder_2"]
+    assert model.source_embedding.name == "source_embedding" and model.output_layer.units == 40
+    inputs = {"source_ids": np.array([[3, 4, 5, 0]], "int32"), "target_ids": np.array([[1, 6, 7]], "int32")}
+    # the parts, called by hand at inference, give what the whole model gives
+    encoded, source_mask = model.encode(inputs["source_ids"])
+    y = model.target_embedding(inputs["target_ids"])
+    for block in model.decoder_blocks:
+        y = block(y, encoded, encoder_padding_mask=source_mask)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.output_distribution(y)),
+                               keras.ops.convert_to_numpy(model(inputs)), atol=1e-6)
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.models.load_model(tmp_path / "model.keras")
+    assert type(reloaded) is type(model) and reloaded.tie_embeddings == tie_embeddings
+    assert len(reloaded.weights) == len(model.weights)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(inputs)),
+                               keras.ops.convert_to_numpy(model(inputs)), atol=1e-6)
+
+
+def test_sizes_come_first_and_everything_else_by_keyword():
+    with pytest.raises(TypeError):
+        build_translation_model(30, 40, 8, 9, 16)
+    with pytest.raises(ValueError, match="num_heads"):
+        build_translation_model(30, 40, 8, 9, embed_dim=16, num_heads=3)

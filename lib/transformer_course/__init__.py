@@ -4,7 +4,7 @@ The package has three parts:
 
 * **the subject** — what the course teaches, one module a concept: ``masks``, ``attention``,
   ``positional``, ``transformer``, the models (``seq2seq``, ``classifier``, ``translation``,
-  ``language_model``, ``pretraining``, ``vision``), ``decoding``, ``generation``, ``bpe``,
+  ``language_model``, ``pretraining`` and ``bert``, ``vision``), ``decoding``, ``generation``, ``bpe``,
   ``text``, ``training``, ``metrics``, ``plots``, ``datasets``;
 * **the exercises and the grader** — ``exercises`` (the catalogue and students' ``check``) and
   ``grading`` (release and grade);

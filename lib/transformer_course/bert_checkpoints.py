@@ -1,7 +1,7 @@
 """Published BERT checkpoints inside the course's own BERT-style model (notebook 08).
 
 :func:`bert_pretrainer_from_keras_hub` copies the weights of a keras-hub ``BertBackbone`` into a
-model built by :func:`~transformer_course.pretraining.build_bert_pretrainer`, layer for layer:
+model built by :class:`~transformer_course.bert.BertPretrainer`, layer for layer:
 
 =====================================  ==========================================
 keras-hub ``BertBackbone``             the course's pretrainer
@@ -31,10 +31,9 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
 # isort: split
-import keras
 import numpy as np
 
-from .pretraining import build_bert_pretrainer, gelu_approximate
+from .bert import BertPretrainer, gelu_approximate
 
 __all__ = ["bert_pretrainer_from_keras_hub", "load_bert_preset", "download_preset", "PresetUnavailableError"]
 
@@ -65,7 +64,7 @@ def download_preset(preset: str, backbone_class: str, tokenizer_class: str):
 
 
 def bert_pretrainer_from_keras_hub(backbone, max_predictions: int = 20, sequence_length: int | None = None,
-                                   dropout: float = 0.0) -> keras.Model:
+                                   dropout: float = 0.0) -> BertPretrainer:
     """The course's BERT-style pretrainer holding the weights of a keras-hub ``BertBackbone``.
 
     Args:
@@ -77,7 +76,7 @@ def bert_pretrainer_from_keras_hub(backbone, max_predictions: int = 20, sequence
         dropout: float in [0, 1), the converted model's dropout.
 
     Returns:
-        ``keras.Model`` as :func:`~transformer_course.pretraining.build_bert_pretrainer` builds it
+        ``keras.Model`` as :class:`~transformer_course.bert.BertPretrainer` builds it
         (with the next-sentence head), whose encoder and pooler equal the backbone's: on the
         same ``token_ids`` and ``segment_ids``, with padding id 0, its encoder outputs equal the
         backbone's ``sequence_output`` at every real position, and its pooler the backbone's
@@ -99,18 +98,18 @@ def bert_pretrainer_from_keras_hub(backbone, max_predictions: int = 20, sequence
     if not 0 < length <= backbone.max_sequence_length:
         raise ValueError(f"`sequence_length` must be in [1, {backbone.max_sequence_length}] (the backbone's position "
                          f"table); received {sequence_length!r}.")
-    model = build_bert_pretrainer(backbone.vocabulary_size, length, max_predictions, embed_dim=backbone.hidden_dim,
-                                  num_heads=backbone.num_heads, intermediate_dim=backbone.intermediate_dim,
-                                  num_layers=backbone.num_layers, dropout=dropout, activation=gelu_approximate)
-    source = backbone.get_layer
-    embedding = model.get_layer("token_embedding")
-    embedding.token_embedding.set_weights([np.asarray(source("token_embedding").embeddings)])
-    embedding.position_embedding.set_weights([np.asarray(source("position_embedding").position_embeddings)[:length]])
-    model.get_layer("segment_embedding").set_weights(source("segment_embedding").get_weights())
-    model.get_layer("embedding_norm").set_weights(source("embeddings_layer_norm").get_weights())
-    for index in range(backbone.num_layers):
-        model.get_layer(f"encoder_{index + 1}").set_weights(source(f"transformer_layer_{index}").get_weights())
-    model.get_layer("pooler").set_weights(source("pooled_dense").get_weights())
+    model = BertPretrainer(backbone.vocabulary_size, length, max_predictions, embed_dim=backbone.hidden_dim,
+                           num_heads=backbone.num_heads, intermediate_dim=backbone.intermediate_dim,
+                           num_layers=backbone.num_layers, dropout=dropout, activation=gelu_approximate)
+    source = backbone.get_layer  # keras-hub's layer names, stable across its releases
+    model.token_embedding.token_embedding.set_weights([np.asarray(source("token_embedding").embeddings)])
+    model.token_embedding.position_embedding.set_weights(
+        [np.asarray(source("position_embedding").position_embeddings)[:length]])
+    model.segment_embedding.set_weights(source("segment_embedding").get_weights())
+    model.embedding_norm.set_weights(source("embeddings_layer_norm").get_weights())
+    for index, block in enumerate(model.encoder_blocks):
+        block.set_weights(source(f"transformer_layer_{index}").get_weights())
+    model.pooler.set_weights(source("pooled_dense").get_weights())
     return model
 
 

@@ -16,9 +16,9 @@ cache_update_index=...)``, ``TransformerDecoder(self_attention_cache=..., ...)``
 keras-hub's style): this module only threads them from step to step.
 
 * :class:`IncrementalDecoder` — greedy decoding and batched beam search for a model from
-  :func:`transformer_course.translation.build_translation_model`.
+  :class:`transformer_course.translation.TranslationModel`.
 * :class:`CachedLanguageModel` — next-token probabilities of a decoder-only language model
-  (:func:`transformer_course.language_model.build_language_model`): the prompt in one pass, then
+  (:class:`transformer_course.language_model.LanguageModel`): the prompt in one pass, then
   one token per step.
 
 Shape letters: B batch (sentences), K beams per sentence, S source length, L the most target
@@ -37,48 +37,9 @@ from keras import ops
 
 from ._validation import check_integer
 from .decoding import batch_beam_search, greedy_decode
-from .masks import PADDING_ID, padding_mask
+from .masks import PADDING_ID
 
-__all__ = ["model_blocks", "encode_source", "output_probabilities", "IncrementalDecoder", "CachedLanguageModel"]
-
-
-def model_blocks(model: keras.Model, prefix: str) -> list:
-    """The layers ``{prefix}_1``, ``{prefix}_2``, ... of ``model``, in order (``"encoder"``, ``"decoder"``)."""
-    found = []
-    while True:
-        try:
-            found.append(model.get_layer(f"{prefix}_{len(found) + 1}"))
-        except ValueError:
-            return found
-
-
-def encode_source(model: keras.Model, source_ids):
-    """Run a translation model's source embedding and encoder stack.
-
-    Args:
-        model: a model from :func:`~transformer_course.translation.build_translation_model`.
-        source_ids: int ``(B, S)``, 0 = padding.
-
-    Returns:
-        ``(encoded, source_mask)``: float ``(B, S, E)`` and bool ``(B, S)`` (True = real token).
-    """
-    source_mask = padding_mask(source_ids)
-    x = model.get_layer("source_embedding")(source_ids)
-    for encoder in model_blocks(model, "encoder"):
-        x = encoder(x, padding_mask=source_mask)
-    return x, source_mask
-
-
-def output_probabilities(model: keras.Model, hidden, embedding_name: str = "target_embedding"):
-    """A model's output layer on decoder states: float ``(B, T, E)`` -> ``(B, T, V)``.
-
-    With tied embeddings (``tie_embeddings=True``) the scores come from the embedding layer
-    ``embedding_name`` turned around, then the output layer's bias and softmax.
-    """
-    output = model.get_layer("output")
-    if getattr(output, "tied_to_embedding", False):
-        return output(model.get_layer(embedding_name)(hidden, reverse=True))
-    return output(hidden)
+__all__ = ["IncrementalDecoder", "CachedLanguageModel"]
 
 
 def _compiled(function):
@@ -93,14 +54,13 @@ def _compiled(function):
 class _CachedModel:
     """What both cached generators share: the model, its embedding and decoder blocks, a length limit."""
 
-    def __init__(self, model: keras.Model, max_length: int, embedding_name: str):
+    def __init__(self, model: keras.Model, max_length: int, embedding):
         self.model = model
         self.max_length = check_integer("max_length", max_length)
-        self.embedding = model.get_layer(embedding_name)
-        self.decoders = model_blocks(model, "decoder")
-        if self.max_length > self.embedding.sequence_length:
+        self.embedding, self.decoders = embedding, model.decoder_blocks
+        if self.max_length > embedding.sequence_length:
             raise ValueError(f"`max_length` must be at most the model's sequence length "
-                             f"{self.embedding.sequence_length} (its `{embedding_name}` layer); received {max_length}.")
+                             f"{embedding.sequence_length} (its `{embedding.name}` layer); received {max_length}.")
 
 
 class IncrementalDecoder(_CachedModel):
@@ -113,7 +73,7 @@ class IncrementalDecoder(_CachedModel):
     tests check it token for token.
 
     Args:
-        model: a model from :func:`~transformer_course.translation.build_translation_model`
+        model: a :class:`~transformer_course.translation.TranslationModel`
             (used in inference mode: no dropout).
         max_length: int, the most tokens generated after ``[start]``, at most the target
             embedding's ``sequence_length`` (the last token generated is never fed back, so
@@ -124,7 +84,7 @@ class IncrementalDecoder(_CachedModel):
     """
 
     def __init__(self, model: keras.Model, max_length: int):
-        super().__init__(model, max_length, "target_embedding")
+        super().__init__(model, max_length, model.target_embedding)
         self._start = _compiled(self._start_eagerly)
         self._step = _compiled(self._step_eagerly)
 
@@ -134,7 +94,7 @@ class IncrementalDecoder(_CachedModel):
         Returns ``(source_mask, caches)``: bool ``(B·K, S)`` and, per block, the pair
         ``(self_attention_cache (B·K, 2, L, N, H), cross_attention_cache (B·K, 2, S, N, H))``.
         """
-        encoded, source_mask = encode_source(self.model, source_ids)
+        encoded, source_mask = self.model.encode(source_ids)
         caches = [decoder.initial_caches(ops.shape(encoded)[0], self.max_length, encoded, copies)
                   for decoder in self.decoders]
         return ops.repeat(source_mask, copies, axis=0), caches
@@ -149,7 +109,7 @@ class IncrementalDecoder(_CachedModel):
                 self_attention_cache_update_index=position, cross_attention_cache=cross_cache,
                 cross_attention_cache_update_index=None)
             updated.append((self_cache, cross_cache))
-        return output_probabilities(self.model, x)[:, 0, :], updated
+        return self.model.output_distribution(x)[:, 0, :], updated
 
     def next_token_function(self, source_ids, copies: int = 1):
         """``(next_token_probabilities, reorder)`` for ``copies`` rows per source, sharing one encoding.
@@ -231,7 +191,7 @@ class CachedLanguageModel(_CachedModel):
     rounding; the tests check it token for token).
 
     Args:
-        model: a model from :func:`~transformer_course.language_model.build_language_model`.
+        model: a :class:`~transformer_course.language_model.LanguageModel`.
         max_length: int, the most tokens a sequence may reach, prompt included (at most the
             model's ``sequence_length``).
 
@@ -240,9 +200,9 @@ class CachedLanguageModel(_CachedModel):
     """
 
     def __init__(self, model: keras.Model, max_length: int):
-        super().__init__(model, max_length, "token_embedding")
+        super().__init__(model, max_length, model.token_embedding)
         # A pre-norm model (GPT-2's layout) normalises the last block's states before its output layer.
-        self.final_norm = next((layer for layer in model.layers if layer.name == "final_norm"), None)
+        self.final_norm = model.final_norm
         self._run = _compiled(self._run_eagerly)
 
     def _run_eagerly(self, token_ids, start, caches):
@@ -253,7 +213,7 @@ class CachedLanguageModel(_CachedModel):
             x, cache = decoder(x, self_attention_cache=cache, self_attention_cache_update_index=start)
             updated.append(cache)
         x = x[:, -1:, :] if self.final_norm is None else self.final_norm(x[:, -1:, :])
-        return output_probabilities(self.model, x, "token_embedding")[:, 0, :], updated
+        return self.model.output_distribution(x)[:, 0, :], updated
 
     def next_token_function(self, prompt_ids, excluded_ids=()):
         """``next_token_probabilities(decoded)`` for :mod:`transformer_course.decoding`'s strategies.

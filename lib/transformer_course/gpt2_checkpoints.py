@@ -35,10 +35,10 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 import numpy as np
 
+from .bert import gelu_approximate
 from .bert_checkpoints import PresetUnavailableError, download_preset  # noqa: F401 (the error is part of this API)
 from .bpe import BytePairEncoding
 from .language_model import build_language_model
-from .pretraining import gelu_approximate
 
 __all__ = ["language_model_from_keras_hub", "bpe_from_keras_hub", "load_gpt2_preset", "ID_OFFSET"]
 
@@ -76,17 +76,17 @@ def language_model_from_keras_hub(backbone, sequence_length: int | None = None, 
                                  intermediate_dim=backbone.intermediate_dim, num_heads=backbone.num_heads,
                                  num_layers=backbone.num_layers, dropout=dropout, normalize_first=True,
                                  final_norm=True, activation=gelu_approximate, layer_norm_epsilon=1e-5)
-    source = backbone.get_layer
+    source = backbone.get_layer  # keras-hub's layer names, stable across its releases
     table = np.asarray(source("token_embedding").embeddings)
-    embedding = model.get_layer("token_embedding")
+    embedding = model.token_embedding
     embedding.token_embedding.set_weights([np.concatenate([np.zeros((ID_OFFSET, table.shape[1]), table.dtype), table])])
     embedding.position_embedding.set_weights([np.asarray(source("position_embedding").position_embeddings)[:length]])
-    for index in range(backbone.num_layers):
-        model.get_layer(f"decoder_{index + 1}").set_weights(source(f"transformer_layer_{index}").get_weights())
-    model.get_layer("final_norm").set_weights(source("layer_norm").get_weights())
+    for index, block in enumerate(model.decoder_blocks):
+        block.set_weights(source(f"transformer_layer_{index}").get_weights())
+    model.final_norm.set_weights(source("layer_norm").get_weights())
     bias = np.zeros(backbone.vocabulary_size + ID_OFFSET, dtype="float32")
     bias[:ID_OFFSET] = -1e9  # padding is never predicted
-    model.get_layer("output").set_weights([bias])
+    model.output_layer.set_weights([bias])
     return model
 
 

@@ -1,8 +1,8 @@
 """A GPT-style language model: a stack of decoder blocks without cross-attention (notebook 09).
 
-* :func:`build_language_model` — token ids in, next-token probabilities at every position out:
-  ``PositionalEmbedding`` + ``TransformerDecoder`` blocks with causal self-attention only + an
-  output layer tied to the token embedding.
+* :class:`LanguageModel` (and :func:`build_language_model`) — token ids in, next-token
+  probabilities at every position out: ``PositionalEmbedding`` + ``TransformerDecoder`` blocks
+  with causal self-attention only + an output layer tied to the token embedding.
 
 Shape letters: B batch, T sequence length, E model width, V vocabulary.
 
@@ -31,20 +31,30 @@ from .positional import PositionalEmbedding
 from .training import RoundOrder
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
-__all__ = ["build_language_model", "running_text_chunks", "token_log_probabilities", "perplexity",
+__all__ = ["LanguageModel", "build_language_model", "running_text_chunks", "token_log_probabilities", "perplexity",
            "bits_per_character", "compressor_bits_per_character", "RowBatches"]
 
 
-def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int = 256, intermediate_dim: int = 1024,
-                         num_heads: int = 4, num_layers: int = 2, dropout: float = 0.1, tie_embeddings: bool = True,
-                         normalize_first: bool = False, final_norm: bool = False, activation="relu",
-                         layer_norm_epsilon: float = 1e-5, name: str | None = None) -> keras.Model:
+@keras.saving.register_keras_serializable(package="transformer_course")
+class LanguageModel(keras.Model):
     """A decoder-only Transformer language model, trained to predict every next token at once.
+
+    ``PositionalEmbedding`` → ``num_layers`` ``TransformerDecoder`` blocks with causal
+    self-attention and no cross-attention → (``final_norm``) → dropout → a softmax over the
+    vocabulary, tied to the token embedding by default (Radford et al., 2018, §3.1).
+
+    A functional model with its parts as attributes, read by
+    :class:`~transformer_course.generation.CachedLanguageModel` and
+    :mod:`transformer_course.gpt2_checkpoints`: ``token_embedding``, ``decoder_blocks`` (a list),
+    ``final_norm`` (None without it), ``output_dropout`` and ``output_layer``.
+    ``get_config`` returns the arguments below, so a ``.keras`` file reloads with no
+    ``custom_objects``.
 
     Args:
         vocab_size: int V, ids ``0 .. V - 1`` (0 = padding).
         sequence_length: int, the longest input T accepted.
-        embed_dim, intermediate_dim, num_heads: ints E, F, N (N divides E).
+        embed_dim, intermediate_dim, num_heads: ints E, F, N (N divides E); keyword only, as
+            every argument after them.
         num_layers: int, decoder blocks.
         dropout: float in [0, 1), inside every block and before the output layer.
         tie_embeddings: bool, the output layer reuses the token embedding table (default True).
@@ -54,38 +64,92 @@ def build_language_model(vocab_size: int, sequence_length: int, embed_dim: int =
         final_norm: bool, a LayerNorm (``final_norm``) after the last block, as GPT-2 has: with
             pre-norm blocks the residual stream is never normalised otherwise.
         activation: the blocks' feed-forward activation: a name Keras knows (``"relu"``, the
-            default) or a function (GPT-2: :func:`~transformer_course.pretraining.gelu_approximate`).
+            default) or a registered function (GPT-2: :func:`~transformer_course.bert.gelu_approximate`).
         layer_norm_epsilon: float, every LayerNorm's epsilon (GPT-2: 1e-5).
-        name: optional model name.
+        **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
+
+    Call arguments:
+        token_ids: int ``(B, T)``, 0 = padding.
 
     Returns:
-        ``keras.Model`` from int ``(B, T)`` token ids to float32 ``(B, T, V)``: at position t,
-        P(token t + 1 | tokens ≤ t). Padding (id 0) is masked in self-attention; the causal mask
-        keeps every position from seeing later ones. Layers are named ``token_embedding``,
-        ``decoder_1`` …, ``final_norm`` (with ``final_norm=True``), ``output`` (what
-        :class:`transformer_course.generation.CachedLanguageModel` reads).
+        float32 ``(B, T, V)``: at position t, P(token t + 1 | tokens ≤ t). Padding (id 0) is
+        masked in self-attention; the causal mask keeps every position from seeing later ones.
 
     Raises:
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
             dividing ``embed_dim``.
+
+    Example:
+        >>> model = LanguageModel(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2)
+        >>> len(model.decoder_blocks), model.output_shape
+        (2, (None, None, 30))
     """
-    check_model_sizes(embed_dim, num_heads, dropout, vocab_size=vocab_size, sequence_length=sequence_length,
-                      num_layers=num_layers)
-    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-    embedding = PositionalEmbedding(sequence_length, vocab_size, embed_dim, name="token_embedding")
-    x = embedding(token_ids)
-    for index in range(num_layers):
-        x = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, activation=activation,
-                               layer_norm_epsilon=layer_norm_epsilon, normalize_first=normalize_first,
-                               name=f"decoder_{index + 1}")(x)
-    if final_norm:
-        x = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm")(x)
-    x = keras.layers.Dropout(dropout, name="output_dropout")(x)
-    if tie_embeddings:
-        probabilities = TiedTokenDistribution(vocab_size, name="output", dtype="float32")(embedding(x, reverse=True))
-    else:
-        probabilities = TokenDistribution(vocab_size, name="output", dtype="float32")(x)
-    return keras.Model(token_ids, probabilities, name=name)
+
+    def __init__(self, vocab_size, sequence_length, *, embed_dim=256, intermediate_dim=1024, num_heads=4,
+                 num_layers=2, dropout=0.1, tie_embeddings=True, normalize_first=False, final_norm=False,
+                 activation="relu", layer_norm_epsilon=1e-5, **kwargs):
+        check_model_sizes(embed_dim, num_heads, dropout, vocab_size=vocab_size, sequence_length=sequence_length,
+                          num_layers=num_layers)
+        activation = keras.activations.get(activation)
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        token_embedding = PositionalEmbedding(sequence_length, vocab_size, embed_dim, name="token_embedding")
+        x = token_embedding(token_ids)
+        decoder_blocks = []
+        for index in range(num_layers):
+            decoder_blocks.append(TransformerDecoder(intermediate_dim, num_heads, dropout=dropout,
+                                                     activation=activation, layer_norm_epsilon=layer_norm_epsilon,
+                                                     normalize_first=normalize_first, name=f"decoder_{index + 1}"))
+            x = decoder_blocks[-1](x)
+        norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm") if final_norm else None
+        if norm is not None:
+            x = norm(x)
+        output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        x = output_dropout(x)
+        if tie_embeddings:
+            output_layer = TiedTokenDistribution(vocab_size, name="output", dtype="float32")
+            probabilities = output_layer(token_embedding(x, reverse=True))
+        else:
+            output_layer = TokenDistribution(vocab_size, name="output", dtype="float32")
+            probabilities = output_layer(x)
+        super().__init__(token_ids, probabilities, **kwargs)
+        self.token_embedding, self.decoder_blocks, self.final_norm = token_embedding, decoder_blocks, norm
+        self.output_dropout, self.output_layer = output_dropout, output_layer
+        self.vocab_size, self.sequence_length, self.embed_dim = vocab_size, sequence_length, embed_dim
+        self.intermediate_dim, self.num_heads, self.num_layers = intermediate_dim, num_heads, num_layers
+        self.dropout, self.tie_embeddings, self.normalize_first = dropout, tie_embeddings, normalize_first
+        self.activation, self.layer_norm_epsilon = activation, layer_norm_epsilon
+
+    def output_distribution(self, hidden):
+        """The output layer on decoder states: float ``(B, T, E)`` -> float32 ``(B, T, V)``.
+
+        The states are taken after the last block (and ``final_norm``); with tied embeddings the
+        scores come from the token embedding turned around, then the output layer's bias and
+        softmax.
+        """
+        return self.output_layer(self.token_embedding(hidden, reverse=True) if self.tie_embeddings else hidden)
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, "vocab_size": self.vocab_size,
+                "sequence_length": self.sequence_length, "embed_dim": self.embed_dim,
+                "intermediate_dim": self.intermediate_dim, "num_heads": self.num_heads,
+                "num_layers": self.num_layers, "dropout": self.dropout, "tie_embeddings": self.tie_embeddings,
+                "normalize_first": self.normalize_first, "final_norm": self.final_norm is not None,
+                "activation": keras.activations.serialize(self.activation),
+                "layer_norm_epsilon": self.layer_norm_epsilon}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
+
+
+def build_language_model(vocab_size: int, sequence_length: int, **options) -> LanguageModel:
+    """A :class:`LanguageModel`: the two sizes, then its keyword arguments (``embed_dim=``, …).
+
+    Example:
+        >>> build_language_model(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2).count_params() > 0
+        True
+    """
+    return LanguageModel(vocab_size, sequence_length, **options)
 
 
 def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tuple[np.ndarray, np.ndarray]:

@@ -447,8 +447,6 @@ class TiedTokenDistribution(keras.layers.Layer):
         float ``(B, T, V)``, each row a probability distribution; no mask.
     """
 
-    tied_to_embedding = True  # its scores come from an embedding turned around (generation.output_probabilities)
-
     def __init__(self, units, **kwargs):
         super().__init__(**kwargs)
         self.units = check_integer("units", units)

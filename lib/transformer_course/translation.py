@@ -1,7 +1,7 @@
 """A Transformer translator: the encoder-decoder model and an export that takes strings.
 
-* :func:`build_translation_model` — source ids and the target shifted right in, next-token
-  probabilities out: ``PositionalEmbedding`` + ``TransformerEncoder`` stack for the source,
+* :class:`TranslationModel` (and :func:`build_translation_model`) — source ids and the target
+  shifted right in, next-token probabilities out: ``PositionalEmbedding`` + ``TransformerEncoder`` stack for the source,
   ``PositionalEmbedding`` + ``TransformerDecoder`` stack for the target, softmax over the target
   vocabulary (Vaswani et al., 2017, §3, Figure 1).
 * :class:`Translator` — a Keras model holding both vectorisers and the translation model: it
@@ -21,88 +21,154 @@ from keras import ops
 
 from ._validation import check_integer, check_model_sizes, check_texts
 from .decoding import beam_search
-from .generation import IncrementalDecoder, encode_source, model_blocks, output_probabilities
+from .generation import IncrementalDecoder
 from .masks import padding_mask
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder, TransformerEncoder
 
-__all__ = ["TokenDistribution", "TiedTokenDistribution", "build_translation_model", "cross_attention_weights",
-           "Translator", "START_TOKEN", "END_TOKEN"]
+__all__ = ["TokenDistribution", "TiedTokenDistribution", "TranslationModel", "build_translation_model",
+           "cross_attention_weights", "Translator", "START_TOKEN", "END_TOKEN"]
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
 
 
-def build_translation_model(
-    source_vocab_size: int,
-    target_vocab_size: int,
-    source_length: int,
-    target_length: int,
-    embed_dim: int = 256,
-    intermediate_dim: int = 2048,
-    num_heads: int = 8,
-    num_layers: int = 1,
-    dropout: float = 0.1,
-    tie_embeddings: bool = False,
-    name: str | None = None,
-) -> keras.Model:
-    """An encoder-decoder Transformer trained with teacher forcing.
+@keras.saving.register_keras_serializable(package="transformer_course")
+class TranslationModel(keras.Model):
+    """An encoder-decoder Transformer trained with teacher forcing (Vaswani et al., 2017, §3, Figure 1).
+
+    A functional model with its parts as attributes, read by :meth:`encode`,
+    :meth:`output_distribution`, :func:`cross_attention_weights` and
+    :class:`~transformer_course.generation.IncrementalDecoder`: ``source_embedding``,
+    ``encoder_blocks`` (a list), ``target_embedding``, ``decoder_blocks`` (a list),
+    ``output_dropout`` and ``output_layer``. ``get_config`` returns the arguments below, so a
+    ``.keras`` file reloads with no ``custom_objects``.
 
     Args:
         source_vocab_size, target_vocab_size: ints, ids ``0 .. size - 1`` (0 = padding).
         source_length: int, the longest source accepted, S.
         target_length: int, the longest decoder input accepted, T.
-        embed_dim, intermediate_dim, num_heads: ints, E, F and N (N divides E).
+        embed_dim, intermediate_dim, num_heads: ints, E, F and N (N divides E); keyword only, as
+            every argument after them.
         num_layers: int, encoder blocks and decoder blocks (the same number of each).
         dropout: float in [0, 1), inside every block and before the output layer.
         tie_embeddings: bool, the output layer reuses the target embedding table (its
             transpose) instead of a weight matrix of its own: ``V × E`` fewer parameters, and
             words that are embedded alike are predicted alike (Press and Wolf, 2017; Vaswani et
             al., 2017, §3.4). The output layer is then a :class:`TiedTokenDistribution`.
-        name: optional model name.
+        **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
+
+    Call arguments:
+        inputs: ``{"source_ids": int (B, S), "target_ids": int (B, T)}``, the decoder input being
+            the target shifted right (starting with ``[start]``).
 
     Returns:
-        ``keras.Model`` with inputs ``{"source_ids": int (B, S), "target_ids": int (B, T)}`` —
-        the decoder input, the target shifted right (starting with ``[start]``) — and output
         float32 ``(B, T, target_vocab_size)``: at position t, P(next target token | source,
         target tokens ≤ t). Padding (id 0) is masked everywhere: the encoder ignores source
         padding, cross-attention uses the **source** padding mask, self-attention the target
-        padding mask AND the causal mask. Layers are named ``source_embedding``,
-        ``encoder_1`` …, ``target_embedding``, ``decoder_1`` …, ``output``.
+        padding mask AND the causal mask.
 
     Raises:
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
             dividing ``embed_dim``.
+
+    Example:
+        >>> model = TranslationModel(30, 40, 8, 9, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2)
+        >>> len(model.encoder_blocks), len(model.decoder_blocks), model.output_shape
+        (2, 2, (None, None, 40))
     """
-    check_model_sizes(embed_dim, num_heads, dropout, source_vocab_size=source_vocab_size,
-                      target_vocab_size=target_vocab_size, source_length=source_length, target_length=target_length,
-                      num_layers=num_layers)
-    source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
-    target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
-    x = PositionalEmbedding(source_length, source_vocab_size, embed_dim, name="source_embedding")(source_ids)
-    for index in range(num_layers):
-        x = TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, name=f"encoder_{index + 1}")(x)
-    encoded = x
-    target_embedding = PositionalEmbedding(target_length, target_vocab_size, embed_dim, name="target_embedding")
-    y = target_embedding(target_ids)
-    for index in range(num_layers):
-        y = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, name=f"decoder_{index + 1}")(y, encoded)
-    y = keras.layers.Dropout(dropout, name="output_dropout")(y)
-    # The softmax in float32 whatever the policy: under mixed_bfloat16 a bfloat16 probability has
-    # 3 significant digits, too few for the log-likelihood of a 15,000-word vocabulary.
-    if tie_embeddings:
-        scores = target_embedding(y, reverse=True)  # (B, T, V): the same table that embedded the target
-        probabilities = TiedTokenDistribution(target_vocab_size, name="output", dtype="float32")(scores)
-    else:
-        probabilities = TokenDistribution(target_vocab_size, name="output", dtype="float32")(y)
-    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, probabilities, name=name)
+
+    def __init__(self, source_vocab_size, target_vocab_size, source_length, target_length, *, embed_dim=256,
+                 intermediate_dim=2048, num_heads=8, num_layers=1, dropout=0.1, tie_embeddings=False, **kwargs):
+        check_model_sizes(embed_dim, num_heads, dropout, source_vocab_size=source_vocab_size,
+                          target_vocab_size=target_vocab_size, source_length=source_length,
+                          target_length=target_length, num_layers=num_layers)
+        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+        target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
+        source_embedding = PositionalEmbedding(source_length, source_vocab_size, embed_dim, name="source_embedding")
+        x = source_embedding(source_ids)
+        encoder_blocks = []
+        for index in range(num_layers):
+            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
+                                                     name=f"encoder_{index + 1}"))
+            x = encoder_blocks[-1](x)
+        target_embedding = PositionalEmbedding(target_length, target_vocab_size, embed_dim, name="target_embedding")
+        y = target_embedding(target_ids)
+        decoder_blocks = []
+        for index in range(num_layers):
+            decoder_blocks.append(TransformerDecoder(intermediate_dim, num_heads, dropout=dropout,
+                                                     name=f"decoder_{index + 1}"))
+            y = decoder_blocks[-1](y, x)
+        output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        y = output_dropout(y)
+        # The softmax in float32 whatever the policy: under mixed_bfloat16 a bfloat16 probability has
+        # 3 significant digits, too few for the log-likelihood of a 15,000-word vocabulary.
+        if tie_embeddings:
+            output_layer = TiedTokenDistribution(target_vocab_size, name="output", dtype="float32")
+            probabilities = output_layer(target_embedding(y, reverse=True))  # the table that embedded the target
+        else:
+            output_layer = TokenDistribution(target_vocab_size, name="output", dtype="float32")
+            probabilities = output_layer(y)
+        super().__init__({"source_ids": source_ids, "target_ids": target_ids}, probabilities, **kwargs)
+        self.source_embedding, self.encoder_blocks = source_embedding, encoder_blocks
+        self.target_embedding, self.decoder_blocks = target_embedding, decoder_blocks
+        self.output_dropout, self.output_layer = output_dropout, output_layer
+        self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.source_length, self.target_length = source_length, target_length
+        self.embed_dim, self.intermediate_dim, self.num_heads = embed_dim, intermediate_dim, num_heads
+        self.num_layers, self.dropout, self.tie_embeddings = num_layers, dropout, tie_embeddings
+
+    def encode(self, source_ids):
+        """The source embedding and the encoder stack, at inference (no dropout).
+
+        Args:
+            source_ids: int ``(B, S)``, 0 = padding.
+
+        Returns:
+            ``(encoded, source_mask)``: float ``(B, S, E)`` and bool ``(B, S)`` (True = real token).
+        """
+        source_mask = padding_mask(source_ids)
+        x = self.source_embedding(source_ids)
+        for block in self.encoder_blocks:
+            x = block(x, padding_mask=source_mask)
+        return x, source_mask
+
+    def output_distribution(self, hidden):
+        """The output layer on decoder states: float ``(B, T, E)`` -> float32 ``(B, T, V)``.
+
+        With tied embeddings the scores come from the target embedding turned around, then the
+        output layer's bias and softmax.
+        """
+        return self.output_layer(self.target_embedding(hidden, reverse=True) if self.tie_embeddings else hidden)
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, "source_vocab_size": self.source_vocab_size,
+                "target_vocab_size": self.target_vocab_size, "source_length": self.source_length,
+                "target_length": self.target_length, "embed_dim": self.embed_dim,
+                "intermediate_dim": self.intermediate_dim, "num_heads": self.num_heads,
+                "num_layers": self.num_layers, "dropout": self.dropout, "tie_embeddings": self.tie_embeddings}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_translation_model(source_vocab_size: int, target_vocab_size: int, source_length: int, target_length: int,
+                            **options) -> TranslationModel:
+    """A :class:`TranslationModel`: the four sizes, then its keyword arguments (``embed_dim=``, …).
+
+    Example:
+        >>> build_translation_model(30, 40, 8, 9, embed_dim=16, intermediate_dim=32, num_heads=2).output_shape
+        (None, None, 40)
+    """
+    return TranslationModel(source_vocab_size, target_vocab_size, source_length, target_length, **options)
 
 
 def cross_attention_weights(model: keras.Model, source_ids, target_ids):
     """Where the last decoder block looks in the source, for each target position.
 
     Args:
-        model: a model from :func:`build_translation_model`.
+        model: a :class:`TranslationModel`.
         source_ids: int ``(B, S)``, 0 = padding.
         target_ids: int ``(B, T)``, the decoder input (``[start]`` then the target so far).
 
@@ -113,12 +179,11 @@ def cross_attention_weights(model: keras.Model, source_ids, target_ids):
     source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
     target_ids = ops.convert_to_tensor(np.asarray(target_ids), dtype="int32")
     target_mask = padding_mask(target_ids)
-    x, source_mask = encode_source(model, source_ids)
-    y = model.get_layer("target_embedding")(target_ids)
-    decoders = model_blocks(model, "decoder")
-    for decoder in decoders[:-1]:
+    x, source_mask = model.encode(source_ids)
+    y = model.target_embedding(target_ids)
+    for decoder in model.decoder_blocks[:-1]:
         y = decoder(y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask)
-    _, weights = decoders[-1](y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
+    _, weights = model.decoder_blocks[-1](y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
                               return_attention_scores=True)
     return ops.convert_to_numpy(weights)
 
@@ -132,7 +197,7 @@ class Translator(keras.Model):
             ``output_sequence_length`` S (longer sentences are cut there).
         target_vectorizer: adapted ``TextVectorization`` for the target language; its vocabulary
             must contain ``[start]`` and ``[end]``.
-        model: a model from :func:`build_translation_model`.
+        model: a :class:`TranslationModel`.
         max_length: int, the most target tokens generated, at most the model's target length.
 
     Call arguments (the model itself, used for training and saving):
@@ -155,7 +220,7 @@ class Translator(keras.Model):
 
     def _vocabulary(self):
         vocabulary = [str(word) for word in self.target_vectorizer.get_vocabulary()]
-        outputs = self.model.get_layer("output").units
+        outputs = self.model.output_layer.units
         if len(vocabulary) != outputs:
             raise ValueError(f"the target vocabulary has {len(vocabulary)} words but the model predicts {outputs} ids.")
         for marker in (START_TOKEN, END_TOKEN):
@@ -216,16 +281,15 @@ class Translator(keras.Model):
         The plain reference that :meth:`IncrementalDecoder.beam_decode` must agree with, and the
         slow baseline of ``benchmarks/translation_decoding.py``.
         """
-        encoded, mask = encode_source(self.model, ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32"))
-        embedding, decoders = self.model.get_layer("target_embedding"), model_blocks(self.model, "decoder")
+        encoded, mask = self.model.encode(ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32"))
 
         def next_token_probabilities(decoded):
             beams = decoded.shape[0]
-            y = embedding(ops.convert_to_tensor(decoded, dtype="int32"))
+            y = self.model.target_embedding(ops.convert_to_tensor(decoded, dtype="int32"))
             memory, memory_mask = ops.repeat(encoded, beams, axis=0), ops.repeat(mask, beams, axis=0)
-            for decoder in decoders:
+            for decoder in self.model.decoder_blocks:
                 y = decoder(y, memory, encoder_padding_mask=memory_mask)
-            probabilities = ops.convert_to_numpy(output_probabilities(self.model, y[:, -1:, :])[:, 0, :])
+            probabilities = ops.convert_to_numpy(self.model.output_distribution(y[:, -1:, :])[:, 0, :])
             probabilities[:, 0] = 0.0  # never emit padding (id 0)
             return probabilities
 

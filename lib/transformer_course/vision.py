@@ -224,7 +224,8 @@ class VisionTransformer(keras.Model):
         channels: int C.
         patch_size: int P; must divide the height and the width.
         num_classes: int, the classes.
-        embed_dim, num_heads, intermediate_dim: ints E, N (divides E) and F.
+        embed_dim, num_heads, intermediate_dim: ints E, N (divides E) and F; keyword only, as every
+            argument after them.
         num_layers: int D, encoder blocks.
         dropout: float in [0, 1), on the embeddings, the attention weights and every sub-layer's
             output.
@@ -239,25 +240,35 @@ class VisionTransformer(keras.Model):
     Raises:
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), ``num_heads`` not
             dividing ``embed_dim``, or an image size ``patch_size`` does not divide (naming both).
+
+    Example:
+        >>> model = VisionTransformer(8, 1, 4, 10, embed_dim=16, num_heads=2, intermediate_dim=32, num_layers=2)
+        >>> len(model.encoder_blocks), model.output_shape
+        (2, (None, 10))
     """
 
-    def __init__(self, image_size, channels, patch_size, num_classes, embed_dim=64, num_heads=4,
+    def __init__(self, image_size, channels, patch_size, num_classes, *, embed_dim=64, num_heads=4,
                  intermediate_dim=128, num_layers=4, dropout=0.1, **kwargs):
         height, width = _image_size(image_size)
         check_model_sizes(embed_dim, num_heads, dropout, channels=channels, patch_size=patch_size,
                           num_classes=num_classes, intermediate_dim=intermediate_dim, num_layers=num_layers)
         _check_image_shape((None, height, width, channels), patch_size)
         images = keras.Input(shape=(height, width, channels), name="images")
-        x = PatchEmbedding(patch_size, embed_dim, name="patch_embedding")(images)
-        x = ClassTokenAndPositions(name="class_token_and_positions")(x)
-        x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
+        patch_embedding = PatchEmbedding(patch_size, embed_dim, name="patch_embedding")
+        class_token_and_positions = ClassTokenAndPositions(name="class_token_and_positions")
+        x = class_token_and_positions(patch_embedding(images))
+        x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)  # made after: layers draw seeds when made
+        encoder_blocks = []
         for index in range(num_layers):
-            x = TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, activation="gelu",
-                                   normalize_first=True, name=f"encoder_{index + 1}")(x)
-        x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
-        x = ClassTokenOutput(name="class_token_output")(x)
-        probabilities = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="output")(x)
-        super().__init__(inputs=images, outputs=probabilities, **kwargs)
+            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, activation="gelu",
+                                                     normalize_first=True, name=f"encoder_{index + 1}"))
+            x = encoder_blocks[-1](x)
+        final_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")
+        x = ClassTokenOutput(name="class_token_output")(final_norm(x))
+        output_layer = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="output")
+        super().__init__(inputs=images, outputs=output_layer(x), **kwargs)
+        self.patch_embedding, self.class_token_and_positions = patch_embedding, class_token_and_positions
+        self.encoder_blocks, self.final_norm, self.output_layer = encoder_blocks, final_norm, output_layer
         self.image_size = (height, width) if height != width else height
         self.channels, self.patch_size, self.num_classes = channels, patch_size, num_classes
         self.embed_dim, self.num_heads, self.intermediate_dim = embed_dim, num_heads, intermediate_dim
@@ -278,19 +289,18 @@ def attention_maps(model: keras.Model, images) -> np.ndarray:
     """Every encoder block's attention weights for ``images``, at inference (no dropout).
 
     Args:
-        model: a :class:`VisionTransformer` (or a model with its layer names).
+        model: a :class:`VisionTransformer`.
         images: float ``(B, height, width, C)``.
 
     Returns:
         float32 ``(D, B, N, T, T)``, T = patches + 1; row t is a distribution over the
         tokens that position t reads (token 0 is ``[CLS]``).
     """
-    x = model.get_layer("class_token_and_positions")(model.get_layer("patch_embedding")(ops.convert_to_tensor(images)))
+    x = model.class_token_and_positions(model.patch_embedding(ops.convert_to_tensor(images)))
     maps = []
-    for layer in model.layers:
-        if isinstance(layer, TransformerEncoder):
-            x, weights = layer(x, training=False, return_attention_scores=True)
-            maps.append(ops.convert_to_numpy(weights))
+    for block in model.encoder_blocks:
+        x, weights = block(x, training=False, return_attention_scores=True)
+        maps.append(ops.convert_to_numpy(weights))
     return np.stack(maps).astype("float32")
 
 

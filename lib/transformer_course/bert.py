@@ -1,0 +1,440 @@
+"""The BERT-style model: an encoder pre-trained as a masked language model, and its fine-tuning heads (notebook 08).
+
+* :class:`BertPretrainer` (and :func:`build_bert_pretrainer`) — token + segment + position
+  embeddings, a stack of encoder blocks, a masked-language-model head tied to the token embedding
+  and a next-sentence head on the pooled ``[CLS]`` output.
+* :func:`build_bert_classifier`, :func:`build_token_tagger`, :func:`build_span_finder` and
+  :func:`build_bert_encoder` — new models on the same (pre-trained) layers: a sentence classifier
+  (pooled ``[CLS]`` or the mean of the outputs), a tag per token, a span (start, end), the
+  encoder's vectors alone.
+* :class:`SegmentEmbedding`, :class:`GatherPositions`, :class:`SpanHead` and
+  :func:`gelu_approximate` — the layers and the activation they need.
+
+The data the pretrainer reads (masking, packing, batches) is in
+:mod:`transformer_course.pretraining`; published checkpoints load into it through
+:mod:`transformer_course.bert_checkpoints`.
+
+Shape letters: B sequences, T positions, P masked positions scored per sequence, E width, V vocabulary.
+
+References:
+    Devlin et al., 2019, "BERT: Pre-training of Deep Bidirectional Transformers for Language
+    Understanding", NAACL, §3 and §4. https://arxiv.org/abs/1810.04805
+"""
+
+from __future__ import annotations
+
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
+import keras
+from keras import ops
+
+from ._validation import check_integer, check_model_sizes
+from .classifier import ClassTokenOutput
+from .masks import masked_softmax, padding_mask
+from .positional import PositionalEmbedding
+from .transformer import TiedTokenDistribution, TransformerEncoder
+
+__all__ = ["BertPretrainer", "build_bert_pretrainer", "build_bert_classifier", "build_bert_encoder",
+           "build_token_tagger", "build_span_finder", "SegmentEmbedding", "GatherPositions", "SpanHead",
+           "gelu_approximate", "CLASSIFIER_POOLINGS"]
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class SegmentEmbedding(keras.layers.Layer):
+    """Add a learned vector per segment (sentence A = 0, sentence B = 1) to token vectors.
+
+    Args:
+        num_segments: int, segment ids ``0 .. num_segments - 1`` (BERT: 2).
+        embed_dim: int E.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: float ``(B, T, E)``, with its padding mask if it has one.
+        segment_ids: int ``(B, T)``.
+
+    Returns:
+        float ``(B, T, E)``: ``inputs + table[segment_ids]``, carrying the input's padding mask
+        on (``keras.layers.Add`` would drop it, since the segment ids have no mask).
+    """
+
+    def __init__(self, num_segments, embed_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.num_segments = check_integer("num_segments", num_segments)
+        self.embed_dim = check_integer("embed_dim", embed_dim)
+        self.supports_masking = True
+
+    def build(self, inputs_shape, segment_ids_shape=None):
+        self.table = self.add_weight(name="table", shape=(self.num_segments, self.embed_dim),
+                                     initializer=keras.initializers.RandomNormal(stddev=0.02))
+        super().build(inputs_shape)
+
+    def call(self, inputs, segment_ids):
+        return inputs + ops.cast(ops.take(self.table, ops.cast(segment_ids, "int32"), axis=0), inputs.dtype)
+
+    def compute_mask(self, inputs, mask=None, segment_ids=None):
+        return mask
+
+    def compute_output_shape(self, inputs_shape, segment_ids_shape=None):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "num_segments": self.num_segments, "embed_dim": self.embed_dim}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class GatherPositions(keras.layers.Layer):
+    """The vectors at chosen positions of each sequence: ``(B, T, E), (B, P) -> (B, P, E)``.
+
+    Call arguments:
+        inputs: list ``[sequence, positions]``: float ``(B, T, E)`` and int ``(B, P)`` indices
+            into T.
+
+    Returns:
+        float ``(B, P, E)``; no mask.
+    """
+
+    def call(self, inputs):
+        sequence, positions = inputs
+        return ops.take_along_axis(sequence, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        sequence_shape, positions_shape = inputs_shape
+        return (sequence_shape[0], positions_shape[1], sequence_shape[2])
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class BertPretrainer(keras.Model):
+    """A BERT-style encoder with its pre-training heads (Devlin et al., 2019, §3.1, Figure 2).
+
+    The input representation is the sum of a token embedding, a learned position embedding and
+    a **segment** embedding (0 for sentence A and ``[CLS]``, 1 for sentence B), then LayerNorm
+    and dropout (§3, "Input/Output Representations"); then ``num_layers`` post-norm
+    ``TransformerEncoder`` blocks with GELU, as in BERT. Padding (id 0) is masked everywhere.
+
+    * Masked-LM head: the vectors at ``mask_positions`` → dense (GELU) → LayerNorm → scores
+      against every token embedding (the output layer **is** the token-embedding matrix,
+      transposed) plus a bias → softmax.
+    * Next-sentence head: the ``[CLS]`` output → dense (tanh), the **pooled** output → softmax
+      over NotNext (0) / IsNext (1).
+
+    A functional model with its parts as attributes, read by :meth:`encode`, the fine-tuning
+    builders below and :mod:`transformer_course.bert_checkpoints`: ``token_embedding``
+    (tokens and positions), ``segment_embedding``, ``embedding_norm``, ``embedding_dropout``,
+    ``encoder_blocks`` (a list) and ``pooler`` (None without the next-sentence head).
+    ``get_config`` returns the arguments below, so a ``.keras`` file reloads with no
+    ``custom_objects``.
+
+    Args:
+        vocabulary_size: int V (id 0 padding; ``[CLS]``, ``[SEP]``, ``[MASK]`` are ids of their own).
+        sequence_length: int T, the longest packed input.
+        max_predictions: int P, masked positions scored per sequence (see
+            :func:`~transformer_course.pretraining.gather_selected`).
+        embed_dim, num_heads, intermediate_dim: ints E, N (divides E), F; keyword only, as every
+            argument after them.
+        num_layers: int, encoder blocks.
+        dropout: float in [0, 1).
+        next_sentence: bool; False builds the masked-LM pretrainer alone (RoBERTa's, Liu et al.,
+            2019, §4.2): no pooler and no next-sentence head, and the output is ``{"mlm"}`` only.
+        activation: the activation of the feed-forward layers and the masked-LM transform: a name
+            Keras knows (``"gelu"``, exact, the default) or a registered function, such as
+            :func:`gelu_approximate` (the tanh approximation Google's BERT checkpoints use).
+        **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
+
+    Call arguments:
+        inputs: ``{"token_ids": int (B, T), "segment_ids": int (B, T), "mask_positions": int (B, P)}``.
+
+    Returns:
+        ``{"mlm": float32 (B, P, V), "nsp": float32 (B, 2)}`` (``{"mlm"}`` alone when
+        ``next_sentence`` is False).
+
+    Raises:
+        ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
+            dividing ``embed_dim``.
+
+    Example:
+        >>> model = BertPretrainer(100, 16, 3, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=2)
+        >>> len(model.encoder_blocks), sorted(model.output_shape)
+        (2, ['mlm', 'nsp'])
+    """
+
+    def __init__(self, vocabulary_size, sequence_length, max_predictions, *, embed_dim=256, num_heads=4,
+                 intermediate_dim=1024, num_layers=4, dropout=0.1, next_sentence=True, activation="gelu", **kwargs):
+        check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size,
+                          sequence_length=sequence_length, max_predictions=max_predictions,
+                          intermediate_dim=intermediate_dim, num_layers=num_layers)
+        activation = keras.activations.get(activation)
+        inputs = {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+                  "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+                  "mask_positions": keras.Input(shape=(max_predictions,), dtype="int32", name="mask_positions")}
+        token_embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
+        segment_embedding = SegmentEmbedding(2, embed_dim, name="segment_embedding")
+        x = segment_embedding(token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
+        # Each layer made just before its first call: layers draw their random seeds when made.
+        embedding_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")
+        x = embedding_norm(x)
+        embedding_dropout = keras.layers.Dropout(dropout, name="embedding_dropout")
+        x = embedding_dropout(x)
+        encoder_blocks = []
+        for index in range(num_layers):
+            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
+                                                     activation=activation, layer_norm_epsilon=1e-12,
+                                                     name=f"encoder_{index + 1}"))
+            x = encoder_blocks[-1](x)
+        masked = GatherPositions(name="mlm_gather")([x, inputs["mask_positions"]])  # (B, P, E)
+        masked = keras.layers.Dense(embed_dim, activation=activation, name="mlm_transform")(masked)
+        masked = keras.layers.LayerNormalization(epsilon=1e-12, name="mlm_norm")(masked)
+        # Named "mlm" when it is the only output: Keras before 3.10 names a one-output model's outputs by its layers.
+        outputs = {"mlm": TiedTokenDistribution(vocabulary_size, name="mlm_output" if next_sentence else "mlm",
+                                                dtype="float32")(token_embedding(masked, reverse=True))}
+        pooler = None
+        if next_sentence:
+            pooler = keras.layers.Dense(embed_dim, activation="tanh", name="pooler")
+            pooled = pooler(ClassTokenOutput(name="cls_output")(x))
+            outputs["nsp"] = keras.layers.Dense(2, activation="softmax", name="nsp_output", dtype="float32")(pooled)
+        super().__init__(inputs, outputs, **kwargs)
+        self.token_embedding, self.segment_embedding = token_embedding, segment_embedding
+        self.embedding_norm, self.embedding_dropout = embedding_norm, embedding_dropout
+        self.encoder_blocks, self.pooler = encoder_blocks, pooler
+        self.vocabulary_size, self.sequence_length, self.max_predictions = (vocabulary_size, sequence_length,
+                                                                            max_predictions)
+        self.embed_dim, self.num_heads, self.intermediate_dim = embed_dim, num_heads, intermediate_dim
+        self.num_layers, self.dropout, self.next_sentence = num_layers, dropout, next_sentence
+        self.activation = activation
+
+    def encode(self, inputs):
+        r"""The encoder alone (embeddings and blocks, these very layers) on new inputs.
+
+        Args:
+            inputs: ``{"token_ids": int (B, T), "segment_ids": int (B, T)}``, tensors or
+                symbolic ``keras.Input``\ s (to build a new model on the shared layers).
+
+        Returns:
+            float ``(B, T, E)``, the last block's vector at every position, carrying the padding
+            mask (token id 0) as its Keras mask.
+        """
+        x = self.segment_embedding(self.token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
+        x = self.embedding_dropout(self.embedding_norm(x))
+        for block in self.encoder_blocks:
+            x = block(x)
+        return x
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,
+                "sequence_length": self.sequence_length, "max_predictions": self.max_predictions,
+                "embed_dim": self.embed_dim, "num_heads": self.num_heads, "intermediate_dim": self.intermediate_dim,
+                "num_layers": self.num_layers, "dropout": self.dropout, "next_sentence": self.next_sentence,
+                "activation": keras.activations.serialize(self.activation)}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
+
+
+def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predictions: int,
+                          **options) -> BertPretrainer:
+    """A :class:`BertPretrainer`: the three sizes, then its keyword arguments (``embed_dim=``, …).
+
+    Example:
+        >>> build_bert_pretrainer(100, 16, 3, embed_dim=8, num_heads=2, intermediate_dim=16,
+        ...                       next_sentence=False).output_shape["mlm"]
+        (None, 3, 100)
+    """
+    return BertPretrainer(vocabulary_size, sequence_length, max_predictions, **options)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+def gelu_approximate(x):
+    """GELU by its tanh approximation, ``0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))``.
+
+    Google's BERT checkpoints (and keras-hub's ``BertBackbone``) use it; the exact GELU differs
+    by at most about 1e-3 per unit, enough to break an equality test at 1e-5.
+
+    Args:
+        x: float tensor of any shape.
+
+    Returns:
+        float tensor of the same shape and dtype.
+
+    Source: Hendrycks and Gimpel, 2016, "Gaussian Error Linear Units (GELUs)", §2.
+
+    Example:
+        >>> float(gelu_approximate(keras.ops.convert_to_tensor(1.0)))  # doctest: +ELLIPSIS
+        0.841...
+    """
+    return keras.activations.gelu(x, approximate=True)
+
+
+CLASSIFIER_POOLINGS = ("cls", "mean")
+
+
+def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: float = 0.1,
+                          name: str | None = None, pooling: str = "cls") -> keras.Model:
+    """A classifier on a (pre-trained) BERT-style encoder: its pooled ``[CLS]`` output, or the mean of its outputs.
+
+    The new model **shares** the pretrainer's embedding and encoder layers (their weights,
+    trained or not) and adds dropout and one softmax layer: fine-tuning as in Devlin et al.,
+    2019, §4.1. Build it from a freshly built pretrainer for the same architecture trained from
+    scratch.
+
+    With ``pooling="cls"`` (BERT's recipe) the classifier reads the output at position 0 through
+    the pooler (dense, tanh). A pretrainer built with ``next_sentence=False`` has no pooler: the
+    classifier then gets a freshly initialised one, as RoBERTa's classification head. With
+    ``pooling="mean"`` it reads the mean of the outputs over the real positions (token id ≠ 0;
+    ``[CLS]`` and ``[SEP]`` included, padding never), with no pooler: the MEAN strategy of
+    Reimers and Gurevych, 2019 (Sentence-BERT, §3), and what the frozen probe of notebook 08 reads.
+
+    Args:
+        pretrainer: a :class:`BertPretrainer`.
+        num_classes: int.
+        dropout: float in [0, 1), before the softmax layer.
+        name: optional model name.
+        pooling: ``"cls"`` or ``"mean"``.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids": int (B, T), "segment_ids": int (B, T)}`` to float32
+        ``(B, num_classes)``. Padding (token id 0) changes no prediction.
+
+    Raises:
+        ValueError: for a non-positive ``num_classes``, a ``dropout`` outside [0, 1) or an
+            unknown ``pooling``.
+
+    Example:
+        >>> pretrainer = build_bert_pretrainer(100, 16, 3, embed_dim=8, num_heads=2, intermediate_dim=16)
+        >>> build_bert_classifier(pretrainer, 2, pooling="mean").output_shape
+        (None, 2)
+    """
+    num_classes = check_integer("num_classes", num_classes)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    if pooling not in CLASSIFIER_POOLINGS:
+        raise ValueError(f"`pooling` must be one of {CLASSIFIER_POOLINGS}; received {pooling!r}.")
+    inputs = _text_inputs()
+    x = pretrainer.encode(inputs)
+    if pooling == "mean":
+        pooled = keras.layers.GlobalAveragePooling1D(name="mean_output")(x, mask=padding_mask(inputs["token_ids"]))
+    else:
+        pooler = pretrainer.pooler or keras.layers.Dense(
+            x.shape[-1], activation="tanh", name="pooler")  # masked-LM-only pre-training trains no pooler
+        pooled = pooler(ClassTokenOutput(name="cls_output")(x))
+    pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
+    probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output",
+                                       dtype="float32")(pooled)
+    return keras.Model(inputs, probabilities, name=name)
+
+def build_bert_encoder(pretrainer: keras.Model, name: str | None = None) -> keras.Model:
+    """The encoder of a BERT-style pretrainer alone: its last block's vector at every position.
+
+    The new model **shares** the pretrainer's embedding and encoder layers; use it to read the
+    representations (a frozen-encoder probe) or to compare with another implementation.
+
+    Args:
+        pretrainer: a :class:`BertPretrainer` (or a converted checkpoint).
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids": int (B, T), "segment_ids": int (B, T)}`` to float32
+        ``(B, T, E)``, carrying the padding mask (token id 0) as its Keras mask; the vectors at
+        padding positions are computed but mean nothing.
+
+    Example:
+        >>> pretrainer = build_bert_pretrainer(50, 8, 2, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
+        >>> encoder = build_bert_encoder(pretrainer)
+        >>> import numpy as np
+        >>> tuple(encoder({"token_ids": np.ones((1, 8), "int32"), "segment_ids": np.zeros((1, 8), "int32")}).shape)
+        (1, 8, 8)
+    """
+    inputs = _text_inputs()
+    return keras.Model(inputs, pretrainer.encode(inputs), name=name)
+
+
+def _text_inputs() -> dict:
+    return {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids")}
+
+
+def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 0.1,
+                       name: str | None = None) -> keras.Model:
+    """A tag for every token (named-entity-recognition style) on a (pre-trained) BERT-style encoder.
+
+    Each token's output vector goes through dropout and one softmax layer over ``num_tags``
+    tags (Devlin et al., 2019, §5.3: "feed the final hidden representation of each token into a
+    classification layer"). Padding positions still get a distribution; give them label 0 and
+    a loss that skips it (:class:`~transformer_course.metrics.MaskedCrossEntropy`), with the real
+    tags numbered from 1.
+
+    Args:
+        pretrainer: a :class:`BertPretrainer` (its layers are shared).
+        num_tags: int, tags including the padding label 0.
+        dropout: float in [0, 1).
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids", "segment_ids"}`` (int ``(B, T)``) to float32
+        ``(B, T, num_tags)``.
+    """
+    num_tags = check_integer("num_tags", num_tags)
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    inputs = _text_inputs()
+    x = keras.layers.Dropout(dropout, name="tagger_dropout")(pretrainer.encode(inputs))
+    return keras.Model(inputs, keras.layers.Dense(num_tags, activation="softmax", name="tagger_output",
+                                                  dtype="float32")(x), name=name)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class SpanHead(keras.layers.Layer):
+    """Where a span starts and ends: two learned vectors, one softmax over positions each.
+
+    ``P(start = t) = softmax_t(S · h_t)`` and ``P(end = t) = softmax_t(E · h_t)`` with the start
+    vector S and end vector E learned in fine-tuning (Devlin et al., 2019, §4.2, SQuAD); padding
+    positions get probability 0.
+
+    Call arguments:
+        inputs: float ``(B, T, E)`` token vectors with their padding mask.
+
+    Returns:
+        ``(start, end)``: float32 ``(B, T)`` each, rows summing to 1 over the real tokens.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        width = inputs_shape[-1]
+        self.start_vector = self.add_weight(name="start_vector", shape=(width,), initializer="glorot_uniform")
+        self.end_vector = self.add_weight(name="end_vector", shape=(width,), initializer="glorot_uniform")
+        super().build(inputs_shape)
+
+    def call(self, inputs, mask=None):
+        inputs = ops.cast(inputs, "float32")
+        start = ops.einsum("bte,e->bt", inputs, ops.cast(self.start_vector, "float32"))
+        end = ops.einsum("bte,e->bt", inputs, ops.cast(self.end_vector, "float32"))
+        return masked_softmax(start, mask), masked_softmax(end, mask)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        return (inputs_shape[0], inputs_shape[1]), (inputs_shape[0], inputs_shape[1])
+
+
+def build_span_finder(pretrainer: keras.Model, name: str | None = None) -> keras.Model:
+    """Question-answering style span extraction on a (pre-trained) BERT-style encoder.
+
+    Args:
+        pretrainer: a :class:`BertPretrainer` (its layers are shared).
+        name: optional model name.
+
+    Returns:
+        ``keras.Model`` from ``{"token_ids", "segment_ids"}`` (int ``(B, T)``) to
+        ``{"start": float32 (B, T), "end": float32 (B, T)}``: the probability that the span
+        starts / ends at each position (0 on padding).
+    """
+    inputs = _text_inputs()
+    start, end = SpanHead(name="span_head")(pretrainer.encode(inputs))
+    return keras.Model(inputs, {"start": start, "end": end}, name=name)
