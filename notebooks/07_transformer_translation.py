@@ -352,7 +352,7 @@ print(f"... the same, every sentence padded to {target_length - 1} tokens:  "
 # %%
 decoder_steps = IncrementalDecoder(model, max_length=target_length - 1)
 source_ids = source_vectorizer(["Where is the train station?"]).numpy()
-next_token, _ = decoder_steps.next_token_function(source_ids)
+next_token = decoder_steps.next_token_function(source_ids)
 decoded = np.array([[target_vocabulary.index("[start]")]])
 for _ in range(3):  # three cached steps through the package
     decoded = np.concatenate([decoded, next_token(decoded).argmax(-1)[:, None]], axis=1)

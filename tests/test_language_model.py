@@ -178,3 +178,26 @@ def test_the_model_names_its_parts_and_a_gpt2_layout_reloads_as_itself(tmp_path)
                                atol=1e-6)
     with pytest.raises(TypeError):
         build_language_model(30, 16, 16)
+
+
+def test_beam_search_through_the_cache_keeps_what_beam_search_keeps_recomputing():
+    from transformer_course.decoding import batch_beam_search, beam_search
+
+    model = small_language_model(2, seed=3)
+    prompts, beams = np.array([[3, 7, 5], [4, 4, 9]]), 3
+    rows = np.repeat(prompts, beams, axis=0)  # row b * K + k: beam k of prompt b
+    next_tokens = CachedLanguageModel(model, 16).next_token_function(rows)
+    cached, _ = batch_beam_search(lambda decoded: next_tokens(np.concatenate([rows[:, :-1], decoded], axis=1)),
+                                  prompts[:, -1], 2, 10, beams, 0.6, reorder=next_tokens.reorder)
+    assert cached.shape[0] == len(prompts)
+    recomputed = recomputing(model)
+
+    def after(prompt):
+        """Next-token probabilities of every row continuing ``prompt``, the model rerun on the whole text."""
+        return lambda decoded: recomputed(np.concatenate([np.repeat(prompt[None, :-1], len(decoded), axis=0),
+                                                          decoded], axis=1))
+
+    for row, prompt in zip(cached, prompts):
+        expected, _ = beam_search(after(prompt), prompt[-1], 2, 10, beams, 0.6)
+        np.testing.assert_array_equal(row[:len(expected)], expected)
+        assert not row[len(expected):].any()

@@ -39,7 +39,7 @@ from ._validation import check_integer
 from .decoding import batch_beam_search, greedy_decode
 from .masks import PADDING_ID
 
-__all__ = ["IncrementalDecoder", "CachedLanguageModel"]
+__all__ = ["NextTokens", "IncrementalDecoder", "CachedLanguageModel"]
 
 
 def _compiled(function):
@@ -61,6 +61,38 @@ class _CachedModel:
         if self.max_length > embedding.sequence_length:
             raise ValueError(f"`max_length` must be at most the model's sequence length "
                              f"{embedding.sequence_length} (its `{embedding.name}` layer); received {max_length}.")
+
+
+class NextTokens:
+    """One generation's next-token function over key/value caches: what both cached generators return.
+
+    ``next_tokens(decoded)`` takes the int ids decoded so far ``(R, t)`` and returns float32
+    NumPy ``(R, V)``, each row the next token's distribution, for
+    :mod:`transformer_course.decoding`'s strategies. The caches hold everything before the newest
+    ids, so call it once per step, in order. ``next_tokens.reorder(parents)`` makes row i continue
+    from row ``parents[i]`` (beam search): every block's self-attention cache rows are gathered.
+
+    Args:
+        step: callable ``(decoded, self_caches) -> (probabilities (R, V), self_caches)``.
+        self_caches: list of float ``(R, 2, L, N, H)``, one per decoder block.
+        excluded_ids: ints given probability 0 (padding, id 0, among them).
+        renormalize: bool, rescale each row to sum to 1 after the exclusion (False: the model's
+            own probabilities of the other ids, as the uncached reference computes them).
+    """
+
+    def __init__(self, step, self_caches, excluded_ids=(PADDING_ID,), renormalize=True):
+        self._step, self.self_caches = step, self_caches
+        self._excluded, self._renormalize = np.asarray(excluded_ids, dtype="int64"), renormalize
+
+    def __call__(self, decoded):
+        probabilities, self.self_caches = self._step(np.asarray(decoded, dtype="int32"), self.self_caches)
+        probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
+        probabilities[:, self._excluded] = 0.0  # never generate padding (or the excluded ids): not words
+        return probabilities / probabilities.sum(axis=1, keepdims=True) if self._renormalize else probabilities
+
+    def reorder(self, parents):
+        parents = ops.convert_to_tensor(np.asarray(parents), dtype="int32")
+        self.self_caches = [ops.take(cache, parents, axis=0) for cache in self.self_caches]
 
 
 class IncrementalDecoder(_CachedModel):
@@ -91,53 +123,44 @@ class IncrementalDecoder(_CachedModel):
     def _start_eagerly(self, source_ids, copies):
         """Encode the sources; fill every block's cross-attention cache; empty self-attention caches.
 
-        Returns ``(source_mask, caches)``: bool ``(B·K, S)`` and, per block, the pair
-        ``(self_attention_cache (B·K, 2, L, N, H), cross_attention_cache (B·K, 2, S, N, H))``.
+        Returns ``(source_mask, self_caches, cross_caches)``: bool ``(B·K, S)`` and, per block,
+        float ``(B·K, 2, L, N, H)`` and ``(B·K, 2, S, N, H)``.
         """
         encoded, source_mask = self.model.encode(source_ids)
         caches = [decoder.initial_caches(ops.shape(encoded)[0], self.max_length, encoded, copies)
                   for decoder in self.decoders]
-        return ops.repeat(source_mask, copies, axis=0), caches
+        return (ops.repeat(source_mask, copies, axis=0), [self_cache for self_cache, _ in caches],
+                [cross_cache for _, cross_cache in caches])
 
-    def _step_eagerly(self, token_ids, position, source_mask, caches):
+    def _step_eagerly(self, token_ids, position, source_mask, self_caches, cross_caches):
         """One new target token per row: int (R,) ids at ``position`` -> float (R, V) probabilities."""
         x = self.embedding(token_ids[:, None], start_index=position)  # (R, 1, E)
         updated = []
-        for decoder, (self_cache, cross_cache) in zip(self.decoders, caches):
-            x, self_cache, cross_cache = decoder(
+        for decoder, self_cache, cross_cache in zip(self.decoders, self_caches, cross_caches):
+            x, self_cache, _ = decoder(
                 x, encoder_padding_mask=source_mask, self_attention_cache=self_cache,
                 self_attention_cache_update_index=position, cross_attention_cache=cross_cache,
                 cross_attention_cache_update_index=None)
-            updated.append((self_cache, cross_cache))
+            updated.append(self_cache)
         return self.model.output_distribution(x)[:, 0, :], updated
 
-    def next_token_function(self, source_ids, copies: int = 1):
-        """``(next_token_probabilities, reorder)`` for ``copies`` rows per source, sharing one encoding.
+    def next_token_function(self, source_ids, copies: int = 1) -> NextTokens:
+        """The :class:`NextTokens` of ``copies`` rows per source, sharing one encoding.
 
-        Row ``b * copies + k`` belongs to source b. ``next_token_probabilities(decoded)`` takes
-        the int ids decoded so far ``(B·K, t)`` and returns float32 NumPy ``(B·K, V)``, padding
-        (id 0) given probability 0; it reads only the last column, the caches hold the rest, so
-        call it once per step, in order. ``reorder(parents)`` makes row i continue from row
-        ``parents[i]`` (beam search).
+        Row ``b * copies + k`` belongs to source b. The encoder runs here, once; each call then
+        feeds the last column of ``decoded`` (B·K, t) at position t - 1. Padding (id 0) gets
+        probability 0; the other ids keep the model's probabilities (not renormalised, as
+        :meth:`Translator.beam_search_ids <transformer_course.translation.Translator.beam_search_ids>`
+        computes them).
         """
         source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
-        source_mask, caches = self._start(source_ids, check_integer("copies", copies))
+        source_mask, self_caches, cross_caches = self._start(source_ids, check_integer("copies", copies))
 
-        def next_token_probabilities(decoded):
-            nonlocal caches
+        def step(decoded, caches):
             position = ops.convert_to_tensor(decoded.shape[1] - 1, dtype="int32")
-            probabilities, caches = self._step(ops.convert_to_tensor(decoded[:, -1], dtype="int32"), position,
-                                               source_mask, caches)
-            probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
-            probabilities[:, 0] = 0.0  # never generate padding (id 0): it is not a word
-            return probabilities
+            return self._step(ops.convert_to_tensor(decoded[:, -1]), position, source_mask, caches, cross_caches)
 
-        def reorder(parents):
-            nonlocal caches
-            parents = ops.convert_to_tensor(np.asarray(parents), dtype="int32")
-            caches = [(ops.take(self_cache, parents, axis=0), cross_cache) for self_cache, cross_cache in caches]
-
-        return next_token_probabilities, reorder
+        return NextTokens(step, self_caches, renormalize=False)
 
     def decode(self, source_ids, start_id: int, end_id: int) -> np.ndarray:
         """Greedy-decode a batch of sources.
@@ -150,8 +173,8 @@ class IncrementalDecoder(_CachedModel):
             int64 ``(B, 1 + n)``, n <= ``max_length``: each row starts with ``start_id``; after
             its ``end_id`` a row holds padding (0). Decoding stops once every row has ended.
         """
-        next_token_probabilities, _ = self.next_token_function(source_ids)
-        return greedy_decode(next_token_probabilities, np.full(len(source_ids), start_id), end_id, self.max_length)
+        return greedy_decode(self.next_token_function(source_ids), np.full(len(source_ids), start_id), end_id,
+                             self.max_length)
 
     def beam_decode(self, source_ids, start_id: int, end_id: int, beam_width: int = 4,
                     alpha: float = 0.6) -> np.ndarray:
@@ -176,9 +199,9 @@ class IncrementalDecoder(_CachedModel):
             ValueError: for a non-positive ``beam_width`` or a negative ``alpha``.
         """
         beam_width = check_integer("beam_width", beam_width)
-        next_token_probabilities, reorder = self.next_token_function(source_ids, beam_width)
-        ids, _ = batch_beam_search(next_token_probabilities, np.full(len(source_ids), start_id), end_id,
-                                   self.max_length, beam_width, alpha, reorder=reorder)
+        next_tokens = self.next_token_function(source_ids, beam_width)
+        ids, _ = batch_beam_search(next_tokens, np.full(len(source_ids), start_id), end_id,
+                                   self.max_length, beam_width, alpha, reorder=next_tokens.reorder)
         return ids
 
 
@@ -215,8 +238,8 @@ class CachedLanguageModel(_CachedModel):
         x = x[:, -1:, :] if self.final_norm is None else self.final_norm(x[:, -1:, :])
         return self.model.output_distribution(x)[:, 0, :], updated
 
-    def next_token_function(self, prompt_ids, excluded_ids=()):
-        """``next_token_probabilities(decoded)`` for :mod:`transformer_course.decoding`'s strategies.
+    def next_token_function(self, prompt_ids, excluded_ids=()) -> NextTokens:
+        """The :class:`NextTokens` of a batch of prompts, for :mod:`transformer_course.decoding`'s strategies.
 
         Args:
             prompt_ids: int ``(B, t0)``, every row a prompt of the same length t0 >= 1 (no padding).
@@ -225,16 +248,17 @@ class CachedLanguageModel(_CachedModel):
                 predicts ``[UNK]`` often, and it is not a word a reader can use.
 
         Returns:
-            a callable: int ``(B, t)`` decoded so far (the prompt, then the generated ids) ->
-            float32 NumPy ``(B, V)``: padding (id 0) and ``excluded_ids`` given probability 0, each
-            row renormalised to sum to 1. The first call runs the prompt; each later call reads
-            only the last column, so call it once per step, in order.
+            :class:`NextTokens`: int ``(B, t)`` decoded so far (the prompt, then the generated
+            ids) -> float32 NumPy ``(B, V)``, padding (id 0) and ``excluded_ids`` given
+            probability 0 and each row renormalised to sum to 1. The first call runs the prompt;
+            each later call feeds only the ids added since the call before.
 
         Raises:
             ValueError: for prompts longer than ``max_length`` or containing padding (id 0), or
                 ``excluded_ids`` outside the vocabulary.
         """
-        excluded = np.array([0, *(check_integer("excluded_ids", value, minimum=0) for value in excluded_ids)])
+        excluded = np.array([PADDING_ID, *(check_integer("excluded_ids", value, minimum=0)
+                                           for value in excluded_ids)])
         vocabulary_size = self.model.output_shape[-1]
         if excluded.max() >= vocabulary_size:
             raise ValueError(f"`excluded_ids` must be ids below the vocabulary size {vocabulary_size}; "
@@ -246,18 +270,12 @@ class CachedLanguageModel(_CachedModel):
         if (prompt_ids == PADDING_ID).any():
             raise ValueError("`prompt_ids` must not contain padding (id 0): "
                              "every prompt in a batch needs the same length.")
+        fed = [0]  # ids already in the caches
+
+        def step(decoded, caches):
+            start, fed[0] = fed[0], decoded.shape[1]
+            return self._run(ops.convert_to_tensor(decoded[:, start:]), ops.convert_to_tensor(start, dtype="int32"),
+                             caches)
+
         caches = [decoder.initial_caches(prompt_ids.shape[0], self.max_length) for decoder in self.decoders]
-        state = {"caches": caches, "length": 0}
-
-        def next_token_probabilities(decoded):
-            decoded = np.asarray(decoded, dtype="int32")
-            new = decoded[:, state["length"]:] if state["length"] else decoded  # the prompt, then one token
-            probabilities, state["caches"] = self._run(ops.convert_to_tensor(new),
-                                                       ops.convert_to_tensor(state["length"], dtype="int32"),
-                                                       state["caches"])
-            state["length"] = decoded.shape[1]
-            probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
-            probabilities[:, excluded] = 0.0  # never generate padding (or the excluded ids)
-            return probabilities / probabilities.sum(axis=1, keepdims=True)
-
-        return next_token_probabilities
+        return NextTokens(step, caches, excluded_ids=excluded)
