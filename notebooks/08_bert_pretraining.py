@@ -85,10 +85,11 @@ from transformer_course.pretraining import (
     gather_selected,
     mask_tokens,
     pack_pair,
+    pack_single,
     split_sentences,
 )
 from transformer_course.text import standardize_review
-from transformer_course.training import WarmupCosineDecay, WarmupLinearDecay, fit_best
+from transformer_course.training import WarmupCosineDecay, WarmupLinearDecay, WindowMeans, fit_best
 
 # %% [markdown]
 # ## 1. Text without labels, and the vocabulary
@@ -288,29 +289,11 @@ pretrainer = new_pretrainer()
 print(f"parameters: {pretrainer.count_params():,}")
 
 # %%
-class MaskedAccuracyTrace(keras.callbacks.Callback):
-    """The masked-LM training accuracy of every window of `every` updates.
-
-    Keras logs a running mean since the start of the epoch; the mean of one window is recovered
-    from two running means: (mean_now * n_now - mean_before * n_before) / (n_now - n_before)."""
-
-    def __init__(self, every):
-        super().__init__()
-        self.every, self.updates, self.points = every, 0, []
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.last = (0, 0.0)  # (batches, running mean) at the previous point of this epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.updates += 1
-        if (batch + 1) % self.every == 0:
-            seen, mean = batch + 1, float(logs["masked_accuracy"])
-            self.points.append((self.updates, (mean * seen - self.last[1] * self.last[0]) / (seen - self.last[0])))
-            self.last = (seen, mean)
-
-# %%
 rounds, updates = 4, settings.pretraining_updates
 per_round = updates // rounds
+trace = WindowMeans("masked_accuracy", every=max(1, min(100, per_round // 10)))  # training accuracy, window by window
+
+# %%
 decay_steps = max(1, int(updates * settings.decay_fraction))
 schedule = WarmupCosineDecay(settings.learning_rate, settings.warmup_steps, updates,
                              hold_steps=updates - settings.warmup_steps - decay_steps)
@@ -320,7 +303,6 @@ batches = PretrainingBatches(segments, None, None, settings.batch_size, len(voca
                              settings.max_predictions, seed=0, batches_per_epoch=per_round)
 
 # %%
-trace = MaskedAccuracyTrace(every=max(1, min(100, per_round // 10)))
 round_minutes, pretraining_started = [], time.perf_counter()  # minutes of pre-training at the end of each round
 save_round = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: (
     round_minutes.append((time.perf_counter() - pretraining_started) / 60),
@@ -393,7 +375,8 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 #
 # A review longer than the 126 pieces between `[CLS]` and `[SEP]` keeps its first quarter of them
 # and fills the rest from its end: reviews often end on the verdict, and head + tail was the best
-# cut for IMDB in Sun et al. (2019, *How to Fine-Tune BERT for Text Classification?*, §5.3.1).
+# cut for IMDB in Sun et al. (2019, *How to Fine-Tune BERT for Text Classification?*, §5.3.1;
+# `pretraining.pack_single` packs them).
 #
 # **A fair comparison** gives every arm the same care:
 #
@@ -412,22 +395,11 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 # curve, all 25,000 for the runs with every label.
 
 # %%
-def classification_inputs(token_lists, cls_id, sep_id):
-    """Token lists -> {token_ids, segment_ids} of [CLS] text [SEP]; a long text keeps its head and tail."""
-    room = settings.sequence_length - 2
-    head = room // 4
-    token_ids = np.zeros((len(token_lists), settings.sequence_length), dtype="int32")
-    for index, tokens in enumerate(token_lists):
-        kept = tokens if len(tokens) <= room else tokens[:head] + tokens[len(tokens) - (room - head):]
-        kept = [cls_id, *kept, sep_id]
-        token_ids[index, :len(kept)] = kept
-    return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
-
-
 def review_inputs(tokenize_texts, cls_id, sep_id):
     """Every labelled training review, the test sample and the whole test split, as inputs for one tokenizer."""
     def inputs(texts):
-        return classification_inputs(tokenize_texts([text.replace("<br />", " ") for text in texts]), cls_id, sep_id)
+        return pack_single(tokenize_texts([text.replace("<br />", " ") for text in texts]), cls_id, sep_id,
+                           settings.sequence_length)
     return {"labelled": inputs(train_split.texts), "test": inputs(test_split.texts)}
 
 # %%

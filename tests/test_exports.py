@@ -12,7 +12,8 @@ from transformer_course.grading.exports import (
     gradescope_results,
     read_overrides,
 )
-from transformer_course.grading.grader import ExerciseResult, NotebookResult, _reports, merge_grades
+from transformer_course.grading.grader import ExerciseResult, NotebookResult, merge_grades
+from transformer_course.grading.reports import report_texts
 
 
 def _results():
@@ -31,7 +32,7 @@ def _shards(tmp_path, results):
     students = sorted({result.student for result in results})
     for index in (1, 2):
         mine = [result for result in results if (students.index(result.student) % 2) + 1 == index]
-        csv_text, json_text, markdown = _reports(mine, ["07.1", "07.2"], 99, {
+        csv_text, json_text, markdown = report_texts(mine, ["07.1", "07.2"], 99, {
             "shard": {"index": index, "count": 2}, "all_students": students})
         folder = tmp_path / f"shard{index}"
         folder.mkdir(parents=True)

@@ -426,14 +426,15 @@ def test_cli_grade_writes_the_reports(graded, capsys):
 
 def test_reports_escape_what_students_control():
     """Folder names and student-produced messages cannot inject Markdown, HTML or spreadsheet formulas."""
-    from transformer_course.grading.grader import ExerciseResult, NotebookResult, _reports
+    from transformer_course.grading.grader import ExerciseResult, NotebookResult
+    from transformer_course.grading.reports import report_texts
 
     names = ['=HYPERLINK("http://evil.example","x")', "<img src=x onerror=alert(1)>", "ok\n## 100 / 100 [a](b)"]
     results = [NotebookResult(student=name, notebook="04_self_attention.ipynb",
                               exercises=[ExerciseResult("04.1", 0, 3, "error", "raised <script>x</script> | *boom*")],
                               problems=["cell 3 raised ValueError: ![pixel](http://evil.example/p.png)"])
                for name in names]
-    csv_text, _, markdown = _reports(results, ["04.1"])
+    csv_text, _, markdown = report_texts(results, ["04.1"])
     students = [row.split(",")[0] for row in csv_text.splitlines()[1:]]
     assert not any(cell.lstrip('"').startswith(("=", "+", "-", "@")) for cell in students), students
     assert "<img" not in markdown and "<script>" not in markdown and "![pixel](" not in markdown
@@ -529,7 +530,7 @@ def test_odd_folder_names_get_rows_and_linked_folders_a_row_with_the_reason(grad
     scores, result = outcome(graded, "linked_folder")  # it links to the solutions: nothing behind it is read
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "symbolic link" in result.exercises[0].message and result.flags
-    from transformer_course.grading.grader import markdown_text
+    from transformer_course.grading.reports import markdown_text
 
     assert f"## {markdown_text('odd' + chr(92) + 'xff' + chr(92) + 'xfename')}: 4 / 4" in \
         (graded["out"] / "report.md").read_text(encoding="utf-8")
@@ -841,7 +842,7 @@ def test_a_cell_too_large_to_read_is_flagged_not_parsed():
 
 
 def test_names_and_texts_show_every_invisible_character_and_never_collide():
-    from transformer_course.grading.grader import display_name, markdown_text, spreadsheet_cell
+    from transformer_course.grading.reports import display_name, markdown_text, spreadsheet_cell
 
     literal, byte = "Jos\\xe9", "Jos" + b"\xe9".decode("utf-8", "surrogateescape")
     assert display_name(literal) != display_name(byte)  # one to one: a literal backslash is doubled

@@ -181,3 +181,21 @@ def test_batches_per_epoch_cuts_pretraining_into_rounds_that_go_on_where_they_en
     assert sorted(seen[:12]) == list(range(10, 22)) and sorted(seen[12:]) == list(range(10, 22))
     with pytest.raises(ValueError, match="batches_per_epoch"):
         PretrainingBatches(token_ids, None, None, 4, 40, MASK, (CLS, SEP), 2, batches_per_epoch=0)
+
+
+def test_pack_single_pads_short_texts_and_keeps_head_and_tail_of_long_ones():
+    from transformer_course.pretraining import pack_single
+
+    packed = pack_single([[7, 8], list(range(10, 20)), []], cls_id=CLS, sep_id=SEP, sequence_length=8)
+    np.testing.assert_array_equal(packed["token_ids"], [
+        [CLS, 7, 8, SEP, 0, 0, 0, 0],
+        [CLS, 10, 15, 16, 17, 18, 19, SEP],  # room for 6: the first 1 (a quarter, rounded down), the last 5
+        [CLS, SEP, 0, 0, 0, 0, 0, 0]])
+    assert packed["token_ids"].dtype == np.int32 and not packed["segment_ids"].any()
+    assert packed["segment_ids"].shape == (3, 8)
+    whole_head = pack_single([list(range(10, 20))], CLS, SEP, 8, head_fraction=1.0)["token_ids"][0]
+    np.testing.assert_array_equal(whole_head, [CLS, 10, 11, 12, 13, 14, 15, SEP])
+    with pytest.raises(ValueError, match="head_fraction"):
+        pack_single([[7]], CLS, SEP, 8, head_fraction=1.5)
+    with pytest.raises(ValueError, match="sequence_length"):
+        pack_single([[7]], CLS, SEP, 2)

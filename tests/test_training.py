@@ -143,3 +143,19 @@ def test_warmup_linear_decay_rises_then_falls_to_zero_and_round_trips():
                             ((1e-3, 1, 2.5), "total_steps")):
         with pytest.raises(ValueError, match=name):
             WarmupLinearDecay(*arguments)
+
+
+def test_window_means_recover_each_window_from_the_running_means_keras_logs():
+    from transformer_course.training import WindowMeans
+
+    trace = WindowMeans("masked_accuracy", every=2)
+    for epoch, values in enumerate(([1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 20.0, 30.0, 40.0])):
+        trace.on_epoch_begin(epoch)
+        for batch, _ in enumerate(values):
+            trace.on_train_batch_end(batch, {"masked_accuracy": np.mean(values[:batch + 1])})  # Keras' running mean
+    # epoch 1: windows (1, 2) and (3, 4), update 5 left over; epoch 2 starts afresh: (10, 20), (30, 40)
+    assert trace.updates == 9
+    np.testing.assert_allclose([update for update, _ in trace.points], [2, 4, 7, 9])
+    np.testing.assert_allclose([mean for _, mean in trace.points], [1.5, 3.5, 15.0, 35.0])
+    with pytest.raises(ValueError, match="every"):
+        WindowMeans("loss", every=0)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ._validation import check_integer
 
-__all__ = ["fit_best", "EpochScores", "WarmupCosineDecay", "WarmupLinearDecay", "RoundOrder"]
+__all__ = ["fit_best", "EpochScores", "WindowMeans", "WarmupCosineDecay", "WarmupLinearDecay", "RoundOrder"]
 
 
 class RoundOrder:
@@ -212,6 +212,42 @@ class EpochScores(keras.callbacks.Callback):
             if name in logs:
                 raise ValueError(f"EpochScores: {name!r} is already logged by Keras; choose another name.")
             logs[name] = float(function())
+
+
+class WindowMeans(keras.callbacks.Callback):
+    """The mean of a training metric over every window of ``every`` updates, as training goes.
+
+    Keras logs a running mean since the start of the epoch; the mean of one window is recovered
+    from two running means: ``(mean_now · n_now − mean_before · n_before) / (n_now − n_before)``.
+    A window never spans two epochs (the running mean restarts with each).
+
+    Args:
+        metric: str, the metric's name in the training logs (``"masked_accuracy"``, ``"loss"``).
+        every: int >= 1, updates a window.
+
+    Attributes:
+        points: list of ``(update, window mean)``, ``update`` counted from the first update of
+            training (1-based) at the window's end.
+        updates: int, updates seen so far.
+
+    Example:
+        >>> trace = WindowMeans("loss", every=100)  # then model.fit(..., callbacks=[trace]); trace.points
+    """
+
+    def __init__(self, metric: str, every: int):
+        super().__init__()
+        self.metric, self.every = metric, check_integer("every", every)
+        self.updates, self.points = 0, []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last = (0, 0.0)  # (batches, running mean) at the previous point of this epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.updates += 1
+        if (batch + 1) % self.every == 0:
+            seen, mean = batch + 1, float(logs[self.metric])
+            self.points.append((self.updates, (mean * seen - self._last[1] * self._last[0]) / (seen - self._last[0])))
+            self._last = (seen, mean)
 
 
 class _BestEpoch(keras.callbacks.Callback):

@@ -15,8 +15,9 @@ The command line: ``transformer-course release``, ``grade`` and ``merge-grades``
 * :mod:`.provenance` — reads a graded function's pickle, never loading it: does it name or hold
   the course package's own code?
 * :mod:`.inspection` — reads the cells a student wrote, never running them, for the instructor's flags.
-* :mod:`.grader` — grades a folder of submissions (or a shard of it), merges shards, and writes
-  ``grades.csv``, ``grades.json`` and ``report.md``.
+* :mod:`.grader` — grades a folder of submissions (or a shard of it) and merges shards;
+* :mod:`.reports` — what a run writes, ``grades.csv``, ``grades.json`` and ``report.md``, with
+  every name and message a student controls made safe for each.
 
 The verdict is computed here, in the grader's process, which never imports or runs a
 submission: a kernel only returns what the student's functions output on inputs the grader

@@ -28,20 +28,16 @@ IPython shell or the grading protocol (:mod:`.inspection`).
 from __future__ import annotations
 
 import copy
-import csv
 import hashlib
-import html
-import io
 import json
 import os
 import re
 import secrets
 import stat
 import time
-import unicodedata
 import zlib
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
@@ -53,10 +49,11 @@ from .._files import write_text_atomically
 from ..exercises import EXERCISES
 from . import inspection, protocol, provenance, references
 from .markup import exercise_id_of, locked_cells
+from .reports import display_name, report_texts
 from .sandbox import Limits, SandboxResult, SandboxUnavailable, graded_snapshot, run_submission, sandbox_available
 
-__all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "markdown_text",
-           "spreadsheet_cell", "shard_of", "parse_shard", "merge_grades", "MergeError"]
+__all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "shard_of",
+           "parse_shard", "merge_grades", "MergeError"]
 
 
 # A submitted file is read up to MAX_SUBMISSION_BYTES (outputs included: an honest notebook run to the
@@ -100,35 +97,6 @@ def read_submission(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise SubmissionError("the submitted notebook is not UTF-8 text") from None
-
-
-def visible(text: str, escape_backslash: bool = True) -> str:
-    """``text`` with every character a reader cannot see written as an escape, one to one.
-
-    A backslash becomes ``\\\\``; a byte that is not UTF-8 (kept by ``surrogateescape``) ``\\xNN``;
-    a control, format or other invisible character (ESC, BEL, right-to-left overrides, zero-width
-    spaces and joiners, line separators; Unicode categories C*, Zl, Zp) ``\\uNNNN`` or
-    ``\\UNNNNNNNN``. Different texts never look the same, and none can move the cursor, ring a
-    bell or reverse what follows. With ``escape_backslash=False`` backslashes stay as they are
-    (for text already made visible, such as a :func:`display_name`).
-    """
-    shown = []
-    for character in str(text):
-        code = ord(character)
-        if character == "\\" and escape_backslash:
-            shown.append("\\\\")
-        elif 0xDC80 <= code <= 0xDCFF:
-            shown.append(f"\\x{code - 0xDC00:02x}")
-        elif unicodedata.category(character)[0] == "C" or unicodedata.category(character) in ("Zl", "Zp"):
-            shown.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            shown.append(character)
-    return "".join(shown)
-
-
-def display_name(name: str) -> str:
-    """A folder name as reports show it: :func:`visible`, so two folders never show the same name."""
-    return visible(name)
 
 
 def shard_of(student: str, count: int) -> int:
@@ -291,29 +259,6 @@ def _normalised_solutions(submission) -> dict:
     return solutions
 
 
-def _similarity_lines(results: list) -> list[str]:
-    """The report's section on near-identical solutions (see :mod:`.similarity`)."""
-    from .similarity import SIMILARITY_THRESHOLD, similar_solutions
-
-    solutions = {}
-    for result in results:
-        solutions.setdefault(result.student, {}).update(result.solutions or {})
-    found = similar_solutions(solutions)
-    lines = ["## Near-identical solutions", "",
-             f"Solution cells compared with names, literals and comments set aside (similarity of 5-token "
-             f"sequences; listed from {SIMILARITY_THRESHOLD}). "
-             "This never changes a score: read the cells and decide.", ""]
-    if not found:
-        return lines + ["None.", ""]
-    for exercise, seen in found.items():
-        for score, first, second in seen["pairs"]:
-            lines.append(f"- {exercise}: {markdown_text(first)} and {markdown_text(second)}, similarity {score:.2f}")
-        for score, student in seen["package"]:
-            lines.append(f"- {exercise}: {markdown_text(student)} and the course package's own implementation, "
-                         f"similarity {score:.2f}")
-    return lines + [""]
-
-
 def _verdict(exercise, status, message) -> ExerciseResult:
     return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status,
                           capped(message))
@@ -467,65 +412,6 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     return outcome
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def markdown_text(text: str) -> str:
-    """``text`` as plain inline Markdown: HTML and Markdown syntax escaped, line breaks made spaces.
-
-    Student folder names and anything a student's code produced (exception messages, values) go
-    through this before they reach ``report.md``, so none of it can add a link, an image, a
-    script, a table cell or a heading of its own.
-    """
-    text = re.sub(r"[\r\n\t\x0b\x0c\x85\u2028\u2029]+", " ", str(text))
-    text = html.escape(visible(text, escape_backslash=False), quote=False)
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-
-
-def spreadsheet_cell(value):
-    """``value`` for ``grades.csv``: a string a spreadsheet would run as a formula gets a leading ``'``."""
-    if not isinstance(value, str):
-        return value
-    value = visible(value, escape_backslash=False)  # no control or invisible character reaches the spreadsheet raw
-    return f"'{value}" if value.startswith(_FORMULA_START) else value
-
-
-def _reports(results: list, exercise_ids: list, seed: int | None = None,
-             extra: dict | None = None) -> tuple[str, str, str]:
-    students = sorted({result.student for result in results})
-    by_student = {student: [r for r in results if r.student == student] for student in students}
-    maximum = sum(EXERCISES[e].points for e in exercise_ids)
-    table = io.StringIO()
-    writer = csv.writer(table)
-    writer.writerow(["student", *exercise_ids, "total", "max"])
-    for student in students:
-        points = {x.exercise: x.points for r in by_student[student] for x in r.exercises}
-        writer.writerow([spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids],
-                         sum(points.values()), maximum])
-    details = {student: [asdict(r) for r in by_student[student]] for student in students}
-    lines = ["# Grading report", "", f"{len(students)} student(s), exercises {', '.join(exercise_ids)} "
-             f"({maximum} points in all).", ""]
-    if any(r.isolated is False for r in results):
-        lines += ["**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
-                  "network and with the grading machine's files in reach.", ""]
-    for student in students:
-        total = sum(x.points for r in by_student[student] for x in r.exercises)
-        lines += [f"## {markdown_text(student)}: {total} / {maximum}", "",
-                  "| exercise | points | result |", "|---|---|---|"]
-        for result in by_student[student]:
-            for x in result.exercises:
-                points = f"{x.points} / {x.max_points}"
-                if x.override:
-                    points += f" (set by hand; automatic {x.automatic_points}: {markdown_text(x.override)})"
-                lines.append(f"| {x.exercise} | {points} | {x.status}: {markdown_text(x.message)} |")
-        notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
-        lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
-    lines += _similarity_lines(results)
-    summary = {"seed": seed, **(extra or {}), "exercises": exercise_ids, "students": details}
-    return table.getvalue(), json.dumps(summary, indent=2), "\n".join(lines) + "\n"
-
-
 def _grade_job(arguments):
     """Grade one notebook; whatever goes wrong becomes that student's row, never the batch's end."""
     student, path, release_path, limits, seed, environment, sandbox, release = arguments
@@ -636,7 +522,7 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         from .exports import apply_overrides
 
         apply_overrides(results, overrides, [display_name(student) for student in everyone])
-    csv_text, json_text, markdown = _reports(results, exercise_ids, seed, {
+    csv_text, json_text, markdown = report_texts(results, exercise_ids, seed, {
         "shard": None if shard is None else {"index": shard[0], "count": shard[1]},
         "all_students": [display_name(student) for student in everyone]})
     write_text_atomically(out_dir / "grades.csv", csv_text)
@@ -702,7 +588,7 @@ def merge_grades(shard_dirs, out_dir, overrides: list | None = None) -> list:
                 if x.override:
                     x.points, x.automatic_points, x.override = x.automatic_points, None, None
         apply_overrides(results, overrides, first["all_students"])
-    csv_text, json_text, markdown = _reports(results, first["exercises"], first.get("seed"), {
+    csv_text, json_text, markdown = report_texts(results, first["exercises"], first.get("seed"), {
         "shard": None, "merged_from": count, "all_students": first["all_students"]})
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

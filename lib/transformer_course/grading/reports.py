@@ -1,0 +1,145 @@
+"""What a grading run writes: ``grades.csv``, ``grades.json`` and ``report.md``, safe for any name.
+
+Student folder names and anything a student's code produced reach the reports only through
+:func:`visible` (every invisible or control character escaped, one to one),
+:func:`markdown_text` (no Markdown or HTML of its own) and :func:`spreadsheet_cell` (no formula).
+:func:`report_texts` writes the three texts; near-identical solutions get a section of their own
+(:mod:`.similarity`), which never changes a score.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import re
+import unicodedata
+from dataclasses import asdict
+
+from ..exercises import EXERCISES
+
+__all__ = ["report_texts", "visible", "display_name", "markdown_text", "spreadsheet_cell"]
+
+
+def visible(text: str, escape_backslash: bool = True) -> str:
+    """``text`` with every character a reader cannot see written as an escape, one to one.
+
+    A backslash becomes ``\\\\``; a byte that is not UTF-8 (kept by ``surrogateescape``) ``\\xNN``;
+    a control, format or other invisible character (ESC, BEL, right-to-left overrides, zero-width
+    spaces and joiners, line separators; Unicode categories C*, Zl, Zp) ``\\uNNNN`` or
+    ``\\UNNNNNNNN``. Different texts never look the same, and none can move the cursor, ring a
+    bell or reverse what follows. With ``escape_backslash=False`` backslashes stay as they are
+    (for text already made visible, such as a :func:`display_name`).
+    """
+    shown = []
+    for character in str(text):
+        code = ord(character)
+        if character == "\\" and escape_backslash:
+            shown.append("\\\\")
+        elif 0xDC80 <= code <= 0xDCFF:
+            shown.append(f"\\x{code - 0xDC00:02x}")
+        elif unicodedata.category(character)[0] == "C" or unicodedata.category(character) in ("Zl", "Zp"):
+            shown.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            shown.append(character)
+    return "".join(shown)
+
+
+def display_name(name: str) -> str:
+    """A folder name as reports show it: :func:`visible`, so two folders never show the same name."""
+    return visible(name)
+
+
+def _similarity_lines(results: list) -> list[str]:
+    """The report's section on near-identical solutions (see :mod:`.similarity`)."""
+    from .similarity import SIMILARITY_THRESHOLD, similar_solutions
+
+    solutions = {}
+    for result in results:
+        solutions.setdefault(result.student, {}).update(result.solutions or {})
+    found = similar_solutions(solutions)
+    lines = ["## Near-identical solutions", "",
+             f"Solution cells compared with names, literals and comments set aside (similarity of 5-token "
+             f"sequences; listed from {SIMILARITY_THRESHOLD}). "
+             "This never changes a score: read the cells and decide.", ""]
+    if not found:
+        return lines + ["None.", ""]
+    for exercise, seen in found.items():
+        for score, first, second in seen["pairs"]:
+            lines.append(f"- {exercise}: {markdown_text(first)} and {markdown_text(second)}, similarity {score:.2f}")
+        for score, student in seen["package"]:
+            lines.append(f"- {exercise}: {markdown_text(student)} and the course package's own implementation, "
+                         f"similarity {score:.2f}")
+    return lines + [""]
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as plain inline Markdown: HTML and Markdown syntax escaped, line breaks made spaces.
+
+    Student folder names and anything a student's code produced (exception messages, values) go
+    through this before they reach ``report.md``, so none of it can add a link, an image, a
+    script, a table cell or a heading of its own.
+    """
+    text = re.sub(r"[\r\n\t\x0b\x0c\x85\u2028\u2029]+", " ", str(text))
+    text = html.escape(visible(text, escape_backslash=False), quote=False)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def spreadsheet_cell(value):
+    """``value`` for ``grades.csv``: a string a spreadsheet would run as a formula gets a leading ``'``."""
+    if not isinstance(value, str):
+        return value
+    value = visible(value, escape_backslash=False)  # no control or invisible character reaches the spreadsheet raw
+    return f"'{value}" if value.startswith(_FORMULA_START) else value
+
+
+def report_texts(results: list, exercise_ids: list, seed: int | None = None,
+                 extra: dict | None = None) -> tuple[str, str, str]:
+    """The three reports of a grading run: ``grades.csv``, ``grades.json`` and ``report.md``, as text.
+
+    Args:
+        results: list of :class:`~.grader.NotebookResult`, one per student and notebook.
+        exercise_ids: list of str, the exercises graded, in column order.
+        seed: the secret seed of the run (recorded in ``grades.json`` only), or None.
+        extra: more keys for ``grades.json`` (the release's checksums, every student's name).
+
+    Returns:
+        ``(csv_text, json_text, markdown)``. Every name and message a student controls goes
+        through :func:`spreadsheet_cell` or :func:`markdown_text` first.
+    """
+    students = sorted({result.student for result in results})
+    by_student = {student: [r for r in results if r.student == student] for student in students}
+    maximum = sum(EXERCISES[e].points for e in exercise_ids)
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow(["student", *exercise_ids, "total", "max"])
+    for student in students:
+        points = {x.exercise: x.points for r in by_student[student] for x in r.exercises}
+        writer.writerow([spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids],
+                         sum(points.values()), maximum])
+    details = {student: [asdict(r) for r in by_student[student]] for student in students}
+    lines = ["# Grading report", "", f"{len(students)} student(s), exercises {', '.join(exercise_ids)} "
+             f"({maximum} points in all).", ""]
+    if any(r.isolated is False for r in results):
+        lines += ["**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
+                  "network and with the grading machine's files in reach.", ""]
+    for student in students:
+        total = sum(x.points for r in by_student[student] for x in r.exercises)
+        lines += [f"## {markdown_text(student)}: {total} / {maximum}", "",
+                  "| exercise | points | result |", "|---|---|---|"]
+        for result in by_student[student]:
+            for x in result.exercises:
+                points = f"{x.points} / {x.max_points}"
+                if x.override:
+                    points += f" (set by hand; automatic {x.automatic_points}: {markdown_text(x.override)})"
+                lines.append(f"| {x.exercise} | {points} | {x.status}: {markdown_text(x.message)} |")
+        notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
+        lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
+    lines += _similarity_lines(results)
+    summary = {"seed": seed, **(extra or {}), "exercises": exercise_ids, "students": details}
+    return table.getvalue(), json.dumps(summary, indent=2), "\n".join(lines) + "\n"
