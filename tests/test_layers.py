@@ -4,16 +4,13 @@ A new layer needs an entry in ``EXAMPLES``: ``test_every_registered_layer_has_an
 until it has one.
 """
 
-import importlib
 import inspect
-import pkgutil
 
 import keras
 import numpy as np
 import pytest
-from layer_checks import check_layer
+from layer_checks import check_layer, subject_modules
 
-import transformer_course
 from transformer_course import (
     attention,
     bert,
@@ -63,17 +60,10 @@ EXAMPLES = {
 }
 
 
-def _subject_modules():
-    """Every public module at the package's top level (the subject; not the tooling, exercises or grading)."""
-    return [importlib.import_module(f"transformer_course.{info.name}")
-            for info in pkgutil.iter_modules(transformer_course.__path__)
-            if not info.ispkg and not info.name.startswith("_")]
-
-
 def _registered_layers():
     """Every public Layer (not Model) class of the subject modules that the package registers for ``.keras`` files."""
     found = set()
-    for module in _subject_modules():
+    for module in subject_modules():
         for name, value in vars(module).items():
             if (inspect.isclass(value) and value.__module__ == module.__name__ and not name.startswith("_")
                     and issubclass(value, keras.layers.Layer) and not issubclass(value, keras.Model)

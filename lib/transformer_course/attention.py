@@ -132,6 +132,13 @@ class MultiHeadAttention(keras.layers.Layer):
     Source: Vaswani et al., 2017, §3.2.2; the cache as in keras-hub's
     ``CachedMultiHeadAttention`` (and Pope et al., 2022, "Efficiently Scaling Transformer
     Inference", §2, on why generation caches keys and values).
+
+    Example:
+        >>> import numpy as np
+        >>> layer = MultiHeadAttention(num_heads=2, key_dim=4)
+        >>> query, value = np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")  # 3 queries read 5 values
+        >>> tuple(layer(query, value).shape)
+        (1, 3, 8)
     """
 
     def __init__(

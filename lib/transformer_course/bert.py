@@ -56,6 +56,12 @@ class SegmentEmbedding(keras.layers.Layer):
     Returns:
         float ``(B, T, E)``: ``inputs + table[segment_ids]``, carrying the input's padding mask
         on (``keras.layers.Add`` would drop it, since the segment ids have no mask).
+
+    Example:
+        >>> import numpy as np
+        >>> layer = SegmentEmbedding(2, 4)
+        >>> tuple(layer(np.zeros((1, 3, 4), "float32"), segment_ids=np.array([[0, 0, 1]])).shape)
+        (1, 3, 4)
     """
 
     def __init__(self, num_segments, embed_dim, **kwargs):
@@ -92,6 +98,12 @@ class GatherPositions(keras.layers.Layer):
 
     Returns:
         float ``(B, P, E)``; no mask.
+
+    Example:
+        >>> import numpy as np
+        >>> sequence = np.arange(12, dtype="float32").reshape(1, 4, 3)  # position t holds 3t, 3t + 1, 3t + 2
+        >>> keras.ops.convert_to_numpy(GatherPositions()([sequence, np.array([[3, 0]])])).tolist()
+        [[[9.0, 10.0, 11.0], [0.0, 1.0, 2.0]]]
     """
 
     def call(self, inputs):
@@ -157,7 +169,7 @@ class BertPretrainer(keras.Model):
 
     Example:
         >>> model = BertPretrainer(100, 16, 3, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=2)
-        >>> len(model.encoder_blocks), sorted(model.output_shape)
+        >>> len(model.encoder_blocks), sorted(model.output)
         (2, ['mlm', 'nsp'])
     """
 
@@ -240,7 +252,7 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
 
     Example:
         >>> build_bert_pretrainer(100, 16, 3, embed_dim=8, num_heads=2, intermediate_dim=16,
-        ...                       next_sentence=False).output_shape["mlm"]
+        ...                       next_sentence=False).output["mlm"].shape
         (None, 3, 100)
     """
     return BertPretrainer(vocabulary_size, sequence_length, max_predictions, **options)
@@ -375,6 +387,11 @@ def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 
     Returns:
         ``keras.Model`` from ``{"token_ids", "segment_ids"}`` (int ``(B, T)``) to float32
         ``(B, T, num_tags)``.
+
+    Example:
+        >>> pretrainer = build_bert_pretrainer(50, 8, 2, embed_dim=8, num_heads=2, intermediate_dim=16)
+        >>> build_token_tagger(pretrainer, num_tags=3).output_shape
+        (None, None, 3)
     """
     num_tags = check_integer("num_tags", num_tags)
     if not 0.0 <= dropout < 1.0:
@@ -398,6 +415,12 @@ class SpanHead(keras.layers.Layer):
 
     Returns:
         ``(start, end)``: float32 ``(B, T)`` each, rows summing to 1 over the real tokens.
+
+    Example:
+        >>> import numpy as np
+        >>> start, end = SpanHead()(np.ones((1, 4, 8), "float32"))
+        >>> tuple(start.shape), round(float(keras.ops.sum(start)), 5)
+        ((1, 4), 1.0)
     """
 
     def __init__(self, **kwargs):
@@ -434,6 +457,13 @@ def build_span_finder(pretrainer: keras.Model, name: str | None = None) -> keras
         ``keras.Model`` from ``{"token_ids", "segment_ids"}`` (int ``(B, T)``) to
         ``{"start": float32 (B, T), "end": float32 (B, T)}``: the probability that the span
         starts / ends at each position (0 on padding).
+
+    Example:
+        >>> import numpy as np
+        >>> finder = build_span_finder(build_bert_pretrainer(50, 8, 2, embed_dim=8, num_heads=2, intermediate_dim=16))
+        >>> spans = finder({"token_ids": np.array([[2, 7, 9, 3]]), "segment_ids": np.zeros((1, 4), "int32")})
+        >>> sorted(spans), tuple(spans["start"].shape)
+        (['end', 'start'], (1, 4))
     """
     inputs = _text_inputs()
     start, end = SpanHead(name="span_head")(pretrainer.encode(inputs))

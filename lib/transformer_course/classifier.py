@@ -53,6 +53,11 @@ class MaskedGlobalMaxPooling1D(keras.layers.Layer):
 
     Raises:
         ValueError: for an input that is not rank 3.
+
+    Example:
+        >>> x = np.array([[[1.0], [5.0], [9.0]]], "float32")  # the 9 sits at a padding position
+        >>> keras.ops.convert_to_numpy(MaskedGlobalMaxPooling1D()(x, mask=np.array([[True, True, False]]))).tolist()
+        [[5.0]]
     """
 
     def __init__(self, **kwargs):
@@ -92,6 +97,10 @@ class PrependClassToken(keras.layers.Layer):
 
     Raises:
         ValueError: for a ``token_id`` that is not a positive integer.
+
+    Example:
+        >>> keras.ops.convert_to_numpy(PrependClassToken(7)(np.array([[5, 3, 0]]))).tolist()
+        [[7, 5, 3, 0]]
     """
 
     def __init__(self, token_id, **kwargs):
@@ -113,7 +122,12 @@ class PrependClassToken(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="transformer_course")
 class ClassTokenOutput(keras.layers.Layer):
-    """The output vector at position 0 (the ``[CLS]`` token): ``(B, T, E) -> (B, E)``."""
+    """The output vector at position 0 (the ``[CLS]`` token): ``(B, T, E) -> (B, E)``.
+
+    Example:
+        >>> keras.ops.convert_to_numpy(ClassTokenOutput()(np.arange(6, dtype="float32").reshape(1, 3, 2))).tolist()
+        [[0.0, 1.0]]
+    """
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -167,6 +181,10 @@ def build_sentiment_classifier(
     Raises:
         ValueError: for non-positive sizes, an unknown ``pooling``, a ``dropout`` outside [0, 1),
             or a ``num_heads`` that does not divide ``embed_dim``.
+
+    Example:
+        >>> build_sentiment_classifier(100, 20, embed_dim=16, num_heads=2, intermediate_dim=8).output_shape
+        (None, 1)
     """
     vocab_size = check_integer("vocab_size", vocab_size)
     sequence_length = check_integer("sequence_length", sequence_length)
@@ -209,6 +227,13 @@ def build_end_to_end_classifier(vectorizer, model: keras.Model, name: str | None
 
     Returns:
         ``keras.Model`` from a string ``(B,)`` batch to float32 ``(B, 1)``.
+
+    Example:
+        >>> vectorizer = keras.layers.TextVectorization(max_tokens=100, output_sequence_length=20)
+        >>> vectorizer.adapt(["a fine film", "a dull film"])
+        >>> model = build_sentiment_classifier(100, 20, embed_dim=16, num_heads=2, intermediate_dim=8)
+        >>> tuple(build_end_to_end_classifier(vectorizer, model)(np.array(["a fine film", "a dull one"])).shape)
+        (2, 1)
     """
     text = keras.Input(shape=(), dtype="string", name="text")
     return keras.Model(text, model(vectorizer(text)), name=name)

@@ -89,6 +89,12 @@ class PositionalEmbedding(keras.layers.Layer):
 
     Source: Devlin et al., 2019 (BERT), §3 (learned position embeddings); Chollet, "Deep
     Learning with Python", 2nd ed., §11.4.3.
+
+    Example:
+        >>> layer = PositionalEmbedding(sequence_length=10, vocab_size=50, embed_dim=8)
+        >>> ids = np.array([[3, 4, 0]])
+        >>> tuple(layer(ids).shape), keras.ops.convert_to_numpy(layer.compute_mask(ids)).tolist()
+        ((1, 3, 8), [[True, True, False]])
     """
 
     def __init__(self, sequence_length, vocab_size, embed_dim, mask_zero=True, **kwargs):
@@ -163,6 +169,11 @@ class RelativePositionBias(keras.layers.Layer):
 
     Source: Shaw, Uszkoreit and Vaswani, 2018, "Self-Attention with Relative Position
     Representations", §3; the scalar-bias form of Raffel et al., 2020 (T5), §2.1.
+
+    Example:
+        >>> scores = np.zeros((1, 2, 4, 4), "float32")  # (B, N, T, T) attention scores
+        >>> tuple(RelativePositionBias(num_heads=2, max_distance=3)(scores).shape)
+        (1, 2, 4, 4)
     """
 
     def __init__(self, num_heads, max_distance, **kwargs):

@@ -84,7 +84,7 @@ class LSTMDecoder(keras.layers.Layer):
     Example:
         >>> decoder = LSTMDecoder(units=16, n_features=10, output_length=4)
         >>> h = c = keras.ops.zeros((2, 16))
-        >>> decoder((h, c)).shape
+        >>> tuple(decoder((h, c)).shape)
         (2, 4, 10)
     """
 
@@ -184,6 +184,13 @@ class AttentionLSTMDecoder(keras.layers.Layer):
 
     Raises:
         ValueError: for a non-positive size or an unknown ``score``.
+
+    Example:
+        >>> decoder = AttentionLSTMDecoder(units=8, n_features=5, output_length=3)
+        >>> states = (np.zeros((2, 8), "float32"), np.zeros((2, 8), "float32"))
+        >>> predictions, weights = decoder(np.ones((2, 4, 8), "float32"), states)  # 4 encoder outputs
+        >>> tuple(predictions.shape), tuple(weights.shape)
+        ((2, 3, 5), (2, 3, 4))
     """
 
     def __init__(self, units, n_features, output_length, score="dot", attention_units=None, **kwargs):
@@ -288,6 +295,10 @@ def build_encoder_decoder(
 
     Raises:
         ValueError: if any size is not a positive integer.
+
+    Example:
+        >>> build_encoder_decoder(n_timesteps_in=4, n_features=5, units=8).output_shape
+        (None, 4, 5)
     """
     n_timesteps_in, n_timesteps_out = _lengths(n_timesteps_in, n_timesteps_out)
     encoder_inputs, states = _encoder(n_timesteps_in, n_features, units)
@@ -327,6 +338,11 @@ def build_teacher_forcing_encoder_decoder(
 
     Raises:
         ValueError: if any size is not a positive integer.
+
+    Example:
+        >>> training_model, inference_model = build_teacher_forcing_encoder_decoder(4, 5, 8)
+        >>> training_model.output_shape, inference_model.output_shape
+        ((None, 4, 5), (None, 4, 5))
     """
     n_timesteps_in, n_timesteps_out = _lengths(n_timesteps_in, n_timesteps_out)
     encoder_inputs, states = _encoder(n_timesteps_in, n_features, units)
@@ -371,6 +387,11 @@ def build_attention_encoder_decoder(
 
     Raises:
         ValueError: if a size is not a positive integer or ``score`` is unknown.
+
+    Example:
+        >>> model, attention_model = build_attention_encoder_decoder(4, 5, 8)
+        >>> model.output_shape, attention_model.output_shape
+        ((None, 4, 5), [(None, 4, 5), (None, 4, 4)])
     """
     n_timesteps_in, n_timesteps_out = _lengths(n_timesteps_in, n_timesteps_out)
     name = name or f"attention_{score}"

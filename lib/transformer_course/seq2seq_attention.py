@@ -103,6 +103,12 @@ class LuongDotAttention(_SourceAttention):
         ValueError: if ranks are wrong, or the query and value widths differ.
 
     Source: Luong et al., 2015, §3.1, the "dot" score.
+
+    Example:
+        >>> import numpy as np
+        >>> context, weights = LuongDotAttention()(np.ones((2, 8), "float32"), np.ones((2, 4, 8), "float32"))
+        >>> tuple(context.shape), tuple(weights.shape)
+        ((2, 8), (2, 4))
     """
 
     def score(self, query, value):
@@ -129,6 +135,12 @@ class LuongGeneralAttention(_SourceAttention):
         ValueError: if ranks are wrong.
 
     Source: Luong et al., 2015, §3.1, the "general" score.
+
+    Example:
+        >>> import numpy as np
+        >>> context, weights = LuongGeneralAttention()(np.ones((2, 8), "float32"), np.ones((2, 4, 8), "float32"))
+        >>> tuple(context.shape), tuple(weights.shape)
+        ((2, 8), (2, 4))
     """
 
     def build(self, query_shape, value_shape, mask_shape=None):
@@ -159,6 +171,12 @@ class BahdanauAttention(_SourceAttention):
         ValueError: if ``units`` is not a positive integer, or ranks are wrong.
 
     Source: Bahdanau et al., 2015, §3.1 and Appendix A.1.2.
+
+    Example:
+        >>> import numpy as np
+        >>> context, weights = BahdanauAttention(6)(np.ones((2, 8), "float32"), np.ones((2, 4, 8), "float32"))
+        >>> tuple(context.shape), tuple(weights.shape)
+        ((2, 8), (2, 4))
     """
 
     def __init__(self, units, **kwargs):

@@ -112,7 +112,7 @@ def standardize_running_text(texts):
 
     Example:
         >>> standardize_running_text(tf.constant(["Great film!<br />I didn't-like (the) END..."])).numpy()[0].decode()
-        'great film ! i didn't like ( the ) end . . .'
+        "great film ! i didn't like ( the ) end . . ."
     """
     dropped = "".join(mark for mark in string.punctuation if mark not in RUNNING_TEXT_MARKS + "'")
     texts = tf.strings.lower(_check_strings("texts", texts), encoding="utf-8")

@@ -168,7 +168,7 @@ class TransformerEncoder(_TransformerBlock):
 
     Example:
         >>> encoder = TransformerEncoder(intermediate_dim=64, num_heads=4)
-        >>> encoder(keras.ops.ones((2, 10, 32))).shape
+        >>> tuple(encoder(keras.ops.ones((2, 10, 32))).shape)
         (2, 10, 32)
     """
 
@@ -276,6 +276,12 @@ class TransformerDecoder(_TransformerBlock):
 
     Source: Vaswani et al., 2017, §3.1 (decoder stack) and §3.2.3 (the three uses of attention);
     Radford et al., 2018 (GPT), §3.1 (the decoder-only block).
+
+    Example:
+        >>> import numpy as np
+        >>> decoder = TransformerDecoder(intermediate_dim=16, num_heads=2)
+        >>> tuple(decoder(np.ones((1, 3, 8), "float32"), np.ones((1, 5, 8), "float32")).shape)  # target, source
+        (1, 3, 8)
     """
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
@@ -418,6 +424,11 @@ class TokenDistribution(keras.layers.Dense):
 
     Returns:
         float32 ``(B, T, V)``, each row a probability distribution; no mask.
+
+    Example:
+        >>> import numpy as np
+        >>> tuple(TokenDistribution(11)(np.ones((1, 3, 8), "float32")).shape)
+        (1, 3, 11)
     """
 
     def __init__(self, units, **kwargs):
@@ -445,6 +456,12 @@ class TiedTokenDistribution(keras.layers.Layer):
 
     Returns:
         float ``(B, T, V)``, each row a probability distribution; no mask.
+
+    Example:
+        >>> import numpy as np
+        >>> probabilities = TiedTokenDistribution(11)(np.zeros((1, 3, 11), "float32"))  # scores from an embedding
+        >>> tuple(probabilities.shape), round(float(keras.ops.sum(probabilities[0, 0])), 5)
+        ((1, 3, 11), 1.0)
     """
 
     def __init__(self, units, **kwargs):

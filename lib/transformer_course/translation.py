@@ -206,6 +206,17 @@ class Translator(keras.Model):
     Raises:
         ValueError: (when translating) if the target vocabulary lacks ``[start]`` or ``[end]`` or
             its size differs from the model's output width, or ``max_length`` is too long.
+
+    Example:
+        >>> source = keras.layers.TextVectorization(output_sequence_length=6)
+        >>> source.adapt(["where is the station"])
+        >>> target = keras.layers.TextVectorization(standardize=None)
+        >>> target.adapt(["[start] donde esta la estacion [end]"])
+        >>> model = TranslationModel(source.vocabulary_size(), target.vocabulary_size(), 6, 8, embed_dim=16,
+        ...                          intermediate_dim=32, num_heads=2)
+        >>> translator = Translator(source, target, model, max_length=8)
+        >>> isinstance(translator.translate("where is the station"), str)  # untrained: any words
+        True
     """
 
     def __init__(self, source_vectorizer, target_vectorizer, model, max_length, **kwargs):

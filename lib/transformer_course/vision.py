@@ -117,7 +117,7 @@ class PatchEmbedding(keras.layers.Layer):
             (the message names both numbers).
 
     Example:
-        >>> PatchEmbedding(patch_size=2, embed_dim=16)(keras.ops.ones((3, 8, 8, 1))).shape
+        >>> tuple(PatchEmbedding(patch_size=2, embed_dim=16)(keras.ops.ones((3, 8, 8, 1))).shape)
         (3, 16, 16)
     """
 
@@ -175,6 +175,10 @@ class ClassTokenAndPositions(keras.layers.Layer):
 
     Raises:
         ValueError: for an input that is not rank 3 or whose M or E is unknown.
+
+    Example:
+        >>> tuple(ClassTokenAndPositions()(np.ones((1, 4, 8), "float32")).shape)  # 4 patches, then [CLS] in front
+        (1, 5, 8)
     """
 
     def build(self, patches_shape):
