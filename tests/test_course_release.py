@@ -12,6 +12,8 @@ from transformer_course.grading.grader import grade_folder
 from transformer_course.grading.sandbox import Limits, sandbox_available
 from transformer_course.tooling.cli import main
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 ROOT = Path(__file__).resolve().parents[1]
 LIMITS = Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144)
 

@@ -8,6 +8,8 @@ import keras
 import pytest
 from layer_checks import subject_modules
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 MODULES = subject_modules()
 
 

@@ -19,6 +19,8 @@ from transformer_course.grading.grader import grade_folder
 from transformer_course.grading.markup import check_cell, release_folder, release_notebook, solution_cell
 from transformer_course.grading.sandbox import Limits, sandbox_available
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 ROOT = Path(__file__).resolve().parents[1]
 needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot run here")
 SANDBOX = sandbox_available()  # without bubblewrap the grading logic is still tested, unconfined

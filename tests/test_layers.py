@@ -22,6 +22,8 @@ from transformer_course import (
     vision,
 )
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 B, T, S, E, V = 2, 5, 4, 8, 11
 rng = np.random.default_rng(0)
 FEATURES = rng.normal(size=(B, T, E)).astype("float32")

@@ -9,6 +9,8 @@ import pytest
 from transformer_course.tooling.cli import main
 from transformer_course.tooling.publishing import Publication, publication, stamp
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

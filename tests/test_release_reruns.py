@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from solutions import WITH_EXERCISES
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

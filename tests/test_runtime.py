@@ -7,6 +7,8 @@ import pytest
 
 from transformer_course.tooling import runtime
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 PREAMBLE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 
 # Start-up records as different machines print them: absl's format (TF >= 2.17) and TensorFlow's

@@ -11,6 +11,8 @@ from transformer_course.text import (
     trim_padding,
 )
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 
 def decoded(tensor):
     return [value.decode("utf-8") for value in tensor.numpy()]

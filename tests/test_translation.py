@@ -10,6 +10,8 @@ from transformer_course.masks import keras_mask
 from transformer_course.text import standardize_translation
 from transformer_course.translation import Translator, build_translation_model
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 SOURCE_LENGTH, TARGET_LENGTH = 8, 9
 
 

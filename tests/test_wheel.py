@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "04_self_attention.ipynb"
 
