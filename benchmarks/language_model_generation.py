@@ -45,9 +45,7 @@ def main(argv=None) -> int:
     vocabulary_size = 256 + settings.merges + 2  # the bytes, the merges, padding and <|endoftext|>
     length = max(arguments.prompts) + arguments.steps
     keras.utils.set_random_seed(0)
-    model = build_language_model(vocabulary_size, length, embed_dim=settings.embed_dim,
-                                 intermediate_dim=settings.intermediate_dim, num_heads=settings.num_heads,
-                                 num_layers=settings.num_layers, dropout=settings.dropout)
+    model = build_language_model(vocabulary_size, length, **settings.model)
     last_position = _compiled(lambda ids: model(ids, training=False)[:, -1, :])
 
     def recompute(decoded):
@@ -70,9 +68,9 @@ def main(argv=None) -> int:
                                 for name, values in seconds.items()}
 
     machine = hardware()
-    print(f"Language model generation: E={settings.embed_dim}, F={settings.intermediate_dim}, "
-          f"{settings.num_heads} heads, "
-          f"{settings.num_layers} block(s), vocabulary {vocabulary_size:,}; batch {arguments.batch}, "
+    print(f"Language model generation: E={settings.model.embed_dim}, F={settings.model.intermediate_dim}, "
+          f"{settings.model.num_heads} heads, "
+          f"{settings.model.num_layers} block(s), vocabulary {vocabulary_size:,}; batch {arguments.batch}, "
           f"{arguments.steps} new tokens each, {arguments.repeats} interleaved repeats; outputs identical")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
           f"Keras {keras.__version__} ({keras.backend.backend()})")

@@ -53,9 +53,8 @@ def main(argv=None) -> int:
     models = {}
     for name, predictions in (("all positions", length), ("chosen only", chosen)):
         keras.utils.set_random_seed(0)
-        model = build_bert_pretrainer(vocabulary, length, predictions, embed_dim=settings.embed_dim,
-                                      num_heads=settings.num_heads, intermediate_dim=settings.intermediate_dim,
-                                      num_layers=settings.num_layers, dropout=0.0, next_sentence=False)
+        model = build_bert_pretrainer(vocabulary, length, predictions, **settings.model, dropout=0.0,
+                                      next_sentence=False)
         model.compile(optimizer=keras.optimizers.AdamW(1e-4), loss={"mlm": MaskedCrossEntropy()},
                       jit_compile=settings.jit_compile)
         models[name] = model
@@ -83,7 +82,8 @@ def main(argv=None) -> int:
     machine = hardware()
     print(f"Masked-LM pre-training steps: vocabulary {vocabulary:,}, inputs of {length} tokens, "
           f"batch {settings.batch_size}, "
-          f"E={settings.embed_dim}, F={settings.intermediate_dim}, {settings.num_heads} heads, {settings.num_layers} "
+          f"E={settings.model.embed_dim}, F={settings.model.intermediate_dim}, {settings.model.num_heads} heads, "
+          f"{settings.model.num_layers} "
           f"block(s), XLA {settings.jit_compile}; {arguments.steps} steps x {arguments.repeats} interleaved repeats; "
           f"loss on one batch equal both ways ({losses['all positions']:.4f})")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "

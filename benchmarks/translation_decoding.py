@@ -51,11 +51,11 @@ def main(argv=None) -> int:
     arguments = parser.parse_args(argv)
 
     settings = profile("full").notebook("07")
+    architecture = settings.model  # as notebook 07's, but with the output layer's own weights (untied)
     vocabulary = (settings.source_vocab_size, settings.target_vocab_size)
     keras.utils.set_random_seed(0)
-    model = build_translation_model(*vocabulary, 40, max(arguments.steps, 12), embed_dim=settings.embed_dim,
-                                    intermediate_dim=settings.intermediate_dim, num_heads=settings.num_heads,
-                                    num_layers=settings.num_layers, dropout=settings.dropout)
+    model = build_translation_model(*vocabulary, 40, max(arguments.steps, 12),
+                                    **{**architecture, "tie_embeddings": False})
     rng = np.random.default_rng(0)
     lengths = rng.integers(4, 16, size=arguments.batch)
     source = np.zeros((arguments.batch, 16), dtype="int32")
@@ -105,8 +105,9 @@ def main(argv=None) -> int:
     training_rate = pairs / (time.perf_counter() - start)
 
     machine = hardware()
-    print(f"Translator decoding: E={settings.embed_dim}, F={settings.intermediate_dim}, {settings.num_heads} heads, "
-          f"{settings.num_layers} block(s) a side, vocabularies {vocabulary[0]:,}/{vocabulary[1]:,}; "
+    print(f"Translator decoding: E={architecture.embed_dim}, F={architecture.intermediate_dim}, "
+          f"{architecture.num_heads} heads, {architecture.num_layers} block(s) a side, "
+          f"vocabularies {vocabulary[0]:,}/{vocabulary[1]:,}; "
           f"{arguments.steps} tokens per sentence, {arguments.repeats} interleaved repeats")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
           f"TensorFlow {tf.__version__}, Keras {keras.__version__}")

@@ -177,8 +177,7 @@ baseline, baseline_history, baseline_facts = train_model(
 # %%
 keras.utils.set_random_seed(42)
 no_positions = build_sentiment_classifier(
-    settings.max_tokens, settings.sequence_length, embed_dim=settings.embed_dim, num_heads=settings.num_heads,
-    intermediate_dim=settings.intermediate_dim, positions=False, name="transformer_no_positions")
+    settings.max_tokens, settings.sequence_length, **settings.model, positions=False, name="transformer_no_positions")
 no_positions.summary(line_length=90)
 
 # %%
@@ -206,8 +205,7 @@ no_positions, no_positions_history, no_positions_facts = train_model(
 # %%
 keras.utils.set_random_seed(42)
 positional = build_sentiment_classifier(
-    settings.max_tokens, settings.sequence_length, embed_dim=settings.embed_dim, num_heads=settings.num_heads,
-    intermediate_dim=settings.intermediate_dim, positions=True, name="transformer_positions")
+    settings.max_tokens, settings.sequence_length, **settings.model, positions=True, name="transformer_positions")
 positional, positional_history, positional_facts = train_model(
     positional, "transformer_positions", token_batches["train"], token_batches["validation"],
     settings.epochs, jit_compile=settings.jit_compile)

@@ -233,9 +233,7 @@ print("batches per epoch:", {name: int(data.cardinality()) for name, data in bat
 keras.utils.set_random_seed(42)
 model = build_translation_model(
     source_vectorizer.vocabulary_size(), len(target_vocabulary), source_length, target_length - 1,
-    embed_dim=settings.embed_dim, intermediate_dim=settings.intermediate_dim, num_heads=settings.num_heads,
-    num_layers=settings.num_layers, dropout=settings.dropout, tie_embeddings=settings.tie_embeddings,
-    name="english_to_spanish")
+    **settings.model, name="english_to_spanish")
 model.summary(line_length=100)
 
 # %% [markdown]

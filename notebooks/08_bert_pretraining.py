@@ -280,9 +280,7 @@ print(f"pre-training inputs: {len(segments):,} of {settings.sequence_length} tok
 def new_pretrainer(dropout=0.0):
     """The notebook's BERT-style encoder with its masked-LM head, freshly initialised."""
     return build_bert_pretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions,
-                                 embed_dim=settings.embed_dim, num_heads=settings.num_heads,
-                                 intermediate_dim=settings.intermediate_dim, num_layers=settings.num_layers,
-                                 dropout=dropout, next_sentence=False)
+                                 **settings.model, dropout=dropout, next_sentence=False)
 
 
 pretrainer = new_pretrainer()

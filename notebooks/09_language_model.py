@@ -260,9 +260,7 @@ print(f"bigram discount D = {bigram.discount:.3f}")
 # token at once: one forward pass trains on `chunk_length` predictions per row.
 
 # %%
-model = build_language_model(vocabulary_size, settings.chunk_length, embed_dim=settings.embed_dim,
-                             intermediate_dim=settings.intermediate_dim, num_heads=settings.num_heads,
-                             num_layers=settings.num_layers, dropout=settings.dropout)
+model = build_language_model(vocabulary_size, settings.chunk_length, **settings.model)
 print(f"parameters: {model.count_params():,}")
 row = test_inputs[:1].copy()
 before = keras.ops.convert_to_numpy(model(row))

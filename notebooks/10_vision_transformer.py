@@ -225,12 +225,12 @@ plt.show()
 # and compare:
 
 # %%
-embedding = PatchEmbedding(patch_size=settings.patch_size, embed_dim=settings.embed_dim)
+embedding = PatchEmbedding(patch_size=settings.patch_size, embed_dim=settings.model.embed_dim)
 embedded = keras.ops.convert_to_numpy(embedding(train_images[:16]))  # (16, N, E)
 kernel, bias = embedding.projection.get_weights()  # (P·P·C, E), (E,)
-convolution = keras.layers.Conv2D(settings.embed_dim, kernel_size=settings.patch_size, strides=settings.patch_size)
+convolution = keras.layers.Conv2D(settings.model.embed_dim, kernel_size=settings.patch_size, strides=settings.patch_size)
 convolution.build(train_images[:16].shape)
-convolution.set_weights([kernel.reshape(settings.patch_size, settings.patch_size, 1, settings.embed_dim), bias])
+convolution.set_weights([kernel.reshape(settings.patch_size, settings.patch_size, 1, settings.model.embed_dim), bias])
 convolved = keras.ops.convert_to_numpy(convolution(train_images[:16]))  # (16, H/P, W/P, E)
 print("patch embedding", embedded.shape, "| Conv2D", convolved.shape)
 print("equal:", np.allclose(embedded, convolved.reshape(embedded.shape), atol=1e-5))
@@ -257,9 +257,7 @@ print("equal:", np.allclose(embedded, convolved.reshape(embedded.shape), atol=1e
 def build_vit(patch_size=settings.patch_size):
     """The notebook's ViT for 8×8 grey images and 10 classes, at `patch_size`."""
     return VisionTransformer(image_size=8, channels=1, patch_size=patch_size, num_classes=10,
-                             embed_dim=settings.embed_dim, num_heads=settings.num_heads,
-                             intermediate_dim=settings.intermediate_dim, num_layers=settings.num_layers,
-                             dropout=settings.dropout)
+                             **settings.model)
 
 
 vit = build_vit()
@@ -448,7 +446,7 @@ def build_cnn():
         keras.layers.MaxPooling2D(2),  # (4, 4, 64)
         keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
         keras.layers.GlobalAveragePooling2D(),
-        keras.layers.Dropout(settings.dropout),
+        keras.layers.Dropout(settings.model.dropout),
         keras.layers.Dense(10, activation="softmax"),
     ], name="small_cnn")
 

@@ -43,7 +43,26 @@ def test_the_smoke_profile_only_overrides_settings_the_full_profile_has():
     assert full.keys() == smoke.keys() and set(_SMOKE_OVERRIDES) <= set(full)
     for notebook, overrides in _SMOKE_OVERRIDES.items():
         assert set(overrides) <= set(full[notebook]), (notebook, set(overrides) - set(full[notebook]))
-        assert smoke[notebook] == {**full[notebook], **overrides}, notebook
+        for key, value in full[notebook].items():
+            if isinstance(value, dict):  # a group (the architecture) is overridden key by key
+                assert set(overrides.get(key, {})) <= set(value), (notebook, key)
+                assert smoke[notebook][key] == {**value, **overrides.get(key, {})}, (notebook, key)
+            else:
+                assert smoke[notebook][key] == overrides.get(key, value), (notebook, key)
+
+
+def test_the_architecture_is_one_read_only_group_a_builder_takes_whole():
+    from transformer_course.language_model import build_language_model
+
+    settings = profile("smoke").notebook("09")
+    assert dict(settings.model) == {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1,
+                                    "dropout": 0.0}  # the smoke sizes, and the full profile's dropout
+    assert settings.model.embed_dim == settings.model["embed_dim"] == 32
+    assert build_language_model(100, settings.chunk_length, **settings.model).count_params() > 0
+    with pytest.raises(TypeError):
+        settings.model["embed_dim"] = 64  # read-only, like the settings around it
+    with pytest.raises(AttributeError, match="no setting 'model.embed_dims'.*model.embed_dim"):
+        _ = settings.model.embed_dims
 
 
 def test_settings_read_as_attributes_and_reject_unknown_keys():

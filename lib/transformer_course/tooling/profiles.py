@@ -95,9 +95,8 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "batch_size": 32,
             "bucket_boundaries": (64, 128, 192, 256, 384, 512, 601),
             "jit_compile": True,
-            "embed_dim": 256,
-            "num_heads": 2,
-            "intermediate_dim": 32,
+            # The architecture: the model builder's keyword arguments (settings.model).
+            "model": {"embed_dim": 256, "num_heads": 2, "intermediate_dim": 32},
             "epochs": 6,  # an upper bound: training stops when validation loss stalls
             "patience": 2,
             "baseline_epochs": 10,
@@ -111,12 +110,9 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "length_quantile": 0.999,  # sequence lengths: cover this share of training sentences
             # Sized for a 2-core CPU and chosen by validation loss: two blocks each side, E=256
             # (8 heads of 32), F=1024, tied target embeddings, label smoothing, warm-up then cosine.
-            "embed_dim": 256,
-            "intermediate_dim": 1024,
-            "num_heads": 8,
-            "num_layers": 2,
-            "dropout": 0.2,
-            "tie_embeddings": True,
+            # The architecture: the model builder's keyword arguments (settings.model).
+            "model": {"embed_dim": 256, "intermediate_dim": 1024, "num_heads": 8, "num_layers": 2, "dropout": 0.2,
+                      "tie_embeddings": True},
             "label_smoothing": 0.1,
             "learning_rate": 1e-3,  # the peak of the schedule
             "warmup_steps": 1000,
@@ -139,10 +135,8 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "vocab_sample": 10000,  # reviews the WordPiece vocabulary is computed on (about 60 s)
             "sequence_length": 128,  # [CLS] 126 pieces [SEP], pre-training and fine-tuning alike
             "max_predictions": 20,  # masked positions scored per input (15% of 126 is about 19), as BERT at 128
-            "embed_dim": 128,
-            "num_heads": 4,
-            "intermediate_dim": 512,
-            "num_layers": 2,
+            # The architecture: the model builder's keyword arguments (settings.model).
+            "model": {"embed_dim": 128, "num_heads": 4, "intermediate_dim": 512, "num_layers": 2},
             "batch_size": 64,
             "learning_rate": 1e-3,  # AdamW: warm-up, the peak held, then a cosine decay
             "warmup_steps": 300,
@@ -189,11 +183,9 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "bpe_reviews": 25000,  # the texts byte-pair encoding learns its merges from (about 15 s)
             "merges": 8000,
             "chunk_length": 256,
-            "embed_dim": 256,
-            "num_heads": 4,
-            "intermediate_dim": 1024,
-            "num_layers": 2,
-            "dropout": 0.0,  # less than one pass over the text: nothing is seen twice, nothing to regularise
+            # dropout: less than one pass over the text: nothing is seen twice, nothing to regularise
+            # The architecture: the model builder's keyword arguments (settings.model).
+            "model": {"embed_dim": 256, "num_heads": 4, "intermediate_dim": 1024, "num_layers": 2, "dropout": 0.0},
             "batch_size": 32,
             "learning_rate": 1e-3,  # AdamW, the peak of a warm-up + cosine schedule
             "warmup_steps": 200,
@@ -224,11 +216,8 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # The ViT: 2×2 patches (16 tokens + [CLS]), four pre-norm blocks of width 64.
             "patch_size": 2,
             "compared_patch_sizes": (1, 4),  # beside 2: 64 tokens ("pixels as tokens") and 4 tokens
-            "embed_dim": 64,
-            "num_heads": 4,
-            "intermediate_dim": 128,
-            "num_layers": 4,
-            "dropout": 0.1,
+            # The architecture: the model builder's keyword arguments (settings.model).
+            "model": {"embed_dim": 64, "num_heads": 4, "intermediate_dim": 128, "num_layers": 4, "dropout": 0.1},
             "max_shift": 1,  # augmentation: every training image moved by up to 1 pixel, each epoch
             "batch_size": 128,
             "learning_rate": 2e-3,  # AdamW, the peak of a warm-up + cosine schedule
@@ -257,16 +246,18 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
     "03": {"imdb_reviews": 1000, "bpe_merges": 300},
     "04": {"scaling_samples": 200},
     "05": {},
-    "06": {"train_reviews": 800, "test_reviews": 400, "embed_dim": 32, "intermediate_dim": 16, "epochs": 1,
+    "06": {"train_reviews": 800, "test_reviews": 400, "model": {"embed_dim": 32, "intermediate_dim": 16}, "epochs": 1,
            "patience": 1, "baseline_epochs": 1,
            "jit_compile": False},  # compiling every bucket shape costs more than it saves here
-    "07": {"pairs": 3000, "source_vocab_size": 2000, "target_vocab_size": 2000, "embed_dim": 32,
-           "intermediate_dim": 64, "num_heads": 2, "num_layers": 1, "batch_size": 64, "warmup_steps": 10,
+    "07": {"pairs": 3000, "source_vocab_size": 2000, "target_vocab_size": 2000,
+           "model": {"embed_dim": 32, "intermediate_dim": 64, "num_heads": 2, "num_layers": 1},
+           "batch_size": 64, "warmup_steps": 10,
            "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
            "beam_width": 2},
     "08": {"pretraining_reviews": 900, "validation_reviews": 100, "word_vocab_size": 1000, "vocab_size": 600,
-           "vocab_sample": 300, "sequence_length": 48, "max_predictions": 8, "embed_dim": 32, "num_heads": 2,
-           "intermediate_dim": 64, "num_layers": 1, "warmup_steps": 4, "pretraining_updates": 24,
+           "vocab_sample": 300, "sequence_length": 48, "max_predictions": 8,
+           "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
+           "warmup_steps": 4, "pretraining_updates": 24,
            "pretraining_minutes": 2, "validation_segments": 64, "label_sizes": (60,), "all_labels": 240,
            "fine_tune_seeds": (0,), "label_validation_reviews": 100, "learning_rates": (1e-3,), "grid_labels": 60,
            "progress_all_label_rounds": (), "fine_tune_updates": 8,
@@ -274,17 +265,29 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "probe_reviews": 200, "head_sentences": 200, "head_epochs": 1,
            "jit_compile": False},  # compiling costs more than a tiny run saves
     "09": {"train_reviews": 600, "validation_reviews": 50, "test_reviews": 100, "bpe_reviews": 300, "merges": 300,
-           "chunk_length": 32, "embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1,
+           "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
            "warmup_steps": 4, "training_updates": 12, "rounds": 2, "max_training_minutes": 2,
            "gpt2_test_reviews": 4, "compressor_reference_reviews": 300, "generation_length": 8, "knob_prompts": 4,
            "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0),
            "jit_compile": False},  # compiling costs more than one tiny epoch saves
-    "10": {"attention_lengths": (16, 64, 256), "attention_repeats": 1, "embed_dim": 16, "num_heads": 2,
-           "intermediate_dim": 32, "num_layers": 1, "warmup_epochs": 1, "epochs": 2, "comparison_epochs": 2,
+    "10": {"attention_lengths": (16, 64, 256), "attention_repeats": 1,
+           "model": {"embed_dim": 16, "num_heads": 2, "intermediate_dim": 32, "num_layers": 1},
+           "warmup_epochs": 1, "epochs": 2, "comparison_epochs": 2,
            "cnn_epochs": 2, "patience": 1, "seeds": (0,),
            "jit_compile": False},  # compiling five small models costs more than two epochs save
 }
-_SETTINGS["smoke"] = {notebook: {**values, **_SMOKE_OVERRIDES.get(notebook, {})}
+
+
+def _overridden(values: dict, overrides: dict) -> dict:
+    """``values`` with ``overrides`` on top; a group of settings (``model``) is overridden key by key."""
+    merged = {**values, **overrides}
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            merged[key] = {**values[key], **value}
+    return merged
+
+
+_SETTINGS["smoke"] = {notebook: _overridden(values, _SMOKE_OVERRIDES.get(notebook, {}))
                       for notebook, values in _SETTINGS["full"].items()}
 
 PROFILE_NAMES: tuple[str, ...] = tuple(sorted(_SETTINGS))
@@ -293,24 +296,33 @@ PROFILE_NAMES: tuple[str, ...] = tuple(sorted(_SETTINGS))
 class Settings(Mapping):
     """Read-only settings of one notebook in one profile, readable as ``settings.epochs``.
 
+    A group of settings is read the same way and is read-only too: ``settings.model`` holds a
+    notebook's architecture, the keyword arguments of its model builder, so that a notebook
+    writes ``build_language_model(vocabulary_size, settings.chunk_length, **settings.model)``
+    (nanoGPT's ``GPTConfig``, as a profile entry) and reads ``settings.model.embed_dim``.
+
     Raises:
         AttributeError / KeyError: for a setting the profile does not define; the message lists
             the settings that exist.
     """
 
-    def __init__(self, notebook: str, profile_name: str, values: Mapping[str, Any]):
+    def __init__(self, notebook: str, profile_name: str, values: Mapping[str, Any], group: str = ""):
         self._notebook = notebook
         self._profile_name = profile_name
+        self._group = group
         self._values = MappingProxyType(dict(values))
 
     def __getitem__(self, key: str) -> Any:
         try:
-            return self._values[key]
+            value = self._values[key]
         except KeyError:
             raise KeyError(
-                f"Notebook {self._notebook!r} has no setting {key!r} in profile "
-                f"{self._profile_name!r}; it has: {', '.join(sorted(self._values))}."
+                f"Notebook {self._notebook!r} has no setting {self._group + key!r} in profile "
+                f"{self._profile_name!r}; it has: {', '.join(self._group + name for name in sorted(self._values))}."
             ) from None
+        if isinstance(value, Mapping):  # a group, such as the architecture: read-only too
+            return Settings(self._notebook, self._profile_name, value, group=f"{self._group}{key}.")
+        return value
 
     def __getattr__(self, key: str) -> Any:
         if key.startswith("_"):
