@@ -84,10 +84,11 @@ def read_submission(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> str:
     except OSError as error:
         kind = "a symbolic link" if os.path.islink(path) else f"unreadable ({type(error).__name__})"
         raise SubmissionError(f"the submitted notebook is {kind}; only regular files are graded") from None
+    status = os.fstat(handle)  # before wrapping it: Python refuses to wrap a folder's descriptor
+    if not stat.S_ISREG(status.st_mode):
+        os.close(handle)
+        raise SubmissionError("the submitted notebook is not a regular file (a FIFO, a device or a folder)")
     with os.fdopen(handle, "rb") as file:
-        status = os.fstat(file.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise SubmissionError("the submitted notebook is not a regular file (a FIFO, a device or a folder)")
         if status.st_size > max_bytes:
             raise SubmissionError(f"the submitted notebook is larger than {max_bytes // 2**20} MiB")
         data = file.read(max_bytes + 1)

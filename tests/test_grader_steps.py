@@ -1,0 +1,108 @@
+"""Each step of the grader on its own, without a kernel, as nbgrader tests each preprocessor:
+reading a submission, restoring locked cells, flagging reaches, inserting the captures and judging
+one reply. tests/test_grading.py grades whole submissions through all of them."""
+
+import os
+
+import nbformat
+import numpy as np
+import pytest
+
+from transformer_course.exercises import EXERCISES
+from transformer_course.exercises.values import encode
+from transformer_course.grading import grader, protocol
+from transformer_course.grading.markup import check_cell, release_notebook, solution_cell
+
+SOLUTION = """def causal_mask(length):
+    ### BEGIN SOLUTION
+    return np.tril(np.ones((length, length), dtype=bool))
+    ### END SOLUTION"""
+
+
+@pytest.fixture
+def release():
+    """A released notebook: a lesson cell, exercise 07.1's stub and its locked check cell (with its checksum)."""
+    pytest.importorskip("nbgrader")
+    source = nbformat.v4.new_notebook()
+    source.cells = [nbformat.v4.new_code_cell("import numpy as np"), solution_cell("07.1", SOLUTION),
+                    check_cell("07.1", 1, 'check("07.1", causal_mask)')]
+    return release_notebook(source)
+
+
+def copy_of(notebook):
+    return nbformat.from_dict(nbformat.reads(nbformat.writes(notebook), as_version=4))
+
+
+def test_read_submission_reads_a_regular_utf8_file_and_nothing_else(tmp_path):
+    good = tmp_path / "good.ipynb"
+    good.write_text("{\"cells\": []}", encoding="utf-8")
+    assert grader.read_submission(good) == "{\"cells\": []}"
+    (tmp_path / "link.ipynb").symlink_to(good)
+    os.mkfifo(tmp_path / "fifo.ipynb")  # opened without waiting for a writer
+    (tmp_path / "folder.ipynb").mkdir()
+    (tmp_path / "latin1.ipynb").write_bytes("José".encode("latin-1"))
+    for name, message in (("link.ipynb", "symbolic link"), ("fifo.ipynb", "not a regular file"),
+                          ("folder.ipynb", "not a regular file"), ("latin1.ipynb", "not UTF-8")):
+        with pytest.raises(grader.SubmissionError, match=message):
+            grader.read_submission(tmp_path / name)
+    with pytest.raises(grader.SubmissionError, match="larger than"):
+        grader.read_submission(good, max_bytes=5)
+    with pytest.raises(FileNotFoundError):
+        grader.read_submission(tmp_path / "missing.ipynb")
+
+
+def test_locked_cells_edited_deleted_or_copied_are_restored_and_flagged(release):
+    untouched, flags = copy_of(release), []
+    grader._restore_locked_cells(untouched, release, flags)
+    assert flags == [] and untouched == release
+
+    edited = copy_of(release)
+    edited.cells[2].source = "print('full marks')"
+    grader._restore_locked_cells(edited, release, flags)
+    assert edited.cells[2].source == release.cells[2].source
+    assert flags == ["locked cell 'check_07_1' was edited; restored from the release"]
+
+    deleted, flags = copy_of(release), []
+    del deleted.cells[2]
+    grader._restore_locked_cells(deleted, release, flags)
+    assert deleted.cells[-1].source == release.cells[2].source and "was deleted" in flags[0]
+
+    doubled, flags = copy_of(release), []
+    doubled.cells.append(copy_of(release).cells[2])
+    doubled.cells[-1].source = "pass"
+    grader._restore_locked_cells(doubled, release, flags)
+    assert "appears 2 times" in flags[0] and "was edited" in flags[1]
+    assert doubled.cells[-1].source == release.cells[2].source
+
+
+def test_a_capture_goes_just_before_each_graded_check_cell_and_nothing_else_moves(release):
+    notebook = copy_of(release)
+    grader._insert_captures(notebook)
+    sources = [cell.source for cell in notebook.cells]
+    assert sources == [release.cells[0].source, release.cells[1].source,
+                       protocol.capture_code("07.1", EXERCISES["07.1"].function_name), release.cells[2].source]
+
+
+def test_only_the_students_own_cells_are_read_for_reaches(release):
+    notebook = copy_of(release)
+    notebook.cells[1].source = "from transformer_course import masks\ncausal_mask = masks.causal_mask"
+    notebook.cells.append(nbformat.v4.new_code_cell("x = 1\n" * 200_000))  # too large to parse
+    flags = []
+    grader._flag_reaches(notebook, release, flags)
+    assert len(flags) == 2
+    assert flags[0].startswith("cell 2 reaches into the course package") and "too large to read" in flags[1]
+    flags = []
+    grader._flag_reaches(copy_of(release), release, flags)  # the release's own cells are never flagged
+    assert flags == []
+
+
+def test_one_reply_is_judged_against_the_reference_in_the_graders_process():
+    exercise = EXERCISES["07.1"]
+    cases = [("length 3", {"length": 3}, "n" * 32, "07.1#0")]
+    right = encode(np.tril(np.ones((3, 3), dtype=bool)))
+    wrong = encode(np.ones((3, 3), dtype=bool))
+    assert grader._judge(exercise, cases, {"07.1#0": f"{'n' * 32} ok __main__ {right}"}, stopped=None).status \
+        == "passed"
+    verdict = grader._judge(exercise, cases, {"07.1#0": f"{'n' * 32} ok __main__ {wrong}"}, stopped=None)
+    assert (verdict.status, verdict.points) == ("failed", 0)
+    assert grader._judge(exercise, cases, {}, stopped=None).status == "error"  # no reply at all
