@@ -163,3 +163,15 @@ def test_the_package_ships_every_full_profile_record_as_recorded():
     assert recorded
     for path in recorded:
         assert (results.PACKAGED_RECORDS / path.name).read_text(encoding="utf-8") == path.read_text(encoding="utf-8")
+
+
+def test_load_record_finds_the_checkouts_results_from_any_working_folder(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from transformer_course.tooling import results
+
+    monkeypatch.chdir(tmp_path)  # not notebooks/: "../results" would miss
+    root = Path(results.__file__).resolve().parents[3]
+    assert results.checkout_results() == root / "results"
+    expected = json.loads((root / "results" / "06_imdb_classifier.json").read_text(encoding="utf-8"))
+    assert results.load_record("06_imdb_classifier") == expected

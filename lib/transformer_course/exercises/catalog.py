@@ -65,7 +65,7 @@ class Exercise:
     def judge(self, arguments: dict, received, expected) -> str | None:
         """None if ``received`` equals ``expected`` (the reference output on ``arguments``), else what is wrong.
 
-        ``received`` goes through :func:`~transformer_course.grading.protocol.plain_value` first,
+        ``received`` goes through :func:`~transformer_course.exercises.values.plain_value` first,
         as the grader's replies do, so a tensor is judged like the array it holds.
         """
         try:

@@ -534,7 +534,7 @@ def public_cases() -> str:
     """The public cases (seed 0) of every exercise with their expected outputs, as JSON text.
 
     Format: ``{exercise id: [[label, encoded arguments, encoded expected output], ...]}``, values
-    encoded with :func:`~transformer_course.grading.protocol.encode`.
+    encoded with :func:`~transformer_course.exercises.values.encode`.
     """
     import json
 

@@ -166,7 +166,13 @@ def load_records(results_dir: str | os.PathLike) -> list[dict]:
 PACKAGED_RECORDS = Path(__file__).parent.parent / "records"
 
 
-def load_record(notebook: str, results_dir: str | os.PathLike = "../results") -> dict | None:
+def checkout_results() -> Path | None:
+    """The ``results/`` folder of the checkout this package is imported from; None for an installed package."""
+    root = Path(__file__).resolve().parents[3]  # <root>/lib/transformer_course/tooling/results.py
+    return root / "results" if (root / "pyproject.toml").is_file() else None
+
+
+def load_record(notebook: str, results_dir: str | os.PathLike | None = None) -> dict | None:
     """The record of ``notebook``'s last full-profile run, or None if there is none.
 
     Reads ``results_dir`` first (a checkout's own, freshest records), then the copy shipped in the
@@ -174,7 +180,8 @@ def load_record(notebook: str, results_dir: str | os.PathLike = "../results") ->
 
     Args:
         notebook: str, the notebook's file stem (``"01_seq2seq_lstm"``).
-        results_dir: the records' folder; the default suits a notebook in ``notebooks/``.
+        results_dir: the records' folder; None (the default) for the ``results/`` of the checkout
+            the package is imported from (:func:`checkout_results`), whatever the working folder.
 
     Returns:
         dict, the record as :func:`write_record` wrote it; None when neither place holds one.
@@ -183,7 +190,8 @@ def load_record(notebook: str, results_dir: str | os.PathLike = "../results") ->
         >>> load_record("06_imdb_classifier")["profile"]  # doctest: +SKIP
         'full'
     """
-    for path in (Path(results_dir) / f"{notebook}.json", PACKAGED_RECORDS / f"{notebook}.json"):
+    folder = checkout_results() if results_dir is None else Path(results_dir)
+    for path in ([folder / f"{notebook}.json"] if folder is not None else []) + [PACKAGED_RECORDS / f"{notebook}.json"]:
         if path.is_file():
             return json.loads(path.read_text(encoding="utf-8"))
     return None
