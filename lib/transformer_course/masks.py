@@ -22,7 +22,7 @@ from keras import ops
 
 from ._ids import PADDING_ID
 
-__all__ = ["PADDING_ID", "padding_mask", "causal_mask", "attention_mask", "combine_masks", "masked_softmax",
+__all__ = ["PADDING_ID", "padding_mask", "key_mask", "causal_mask", "attention_mask", "combine_masks", "masked_softmax",
            "keras_mask"]
 
 
@@ -44,6 +44,23 @@ def padding_mask(token_ids, padding_id: int = PADDING_ID):
         [[True, True, False]]
     """
     return ops.not_equal(token_ids, padding_id)
+
+
+def key_mask(padding_mask):
+    """A padding mask as an attention mask over the keys: which positions every query may read.
+
+    Args:
+        padding_mask: bool ``(B, S)``, True = real token (any truthy dtype), or None.
+
+    Returns:
+        bool ``(B, 1, S)``, broadcasting over the T queries of an attention mask ``(B, T, S)``;
+        None for None (no mask: every key may be read).
+
+    Example:
+        >>> tuple(key_mask(ops.convert_to_tensor([[True, True, False]])).shape)
+        (1, 1, 3)
+    """
+    return None if padding_mask is None else ops.expand_dims(ops.cast(padding_mask, "bool"), 1)
 
 
 def causal_mask(query_length: int, key_length: int | None = None, offset=0):

@@ -21,7 +21,7 @@ from keras import ops
 
 from ._validation import check_integer
 from .attention import MultiHeadAttention
-from .masks import combine_masks
+from .masks import combine_masks, key_mask
 
 __all__ = ["TransformerEncoder", "TransformerDecoder", "TokenDistribution", "TiedTokenDistribution"]
 
@@ -187,8 +187,7 @@ class TransformerEncoder(_TransformerBlock):
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
              return_attention_scores=False, mask=None):
         padding_mask = mask if padding_mask is None else padding_mask  # (B, T), True = real token
-        key_mask = None if padding_mask is None else ops.expand_dims(ops.cast(padding_mask, "bool"), 1)  # (B, 1, T)
-        self_attention_mask = combine_masks(key_mask, attention_mask)
+        self_attention_mask = combine_masks(key_mask(padding_mask), attention_mask)  # (B, T, T)
 
         # 1. Multi-head self-attention sub-layer with its residual connection.
         y = self._sublayer_input(inputs, self.attention_norm)
@@ -320,12 +319,12 @@ class TransformerDecoder(_TransformerBlock):
                              "received an `encoder_sequence` or `cross_attention_cache`.")
         target_mask = decoder_sequence_mask if decoder_padding_mask is None else decoder_padding_mask  # (B, T)
         source_mask = encoder_sequence_mask if encoder_padding_mask is None else encoder_padding_mask  # (B, S)
-        self_mask = None if target_mask is None else ops.expand_dims(ops.cast(target_mask, "bool"), 1)  # (B, 1, T)
+        self_mask = key_mask(target_mask)  # (B, 1, T)
         if self_attention_cache is not None:
             # The padding mask describes the new positions only; the cache's positions are real
             # tokens, and the offset causal mask keeps unwritten ones out.
             self_mask = None
-        cross_mask = None if source_mask is None else ops.expand_dims(ops.cast(source_mask, "bool"), 1)  # (B, 1, S)
+        cross_mask = key_mask(source_mask)  # (B, 1, S)
         cached = self_attention_cache is not None
         scores = None
 
