@@ -329,8 +329,9 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
     if pooling == "mean":
         pooled = keras.layers.GlobalAveragePooling1D(name="mean_output")(x, mask=padding_mask(inputs["token_ids"]))
     else:
-        pooler = pretrainer.pooler or keras.layers.Dense(
-            x.shape[-1], activation="tanh", name="pooler")  # masked-LM-only pre-training trains no pooler
+        pooler = pretrainer.pooler
+        if pooler is None:  # masked-LM-only pre-training trains no pooler: a fresh one, as RoBERTa's head
+            pooler = keras.layers.Dense(x.shape[-1], activation="tanh", name="pooler")
         pooled = pooler(ClassTokenOutput(name="cls_output")(x))
     pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
     probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output",

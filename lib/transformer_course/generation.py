@@ -31,6 +31,8 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
 # isort: split
+from functools import partial
+
 import keras
 import numpy as np
 from keras import ops
@@ -68,12 +70,14 @@ class NextTokens:
 
     ``next_tokens(decoded)`` takes the int ids decoded so far ``(R, t)`` and returns float32
     NumPy ``(R, V)``, each row the next token's distribution, for
-    :mod:`transformer_course.decoding`'s strategies. The caches hold everything before the newest
-    ids, so call it once per step, in order. ``next_tokens.reorder(parents)`` makes row i continue
-    from row ``parents[i]`` (beam search): every block's self-attention cache rows are gathered.
+    :mod:`transformer_course.decoding`'s strategies. The caches hold the ids of the calls before,
+    so each call feeds only the ids added since (the first call: all of them); call it once per
+    step, in order. ``next_tokens.reorder(parents)`` makes row i continue from row ``parents[i]``
+    (beam search): every block's self-attention cache rows are gathered.
 
     Args:
-        step: callable ``(decoded, self_caches) -> (probabilities (R, V), self_caches)``.
+        step: callable ``(new_ids (R, n), start, self_caches) -> (probabilities (R, V), self_caches)``:
+            the model on the n new ids at positions ``start ..``.
         self_caches: list of float ``(R, 2, L, N, H)``, one per decoder block.
         excluded_ids: ints given probability 0 (padding, id 0, among them).
         renormalize: bool, rescale each row to sum to 1 after the exclusion (False: the model's
@@ -81,11 +85,14 @@ class NextTokens:
     """
 
     def __init__(self, step, self_caches, excluded_ids=(PADDING_ID,), renormalize=True):
-        self._step, self.self_caches = step, self_caches
+        self._step, self.self_caches, self.fed = step, self_caches, 0  # fed: positions already in the caches
         self._excluded, self._renormalize = np.asarray(excluded_ids, dtype="int64"), renormalize
 
     def __call__(self, decoded):
-        probabilities, self.self_caches = self._step(np.asarray(decoded, dtype="int32"), self.self_caches)
+        decoded = np.asarray(decoded, dtype="int32")
+        start, self.fed = self.fed, decoded.shape[1]
+        probabilities, self.self_caches = self._step(ops.convert_to_tensor(decoded[:, start:]),
+                                                     ops.convert_to_tensor(start, dtype="int32"), self.self_caches)
         probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
         probabilities[:, self._excluded] = 0.0  # never generate padding (or the excluded ids): not words
         return probabilities / probabilities.sum(axis=1, keepdims=True) if self._renormalize else probabilities
@@ -127,14 +134,13 @@ class IncrementalDecoder(_CachedModel):
         float ``(B·K, 2, L, N, H)`` and ``(B·K, 2, S, N, H)``.
         """
         encoded, source_mask = self.model.encode(source_ids)
-        caches = [decoder.initial_caches(ops.shape(encoded)[0], self.max_length, encoded, copies)
-                  for decoder in self.decoders]
-        return (ops.repeat(source_mask, copies, axis=0), [self_cache for self_cache, _ in caches],
-                [cross_cache for _, cross_cache in caches])
+        self_caches, cross_caches = zip(*(decoder.initial_caches(ops.shape(encoded)[0], self.max_length, encoded,
+                                                                 copies) for decoder in self.decoders))
+        return ops.repeat(source_mask, copies, axis=0), list(self_caches), list(cross_caches)
 
-    def _step_eagerly(self, token_ids, position, source_mask, self_caches, cross_caches):
-        """One new target token per row: int (R,) ids at ``position`` -> float (R, V) probabilities."""
-        x = self.embedding(token_ids[:, None], start_index=position)  # (R, 1, E)
+    def _step_eagerly(self, token_ids, position, self_caches, source_mask, cross_caches):
+        """New target tokens: int (R, 1) ids at ``position`` -> float (R, V) probabilities, the caches."""
+        x = self.embedding(token_ids, start_index=position)  # (R, 1, E)
         updated = []
         for decoder, self_cache, cross_cache in zip(self.decoders, self_caches, cross_caches):
             x, self_cache, _ = decoder(
@@ -148,18 +154,14 @@ class IncrementalDecoder(_CachedModel):
         """The :class:`NextTokens` of ``copies`` rows per source, sharing one encoding.
 
         Row ``b * copies + k`` belongs to source b. The encoder runs here, once; each call then
-        feeds the last column of ``decoded`` (B·K, t) at position t - 1. Padding (id 0) gets
+        feeds the newest column of ``decoded`` (B·K, t), at position t - 1. Padding (id 0) gets
         probability 0; the other ids keep the model's probabilities (not renormalised, as
         :meth:`Translator.beam_search_ids <transformer_course.translation.Translator.beam_search_ids>`
         computes them).
         """
         source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
         source_mask, self_caches, cross_caches = self._start(source_ids, check_integer("copies", copies))
-
-        def step(decoded, caches):
-            position = ops.convert_to_tensor(decoded.shape[1] - 1, dtype="int32")
-            return self._step(ops.convert_to_tensor(decoded[:, -1]), position, source_mask, caches, cross_caches)
-
+        step = partial(self._step, source_mask=source_mask, cross_caches=cross_caches)
         return NextTokens(step, self_caches, renormalize=False)
 
     def decode(self, source_ids, start_id: int, end_id: int) -> np.ndarray:
@@ -224,8 +226,6 @@ class CachedLanguageModel(_CachedModel):
 
     def __init__(self, model: keras.Model, max_length: int):
         super().__init__(model, max_length, model.token_embedding)
-        # A pre-norm model (GPT-2's layout) normalises the last block's states before its output layer.
-        self.final_norm = model.final_norm
         self._run = _compiled(self._run_eagerly)
 
     def _run_eagerly(self, token_ids, start, caches):
@@ -235,7 +235,9 @@ class CachedLanguageModel(_CachedModel):
         for decoder, cache in zip(self.decoders, caches):
             x, cache = decoder(x, self_attention_cache=cache, self_attention_cache_update_index=start)
             updated.append(cache)
-        x = x[:, -1:, :] if self.final_norm is None else self.final_norm(x[:, -1:, :])
+        x = x[:, -1:, :]
+        if self.model.final_norm is not None:  # a pre-norm model (GPT-2's layout) normalises the last states
+            x = self.model.final_norm(x)
         return self.model.output_distribution(x)[:, 0, :], updated
 
     def next_token_function(self, prompt_ids, excluded_ids=()) -> NextTokens:
@@ -270,12 +272,5 @@ class CachedLanguageModel(_CachedModel):
         if (prompt_ids == PADDING_ID).any():
             raise ValueError("`prompt_ids` must not contain padding (id 0): "
                              "every prompt in a batch needs the same length.")
-        fed = [0]  # ids already in the caches
-
-        def step(decoded, caches):
-            start, fed[0] = fed[0], decoded.shape[1]
-            return self._run(ops.convert_to_tensor(decoded[:, start:]), ops.convert_to_tensor(start, dtype="int32"),
-                             caches)
-
         caches = [decoder.initial_caches(prompt_ids.shape[0], self.max_length) for decoder in self.decoders]
-        return NextTokens(step, caches, excluded_ids=excluded)
+        return NextTokens(self._run, caches, excluded_ids=excluded)

@@ -190,10 +190,9 @@ def load_record(notebook: str, results_dir: str | os.PathLike | None = None) -> 
         >>> load_record("06_imdb_classifier")["profile"]  # doctest: +SKIP
         'full'
     """
-    folder = checkout_results() if results_dir is None else Path(results_dir)
-    for path in ([folder / f"{notebook}.json"] if folder is not None else []) + [PACKAGED_RECORDS / f"{notebook}.json"]:
-        if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
+    for folder in (checkout_results() if results_dir is None else Path(results_dir), PACKAGED_RECORDS):
+        if folder is not None and (folder / f"{notebook}.json").is_file():
+            return json.loads((folder / f"{notebook}.json").read_text(encoding="utf-8"))
     return None
 
 
