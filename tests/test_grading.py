@@ -7,6 +7,7 @@ batch and check every student's score, status and flags.
 
 import json
 import os
+import platform
 import shutil
 import socket
 import threading
@@ -17,7 +18,7 @@ import pytest
 
 from transformer_course.grading.grader import grade_folder
 from transformer_course.grading.markup import check_cell, release_folder, release_notebook, solution_cell
-from transformer_course.grading.sandbox import Limits, sandbox_available
+from transformer_course.grading.sandbox import _KCMP_SYSCALL, Limits, sandbox_available
 
 pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
 
@@ -661,15 +662,50 @@ def test_nothing_a_submission_starts_outlives_its_sandbox(graded):
     assert not alive
 
 
-def _run_cells(*sources, **limits):
-    """Run code cells in one sandboxed kernel with small limits: (problems, why it was stopped)."""
+def _run_cells(*sources, sandbox=True, **limits):
+    """Run code cells in one (sandboxed) kernel with small limits: (problems, why it was stopped)."""
     from transformer_course.grading.sandbox import run_submission
 
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
     settings = {"cell_seconds": 20, "notebook_seconds": 60, "memory_mb": 1200, "tmp_mb": 200, "processes": 128,
                 "file_mb": 64, **limits}
-    result = run_submission(notebook, {}, Limits(**settings))
+    result = run_submission(notebook, {}, Limits(**settings), sandbox=sandbox)
     return result.problems, result.stopped
+
+
+# 400 MiB held by the kernel (about 470 MiB with Python and NumPy), then children that share it:
+# each page counts once, so 800 MiB is enough, where summing resident sizes gave twice and more.
+HOLD_MEMORY = "import os, time\nimport numpy as np\nheld = np.ones(400 * 2**20 // 8)"
+FORKED_CHILDREN = ("for _ in range(2):  # multiprocessing's fork: children that share the memory copy-on-write\n"
+                   "    if os.fork() == 0:\n        {work}time.sleep(2)\n        os._exit(0)\ntime.sleep(2.5)")
+SHARED_ADDRESS_SPACE = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]\n"
+    "stack = ctypes.create_string_buffer(2**16)\n"
+    "# A child in this process's address space, as a vfork child (subprocess) is until its exec,\n"
+    "# held there for 2 s: it runs sleep(2) on its own stack. CLONE_VM | SIGCHLD.\n"
+    "child = libc.clone(ctypes.cast(libc.sleep, ctypes.c_void_p), ctypes.addressof(stack) + 2**16 - 64,\n"
+    "                   0x100 | 17, 2)\n"
+    "assert child > 0, ctypes.get_errno()\n"
+    "time.sleep(2.5)")
+
+
+def test_memory_shared_with_forked_children_counts_once():
+    problems, stopped = _run_cells(HOLD_MEMORY, FORKED_CHILDREN.format(work=""), "raise ValueError('after')",
+                                   sandbox=SANDBOX, memory_mb=800)
+    assert stopped is None and problems == ["cell 3 raised ValueError: after"]
+    # What a child holds of its own still counts: 2 x 300 MiB more.
+    own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
+    problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
+    assert stopped.startswith("the kernel used more than 800 MiB of memory"), (problems, stopped)
+
+
+@pytest.mark.skipif(platform.machine() not in _KCMP_SYSCALL, reason="kcmp(2) is not known for this machine")
+def test_a_child_sharing_the_kernels_address_space_counts_once():
+    problems, stopped = _run_cells(HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')",
+                                   sandbox=SANDBOX, memory_mb=800)
+    assert stopped is None and problems == ["cell 3 raised ValueError: after"]
 
 
 @needs_sandbox
