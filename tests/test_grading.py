@@ -18,7 +18,7 @@ import pytest
 
 from transformer_course.grading.grader import grade_folder
 from transformer_course.grading.markup import check_cell, release_folder, release_notebook, solution_cell
-from transformer_course.grading.sandbox import _KCMP_SYSCALL, Limits, sandbox_available
+from transformer_course.grading.sandbox import _KCMP_SYSCALL, _SECCOMP_DENIED, Limits, sandbox_available
 
 pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
 
@@ -706,6 +706,19 @@ def test_a_child_sharing_the_kernels_address_space_counts_once():
     problems, stopped = _run_cells(HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')",
                                    sandbox=SANDBOX, memory_mb=800)
     assert stopped is None and problems == ["cell 3 raised ValueError: after"]
+
+
+@pytest.mark.skipif(platform.machine() not in _SECCOMP_DENIED, reason="no seccomp filter is known for this machine")
+def test_memory_no_process_size_shows_cannot_be_made():
+    """A System V segment outlives every process attached to it; a memfd file is in no tmpfs folder."""
+    call = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "if libc.{}(0, {}0o1600) == -1:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))")
+    problems, stopped = _run_cells("import os\nos.memfd_create('held')", call.format("shmget", "200 * 2**20, "),
+                                   call.format("msgget", ""), "raise ValueError('the kernel goes on')",
+                                   sandbox=SANDBOX)
+    assert stopped is None
+    assert problems == [*(f"cell {number} raised OSError: [Errno 38] Function not implemented" for number in (1, 2, 3)),
+                        "cell 4 raised ValueError: the kernel goes on"]
 
 
 @needs_sandbox

@@ -16,6 +16,8 @@ unprivileged user namespaces from the host. Inside it the kernel has:
   size-capped tmpfs; the folder of the kernel's sockets; nothing else, so the instructor's
   notebooks, ``.git``, other submissions and the reports are not there at all;
 * user id 65534 (``nobody``) inside, never 0;
+* a seccomp filter that makes the kernel objects whose memory no process's size shows (System V
+  shared memory and message queues, memfd files) unavailable: creating one fails with ENOSYS;
 * an environment built from an allow-list (nothing of the grader's own environment, so no
   secret in it reaches student code).
 
@@ -30,7 +32,9 @@ a cap on the size of any one file (``RLIMIT_FSIZE``: a larger write fails with `
 too large``); and a cap on what the kernel writes into its socket folder, the one folder on the
 host's disk. The grader itself never receives a message from a kernel larger than
 ``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls stops the
-sandbox; the grader records why and goes on with the next submission. Without bubblewrap,
+sandbox; the grader records why and goes on with the next submission. Not counted: what the
+Linux kernel itself holds for the sandbox's pipes and sockets (bounded per open file; a memory
+cgroup, where the host offers one to the grader, is what would count it). Without bubblewrap,
 grading refuses to run unless the instructor asks for ``sandbox=False``
 (``--unsafe-no-sandbox``).
 """
@@ -44,6 +48,7 @@ import os
 import platform
 import queue
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -222,13 +227,71 @@ def graded_snapshot() -> Path:
     return _make_snapshot("course-graded-", _graded_stub)
 
 
+# System calls that make kernel objects whose memory neither a process's size nor a tmpfs folder
+# shows: System V shared memory (a segment stays after every process detaches from it) and
+# message queues, and memfd files. In the sandbox they fail with ENOSYS, as on a Linux built
+# without them; every other system call is allowed. Per machine: its audit architecture and the
+# calls' numbers (x86-64; the generic table of arm64 and riscv64).
+_SECCOMP_DENIED = {
+    "x86_64": (0xC000003E, {"shmget": 29, "msgget": 68, "memfd_create": 319}),
+    "aarch64": (0xC00000B7, {"shmget": 194, "msgget": 186, "memfd_create": 279}),
+    "arm64": (0xC00000B7, {"shmget": 194, "msgget": 186, "memfd_create": 279}),
+    "riscv64": (0xC00000F3, {"shmget": 194, "msgget": 186, "memfd_create": 279}),
+}
+
+
+def _seccomp_program(machine: str | None = None) -> bytes | None:
+    """The sandbox's seccomp filter, as classic BPF (``struct sock_filter`` entries); None for an unknown machine.
+
+    It kills a process that makes a system call of another architecture (a 32-bit program),
+    fails the calls of :data:`_SECCOMP_DENIED` (and, on x86-64, every x32 call) with ENOSYS and
+    allows the rest.
+    """
+    machine = machine or platform.machine()
+    if machine not in _SECCOMP_DENIED:
+        return None
+    architecture, numbers = _SECCOMP_DENIED[machine]
+    load, equal, at_least, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    kill, allow, no_such_call = 0x80000000, 0x7FFF0000, 0x00050000 | 38  # SECCOMP_RET_*, ERRNO(ENOSYS)
+    denied = sorted(numbers.values())
+    checks = len(denied) + 1  # the x32 range, then one comparison per denied call
+    program = [(load, 0, 0, 4), (equal, 1, 0, architecture), (ret, 0, 0, kill), (load, 0, 0, 0),
+               (at_least, checks, 0, 0x40000000 if machine == "x86_64" else 0xFFFFFFFF)]
+    program += [(equal, checks - 1 - index, 0, number) for index, number in enumerate(denied)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, no_such_call)]
+    return b"".join(struct.pack("=HBBI", *entry) for entry in program)
+
+
+# What the kernel's Python runs first: the caps, then the filter (prctl PR_SET_NO_NEW_PRIVS = 38,
+# then PR_SET_SECCOMP = 22 with SECCOMP_MODE_FILTER = 2), then ipykernel.
+_LAUNCH = """\
+import resource, runpy, sys
+resource.setrlimit(resource.RLIMIT_NPROC, ({processes}, {processes}))
+resource.setrlimit(resource.RLIMIT_FSIZE, ({files}, {files}))
+if {program!r}:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = ctypes.create_string_buffer(bytes.fromhex({program!r}), {size})
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    program = Program({size} // 8, ctypes.addressof(code))
+    one, zero = ctypes.c_ulong(1), ctypes.c_ulong(0)
+    if (libc.prctl(38, one, zero, zero, zero) != 0
+            or libc.prctl(22, ctypes.c_ulong(2), ctypes.byref(program), zero, zero) != 0):
+        sys.exit(f"the sandbox could not install its seccomp filter (errno {{ctypes.get_errno()}})")
+sys.argv[0] = "ipykernel_launcher"
+runpy.run_module("ipykernel_launcher", run_name="__main__")
+"""
+
+
 def _launcher(limits: Limits) -> list[str]:
-    """Python, with the process and file-size caps set, starting ``ipykernel``."""
-    files, processes = int(limits.file_mb * 2**20), int(limits.processes)
-    code = ("import resource, runpy, sys; "
-            f"resource.setrlimit(resource.RLIMIT_NPROC, ({processes}, {processes})); "
-            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({files}, {files})); "
-            "sys.argv[0] = 'ipykernel_launcher'; runpy.run_module('ipykernel_launcher', run_name='__main__')")
+    """Python, with the process and file-size caps and the seccomp filter set, starting ``ipykernel``.
+
+    A filter that cannot be installed stops the launch: the kernel never runs without it.
+    """
+    program = _seccomp_program() or b""
+    code = _LAUNCH.format(processes=int(limits.processes), files=int(limits.file_mb * 2**20),
+                          program=program.hex(), size=len(program))
     return [sys.executable, "-c", code]
 
 
