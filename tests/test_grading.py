@@ -773,12 +773,19 @@ def test_processes_and_threads_are_capped():
 
 
 @needs_sandbox
-def test_the_folder_of_the_sockets_is_capped():
+def test_nothing_on_the_hosts_disk_is_writable():
+    """A file opened, filled and unlinked held host disk that no folder's size showed; now none can be written."""
     problems, stopped = _run_cells(
-        "import pathlib, sys, time\n"
-        "folder = pathlib.Path(next(argument for argument in sys.argv if argument.endswith('.json'))).parent\n"
-        "for index in range(3):\n    (folder / f'part{index}').write_bytes(bytes(10 * 2**20))\ntime.sleep(3)")
-    assert stopped == "the kernel wrote more than 16 MiB into the folder of its sockets"
+        "import json, os, pathlib, sys\n"
+        "connection = pathlib.Path(next(argument for argument in sys.argv if argument.endswith('.json')))\n"
+        "held = open(connection.parent / 'part', 'wb')",
+        "sockets = pathlib.Path(json.loads(connection.read_text())['ip']).parent\n"
+        "(sockets / 'part').write_bytes(bytes(2**20))",
+        "raise ValueError(f'{len(connection.read_text()) > 0} {sum(path.is_socket() for path in sockets.iterdir())}')")
+    assert stopped is None
+    assert problems[0].startswith("cell 1 raised OSError: [Errno 30] Read-only file system"), problems
+    assert problems[1:] == ["cell 2 raised OSError: [Errno 28] No space left on device",
+                            "cell 3 raised ValueError: True 5"]  # the connection file, and a socket per channel
 
 
 @needs_sandbox

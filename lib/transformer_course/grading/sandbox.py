@@ -13,8 +13,10 @@ unprivileged user namespaces from the host. Inside it the kernel has:
   into the checkout later reaches a kernel; the kernel that runs the graded calls gets a copy
   holding only the grading protocol, :func:`graded_snapshot`) and the data cache, all read-only; a private, empty
   home and working folder (``/home/student``), a private ``/tmp`` and ``/dev/shm``, each a
-  size-capped tmpfs; the folder of the kernel's sockets; nothing else, so the instructor's
-  notebooks, ``.git``, other submissions and the reports are not there at all;
+  size-capped tmpfs; the kernel's connection file, read-only, and a 64 KiB tmpfs for its sockets
+  (``SOCKETS``, which the grader reaches through ``/proc/PID/root``); nothing else, so the
+  instructor's notebooks, ``.git``, other submissions and the reports are not there at all, and
+  nothing on the host's disk is writable;
 * user id 65534 (``nobody``) inside, never 0;
 * a seccomp filter that makes the kernel objects whose memory no process's size shows (System V
   shared memory and message queues, memfd files) unavailable: creating one fails with ENOSYS;
@@ -28,9 +30,8 @@ processes, each page once (:func:`_memory_bytes`), **and** what they stored in i
 each tmpfs folder; a cap on processes and threads (``RLIMIT_NPROC`` inside the sandbox, and the
 watchdog's count, which also holds where the grader runs as root and Linux exempts it from
 ``RLIMIT_NPROC``; as root, a burst of threads that ends within one 0.1 s poll can go unseen);
-a cap on the size of any one file (``RLIMIT_FSIZE``: a larger write fails with ``OSError: File
-too large``); and a cap on what the kernel writes into its socket folder, the one folder on the
-host's disk. The grader itself never receives a message from a kernel larger than
+and a cap on the size of any one file (``RLIMIT_FSIZE``: a larger write fails with ``OSError:
+File too large``). The grader itself never receives a message from a kernel larger than
 ``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls stops the
 sandbox; the grader records why and goes on with the next submission. Not counted: what the
 Linux kernel itself holds for the sandbox's pipes and sockets (bounded per open file; a memory
@@ -295,13 +296,19 @@ def _launcher(limits: Limits) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+# The folder of the kernel's sockets inside the sandbox: a tmpfs of SOCKETS_BYTES, room for the
+# socket files and nothing more. The grader connects through /proc/PID/root (see
+# _sockets_from_outside), so no folder on the host's disk needs to be writable by a kernel.
+SOCKETS = "/run/kernel"
+SOCKETS_BYTES = 64 * 2**10
+
+
 def sandbox_command(workdir: str, environment: dict, limits: Limits | None = None,
                     package: Path | None = None) -> list[str]:
     """The ``bwrap`` command line that starts a kernel in the sandbox (see the module docstring).
 
     Args:
-        workdir: str, the folder of the kernel's connection file and sockets (the one folder
-            shared with the grader).
+        workdir: str, the folder of the kernel's connection file, mounted read-only.
         environment: the kernel's whole environment.
         limits: :class:`Limits` (the default limits when None): the tmpfs sizes and the caps
             set before the kernel starts.
@@ -316,7 +323,7 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
                "--unshare-user", "--uid", str(SANDBOX_USER_ID), "--gid", str(SANDBOX_USER_ID),
                "--proc", "/proc", "--dev", "/dev",
                "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp",
-               "--size", size, "--tmpfs", HOME]
+               "--size", size, "--tmpfs", HOME, "--size", str(SOCKETS_BYTES), "--tmpfs", SOCKETS]
     for path in (*("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"), *(f"/etc/{name}" for name in _ETC_ALLOWED)):
         if os.path.islink(path):  # a link stays a link (merged /usr: /bin -> usr/bin)
             command += ["--symlink", os.readlink(path), path]
@@ -325,7 +332,7 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
     for path in _readonly_paths():
         command += ["--ro-bind", path, path]
     command += ["--ro-bind", str(package or package_snapshot()), str(_package_folder())]
-    command += ["--bind", workdir, workdir, "--chdir", HOME]
+    command += ["--ro-bind", workdir, workdir, "--chdir", HOME]
     for key, value in environment.items():
         command += ["--setenv", key, value]
     return [*command, "--", *_launcher(limits)]
@@ -469,21 +476,6 @@ def _tmpfs_bytes(descendants: list[int], size: int) -> int:
     return 0
 
 
-def _folder_bytes(folder: str, most_entries: int = 10_000) -> int:
-    """Bytes of the files under ``folder``; more than ``most_entries`` entries count as unlimited."""
-    total, seen = 0, 0
-    for root, folders, files in os.walk(folder):
-        seen += len(folders) + len(files)
-        if seen > most_entries:
-            return 2**62
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
-
-
 # The largest message the grader accepts from a kernel: a larger one is never received whole
 # (ZeroMQ drops that connection), so a kernel that prints or raises hundreds of MiB at once costs
 # the grader nothing. A request that cannot be sent within SEND_SECONDS (the kernel's connection
@@ -501,24 +493,20 @@ def _bounded_context():
     return context
 
 
-SOCKET_FOLDER_MB = 16  # what a kernel may write into the folder of its sockets, on the host's disk
-
-
 class _Watchdog(threading.Thread):
-    def __init__(self, manager: KernelManager, limits: Limits, workdir: str | None = None):
+    def __init__(self, manager: KernelManager, limits: Limits):
         super().__init__(daemon=True)
-        self.manager, self.limits, self.workdir = manager, limits, workdir
+        self.manager, self.limits = manager, limits
         self.reason, self.done = None, threading.Event()
         self.deadline = time.monotonic() + limits.notebook_seconds
 
     def run(self):
-        tmpfs_size, polls = int(self.limits.tmp_mb * 2**20), 0
+        tmpfs_size = int(self.limits.tmp_mb * 2**20)
         while not self.done.wait(0.1):
             process = getattr(self.manager.provisioner, "process", None)
             if process is None or process.poll() is not None:
                 continue
             resident, tasks, parents = _process_tree(process.pid)
-            polls += 1
             stored, most = _tmpfs_bytes(list(parents), tmpfs_size), self.limits.memory_mb * 2**20
             if time.monotonic() > self.deadline:
                 self.reason = f"the notebook ran past its {self.limits.notebook_seconds:.0f} s limit"
@@ -527,8 +515,6 @@ class _Watchdog(threading.Thread):
                                "(its processes and its files in /tmp, /dev/shm and its home)")
             elif tasks > self.limits.processes + 2:  # bubblewrap's own two processes besides the kernel's
                 self.reason = f"the kernel ran more than {self.limits.processes} processes and threads"
-            elif self.workdir and polls % 10 == 0 and _folder_bytes(self.workdir) > SOCKET_FOLDER_MB * 2**20:
-                self.reason = f"the kernel wrote more than {SOCKET_FOLDER_MB} MiB into the folder of its sockets"
             if self.reason:
                 process.kill()  # the client notices a dead kernel and the grader records why
                 return
@@ -636,6 +622,29 @@ def _run(manager, client, code, limits, result, label, nonce=None):
     return text, error, timed_out
 
 
+def _sockets_from_outside(manager: KernelManager, seconds: float) -> str:
+    """The path prefix of the sandboxed kernel's sockets as the grader reaches them: ``/proc/PID/root`` + ``SOCKETS``.
+
+    PID is bubblewrap's process inside the sandbox, once it has made the sandbox's root (a tmpfs
+    of its own, on another device than the host's root).
+
+    Raises:
+        RuntimeError: the sandbox did not start within ``seconds``.
+    """
+    process, host_root = manager.provisioner.process, os.stat("/").st_dev
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        for pid in _process_tree(process.pid)[2]:
+            root = f"/proc/{pid}/root"
+            try:
+                if os.stat(f"{root}/").st_dev != host_root and os.path.isdir(f"{root}{SOCKETS}"):
+                    return f"{root}{SOCKETS}/kernel"
+            except OSError:
+                continue
+        time.sleep(0.01)
+    raise RuntimeError(f"the sandbox did not start within {seconds:.0f} s")
+
+
 @contextmanager
 def _working_folder():
     """A fresh folder for one kernel, removed afterwards whatever the kernel left in it.
@@ -678,7 +687,7 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
     result = SandboxResult(isolated=sandbox)
     with _working_folder() as workdir:
         env = _kernel_environment(HOME if sandbox else workdir, environment)
-        manager = _SandboxedKernelManager(transport="ipc", ip=str(Path(workdir, "kernel")))
+        manager = _SandboxedKernelManager(transport="ipc", ip=f"{SOCKETS}/kernel" if sandbox else f"{workdir}/kernel")
         manager.connection_file = str(Path(workdir, "connection.json"))
         if sandbox:
             manager.launch_prefix = sandbox_command(workdir, env, limits, package)
@@ -686,12 +695,15 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
             env["PYTHONPATH"] = str((package or package_snapshot()).parent)
             manager.launch_prefix = _launcher(limits)
-        watchdog, client = _Watchdog(manager, limits, workdir if sandbox else None), None
+        watchdog, client = _Watchdog(manager, limits), None
         try:
             # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
             # grader's: replies come through the kernel protocol.
             manager.start_kernel(env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             watchdog.start()
+            if sandbox:  # the kernel binds its sockets in SOCKETS; the grader reaches them from outside
+                manager.ip = _sockets_from_outside(manager, limits.cell_seconds)
+                manager._close_control_socket()  # start_kernel connected it to the path the kernel sees
             client = manager.client(context=_bounded_context())
             client.start_channels()
             client.wait_for_ready(timeout=limits.cell_seconds)
