@@ -26,10 +26,10 @@ unprivileged user namespaces from the host. Inside it the kernel has:
 Limits (:class:`Limits`, each a flag of ``transformer-course grade``): a wall-clock limit per
 cell and per notebook; a memory limit on the whole sandbox, counting the memory of all its
 processes, each page once (:func:`_memory_bytes`), **and** what they stored in its tmpfs folders
-(polled every 0.1 s); a size cap on
-each tmpfs folder; a cap on processes and threads (``RLIMIT_NPROC`` inside the sandbox, and the
-watchdog's count, which also holds where the grader runs as root and Linux exempts it from
-``RLIMIT_NPROC``; as root, a burst of threads that ends within one 0.1 s poll can go unseen);
+(polled every 0.1 s); a size cap on each tmpfs folder; a cap on processes and threads
+(``RLIMIT_NPROC`` inside the sandbox, and the watchdog's count, which also holds where the
+grader runs as root and Linux exempts it from ``RLIMIT_NPROC``; as root, a burst of threads
+that ends within one 0.1 s poll can go unseen);
 and a cap on the size of any one file (``RLIMIT_FSIZE``: a larger write fails with ``OSError:
 File too large``). The grader itself never receives a message from a kernel larger than
 ``MAX_MESSAGE_MB`` (:func:`_bounded_context`). Breaking a limit the watchdog polls stops the
@@ -85,8 +85,9 @@ class Limits:
     Attributes:
         cell_seconds: float, wall-clock seconds a cell (or one graded call) may take.
         notebook_seconds: float, wall-clock seconds for the whole notebook and all graded calls.
-        memory_mb: int, MiB: resident memory of the kernel and its child processes, plus what
-            they stored in the sandbox's tmpfs folders (``/tmp``, ``/dev/shm``, the home).
+        memory_mb: int, MiB: the memory of the kernel and its child processes, each page once
+            (:func:`_memory_bytes`), plus what they stored in the sandbox's tmpfs folders
+            (``/tmp``, ``/dev/shm``, the home).
         tmp_mb: int, MiB: the size of each tmpfs folder; writing past it fails with
             ``OSError: No space left on device``.
         processes: int, processes and threads the sandbox may run at once.
