@@ -626,8 +626,9 @@ def _run(manager, client, code, limits, result, label, nonce=None):
 def _sockets_from_outside(manager: KernelManager, seconds: float) -> str:
     """The path prefix of the sandboxed kernel's sockets as the grader reaches them: ``/proc/PID/root`` + ``SOCKETS``.
 
-    PID is bubblewrap's process inside the sandbox, once it has made the sandbox's root (a tmpfs
-    of its own, on another device than the host's root).
+    PID is a process inside the sandbox once bubblewrap has made the sandbox's root (a tmpfs of
+    its own, on another device than the host's root): bubblewrap's own process there, which
+    lives as long as the sandbox, and otherwise the kernel.
 
     Raises:
         RuntimeError: the sandbox did not start within ``seconds``.
@@ -635,7 +636,8 @@ def _sockets_from_outside(manager: KernelManager, seconds: float) -> str:
     process, host_root = manager.provisioner.process, os.stat("/").st_dev
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and process.poll() is None:
-        for pid in _process_tree(process.pid)[2]:
+        parents = _process_tree(process.pid)[2]
+        for pid in sorted(parents, key=lambda pid: parents[pid] != process.pid):  # bubblewrap's child first
             root = f"/proc/{pid}/root"
             try:
                 if os.stat(f"{root}/").st_dev != host_root and os.path.isdir(f"{root}{SOCKETS}"):
