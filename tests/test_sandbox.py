@@ -1,0 +1,197 @@
+"""The sandbox a submission's kernel runs in: each limit, what the kernel sees, and what it cannot do.
+
+Each test runs a few cells in one kernel, in the bubblewrap sandbox where it exists (the tests of
+what only the sandbox provides are skipped elsewhere), and checks the problems the kernel's cells
+raised and why the kernel was stopped, if it was.
+"""
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from transformer_course.grading.sandbox import _KCMP_SYSCALL, _SECCOMP_DENIED, Limits, run_submission, sandbox_available
+
+pytestmark = pytest.mark.tensorflow  # as the grading tests: the jax and torch sessions test layers, not the grader
+
+needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot run here")
+SANDBOX = sandbox_available()  # without bubblewrap the limits the watchdog polls are still tested, unconfined
+
+
+def _run_cells(*sources, sandbox=True, **limits):
+    """Run code cells in one (sandboxed) kernel with small limits: (problems, why it was stopped)."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    settings = {"cell_seconds": 20, "notebook_seconds": 60, "memory_mb": 1200, "tmp_mb": 200, "processes": 128,
+                "file_mb": 64, **limits}
+    result = run_submission(notebook, {}, Limits(**settings), sandbox=sandbox)
+    return result.problems, result.stopped
+
+
+# 400 MiB held by the kernel (about 470 MiB with Python and NumPy), then children that share it:
+# each page counts once, so 800 MiB is enough, where summing resident sizes gave twice and more.
+HOLD_MEMORY = "import os, time\nimport numpy as np\nheld = np.ones(400 * 2**20 // 8)"
+FORKED_CHILDREN = ("for _ in range(2):  # multiprocessing's fork: children that share the memory copy-on-write\n"
+                   "    if os.fork() == 0:\n        {work}time.sleep(1)\n        os._exit(0)\ntime.sleep(1.5)")
+SHARED_ADDRESS_SPACE = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]\n"
+    "stack = ctypes.create_string_buffer(2**16)\n"
+    "# A child in this process's address space, as a vfork child (subprocess) is until its exec,\n"
+    "# held there for 1 s: it runs sleep(1) on its own stack. CLONE_VM | SIGCHLD.\n"
+    "child = libc.clone(ctypes.cast(libc.sleep, ctypes.c_void_p), ctypes.addressof(stack) + 2**16 - 64,\n"
+    "                   0x100 | 17, 1)\n"
+    "assert child > 0, ctypes.get_errno()\n"
+    "time.sleep(1.5)")
+
+
+def test_memory_shared_with_forked_children_counts_once():
+    problems, stopped = _run_cells(HOLD_MEMORY, FORKED_CHILDREN.format(work=""), "raise ValueError('after')",
+                                   sandbox=SANDBOX, memory_mb=800)
+    assert stopped is None and problems == ["cell 3 raised ValueError: after"]
+    # What a child holds of its own still counts: 2 x 300 MiB more.
+    own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
+    problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
+    assert stopped.startswith("the kernel used more than 800 MiB of memory"), (problems, stopped)
+
+
+@pytest.mark.skipif(platform.machine() not in _KCMP_SYSCALL, reason="kcmp(2) is not known for this machine")
+def test_a_child_sharing_the_kernels_address_space_counts_once():
+    problems, stopped = _run_cells(HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')",
+                                   sandbox=SANDBOX, memory_mb=800)
+    assert stopped is None and problems == ["cell 3 raised ValueError: after"]
+
+
+@pytest.mark.skipif(platform.machine() not in _SECCOMP_DENIED, reason="no seccomp filter is known for this machine")
+def test_memory_no_process_size_shows_cannot_be_made():
+    """A System V segment outlives every process attached to it; a memfd file is in no tmpfs folder."""
+    call = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "if libc.{}(0, {}0o1600) == -1:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))")
+    problems, stopped = _run_cells("import os\nos.memfd_create('held')", call.format("shmget", "200 * 2**20, "),
+                                   call.format("msgget", ""), "raise ValueError('the kernel goes on')",
+                                   sandbox=SANDBOX)
+    assert stopped is None
+    assert problems == [*(f"cell {number} raised OSError: [Errno 38] Function not implemented" for number in (1, 2, 3)),
+                        "cell 4 raised ValueError: the kernel goes on"]
+
+
+@needs_sandbox
+def test_the_sandbox_runs_as_nobody_and_shows_no_secret_of_etc():
+    problems, stopped = _run_cells(
+        "import os\n"
+        "raise ValueError(f'uid={os.getuid()} gid={os.getgid()} ' + ' '.join(\n"
+        "    f'{name}={os.path.exists(name)}' for name in ('/etc/shadow', '/etc/gshadow', '/etc/ssl/private')))",
+        "import numpy, matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.savefig('figure.png')\n"
+        "raise ValueError(f'at home: {os.path.exists(\"figure.png\")}')")
+    assert stopped is None
+    assert problems == ["cell 1 raised ValueError: uid=65534 gid=65534 /etc/shadow=False /etc/gshadow=False "
+                        "/etc/ssl/private=False", "cell 2 raised ValueError: at home: True"]
+
+
+@needs_sandbox
+def test_each_tmpfs_folder_is_capped_and_one_file_is_capped():
+    chunks = "for index in range(6):\n    open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))"
+    problems, stopped = _run_cells(f"folder = '/dev/shm'\n{chunks}", f"folder = '/tmp'\n{chunks}",
+                                   f"folder = '.'\n{chunks}",
+                                   "import glob, os\nfor path in glob.glob('/tmp/part*'):\n    os.remove(path)\n"
+                                   "open('/tmp/one', 'wb').write(bytes(65 * 2**20))",
+                                   "raise ValueError('the kernel goes on')", memory_mb=2000)
+    assert stopped is None
+    assert problems[:3] == [f"cell {number} raised OSError: [Errno 28] No space left on device"
+                            for number in (1, 2, 3)]
+    assert problems[3:] == ["cell 4 raised OSError: [Errno 27] File too large",
+                            "cell 5 raised ValueError: the kernel goes on"]
+
+
+@needs_sandbox
+def test_files_in_tmpfs_count_as_the_sandboxs_memory():
+    fill = "for folder in ('/tmp', '/dev/shm', '.'):\n    for index in range(4):\n" \
+           "        open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))\nimport time\ntime.sleep(2)"
+    problems, stopped = _run_cells(fill, memory_mb=400)  # 480 MiB of files, none of it resident memory
+    assert stopped.startswith("the kernel used more than 400 MiB of memory (its processes and its files")
+    assert _run_cells(fill, memory_mb=1000)[1] is None  # the same files fit a larger budget
+
+
+@needs_sandbox
+def test_processes_and_threads_are_capped():
+    # The cell stays alive while its threads do: a burst that ends within one of the watchdog's
+    # 0.1 s polls can go unseen where Linux exempts the grader (root) from RLIMIT_NPROC.
+    bomb = ("import threading, time\nfor _ in range(1000):\n"
+            "    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\ntime.sleep(5)")
+    problems, stopped = _run_cells(bomb, "raise ValueError('after')")
+    if os.geteuid() == 0:  # Linux exempts root from RLIMIT_NPROC: the watchdog's count stops the sandbox
+        assert stopped == "the kernel ran more than 128 processes and threads"
+    else:  # the kernel is refused the 129th thread and goes on
+        assert stopped is None and "can't start new thread" in problems[0]
+        assert problems[1] == "cell 2 raised ValueError: after"
+
+
+@needs_sandbox
+def test_nothing_on_the_hosts_disk_is_writable():
+    """A file opened, filled and unlinked held host disk that no folder's size showed; now none can be written."""
+    problems, stopped = _run_cells(
+        "import json, os, pathlib, sys\n"
+        "connection = pathlib.Path(next(argument for argument in sys.argv if argument.endswith('.json')))\n"
+        "held = open(connection.parent / 'part', 'wb')",
+        "sockets = pathlib.Path(json.loads(connection.read_text())['ip']).parent\n"
+        "(sockets / 'part').write_bytes(bytes(2**20))",
+        "raise ValueError(f'{len(connection.read_text()) > 0} {sum(path.is_socket() for path in sockets.iterdir())}')")
+    assert stopped is None
+    assert problems[0].startswith("cell 1 raised OSError: [Errno 30] Read-only file system"), problems
+    assert problems[1:] == ["cell 2 raised OSError: [Errno 28] No space left on device",
+                            "cell 3 raised ValueError: True 5"]  # the connection file, and a socket per channel
+
+
+@needs_sandbox
+def test_kernels_import_a_snapshot_of_the_package_without_compiled_files():
+    import py_compile
+
+    from transformer_course.grading import references
+
+    planted = Path(py_compile.compile(references.__file__))  # the grader's own compiled references, in the checkout
+    assert planted.exists()
+    problems, stopped = _run_cells(
+        "import pathlib, transformer_course\n"
+        "from transformer_course.grading import references\n"
+        "folder = pathlib.Path(transformer_course.__file__).parent\n"
+        "raise ValueError(f'expected={hasattr(references, \"expected\")} '\n"
+        "                 f'references={len((folder / \"grading\" / \"references.py\").read_text())}')")
+    assert stopped is None and problems == ["cell 1 raised ValueError: expected=False references=0"]
+
+
+@pytest.mark.parametrize("name, value", [("memory_mb", 0), ("tmp_mb", -1), ("processes", "many"), ("file_mb", True)])
+def test_limits_must_be_positive_numbers(name, value):
+    with pytest.raises(ValueError, match=f"`{name}` must be a positive number; received {value!r}"):
+        Limits(**{name: value})
+
+
+@needs_sandbox
+def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path):
+    # A fresh process, so that its peak resident memory is the grading alone. The kernel prints
+    # 100 MiB in one message (the grader never receives it, and goes on), then raises an exception
+    # whose text is 100 MiB (its reply never arrives either: the kernel is stopped with the reason).
+    # Received whole, either would add at least twice its size to the grader's memory.
+    script = tmp_path / "grade_one.py"
+    script.write_text(
+        "import resource, sys, nbformat\n"
+        "from transformer_course.grading.sandbox import Limits, run_submission\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "cells = ['import sys\\nsys.stdout.write(\"x\" * 100 * 2**20)\\nsys.stdout.flush()',\n"
+        "         'raise ValueError(\"the kernel goes on\")', 'raise ValueError(\"y\" * 100 * 2**20)', 'print(1)']\n"
+        "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
+        "result = run_submission(notebook, {},\n"
+        "                        Limits(cell_seconds=5, notebook_seconds=90, memory_mb=2000, file_mb=64))\n"
+        "print(result.stopped, result.problems, sep='\\n')\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n",
+        encoding="utf-8")
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=170)
+    stopped, problems, added = completed.stdout.splitlines()[-3:]
+    assert stopped == ("the kernel stopped answering: it sent a message larger than 64 MiB, which the grader "
+                       "never receives"), completed
+    assert problems == str(["cell 2 raised ValueError: the kernel goes on",
+                            "cell 3 ran past the 5 s cell limit and was interrupted"])
+    assert int(added) < 64, f"grading raised the grader's peak resident memory by {added} MiB"
