@@ -85,6 +85,21 @@ def test_cached_batched_beam_search_equals_uncached_beam_search_per_sentence(num
         assert not row[len(expected):].any()
 
 
+def test_the_cached_next_tokens_of_a_prefix_fed_at_once_are_the_models_after_its_last_token():
+    """NextTokens feeds the ids added since its last call: a prefix given whole continues from its end."""
+    model = small_model(2, seed=5)
+    source = np.array([[3, 4, 5, 6, 0, 0, 0, 0], [7, 2, 9, 11, 12, 13, 0, 0]], "int32")
+    prefix = np.array([[2, 7, 8], [2, 9, 4]], "int32")
+    full = keras.ops.convert_to_numpy(model({"source_ids": source, "target_ids": prefix}))
+    next_tokens = IncrementalDecoder(model, max_length=TARGET_LENGTH - 1).next_token_function(source)
+    probabilities = next_tokens(prefix)
+    np.testing.assert_allclose(probabilities[:, 1:], full[:, -1, 1:], atol=1e-5)
+    assert not probabilities[:, 0].any()  # padding is never generated
+    longer = np.concatenate([prefix, [[5], [6]]], axis=1)
+    expected = keras.ops.convert_to_numpy(model({"source_ids": source, "target_ids": longer}))[:, -1, 1:]
+    np.testing.assert_allclose(next_tokens(longer)[:, 1:], expected, atol=1e-5)
+
+
 def test_incremental_decoder_checks_max_length():
     with pytest.raises(ValueError, match="max_length"):
         IncrementalDecoder(small_model(1), max_length=TARGET_LENGTH + 1)

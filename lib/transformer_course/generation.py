@@ -139,8 +139,8 @@ class IncrementalDecoder(_CachedModel):
         return ops.repeat(source_mask, copies, axis=0), list(self_caches), list(cross_caches)
 
     def _step_eagerly(self, token_ids, position, self_caches, source_mask, cross_caches):
-        """New target tokens: int (R, 1) ids at ``position`` -> float (R, V) probabilities, the caches."""
-        x = self.embedding(token_ids, start_index=position)  # (R, 1, E)
+        """New target ids, int (R, n) at ``position ..`` -> (probabilities (R, V) after the last, the caches)."""
+        x = self.embedding(token_ids, start_index=position)  # (R, n, E)
         updated = []
         for decoder, self_cache, cross_cache in zip(self.decoders, self_caches, cross_caches):
             x, self_cache, _ = decoder(
@@ -148,13 +148,14 @@ class IncrementalDecoder(_CachedModel):
                 self_attention_cache_update_index=position, cross_attention_cache=cross_cache,
                 cross_attention_cache_update_index=None)
             updated.append(self_cache)
-        return self.model.output_distribution(x)[:, 0, :], updated
+        return self.model.output_distribution(x[:, -1:, :])[:, 0, :], updated
 
     def next_token_function(self, source_ids, copies: int = 1) -> NextTokens:
         """The :class:`NextTokens` of ``copies`` rows per source, sharing one encoding.
 
         Row ``b * copies + k`` belongs to source b. The encoder runs here, once; each call then
-        feeds the newest column of ``decoded`` (B·K, t), at position t - 1. Padding (id 0) gets
+        feeds the columns of ``decoded`` (B·K, t) added since the call before (in decoding, the
+        newest one, at position t - 1). Padding (id 0) gets
         probability 0; the other ids keep the model's probabilities (not renormalised, as
         :meth:`Translator.beam_search_ids <transformer_course.translation.Translator.beam_search_ids>`
         computes them).
