@@ -299,7 +299,7 @@ def _launcher(limits: Limits) -> list[str]:
 
 # The folder of the kernel's sockets inside the sandbox: a tmpfs of SOCKETS_BYTES, room for the
 # socket files and nothing more. The grader connects through /proc/PID/root (see
-# _sockets_from_outside), so no folder on the host's disk needs to be writable by a kernel.
+# _sandbox_root), so no folder on the host's disk needs to be writable by a kernel.
 SOCKETS = "/run/kernel"
 SOCKETS_BYTES = 64 * 2**10
 
@@ -457,24 +457,19 @@ def _share_address_space(first: int, second: int) -> bool:
     return answer == 0
 
 
-def _tmpfs_bytes(descendants: list[int], size: int) -> int:
-    """Bytes stored in the sandbox's tmpfs folders, read through a sandboxed process's root.
+def _tmpfs_bytes(root: str) -> int:
+    """Bytes stored in the sandbox's tmpfs folders (``/tmp``, ``/dev/shm``, the home), seen through ``root``.
 
-    Only a file system of exactly the sandbox's tmpfs size counts: while bubblewrap is still
-    building the sandbox, the paths show the host's own folders, which are not the submission's.
+    ``root`` is the sandbox's root as :func:`_sandbox_root` finds it.
     """
-    for pid in descendants:
-        total, seen = 0, False
-        for folder in ("/tmp", "/dev/shm", HOME):
-            try:
-                stats = os.statvfs(f"/proc/{pid}/root{folder}")
-            except OSError:
-                continue
-            if stats.f_blocks * stats.f_frsize == size:
-                total, seen = total + (stats.f_blocks - stats.f_bfree) * stats.f_frsize, True
-        if seen:
-            return total
-    return 0
+    total = 0
+    for folder in ("/tmp", "/dev/shm", HOME):
+        try:
+            stats = os.statvfs(f"{root}{folder}")
+        except OSError:
+            continue
+        total += (stats.f_blocks - stats.f_bfree) * stats.f_frsize
+    return total
 
 
 # The largest message the grader accepts from a kernel: a larger one is never received whole
@@ -500,15 +495,16 @@ class _Watchdog(threading.Thread):
         self.manager, self.limits = manager, limits
         self.reason, self.done = None, threading.Event()
         self.deadline = time.monotonic() + limits.notebook_seconds
+        self.sandbox_root = None  # set once the sandbox is built (:func:`_sandbox_root`); None unconfined
 
     def run(self):
-        tmpfs_size = int(self.limits.tmp_mb * 2**20)
         while not self.done.wait(0.1):
             process = getattr(self.manager.provisioner, "process", None)
             if process is None or process.poll() is not None:
                 continue
             resident, tasks, parents = _process_tree(process.pid)
-            stored, most = _tmpfs_bytes(list(parents), tmpfs_size), self.limits.memory_mb * 2**20
+            stored = _tmpfs_bytes(self.sandbox_root) if self.sandbox_root else 0
+            most = self.limits.memory_mb * 2**20
             if time.monotonic() > self.deadline:
                 self.reason = f"the notebook ran past its {self.limits.notebook_seconds:.0f} s limit"
             elif resident + stored > most and _memory_bytes(process.pid, parents) + stored > most:
@@ -623,8 +619,8 @@ def _run(manager, client, code, limits, result, label, nonce=None):
     return text, error, timed_out
 
 
-def _sockets_from_outside(manager: KernelManager, seconds: float) -> str:
-    """The path prefix of the sandboxed kernel's sockets as the grader reaches them: ``/proc/PID/root`` + ``SOCKETS``.
+def _sandbox_root(manager: KernelManager, seconds: float) -> str:
+    """``/proc/PID/root``: the sandbox's root as the grader reaches it (its sockets, its tmpfs folders).
 
     PID is a process inside the sandbox once bubblewrap has made the sandbox's root (a tmpfs of
     its own, on another device than the host's root): bubblewrap's own process there, which
@@ -641,7 +637,7 @@ def _sockets_from_outside(manager: KernelManager, seconds: float) -> str:
             root = f"/proc/{pid}/root"
             try:
                 if os.stat(f"{root}/").st_dev != host_root and os.path.isdir(f"{root}{SOCKETS}"):
-                    return f"{root}{SOCKETS}/kernel"
+                    return root
             except OSError:
                 continue
         time.sleep(0.01)
@@ -705,7 +701,8 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             manager.start_kernel(env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             watchdog.start()
             if sandbox:  # the kernel binds its sockets in SOCKETS; the grader reaches them from outside
-                manager.ip = _sockets_from_outside(manager, limits.cell_seconds)
+                watchdog.sandbox_root = _sandbox_root(manager, limits.cell_seconds)
+                manager.ip = f"{watchdog.sandbox_root}{SOCKETS}/kernel"
                 manager._close_control_socket()  # start_kernel connected it to the path the kernel sees
             client = manager.client(context=_bounded_context())
             client.start_channels()
