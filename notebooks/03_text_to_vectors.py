@@ -408,7 +408,8 @@ print("mask:", keras.ops.convert_to_numpy(masked_embedding.compute_mask(padded))
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers.
+# The rest of the notebook does not depend on your answers. Three exercises, 6 points; our
+# estimate of the time they take, not a measurement: about 60 minutes.
 #
 # ### Exercise 03.1 — vectorising with a vocabulary (2 points)
 #
@@ -437,35 +438,14 @@ assert evaluate_hidden("03.1", vectorize, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 03.2 — padding and truncating (1 point)
-#
-# Write `pad_or_truncate(ids, length)`: keep the first `length` ids, and pad with 0 at the end
-# up to `length` — what `TextVectorization(output_sequence_length=...)` does. Return int64
-# `(length,)`.
-
-# %% nbgrader={"grade": false, "grade_id": "exercise_03_2", "locked": false, "schema_version": 3, "solution": true}
-def pad_or_truncate(ids, length):
-    """int64 (length,): the first `length` ids, padded with 0 at the end."""
-    ### BEGIN SOLUTION
-    ids = np.asarray(ids, dtype="int64")[:length]
-    return np.concatenate([ids, np.zeros(length - len(ids), dtype="int64")])
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "check_03_2", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-check("03.2", pad_or_truncate)
-### BEGIN HIDDEN TESTS
-assert evaluate_hidden("03.2", pad_or_truncate, seed=7).passed
-### END HIDDEN TESTS
-
-# %% [markdown]
 # ### Exercise 03.3 — one merge step of byte-pair encoding (2 points)
 #
 # Write `merge_step(words, counts)`: `words` is a list of str, each a word spelled as symbols
 # separated by single spaces (`"n e w es t"`); `counts` is a list of int, how often each word
 # occurs. Count every pair of neighbouring symbols, each occurrence weighted by its word's count;
 # take the most frequent pair (if several are equally frequent, the one that comes first when
-# the pairs are compared as tuples of two str); merge it in every word, scanning left to right so
-# that `"a a a"` becomes `"aa a"`. Return `(pair, merged)`: the pair as `"first second"`, and the
+# the pairs are compared as tuples of two str — not the one counted first); merge it in every
+# word, scanning left to right so that `"a a a"` becomes `"aa a"`. Return `(pair, merged)`: the pair as `"first second"`, and the
 # list of merged words in the same spelling.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_03_3", "locked": false, "schema_version": 3, "solution": true}
@@ -486,6 +466,45 @@ def merge_step(words, counts):
 check("03.3", merge_step)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("03.3", merge_step, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 03.4 — encoding a word by merge rank (2 points)
+#
+# Training learns merges; encoding applies them. Write `encode_word(word, merges)`: `word` is a
+# str, `merges` a list of str `"first second"` in the order they were learned (rank 0 first, as
+# `merge_step` found them). Start from the word's characters; while some pair of neighbouring
+# symbols is a learned merge, merge the pair of **lowest rank** — every occurrence of it, left to
+# right — and look again. Return the list of symbols (str), which spell the word when joined.
+# The leftmost mergeable pair is not always the right one: in a word where a later merge comes
+# first, the earlier merge must still go first.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_03_4", "locked": false, "schema_version": 3, "solution": true}
+def encode_word(word, merges):
+    """word: str, merges: ["a b", ...] in the order learned -> the word's symbols (list of str)."""
+    ### BEGIN SOLUTION
+    ranks = {tuple(merge.split(" ")): rank for rank, merge in enumerate(merges)}
+    symbols = list(word)
+    while len(symbols) > 1:
+        best = min(zip(symbols, symbols[1:]), key=lambda pair: ranks.get(pair, len(ranks)))
+        if best not in ranks:
+            break
+        merged, index = [], 0
+        while index < len(symbols):
+            if tuple(symbols[index:index + 2]) == best:
+                merged.append(best[0] + best[1])
+                index += 2
+            else:
+                merged.append(symbols[index])
+                index += 1
+        symbols = merged
+    return symbols
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_03_4", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("03.4", encode_word)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("03.4", encode_word, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

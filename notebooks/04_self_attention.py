@@ -474,7 +474,9 @@ print("weights of word 2:", np.round(word_2, 3).tolist())
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers.
+# The rest of the notebook does not depend on your answers. Five exercises, 10 points; our
+# estimate of the time they take, not a measurement: about 90 minutes (04.5 the longest, about
+# 30).
 #
 # ### Exercise 04.1 — scaled dot-product attention with a mask (3 points)
 #
@@ -545,6 +547,61 @@ def merge_heads(x):
 check("04.3", merge_heads)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("04.3", merge_heads, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 04.4 — the sinusoidal positional encoding (2 points)
+#
+# Write `positional_encoding_table(length, depth)`: the float table `(length, depth)` of section
+# 7, `P[t, 2i] = sin(t / 10000^(2i/depth))` and `P[t, 2i + 1] = cos(t / 10000^(2i/depth))` for
+# positions `t = 0 … length − 1` and an even `depth`. The first public case is the notes' example:
+# positions 0 to 3 in 128 dimensions (row 3 is the one printed in section 7).
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_04_4", "locked": false, "schema_version": 3, "solution": true}
+def positional_encoding_table(length, depth):
+    """float (length, depth): sine in the even columns, cosine in the odd ones, one frequency per pair."""
+    ### BEGIN SOLUTION
+    angles = np.arange(length)[:, None] / 10000 ** (np.arange(0, depth, 2) / depth)  # (T, depth / 2)
+    table = np.zeros((length, depth))
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)
+    return table
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_04_4", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("04.4", positional_encoding_table)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("04.4", positional_encoding_table, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 04.5 — multi-head attention from its weights (3 points)
+#
+# Write `multi_head_attention_forward(query, value, weights, mask=None)`: the whole layer of
+# section 5 for a batch, with the keys computed from `value` as Keras' layer does when no `key`
+# is given. `query` is float `(B, T, E)`, `value` `(B, S, E)`; `weights` is a dict in Keras'
+# `MultiHeadAttention` layout: `"query_kernel"`, `"key_kernel"`, `"value_kernel"` `(E, N, H)`,
+# `"query_bias"`, `"key_bias"`, `"value_bias"` `(N, H)`, `"output_kernel"` `(N, H, E)` and
+# `"output_bias"` `(E,)`, with N heads of width H (read N and H from the kernel's shape);
+# `mask` is None or bool `(B, T, S)`, True = may attend (every query keeps at least one key).
+# Return the output `(B, T, E)`. You may reuse your `scaled_dot_product_attention` and
+# `merge_heads`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_04_5", "locked": false, "schema_version": 3, "solution": true}
+def multi_head_attention_forward(query, value, weights, mask=None):
+    """query (B, T, E), value (B, S, E), Keras' weights, mask (B, T, S) or None -> output (B, T, E)."""
+    ### BEGIN SOLUTION
+    def project(x, name):  # (B, L, E) -> (B, N, L, H)
+        return np.einsum("ble,enh->bnlh", x, weights[f"{name}_kernel"]) + weights[f"{name}_bias"][:, None, :]
+
+    q, k, v = project(query, "query"), project(value, "key"), project(value, "value")
+    heads, _ = scaled_dot_product_attention(q, k, v, None if mask is None else mask[:, None])  # (B, N, T, H)
+    return np.einsum("bnth,nhe->bte", heads, weights["output_kernel"]) + weights["output_bias"]
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_04_5", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("04.5", multi_head_attention_forward)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("04.5", multi_head_attention_forward, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -267,7 +267,9 @@ print("mask after 6 blocks:", to_numpy(keras_mask(x))[0].tolist())
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers.
+# The rest of the notebook does not depend on your answers. Three exercises, 7 points; our
+# estimate of the time they take, not a measurement: about 60 minutes (05.3 the longest, about
+# 35).
 #
 # ### Exercise 05.1 — layer normalisation (2 points)
 #
@@ -311,6 +313,59 @@ def feed_forward(x, w1, b1, w2, b2):
 check("05.2", feed_forward)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("05.2", feed_forward, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 05.3 — an encoder block from its weights, post- and pre-norm (3 points)
+#
+# Write `encoder_block(x, weights, mask=None, normalize_first=False)`: one Transformer encoder
+# block (section 1; the package's `TransformerEncoder`) on `x` float `(B, T, E)`, in NumPy.
+# `weights` is a dict of dicts: `"attention"` (the multi-head attention weights in Keras' layout, as in exercise 04.5),
+# `"attention_norm"` and `"feedforward_norm"` (each `{"gamma": (E,), "beta": (E,)}`) and
+# `"feedforward"` (`"hidden_kernel"` `(E, F)`, `"hidden_bias"` `(F,)`, `"output_kernel"`
+# `(F, E)`, `"output_bias"` `(E,)`, with ReLU between them). `mask` is None or the padding mask,
+# bool `(B, T)`, True = real token: no query attends to a padding key. Post-norm
+# (`normalize_first=False`): `x ← LayerNorm(x + F(x))` for the attention, then for the
+# feed-forward network; pre-norm: `x ← x + F(LayerNorm(x))`. LayerNorm's epsilon is 1e-5.
+# Return `(B, T, E)`. Reuse `layer_norm` and `feed_forward`; paste your
+# `multi_head_attention_forward` (and `scaled_dot_product_attention`) from notebook 04 into this
+# cell.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_05_3", "locked": false, "schema_version": 3, "solution": true}
+def encoder_block(x, weights, mask=None, normalize_first=False):
+    """x (B, T, E), the block's weights, padding mask (B, T) or None -> (B, T, E)."""
+    ### BEGIN SOLUTION
+    def attend(h):  # multi-head self-attention, keys never at padding
+        def project(name):  # (B, T, E) -> (B, N, T, H)
+            parameters = weights["attention"]
+            return np.einsum("bte,enh->bnth", h, parameters[f"{name}_kernel"]) + parameters[f"{name}_bias"][:, None]
+
+        q, k, v = project("query"), project("key"), project("value")
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])  # (B, N, T, T)
+        if mask is not None:
+            scores = np.where(mask[:, None, None, :], scores, -np.inf)
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        heads = scores / scores.sum(axis=-1, keepdims=True) @ v
+        return np.einsum("bnth,nhe->bte", heads, weights["attention"]["output_kernel"]) \
+            + weights["attention"]["output_bias"]
+
+    def feed(h):
+        parameters = weights["feedforward"]
+        return feed_forward(h, parameters["hidden_kernel"], parameters["hidden_bias"], parameters["output_kernel"],
+                            parameters["output_bias"])
+
+    for sublayer, norm in ((attend, weights["attention_norm"]), (feed, weights["feedforward_norm"])):
+        if normalize_first:
+            x = x + sublayer(layer_norm(x, norm["gamma"], norm["beta"]))
+        else:
+            x = layer_norm(x + sublayer(x), norm["gamma"], norm["beta"])
+    return x
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_05_3", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("05.3", encoder_block)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("05.3", encoder_block, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

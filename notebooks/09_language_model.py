@@ -83,6 +83,7 @@ from transformer_course.language_model import (
     bits_per_character,
     build_language_model,
     compressor_bits_per_character,
+    forward_weights,
     perplexity,
     running_text_chunks,
     token_log_probabilities,
@@ -741,7 +742,10 @@ for seed in range(3):
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers. Both are plain NumPy.
+# The rest of the notebook does not depend on your answers. All five are plain NumPy; 09.5, the
+# capstone, puts the pieces of notebooks 04, 05 and this one together into the whole model.
+# Five exercises, 15 points; our estimate of the time they take, not a measurement: about three
+# hours (the capstone about 90 minutes).
 #
 # ### Exercise 09.1 — softmax with a temperature (2 points)
 #
@@ -798,6 +802,162 @@ check("09.2", nucleus_filter)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("09.2", nucleus_filter, seed=7).passed
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 09.3 — one attention step with a key/value cache (3 points)
+#
+# Write `cached_attention_step(query, key, value, key_cache, value_cache, index)`: the step of
+# section 6 for one new token at position `index` = t. `query`, `key` and `value` are float
+# `(B, N, 1, H)`, the new token's projections; `key_cache` and `value_cache` are float
+# `(B, N, L, H)` with room for L positions, holding the keys and values of positions 0 … t − 1
+# (what they hold from t on is stale: never attend to it). Write `key` and `value` at position t,
+# attend from `query` over positions 0 … t (scaled by √H; no mask is needed), and return
+# `(output (B, N, 1, H), new key cache, new value cache)`.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_09_3", "locked": false, "schema_version": 3, "solution": true}
+def cached_attention_step(query, key, value, key_cache, value_cache, index):
+    """The new token's q, k, v (B, N, 1, H), caches (B, N, L, H), its position -> (output, caches)."""
+    ### BEGIN SOLUTION
+    key_cache, value_cache = key_cache.copy(), value_cache.copy()
+    key_cache[:, :, index:index + 1], value_cache[:, :, index:index + 1] = key, value
+    keys, values = key_cache[:, :, :index + 1], value_cache[:, :, :index + 1]  # positions 0 ... t
+    scores = query @ keys.transpose(0, 1, 3, 2) / np.sqrt(query.shape[-1])  # (B, N, 1, t + 1)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True) @ values, key_cache, value_cache
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_09_3", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("09.3", cached_attention_step)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("09.3", cached_attention_step, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 09.4 — perplexity and bits per character (2 points)
+#
+# Write `perplexity_and_bits(log_probabilities, targets, characters)`: `log_probabilities` is
+# float `(R, L)`, the natural log of the probability the model gave each target token (0 at
+# padding), `targets` int `(R, L)` with 0 = padding, and `characters` the number of characters
+# the real targets spell. Return `(perplexity, bits per character)`: the exponential of the mean
+# negative log-likelihood over the real targets, and their summed negative log-likelihood in
+# bits divided by `characters` (sections 1 and 3). The cell after the check runs your function on this
+# notebook's test scores.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_09_4", "locked": false, "schema_version": 3, "solution": true}
+def perplexity_and_bits(log_probabilities, targets, characters):
+    """(R, L) log-probabilities, (R, L) targets (0 = padding), characters -> (perplexity, bits per character)."""
+    ### BEGIN SOLUTION
+    scores = log_probabilities[targets != 0]
+    return float(np.exp(-scores.mean())), float(-scores.sum() / np.log(2) / characters)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_09_4", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("09.4", perplexity_and_bits)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("09.4", perplexity_and_bits, seed=7).passed
+### END HIDDEN TESTS
+
+# %%
+try:
+    yours = perplexity_and_bits(scores, test_targets, test_characters)
+    print(f"yours: perplexity {yours[0]:.3f}, {yours[1]:.4f} bits per character; the package's: "
+          f"{perplexity(scores, test_targets):.3f}, {transformer_bits:.4f}")
+except NotImplementedError:
+    print("perplexity_and_bits: not attempted yet")
+
+# %% [markdown]
+# ### Exercise 09.5 — capstone: the whole GPT forward pass (5 points)
+#
+# Everything of notebooks 04, 05 and this one, in one function: write
+# `gpt_forward(token_ids, weights, config)`, the forward pass of the package's `LanguageModel`
+# in NumPy. `token_ids` is int `(B, T)`, 0 = padding (only at the end of a row). Return the
+# logits, float `(B, T, V)`: at position t, the scores of the token that follows. Logits at
+# padding positions are not checked.
+#
+# `weights` is what `forward_weights(model)` returns (its docstring lists every name and shape):
+# `"token_embedding"` `(V, E)`, `"position_embedding"` `(T_max, E)`, `"blocks"` (a list, one dict
+# per block in the layout of exercise 05.3), `"final_norm"` (`gamma`, `beta`; only when the model
+# has one) and `"output_bias"` `(V,)`. `config` holds `"num_heads"`, `"normalize_first"` (pre-norm
+# blocks), `"activation"` (`"relu"`, or `"gelu_approximate"`:
+# `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`) and `"layer_norm_epsilon"`.
+#
+# The pass: token embedding plus position embedding; then each block — causal multi-head
+# self-attention in which no query attends to a later position or to padding, then the
+# feed-forward network, each with its residual connection and LayerNorm (after the sum in a
+# post-norm block, before the sub-layer in a pre-norm one); then the final norm if there is one;
+# then the **tied** output: `h @ token_embedding.T + output_bias`. Reuse your `layer_norm`,
+# `feed_forward`, `multi_head_attention_forward` and `encoder_block` from notebooks 04 and 05 by
+# pasting them here. The cell after the check runs your function on the model this notebook
+# trained.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_09_5", "locked": false, "schema_version": 3, "solution": true}
+def gpt_forward(token_ids, weights, config):
+    """token ids (B, T), the weights of forward_weights(model), its config -> logits (B, T, V)."""
+    ### BEGIN SOLUTION
+    epsilon = config["layer_norm_epsilon"]
+
+    def norm(x, parameters):
+        mean, variance = x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
+        return parameters["gamma"] * (x - mean) / np.sqrt(variance + epsilon) + parameters["beta"]
+
+    def attend(x, parameters, allowed):  # (B, T, E), Keras' layout, (B, 1, T, T) -> (B, T, E)
+        def project(name):
+            return np.einsum("bte,enh->bnth", x, parameters[f"{name}_kernel"]) + parameters[f"{name}_bias"][:, None]
+
+        q, k, v = project("query"), project("key"), project("value")
+        scores = np.where(allowed, q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1]), -np.inf)
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        heads = scores / scores.sum(axis=-1, keepdims=True) @ v
+        return np.einsum("bnth,nhe->bte", heads, parameters["output_kernel"]) + parameters["output_bias"]
+
+    def feed(x, parameters):
+        hidden = x @ parameters["hidden_kernel"] + parameters["hidden_bias"]
+        if config["activation"] == "relu":
+            hidden = np.maximum(hidden, 0.0)
+        else:
+            hidden = 0.5 * hidden * (1 + np.tanh(np.sqrt(2 / np.pi) * (hidden + 0.044715 * hidden ** 3)))
+        return hidden @ parameters["output_kernel"] + parameters["output_bias"]
+
+    length = token_ids.shape[1]
+    x = weights["token_embedding"][token_ids] + weights["position_embedding"][:length]
+    allowed = (np.tril(np.ones((length, length), dtype=bool)) & (token_ids != 0)[:, None, :])[:, None]
+    for block in weights["blocks"]:
+        for sublayer, name, norm_name in ((lambda h, p: attend(h, p, allowed), "attention", "attention_norm"),
+                                          (feed, "feedforward", "feedforward_norm")):
+            if config["normalize_first"]:
+                x = x + sublayer(norm(x, block[norm_name]), block[name])
+            else:
+                x = norm(x + sublayer(x, block[name]), block[norm_name])
+    if "final_norm" in weights:
+        x = norm(x, weights["final_norm"])
+    return x @ weights["token_embedding"].T + weights["output_bias"]
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_09_5", "locked": true, "points": 5, "schema_version": 3, "solution": false}
+check("09.5", gpt_forward)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("09.5", gpt_forward, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Your forward pass on the trained model's own weights, beside the model itself, on the first two
+# test rows:
+
+# %%
+trained_weights, trained_config = forward_weights(model)
+rows = test_inputs[:2]
+try:
+    logits = gpt_forward(rows, trained_weights, trained_config).astype("float64")
+except NotImplementedError:
+    print("gpt_forward: not attempted yet")
+else:
+    yours = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    yours /= yours.sum(axis=-1, keepdims=True)
+    theirs = model.predict(rows, verbose=0)
+    real = rows != 0
+    print(f"largest difference from the model's probabilities at {real.sum()} real positions: "
+          f"{np.abs(yours - theirs)[real].max():.2e}; the same most likely next token at "
+          f"{(yours.argmax(-1) == theirs.argmax(-1))[real].mean():.1%} of them")
 
 # %% [markdown]
 # ## Exercise (ungraded)

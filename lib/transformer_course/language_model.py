@@ -31,8 +31,8 @@ from .positional import PositionalEmbedding
 from .training import RoundOrder
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
-__all__ = ["LanguageModel", "build_language_model", "running_text_chunks", "token_log_probabilities", "perplexity",
-           "bits_per_character", "compressor_bits_per_character", "RowBatches"]
+__all__ = ["LanguageModel", "build_language_model", "forward_weights", "running_text_chunks", "token_log_probabilities",
+           "perplexity", "bits_per_character", "compressor_bits_per_character", "RowBatches"]
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -150,6 +150,80 @@ def build_language_model(vocab_size: int, sequence_length: int, **options) -> La
         True
     """
     return LanguageModel(vocab_size, sequence_length, **options)
+
+
+def forward_weights(model: LanguageModel) -> tuple[dict, dict]:
+    """A language model's weights as nested dicts of NumPy arrays, and the settings its forward pass needs.
+
+    The layout of exercise 09.5 (``gpt_forward(token_ids, weights, config)``), in which a student
+    writes the whole forward pass from these arrays; the block layout is also exercise 05.3's,
+    and each ``"attention"`` dict exercise 04.5's. Shape letters: V vocabulary, T the longest
+    input, E width, N heads, H = E / N, F the feed-forward width.
+
+    ``weights``:
+
+    * ``"token_embedding"`` (V, E) — also the output layer (tied): logits = h @ table.T + bias;
+    * ``"position_embedding"`` (T, E), added to the token embeddings before the first block;
+    * ``"blocks"``: a list, one dict per block, in order, each with
+      ``"attention"`` (``query_kernel``, ``key_kernel``, ``value_kernel`` (E, N, H), ``query_bias``,
+      ``key_bias``, ``value_bias`` (N, H), ``output_kernel`` (N, H, E), ``output_bias`` (E,): Keras'
+      ``MultiHeadAttention`` layout), ``"attention_norm"`` and ``"feedforward_norm"`` (``gamma``,
+      ``beta`` (E,)), ``"feedforward"`` (``hidden_kernel`` (E, F), ``hidden_bias`` (F,),
+      ``output_kernel`` (F, E), ``output_bias`` (E,));
+    * ``"final_norm"`` (``gamma``, ``beta``), only when the model has one;
+    * ``"output_bias"`` (V,).
+
+    ``config``: ``num_heads`` (int), ``normalize_first`` (bool: pre-norm blocks),
+    ``activation`` (``"relu"`` or ``"gelu_approximate"``), ``layer_norm_epsilon`` (float).
+
+    Args:
+        model: a :class:`LanguageModel` with tied embeddings.
+
+    Returns:
+        ``(weights, config)``; float32 arrays, copies (changing them changes nothing in ``model``).
+
+    Raises:
+        ValueError: for a model with untied embeddings or an activation other than ReLU and
+            ``gelu_approximate``.
+
+    Example:
+        >>> model = build_language_model(20, 6, embed_dim=8, intermediate_dim=16, num_heads=2, num_layers=1)
+        >>> weights, config = forward_weights(model)
+        >>> weights["blocks"][0]["attention"]["query_kernel"].shape, config["num_heads"]
+        ((8, 2, 4), 2)
+    """
+    if not model.tie_embeddings:
+        raise ValueError("`model` must have tied embeddings (tie_embeddings=True): the exercise's output layer is "
+                         "the token embedding turned around.")
+    activation = getattr(model.activation, "__name__", str(model.activation))
+    if activation not in ("relu", "gelu_approximate"):
+        raise ValueError(f"`model`'s activation must be relu or gelu_approximate; received {activation!r}.")
+
+    def arrays(**variables):
+        return {name: np.array(ops.convert_to_numpy(variable)) for name, variable in variables.items()}
+
+    def block(decoder):
+        attention = decoder.self_attention
+        return {"attention": arrays(**{f"{name}_{part}": getattr(attention, f"{name}_{part}")
+                                       for name in ("query", "key", "value", "output") for part in ("kernel", "bias")}),
+                "attention_norm": arrays(gamma=decoder.self_attention_norm.gamma,
+                                         beta=decoder.self_attention_norm.beta),
+                "feedforward": arrays(hidden_kernel=decoder.feedforward_hidden.kernel,
+                                      hidden_bias=decoder.feedforward_hidden.bias,
+                                      output_kernel=decoder.feedforward_output.kernel,
+                                      output_bias=decoder.feedforward_output.bias),
+                "feedforward_norm": arrays(gamma=decoder.feedforward_norm.gamma, beta=decoder.feedforward_norm.beta)}
+
+    embedding = model.token_embedding
+    weights = {**arrays(token_embedding=embedding.token_embedding.embeddings,
+                        position_embedding=embedding.position_embedding.embeddings),
+               "blocks": [block(decoder) for decoder in model.decoder_blocks],
+               **arrays(output_bias=model.output_layer.bias)}
+    if model.final_norm is not None:
+        weights["final_norm"] = arrays(gamma=model.final_norm.gamma, beta=model.final_norm.beta)
+    config = {"num_heads": model.num_heads, "normalize_first": bool(model.normalize_first), "activation": activation,
+              "layer_norm_epsilon": float(model.layer_norm_epsilon)}
+    return weights, config
 
 
 def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tuple[np.ndarray, np.ndarray]:

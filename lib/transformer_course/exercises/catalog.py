@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import hints
 from .compare import compare_outputs
 from .values import decode, plain_value
 
@@ -46,6 +47,9 @@ class Exercise:
             an exercise whose right answers are random (a draw from a seeded generator): it judges
             ``received`` by the properties every right answer has, and ``expected`` describes
             them (target rates, what must never happen) instead of being one output to equal.
+        compared: optional callable ``(arguments) -> bool array`` over the output's leading axes:
+            only those entries are compared (a language model's logits at real tokens, not at
+            padding); the shapes must still match.
     """
 
     id: str
@@ -57,6 +61,7 @@ class Exercise:
     output_names: tuple[str, ...] = ("the result",)
     hint: Callable | None = None
     properties: Callable | None = None
+    compared: Callable | None = None
 
     @property
     def notebook(self) -> str:
@@ -79,7 +84,9 @@ class Exercise:
         if self.properties is not None:
             with np.errstate(all="ignore"):
                 return self.properties(arguments, received, expected)
-        if isinstance(expected, tuple):
+        if self.compared is not None:
+            problem = _compare_selected(self.compared(arguments), expected, received, self.atol, self.output_names[0])
+        elif isinstance(expected, tuple):
             problem = compare_outputs(expected, received, self.atol, names=self.output_names)
         else:
             problem = compare_outputs(expected, received, self.atol, path=self.output_names[0])
@@ -92,6 +99,23 @@ class Exercise:
             if hint:
                 problem = f"{problem} Hint: {hint}"
         return problem
+
+
+def _compare_selected(selected, expected, received, atol, name) -> str | None:
+    """Compare only the entries ``selected`` picks (a bool array over the leading axes); shapes first."""
+    expected = np.asarray(expected)
+    try:
+        received_array = np.asarray(received)
+    except Exception:  # noqa: BLE001 - anything that fails to convert is simply wrong
+        return compare_outputs(expected, received, atol, path=name)
+    if received_array.dtype == object or received_array.shape != expected.shape:
+        return compare_outputs(expected, received, atol, path=name)
+    for where in np.argwhere(selected):
+        where = tuple(int(i) for i in where)
+        problem = compare_outputs(expected[where], received_array[where], atol, path=f"{name} at position {where}")
+        if problem:
+            return problem
+    return None
 
 
 @cache
@@ -210,6 +234,16 @@ def _masked_lm_loss_hint(arguments, received, expected):
     return None
 
 
+def _masked_mean_hint(arguments, received, expected):
+    values, mask = np.asarray(arguments["values"], dtype="float64"), np.asarray(arguments["mask"])
+    if _same(received, np.where(mask[..., None], values, 0.0).sum(axis=1) / values.shape[1]):
+        return ("the sum was divided by T, every position: divide by the number of real tokens in each row "
+                "(mask.sum(axis=1)), so a short review is not diluted by its padding.")
+    if _same(received, values.mean(axis=1)):
+        return "padding took part in the mean: sum only the positions where `mask` is True."
+    return None
+
+
 def _segment_ids_hint(arguments, received, expected):
     expected = np.asarray(expected)
     token_ids = np.asarray(arguments["token_ids"])
@@ -258,12 +292,20 @@ def _bert_corruption_properties(arguments, received, expected):
 
 
 def _merge_step_hint(arguments, received, expected):
-    words = arguments["words"]
-    unweighted = collections.Counter(pair for word in words for pair in zip(word.split(" "), word.split(" ")[1:]))
-    top = max(unweighted.values())
-    if isinstance(received, (tuple, list)) and received and received[0] != expected[0] and \
-            received[0] in {f"{a} {b}" for (a, b), n in unweighted.items() if n == top}:
-        return "each pair counts as often as its word occurs: weight it by the word's count."
+    words, counts = arguments["words"], arguments["counts"]
+    unweighted, weighted = collections.Counter(), collections.Counter()
+    for word, count in zip(words, counts):
+        symbols = word.split(" ")
+        for pair in zip(symbols, symbols[1:]):
+            unweighted[pair] += 1
+            weighted[pair] += count
+    if isinstance(received, (tuple, list)) and received and isinstance(received[0], str) and received[0] != expected[0]:
+        pair = tuple(received[0].split(" "))
+        if weighted.get(pair) == max(weighted.values()):
+            return (f"{received[0]!r} ties with {expected[0]!r} for the most frequent pair: among equally frequent "
+                    "pairs take the one that comes first as a tuple of two str, not the first one counted.")
+        if unweighted.get(pair) == max(unweighted.values()):
+            return "each pair counts as often as its word occurs: weight it by the word's count."
     if isinstance(received, (tuple, list)) and len(received) == 2 and received[0] == expected[0]:
         replaced = [word.replace(expected[0], expected[0].replace(" ", "")) for word in words]
         if [str(word) for word in received[1]] == replaced:
@@ -352,18 +394,26 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              hint=_transposed_weight_hint),
     Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3, output_names=("the scores",)),
     Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2, output_names=("the ids",)),
-    Exercise("03.2", "padding and truncating", "pad_or_truncate", 1, output_names=("the ids",)),
     Exercise("03.3", "one merge step of byte-pair encoding", "merge_step", 2,
              output_names=("the most frequent pair", "the merged words"), hint=_merge_step_hint),
+    Exercise("03.4", "encoding a word by merge rank", "encode_word", 2, output_names=("the symbols",),
+             hint=hints.encode_word_hint),
     Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3,
              extra_check=_attention_leak, output_names=("the output", "the attention weights"), hint=_attention_hint),
     Exercise("04.2", "splitting into heads", "split_heads", 1, output_names=("the heads",), hint=_split_heads_hint),
     Exercise("04.3", "merging heads", "merge_heads", 1, output_names=("the merged output",), hint=_merge_heads_hint),
+    Exercise("04.4", "the sinusoidal positional encoding", "positional_encoding_table", 2, output_names=("the table",),
+             hint=hints.sinusoidal_hint),
+    Exercise("04.5", "multi-head attention from its weights", "multi_head_attention_forward", 3, atol=1e-5,
+             output_names=("the output",), hint=hints.multi_head_attention_hint),
     Exercise("05.1", "layer normalisation", "layer_norm", 2, atol=1e-4, output_names=("the normalised output",)),
     Exercise("05.2", "position-wise feed-forward network", "feed_forward", 2, output_names=("the output",)),
+    Exercise("05.3", "a Transformer encoder block from its weights, post- and pre-norm", "encoder_block", 3, atol=1e-5,
+             output_names=("the block's output",), hint=hints.encoder_block_hint),
     Exercise("06.1", "masked global max pooling", "masked_max_pool", 2, output_names=("the pooled vectors",),
              hint=_masked_max_hint),
-    Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, output_names=("the pooled vectors",)),
+    Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, output_names=("the pooled vectors",),
+             hint=_masked_mean_hint),
     Exercise("07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",)),
     Exercise("07.2", "greedy decoding", "greedy_decode", 3, output_names=("the decoded ids",), hint=_greedy_hint),
     Exercise("08.1", "the masked-LM loss", "masked_lm_loss", 2, output_names=("the loss",), hint=_masked_lm_loss_hint),
@@ -375,6 +425,14 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              output_names=("the probabilities",), hint=_temperature_hint),
     Exercise("09.2", "the top-p (nucleus) filter", "nucleus_filter", 3, output_names=("the filtered probabilities",),
              hint=_nucleus_hint),
+    Exercise("09.3", "one attention step with a key/value cache", "cached_attention_step", 3,
+             output_names=("the output", "the new key cache", "the new value cache"),
+             hint=hints.cached_attention_step_hint),
+    Exercise("09.4", "perplexity and bits per character", "perplexity_and_bits", 2,
+             output_names=("the perplexity", "the bits per character"), hint=hints.perplexity_and_bits_hint),
+    Exercise("09.5", "capstone: the whole GPT forward pass from its weights", "gpt_forward", 5, atol=1e-4,
+             output_names=("the logits",), hint=hints.gpt_forward_hint,
+             compared=lambda arguments: np.asarray(arguments["token_ids"]) != 0),
     Exercise("10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",),
              hint=_patchify_hint),
     Exercise("10.2", "attention rollout", "roll_out_attention", 3, output_names=("the rollout",), hint=_rollout_hint),

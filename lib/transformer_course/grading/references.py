@@ -100,18 +100,6 @@ def _vectorize_cases(rng):
             ("an empty string", {"text": "", "vocabulary": vocabulary})]
 
 
-def _pad_reference(ids, length):
-    ids = np.asarray(ids, dtype="int64")[:length]
-    return np.concatenate([ids, np.zeros(length - len(ids), dtype="int64")])
-
-
-def _pad_cases(rng):
-    return [("shorter: pad with 0 at the end", {"ids": [4, 9, 2], "length": 6}),
-            ("longer: keep the first ids", {"ids": rng.integers(1, 50, size=12), "length": 5}),
-            ("exactly the length", {"ids": [7, 7], "length": 2}),
-            ("empty", {"ids": [], "length": 3})]
-
-
 def _merge_step_reference(words, counts):
     counts_of = {}
     for word, count in zip(words, counts):
@@ -145,7 +133,95 @@ def _merge_step_cases(rng):
             ("symbols of several letters", {"words": ["b c", "ab c", "c ab c", "b cb"],
                                             "counts": [int(rng.integers(3, 6)), 1, 1, 1]}),
             ("random words and counts", {"words": random_words,
-                                         "counts": [int(c) for c in rng.integers(1, 10, size=len(random_words))]})]
+                                         "counts": [int(c) for c in rng.integers(1, 10, size=len(random_words))]}),
+            _merge_tie_case(rng)]
+
+
+def _merge_tie_case(rng):
+    """A tie that the tie rule decides: the first pair seen while counting is not the smallest as a tuple.
+
+    Two words of equal count each hold one pair; the word holding the larger pair comes first, so a
+    solution that keeps the first pair it counted picks the wrong one. A third word holds a pair
+    seen less often.
+    """
+    small, large, other = (str(symbol) for symbol in rng.choice(list("abcdefghij"), size=3, replace=False))
+    small, large = sorted((small, large))
+    count = int(rng.integers(2, 9))
+    words = [f"{large} {other}", f"{small} {other}", f"{other} {other}"]
+    return ("a tie the tie rule decides: the first pair counted is not the smallest",
+            {"words": words, "counts": [count, count, int(rng.integers(1, count))]})
+
+
+def _merge_word(symbols, pair):
+    """``symbols`` with every occurrence of ``pair`` merged, left to right."""
+    merged, index = [], 0
+    while index < len(symbols):
+        if index + 1 < len(symbols) and (symbols[index], symbols[index + 1]) == pair:
+            merged.append(pair[0] + pair[1])
+            index += 2
+        else:
+            merged.append(symbols[index])
+            index += 1
+    return merged
+
+
+def _encode_word_reference(word, merges):
+    ranks = {tuple(merge.split(" ")): rank for rank, merge in enumerate(merges)}
+    symbols = list(word)
+    while len(symbols) > 1:
+        rank, pair = min((ranks.get(pair, math.inf), pair) for pair in zip(symbols, symbols[1:]))
+        if rank == math.inf:
+            break
+        symbols = _merge_word(symbols, pair)
+    return symbols
+
+
+def _encode_left_to_right(word, merges):
+    """A usual mistake: merge the leftmost pair that is a merge at all, whatever its rank."""
+    known = {tuple(merge.split(" ")) for merge in merges}
+    symbols = list(word)
+    while True:
+        found = next((pair for pair in zip(symbols, symbols[1:]) if pair in known), None)
+        if found is None:
+            return symbols
+        index = next(i for i, pair in enumerate(zip(symbols, symbols[1:])) if pair == found)
+        symbols = symbols[:index] + [found[0] + found[1]] + symbols[index + 2:]
+
+
+def _encode_last_rank_first(word, merges):
+    """A usual mistake: the highest rank (the last merge learned) first."""
+    return _encode_word_reference(word, list(reversed(merges)))
+
+
+def _learned_merges(words, counts, number):
+    """The first ``number`` merges byte-pair encoding learns from ``words`` (as symbols) and their counts."""
+    merges = []
+    for _ in range(number):
+        if not any(" " in word for word in words):
+            break
+        pair, words = _merge_step_reference(words, counts)
+        merges.append(pair)
+    return merges
+
+
+def _encode_word_cases(rng):
+    sennrich = _learned_merges(["l o w", "l o w e r", "n e w e s t", "w i d e s t"], [5, 2, 6, 3], 10)
+    letters = list("abcdelnorst")
+    corpus = ["".join(rng.choice(letters[:6], size=int(rng.integers(3, 7)))) for _ in range(8)]
+    merges = _learned_merges([" ".join(word) for word in corpus],
+                             [int(c) for c in rng.integers(1, 9, size=len(corpus))], 12)
+    words = ["".join(rng.choice(letters[:6], size=int(rng.integers(5, 10)))) for _ in range(200)]
+
+    def telling(word):  # a word on which both usual mistakes go wrong
+        right = _encode_word_reference(word, merges)
+        return right != _encode_left_to_right(word, merges) and right != _encode_last_rank_first(word, merges)
+
+    told = next((word for word in words if telling(word)), words[0])
+    return [("Sennrich's corpus, 10 merges: 'lowest'", {"word": "lowest", "merges": sennrich}),
+            ("Sennrich's corpus, 10 merges: 'newer'", {"word": "newer", "merges": sennrich}),
+            ("a word of letters no merge joins", {"word": "xyz", "merges": sennrich}),
+            ("a random corpus's 12 merges, a word from it", {"word": corpus[0], "merges": merges}),
+            ("a random corpus's 12 merges, a new word where the rank decides", {"word": told, "merges": merges})]
 
 
 # --- 04: attention --------------------------------------------------------------------------
@@ -198,6 +274,72 @@ def _merge_cases(rng):
             ("B=1, N=4, T=5, H=3", {"x": np.arange(60.0).reshape(1, 4, 5, 3)})]
 
 
+def _sinusoidal_reference(length, depth):
+    table = np.zeros((length, depth))
+    for position in range(length):
+        for i in range(depth // 2):
+            angle = position / 10000 ** (2 * i / depth)
+            table[position, 2 * i], table[position, 2 * i + 1] = math.sin(angle), math.cos(angle)
+    return table
+
+
+def _sinusoidal_cases(rng):
+    return [("the notes' example: positions 0-3 in 128 dimensions", {"length": 4, "depth": 128}),
+            ("one position, 2 dimensions", {"length": 1, "depth": 2}),
+            ("random sizes", {"length": int(rng.integers(5, 30)), "depth": 2 * int(rng.integers(2, 12))})]
+
+
+def _attention_weight_dict(rng, width, heads, head_width):
+    """Keras' ``MultiHeadAttention`` weights as a dict: kernels (E, N, H) and (N, H, E), biases (N, H) and (E,)."""
+    scale = 1 / math.sqrt(width)
+    weights = {f"{name}_kernel": rng.normal(0, scale, size=(width, heads, head_width))
+               for name in ("query", "key", "value")}
+    weights.update({f"{name}_bias": rng.normal(0, 0.1, size=(heads, head_width)) for name in ("query", "key", "value")})
+    weights["output_kernel"] = rng.normal(0, 1 / math.sqrt(heads * head_width), size=(heads, head_width, width))
+    weights["output_bias"] = rng.normal(0, 0.1, size=width)
+    return weights
+
+
+def _softmax_rows(scores):
+    """Softmax over the last axis; a row whose every score is -inf gets zero weights."""
+    peak = np.max(scores, axis=-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(peak), peak, 0.0))
+    total = weights.sum(axis=-1, keepdims=True)
+    return np.where(total > 0, weights / np.where(total > 0, total, 1.0), 0.0)
+
+
+def _multi_head_attention_reference(query, value, weights, mask=None, scale_width=None, project=True):
+    """``scale_width`` and ``project`` exist for the hints' usual mistakes; the exercise passes neither."""
+    q = np.einsum("bte,enh->bnth", query, weights["query_kernel"]) + weights["query_bias"][None, :, None, :]
+    k = np.einsum("bse,enh->bnsh", value, weights["key_kernel"]) + weights["key_bias"][None, :, None, :]
+    v = np.einsum("bse,enh->bnsh", value, weights["value_kernel"]) + weights["value_bias"][None, :, None, :]
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(scale_width or q.shape[-1])  # (B, N, T, S)
+    if mask is not None:
+        scores = np.where(np.asarray(mask, dtype=bool)[:, None], scores, -np.inf)
+    context = _softmax_rows(scores) @ v  # (B, N, T, H)
+    if not project:
+        return context.transpose(0, 2, 1, 3).reshape(context.shape[0], context.shape[2], -1)
+    return np.einsum("bnth,nhe->bte", context, weights["output_kernel"]) + weights["output_bias"]
+
+
+def _multi_head_attention_cases(rng):
+    def case(batch, length, source, width, heads, masked):
+        arguments = {"query": rng.normal(size=(batch, length, width)), "value": rng.normal(size=(batch, source, width)),
+                     "weights": _attention_weight_dict(rng, width, heads, width // heads), "mask": None}
+        if masked:  # padding on the keys: every query keeps at least one key
+            real = rng.integers(1, source + 1, size=batch)
+            real[0] = source - 1
+            arguments["mask"] = np.broadcast_to(np.arange(source)[None, None, :] < real[:, None, None],
+                                                (batch, length, source)).copy()
+        return arguments
+
+    return [("self-attention, B=2, T=4, E=8, 2 heads, no mask", case(2, 4, 4, 8, 2, False)),
+            ("cross-attention, T=3 queries, S=5 keys, E=12, 3 heads, padded keys", case(2, 3, 5, 12, 3, True)),
+            ("random sizes, 4 heads, padded keys",
+             case(int(rng.integers(1, 4)), int(rng.integers(2, 6)), int(rng.integers(2, 6)),
+                  4 * int(rng.integers(2, 4)), 4, True))]
+
+
 # --- 05: the encoder block ------------------------------------------------------------------
 
 def _layer_norm_reference(x, gamma, beta, epsilon=1e-5):
@@ -222,6 +364,74 @@ def _feed_forward_cases(rng):
                "w2": rng.normal(size=(hidden, width)), "b2": rng.normal(size=width)}
     return [("B=2, T=3, E=4, F=6", {"x": rng.normal(size=(2, 3, width)), **weights}),
             ("one position", {"x": rng.normal(size=(1, 1, width)), **weights})]
+
+
+def _norm_weights(rng, width):
+    return {"gamma": 1 + rng.normal(0, 0.2, size=width), "beta": rng.normal(0, 0.2, size=width)}
+
+
+def _block_weight_dict(rng, width, heads, hidden):
+    """One Transformer block's weights as a dict of dicts (the layout of exercises 05.3 and 09.5)."""
+    return {"attention": _attention_weight_dict(rng, width, heads, width // heads),
+            "attention_norm": _norm_weights(rng, width),
+            "feedforward": {"hidden_kernel": rng.normal(0, 1 / math.sqrt(width), size=(width, hidden)),
+                            "hidden_bias": rng.normal(0, 0.1, size=hidden),
+                            "output_kernel": rng.normal(0, 1 / math.sqrt(hidden), size=(hidden, width)),
+                            "output_bias": rng.normal(0, 0.1, size=width)},
+            "feedforward_norm": _norm_weights(rng, width)}
+
+
+def _activation(name):
+    if name == "relu":
+        return lambda x: np.maximum(x, 0.0)
+    return lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))  # gelu_approximate
+
+
+def _block_reference(x, weights, attention_mask, normalize_first, activation="relu", epsilon=1e-5, residual=True):
+    """One Transformer block (self-attention, then the feed-forward network), post- or pre-norm.
+
+    ``attention_mask`` is (B, T, T) or None; ``residual`` exists for a hint's usual mistake.
+    """
+    def norm(values, parameters):
+        return _layer_norm_reference(values, parameters["gamma"], parameters["beta"], epsilon)
+
+    def feedforward(values):
+        ff = weights["feedforward"]
+        return _activation(activation)(values @ ff["hidden_kernel"] + ff["hidden_bias"]) @ ff["output_kernel"] \
+            + ff["output_bias"]
+
+    for sublayer, norm_weights in ((lambda values: _multi_head_attention_reference(values, values, weights["attention"],
+                                                                                    attention_mask),
+                                    weights["attention_norm"]),
+                                   (feedforward, weights["feedforward_norm"])):
+        if normalize_first:
+            x = (x if residual else 0) + sublayer(norm(x, norm_weights))
+        else:
+            x = norm((x if residual else 0) + sublayer(x), norm_weights)
+    return x
+
+
+def _encoder_block_reference(x, weights, mask=None, normalize_first=False):
+    attention_mask = None if mask is None else np.broadcast_to(
+        np.asarray(mask, dtype=bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
+    return _block_reference(np.asarray(x, dtype="float64"), weights, attention_mask, normalize_first)
+
+
+def _encoder_block_cases(rng):
+    def case(batch, length, width, heads, normalize_first, padded):
+        mask = None
+        if padded:
+            mask = np.arange(length)[None, :] < rng.integers(1, length + 1, size=batch)[:, None]
+            mask[0] = np.arange(length) < length - 2
+        return {"x": rng.normal(size=(batch, length, width)),
+                "weights": _block_weight_dict(rng, width, heads, 2 * width),
+                "mask": mask, "normalize_first": normalize_first}
+
+    return [("post-norm, B=2, T=3, E=4, 2 heads, no padding", case(2, 3, 4, 2, False, False)),
+            ("post-norm, padded reviews", case(2, 5, 8, 2, False, True)),
+            ("pre-norm, padded reviews", case(3, 5, 8, 4, True, True)),
+            ("random sizes, pre- or post-norm, padded",
+             case(int(rng.integers(1, 4)), int(rng.integers(3, 7)), 6, 3, bool(rng.integers(2)), True))]
 
 
 # --- 06: pooling ----------------------------------------------------------------------------
@@ -435,6 +645,114 @@ def _nucleus_cases(rng):
              {"probabilities": np.array([[0.125, 0.5, 0.125, 0.25]]), "p": 0.75})]
 
 
+def _cached_attention_step_reference(query, key, value, key_cache, value_cache, index):
+    key_cache, value_cache = np.array(key_cache, dtype="float64"), np.array(value_cache, dtype="float64")
+    key_cache[:, :, index] = key[:, :, 0]
+    value_cache[:, :, index] = value[:, :, 0]
+    keys, values = key_cache[:, :, :index + 1], value_cache[:, :, :index + 1]  # positions 0 ... t
+    scores = query @ np.swapaxes(keys, -1, -2) / math.sqrt(query.shape[-1])  # (B, N, 1, t + 1)
+    return _softmax_rows(scores) @ values, key_cache, value_cache
+
+
+def _cached_attention_step_cases(rng):
+    def case(batch, heads, capacity, width, index):
+        stale = rng.normal(size=(2, batch, heads, capacity, width))  # what a reused cache holds after t
+        return {"query": rng.normal(size=(batch, heads, 1, width)), "key": rng.normal(size=(batch, heads, 1, width)),
+                "value": rng.normal(size=(batch, heads, 1, width)), "key_cache": stale[0], "value_cache": stale[1],
+                "index": index}
+
+    capacity = int(rng.integers(6, 12))
+    return [("the first position, t = 0", case(1, 2, 4, 3, 0)),
+            ("B=2, N=2, room for 6, t = 3", case(2, 2, 6, 4, 3)),
+            ("the last position of the cache", case(1, 1, 5, 2, 4)),
+            ("random sizes and t", case(int(rng.integers(1, 4)), int(rng.integers(1, 4)), capacity, 4,
+                                        int(rng.integers(1, capacity - 1))))]
+
+
+def _perplexity_and_bits_reference(log_probabilities, targets, characters):
+    real = np.asarray(targets) != 0
+    scores = np.asarray(log_probabilities, dtype="float64")[real]
+    return math.exp(-scores.mean()), float(-scores.sum() / math.log(2) / characters)
+
+
+def _perplexity_and_bits_cases(rng):
+    def case(rows, length, padded):
+        targets = rng.integers(1, 50, size=(rows, length))
+        if padded:
+            for row in range(rows):
+                targets[row, int(rng.integers(1, length + 1)):] = 0
+            targets[0, -1] = 0
+        log_probabilities = np.where(targets != 0, np.log(rng.uniform(0.01, 0.9, size=(rows, length))), 0.0)
+        characters = int((targets != 0).sum() * rng.uniform(2.5, 4.5))
+        return {"log_probabilities": log_probabilities, "targets": targets, "characters": characters}
+
+    return [("two tokens of probability 1/2 and 1/4, 3 characters",
+             {"log_probabilities": np.log([[0.5, 0.25]]), "targets": np.array([[5, 6]]), "characters": 3}),
+            ("3 rows of 6 tokens, padded", case(3, 6, True)),
+            ("random rows, padded", case(int(rng.integers(2, 6)), int(rng.integers(4, 12)), True))]
+
+
+def _gpt_reference(token_ids, weights, config, causal=True, positions_after_blocks=False, final_norm=True,
+                   output_bias=True, normalize_first=None):
+    """The decoder-only forward pass, on the weight dictionary of exercise 09.5; logits (B, T, V).
+
+    The keyword arguments after ``config`` exist for the hints' usual mistakes; the exercise passes none.
+    """
+    token_ids = np.asarray(token_ids)
+    length = token_ids.shape[1]
+    x = np.asarray(weights["token_embedding"], dtype="float64")[token_ids]  # (B, T, E)
+    positions = np.asarray(weights["position_embedding"], dtype="float64")[:length]  # (T, E)
+    if not positions_after_blocks:
+        x = x + positions
+    allowed = token_ids[:, None, :] != 0  # (B, 1, T): padding is never a key
+    if causal:
+        allowed = allowed & np.tril(np.ones((length, length), dtype=bool))
+    allowed = np.broadcast_to(allowed, (token_ids.shape[0], length, length))
+    pre_norm = config["normalize_first"] if normalize_first is None else normalize_first
+    for block in weights["blocks"]:
+        x = _block_reference(x, block, allowed, pre_norm, config["activation"], config["layer_norm_epsilon"])
+    if positions_after_blocks:
+        x = x + positions
+    if "final_norm" in weights and final_norm:
+        x = _layer_norm_reference(x, weights["final_norm"]["gamma"], weights["final_norm"]["beta"],
+                                  config["layer_norm_epsilon"])
+    logits = x @ np.asarray(weights["token_embedding"], dtype="float64").T
+    return logits + weights["output_bias"] if output_bias else logits
+
+
+def _gpt_weights(rng, vocabulary, capacity, width, heads, layers, final_norm):
+    weights = {"token_embedding": rng.normal(0, 0.5, size=(vocabulary, width)),
+               "position_embedding": rng.normal(0, 0.5, size=(capacity, width)),
+               "blocks": [_block_weight_dict(rng, width, heads, 2 * width) for _ in range(layers)],
+               "output_bias": rng.normal(0, 0.1, size=vocabulary)}
+    if final_norm:
+        weights["final_norm"] = _norm_weights(rng, width)
+    return weights
+
+
+def _padded_ids(rng, rows, length, vocabulary):
+    token_ids = rng.integers(1, vocabulary, size=(rows, length))
+    for row in range(1, rows):
+        token_ids[row, int(rng.integers(2, length + 1)):] = 0
+    return token_ids
+
+
+def _gpt_cases(rng):
+    def case(rows, length, vocabulary, width, heads, layers, normalize_first, activation):
+        config = {"num_heads": heads, "normalize_first": normalize_first, "activation": activation,
+                  "layer_norm_epsilon": 1e-5}
+        return {"token_ids": _padded_ids(rng, rows, length, vocabulary),
+                "weights": _gpt_weights(rng, vocabulary, length + 2, width, heads, layers, final_norm=normalize_first),
+                "config": config}
+
+    heads = int(rng.choice([2, 4]))
+    return [("post-norm (the original), 1 block, ReLU", case(2, 5, 20, 8, 2, 1, False, "relu")),
+            ("pre-norm with a final norm (GPT-2), 2 blocks, GELU", case(3, 6, 30, 8, 2, 2, True, "gelu_approximate")),
+            ("random sizes, pre-norm, GELU",
+             case(int(rng.integers(2, 4)), int(rng.integers(4, 9)), int(rng.integers(20, 40)), 4 * heads, heads,
+                  int(rng.integers(1, 4)), True, "gelu_approximate"))]
+
+
 # --- 10: the Vision Transformer -------------------------------------------------------------
 
 def _patchify_reference(images, patch_size):
@@ -485,13 +803,16 @@ _EXERCISES = {
     "02.1": (lambda rng: _score_cases(rng, True), _luong_general_reference),
     "02.2": (lambda rng: _score_cases(rng, False), _bahdanau_reference),
     "03.1": (_vectorize_cases, _vectorize_reference),
-    "03.2": (_pad_cases, _pad_reference),
     "03.3": (_merge_step_cases, _merge_step_reference),
+    "03.4": (_encode_word_cases, _encode_word_reference),
     "04.1": (_attention_cases, _attention_reference),
     "04.2": (_split_cases, _split_heads_reference),
     "04.3": (_merge_cases, _merge_heads_reference),
+    "04.4": (_sinusoidal_cases, _sinusoidal_reference),
+    "04.5": (_multi_head_attention_cases, _multi_head_attention_reference),
     "05.1": (_layer_norm_cases, _layer_norm_reference),
     "05.2": (_feed_forward_cases, _feed_forward_reference),
+    "05.3": (_encoder_block_cases, _encoder_block_reference),
     "06.1": (_pooling_cases, _masked_max_reference),
     "06.2": (_pooling_cases, _masked_mean_reference),
     "07.1": (_causal_cases, _causal_reference),
@@ -501,6 +822,9 @@ _EXERCISES = {
     "08.3": (_bert_corruption_cases, _bert_corruption_reference),
     "09.1": (_temperature_cases, _temperature_reference),
     "09.2": (_nucleus_cases, _nucleus_reference),
+    "09.3": (_cached_attention_step_cases, _cached_attention_step_reference),
+    "09.4": (_perplexity_and_bits_cases, _perplexity_and_bits_reference),
+    "09.5": (_gpt_cases, _gpt_reference),
     "10.1": (_patchify_cases, _patchify_reference),
     "10.2": (_rollout_cases, _rollout_reference),
 }

@@ -1,0 +1,153 @@
+"""The grader's references for the exercises that build a model are the library's own numbers.
+
+Each reference is written independently of the package (students can import the package); these
+tests hold it against Keras' layers, the package's layers and models, and the package's BPE, so a
+student graded by it is graded against what the course teaches.
+"""
+
+import numpy as np
+import pytest
+
+from transformer_course.grading import evaluate_hidden, references
+
+pytestmark = pytest.mark.tensorflow  # the package's tokeniser and models are built on the default backend
+
+
+def _randomised(model, seed):
+    """Every weight of ``model`` redrawn (LayerNorm scales near 1), so no gamma of 1 or bias of 0 hides a mistake."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        shape = tuple(variable.shape)
+        value = rng.normal(0, 0.3, size=shape)
+        if variable.path.endswith("gamma"):
+            value = 1 + value / 3
+        variable.assign(value.astype("float32"))
+    return model
+
+
+def test_merge_rank_encoding_equals_the_package_byte_pair_encoding():
+    from transformer_course.bpe import BytePairEncoding
+
+    for seed in range(5):
+        for _, arguments in references.cases("03.4", np.random.default_rng(seed)):
+            merges = [tuple(part.encode() for part in merge.split(" ")) for merge in arguments["merges"]]
+            encoding = BytePairEncoding(merges)
+            tokens = [encoding.token(token) for token in encoding.encode(arguments["word"])]
+            assert tokens == references.expected("03.4", arguments), arguments["word"]
+
+
+def test_sinusoidal_reference_equals_the_package_table():
+    from transformer_course.positional import sinusoidal_encoding
+
+    for _, arguments in references.cases("04.4", np.random.default_rng(3)):
+        np.testing.assert_allclose(references.expected("04.4", arguments), sinusoidal_encoding(**arguments),
+                                   atol=1e-6)
+
+
+def test_multi_head_attention_reference_equals_keras_with_the_same_weights():
+    import keras
+
+    for label, arguments in references.cases("04.5", np.random.default_rng(5)):
+        weights = arguments["weights"]
+        heads, head_width = weights["query_kernel"].shape[1:]
+        layer = keras.layers.MultiHeadAttention(heads, head_width)
+        layer(arguments["query"], arguments["value"])
+        layer.set_weights([weights[f"{name}_{part}"] for name in ("query", "key", "value", "output")
+                           for part in ("kernel", "bias")])
+        ours = references.expected("04.5", arguments)
+        theirs = layer(arguments["query"].astype("float32"), arguments["value"].astype("float32"),
+                       attention_mask=arguments["mask"])
+        np.testing.assert_allclose(ours, keras.ops.convert_to_numpy(theirs), atol=1e-5, err_msg=label)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_encoder_block_reference_equals_the_package_encoder_at_real_tokens(normalize_first):
+    from transformer_course.transformer import TransformerEncoder
+
+    for label, arguments in references.cases("05.3", np.random.default_rng(7)):
+        x, weights, mask = arguments["x"], arguments["weights"], arguments["mask"]
+        block = TransformerEncoder(weights["feedforward"]["hidden_kernel"].shape[1],
+                                   weights["attention"]["query_kernel"].shape[1], normalize_first=normalize_first)
+        block(x.astype("float32"))
+        for layer, parameters in ((block.attention, weights["attention"]),):
+            layer.set_weights([parameters[f"{name}_{part}"] for name in ("query", "key", "value", "output")
+                               for part in ("kernel", "bias")])
+        for norm, name in ((block.attention_norm, "attention_norm"), (block.feedforward_norm, "feedforward_norm")):
+            norm.set_weights([weights[name]["gamma"], weights[name]["beta"]])
+        feedforward = weights["feedforward"]
+        block.feedforward_hidden.set_weights([feedforward["hidden_kernel"], feedforward["hidden_bias"]])
+        block.feedforward_output.set_weights([feedforward["output_kernel"], feedforward["output_bias"]])
+        real = np.ones(x.shape[:2], dtype=bool) if mask is None else mask
+        ours = references.expected("05.3", {**arguments, "normalize_first": normalize_first})
+        theirs = np.asarray(block(x.astype("float32"), padding_mask=real))
+        np.testing.assert_allclose(ours[real], theirs[real], atol=1e-5, err_msg=label)
+
+
+@pytest.mark.parametrize("options", [
+    {"normalize_first": False, "final_norm": False},
+    {"normalize_first": True, "final_norm": True, "activation": "gelu_approximate"},
+], ids=["post-norm, relu", "pre-norm, final norm, gelu"])
+def test_the_capstone_reference_is_the_package_language_model_on_its_own_weights(options):
+    """The weight dictionary students receive (``forward_weights``) run through the reference gives the model's
+    next-token distribution at every real token (padding rows are not compared)."""
+    import keras
+
+    from transformer_course.bert import gelu_approximate
+    from transformer_course.language_model import build_language_model, forward_weights
+
+    if options.get("activation") == "gelu_approximate":
+        options = {**options, "activation": gelu_approximate}
+    model = _randomised(build_language_model(25, 9, embed_dim=12, intermediate_dim=20, num_heads=3, num_layers=2,
+                                             dropout=0.0, **options), seed=1)
+    token_ids = np.array([[5, 3, 9, 1, 24, 7, 2, 8], [4, 4, 17, 0, 0, 0, 0, 0], [11, 0, 0, 0, 0, 0, 0, 0]])
+    weights, config = forward_weights(model)
+    logits = references.expected("09.5", {"token_ids": token_ids, "weights": weights, "config": config})
+    ours = keras.ops.convert_to_numpy(keras.ops.softmax(logits.astype("float32"), axis=-1))
+    theirs = keras.ops.convert_to_numpy(model(token_ids))
+    real = token_ids != 0
+    np.testing.assert_allclose(ours[real], theirs[real], atol=1e-5)
+
+
+def test_cached_attention_steps_equal_causal_attention_over_the_whole_sequence():
+    rng = np.random.default_rng(0)
+    batch, heads, length, width = 2, 3, 6, 4
+    q, k, v = (rng.normal(size=(batch, heads, length, width)) for _ in range(3))
+    key_cache, value_cache = rng.normal(size=(2, batch, heads, length, width))  # stale values
+    steps = []
+    for index in range(length):
+        output, key_cache, value_cache = references.expected("09.3", {
+            "query": q[:, :, index:index + 1], "key": k[:, :, index:index + 1], "value": v[:, :, index:index + 1],
+            "key_cache": key_cache, "value_cache": value_cache, "index": index})
+        steps.append(output)
+    causal = np.tril(np.ones((length, length), dtype=bool))
+    whole, _ = references.expected("04.1", {"query": q, "key": k, "value": v, "mask": causal})
+    np.testing.assert_allclose(np.concatenate(steps, axis=2), whole, atol=1e-12)
+
+
+def test_perplexity_and_bits_reference_equals_the_package_measures():
+    from transformer_course.language_model import bits_per_character, perplexity
+
+    for _, arguments in references.cases("09.4", np.random.default_rng(2)):
+        ours = references.expected("09.4", arguments)
+        np.testing.assert_allclose(ours, (perplexity(arguments["log_probabilities"], arguments["targets"]),
+                                          bits_per_character(**arguments)), rtol=1e-12)
+
+
+def test_a_first_seen_tie_rule_fails_the_merge_step_public_and_secret_cases_with_a_hint():
+    """Sennrich et al.'s code keeps the first pair it counted among equals; the exercise asks for the smallest."""
+    from transformer_course.exercises import evaluate
+
+    def first_seen(words, counts):
+        pairs = {}
+        for word, count in zip(words, counts):
+            symbols = word.split(" ")
+            for pair in zip(symbols, symbols[1:]):
+                pairs[pair] = pairs.get(pair, 0) + count
+        best = max(pairs, key=pairs.get)  # the first of the most frequent, in counting order
+        return " ".join(best), [" ".join(references._merge_word(word.split(" "), best)) for word in words]
+
+    for seed in (0, 5, 11, 23, 99):
+        verdict = evaluate_hidden("03.3", first_seen, seed=seed)
+        assert verdict.status == "failed" and "tie" in verdict.message and "weight it" not in verdict.message, \
+            verdict.message
+    assert not evaluate("03.3", first_seen).passed
