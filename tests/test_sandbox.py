@@ -195,3 +195,55 @@ def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path)
     assert problems == str(["cell 2 raised ValueError: the kernel goes on",
                             "cell 3 ran past the 5 s cell limit and was interrupted"])
     assert int(added) < 64, f"grading raised the grader's peak resident memory by {added} MiB"
+
+
+@needs_sandbox
+def test_a_link_planted_in_place_of_a_kernel_socket_is_never_followed(tmp_path):
+    """The kernel replaces its sockets by links to a socket of the host, then overruns its cell: the
+    grader interrupts it on the connection it made before any cell ran, and never connects to the link."""
+    import socket
+
+    host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    host.bind(str(tmp_path / "host.sock"))
+    host.listen(8)
+    plant = ("import os\n"
+             "for name in os.listdir('/run/kernel'):\n"
+             "    os.unlink(f'/run/kernel/{name}')\n"
+             f"    os.symlink({str(tmp_path / 'host.sock')!r}, f'/run/kernel/{{name}}')\n")
+    try:
+        problems, stopped = _run_cells(plant, "while True:\n    pass", "raise ValueError('after the interrupt')",
+                                       cell_seconds=3)
+        host.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            host.accept()  # nothing of the grader's ever reached the host's socket
+    finally:
+        host.close()
+    assert stopped is None, stopped
+    assert problems[0] == "cell 2 ran past the 3 s cell limit and was interrupted"
+    assert problems[-1] == "cell 3 raised ValueError: after the interrupt"
+
+
+@pytest.mark.skipif(platform.machine() not in _SECCOMP_DENIED, reason="no seccomp filter is known for this machine")
+def test_no_keyring_of_the_grader_is_readable():
+    """A secret in the grader's session keyring: the kernel's key calls fail (ENOSYS), and it has a keyring of its own."""
+    import ctypes
+
+    numbers = _SECCOMP_DENIED[platform.machine()][1]
+    libc = ctypes.CDLL(None, use_errno=True)
+    planted = libc.syscall(ctypes.c_long(numbers["add_key"]), b"user", b"course-grader-secret", b"planted", 7,
+                           ctypes.c_int(-3))  # KEY_SPEC_SESSION_KEYRING
+    if planted < 0:
+        pytest.skip(f"this host offers no keyring to plant a secret in (errno {ctypes.get_errno()})")
+    try:
+        read = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                "buffer = ctypes.create_string_buffer(64)\n"
+                "found = libc.syscall(ctypes.c_long({request}), b'user', b'course-grader-secret', None, 0)\n"
+                "if found < 0:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n"
+                "libc.syscall(ctypes.c_long({keyctl}), 11, found, buffer, 64)\n"
+                "print(buffer.value)").format(request=numbers["request_key"], keyctl=numbers["keyctl"])
+        problems, stopped = _run_cells(read, "raise ValueError('the kernel goes on')", sandbox=SANDBOX)
+    finally:
+        libc.syscall(ctypes.c_long(numbers["keyctl"]), 21, planted)  # KEYCTL_INVALIDATE
+    assert stopped is None
+    assert problems == ["cell 1 raised OSError: [Errno 38] Function not implemented",
+                        "cell 2 raised ValueError: the kernel goes on"]

@@ -19,7 +19,12 @@ unprivileged user namespaces from the host. Inside it the kernel has:
   nothing on the host's disk is writable;
 * user id 65534 (``nobody``) inside, never 0;
 * a seccomp filter that makes the kernel objects whose memory no process's size shows (System V
-  shared memory and message queues, memfd files) unavailable: creating one fails with ENOSYS;
+  shared memory and message queues, memfd files) and the key calls (``add_key``, ``request_key``,
+  ``keyctl``) unavailable: each fails with ENOSYS; the kernel starts in a session keyring of its
+  own, never the grader's;
+* connections to the kernel's sockets made once, before the submission's first cell, and never
+  made again (a dropped one stays dropped), so no path the kernel could have replaced by a link
+  is ever resolved by the grader;
 * an environment built from an allow-list (nothing of the grader's own environment, so no
   secret in it reaches student code).
 
@@ -49,6 +54,7 @@ import os
 import platform
 import queue
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -231,14 +237,19 @@ def graded_snapshot() -> Path:
 
 # System calls that make kernel objects whose memory neither a process's size nor a tmpfs folder
 # shows: System V shared memory (a segment stays after every process detaches from it) and
-# message queues, and memfd files. In the sandbox they fail with ENOSYS, as on a Linux built
-# without them; every other system call is allowed. Per machine: its audit architecture and the
-# calls' numbers (x86-64; the generic table of arm64 and riscv64).
+# message queues, and memfd files; and the kernel's key management (add_key, request_key,
+# keyctl), through which a process reads the keyrings of its session and of its user outside the
+# sandbox. In the sandbox they fail with ENOSYS, as on a Linux built without them; every other
+# system call is allowed. Per machine: its audit architecture and the calls' numbers (x86-64;
+# the generic table of arm64 and riscv64).
+_GENERIC_DENIED = {"shmget": 194, "msgget": 186, "memfd_create": 279, "add_key": 217, "request_key": 218,
+                   "keyctl": 219}
 _SECCOMP_DENIED = {
-    "x86_64": (0xC000003E, {"shmget": 29, "msgget": 68, "memfd_create": 319}),
-    "aarch64": (0xC00000B7, {"shmget": 194, "msgget": 186, "memfd_create": 279}),
-    "arm64": (0xC00000B7, {"shmget": 194, "msgget": 186, "memfd_create": 279}),
-    "riscv64": (0xC00000F3, {"shmget": 194, "msgget": 186, "memfd_create": 279}),
+    "x86_64": (0xC000003E, {"shmget": 29, "msgget": 68, "memfd_create": 319, "add_key": 248, "request_key": 249,
+                            "keyctl": 250}),
+    "aarch64": (0xC00000B7, _GENERIC_DENIED),
+    "arm64": (0xC00000B7, _GENERIC_DENIED),
+    "riscv64": (0xC00000F3, _GENERIC_DENIED),
 }
 
 
@@ -264,8 +275,10 @@ def _seccomp_program(machine: str | None = None) -> bytes | None:
     return b"".join(struct.pack("=HBBI", *entry) for entry in program)
 
 
-# What the kernel's Python runs first: the caps, then the filter (prctl PR_SET_NO_NEW_PRIVS = 38,
-# then PR_SET_SECCOMP = 22 with SECCOMP_MODE_FILTER = 2), then ipykernel.
+# What the kernel's Python runs first: the caps; a new, empty session keyring in place of the
+# grader's (keyctl KEYCTL_JOIN_SESSION_KEYRING = 1 with no name; where keyrings are unavailable
+# there is none to leave); then the filter (prctl PR_SET_NO_NEW_PRIVS = 38, then PR_SET_SECCOMP =
+# 22 with SECCOMP_MODE_FILTER = 2), which refuses every key call after it; then ipykernel.
 _LAUNCH = """\
 import resource, runpy, sys
 resource.setrlimit(resource.RLIMIT_NPROC, ({processes}, {processes}))
@@ -273,6 +286,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, ({files}, {files}))
 if {program!r}:
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall(ctypes.c_long({keyctl}), ctypes.c_long(1), ctypes.c_void_p(None))
     code = ctypes.create_string_buffer(bytes.fromhex({program!r}), {size})
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
@@ -292,8 +306,9 @@ def _launcher(limits: Limits) -> list[str]:
     A filter that cannot be installed stops the launch: the kernel never runs without it.
     """
     program = _seccomp_program() or b""
+    keyctl = _SECCOMP_DENIED.get(platform.machine(), (0, {"keyctl": -1}))[1]["keyctl"]
     code = _LAUNCH.format(processes=int(limits.processes), files=int(limits.file_mb * 2**20),
-                          program=program.hex(), size=len(program))
+                          program=program.hex(), size=len(program), keyctl=keyctl)
     return [sys.executable, "-c", code]
 
 
@@ -361,10 +376,13 @@ class _SandboxedKernelManager(KernelManager):
 
     def interrupt_kernel(self) -> None:
         """Interrupt through the control channel: a signal sent to the sandbox's process group would
-        not reach a kernel inside its own PID namespace; ipykernel interrupts itself on the message."""
-        if not self.has_kernel:
+        not reach a kernel inside its own PID namespace; ipykernel interrupts itself on the message.
+
+        Only on the connection made before the submission's code ran (:func:`_connect_once`):
+        never a new one, whose path the kernel could have replaced by a link.
+        """
+        if not self.has_kernel or self._control_socket is None:
             return
-        self._connect_control_socket()
         self.session.send(self._control_socket, self.session.msg("interrupt_request", content={}))
 
 
@@ -482,10 +500,12 @@ SEND_SECONDS = 10
 
 @lru_cache(maxsize=1)
 def _bounded_context():
-    """A ZeroMQ context whose sockets refuse messages over MAX_MESSAGE_MB and give up a send after SEND_SECONDS."""
+    """A ZeroMQ context whose sockets refuse messages over MAX_MESSAGE_MB, give up a send after SEND_SECONDS
+    and never reconnect a dropped connection (:func:`_connect_once`)."""
     context = zmq.Context()
     context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_MB * 2**20)
     context.setsockopt(zmq.SNDTIMEO, SEND_SECONDS * 1000)
+    context.setsockopt(zmq.RECONNECT_IVL, -1)
     return context
 
 
@@ -619,6 +639,56 @@ def _run(manager, client, code, limits, result, label, nonce=None):
     return text, error, timed_out
 
 
+def _kernel_socket_paths(manager: KernelManager) -> list[str]:
+    """The five ``ipc`` socket files of a kernel, as the grader reaches them."""
+    return [f"{manager.ip}-{port}" for port in (manager.shell_port, manager.iopub_port, manager.stdin_port,
+                                                 manager.control_port, manager.hb_port)]
+
+
+def _wait_for_sockets(manager: KernelManager, seconds: float) -> None:
+    """Wait until the kernel has bound its five sockets: each path a socket file itself, never a link.
+
+    Raises:
+        RuntimeError: the sockets were not all there within ``seconds``.
+    """
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if all(stat.S_ISSOCK(os.lstat(path).st_mode) for path in _kernel_socket_paths(manager)):
+                return
+        except OSError:
+            pass
+        time.sleep(0.01)
+    raise RuntimeError(f"the kernel did not open its sockets within {seconds:.0f} s")
+
+
+def _connect_once(manager: KernelManager) -> None:
+    """Connect the manager's control socket now, with ZeroMQ's reconnection off for it and every channel.
+
+    The sockets' paths lie in a folder the kernel can write. Once the submission's code runs it
+    can unlink a socket and leave a link to any socket of the host in its place; a path resolved
+    then would be resolved by the grader, with the grader's rights. So every connection is made
+    before the first cell runs, and a connection the kernel drops stays dropped (the kernel then
+    stops answering, and its notebook is stopped) instead of being made again by path.
+    """
+    manager.context.setsockopt(zmq.RECONNECT_IVL, -1)  # the manager's own context: its sockets from now on
+    manager._close_control_socket()  # start_kernel connected it to the path the kernel sees
+    manager._connect_control_socket()
+
+
+def _control_round_trip(manager: KernelManager, seconds: float) -> None:
+    """One request and reply on the control socket, so its connection is made before any cell runs.
+
+    Raises:
+        RuntimeError: no reply within ``seconds``.
+    """
+    socket = manager._control_socket
+    manager.session.send(socket, manager.session.msg("kernel_info_request"))
+    if not socket.poll(seconds * 1000):
+        raise RuntimeError(f"the kernel's control channel did not answer within {seconds:.0f} s")
+    manager.session.recv(socket, mode=zmq.NOBLOCK)
+
+
 def _sandbox_root(manager: KernelManager, seconds: float) -> str:
     """``/proc/PID/root``: the sandbox's root as the grader reaches it (its sockets, its tmpfs folders).
 
@@ -703,10 +773,14 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             if sandbox:  # the kernel binds its sockets in SOCKETS; the grader reaches them from outside
                 watchdog.sandbox_root = _sandbox_root(manager, limits.cell_seconds)
                 manager.ip = f"{watchdog.sandbox_root}{SOCKETS}/kernel"
-                manager._close_control_socket()  # start_kernel connected it to the path the kernel sees
+                _wait_for_sockets(manager, limits.cell_seconds)
+            # Every connection is made now, before any of the submission's code runs, and never again:
+            # a path in the sandbox is resolved only while nothing there has run (see _connect_once).
+            _connect_once(manager)
             client = manager.client(context=_bounded_context())
-            client.start_channels()
+            client.start_channels(hb=False)  # the heartbeat channel reconnects by path; the watchdog sees a death
             client.wait_for_ready(timeout=limits.cell_seconds)
+            _control_round_trip(manager, limits.cell_seconds)
             _run_all(manager, client, notebook, requests, limits, result)
         except _KernelStopped:
             result.stopped = watchdog.reason or "the kernel died (it crashed or was killed)"
