@@ -408,7 +408,8 @@ for length, (element, sequence) in sweep.items():
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers.
+# The rest of the notebook does not depend on your answers. Two exercises, 5 points; our
+# estimate of the time they take, not a measurement: about 40 minutes.
 #
 # ### Exercise 01.1 — one-hot encoding (2 points)
 #
@@ -436,24 +437,46 @@ assert evaluate_hidden("01.1", one_hot_encode, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 01.2 — one-hot decoding (1 point)
+# ### Exercise 01.2 — one LSTM step from Keras' weights (3 points)
 #
-# Write `one_hot_decode(encoded)`: turn one-hot vectors, or the decoder's probability
-# distributions, of shape `S + (F,)` back into int64 symbols of shape `S` — the index of the
-# largest entry of each last-axis vector. This is how the accuracies above read the model's output.
+# Write `lstm_step(x, h, c, kernel, recurrent_kernel, bias)`: the equations of section 2 for one
+# time step of a batch, in NumPy. `x` is float `(B, D)`, the states `h` and `c` `(B, U)`; the
+# weights are Keras' `LSTM` layout: `kernel` `(D, 4U)`, `recurrent_kernel` `(U, 4U)` and `bias`
+# `(4U,)`, each holding the four gates side by side in the order **i, f, c̃, o** (input, forget,
+# candidate, output), U columns each. Return `(h_new, c_new)`, each `(B, U)`. σ is the logistic
+# sigmoid, `1 / (1 + exp(−z))`.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_01_2", "locked": false, "schema_version": 3, "solution": true}
-def one_hot_decode(encoded):
-    """Vectors of shape S + (F,) -> int64 symbols of shape S (argmax of the last axis)."""
+def lstm_step(x, h, c, kernel, recurrent_kernel, bias):
+    """One LSTM step: x (B, D), h and c (B, U), Keras' weights (gates i, f, c~, o) -> (h_new, c_new)."""
     ### BEGIN SOLUTION
-    return np.argmax(np.asarray(encoded), axis=-1).astype("int64")
+    z = x @ kernel + h @ recurrent_kernel + bias  # (B, 4U)
+    i, f, candidate, o = np.split(z, 4, axis=-1)
+    sigmoid = lambda values: 1 / (1 + np.exp(-values))  # noqa: E731
+    c_new = sigmoid(f) * c + sigmoid(i) * np.tanh(candidate)
+    return sigmoid(o) * np.tanh(c_new), c_new
     ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "check_01_2", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-check("01.2", one_hot_decode)
+# %% nbgrader={"grade": true, "grade_id": "check_01_2", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("01.2", lstm_step)
 ### BEGIN HIDDEN TESTS
-assert evaluate_hidden("01.2", one_hot_decode, seed=7).passed
+assert evaluate_hidden("01.2", lstm_step, seed=7).passed
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# Your step, run over the 5 time steps of section 2's batch with that layer's own weights, gives
+# the layer's outputs:
+
+# %%
+kernel, recurrent_kernel, bias = lstm.get_weights()
+h, c = np.zeros((2, 3)), np.zeros((2, 3))
+try:
+    for step in range(batch.shape[1]):
+        h, c = lstm_step(batch[:, step], h, c, kernel, recurrent_kernel, bias)
+    print("equal to keras.layers.LSTM at every unit:", bool(np.allclose(h, final_h, atol=1e-5)),
+          "and its cell state:", bool(np.allclose(c, final_c, atol=1e-5)))
+except NotImplementedError:
+    print("lstm_step: not attempted yet")
 
 # %% [markdown]
 # ## Exercise (ungraded)

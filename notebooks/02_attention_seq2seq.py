@@ -371,7 +371,8 @@ figure.tight_layout()
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers.
+# The rest of the notebook does not depend on your answers. Two exercises, 5 points; our
+# estimate of the time they take, not a measurement: about 40 minutes.
 #
 # Both functions score **one** decoder state against every encoder state, in NumPy: `query` is
 # the decoder state $h_t$, shape `(H,)`; `keys` holds the encoder states $\bar h_s$ as rows,

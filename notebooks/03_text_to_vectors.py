@@ -438,7 +438,7 @@ assert evaluate_hidden("03.1", vectorize, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 03.3 — one merge step of byte-pair encoding (2 points)
+# ### Exercise 03.2 — one merge step of byte-pair encoding (2 points)
 #
 # Write `merge_step(words, counts)`: `words` is a list of str, each a word spelled as symbols
 # separated by single spaces (`"n e w es t"`); `counts` is a list of int, how often each word
@@ -448,7 +448,7 @@ assert evaluate_hidden("03.1", vectorize, seed=7).passed
 # word, scanning left to right so that `"a a a"` becomes `"aa a"`. Return `(pair, merged)`: the pair as `"first second"`, and the
 # list of merged words in the same spelling.
 
-# %% nbgrader={"grade": false, "grade_id": "exercise_03_3", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": false, "grade_id": "exercise_03_2", "locked": false, "schema_version": 3, "solution": true}
 def merge_step(words, counts):
     """words: symbols separated by spaces, counts: their frequencies -> ("a b", the words with a+b merged)."""
     ### BEGIN SOLUTION
@@ -462,14 +462,14 @@ def merge_step(words, counts):
     return f"{first} {second}", [whole.sub(first + second, word) for word in words]
     ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "check_03_3", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-check("03.3", merge_step)
+# %% nbgrader={"grade": true, "grade_id": "check_03_2", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("03.2", merge_step)
 ### BEGIN HIDDEN TESTS
-assert evaluate_hidden("03.3", merge_step, seed=7).passed
+assert evaluate_hidden("03.2", merge_step, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 03.4 — encoding a word by merge rank (2 points)
+# ### Exercise 03.3 — encoding a word by merge rank (2 points)
 #
 # Training learns merges; encoding applies them. Write `encode_word(word, merges)`: `word` is a
 # str, `merges` a list of str `"first second"` in the order they were learned (rank 0 first, as
@@ -479,7 +479,7 @@ assert evaluate_hidden("03.3", merge_step, seed=7).passed
 # The leftmost mergeable pair is not always the right one: in a word where a later merge comes
 # first, the earlier merge must still go first.
 
-# %% nbgrader={"grade": false, "grade_id": "exercise_03_4", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": false, "grade_id": "exercise_03_3", "locked": false, "schema_version": 3, "solution": true}
 def encode_word(word, merges):
     """word: str, merges: ["a b", ...] in the order learned -> the word's symbols (list of str)."""
     ### BEGIN SOLUTION
@@ -501,10 +501,10 @@ def encode_word(word, merges):
     return symbols
     ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "check_03_4", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-check("03.4", encode_word)
+# %% nbgrader={"grade": true, "grade_id": "check_03_3", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("03.3", encode_word)
 ### BEGIN HIDDEN TESTS
-assert evaluate_hidden("03.4", encode_word, seed=7).passed
+assert evaluate_hidden("03.3", encode_word, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

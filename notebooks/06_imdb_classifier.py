@@ -407,7 +407,8 @@ plt.tight_layout(); plt.show()
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers.
+# The rest of the notebook does not depend on your answers. Two exercises, 4 points; our
+# estimate of the time they take, not a measurement: about 30 minutes.
 #
 # Both are pooling heads in NumPy: `values` are the encoder's token vectors, shape `(B, T, E)`;
 # `mask` is bool `(B, T)`, True for a real token and False for padding. Each returns one vector

@@ -537,6 +537,8 @@ for label, sentence in odd_inputs.items():
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
 # Everything above keeps working whether or not you finish — it uses the package's versions.
+# Six exercises, 13 points; our estimate of the time they take, not a measurement: about two
+# and a half hours (07.4, beam search, the longest, about 45 minutes).
 #
 # ### Exercise 07.1 — the causal mask (1 point)
 #
@@ -591,6 +593,135 @@ def greedy_decode(next_token_probabilities, start_ids, end_id, max_length):
 check("07.2", greedy_decode)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("07.2", greedy_decode, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 07.3 — teacher forcing and the padding-masked loss (2 points)
+#
+# Write `teacher_forcing_loss(target_ids, probabilities)`. `target_ids` is int `(B, L)`, each row
+# `[start] w₁ … wₙ [end]` then padding (0); `probabilities` is float `(B, L − 1, V)`, what the
+# decoder predicted at each of its input positions. Return `(decoder_inputs, labels, loss)`:
+# the decoder reads every id but the last of each row, `(B, L − 1)`; it learns to predict the id
+# that follows, so the labels are every id but the first, `(B, L − 1)`; and the loss is the mean
+# cross-entropy `−log p(label)` (without the label smoothing this notebook trains with) over the
+# positions whose label is not padding — every real token of the batch counts once, whatever
+# its sentence (section 4).
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_07_3", "locked": false, "schema_version": 3, "solution": true}
+def teacher_forcing_loss(target_ids, probabilities):
+    """target ids (B, L), predictions (B, L - 1, V) -> (decoder inputs, labels, masked mean cross-entropy)."""
+    ### BEGIN SOLUTION
+    inputs, labels = target_ids[:, :-1], target_ids[:, 1:]
+    picked = np.take_along_axis(probabilities, labels[..., None], axis=-1)[..., 0]  # p(label) at each position
+    real = labels != 0
+    return inputs, labels, float(-np.log(picked[real]).mean())
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_07_3", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("07.3", teacher_forcing_loss)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("07.3", teacher_forcing_loss, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 07.4 — one step of beam search (3 points)
+#
+# Write `beam_step(scores, log_probabilities, beam_width, end_id, step, alpha)`, one step of
+# section 7's beam search. `scores` is float `(K,)`, the summed log-probabilities of the K live
+# beams; `log_probabilities` float `(K, V)`, each beam's next-token log-probabilities; `step`
+# the length each beam reaches with this token (the start id not counted). Score every
+# extension, `scores[k] + log_probabilities[k, v]`, and go through the best 2 × `beam_width` of
+# all K × V from the best down (ties: the lower `k × V + v` first), stopping at a score of −inf:
+# an extension by `end_id` is **finished**, with its score divided by the length penalty
+# `((5 + step) / 6) ** alpha`; any other stays **live**; stop as soon as `beam_width` are live.
+# Return five arrays: the live beams' parents (int, which k each extends), their tokens (int)
+# and their scores (float), then the finished ones' parents (int) and normalised scores (float);
+# empty arrays where there are none.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_07_4", "locked": false, "schema_version": 3, "solution": true}
+def beam_step(scores, log_probabilities, beam_width, end_id, step, alpha):
+    """(K,) scores, (K, V) log-probabilities -> live parents, tokens, scores; finished parents, scores."""
+    ### BEGIN SOLUTION
+    vocabulary = log_probabilities.shape[1]
+    candidates = (scores[:, None] + log_probabilities).ravel()  # (K * V,)
+    live, finished = [], []
+    for flat in np.argsort(-candidates, kind="stable")[:2 * beam_width]:
+        if not np.isfinite(candidates[flat]):
+            break
+        parent, token = divmod(int(flat), vocabulary)
+        if token == end_id:
+            finished.append((parent, candidates[flat] / ((5 + step) / 6) ** alpha))
+        else:
+            live.append((parent, token, candidates[flat]))
+            if len(live) == beam_width:
+                break
+    parents, tokens, kept = (np.array(column, dtype=dtype) for column, dtype in
+                             zip(zip(*live) if live else ([], [], []), ("int64", "int64", "float64")))
+    ended, ended_scores = (np.array(column, dtype=dtype) for column, dtype in
+                           zip(zip(*finished) if finished else ([], []), ("int64", "float64")))
+    return parents, tokens, kept, ended, ended_scores
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_07_4", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("07.4", beam_step)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("07.4", beam_step, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 07.5 — the warm-up and cosine learning-rate schedule (2 points)
+#
+# Write `warmup_cosine(steps, peak, warmup_steps, decay_steps, final_fraction)`: the learning
+# rate this notebook trains with (`WarmupCosineDecay`, section 6) at every step of the int array
+# `steps` (counted from 0), as a float array of the same shape. During warm-up (`step <
+# warmup_steps`) the rate rises linearly, `peak × (step + 1) / warmup_steps`; then it falls along
+# half a cosine from `peak` to `final_fraction × peak`, reached at `decay_steps` and kept after:
+# `peak × (f + (1 − f) × (1 + cos(π × progress)) / 2)` with `progress = (step − warmup_steps) /
+# (decay_steps − warmup_steps)` clipped to [0, 1].
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_07_5", "locked": false, "schema_version": 3, "solution": true}
+def warmup_cosine(steps, peak, warmup_steps, decay_steps, final_fraction):
+    """int steps (any shape) -> float learning rates: linear warm-up, then a cosine down to final_fraction x peak."""
+    ### BEGIN SOLUTION
+    steps = np.asarray(steps, dtype="float64")
+    progress = np.clip((steps - warmup_steps) / (decay_steps - warmup_steps), 0.0, 1.0)
+    decayed = peak * (final_fraction + (1 - final_fraction) * (1 + np.cos(np.pi * progress)) / 2)
+    return np.where(steps < warmup_steps, peak * (steps + 1) / warmup_steps, decayed)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_07_5", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("07.5", warmup_cosine)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("07.5", warmup_cosine, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 07.6 — one AdamW step (2 points)
+#
+# This notebook trains with Adam; notebooks 08 to 10 with AdamW, Adam with *decoupled* weight
+# decay (Loshchilov and Hutter, 2019). Write `adamw_step(parameters, gradients, m, v, step,
+# learning_rate, beta_1, beta_2, epsilon, weight_decay)` for float arrays of one shape and the
+# step number `step` (from 1), as Keras' `AdamW` computes it: the moments
+# `m ← β₁ m + (1 − β₁) g` and `v ← β₂ v + (1 − β₂) g²`; the decay `θ ← θ − lr · λ · θ`, applied
+# to the parameters directly, never through the gradient; and the step
+# `θ ← θ − lr · √(1 − β₂ᵗ) / (1 − β₁ᵗ) · m / (√v + ε)` (the bias correction in Keras' form).
+# Return `(new parameters, new m, new v)`. With `weight_decay = 0` it is one Adam step.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_07_6", "locked": false, "schema_version": 3, "solution": true}
+def adamw_step(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
+    """One AdamW update of `parameters` from `gradients` -> (parameters, m, v)."""
+    ### BEGIN SOLUTION
+    m = beta_1 * m + (1 - beta_1) * gradients
+    v = beta_2 * v + (1 - beta_2) * gradients ** 2
+    parameters = parameters - learning_rate * weight_decay * parameters
+    rate = learning_rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step)
+    return parameters - rate * m / (np.sqrt(v) + epsilon), m, v
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_07_6", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("07.6", adamw_step)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("07.6", adamw_step, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -1037,7 +1037,8 @@ if borrowed is not None:
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers. All three are plain NumPy.
+# The rest of the notebook does not depend on your answers. All three are plain NumPy; 7 points,
+# and our estimate of the time they take, not a measurement: about 60 minutes.
 #
 # ### Exercise 08.1 — the masked-LM loss (2 points)
 #

@@ -586,7 +586,8 @@ report_metric("position_similarity_far", far, "mean cosine similarity of positio
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers. Both are plain NumPy.
+# The rest of the notebook does not depend on your answers. Both are plain NumPy; 5 points,
+# and our estimate of the time they take, not a measurement: about 45 minutes.
 #
 # ### Exercise 10.1 — cutting images into patches (2 points)
 #

@@ -209,6 +209,13 @@ def _nucleus_below_p(probabilities, p):  # keeps a token while the mass above is
     return kept / kept.sum(axis=-1, keepdims=True)
 
 
+def _lstm_forget_gate_first(x, h, c, kernel, recurrent_kernel, bias):
+    units = h.shape[-1]
+    order = np.r_[units:2 * units, 0:units, 2 * units:4 * units]  # f, i, c, o read as i, f, c, o
+    return references.expected("01.2", {"x": x, "h": h, "c": c, "kernel": kernel[:, order],
+                                        "recurrent_kernel": recurrent_kernel[:, order], "bias": bias[order]})
+
+
 def _sines_then_cosines(length, depth):
     angles = np.arange(length)[:, None] / 10000 ** (np.arange(0, depth, 2) / depth)
     return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
@@ -242,6 +249,31 @@ def _bits_in_nats(log_probabilities, targets, characters):
     return perplexity, bits * np.log(2)
 
 
+def _loss_with_padding(target_ids, probabilities):
+    inputs, labels, _ = references.expected("07.3", {"target_ids": target_ids, "probabilities": probabilities})
+    picked = np.take_along_axis(probabilities, labels[..., None], axis=-1)[..., 0]
+    return inputs, labels, -np.log(picked).mean()
+
+
+def _finished_not_normalised(scores, log_probabilities, beam_width, end_id, step, alpha):
+    arguments = {"scores": scores, "log_probabilities": log_probabilities, "beam_width": beam_width,
+                 "end_id": end_id, "step": step, "alpha": alpha}
+    parents, tokens, kept, ended, ended_scores = references.expected("07.4", arguments)
+    return parents, tokens, kept, ended, ended_scores * ((5 + step) / 6) ** alpha
+
+
+def _warmup_from_zero(steps, peak, warmup_steps, decay_steps, final_fraction):
+    rates = references.expected("07.5", {"steps": steps, "peak": peak, "warmup_steps": warmup_steps,
+                                         "decay_steps": decay_steps, "final_fraction": final_fraction})
+    return np.where(steps < warmup_steps, peak * steps / warmup_steps, rates)
+
+
+def _adam_with_l2(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
+    return references.expected("07.6", {"parameters": parameters, "gradients": gradients + weight_decay * parameters,
+                                        "m": m, "v": v, "step": step, "learning_rate": learning_rate,
+                                        "beta_1": beta_1, "beta_2": beta_2, "epsilon": epsilon, "weight_decay": 0.0})
+
+
 def _gpt(mistake):
     return lambda token_ids, weights, config: references._gpt_reference(token_ids, weights, config, **mistake)
 
@@ -251,12 +283,17 @@ def _gpt_swapped_norm(token_ids, weights, config):
 
 
 @pytest.mark.parametrize("exercise_id, mistake, words", [
+    ("01.2", _lstm_forget_gate_first, "input and forget gates are swapped"),
     ("02.1", lambda query, keys, weight: keys @ weight.T @ query, "`weight` transposed"),
-    ("03.4", _encode_leftmost_first, "lowest **rank**"),
+    ("03.3", _encode_leftmost_first, "lowest **rank**"),
     ("04.4", _sines_then_cosines, "interleave them"),
     ("04.5", _attention_scaled_by_the_width, "divide by √H"),
     ("05.3", _encoder_block_swapped_norm, "normalise"),
     ("06.2", _mean_over_every_position, "divided by T"),
+    ("07.3", _loss_with_padding, "padding was counted"),
+    ("07.4", _finished_not_normalised, "not length-normalised"),
+    ("07.5", _warmup_from_zero, "step 0 got a rate of 0"),
+    ("07.6", _adam_with_l2, "went through the gradient"),
     ("09.3", _step_over_the_whole_cache, "positions after `index` hold stale values"),
     ("09.4", _bits_in_nats, "divide the natural-log sum by ln 2"),
     ("09.5", _gpt({"causal": False}), "without the causal mask"),

@@ -106,3 +106,28 @@ def test_one_reply_is_judged_against_the_reference_in_the_graders_process():
     verdict = grader._judge(exercise, cases, {"07.1#0": f"{'n' * 32} ok __main__ {wrong}"}, stopped=None)
     assert (verdict.status, verdict.points) == ("failed", 0)
     assert grader._judge(exercise, cases, {}, stopped=None).status == "error"  # no reply at all
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_worker_that_dies_costs_only_the_job_it_held(workers):
+    """A job whose worker is aborted (as libzmq aborts its process), killed or ended by an exception becomes
+    that job's row; a new worker takes the others, in order."""
+    import signal
+
+    from transformer_course.grading.workers import run_jobs
+
+    jobs = [signal.SIGCHLD, signal.SIGABRT, signal.SIGCHLD, signal.SIGKILL, signal.SIGCHLD, -1, signal.SIGCHLD]
+    finished = []
+    results = run_jobs(signal.raise_signal, jobs, workers, on_death=lambda job, how: f"job {int(job)}: {how}",
+                       done=lambda: finished.append(1))
+    assert results == [None, "job 6: killed by SIGABRT", None, "job 9: killed by SIGKILL", None,
+                       "job -1: exited with status 1", None]  # raise_signal(-1) raises ValueError in the worker
+    assert len(finished) == len(jobs)
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True])
+def test_workers_must_be_a_positive_int(workers):
+    from transformer_course.grading.workers import run_jobs
+
+    with pytest.raises(ValueError, match="`workers` must be an int >= 1"):
+        run_jobs(abs, [1], workers, on_death=lambda job, how: None)

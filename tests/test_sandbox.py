@@ -225,7 +225,7 @@ def test_a_link_planted_in_place_of_a_kernel_socket_is_never_followed(tmp_path):
 
 @pytest.mark.skipif(platform.machine() not in _SECCOMP_DENIED, reason="no seccomp filter is known for this machine")
 def test_no_keyring_of_the_grader_is_readable():
-    """A secret in the grader's session keyring: the kernel's key calls fail (ENOSYS), and it has a keyring of its own."""
+    """A secret in the grader's session keyring: the kernel's key calls fail (ENOSYS); it has a keyring of its own."""
     import ctypes
 
     numbers = _SECCOMP_DENIED[platform.machine()][1]

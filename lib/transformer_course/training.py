@@ -85,7 +85,8 @@ class RoundOrder:
 class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
     """A learning rate that rises linearly, optionally holds its peak, then falls along a half cosine.
 
-    ``rate(step) = peak · step / warmup_steps`` for the first ``warmup_steps``; then ``peak`` for
+    ``rate(step) = peak · (step + 1) / warmup_steps`` for the first ``warmup_steps`` (steps counted
+    from 0, so the first update already moves); then ``peak`` for
     ``hold_steps`` more; then ``final + (peak - final) · (1 + cos(π · progress)) / 2`` with
     progress going from 0 to 1 over the remaining steps up to ``decay_steps``; ``final`` after
     that. Warm-up keeps Adam's early, poorly estimated steps small (Vaswani et al., 2017, §5.3 warm

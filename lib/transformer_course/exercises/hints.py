@@ -1,4 +1,4 @@
-"""Hints for the exercises that build a model piece by piece (03.4, 04.4, 04.5, 05.3, 09.3-09.5).
+"""Hints for the exercises that build a model piece by piece (01.2, 03.3, 04.4, 04.5, 05.3, 07.3-07.6, 09.3-09.5).
 
 Each hint recomputes the output a usual mistake gives (a missing causal mask, the scaling by the
 model's width instead of the head's, post-norm where the block is pre-norm...) and, when the
@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-__all__ = ["encode_word_hint", "sinusoidal_hint", "multi_head_attention_hint", "encoder_block_hint",
+__all__ = ["lstm_step_hint", "encode_word_hint", "sinusoidal_hint", "multi_head_attention_hint", "encoder_block_hint",
+           "teacher_forcing_loss_hint", "beam_step_hint", "warmup_cosine_hint", "adamw_step_hint",
            "cached_attention_step_hint", "perplexity_and_bits_hint", "gpt_forward_hint"]
 
 
@@ -25,8 +26,13 @@ def _same(received, candidate, atol=1e-6) -> bool:
 
 
 def _first_match(received, variants, atol=1e-6, where=None):
-    """The message of the first ``(message, output)`` variant equal to ``received`` (at ``where`` only)."""
+    """The message of the first ``(message, output)`` variant equal to ``received`` (at ``where`` only).
+
+    A variant whose output is None does not apply to these arguments and is skipped.
+    """
     for message, candidate in variants:
+        if candidate is None:
+            continue
         if where is not None:
             try:
                 received_array, candidate = np.asarray(received, dtype="float64"), np.asarray(candidate)
@@ -41,7 +47,34 @@ def _first_match(received, variants, atol=1e-6, where=None):
     return None
 
 
-# --- 03.4: encoding by merge rank -------------------------------------------------------------
+# --- 01.2: one LSTM step ---------------------------------------------------------------------
+
+def lstm_step_hint(arguments, received, expected):
+    if not isinstance(received, (tuple, list)) or len(received) != 2:
+        return None
+    x, h, c, kernel, recurrent, bias = (np.asarray(arguments[name], dtype="float64") for name in (
+        "x", "h", "c", "kernel", "recurrent_kernel", "bias"))
+    units = h.shape[-1]
+    z = x @ kernel + h @ recurrent + bias
+
+    def step(order, tanh_of_cell=True):
+        i, f, candidate, o = (z[:, index * units:(index + 1) * units] for index in order)
+        sigmoid = lambda values: 1 / (1 + np.exp(-values))  # noqa: E731
+        cell = sigmoid(f) * c + sigmoid(i) * np.tanh(candidate)
+        return sigmoid(o) * (np.tanh(cell) if tanh_of_cell else cell), cell
+
+    for order, message in (((1, 0, 2, 3), "the input and forget gates are swapped: Keras' kernel holds the gates "
+                                          "in the order i, f, c̃, o (input, forget, candidate, output)."),
+                           ((0, 1, 3, 2), "the candidate and the output gate are swapped: the order is i, f, c̃, o.")):
+        candidate_h, candidate_c = step(order)
+        if _same(received[0], candidate_h) and _same(received[1], candidate_c):
+            return message
+    if _same(received[0], step((0, 1, 2, 3), tanh_of_cell=False)[0]):
+        return "h = o · tanh(c): the new cell state goes through tanh before the output gate scales it."
+    return None
+
+
+# --- 03.3: encoding by merge rank -------------------------------------------------------------
 
 def _merged(symbols, pair):
     merged, index = [], 0
@@ -258,3 +291,94 @@ def perplexity_and_bits_hint(arguments, received, expected):
     if np.isclose(bits, -scores[real].sum() / math.log(2) / real.sum(), rtol=1e-5):
         return "that is bits per token: divide by the number of characters, not of tokens."
     return None
+
+
+# --- 07.3-07.6: teacher forcing, a beam-search step, the schedule and the optimizer ----------
+
+def _cross_entropy(probabilities, labels):
+    return -np.log(np.take_along_axis(np.asarray(probabilities, dtype="float64"), labels[..., None], axis=-1)[..., 0])
+
+
+def teacher_forcing_loss_hint(arguments, received, expected):
+    if not isinstance(received, (tuple, list)) or len(received) != 3:
+        return None
+    target_ids = np.asarray(arguments["target_ids"])
+    if _same(received[0], target_ids[:, 1:]) or _same(received[1], target_ids[:, :-1]):
+        return ("the shift goes the wrong way: the decoder reads every id but the last ([start] first) and learns to "
+                "predict every id but the first (the next one).")
+    labels = target_ids[:, 1:]
+    losses = _cross_entropy(arguments["probabilities"], labels)
+    real = labels != 0
+    if _same(received[2], losses.mean()):
+        return "padding was counted: average the cross-entropy over the positions whose label is not 0."
+    rows = np.array([row[keep].mean() for row, keep in zip(losses, real)])
+    if _same(received[2], rows.mean()):
+        return ("each sentence was averaged first, then the sentences: average over all real tokens of the batch "
+                "at once, so a long sentence counts for every token it holds.")
+    return None
+
+
+def beam_step_hint(arguments, received, expected):
+    if not isinstance(received, (tuple, list)) or len(received) != 5:
+        return None
+    tokens = np.asarray(received[1])
+    if tokens.size and np.any(tokens == arguments["end_id"]):
+        return ("a beam that produced `end_id` is still among the live beams: set it aside as finished (with its "
+                "normalised score) and keep looking for `beam_width` live ones.")
+    if len(expected[3]) and _same(received[3], expected[3]) and np.asarray(received[4]).shape == expected[4].shape:
+        scores, log_probabilities = (np.asarray(arguments[name], dtype="float64")
+                                     for name in ("scores", "log_probabilities"))
+        raw = scores[np.asarray(expected[3])] + log_probabilities[np.asarray(expected[3]), arguments["end_id"]]
+        if _same(received[4], raw) and arguments["alpha"] != 0:
+            return ("the finished scores are not length-normalised: divide each by the length penalty "
+                    f"((5 + step) / 6) ** alpha, here step = {arguments['step']}.")
+    if len(received[0]) < len(expected[0]):
+        return ("fewer live beams than `beam_width`: look through the best 2 × beam_width candidates, since the "
+                "ones that finish do not count as live.")
+    return None
+
+
+def warmup_cosine_hint(arguments, received, expected):
+    steps = np.asarray(arguments["steps"], dtype="float64")
+    peak, warmup, decay, final = (arguments[name] for name in ("peak", "warmup_steps", "decay_steps",
+                                                              "final_fraction"))
+
+    def rates(first_step_offset=1.0, floor=final, decay_from=warmup):
+        progress = np.clip((steps - decay_from) / (decay - decay_from), 0.0, 1.0)
+        decayed = peak * (floor + (1 - floor) * (1 + np.cos(np.pi * progress)) / 2)
+        return np.where(steps < warmup, peak * (steps + first_step_offset) / warmup, decayed)
+
+    return _first_match(received, [
+        ("step 0 got a rate of 0: count steps from 1 in the warm-up, peak × (step + 1) / warmup_steps, so the "
+         "first update already moves.", rates(first_step_offset=0.0)),
+        ("the rate falls to 0: the cosine goes from the peak down to final_fraction × peak, not to 0.",
+         rates(floor=0.0) if final else None),
+        ("the cosine's progress was measured from step 0: it starts at the end of the warm-up, "
+         "(step − warmup_steps) / (decay_steps − warmup_steps).", rates(decay_from=0) if warmup else None)],
+        atol=1e-9)
+
+
+def adamw_step_hint(arguments, received, expected):
+    if not isinstance(received, (tuple, list)) or len(received) != 3:
+        return None
+    values = {name: np.asarray(arguments[name], dtype="float64") for name in ("parameters", "gradients", "m", "v")}
+    rate, beta_1, beta_2, epsilon, decay, step = (arguments[name] for name in (
+        "learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "step"))
+
+    def update(gradients, decoupled=True, corrected=True, epsilon_inside=False):
+        m = beta_1 * values["m"] + (1 - beta_1) * gradients
+        v = beta_2 * values["v"] + (1 - beta_2) * gradients ** 2
+        scale = rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step) if corrected else rate
+        denominator = np.sqrt(v + epsilon) if epsilon_inside else np.sqrt(v) + epsilon
+        kept = values["parameters"] * (1 - rate * decay) if decoupled else values["parameters"]
+        return kept - scale * m / denominator
+
+    gradients = values["gradients"]
+    return _first_match(received[0], [
+        ("the moments were not bias-corrected: early on m and v are pulled towards their zero start; scale the "
+         "step by √(1 − β₂ᵗ) / (1 − β₁ᵗ).", update(gradients, corrected=False)),
+        ("the weight decay went through the gradient (L2 regularisation, Adam's way): AdamW decays the parameters "
+         "directly, θ ← θ − lr · λ · θ, outside the moments.",
+         update(gradients + decay * values["parameters"], decoupled=False) if decay else None),
+        ("ε went inside the square root: Keras divides by √v̂ + ε.", update(gradients, epsilon_inside=True))],
+        atol=1e-9)

@@ -131,7 +131,8 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str) -
         OverrideError: a roster without the expected header, or a folder listed twice.
     """
     report = _report(report)
-    maximum = sum(EXERCISES[exercise].points for exercise in report["exercises"])
+    points = report.get("points") or {exercise: EXERCISES[exercise].points for exercise in report["exercises"]}
+    maximum = sum(points[exercise] for exercise in report["exercises"])
     totals = {student: sum(x["points"] for item in items for x in item["exercises"])
               for student, items in report["students"].items()}
     with open(roster_path, encoding="utf-8", newline="") as handle:
@@ -179,7 +180,9 @@ def gradescope_results(report, student: str) -> dict:
             output = f"{x['status']}: {x['message']}"
             if x.get("override"):
                 output += f" — set by hand from {x.get('automatic_points')} to {x['points']}: {x['override']}"
-            tests.append({"name": f"Exercise {x['exercise']}: {EXERCISES[x['exercise']].title}",
+            title = (f"Exercise {x['exercise']}: {EXERCISES[x['exercise']].title}" if x["exercise"] in EXERCISES
+                     else f"Written answer {x['exercise']} (graded by hand)")
+            tests.append({"name": title,
                           "number": x["exercise"],
                           "score": float(x["points"]), "max_score": float(x["max_points"]),
                           "status": "passed" if x["points"] == x["max_points"] else "failed",

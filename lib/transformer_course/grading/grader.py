@@ -36,10 +36,8 @@ import secrets
 import stat
 import time
 import zlib
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from multiprocessing import get_context
 from pathlib import Path
 
 import nbformat
@@ -47,10 +45,11 @@ import numpy as np
 
 from .._files import write_text_atomically
 from ..exercises import EXERCISES
-from . import inspection, protocol, provenance, references
+from . import inspection, protocol, provenance, references, written
 from .markup import exercise_id_of, locked_cells
 from .reports import display_name, report_texts
 from .sandbox import Limits, SandboxResult, SandboxUnavailable, graded_snapshot, run_submission, sandbox_available
+from .workers import run_jobs
 
 __all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "shard_of",
            "parse_shard", "merge_grades", "MergeError"]
@@ -144,6 +143,7 @@ class NotebookResult:
     isolated: bool | None = None  # None: no kernel was started for it
     seconds: float = 0.0
     solutions: dict = field(default_factory=dict)  # exercise id -> the solution cell's normalised tokens
+    answers: dict = field(default_factory=dict)  # written question id -> the student's answer (None: no cell)
 
 
 def _exercises_of(notebook_name: str) -> list:
@@ -337,14 +337,16 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     """
     start = time.perf_counter()
     path, release_path = Path(path), Path(release_path)
+    release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
+    questions = written.questions_of(release)
     exercises = _exercises_of(release_path.name)
     outcome = NotebookResult(student, release_path.name)
     try:
         text = read_submission(path)
     except FileNotFoundError:
-        return _zero(outcome, exercises, "not submitted", "no such notebook in the submission")
+        return _zero(outcome, exercises + questions, "not submitted", "no such notebook in the submission")
     except SubmissionError as error:
-        return _zero(outcome, exercises, "error", str(error))
+        return _zero(outcome, exercises + questions, "error", str(error))
     try:
         submission = nbformat.reads(text, as_version=4)
         del text
@@ -356,13 +358,14 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         nbformat.validate(submission)
     except Exception as error:  # noqa: BLE001 - any unreadable file scores 0 with the reason
         # Named by type only: a validation message would quote the submission's own bytes.
-        return _zero(outcome, exercises, "error", f"not a valid notebook ({type(error).__name__})")
-    written = sum(len(str(cell.get("source", "")).encode("utf-8", "surrogatepass")) for cell in submission.cells)
-    if written > MAX_SOURCE_BYTES:
-        return _zero(outcome, exercises, "error",
+        return _zero(outcome, exercises + questions, "error", f"not a valid notebook ({type(error).__name__})")
+    size = sum(len(str(cell.get("source", "")).encode("utf-8", "surrogatepass")) for cell in submission.cells)
+    if size > MAX_SOURCE_BYTES:
+        return _zero(outcome, exercises + questions, "error",
                      f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB")
-    release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
     outcome.solutions = _normalised_solutions(submission)
+    outcome.answers = {question: None if answer is None else written.capped_answer(answer)
+                       for question, answer in written.answers_of(submission, questions).items()}
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
     _insert_captures(submission)
@@ -409,6 +412,8 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         _verdict(exercise, *refused[exercise.id]) if exercise.id in refused else
         _judge(exercise, cases[exercise.id], graded.replies, graded.stopped, graded.timed_out, limits.cell_seconds)
         for exercise in exercises]
+    outcome.exercises += [ExerciseResult(question.id, 0, question.points,
+                                         *written.status_of(outcome.answers[question.id])) for question in questions]
     outcome.seconds = round(time.perf_counter() - start, 1)
     return outcome
 
@@ -437,8 +442,12 @@ def _grader_error(student: str, release, what: str) -> NotebookResult:
 
 def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(), workers: int = 1,
                  seed: int | None = None, environment: dict | None = None, progress: bool = True,
-                 shard: tuple[int, int] | None = None, sandbox: bool = True, overrides: list | None = None) -> list:
+                 shard: tuple[int, int] | None = None, sandbox: bool = True, overrides: list | None = None,
+                 written_scores: list | None = None) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
+
+    Written answers (:mod:`.written`) get 0 points until the instructor scores them; every
+    student's answer to each question is also written to ``out_dir/answers/``.
 
     Args:
         submissions_dir: folder of ``<student>/<NN_name>.ipynb``.
@@ -454,6 +463,9 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
             reports then hold those students; :func:`merge_grades` combines the N reports).
         sandbox: bool, run every kernel in the bubblewrap sandbox; False grades unconfined (the
             report says so in bold).
+        overrides: rows of :func:`.exports.read_overrides`, points set by hand.
+        written_scores: rows of :func:`.written.read_written_scores`, the instructor's scores of
+            written answers.
 
     Returns:
         list of :class:`NotebookResult`, sorted by student then notebook.
@@ -461,6 +473,8 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     Raises:
         FileNotFoundError: if ``submissions_dir`` or ``release_dir`` does not exist or has nothing to grade.
         SandboxUnavailable: if ``sandbox`` is True and bubblewrap cannot run here (nothing is graded).
+        OverrideError, WrittenScoreError: an override or a written score that does not apply
+            (the reports are not written).
     """
     from tqdm.auto import tqdm
 
@@ -497,20 +511,10 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
              loaded[release.name])
             for student in students for release in releases]
     bar = tqdm(total=len(jobs), desc="grading", unit="notebook", disable=not progress)
-    results = []
-    if workers <= 1:
-        for job in jobs:
-            results.append(_grade_job(job))
-            bar.update(1)
-    else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_grade_job, job) for job in jobs]
-            for job, future in zip(jobs, futures):
-                try:
-                    results.append(future.result())
-                except Exception as error:  # noqa: BLE001 - a worker that died takes only its rows
-                    results.append(_grader_error(job[0], job[2], f"{type(error).__name__} (the grading process died)"))
-                bar.update(1)
+    # Each notebook is graded in a worker process, even with one worker: a worker that dies (a
+    # library aborting it, any signal) costs that notebook's row alone, and the reports are written.
+    results = run_jobs(_grade_job, jobs, workers, done=lambda: bar.update(1),
+                       on_death=lambda job, how: _grader_error(job[0], job[2], f"the grading process {how}"))
     bar.close()
     for student in (student for student in mine if student in refused):
         for release in releases:
@@ -518,25 +522,35 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
                         f"not graded: {refused[student]}")
             row.flags.append(f"not graded: {refused[student]}")
             results.append(row)
-    exercise_ids = [e.id for release in releases for e in _exercises_of(release.name)]
+    exercise_ids = [item.id for release in releases
+                    for item in _exercises_of(release.name) + written.questions_of(loaded[release.name])]
+    _write_reports(results, out_dir, exercise_ids, seed, [display_name(student) for student in everyone], overrides,
+                   written_scores, {"shard": None if shard is None else {"index": shard[0], "count": shard[1]}})
+    return results
+
+
+def _write_reports(results, out_dir, exercise_ids, seed, students, overrides, written_scores, extra) -> None:
+    """Apply the overrides and the written scores, then write the three reports and the answer files."""
     if overrides:
         from .exports import apply_overrides
 
-        apply_overrides(results, overrides, [display_name(student) for student in everyone])
-    csv_text, json_text, markdown = report_texts(results, exercise_ids, seed, {
-        "shard": None if shard is None else {"index": shard[0], "count": shard[1]},
-        "all_students": [display_name(student) for student in everyone]})
+        apply_overrides(results, overrides, students)
+    if written_scores:
+        written.apply_written_scores(results, written_scores, students)
+    csv_text, json_text, markdown = report_texts(results, exercise_ids, seed, {**extra, "all_students": students})
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomically(out_dir / "grades.csv", csv_text)
     write_text_atomically(out_dir / "grades.json", json_text)
     write_text_atomically(out_dir / "report.md", markdown)
-    return results
+    written.write_answer_files(results, out_dir)
 
 
 class MergeError(ValueError):
     """Shard reports that do not add up to one class; the message says what is missing or doubled."""
 
 
-def merge_grades(shard_dirs, out_dir, overrides: list | None = None) -> list:
+def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_scores: list | None = None) -> list:
     """Combine the reports of ``grade --shard K/N`` runs into one set of reports in ``out_dir``.
 
     Checks that there are exactly N shards of one run (indexes 1..N once each, one seed, one set of
@@ -582,18 +596,39 @@ def merge_grades(shard_dirs, out_dir, overrides: list | None = None) -> list:
                for _, report in reports for items in report["students"].values() for item in items]
     results.sort(key=lambda result: (result.student, result.notebook))
     if overrides:
-        from .exports import apply_overrides
-
         for result in results:  # the shards' overrides give way to the merge's own file
             for x in result.exercises:
                 if x.override:
                     x.points, x.automatic_points, x.override = x.automatic_points, None, None
-        apply_overrides(results, overrides, first["all_students"])
-    csv_text, json_text, markdown = report_texts(results, first["exercises"], first.get("seed"), {
-        "shard": None, "merged_from": count, "all_students": first["all_students"]})
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(out_dir / "grades.csv", csv_text)
-    write_text_atomically(out_dir / "grades.json", json_text)
-    write_text_atomically(out_dir / "report.md", markdown)
+    _write_reports(results, out_dir, first["exercises"], first.get("seed"), first["all_students"], overrides,
+                   written_scores, {"shard": None, "merged_from": count})
+    return results
+
+
+def score_written(report_dir, out_dir, written_scores: list) -> list:
+    """The reports of ``report_dir`` again in ``out_dir``, with the instructor's scores of written answers.
+
+    Nothing is regraded: the automatic verdicts, overrides and answers come from ``grades.json``.
+    ``out_dir`` may be ``report_dir`` itself (each file is replaced atomically).
+
+    Returns:
+        list of :class:`NotebookResult`.
+
+    Raises:
+        MergeError: ``report_dir`` holds no readable ``grades.json`` of a whole class (a shard's
+            report is scored after ``merge-grades``).
+        WrittenScoreError: a score that does not apply, naming its row (nothing is written).
+    """
+    folder = Path(report_dir)
+    try:
+        report = json.loads((folder / "grades.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise MergeError(f"{folder}: no readable grades.json ({type(error).__name__})") from None
+    if report.get("shard"):
+        raise MergeError(f"{folder} is the report of one shard: combine the shards with merge-grades first")
+    results = [NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
+               for items in report["students"].values() for item in items]
+    extra = {key: report[key] for key in ("merged_from",) if key in report}
+    _write_reports(results, out_dir, report["exercises"], report.get("seed"), report["all_students"], None,
+                   written_scores, {"shard": None, **extra})
     return results

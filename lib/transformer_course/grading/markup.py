@@ -12,7 +12,9 @@ A source notebook marks an exercise with two cells, using nbgrader's cell metada
 :func:`release_notebook` makes the student version: each solution region becomes
 ``raise NotImplementedError("Exercise 04.1")``, hidden-test regions go, and every locked cell gets
 nbgrader's checksum (``nbgrader.utils.compute_checksum``) so the grader can tell when one was
-edited. The **recorded outputs** of the lesson stay: every code cell before the notebook's first
+edited. A **written answer** cell (a Markdown cell with ``grade_id: "written_09_1"``,
+:mod:`transformer_course.grading.written`) keeps nbgrader's ``YOUR ANSWER HERE`` in place of its
+rubric. The **recorded outputs** of the lesson stay: every code cell before the notebook's first
 exercise cell keeps the outputs of the recorded full-profile run (figures, tables, printed
 results), so a student reads the whole lesson with real numbers before running anything. From the
 first exercise cell on — solutions, checks, and any cell after them that could show what a
@@ -28,6 +30,7 @@ from pathlib import Path
 import nbformat
 
 from .._files import write_text_atomically
+from .written import ANSWER_PLACEHOLDER, written_id_of
 
 __all__ = [
     "SOLUTION_BEGIN", "SOLUTION_END", "HIDDEN_BEGIN", "HIDDEN_END",
@@ -117,6 +120,13 @@ def release_notebook(notebook):
     exercises_begun = False
     for index, cell in enumerate(released.cells):
         where = f"cell {index + 1}"
+        if written_id_of(cell) is not None:  # an answer in words: the rubric goes, nbgrader's placeholder stays
+            if cell.cell_type != "markdown" or SOLUTION_BEGIN not in cell.source:
+                raise MarkupError(f"{where}: the answer cell of {written_id_of(cell)} must be a Markdown cell with "
+                                  f"its rubric in a {SOLUTION_BEGIN!r} region.")
+            cell.source = _replace_regions(cell.source, SOLUTION_BEGIN, SOLUTION_END,
+                                           lambda indent: [ANSWER_PLACEHOLDER], where).strip()
+            continue
         if cell.cell_type != "code":
             continue
         exercise = exercise_id_of(cell)

@@ -35,18 +35,32 @@ def _one_hot_cases(rng):
             ("a single symbol 0, 1 feature", {"sequence": [0], "n_features": 1})]
 
 
-def _one_hot_decode_cases(rng):
-    probabilities = rng.random((4, 6, 9))
-    return [("one-hot [[0,1,0],[1,0,0]]", {"encoded": np.array([[0.0, 1, 0], [1, 0, 0]])}),
-            ("probabilities of shape (4, 6, 9)", {"encoded": probabilities / probabilities.sum(-1, keepdims=True)})]
-
-
 def _one_hot_encode_reference(sequence, n_features):
     return np.eye(n_features, dtype="float32")[np.asarray(sequence, dtype="int64")]
 
 
-def _one_hot_decode_reference(encoded):
-    return np.argmax(np.asarray(encoded), axis=-1).astype("int64")
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _lstm_step_reference(x, h, c, kernel, recurrent_kernel, bias):
+    units = h.shape[-1]
+    z = x @ kernel + h @ recurrent_kernel + bias  # (B, 4U): the gates i, f, candidate, o, in Keras' order
+    gates = [z[:, index * units:(index + 1) * units] for index in range(4)]
+    c = _sigmoid(gates[1]) * c + _sigmoid(gates[0]) * np.tanh(gates[2])
+    return _sigmoid(gates[3]) * np.tanh(c), c
+
+
+def _lstm_step_cases(rng):
+    def case(batch, features, units):
+        return {"x": rng.normal(size=(batch, features)), "h": rng.normal(0, 0.5, size=(batch, units)),
+                "c": rng.normal(size=(batch, units)), "kernel": rng.normal(0, 0.5, size=(features, 4 * units)),
+                "recurrent_kernel": rng.normal(0, 0.5, size=(units, 4 * units)), "bias": rng.normal(size=4 * units)}
+
+    return [("one step from zero states, 3 features, 2 units",
+             {**case(1, 3, 2), "h": np.zeros((1, 2)), "c": np.zeros((1, 2))}),
+            ("a batch of 4, 5 features, 3 units", case(4, 5, 3)),
+            ("random sizes", case(int(rng.integers(1, 5)), int(rng.integers(1, 8)), int(rng.integers(1, 6))))]
 
 
 # --- 02: alignment scores -------------------------------------------------------------------
@@ -495,6 +509,117 @@ def _greedy_reference(next_token_probabilities, start_ids, end_id, max_length):
     return decoded
 
 
+def _teacher_forcing_loss_reference(target_ids, probabilities):
+    target_ids = np.asarray(target_ids, dtype="int64")
+    inputs, labels = target_ids[:, :-1], target_ids[:, 1:]
+    total, count = 0.0, 0
+    for row in range(labels.shape[0]):
+        for position in range(labels.shape[1]):
+            if labels[row, position] != 0:
+                total -= math.log(probabilities[row, position, labels[row, position]])
+                count += 1
+    return inputs, labels, total / count
+
+
+def _teacher_forcing_loss_cases(rng):
+    def case(rows, length, vocabulary):
+        target_ids = np.zeros((rows, length), dtype="int64")
+        for row in range(rows):
+            words = int(rng.integers(1, length - 1)) if row else length - 2  # the first row fills its length
+            target_ids[row, :words + 2] = [1, *rng.integers(3, vocabulary, size=words), 2]  # [start] ... [end]
+        values = rng.random((rows, length - 1, vocabulary)) ** 2 + 0.01
+        return {"target_ids": target_ids, "probabilities": values / values.sum(axis=-1, keepdims=True)}
+
+    return [("one sentence, no padding", case(1, 5, 8)), ("3 sentences of different lengths", case(3, 7, 10)),
+            ("random sizes", case(int(rng.integers(2, 6)), int(rng.integers(5, 10)), int(rng.integers(6, 20))))]
+
+
+def _beam_step_reference(scores, log_probabilities, beam_width, end_id, step, alpha):
+    scores, log_probabilities = np.asarray(scores, dtype="float64"), np.asarray(log_probabilities, dtype="float64")
+    vocabulary = log_probabilities.shape[1]
+    ranked = sorted(((float(scores[beam] + log_probabilities[beam, token]), beam * vocabulary + token)
+                     for beam in range(len(scores)) for token in range(vocabulary)),
+                    key=lambda item: (-item[0], item[1]))
+    parents, tokens, kept, finished_parents, finished_scores = [], [], [], [], []
+    for candidate, flat in ranked[:2 * beam_width]:
+        if not math.isfinite(candidate) or len(parents) == beam_width:
+            break
+        beam, token = divmod(flat, vocabulary)
+        if token == end_id:
+            finished_parents.append(beam)
+            finished_scores.append(candidate / ((5 + step) / 6) ** alpha)
+        else:
+            parents.append(beam)
+            tokens.append(token)
+            kept.append(candidate)
+    return (np.array(parents, dtype="int64"), np.array(tokens, dtype="int64"), np.array(kept, dtype="float64"),
+            np.array(finished_parents, dtype="int64"), np.array(finished_scores, dtype="float64"))
+
+
+def _beam_step_cases(rng):
+    def case(beams, vocabulary, beam_width, step, ending):
+        scores = -np.sort(rng.random(beams) * step)  # summed log-probabilities so far, best first
+        values = rng.random((beams, vocabulary)) ** 3 + 1e-3
+        if ending:
+            values[0, 2] = values[0].max() * 3  # the best beam most likely ends here
+        return {"scores": scores, "log_probabilities": np.log(values / values.sum(axis=-1, keepdims=True)),
+                "beam_width": beam_width, "end_id": 2, "step": step, "alpha": 0.6}
+
+    first = case(1, 6, 3, 1, False)  # step 1: one beam, the start id
+    return [("the first step: one beam, width 3", first),
+            ("4 beams of 8 ids; the best beam ends", case(4, 8, 4, 5, True)),
+            ("3 beams, no length penalty (alpha = 0)", {**case(3, 7, 3, 4, True), "alpha": 0.0}),
+            ("random sizes, one ending", case(int(rng.integers(2, 5)), int(rng.integers(6, 12)),
+                                              int(rng.integers(2, 5)), int(rng.integers(2, 9)), True))]
+
+
+def _warmup_cosine_reference(steps, peak, warmup_steps, decay_steps, final_fraction):
+    rates = []
+    for step in np.asarray(steps).ravel():
+        if step < warmup_steps:
+            rates.append(peak * (step + 1) / warmup_steps)
+        else:
+            progress = min(max((step - warmup_steps) / (decay_steps - warmup_steps), 0.0), 1.0)
+            rates.append(peak * (final_fraction + (1 - final_fraction) * (1 + math.cos(math.pi * progress)) / 2))
+    return np.array(rates, dtype="float64").reshape(np.shape(steps))
+
+
+def _warmup_cosine_cases(rng):
+    warmup = int(rng.integers(3, 20))
+    total = warmup + int(rng.integers(10, 100))
+    return [("10 warm-up steps of 100, every step", {"steps": np.arange(110), "peak": 1e-3, "warmup_steps": 10,
+                                                      "decay_steps": 100, "final_fraction": 0.05}),
+            ("no floor (final_fraction 0), a few steps", {"steps": np.array([0, 1, 4, 5, 6, 30, 60, 61]), "peak": 0.5,
+                                                          "warmup_steps": 5, "decay_steps": 60, "final_fraction": 0.0}),
+            ("random settings", {"steps": np.arange(total + 5), "peak": float(rng.uniform(1e-4, 1e-2)),
+                                 "warmup_steps": warmup, "decay_steps": total,
+                                 "final_fraction": float(rng.uniform(0, 0.2))})]
+
+
+def _adamw_step_reference(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
+    parameters, gradients = np.asarray(parameters, dtype="float64"), np.asarray(gradients, dtype="float64")
+    m = beta_1 * np.asarray(m, dtype="float64") + (1 - beta_1) * gradients
+    v = beta_2 * np.asarray(v, dtype="float64") + (1 - beta_2) * gradients ** 2
+    decayed = parameters - learning_rate * weight_decay * parameters  # decoupled: never through the moments
+    corrected = learning_rate * math.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step)  # Keras' form of the correction
+    return decayed - corrected * m / (np.sqrt(v) + epsilon), m, v
+
+
+def _adamw_step_cases(rng):
+    def case(shape, step, weight_decay, fresh):
+        moments = (np.zeros(shape), np.zeros(shape)) if fresh else (rng.normal(0, 0.1, size=shape),
+                                                                     rng.random(shape) * 0.01)
+        return {"parameters": rng.normal(size=shape), "gradients": rng.normal(size=shape), "m": moments[0],
+                "v": moments[1], "step": step, "learning_rate": 1e-2, "beta_1": 0.9, "beta_2": 0.999,
+                "epsilon": 1e-7, "weight_decay": weight_decay}
+
+    return [("the first step, fresh moments, no weight decay (Adam)", case((3,), 1, 0.0, True)),
+            ("the first step with weight decay 0.01", case((2, 3), 1, 0.01, True)),
+            ("step 50, moments from earlier steps", case((4, 2), 50, 0.05, False)),
+            ("a random step", case((int(rng.integers(1, 6)), 3), int(rng.integers(2, 500)), float(rng.uniform(0, 0.1)),
+                                   False))]
+
+
 # --- 08: BERT-style pre-training ------------------------------------------------------------
 
 def _masked_lm_loss_reference(probabilities, labels):
@@ -799,12 +924,12 @@ def _rollout_cases(rng):
 # exercise id -> (case generator: rng -> [(label, arguments)], reference: arguments -> output)
 _EXERCISES = {
     "01.1": (_one_hot_cases, _one_hot_encode_reference),
-    "01.2": (_one_hot_decode_cases, _one_hot_decode_reference),
+    "01.2": (_lstm_step_cases, _lstm_step_reference),
     "02.1": (lambda rng: _score_cases(rng, True), _luong_general_reference),
     "02.2": (lambda rng: _score_cases(rng, False), _bahdanau_reference),
     "03.1": (_vectorize_cases, _vectorize_reference),
-    "03.3": (_merge_step_cases, _merge_step_reference),
-    "03.4": (_encode_word_cases, _encode_word_reference),
+    "03.2": (_merge_step_cases, _merge_step_reference),
+    "03.3": (_encode_word_cases, _encode_word_reference),
     "04.1": (_attention_cases, _attention_reference),
     "04.2": (_split_cases, _split_heads_reference),
     "04.3": (_merge_cases, _merge_heads_reference),
@@ -817,6 +942,10 @@ _EXERCISES = {
     "06.2": (_pooling_cases, _masked_mean_reference),
     "07.1": (_causal_cases, _causal_reference),
     "07.2": (_greedy_cases, _greedy_reference),
+    "07.3": (_teacher_forcing_loss_cases, _teacher_forcing_loss_reference),
+    "07.4": (_beam_step_cases, _beam_step_reference),
+    "07.5": (_warmup_cosine_cases, _warmup_cosine_reference),
+    "07.6": (_adamw_step_cases, _adamw_step_reference),
     "08.1": (_masked_lm_loss_cases, _masked_lm_loss_reference),
     "08.2": (_segment_ids_cases, _segment_ids_reference),
     "08.3": (_bert_corruption_cases, _bert_corruption_reference),

@@ -90,11 +90,18 @@ def markdown_text(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
-def spreadsheet_cell(value):
-    """``value`` for ``grades.csv``: a string a spreadsheet would run as a formula gets a leading ``'``."""
+def spreadsheet_cell(value, keep_lines: bool = False):
+    """``value`` for ``grades.csv``: a string a spreadsheet would run as a formula gets a leading ``'``.
+
+    With ``keep_lines`` a text of several lines (a written answer) keeps its line breaks; every
+    other control or invisible character is escaped either way.
+    """
     if not isinstance(value, str):
         return value
-    value = visible(value, escape_backslash=False)  # no control or invisible character reaches the spreadsheet raw
+    if keep_lines:
+        value = "\n".join(visible(line, escape_backslash=False) for line in value.splitlines())
+    else:  # no control or invisible character reaches the spreadsheet raw
+        value = visible(value, escape_backslash=False)
     return f"'{value}" if value.startswith(_FORMULA_START) else value
 
 
@@ -114,7 +121,11 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
     """
     students = sorted({result.student for result in results})
     by_student = {student: [r for r in results if r.student == student] for student in students}
-    maximum = sum(EXERCISES[e].points for e in exercise_ids)
+    # Each item's points: a written question's come from its cell (every result holds them), an exercise's
+    # from the catalogue (also for a report in which nobody submitted that notebook).
+    maxima = {x.exercise: x.max_points for r in results for x in r.exercises}
+    maxima.update({e: EXERCISES[e].points for e in exercise_ids if e in EXERCISES})
+    maximum = sum(maxima.get(e, 0) for e in exercise_ids)
     table = io.StringIO()
     writer = csv.writer(table)
     writer.writerow(["student", *exercise_ids, "total", "max"])
@@ -141,5 +152,6 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
         notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
         lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
     lines += _similarity_lines(results)
-    summary = {"seed": seed, **(extra or {}), "exercises": exercise_ids, "students": details}
+    summary = {"seed": seed, **(extra or {}), "exercises": exercise_ids,
+               "points": {e: maxima.get(e, 0) for e in exercise_ids}, "students": details}
     return table.getvalue(), json.dumps(summary, indent=2), "\n".join(lines) + "\n"

@@ -773,7 +773,7 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             if sandbox:  # the kernel binds its sockets in SOCKETS; the grader reaches them from outside
                 watchdog.sandbox_root = _sandbox_root(manager, limits.cell_seconds)
                 manager.ip = f"{watchdog.sandbox_root}{SOCKETS}/kernel"
-                _wait_for_sockets(manager, limits.cell_seconds)
+            _wait_for_sockets(manager, limits.cell_seconds)  # a connection never retried must find them there
             # Every connection is made now, before any of the submission's code runs, and never again:
             # a path in the sandbox is resolved only while nothing there has run (see _connect_once).
             _connect_once(manager)

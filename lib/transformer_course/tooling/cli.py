@@ -196,13 +196,15 @@ def _command_grade(arguments) -> int:
             print(f"grade: {error}", file=sys.stderr)
             return 2
     from ..grading.exports import OverrideError
+    from ..grading.written import WrittenScoreError
 
     try:
-        overrides = _overrides(arguments)
+        overrides, written_scores = _overrides(arguments), _written_scores(arguments)
         results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
                                workers=arguments.workers, seed=seed, progress=not arguments.quiet,
-                               shard=shard, sandbox=not arguments.unsafe_no_sandbox, overrides=overrides)
-    except (FileNotFoundError, ImportError, SandboxUnavailable, OverrideError, OSError) as error:
+                               shard=shard, sandbox=not arguments.unsafe_no_sandbox, overrides=overrides,
+                               written_scores=written_scores)
+    except (FileNotFoundError, ImportError, SandboxUnavailable, OverrideError, WrittenScoreError, OSError) as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
     students = {result.student for result in results}
@@ -218,13 +220,37 @@ def _overrides(arguments):
     return None if arguments.overrides is None else read_overrides(arguments.overrides)
 
 
+def _written_scores(arguments):
+    """The rows of ``--written-scores`` (None without it); raises WrittenScoreError or OSError with the reason."""
+    from ..grading.written import read_written_scores
+
+    path = getattr(arguments, "written_scores", None)
+    return None if path is None else read_written_scores(path)
+
+
+def _command_score_written(arguments) -> int:
+    from ..grading.grader import MergeError, score_written
+    from ..grading.written import WrittenScoreError
+
+    try:
+        results = score_written(arguments.report, arguments.out or arguments.report, _written_scores(arguments))
+    except (MergeError, WrittenScoreError, OSError) as error:
+        print(f"score-written: {error}", file=sys.stderr)
+        return 1
+    scored = sum(x.status == "graded by hand" for result in results for x in result.exercises)
+    print(f"{scored} written answer(s) scored by hand; report in {arguments.out or arguments.report}")
+    return 0
+
+
 def _command_merge_grades(arguments) -> int:
     from ..grading.exports import OverrideError
     from ..grading.grader import MergeError, merge_grades
+    from ..grading.written import WrittenScoreError
 
     try:
-        results = merge_grades(arguments.shards, arguments.out, overrides=_overrides(arguments))
-    except (MergeError, OverrideError, OSError) as error:
+        results = merge_grades(arguments.shards, arguments.out, overrides=_overrides(arguments),
+                               written_scores=_written_scores(arguments))
+    except (MergeError, OverrideError, WrittenScoreError, OSError) as error:
         print(f"merge-grades: {error}", file=sys.stderr)
         return 1
     students = {result.student for result in results}
@@ -325,10 +351,20 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     overrides_help = "an overrides.csv (student,exercise,points,reason): points set by hand, kept on every regrade"
     grade.add_argument("--overrides", metavar="CSV", help=overrides_help)
+    written_help = ("a written-scores CSV (student,question,points,comment): the instructor's scores of the answers "
+                    "in words (answers/ holds every answer to each question)")
+    grade.add_argument("--written-scores", metavar="CSV", help=written_help)
     merge = commands.add_parser("merge-grades", help="combine the reports of `grade --shard K/N` runs into one")
     merge.add_argument("shards", nargs="+", metavar="SHARD_REPORT_DIR")
     merge.add_argument("--out", required=True, metavar="REPORT_DIR", help="where the combined reports go")
     merge.add_argument("--overrides", metavar="CSV", help=overrides_help)
+    merge.add_argument("--written-scores", metavar="CSV", help=written_help)
+    scoring = commands.add_parser("score-written", help="add the instructor's scores of written answers to a "
+                                                         "report, without regrading")
+    scoring.add_argument("report", metavar="REPORT_DIR", help="a folder written by grade or merge-grades")
+    scoring.add_argument("--written-scores", required=True, metavar="CSV", help=written_help)
+    scoring.add_argument("--out", metavar="REPORT_DIR", help="where the reports go (default: REPORT_DIR itself)")
+    scoring.set_defaults(handler=_command_score_written)
     export = commands.add_parser("export", help="grades for Canvas (a gradebook CSV) or Gradescope (results.json)")
     export.add_argument("format", choices=("canvas", "gradescope"))
     export.add_argument("report", metavar="REPORT_DIR", help="a folder written by grade or merge-grades")

@@ -1,0 +1,230 @@
+"""Written answers: questions a student answers in words, which the instructor grades by hand.
+
+**Markup** (nbgrader's manually graded answer cell). The question is a Markdown cell; the answer
+is the Markdown cell after it, with the nbgrader metadata ``{"grade_id": "written_09_1",
+"solution": true, "grade": true, "locked": false, "points": 2, "schema_version": 3}``. In the
+instructor's copy its text between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` is the
+rubric; the student version replaces that region with nbgrader's ``YOUR ANSWER HERE``
+(:func:`transformer_course.grading.markup.release_notebook`).
+
+**Grading.** ``grade`` reads each answer (:func:`answers_of`), gives it 0 points for now with the
+status ``"to be graded by hand"`` (``"not attempted"`` when it still says ``YOUR ANSWER HERE``),
+keeps its text in ``grades.json`` and writes every student's answer to one question into one
+file for the instructor, ``answers/09.w1.md`` and ``answers/09.w1.csv`` (:func:`write_answer_files`;
+every character a student typed escaped for Markdown and for spreadsheets).
+
+**Scores.** The instructor's scores come back in a CSV, ``student,question,points,comment``
+(:func:`read_written_scores`); ``transformer-course score-written`` (and ``grade`` /
+``merge-grades`` with ``--written-scores``) applies them (:func:`apply_written_scores`) and
+rewrites the reports, so the totals, the Canvas column and Gradescope's results include them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._files import write_text_atomically
+from .reports import markdown_text, spreadsheet_cell
+
+__all__ = ["WrittenQuestion", "WrittenScoreError", "ANSWER_PLACEHOLDER", "SCORE_COLUMNS", "written_id_of",
+           "questions_of", "answers_of", "capped_answer", "status_of", "write_answer_files", "read_written_scores",
+           "apply_written_scores", "MAX_ANSWER_CHARACTERS"]
+
+ANSWER_PLACEHOLDER = "YOUR ANSWER HERE"  # nbgrader's text in a released answer cell
+SCORE_COLUMNS = ["student", "question", "points", "comment"]
+MAX_ANSWER_CHARACTERS = 20_000  # an answer longer than this is cut (the rest is noted) in every report
+_GRADE_ID = re.compile(r"^written_(\d\d)_(\d+)$")
+_QUESTION_ID = re.compile(r"^(\d\d)\.w(\d+)$")
+
+
+class WrittenScoreError(ValueError):
+    """A written-scores file the grader will not apply; the message names the row."""
+
+
+@dataclass(frozen=True)
+class WrittenQuestion:
+    """One question answered in words: ``id`` (``"09.w1"``), ``points``, and its cell's ``grade_id``."""
+
+    id: str
+    points: int
+    grade_id: str
+
+
+def written_id_of(cell) -> str | None:
+    """``"09.w1"`` for a cell whose nbgrader ``grade_id`` is ``written_09_1``; else None.
+
+    Example:
+        >>> written_id_of({"cell_type": "markdown", "metadata": {"nbgrader": {"grade_id": "written_09_1"}}})
+        '09.w1'
+    """
+    metadata = cell.get("metadata") if isinstance(cell, dict) else None
+    nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+    match = _GRADE_ID.match(grade_id) if isinstance(grade_id, str) else None
+    return f"{match.group(1)}.w{match.group(2)}" if match else None
+
+
+def questions_of(notebook) -> list[WrittenQuestion]:
+    """The written questions of a (released or source) notebook, in order, with their points.
+
+    Raises:
+        ValueError: an answer cell that is not Markdown, or whose points are not a positive integer.
+    """
+    questions = []
+    for index, cell in enumerate(notebook["cells"]):
+        question = written_id_of(cell)
+        if question is None:
+            continue
+        points = cell["metadata"]["nbgrader"].get("points")
+        if cell.get("cell_type") != "markdown":
+            raise ValueError(f"cell {index + 1}: the answer cell of {question} must be a Markdown cell")
+        if isinstance(points, bool) or not isinstance(points, int) or points < 1:
+            raise ValueError(f"cell {index + 1}: the answer cell of {question} needs points, a positive integer; "
+                             f"received {points!r}")
+        questions.append(WrittenQuestion(question, points, cell["metadata"]["nbgrader"]["grade_id"]))
+    return questions
+
+
+def answers_of(submission, questions: list[WrittenQuestion]) -> dict[str, str | None]:
+    """question id -> the text of the student's answer cell (None when the cell is gone).
+
+    The answer is the first Markdown cell carrying the question's ``grade_id``; a student who
+    changed that cell's metadata or deleted it has no answer.
+    """
+    answers: dict[str, str | None] = {question.id: None for question in questions}
+    for cell in submission.get("cells", []):
+        question = written_id_of(cell)
+        if question in answers and answers[question] is None and cell.get("cell_type") == "markdown":
+            answers[question] = str(cell.get("source", ""))
+    return answers
+
+
+def capped_answer(text: str) -> str:
+    """``text`` cut at MAX_ANSWER_CHARACTERS, saying how much was cut."""
+    if len(text) <= MAX_ANSWER_CHARACTERS:
+        return text
+    return f"{text[:MAX_ANSWER_CHARACTERS]}… ({len(text) - MAX_ANSWER_CHARACTERS:,} more characters cut)"
+
+
+def status_of(answer: str | None) -> tuple[str, str]:
+    """``(status, message)`` of an answer before the instructor scores it."""
+    if answer is None:
+        return "not attempted", "no answer cell (deleted, or its metadata changed)"
+    if not answer.strip() or answer.strip() == ANSWER_PLACEHOLDER:
+        return "not attempted", "the answer still says YOUR ANSWER HERE"
+    return "to be graded by hand", f"{len(answer.split()):,} words, awaiting the instructor's score"
+
+
+def write_answer_files(results: list, out_dir) -> list[Path]:
+    """Write ``answers/<question>.md`` and ``.csv`` in ``out_dir``: every student's answer to each question.
+
+    Args:
+        results: :class:`~transformer_course.grading.grader.NotebookResult` items, whose ``answers``
+            map question ids to the students' texts.
+        out_dir: the report folder.
+
+    Returns:
+        the paths written, sorted. Nothing is written when no notebook has a written question.
+    """
+    by_question: dict[str, list[tuple[str, str | None]]] = {}
+    for result in sorted(results, key=lambda result: result.student):
+        for question, answer in (result.answers or {}).items():
+            by_question.setdefault(question, []).append((result.student, answer))
+    folder, written = Path(out_dir) / "answers", []
+    for question, rows in sorted(by_question.items()):
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = [f"# Written question {question}: every student's answer", "",
+                 "Every character a student typed is shown escaped. Score each answer in a CSV "
+                 f"`{','.join(SCORE_COLUMNS)}` (see the README's instructors' guide).", ""]
+        table = io.StringIO()
+        writer = csv.writer(table)
+        writer.writerow(["student", "question", "answer"])
+        for student, answer in rows:
+            lines += [f"## {markdown_text(student)}", ""]
+            if answer is None or not answer.strip() or answer.strip() == ANSWER_PLACEHOLDER:
+                lines += [f"*{status_of(answer)[1]}*", ""]
+            else:
+                lines += [f"> {markdown_text(line)}" if line.strip() else ">"
+                          for line in capped_answer(answer).splitlines()]
+                lines.append("")
+            text = "" if answer is None else capped_answer(answer)
+            writer.writerow([spreadsheet_cell(student), question, spreadsheet_cell(text, keep_lines=True)])
+        for suffix, text in ((".md", "\n".join(lines) + "\n"), (".csv", table.getvalue())):
+            write_text_atomically(folder / f"{question}{suffix}", text)
+            written.append(folder / f"{question}{suffix}")
+    return sorted(written)
+
+
+def read_written_scores(path) -> list[dict]:
+    """The rows of a written-scores CSV: ``[{"student", "question", "points", "comment"}, ...]``.
+
+    Args:
+        path: a CSV with the header ``student,question,points,comment``; ``student`` is the name as
+            the report shows it, ``question`` an id such as ``09.w1``, ``points`` a non-negative
+            integer, ``comment`` optional feedback for the student.
+
+    Raises:
+        WrittenScoreError: a wrong header, a question id that is not one, points that are not a
+            non-negative integer, or a student and question scored twice; the message names the
+            row. (Unknown students and questions, and points above a question's maximum, are
+            checked against the report by :func:`apply_written_scores`.)
+    """
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames != SCORE_COLUMNS:
+            raise WrittenScoreError(f"{path}: the header must be {','.join(SCORE_COLUMNS)}; "
+                                    f"received {reader.fieldnames}")
+        rows, seen = [], set()
+        for number, row in enumerate(reader, start=2):
+            question, text = (row["question"] or "").strip(), (row["points"] or "").strip()
+            if not _QUESTION_ID.match(question):
+                raise WrittenScoreError(f"{path}, row {number}: {row['question']!r} is not a written question's id "
+                                        "(like 09.w1)")
+            if not text.isdigit():
+                raise WrittenScoreError(f"{path}, row {number}: points must be a non-negative integer; "
+                                        f"received {row['points']!r}")
+            key = (row["student"], question)
+            if key in seen:
+                raise WrittenScoreError(f"{path}, row {number}: {row['student']} {question} is scored twice")
+            seen.add(key)
+            rows.append({"student": row["student"], "question": question, "points": int(text),
+                         "comment": (row["comment"] or "").strip(), "row": number, "path": str(path)})
+    return rows
+
+
+def apply_written_scores(results: list, rows: list[dict], students: list[str]) -> None:
+    """Set the instructor's scores of written answers in ``results`` (in place).
+
+    Args:
+        results: :class:`~transformer_course.grading.grader.NotebookResult` items.
+        rows: from :func:`read_written_scores`.
+        students: every student's name as the reports show it.
+
+    Raises:
+        WrittenScoreError: a row names a student not in the class, a question no notebook of the
+            report asks, or more points than the question is worth; the message names the row.
+    """
+    known = set(students)
+    items = {(result.student, x.exercise): x for result in results for x in result.exercises}
+    questions = {x.exercise: x.max_points for result in results for x in result.exercises
+                 if _QUESTION_ID.match(x.exercise)}
+    for row in rows:
+        where = f"{row.get('path', 'written scores')}, row {row.get('row', '?')}"
+        if row["student"] not in known:
+            raise WrittenScoreError(f"{where}: {row['student']!r} is not a student of this class")
+        if row["question"] not in questions:
+            raise WrittenScoreError(f"{where}: no graded notebook asks question {row['question']!r}; "
+                                    f"the questions are {sorted(questions) or 'none'}")
+        if row["points"] > questions[row["question"]]:
+            raise WrittenScoreError(f"{where}: {row['points']} points for {row['question']}, which is worth "
+                                    f"{questions[row['question']]}")
+    for row in rows:
+        item = items.get((row["student"], row["question"]))
+        if item is None:  # a student of another shard
+            continue
+        item.points, item.status = row["points"], "graded by hand"
+        item.message = row["comment"] or "scored by the instructor"

@@ -1,0 +1,161 @@
+"""Written answers: released with nbgrader's placeholder, collected per question, scored by hand, exported."""
+
+import csv
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from transformer_course.grading.exports import canvas_gradebook, gradescope_results
+from transformer_course.grading.grader import grade_folder, score_written
+from transformer_course.grading.markup import MarkupError, release_folder
+from transformer_course.grading.written import (
+    WrittenScoreError,
+    questions_of,
+    read_written_scores,
+)
+
+pytestmark = pytest.mark.tensorflow  # as the grading tests
+
+RUBRIC = "### BEGIN SOLUTION\nFull marks: names the seeds' spread. Rubric only the instructor sees.\n### END SOLUTION"
+HOSTILE = ("=HYPERLINK(\"http://x\") It is not a result: the spread is ±6.3.\n\n<script>alert(1)</script> "
+           "| a | table |\n# a heading of my own")
+
+
+def _answer_cell(question, points, source):
+    cell = nbformat.v4.new_markdown_cell(source)
+    cell.metadata["nbgrader"] = {"grade_id": f"written_{question}", "solution": True, "grade": True, "locked": False,
+                                 "points": points, "schema_version": 3}
+    return cell
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """A notebook number with no autograded exercise (11) and two written questions, released and answered."""
+    root = tmp_path_factory.mktemp("written")
+    source = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_markdown_cell("**Question 11.w1 (2 points).** Is a gain of 5.3 points with seeds spread ±6.3 "
+                                      "a result?"),
+        _answer_cell("11_1", 2, RUBRIC),
+        nbformat.v4.new_markdown_cell("**Question 11.w2 (3 points).** What would you run to know?"),
+        _answer_cell("11_2", 3, RUBRIC)])
+    (root / "source").mkdir()
+    nbformat.write(source, root / "source" / "11_tiny.ipynb")
+    release_folder(root / "source", root / "release")
+    release = nbformat.read(root / "release" / "11_tiny.ipynb", as_version=4)
+    answered = nbformat.from_dict(json.loads(json.dumps(release)))
+    answered.cells[2].source = HOSTILE
+    deleted = nbformat.from_dict(json.loads(json.dumps(release)))
+    del deleted.cells[4]
+    for student, notebook in (("ada", answered), ("bo", release), ("cy", deleted)):
+        (root / "class" / student).mkdir(parents=True)
+        nbformat.write(notebook, root / "class" / student / "11_tiny.ipynb")
+    results = grade_folder(root / "class", root / "report", root / "release", workers=1, seed=3, progress=False,
+                           sandbox=False)
+    return {"root": root, "release": release, "results": results}
+
+
+def test_the_release_keeps_the_placeholder_and_drops_the_rubric(course):
+    cells = course["release"].cells
+    assert cells[2].source == cells[4].source == "YOUR ANSWER HERE"
+    assert "Rubric" not in json.dumps(course["release"])
+    assert [(q.id, q.points) for q in questions_of(course["release"])] == [("11.w1", 2), ("11.w2", 3)]
+
+
+def test_an_answer_cell_must_be_markdown_with_its_rubric(tmp_path):
+    cell = nbformat.v4.new_code_cell("answer = 42")
+    cell.metadata["nbgrader"] = {"grade_id": "written_11_1", "solution": True, "grade": True, "locked": False,
+                                 "points": 2, "schema_version": 3}
+    (tmp_path / "source").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), tmp_path / "source" / "11_bad.ipynb")
+    with pytest.raises(MarkupError, match="the answer cell of 11.w1 must be a Markdown cell"):
+        release_folder(tmp_path / "source", tmp_path / "release")
+    assert not (tmp_path / "release" / "11_bad.ipynb").exists()
+
+
+def test_answers_wait_for_the_instructor_and_are_collected_per_question_escaped(course):
+    report = course["root"] / "report"
+    statuses = {(r.student, x.exercise): (x.status, x.points, x.max_points) for r in course["results"]
+                for x in r.exercises}
+    assert statuses[("ada", "11.w1")] == ("to be graded by hand", 0, 2)
+    assert statuses[("bo", "11.w1")][0] == statuses[("ada", "11.w2")][0] == "not attempted"
+    assert statuses[("cy", "11.w2")][0] == "not attempted"
+    rows = list(csv.reader((report / "grades.csv").read_text().splitlines()))
+    assert rows[0] == ["student", "11.w1", "11.w2", "total", "max"] and rows[1][-1] == "5"
+    markdown = (report / "answers" / "11.w1.md").read_text()
+    assert "&lt;script&gt;" in markdown and "<script>" not in markdown
+    assert "\\| a \\| table \\|" in markdown and "\n# a heading" not in markdown
+    assert "*the answer still says YOUR ANSWER HERE*" in markdown
+    table = list(csv.reader((report / "answers" / "11.w1.csv").read_text().splitlines(keepends=True)))
+    answers = {row[0]: row[2] for row in csv.reader((report / "answers" / "11.w1.csv").open(newline=""))}
+    assert answers["ada"].startswith("'=HYPERLINK") and answers["ada"].endswith("|\n# a heading of my own")
+    assert table[0] == ["student", "question", "answer"]
+    assert "no answer cell" in (report / "answers" / "11.w2.md").read_text()  # cy deleted it
+
+
+def _scores(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student", "question", "points", "comment"])
+        writer.writerows(rows)
+    return path
+
+
+def test_scores_come_back_into_the_totals_and_both_exports(course, tmp_path):
+    scores = _scores(tmp_path / "scores.csv", [["ada", "11.w1", "2", "Names the spread; good."],
+                                               ["bo", "11.w2", "1", ""]])
+    score_written(course["root"] / "report", tmp_path / "scored", read_written_scores(scores))
+    rows = {row[0]: row for row in csv.reader((tmp_path / "scored" / "grades.csv").read_text().splitlines())}
+    assert rows["ada"][1:] == ["2", "0", "2", "5"] and rows["bo"][1:] == ["0", "1", "1", "5"]
+    report = (tmp_path / "scored" / "report.md").read_text()
+    assert "| 11.w1 | 2 / 2 | graded by hand: Names the spread; good\\. |" in report
+    assert (tmp_path / "scored" / "answers" / "11.w1.md").exists()
+    roster = tmp_path / "roster.csv"
+    roster.write_text("folder,Student,ID,SIS User ID,SIS Login ID,Section\nada,Ada,1,,,\nbo,Bo,2,,,\ncy,Cy,3,,,\n")
+    gradebook, unmatched = canvas_gradebook(tmp_path / "scored", roster, "Week 11", "77")
+    lines = gradebook.splitlines()
+    assert lines[1].endswith(",5") and lines[2] == "Ada,1,,,,2" and unmatched == []
+    tests = gradescope_results(tmp_path / "scored", "ada")["tests"]
+    assert tests[0]["name"] == "Written answer 11.w1 (graded by hand)" and tests[0]["score"] == 2.0
+
+
+@pytest.mark.parametrize("row, message", [
+    (["dan", "11.w1", "1", ""], "'dan' is not a student of this class"),
+    (["ada", "11.w9", "1", ""], "no graded notebook asks question '11.w9'"),
+    (["ada", "11.w1", "3", ""], "3 points for 11.w1, which is worth 2"),
+])
+def test_a_score_that_does_not_apply_is_refused_naming_its_row_and_nothing_is_written(course, tmp_path, row,
+                                                                                       message):
+    shutil.copytree(course["root"] / "report", tmp_path / "report")
+    before = (tmp_path / "report" / "grades.json").read_bytes()
+    scores = _scores(tmp_path / "scores.csv", [["ada", "11.w2", "1", "fine"], row])
+    with pytest.raises(WrittenScoreError, match="row 3: " + message.replace("(", r"\(")):
+        score_written(tmp_path / "report", tmp_path / "report", read_written_scores(scores))
+    assert (tmp_path / "report" / "grades.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("content, message", [
+    ("student,question,points\nada,11.w1,1\n", "the header must be student,question,points,comment"),
+    ("student,question,points,comment\nada,11.1,1,\n", "'11.1' is not a written question's id"),
+    ("student,question,points,comment\nada,11.w1,-1,\n", "points must be a non-negative integer"),
+    ("student,question,points,comment\nada,11.w1,1,\nada,11.w1,2,\n", "row 3: ada 11.w1 is scored twice"),
+])
+def test_a_malformed_scores_file_is_refused(tmp_path, content, message):
+    path = tmp_path / "scores.csv"
+    path.write_text(content)
+    with pytest.raises(WrittenScoreError, match=message):
+        read_written_scores(path)
+
+
+def test_the_command_line_scores_a_report(course, tmp_path, capsys):
+    from transformer_course.tooling.cli import main
+
+    shutil.copytree(course["root"] / "report", tmp_path / "report")
+    scores = _scores(tmp_path / "scores.csv", [["cy", "11.w1", "1", ""]])
+    assert main(["score-written", str(tmp_path / "report"), "--written-scores", str(scores)]) == 0
+    assert "1 written answer(s) scored by hand" in capsys.readouterr().out
+    bad = _scores(tmp_path / "bad.csv", [["cy", "11.w1", "7", ""]])
+    assert main(["score-written", str(tmp_path / "report"), "--written-scores", str(bad)]) == 1
+    assert "7 points for 11.w1, which is worth 2" in capsys.readouterr().err
