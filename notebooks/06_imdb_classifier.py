@@ -467,3 +467,22 @@ assert evaluate_hidden("06.2", masked_mean_pool, seed=7).passed
 # time to best with max pooling. Then swap `MaskedGlobalMaxPooling1D` for Keras'
 # `GlobalMaxPooling1D` (which does not skip padding), evaluate the same trained weights on the
 # bucketed and on the 600-padded test set, and explain why the two accuracies now differ.
+
+# %% [markdown]
+# ## Written question (2 points, graded by your instructor)
+#
+# **Question 06.w1.** In section 7's test table the bag of bigrams scores higher than both
+# Transformers trained here. Give two reasons a Transformer trained from scratch on these 25,000
+# labelled reviews may not beat it, and name one experiment in notebook 08 that tests one of them.
+# Answer in three to six sentences.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_06_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# ### BEGIN SOLUTION
+# **Rubric (2 points).** 1 point for two sound reasons, for example: sentiment is carried mostly
+# by local words and pairs, which the bigram model sees directly; the Transformer must learn its
+# embeddings and attention from 25,000 labels alone, with many more parameters and no prior (no
+# pre-training); a single run and a small test difference are not a ranking. 1 point for naming 08's
+# label-efficiency comparison of a pre-trained encoder against the same encoder from scratch (or
+# 08's frozen-encoder probe) and saying which reason it tests (what pre-training on unlabelled
+# text buys).
+# ### END SOLUTION

@@ -730,3 +730,21 @@ assert evaluate_hidden("07.6", adamw_step, seed=7).passed
 # Translate a few sentences of your own, including one longer than the source length. Then vary
 # the beam width (1, 2, 4, 8) and the length-penalty exponent on 200 test sentences: where does
 # BLEU peak, and what happens to the average translation length?
+
+# %% [markdown]
+# ## Written question (2 points, graded by your instructor)
+#
+# **Question 07.w1.** Section 8 scores greedy decoding and beam search on the test split.
+# Beam search keeps several hypotheses, yet it can end with a *lower* BLEU or shorter translations
+# than greedy search. Explain how, and what the length penalty's exponent changes. Then say what
+# you would measure, and on which split, to choose the beam width and the exponent honestly.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_07_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# ### BEGIN SOLUTION
+# **Rubric (2 points).** 1 point: the model's most probable sequence need not be the best
+# translation (summed log-probabilities favour short outputs: every token multiplies in a
+# probability below 1, so an early end id can win; BLEU's brevity penalty then punishes them); the
+# length penalty divides the score by ((5 + length) / 6) ** alpha, so a larger alpha favours
+# longer hypotheses. 1 point: choose the width and alpha by BLEU on the validation split, never the
+# test split, and report the test BLEU once for the chosen setting (with sacreBLEU's signature).
+# ### END SOLUTION

@@ -1143,3 +1143,22 @@ assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
 # (`settings.pretraining_updates` and `settings.pretraining_minutes`) and watch the masked-LM
 # accuracy and the fine-tuning accuracy of the progress plot: does the downstream gain keep
 # growing with the masked-LM accuracy?
+
+# %% [markdown]
+# ## Written question (2 points, graded by your instructor)
+#
+# **Question 08.w1.** Section 5 reports that the pre-trained encoder gains 5.3 points over the
+# same model from scratch at 200 labels, while its seeds spread over ±6.3 points. Is that gain a
+# result? Say what the design of the comparison lets you use that the text does not, and what you
+# would run to know.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_08_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# ### BEGIN SOLUTION
+# **Rubric (2 points).** 1 point: not on its own — a gain smaller than the spread of the seeds is
+# not separated from zero by comparing the two arms' ranges; but the design is paired (each seed
+# draws the same 200 reviews for both arms), so the per-seed differences, pre-trained minus scratch,
+# have their own, smaller spread. 1 point: compute the paired differences per seed (their mean and
+# spread, or a paired test), with more seeds (five or more) at 200 and 1,000 labels, fine-tuning
+# each arm with its own learning rate chosen on the validation split; state the result as a
+# difference with its spread.
+# ### END SOLUTION

@@ -966,3 +966,22 @@ else:
 # perplexity. Then generate 200 tokens from one prompt with greedy decoding and with top-p 0.9,
 # and plot, for each, the fraction of 4-grams seen before against the position in the text: at
 # what point does greedy decoding fall into a loop?
+
+# %% [markdown]
+# ## Written question (2 points, graded by your instructor)
+#
+# **Question 09.w1.** Section 5 compares the Transformer's bits per character with a
+# Kneser-Ney bigram model's and with `xz`'s on the same test text. Why is bits per character, not
+# perplexity per token, the number to compare across these three? And what does the comparison with
+# the bigram model tell you that the comparison with `xz` does not?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_09_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# ### BEGIN SOLUTION
+# **Rubric (2 points).** 1 point: perplexity per token depends on the tokeniser (a BPE token is a
+# different unit from a character or a byte, and `xz` has no tokens), while bits per character
+# measures the code length of the same text, so any model or compressor is compared on one scale.
+# 1 point: the bigram model sees one token of context, so the gap between it and the Transformer is
+# what the longer context (attention over up to a row of tokens) buys on this data; `xz` is a
+# general compressor that learns nothing about English in advance, so beating it shows the models
+# compress text, not what context adds.
+# ### END SOLUTION

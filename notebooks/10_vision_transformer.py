@@ -651,3 +651,21 @@ assert evaluate_hidden("10.2", roll_out_attention, seed=7).passed
 # compare the test accuracy and the position-similarity panels. Then train the 2×2 ViT on 10%,
 # 30% and 100% of the training images and plot its test accuracy beside the CNN's: where does
 # the gap between them close, if it does?
+
+# %% [markdown]
+# ## Written question (2 points, graded by your instructor)
+#
+# **Question 10.w1.** On these 1,800 digits the ViT (mean of three seeds) scores a little below
+# the small CNN and the SVM in the comparison table. Is that difference separated from the spread of
+# the ViT's seeds? Whatever your answer, explain what a convolution is told about images that the ViT
+# must learn from data, and say one change you would try first to help the ViT here.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_10_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# ### BEGIN SOLUTION
+# **Rubric (2 points).** 1 point: reads the table: the ViT's mean (about 97.7%) is within about its
+# seeds' spread (±1.4 points) of the SVM's 98.3% and the CNN's 98.4%, so the ranking is not
+# established by these runs. 1 point: a convolution is told locality and translation equivariance
+# (the same small filter everywhere); the ViT's attention and position embeddings must learn which
+# patches are neighbours from 1,800 images. Sensible first changes: more augmentation (shifts),
+# smaller patches with fewer layers, pre-training on more images, or a convolutional stem.
+# ### END SOLUTION

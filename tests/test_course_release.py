@@ -40,6 +40,7 @@ def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
     import nbformat
 
     from transformer_course.grading.markup import exercise_id_of
+    from transformer_course.grading.written import written_id_of
 
     notebooks = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     numbers = [path.name[:2] for path in notebooks]
@@ -47,8 +48,10 @@ def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
     assert {exercise.split(".")[0] for exercise in EXERCISES} == set(numbers)  # no exercise without its notebook
     for path in notebooks:
         cells = nbformat.read(path, as_version=4).cells
-        solutions = [exercise_id_of(c) for c in cells if c.metadata.get("nbgrader", {}).get("solution")]
-        checks = [exercise_id_of(c) for c in cells if c.metadata.get("nbgrader", {}).get("grade")]
+        solutions = [exercise_id_of(c) for c in cells
+                     if c.metadata.get("nbgrader", {}).get("solution") and written_id_of(c) is None]
+        checks = [exercise_id_of(c) for c in cells
+                  if c.metadata.get("nbgrader", {}).get("grade") and written_id_of(c) is None]
         catalogued = sorted(e for e in EXERCISES if e.startswith(path.name[:2] + "."))
         assert len(catalogued) >= 2, path.name
         assert sorted(solutions) == catalogued and sorted(checks) == catalogued, (path.name, solutions, checks)
@@ -88,11 +91,29 @@ def graded(tmp_path_factory):
     return {(r.student, r.notebook[:2]): r for r in results}
 
 
+def test_notebooks_from_06_on_end_with_a_written_question():
+    import nbformat
+
+    from transformer_course.grading.written import questions_of
+
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        questions = questions_of(notebook)
+        assert bool(questions) == (path.name[:2] >= "06"), path.name
+        if questions:
+            answer = next(cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade_id")
+                          == questions[-1].grade_id)
+            assert notebook.cells[-1] is answer and "Rubric" in answer.source, path.name
+
+
 @pytest.mark.parametrize("notebook", WITH_EXERCISES)
 def test_source_notebook_runs_and_scores_full_marks(graded, notebook):
+    """Every exercise passes; a written answer (the instructor's rubric) waits for the instructor's score."""
     result = graded[("instructor", notebook)]
-    assert [(x.exercise, x.status) for x in result.exercises] == [(x.exercise, "passed") for x in result.exercises]
-    assert result.exercises and not result.problems, result.problems
+    automatic = [x for x in result.exercises if ".w" not in x.exercise]
+    assert [(x.exercise, x.status) for x in automatic] == [(x.exercise, "passed") for x in automatic]
+    assert {x.status for x in result.exercises if ".w" in x.exercise} <= {"to be graded by hand"}
+    assert automatic and not result.problems, result.problems
 
 
 @pytest.mark.parametrize("notebook", WITH_EXERCISES)
