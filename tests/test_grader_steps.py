@@ -131,3 +131,53 @@ def test_workers_must_be_a_positive_int(workers):
 
     with pytest.raises(ValueError, match="`workers` must be an int >= 1"):
         run_jobs(abs, [1], workers, on_death=lambda job, how: None)
+
+
+STUDENT_KERNEL = '''
+import functools, os, sys
+import numpy as np
+import tensorflow as tf
+sys.path.insert(0, os.getcwd())  # as Jupyter puts the notebook's folder first
+with open("norm_helpers.py", "w") as handle:  # %%writefile norm_helpers.py
+    handle.write("import numpy as np\\ndef lower(length):\\n    return np.tril(np.ones((length, length), dtype=bool))\\n")
+import norm_helpers
+
+@functools.lru_cache(maxsize=None)
+def _lower_triangle(length):
+    return norm_helpers.lower(length)
+
+@tf.function
+def _as_numpy(mask):
+    return mask
+
+def causal_mask(length):
+    return np.asarray(_as_numpy(_lower_triangle(length).copy()))
+
+from transformer_course.grading.protocol import _export
+_export(globals(), "07.1", "causal_mask", "NONCE")
+'''
+GRADED_KERNEL = '''
+import sys
+from transformer_course.grading.protocol import CAPTURED, _load
+namespace = {}
+_load(namespace, "07.1", sys.stdin.read())
+print(namespace[CAPTURED]["07.1"](3).astype(int).tolist())
+'''
+
+
+def test_honest_styles_travel_to_the_graded_kernel(tmp_path):
+    """A cached helper, a tf.function helper and a module the notebook wrote (%%writefile) all reach the
+    graded kernel, which has neither the notebook's __main__ nor its folder, and give the same answer."""
+    import subprocess
+    import sys
+
+    (tmp_path / "student").mkdir()
+    (tmp_path / "graded").mkdir()
+    exported = subprocess.run([sys.executable, "-c", STUDENT_KERNEL], cwd=tmp_path / "student", capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    line = next(line for line in exported.stdout.splitlines() if line.startswith("NONCE "))
+    kind, value = protocol.parse_export(line, "NONCE")
+    assert kind == "function", (line[:200], exported.stderr[-2000:])
+    loaded = subprocess.run([sys.executable, "-c", GRADED_KERNEL], cwd=tmp_path / "graded", capture_output=True,
+                            text=True, timeout=60, input=__import__("base64").b64encode(value).decode("ascii"))
+    assert loaded.stdout.strip() == "[[1, 0, 0], [1, 1, 0], [1, 1, 1]]", loaded.stderr[-2000:]

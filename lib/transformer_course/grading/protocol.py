@@ -70,14 +70,8 @@ def _export(namespace: dict, exercise_id: str, function_name: str, nonce: str) -
     if not callable(function):
         print("\n" + nonce, "missing")
         return
-    import functools
-
-    if isinstance(function, functools._lru_cache_wrapper):  # functools.cache: pickled by name; the function itself
-        function = function.__wrapped__
     try:
-        import cloudpickle
-
-        data = cloudpickle.dumps(function)
+        data = _dumps(_plain(function) or function)
     except Exception as error:  # noqa: BLE001 - reported to the grader as the type's name
         print("\n" + nonce, "unpicklable", type(error).__name__[:100])
         return
@@ -85,6 +79,60 @@ def _export(namespace: dict, exercise_id: str, function_name: str, nonce: str) -
         print("\n" + nonce, "too-large", len(data))
         return
     print("\n" + nonce + " function " + base64.b64encode(data).decode("ascii"))
+
+
+def _plain(value):
+    """The plain function behind a wrapper that pickles by name, or None.
+
+    ``functools.cache`` / ``lru_cache`` (the function it wraps: the same results, computed afresh)
+    and TensorFlow's ``tf.function`` (its Python function, run eagerly). Pickled by name, either
+    would be looked up in the graded kernel's ``__main__``, where the notebook never ran.
+    """
+    import functools
+
+    if isinstance(value, functools._lru_cache_wrapper):
+        return value.__wrapped__
+    if type(value).__module__.startswith("tensorflow.") and callable(getattr(value, "python_function", None)):
+        return value.python_function
+    return None
+
+
+def _dumps(function) -> bytes:
+    """``cloudpickle.dumps(function)`` with what the notebook itself defined travelling by value.
+
+    Modules the notebook wrote into its own folders (``%%writefile helpers.py``, then ``import
+    helpers``) are pickled by value, as the notebook's own functions are; a cached or
+    ``tf.function`` helper becomes its plain function (:func:`_plain`).
+    """
+    import copy
+    import io
+    import os
+    import sys
+    import tempfile
+
+    import cloudpickle
+
+    folders = tuple(os.path.realpath(folder) + os.sep for folder in
+                    {os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir()} if folder not in ("", os.sep))
+    installed = tuple(os.path.realpath(prefix) + os.sep for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or name.split(".")[0] == "transformer_course":
+            continue
+        path = os.path.realpath(path)
+        if path.startswith(folders) and not path.startswith(installed):
+            cloudpickle.register_pickle_by_value(module)
+
+    class Pickler(cloudpickle.CloudPickler):
+        def reducer_override(self, value):
+            plain = _plain(value)
+            if plain is not None:  # copy.copy(a function) is the function: the plain one stands in its place
+                return copy.copy, (plain,)
+            return super().reducer_override(value)
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(function)
+    return buffer.getvalue()
 
 
 def parse_export(text: str, nonce: str) -> tuple[str, object]:
