@@ -173,3 +173,50 @@ def test_the_report_lists_near_identical_solutions_and_never_changes_a_score(tmp
     assert "=cy" not in report.split("## Near-identical solutions")[1]
     after = merge_grades(_shards(tmp_path / "again", results), tmp_path / "o2")
     assert before == {(r.student, x.exercise): x.points for r in after for x in r.exercises}
+
+
+def _two_assignments():
+    """ada and bob hand in notebook 07 (week 1) and notebook 09 (week 2)."""
+    results = _results()[:2]
+    for student, points in (("ada", 3), ("bob", 1)):
+        results.append(NotebookResult(student, "09_tiny.ipynb", [
+            ExerciseResult("09.1", min(points, 2), 2, "passed" if points >= 2 else "failed", "x"),
+            ExerciseResult("09.w1", 1, 2, "graded by hand", "fair")]))
+    return results
+
+
+def test_an_assignment_is_merged_and_exported_alone_or_one_column_per_exercise(tmp_path):
+    results = _two_assignments()
+    folders = []
+    for index in (1, 2):
+        mine = [result for result in results if (result.student == "ada") == (index == 1)]
+        _, json_text, _ = report_texts(mine, ["07.1", "07.2", "09.1", "09.w1"], 99, {
+            "shard": {"index": index, "count": 2}, "all_students": ["ada", "bob"]})
+        (tmp_path / f"shard{index}").mkdir()
+        (tmp_path / f"shard{index}" / "grades.json").write_text(json_text)
+        folders.append(tmp_path / f"shard{index}")
+    merge_grades(folders, tmp_path / "all")
+    merge_grades(folders, tmp_path / "week2", notebooks=["09"])
+    assert json.loads((tmp_path / "week2" / "grades.json").read_text())["exercises"] == ["09.1", "09.w1"]
+    roster = tmp_path / "roster.csv"
+    roster.write_text("folder,Student,ID,SIS User ID,SIS Login ID,Section\nada,Ada,1,,,\nbob,Bob,2,,,\n")
+    text, _ = canvas_gradebook(tmp_path / "all", roster, "Week 2", "88", notebooks=["09"])
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][-1] == "Week 2 (88)" and rows[1][-1] == "4" and [rows[2][-1], rows[3][-1]] == ["3", "2"]
+    text, _ = canvas_gradebook(tmp_path / "all", roster, "Course", None, per_exercise=True)
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][5:] == ["Course: 07.1", "Course: 07.2", "Course: 09.1", "Course: 09.w1"]
+    assert rows[1][5:] == ["1", "3", "2", "2"] and rows[3][5:] == ["0", "3", "1", "1"]
+    assert [test["number"] for test in gradescope_results(tmp_path / "all", "bob", notebooks=["09"])["tests"]] == [
+        "09.1", "09.w1"]
+    with pytest.raises(OverrideError, match="no exercise of notebooks 05"):
+        canvas_gradebook(tmp_path / "all", roster, "Week 3", "89", notebooks=["05"])
+
+
+@pytest.mark.parametrize("text", ["4,x", "0", "100", ""])
+def test_an_assignment_that_is_not_notebook_numbers_is_a_usage_error(text, capsys):
+    from transformer_course.tooling.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["export", "gradescope", "report", "--out", "x.json", "--notebooks", text])
+    assert stopped.value.code == 2 and "--notebooks must list notebook numbers" in capsys.readouterr().err

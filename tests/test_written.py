@@ -159,3 +159,10 @@ def test_the_command_line_scores_a_report(course, tmp_path, capsys):
     bad = _scores(tmp_path / "bad.csv", [["cy", "11.w1", "7", ""]])
     assert main(["score-written", str(tmp_path / "report"), "--written-scores", str(bad)]) == 1
     assert "7 points for 11.w1, which is worth 2" in capsys.readouterr().err
+
+
+def test_grading_an_assignment_refuses_a_notebook_that_was_not_released(course, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no released notebook 12"):
+        grade_folder(course["root"] / "class", tmp_path / "out", course["root"] / "release", notebooks=["11", "12"],
+                     progress=False, sandbox=False)
+    assert not (tmp_path / "out").exists()

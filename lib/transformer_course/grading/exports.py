@@ -111,7 +111,8 @@ def _report(report) -> dict:
     return report
 
 
-def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str) -> tuple[str, list[str]]:
+def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str | None,
+                     notebooks: list[str] | None = None, per_exercise: bool = False) -> tuple[str, list[str]]:
     """A Canvas gradebook CSV of every student's total, and the names that did not match.
 
     Args:
@@ -120,7 +121,12 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str) -
             (Canvas' own columns, from its gradebook export, plus the submission folder's name as
             the report shows it).
         assignment: str, the assignment's name in Canvas.
-        assignment_id: str, its Canvas id (the number in the column header Canvas exports).
+        assignment_id: str, its Canvas id (the number in the column header Canvas exports); None
+            for a new assignment, which Canvas creates on import.
+        notebooks: the notebooks of one assignment (``["04", "05"]``): only their exercises
+            count; None counts every exercise of the report.
+        per_exercise: bool, one column per exercise (``"<assignment>: 04.1"``, new assignments
+            in Canvas) instead of one column for the total.
 
     Returns:
         ``(csv_text, unmatched)``: the CSV to import (one row per roster student; a student without
@@ -132,8 +138,10 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str) -
     """
     report = _report(report)
     points = report.get("points") or {exercise: EXERCISES[exercise].points for exercise in report["exercises"]}
-    maximum = sum(points[exercise] for exercise in report["exercises"])
-    totals = {student: sum(x["points"] for item in items for x in item["exercises"])
+    exercises = [exercise for exercise in report["exercises"] if notebooks is None or exercise[:2] in notebooks]
+    if notebooks is not None and not exercises:
+        raise OverrideError(f"the report holds no exercise of notebooks {', '.join(notebooks)}")
+    scores = {student: {x["exercise"]: x["points"] for item in items for x in item["exercises"]}
               for student, items in report["students"].items()}
     with open(roster_path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
@@ -144,24 +152,29 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str) -
     folders = [row["folder"] for row in roster]
     if len(set(folders)) != len(folders):
         raise OverrideError(f"{roster_path}: a folder is listed twice")
-    column = f"{assignment} ({assignment_id})"
+    if per_exercise:
+        columns = [(f"{assignment}: {exercise}", [exercise]) for exercise in exercises]
+    else:
+        columns = [(f"{assignment} ({assignment_id})" if assignment_id else assignment, exercises)]
     table = io.StringIO()
     writer = csv.writer(table)
-    writer.writerow([*ROSTER_COLUMNS[1:], column])
-    writer.writerow(["Points Possible", "", "", "", "", maximum])
+    writer.writerow([*ROSTER_COLUMNS[1:], *(spreadsheet_cell(name) for name, _ in columns)])
+    writer.writerow(["Points Possible", "", "", "", "", *(sum(points[e] for e in items) for _, items in columns)])
     for row in roster:
-        total = totals.get(row["folder"], "")
-        writer.writerow([*(spreadsheet_cell(row[name]) for name in ROSTER_COLUMNS[1:]), total])
-    unmatched = sorted((set(totals) - set(folders)) | (set(folders) - set(totals)))
+        mine = scores.get(row["folder"])
+        cells = ["" if mine is None else sum(mine.get(e, 0) for e in items) for _, items in columns]
+        writer.writerow([*(spreadsheet_cell(row[name]) for name in ROSTER_COLUMNS[1:]), *cells])
+    unmatched = sorted((set(scores) - set(folders)) | (set(folders) - set(scores)))
     return table.getvalue(), unmatched
 
 
-def gradescope_results(report, student: str) -> dict:
+def gradescope_results(report, student: str, notebooks: list[str] | None = None) -> dict:
     """Gradescope's autograder ``results.json`` for ``student``: one test per exercise.
 
     Args:
         report: a report folder (holding ``grades.json``) or the loaded ``grades.json`` dict.
         student: the name as the report shows it.
+        notebooks: the notebooks of one assignment (``["04", "05"]``); None: every notebook.
 
     Returns:
         dict with ``score`` (float, the total), ``output`` (one line), ``visibility`` and
@@ -173,7 +186,7 @@ def gradescope_results(report, student: str) -> dict:
         KeyError: ``student`` is not in the report.
     """
     report = _report(report)
-    items = report["students"][student]
+    items = [item for item in report["students"][student] if notebooks is None or item["notebook"][:2] in notebooks]
     tests = []
     for item in items:
         for x in item["exercises"]:

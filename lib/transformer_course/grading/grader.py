@@ -443,7 +443,7 @@ def _grader_error(student: str, release, what: str) -> NotebookResult:
 def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(), workers: int = 1,
                  seed: int | None = None, environment: dict | None = None, progress: bool = True,
                  shard: tuple[int, int] | None = None, sandbox: bool = True, overrides: list | None = None,
-                 written_scores: list | None = None) -> list:
+                 written_scores: list | None = None, notebooks: list[str] | None = None) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
 
     Written answers (:mod:`.written`) get 0 points until the instructor scores them; every
@@ -466,6 +466,8 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         overrides: rows of :func:`.exports.read_overrides`, points set by hand.
         written_scores: rows of :func:`.written.read_written_scores`, the instructor's scores of
             written answers.
+        notebooks: the notebooks of one assignment, by number (``["04", "05"]``); None grades
+            every released notebook. The reports hold only these notebooks' exercises.
 
     Returns:
         list of :class:`NotebookResult`, sorted by student then notebook.
@@ -484,6 +486,7 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         raise FileNotFoundError(f"`submissions_dir` {submissions_dir} is not a folder")
     if not releases:
         raise FileNotFoundError(f"no released notebooks NN_*.ipynb in {release_dir}")
+    releases = _assignment(releases, notebooks, release_dir)
     # Folders only, never followed links: an entry that is a link (or not a folder) gets its row, 0 points
     # and the reason, but nothing behind it is read.
     entries = [entry for entry in os.scandir(submissions_dir) if not entry.name.startswith(".")]
@@ -529,6 +532,35 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     return results
 
 
+def parse_notebooks(text: str) -> list[str]:
+    """``"04,05"`` -> ``["04", "05"]``: an assignment's notebooks, each two digits.
+
+    Raises:
+        ValueError: naming the item that is not a notebook number.
+
+    Example:
+        >>> parse_notebooks("4, 05")
+        ['04', '05']
+    """
+    numbers = []
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item.isdigit() or not 1 <= int(item) <= 99:
+            raise ValueError(f"--notebooks must list notebook numbers such as 04,05; received {item!r}")
+        numbers.append(f"{int(item):02d}")
+    return sorted(set(numbers))
+
+
+def _assignment(releases: list[Path], notebooks: list[str] | None, release_dir) -> list[Path]:
+    """The released notebooks of an assignment (all of them for None)."""
+    if notebooks is None:
+        return releases
+    unknown = sorted(set(notebooks) - {release.name[:2] for release in releases})
+    if unknown:
+        raise FileNotFoundError(f"no released notebook {', '.join(unknown)} in {release_dir}")
+    return [release for release in releases if release.name[:2] in notebooks]
+
+
 def _write_reports(results, out_dir, exercise_ids, seed, students, overrides, written_scores, extra) -> None:
     """Apply the overrides and the written scores, then write the three reports and the answer files."""
     if overrides:
@@ -550,12 +582,13 @@ class MergeError(ValueError):
     """Shard reports that do not add up to one class; the message says what is missing or doubled."""
 
 
-def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_scores: list | None = None) -> list:
+def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_scores: list | None = None,
+                 notebooks: list[str] | None = None) -> list:
     """Combine the reports of ``grade --shard K/N`` runs into one set of reports in ``out_dir``.
 
     Checks that there are exactly N shards of one run (indexes 1..N once each, one seed, one set of
     exercises, one class list), that every student of the class was graded, and that no student
-    was graded twice.
+    was graded twice. ``notebooks`` (``["04", "05"]``) keeps one assignment's notebooks only.
 
     Returns:
         list of :class:`NotebookResult`, as :func:`grade_folder` returns for the whole class.
@@ -593,14 +626,16 @@ def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_sco
     if twice or missing:
         raise MergeError(f"graded twice: {twice or 'none'}; not graded: {missing or 'none'}")
     results = [NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
-               for _, report in reports for items in report["students"].values() for item in items]
+               for _, report in reports for items in report["students"].values() for item in items
+               if notebooks is None or item["notebook"][:2] in notebooks]
     results.sort(key=lambda result: (result.student, result.notebook))
+    exercise_ids = [e for e in first["exercises"] if notebooks is None or e[:2] in notebooks]
     if overrides:
         for result in results:  # the shards' overrides give way to the merge's own file
             for x in result.exercises:
                 if x.override:
                     x.points, x.automatic_points, x.override = x.automatic_points, None, None
-    _write_reports(results, out_dir, first["exercises"], first.get("seed"), first["all_students"], overrides,
+    _write_reports(results, out_dir, exercise_ids, first.get("seed"), first["all_students"], overrides,
                    written_scores, {"shard": None, "merged_from": count})
     return results
 

@@ -203,7 +203,7 @@ def _command_grade(arguments) -> int:
         results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
                                workers=arguments.workers, seed=seed, progress=not arguments.quiet,
                                shard=shard, sandbox=not arguments.unsafe_no_sandbox, overrides=overrides,
-                               written_scores=written_scores)
+                               written_scores=written_scores, notebooks=arguments.notebooks)
     except (FileNotFoundError, ImportError, SandboxUnavailable, OverrideError, WrittenScoreError, OSError) as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
@@ -249,7 +249,7 @@ def _command_merge_grades(arguments) -> int:
 
     try:
         results = merge_grades(arguments.shards, arguments.out, overrides=_overrides(arguments),
-                               written_scores=_written_scores(arguments))
+                               written_scores=_written_scores(arguments), notebooks=arguments.notebooks)
     except (MergeError, OverrideError, WrittenScoreError, OSError) as error:
         print(f"merge-grades: {error}", file=sys.stderr)
         return 1
@@ -257,6 +257,16 @@ def _command_merge_grades(arguments) -> int:
     print(f"merged {len(arguments.shards)} shard(s): {len(results)} notebook(s) of {len(students)} student(s); "
           f"report in {arguments.out}")
     return 0
+
+
+def _notebooks(text: str) -> list[str]:
+    """``--notebooks 04,05`` for argparse: a clear usage error for anything else."""
+    from ..grading.grader import parse_notebooks
+
+    try:
+        return parse_notebooks(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _command_export(arguments) -> int:
@@ -267,18 +277,21 @@ def _command_export(arguments) -> int:
 
     try:
         if arguments.format == "canvas":
-            if not (arguments.roster and arguments.assignment and arguments.assignment_id):
-                print("export: canvas needs --roster, --assignment and --assignment-id", file=sys.stderr)
+            if not (arguments.roster and arguments.assignment and (arguments.assignment_id or arguments.per_exercise)):
+                print("export: canvas needs --roster, --assignment and --assignment-id (or --per-exercise)",
+                      file=sys.stderr)
                 return 2
             text, unmatched = canvas_gradebook(arguments.report, arguments.roster, arguments.assignment,
-                                               arguments.assignment_id)
+                                               arguments.assignment_id, notebooks=arguments.notebooks,
+                                               per_exercise=arguments.per_exercise)
             for name in unmatched:
                 print(f"export: not matched between the grades and the roster: {name}", file=sys.stderr)
         else:
             if arguments.student is None:
                 print("export: gradescope needs --student (the name as the report shows it)", file=sys.stderr)
                 return 2
-            text = json.dumps(gradescope_results(arguments.report, arguments.student), indent=2) + "\n"
+            text = json.dumps(gradescope_results(arguments.report, arguments.student, notebooks=arguments.notebooks),
+                              indent=2) + "\n"
     except (OSError, ValueError, KeyError, OverrideError) as error:
         print(f"export: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
@@ -354,11 +367,14 @@ def main(argv: list[str] | None = None) -> int:
     written_help = ("a written-scores CSV (student,question,points,comment): the instructor's scores of the answers "
                     "in words (answers/ holds every answer to each question)")
     grade.add_argument("--written-scores", metavar="CSV", help=written_help)
+    notebooks_help = "one assignment: only these notebooks, by number (e.g. 04,05); default: every notebook"
+    grade.add_argument("--notebooks", type=_notebooks, metavar="NN,NN", help=notebooks_help)
     merge = commands.add_parser("merge-grades", help="combine the reports of `grade --shard K/N` runs into one")
     merge.add_argument("shards", nargs="+", metavar="SHARD_REPORT_DIR")
     merge.add_argument("--out", required=True, metavar="REPORT_DIR", help="where the combined reports go")
     merge.add_argument("--overrides", metavar="CSV", help=overrides_help)
     merge.add_argument("--written-scores", metavar="CSV", help=written_help)
+    merge.add_argument("--notebooks", type=_notebooks, metavar="NN,NN", help=notebooks_help)
     scoring = commands.add_parser("score-written", help="add the instructor's scores of written answers to a "
                                                          "report, without regrading")
     scoring.add_argument("report", metavar="REPORT_DIR", help="a folder written by grade or merge-grades")
@@ -373,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--assignment", help="canvas: the assignment's name")
     export.add_argument("--assignment-id", help="canvas: the assignment's Canvas id")
     export.add_argument("--student", help="gradescope: the student, as the report names them")
+    export.add_argument("--notebooks", type=_notebooks, metavar="NN,NN", help=notebooks_help)
+    export.add_argument("--per-exercise", action="store_true",
+                        help="canvas: one column per exercise (new assignments named '<assignment>: 04.1')")
     export.set_defaults(handler=_command_export)
     grade.set_defaults(handler=_command_grade)
     merge.set_defaults(handler=_command_merge_grades)
