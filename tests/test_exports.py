@@ -101,6 +101,7 @@ def test_gradescope_results_hold_the_documented_fields(tmp_path):
     assert results["score"] == 4.0 and results["visibility"] == "visible" and results["stdout_visibility"] == "hidden"
     first, second = results["tests"]
     assert set(first) >= {"name", "score", "max_score", "status", "output", "visibility"}
+    assert results["output_format"] == first["output_format"] == second["output_format"] == "text"
     assert (first["score"], first["max_score"], first["status"]) == (1.0, 1.0, "passed")
     assert "set by hand from 0 to 1: regraded by hand" in first["output"] and second["max_score"] == 3.0
     with pytest.raises(KeyError):

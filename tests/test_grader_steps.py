@@ -165,6 +165,7 @@ print(namespace[CAPTURED]["07.1"](3).astype(int).tolist())
 '''
 
 
+@pytest.mark.tensorflow  # the tf.function helper needs TensorFlow
 def test_honest_styles_travel_to_the_graded_kernel(tmp_path):
     """A cached helper, a tf.function helper and a module the notebook wrote (%%writefile) all reach the
     graded kernel, which has neither the notebook's __main__ nor its folder, and give the same answer."""

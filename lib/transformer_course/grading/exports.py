@@ -177,10 +177,12 @@ def gradescope_results(report, student: str, notebooks: list[str] | None = None)
         notebooks: the notebooks of one assignment (``["04", "05"]``); None: every notebook.
 
     Returns:
-        dict with ``score`` (float, the total), ``output`` (one line), ``visibility`` and
-        ``stdout_visibility`` (``"visible"`` / ``"hidden"``) and ``tests``: one per exercise with
-        ``name``, ``number`` (the exercise id), ``score``, ``max_score``, ``status`` (``"passed"`` or
-        ``"failed"``), ``output`` (the verdict, with an override's reason) and ``visibility``.
+        dict with ``score`` (float, the total), ``output`` (one line), ``output_format``
+        (``"text"``: nothing a student's code printed is rendered as Markdown or HTML),
+        ``visibility`` and ``stdout_visibility`` (``"visible"`` / ``"hidden"``) and ``tests``: one
+        per exercise with ``name``, ``number`` (the exercise id), ``score``, ``max_score``,
+        ``status`` (``"passed"`` or ``"failed"``), ``output`` (the verdict, with an override's
+        reason), ``output_format`` (``"text"``) and ``visibility``.
 
     Raises:
         KeyError: ``student`` is not in the report.
@@ -202,5 +204,7 @@ def gradescope_results(report, student: str, notebooks: list[str] | None = None)
                           "output": output, "visibility": "visible"})
     score = sum(test["score"] for test in tests)
     maximum = sum(test["max_score"] for test in tests)
+    for test in tests:  # what a student's code printed is shown as text, never rendered as Markdown or HTML
+        test["output_format"] = "text"
     return {"score": score, "output": f"{score:g} / {maximum:g} points over {len(tests)} exercises",
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+            "output_format": "text", "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
