@@ -237,3 +237,64 @@ def test_the_lstm_step_reference_equals_keras_lstm_cell():
         ours = references.expected("01.2", arguments)
         np.testing.assert_allclose(ours[0], keras.ops.convert_to_numpy(h), atol=1e-6)
         np.testing.assert_allclose(ours[1], keras.ops.convert_to_numpy(c), atol=1e-6)
+
+
+def _package_model_forward(token_ids, weights, config):
+    """The capstone answered by the package's own LanguageModel: its weights set from the dictionary, its logits."""
+    import keras
+
+    from transformer_course.bert import gelu_approximate
+    from transformer_course.language_model import build_language_model
+
+    vocabulary, width = weights["token_embedding"].shape
+    block = weights["blocks"][0]
+    model = build_language_model(vocabulary, weights["position_embedding"].shape[0], embed_dim=width,
+                                 intermediate_dim=block["feedforward"]["hidden_kernel"].shape[1],
+                                 num_heads=config["num_heads"], num_layers=len(weights["blocks"]), dropout=0.0,
+                                 normalize_first=config["normalize_first"], final_norm="final_norm" in weights,
+                                 activation=gelu_approximate if config["activation"] == "gelu_approximate" else "relu",
+                                 layer_norm_epsilon=config["layer_norm_epsilon"])
+
+    def assign(variables, values):  # the two share forward_weights' layout: walk them side by side
+        if isinstance(variables, dict):
+            for key in variables:
+                assign(variables[key], values[key])
+        elif isinstance(variables, list):
+            for variable, value in zip(variables, values, strict=True):
+                assign(variable, value)
+        else:
+            variables.assign(np.asarray(values, dtype="float32"))
+
+    assign(_variables_by_name(model), weights)
+    scores = keras.Model(model.inputs, model.output_layer.input)(np.asarray(token_ids))
+    return keras.ops.convert_to_numpy(scores) + keras.ops.convert_to_numpy(model.output_layer.bias)
+
+
+def _variables_by_name(model):
+    """The model's variables in the layout of ``forward_weights``."""
+    def block(decoder):
+        attention = decoder.self_attention
+        return {"attention": {f"{name}_{part}": getattr(attention, f"{name}_{part}")
+                              for name in ("query", "key", "value", "output") for part in ("kernel", "bias")},
+                "attention_norm": {"gamma": decoder.self_attention_norm.gamma,
+                                   "beta": decoder.self_attention_norm.beta},
+                "feedforward": {"hidden_kernel": decoder.feedforward_hidden.kernel,
+                                "hidden_bias": decoder.feedforward_hidden.bias,
+                                "output_kernel": decoder.feedforward_output.kernel,
+                                "output_bias": decoder.feedforward_output.bias},
+                "feedforward_norm": {"gamma": decoder.feedforward_norm.gamma, "beta": decoder.feedforward_norm.beta}}
+
+    names = {"token_embedding": model.token_embedding.token_embedding.embeddings,
+             "position_embedding": model.token_embedding.position_embedding.embeddings,
+             "blocks": [block(decoder) for decoder in model.decoder_blocks], "output_bias": model.output_layer.bias}
+    if model.final_norm is not None:
+        names["final_norm"] = {"gamma": model.final_norm.gamma, "beta": model.final_norm.beta}
+    return names
+
+
+@pytest.mark.parametrize("seed", [0, 7, 11])
+def test_the_package_language_model_scores_full_marks_on_the_capstone(seed):
+    """At the sizes and settings drawn from each seed, the package's own model, loaded with the case's weights,
+    is graded full marks: the reference students are held to is the package's model."""
+    verdict = evaluate_hidden("09.5", _package_model_forward, seed=seed)
+    assert verdict.passed, verdict.message

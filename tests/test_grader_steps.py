@@ -139,7 +139,8 @@ import numpy as np
 import tensorflow as tf
 sys.path.insert(0, os.getcwd())  # as Jupyter puts the notebook's folder first
 with open("norm_helpers.py", "w") as handle:  # %%writefile norm_helpers.py
-    handle.write("import numpy as np\\ndef lower(length):\\n    return np.tril(np.ones((length, length), dtype=bool))\\n")
+    handle.write("import numpy as np\\ndef lower(length):\\n"
+                 "    return np.tril(np.ones((length, length), dtype=bool))\\n")
 import norm_helpers
 
 @functools.lru_cache(maxsize=None)
