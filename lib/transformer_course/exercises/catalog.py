@@ -20,6 +20,7 @@ import numpy as np
 
 from . import hints
 from .compare import compare_outputs
+from .hints import _same
 from .values import decode, plain_value
 
 __all__ = ["Exercise", "EXERCISES", "public_cases"]
@@ -156,14 +157,6 @@ def _attention_leak(arguments, received):
 
 
 # --- hints: usual mistakes, recognised from the output -------------------------------------
-
-def _same(received, candidate, atol=1e-6) -> bool:
-    try:
-        received, candidate = np.asarray(received, dtype="float64"), np.asarray(candidate, dtype="float64")
-    except (TypeError, ValueError):
-        return False
-    return received.shape == candidate.shape and bool(np.allclose(received, candidate, atol=atol))
-
 
 def _transposed_weight_hint(arguments, received, expected):
     keys, weight, query = (np.asarray(arguments[name], dtype="float64") for name in ("keys", "weight", "query"))

@@ -512,13 +512,7 @@ def _greedy_reference(next_token_probabilities, start_ids, end_id, max_length):
 def _teacher_forcing_loss_reference(target_ids, probabilities):
     target_ids = np.asarray(target_ids, dtype="int64")
     inputs, labels = target_ids[:, :-1], target_ids[:, 1:]
-    total, count = 0.0, 0
-    for row in range(labels.shape[0]):
-        for position in range(labels.shape[1]):
-            if labels[row, position] != 0:
-                total -= math.log(probabilities[row, position, labels[row, position]])
-                count += 1
-    return inputs, labels, total / count
+    return inputs, labels, _masked_lm_loss_reference(probabilities, labels)  # the same masked mean, defined in 08
 
 
 def _teacher_forcing_loss_cases(rng):
