@@ -325,7 +325,7 @@ for name, value in sorted(table.items(), key=lambda item: -item[1]):
 
 # %% [markdown]
 # **Reading the numbers** (the stored run). Six rounds, 13.5 million tokens (0.56 of a pass over
-# the training text), took 36.3 minutes, and the validation curve was still falling at the end:
+# the training text), took 30.3 minutes, and the validation curve was still falling at the end:
 # about 2.0 bits per character after the first round, about 1.69 after the sixth. On the 3,224,826
 # characters of the 2,500 test reviews:
 #
@@ -336,7 +336,7 @@ for name, value in sorted(table.items(), key=lambda item: -item[1]):
 # | `xz -9e` | 2.458 |
 # | `bz2 -9` | 2.394 |
 # | Kneser-Ney bigram (counts) | 1.776 |
-# | Transformer, 2 blocks, 3.8 million parameters, 36 minutes | **1.691** |
+# | Transformer, 2 blocks, 3.8 million parameters, 30 minutes | **1.691** |
 #
 # The Transformer writes the test text in 1.69 bits a character: about a fifth of the 8 bits of
 # plain ASCII, 31% fewer bits than `xz` on the same text, and still 22% fewer than `xz` on all
