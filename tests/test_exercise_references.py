@@ -19,7 +19,7 @@ def _randomised(model, seed):
     for variable in model.weights:
         shape = tuple(variable.shape)
         value = rng.normal(0, 0.3, size=shape)
-        if variable.path.endswith("gamma"):
+        if variable.name.endswith("gamma"):
             value = 1 + value / 3
         variable.assign(value.astype("float32"))
     return model

@@ -2,6 +2,7 @@
 reading a submission, restoring locked cells, flagging reaches, inserting the captures and judging
 one reply. tests/test_grading.py grades whole submissions through all of them."""
 
+import json
 import os
 
 import nbformat
@@ -183,3 +184,24 @@ def test_honest_styles_travel_to_the_graded_kernel(tmp_path):
     loaded = subprocess.run([sys.executable, "-c", GRADED_KERNEL], cwd=tmp_path / "graded", capture_output=True,
                             text=True, timeout=60, input=__import__("base64").b64encode(value).decode("ascii"))
     assert loaded.stdout.strip() == "[[1, 0, 0], [1, 1, 0], [1, 1, 1]]", loaded.stderr[-2000:]
+
+
+def test_stubs_left_as_released_are_no_solutions_for_the_similarity_section():
+    """Two students who both left an exercise untouched are not near-identical: the stub is not compared."""
+    source = nbformat.v4.new_notebook(cells=[
+        solution_cell("07.1", "def causal_mask(length):\n    ### BEGIN SOLUTION\n    return None\n"
+                              "    ### END SOLUTION"),
+        solution_cell("07.2", "def greedy_decode(a, b, c, d):\n    ### BEGIN SOLUTION\n    return a\n"
+                              "    ### END SOLUTION")])
+    release = release_notebook(source)
+    answered = nbformat.from_dict(json.loads(json.dumps(release)))
+    answered.cells[1].source = "def greedy_decode(a, b, c, d):\n    return [a, b]"
+    assert grader._normalised_solutions(release, release) == {}
+    assert list(grader._normalised_solutions(answered, release)) == ["07.2"]
+
+
+def test_every_package_implementation_named_for_the_similarity_section_is_readable():
+    from transformer_course.grading.similarity import PACKAGE_IMPLEMENTATIONS, _package_tokens
+
+    for exercise in PACKAGE_IMPLEMENTATIONS:
+        assert exercise in EXERCISES and len(_package_tokens(exercise)) > 20, exercise

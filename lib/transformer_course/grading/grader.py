@@ -242,11 +242,15 @@ def capped(text: str, limit: int = MAX_MESSAGE_CHARACTERS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters cut)"
 
 
-def _normalised_solutions(submission) -> dict:
-    """exercise id -> the normalised tokens of the student's solution cell (space-separated, capped)."""
+def _normalised_solutions(submission, release=None) -> dict:
+    """exercise id -> the normalised tokens of the student's solution cell (space-separated, capped).
+
+    A cell left as released (the stub) is no solution: two students who both left it are not alike.
+    """
     from .markup import exercise_id_of
     from .similarity import MAX_SOLUTION_TOKENS, normalise
 
+    stubs = set() if release is None else set(_normalised_solutions(release).values())
     solutions = {}
     for cell in submission.cells:
         try:
@@ -256,7 +260,9 @@ def _normalised_solutions(submission) -> dict:
         if exercise and cell.get("cell_type") == "code" and str(cell.get("metadata", {}).get("nbgrader", {}).get(
                 "grade_id", "")).startswith("exercise_"):
             source = str(cell.get("source", ""))[:65536]  # a cell larger than this is cut before it is read
-            solutions[exercise] = " ".join(normalise(source)[:MAX_SOLUTION_TOKENS])
+            tokens = " ".join(normalise(source)[:MAX_SOLUTION_TOKENS])
+            if tokens not in stubs:
+                solutions[exercise] = tokens
     return solutions
 
 
@@ -363,7 +369,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     if size > MAX_SOURCE_BYTES:
         return _zero(outcome, exercises + questions, "error",
                      f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB")
-    outcome.solutions = _normalised_solutions(submission)
+    outcome.solutions = _normalised_solutions(submission, release)
     outcome.answers = {question: None if answer is None else written.capped_answer(answer)
                        for question, answer in written.answers_of(submission, questions).items()}
     _flag_reaches(submission, release, outcome.flags)

@@ -35,8 +35,9 @@ SHINGLE = 5
 # The package function each exercise's answer mirrors (what a student could copy by hand).
 PACKAGE_IMPLEMENTATIONS = {
     "01.1": "transformer_course.reversal:one_hot_encode",
-    "01.2": "transformer_course.reversal:one_hot_decode",
+    "03.3": "transformer_course.bpe:BytePairEncoding._encode_piece",
     "04.1": "transformer_course.attention:scaled_dot_product_attention",
+    "04.4": "transformer_course.positional:sinusoidal_encoding",
     "07.1": "transformer_course.masks:causal_mask",
     "07.2": "transformer_course.decoding:greedy_decode",
     "08.3": "transformer_course.pretraining:mask_tokens",
