@@ -188,6 +188,7 @@ def test_honest_styles_travel_to_the_graded_kernel(tmp_path):
 
 def test_stubs_left_as_released_are_no_solutions_for_the_similarity_section():
     """Two students who both left an exercise untouched are not near-identical: the stub is not compared."""
+    pytest.importorskip("nbgrader")
     source = nbformat.v4.new_notebook(cells=[
         solution_cell("07.1", "def causal_mask(length):\n    ### BEGIN SOLUTION\n    return None\n"
                               "    ### END SOLUTION"),
