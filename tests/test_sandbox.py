@@ -7,6 +7,7 @@ raised and why the kernel was stopped, if it was.
 
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -198,18 +199,20 @@ def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path)
 
 
 @needs_sandbox
-def test_a_link_planted_in_place_of_a_kernel_socket_is_never_followed(tmp_path):
+def test_a_link_planted_in_place_of_a_kernel_socket_is_never_followed():
     """The kernel replaces its sockets by links to a socket of the host, then overruns its cell: the
     grader interrupts it on the connection it made before any cell ran, and never connects to the link."""
     import socket
+    import tempfile
 
+    folder = Path(tempfile.mkdtemp(prefix="host-", dir="/tmp"))  # a socket's path must be short (108 bytes)
     host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    host.bind(str(tmp_path / "host.sock"))
+    host.bind(str(folder / "host.sock"))
     host.listen(8)
     plant = ("import os\n"
              "for name in os.listdir('/run/kernel'):\n"
              "    os.unlink(f'/run/kernel/{name}')\n"
-             f"    os.symlink({str(tmp_path / 'host.sock')!r}, f'/run/kernel/{{name}}')\n")
+             f"    os.symlink({str(folder / 'host.sock')!r}, f'/run/kernel/{{name}}')\n")
     try:
         problems, stopped = _run_cells(plant, "while True:\n    pass", "raise ValueError('after the interrupt')",
                                        cell_seconds=3)
@@ -218,6 +221,7 @@ def test_a_link_planted_in_place_of_a_kernel_socket_is_never_followed(tmp_path):
             host.accept()  # nothing of the grader's ever reached the host's socket
     finally:
         host.close()
+        shutil.rmtree(folder, ignore_errors=True)
     assert stopped is None, stopped
     assert problems[0] == "cell 2 ran past the 3 s cell limit and was interrupted"
     assert problems[-1] == "cell 3 raised ValueError: after the interrupt"

@@ -146,8 +146,18 @@ class NotebookResult:
     answers: dict = field(default_factory=dict)  # written question id -> the student's answer (None: no cell)
 
 
-def _exercises_of(notebook_name: str) -> list:
-    return [exercise for exercise in EXERCISES.values() if exercise.notebook == notebook_name[:2]]
+def _exercises_of(release) -> list:
+    """The exercises a released notebook asks for: those of its graded check cells, in the catalogue's order.
+
+    What is graded follows the release, as the written questions do: a notebook that holds two of
+    its number's exercises is graded on those two.
+    """
+    from .markup import exercise_id_of
+
+    asked = {exercise_id_of(cell) for cell in release["cells"]
+             if isinstance(cell.get("metadata", {}).get("nbgrader"), dict)
+             and cell["metadata"]["nbgrader"].get("grade")}
+    return [exercise for exercise in EXERCISES.values() if exercise.id in asked]
 
 
 def _cases(exercise, seed: int) -> list:
@@ -345,7 +355,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     path, release_path = Path(path), Path(release_path)
     release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
     questions = written.questions_of(release)
-    exercises = _exercises_of(release_path.name)
+    exercises = _exercises_of(release)
     outcome = NotebookResult(student, release_path.name)
     try:
         text = read_submission(path)
@@ -433,15 +443,19 @@ def _grade_job(arguments):
     except BaseException as error:  # RecursionError, MemoryError... one submission, one row
         if isinstance(error, KeyboardInterrupt):
             raise
-        return _grader_error(student, release_path, f"{type(error).__name__} while grading this notebook")
+        return _grader_error(student, release_path, release, f"{type(error).__name__} while grading this notebook")
     result.student = display_name(student)
     return result
 
 
-def _grader_error(student: str, release, what: str) -> NotebookResult:
+def _grader_error(student: str, release_path, release: dict, what: str) -> NotebookResult:
     """The row of a notebook the grader itself failed on: 0 points, the reason, a flag."""
-    name = Path(release).name
-    result = _zero(NotebookResult(display_name(student), name), _exercises_of(name), "error", f"grader error: {what}")
+    try:
+        items = _exercises_of(release) + written.questions_of(release)
+    except Exception:  # noqa: BLE001 - the row is written whatever the release holds
+        items = []
+    result = _zero(NotebookResult(display_name(student), Path(release_path).name), items, "error",
+                   f"grader error: {what}")
     result.flags.append(f"grader error: {what}; the batch went on")
     return result
 
@@ -523,16 +537,17 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     # Each notebook is graded in a worker process, even with one worker: a worker that dies (a
     # library aborting it, any signal) costs that notebook's row alone, and the reports are written.
     results = run_jobs(_grade_job, jobs, workers, done=lambda: bar.update(1),
-                       on_death=lambda job, how: _grader_error(job[0], job[2], f"the grading process {how}"))
+                       on_death=lambda job, how: _grader_error(job[0], job[2], job[7], f"the grading process {how}"))
     bar.close()
     for student in (student for student in mine if student in refused):
         for release in releases:
-            row = _zero(NotebookResult(display_name(student), release.name), _exercises_of(release.name), "error",
+            row = _zero(NotebookResult(display_name(student), release.name),
+                        _exercises_of(loaded[release.name]) + written.questions_of(loaded[release.name]), "error",
                         f"not graded: {refused[student]}")
             row.flags.append(f"not graded: {refused[student]}")
             results.append(row)
     exercise_ids = [item.id for release in releases
-                    for item in _exercises_of(release.name) + written.questions_of(loaded[release.name])]
+                    for item in _exercises_of(loaded[release.name]) + written.questions_of(loaded[release.name])]
     _write_reports(results, out_dir, exercise_ids, seed, [display_name(student) for student in everyone], overrides,
                    written_scores, {"shard": None if shard is None else {"index": shard[0], "count": shard[1]}})
     return results
