@@ -251,3 +251,18 @@ def test_no_keyring_of_the_grader_is_readable():
     assert stopped is None
     assert problems == ["cell 1 raised OSError: [Errno 38] Function not implemented",
                         "cell 2 raised ValueError: the kernel goes on"]
+
+
+@needs_sandbox
+def test_no_namespace_of_its_own_and_a_bounded_number_of_open_files():
+    """A tmpfs mounted in a user namespace of the kernel's own is counted nowhere; nor are a socket's buffers,
+    which only the number of open files bounds."""
+    nested = ("import subprocess\n"
+              "done = subprocess.run(['unshare', '-Urm', 'true'], capture_output=True)\n"
+              "assert done.returncode != 0, 'a user namespace of its own'")
+    many = ("import socket\nheld = []\n"
+            "for _ in range(600):\n    held += socket.socketpair()")
+    problems, stopped = _run_cells(nested, many, "raise ValueError('the kernel goes on')")
+    assert stopped is None
+    assert problems == ["cell 2 raised OSError: [Errno 24] Too many open files",
+                        "cell 3 raised ValueError: the kernel goes on"], problems

@@ -17,7 +17,10 @@ unprivileged user namespaces from the host. Inside it the kernel has:
   (``SOCKETS``, which the grader reaches through ``/proc/PID/root``); nothing else, so the
   instructor's notebooks, ``.git``, other submissions and the reports are not there at all, and
   nothing on the host's disk is writable;
-* user id 65534 (``nobody``) inside, never 0;
+* user id 65534 (``nobody``) inside, never 0; no user namespace of its own (``--disable-userns``,
+  where bubblewrap has it), so no tmpfs can be mounted where nothing counts it;
+* at most :data:`OPEN_FILES` files, sockets and pipes open at once (what the Linux kernel holds
+  for each socket's buffers is counted by no process's size);
 * a seccomp filter that makes the kernel objects whose memory no process's size shows (System V
   shared memory and message queues, memfd files) and the key calls (``add_key``, ``request_key``,
   ``keyctl``) unavailable: each fails with ENOSYS; the kernel starts in a session keyring of its
@@ -134,6 +137,16 @@ def sandbox_available() -> bool:
         probe = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
                  "--", "true"]
         return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@lru_cache(maxsize=1)
+def _can_disable_userns() -> bool:
+    """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later): no namespace of the kernel's own."""
+    try:
+        return "--disable-userns" in subprocess.run(["bwrap", "--help"], capture_output=True, text=True,
+                                                    timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -275,14 +288,19 @@ def _seccomp_program(machine: str | None = None) -> bytes | None:
     return b"".join(struct.pack("=HBBI", *entry) for entry in program)
 
 
-# What the kernel's Python runs first: the caps; a new, empty session keyring in place of the
-# grader's (keyctl KEYCTL_JOIN_SESSION_KEYRING = 1 with no name; where keyrings are unavailable
-# there is none to leave); then the filter (prctl PR_SET_NO_NEW_PRIVS = 38, then PR_SET_SECCOMP =
+# Files, sockets and pipes a kernel may hold open at once: each socket can hold kernel memory that
+# no process's size shows (its buffers), so their number is what bounds it.
+OPEN_FILES = 1024
+
+# What the kernel's Python runs first: the caps (processes, file size, open files); a new, empty
+# session keyring in place of the grader's (keyctl KEYCTL_JOIN_SESSION_KEYRING = 1 with no name;
+# where keyrings are unavailable there is none to leave); then the filter (prctl PR_SET_NO_NEW_PRIVS = 38, then PR_SET_SECCOMP =
 # 22 with SECCOMP_MODE_FILTER = 2), which refuses every key call after it; then ipykernel.
 _LAUNCH = """\
 import resource, runpy, sys
 resource.setrlimit(resource.RLIMIT_NPROC, ({processes}, {processes}))
 resource.setrlimit(resource.RLIMIT_FSIZE, ({files}, {files}))
+resource.setrlimit(resource.RLIMIT_NOFILE, ({open_files}, {open_files}))
 if {program!r}:
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
@@ -308,7 +326,7 @@ def _launcher(limits: Limits) -> list[str]:
     program = _seccomp_program() or b""
     keyctl = _SECCOMP_DENIED.get(platform.machine(), (0, {"keyctl": -1}))[1]["keyctl"]
     code = _LAUNCH.format(processes=int(limits.processes), files=int(limits.file_mb * 2**20),
-                          program=program.hex(), size=len(program), keyctl=keyctl)
+                          open_files=OPEN_FILES, program=program.hex(), size=len(program), keyctl=keyctl)
     return [sys.executable, "-c", code]
 
 
@@ -336,7 +354,8 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
     limits = limits or Limits()
     size = str(int(limits.tmp_mb * 2**20))
     command = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv",
-               "--unshare-user", "--uid", str(SANDBOX_USER_ID), "--gid", str(SANDBOX_USER_ID),
+               "--unshare-user", *(["--disable-userns"] if _can_disable_userns() else []),
+               "--uid", str(SANDBOX_USER_ID), "--gid", str(SANDBOX_USER_ID),
                "--proc", "/proc", "--dev", "/dev",
                "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp",
                "--size", size, "--tmpfs", HOME, "--size", str(SOCKETS_BYTES), "--tmpfs", SOCKETS]
