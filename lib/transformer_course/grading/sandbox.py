@@ -294,8 +294,9 @@ OPEN_FILES = 1024
 
 # What the kernel's Python runs first: the caps (processes, file size, open files); a new, empty
 # session keyring in place of the grader's (keyctl KEYCTL_JOIN_SESSION_KEYRING = 1 with no name;
-# where keyrings are unavailable there is none to leave); then the filter (prctl PR_SET_NO_NEW_PRIVS = 38, then PR_SET_SECCOMP =
-# 22 with SECCOMP_MODE_FILTER = 2), which refuses every key call after it; then ipykernel.
+# where keyrings are unavailable there is none to leave); then the filter (prctl
+# PR_SET_NO_NEW_PRIVS = 38, then PR_SET_SECCOMP = 22 with SECCOMP_MODE_FILTER = 2), which refuses
+# every key call after it; then ipykernel.
 _LAUNCH = """\
 import resource, runpy, sys
 resource.setrlimit(resource.RLIMIT_NPROC, ({processes}, {processes}))
