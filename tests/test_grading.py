@@ -791,3 +791,19 @@ def test_graded_calls_import_only_the_protocol(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(graded_snapshot().parent)})
     assert "ImportError: transformer_course.decoding is out of reach of graded code" in run.stderr, run.stderr
     assert "line 3" in run.stderr  # the protocol and the value format imported; the subject did not
+
+
+def test_one_notebook_limit_covers_both_kernels(graded, tmp_path):
+    """The notebook's own cells use most of its limit; its graded calls get what is left, not a limit of their own.
+
+    Each kernel alone stays well inside the limit (the notebook about 12 s, the calls about 8 s of 18), so
+    before one limit covered both, both exercises passed."""
+    solved = nbformat.read(graded["submissions"] / "full" / "07_tiny.ipynb", as_version=4)
+    slow = with_cell(solved, 2, "import time\ntime.sleep(10)\n" + CAUSAL.replace(
+        "def causal_mask(length):\n", "def causal_mask(length):\n    time.sleep(1)\n"))
+    (tmp_path / "class" / "slow").mkdir(parents=True)
+    nbformat.write(slow, tmp_path / "class" / "slow" / "07_tiny.ipynb")
+    limits = Limits(cell_seconds=20, notebook_seconds=18, memory_mb=1200)
+    [result] = grade_folder(tmp_path / "class", tmp_path / "out", graded["release_dir"], limits, progress=False,
+                            seed=SEED, sandbox=SANDBOX)
+    assert result.exercises[0].status == "error" and "18 s limit" in result.exercises[0].message, result.exercises

@@ -389,6 +389,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
     # 1. The student's kernel runs the notebook and hands over each graded function, by value.
     exports = {f"{exercise.id}#export": (exercise, secrets.token_hex(16)) for exercise in exercises}
+    deadline = time.monotonic() + limits.notebook_seconds  # one notebook limit for both kernels together
     run = run_submission(submission, {key: (protocol.export_code(exercise.id, exercise.function_name, nonce), nonce)
                                       for key, (exercise, nonce) in exports.items()}, limits, env, sandbox=sandbox)
     functions, refused = {}, {}
@@ -417,8 +418,14 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
             key, nonce = f"{exercise.id}#{number}", secrets.token_hex(16)
             cases[exercise.id].append((label, arguments, nonce, key))
             requests[key] = (protocol.request_code(exercise.id, exercise.function_name, arguments, nonce), nonce)
-    graded = (run_submission(nbformat.v4.new_notebook(), requests, limits, env, sandbox=sandbox,
-                             package=graded_snapshot()) if requests else SandboxResult(isolated=run.isolated))
+    left = deadline - time.monotonic()
+    if requests and left < 1:
+        graded = SandboxResult(isolated=run.isolated, stopped=f"the notebook used its {limits.notebook_seconds:.0f} s "
+                                                              "limit before its graded functions were called")
+    else:
+        graded = (run_submission(nbformat.v4.new_notebook(), requests, limits, env, sandbox=sandbox,
+                                 package=graded_snapshot(), deadline=deadline)
+                  if requests else SandboxResult(isolated=run.isolated))
     outcome.problems, outcome.isolated = run.problems + graded.problems, run.isolated and graded.isolated
     if run.stopped:
         outcome.flags.append(f"stopped: {run.stopped}")

@@ -530,11 +530,11 @@ def _bounded_context():
 
 
 class _Watchdog(threading.Thread):
-    def __init__(self, manager: KernelManager, limits: Limits):
+    def __init__(self, manager: KernelManager, limits: Limits, deadline: float | None = None):
         super().__init__(daemon=True)
         self.manager, self.limits = manager, limits
         self.reason, self.done = None, threading.Event()
-        self.deadline = time.monotonic() + limits.notebook_seconds
+        self.deadline = time.monotonic() + limits.notebook_seconds if deadline is None else deadline
         self.sandbox_root = None  # set once the sandbox is built (:func:`_sandbox_root`); None unconfined
 
     def run(self):
@@ -752,7 +752,7 @@ def _working_folder():
 
 
 def run_submission(notebook, requests: dict, limits: Limits, environment: dict | None = None,
-                   sandbox: bool = True, package: Path | None = None) -> SandboxResult:
+                   sandbox: bool = True, package: Path | None = None, deadline: float | None = None) -> SandboxResult:
     """Run a submitted notebook top to bottom in a sandboxed kernel, then the grader's requests.
 
     Args:
@@ -769,6 +769,9 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             (the default) for a student's notebook, :func:`graded_snapshot` for graded calls.
             Unconfined, it comes first on the kernel's ``PYTHONPATH`` (the installed package is
             still on disk there: only the sandbox makes it unreachable).
+        deadline: optional ``time.monotonic()`` value by which the notebook must be done, when
+            its limit (``limits.notebook_seconds``) began before this kernel, as for the second
+            kernel of one submission; by default the limit starts now.
 
     Returns:
         :class:`SandboxResult`; never raises for anything the submission does.
@@ -784,7 +787,7 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
             env["PYTHONPATH"] = str((package or package_snapshot()).parent)
             manager.launch_prefix = _launcher(limits)
-        watchdog, client = _Watchdog(manager, limits), None
+        watchdog, client = _Watchdog(manager, limits, deadline), None
         try:
             # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
             # grader's: replies come through the kernel protocol.
