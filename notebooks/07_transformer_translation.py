@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/07_transformer_translation.ipynb)
 #
-# **Run time:** full profile about 70 min on a 2-core CPU, smoke profile about 25 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 55 min on a 2-core CPU, smoke profile about 25 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - the decoder block: **masked (causal) self-attention**, **cross-attention** over the encoder's
@@ -466,8 +466,12 @@ for index in np.random.default_rng(1).choice(len(test_pairs), size=8, replace=Fa
 # - **Nothing to translate.** Given an empty sentence the decoder still writes something (the
 #   export section below shows it): with no source to attend to, it falls back on what it
 #   learned of Spanish alone, and what comes out says nothing of the input — here mostly
-#   articles and `[UNK]`, tokens it has seen everywhere. Output that the source does not support
-#   is called a *hallucination*.
+#   `[UNK]` and short words it has seen everywhere (el, de, que). Output that the source does
+#   not support is called a *hallucination*.
+# - **Guessing the unknown.** The same section translates "I love 🍕 and 🎉!", whose emoji are
+#   `[UNK]` on the way in, as "me encanta la comida y [UNK]": "la comida" (the food) is nothing
+#   the input says. The decoder filled the gap with a likely continuation of "me encanta la" —
+#   a hallucination that reads like a translation, the kind no BLEU score on its own reveals.
 
 # %%
 unknown_in = np.mean([1 in row for row in source_vectorizer(test_english).numpy()])
