@@ -120,7 +120,8 @@ def _dumps(function) -> bytes:
         if not isinstance(path, str) or name.split(".")[0] == "transformer_course":
             continue
         path = os.path.realpath(path)
-        if path.startswith(folders) and not path.startswith(installed):
+        installed_elsewhere = any(f"{os.sep}{name}{os.sep}" in path for name in ("site-packages", "dist-packages"))
+        if path.startswith(folders) and not path.startswith(installed) and not installed_elsewhere:
             cloudpickle.register_pickle_by_value(module)
 
     class Pickler(cloudpickle.CloudPickler):
