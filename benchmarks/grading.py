@@ -11,12 +11,21 @@ the smoke profile, exactly as ``transformer-course grade`` runs it. Prints submi
 each worker count, and the time of one submission of every notebook that has exercises (the
 target is at most 60 s each). Needs ``COURSE_DATA_DIR`` pointing at a filled data cache.
 
+With ``--against DIR`` (a checkout of another commit, e.g. made by ``git worktree add``), it
+instead compares the two grader versions side by side: the same class shape (each checkout
+grades its own notebooks and release), sandboxed, with 1 and 2 workers, the two checkouts
+alternating round by round in fresh processes, and prints this checkout's rate over the other's.
+
     .venv/bin/python benchmarks/grading.py [--notebook all --per-notebook 2]
+    .venv/bin/python benchmarks/grading.py --against /tmp/before --repeats 1
 """
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -49,14 +58,71 @@ def _with_exercises() -> list[str]:
                    if '"grade_id": "exercise_' in p.read_text(encoding="utf-8")})
 
 
+# Run in a fresh process with a checkout's ``lib`` first on the path, so each grader version grades
+# with its own code (the sandbox mounts a snapshot of whichever package was imported).
+_ONE_BATCH = """
+import json, shutil, sys, tempfile, time
+from pathlib import Path
+from transformer_course.datasets import pin_data_directory
+from transformer_course.grading.grader import grade_folder
+from transformer_course.grading.sandbox import Limits
+root, notebooks, per_notebook, workers = Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4])
+pin_data_directory()
+with tempfile.TemporaryDirectory() as scratch:
+    scratch = Path(scratch)
+    for index, notebook in enumerate(notebooks):
+        source = next((root / "notebooks").glob(notebook + "_*.ipynb"))
+        for copy in range(per_notebook):
+            student = scratch / "batch" / f"student_{index * per_notebook + copy:03d}"
+            student.mkdir(parents=True)
+            shutil.copy(source if copy % 2 == 0 else root / "release" / source.name, student / source.name)
+    start = time.perf_counter()
+    grade_folder(scratch / "batch", scratch / "report", root / "release",
+                 Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144),
+                 workers=workers, progress=False, sandbox=True)
+    print(json.dumps({"seconds": time.perf_counter() - start}))
+"""
+
+
+def _compare(other: Path, notebooks: list[str], per_notebook: int, repeats: int) -> int:
+    """Sandboxed throughput of this checkout and of ``other``, alternating; prints the ratios."""
+    checkouts = {"this checkout": ROOT, f"{other}": other.resolve()}
+    seconds = {(name, workers): [] for name in checkouts for workers in (1, 2)}
+    for _ in range(repeats):
+        for workers in (1, 2):
+            for name, root in checkouts.items():
+                environment = {**os.environ, "PYTHONPATH": str(root / "lib")}
+                done = subprocess.run([sys.executable, "-c", _ONE_BATCH, str(root), ",".join(notebooks),
+                                       str(per_notebook), str(workers)],
+                                      env=environment, cwd=root, capture_output=True, text=True, check=True)
+                seconds[name, workers].append(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+    submissions = per_notebook * len(notebooks)
+    machine = hardware()
+    print(f"Grading {submissions} submissions ({per_notebook} of each of notebooks {', '.join(notebooks)}; "
+          f"half solved, half untouched), smoke profile, bubblewrap sandbox, {repeats} round(s), best round kept")
+    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores")
+    for workers in (1, 2):
+        rates = {name: submissions / min(seconds[name, workers]) * 60 for name in checkouts}
+        this, that = rates.values()
+        print(f"  {workers} worker(s): this checkout {this:5.1f}/min, {other.name} {that:5.1f}/min, "
+              f"this / other: x{this / that:.2f}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notebook", default="all",
                         help="the notebook id graded in the throughput runs, "
                              "or 'all' (default): every one with exercises")
     parser.add_argument("--per-notebook", type=int, default=2, help="submissions of each notebook (default: 2)")
+    parser.add_argument("--against", type=Path, help="another checkout: compare the two graders side by side")
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of the comparison (default: 1)")
     arguments = parser.parse_args(argv)
     notebooks = _with_exercises() if arguments.notebook == "all" else [arguments.notebook]
+    if arguments.against:
+        if not sandbox_available():
+            parser.error("--against compares sandboxed grading, and bubblewrap is not available here")
+        return _compare(arguments.against, notebooks, arguments.per_notebook, arguments.repeats)
     submissions = arguments.per_notebook * len(notebooks)
     pin_data_directory()
     limits = Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144)

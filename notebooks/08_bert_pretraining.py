@@ -55,6 +55,7 @@ import transformer_course as tc
 settings = tc.start_notebook("08", seed=42)
 
 # %%
+import os
 import time
 
 import keras
@@ -74,7 +75,6 @@ from transformer_course.bert import (
     build_bert_pretrainer,
     build_span_finder,
     build_token_tagger,
-    gelu_approximate,
 )
 from transformer_course.bert_checkpoints import PresetUnavailableError, load_bert_preset
 from transformer_course.datasets import load_imdb, load_imdb_unlabelled
@@ -517,6 +517,32 @@ for size in sizes:
 print("± is half the range of the seeds' test accuracies (the number of seeds in brackets); test sample "
       f"{len(test_rows['sample']):,} reviews, every test review ({len(test_rows['all']):,}) for the last row")
 
+# %% [markdown]
+# **The comparison is paired.** A seed draws the same labelled reviews, and the same initial output
+# layer, for both arms, so each seed gives one difference, pre-trained minus from scratch, with the
+# luck of its draw taken out. Those differences, with a zero line: a gain is separated from zero
+# where every seed's difference is on the same side of it.
+
+# %%
+figure, axis = plt.subplots(figsize=(6, 3.4))
+for index, size in enumerate(settings.label_sizes):
+    differences = (curve["pre-trained"][size] - curve["from scratch"][size]) * 100
+    axis.plot(np.full(len(differences), index), differences, "o", color="tab:blue", alpha=0.6,
+              label="one seed" if index == 0 else None)
+    axis.plot(index, differences.mean(), "_", color="black", markersize=20, label="mean" if index == 0 else None)
+    side = "above zero" if differences.min() > 0 else "below zero" if differences.max() < 0 else "on both sides of zero"
+    print(f"{size:>6,} labels: pre-trained minus scratch per seed {', '.join(f'{d:+.1f}' for d in differences)} "
+          f"points; mean {differences.mean():+.1f}, every seed {side}")
+    report_metric(f"paired_gain_{size}", differences.mean() / 100,
+                  f"{size:,} labels: pre-trained minus from scratch, mean over {len(differences)} paired seeds "
+                  f"(per seed: {', '.join(f'{d:+.1f}' for d in differences)} points)")
+axis.axhline(0, color="grey", linestyle=":")
+axis.set_xticks(range(len(settings.label_sizes)), [f"{size:,}" for size in settings.label_sizes])
+axis.set(xlabel="labelled training reviews", ylabel="accuracy difference (points)",
+         title="pre-trained minus from scratch, paired by seed")
+axis.legend()
+plt.show()
+
 # %%
 def plot_curve(curve):
     """Mean test accuracy against labels, one line per arm; bars span the seeds' range; every point labelled."""
@@ -652,11 +678,14 @@ for label, accuracy in sorted(rows, key=lambda row: -row[1]):
 # logistic regression on the same reviews is the yardstick of notebook 06.
 
 # %%
-def mean_pooled(name, rows, inputs_key="labelled", start=None):
-    """Frozen encoder outputs of arm `name`, averaged over each review's real positions: (N, E)."""
-    encoder = build_bert_encoder(encoder_for(arms[name], start, dropout=0.0))
-    inputs = take(arms[name]["data"][inputs_key], rows)
-    vectors = encoder.predict(inputs, batch_size=256, verbose=0)
+def frozen_encoder(name, start=None):
+    """Arm `name`'s encoder, frozen and without dropout: its checkpoint's weights (or `start`'s), or a random start."""
+    return build_bert_encoder(encoder_for(arms[name], start, dropout=0.0))
+
+
+def mean_pooled(encode, inputs):
+    """`encode(inputs)` -> (N, T, E) vectors, averaged over each review's real positions: (N, E)."""
+    vectors = encode(inputs)
     real = (inputs["token_ids"] != PAD)[..., None]
     return (vectors * real).sum(axis=1) / real.sum(axis=1)
 
@@ -667,12 +696,25 @@ def probe(features_train, features_test):
     model.fit(features_train, train_split.labels[probe_rows])
     return float(model.score(features_test, test_split.labels[test_rows["sample"]]))
 
+
+def probe_arm(name, encode):
+    """The probe on features from one `encode` function, for the training reviews and the test sample alike."""
+    data = arms[name]["data"]
+    return probe(mean_pooled(encode, take(data["labelled"], probe_rows)),
+                 mean_pooled(encode, take(data["test"], test_rows["sample"])))
+
+
+def encoder_outputs(encoder):
+    return lambda inputs: encoder.predict(inputs, batch_size=256, verbose=0)
+
 # %%
 probe_rows = pool[:settings.probe_reviews]
-probe_scores = {}
-for label, name in (("pre-trained", "pre-trained"), ("random initialisation", "from scratch")):
-    keras.utils.set_random_seed(0)  # the random encoder: seed 0's initialisation
-    probe_scores[label] = probe(mean_pooled(name, probe_rows), mean_pooled(name, test_rows["sample"], "test"))
+keras.utils.set_random_seed(0)  # the random encoder: seed 0's initialisation, one network for both feature sets
+probe_scores = {"pre-trained": probe_arm("pre-trained", encoder_outputs(frozen_encoder("pre-trained"))),
+                "random initialisation": probe_arm("from scratch", encoder_outputs(frozen_encoder("from scratch")))}
+embedding = keras.models.load_model(arms["pre-trained"]["start"]).get_layer("token_embedding").token_embedding
+token_table = keras.ops.convert_to_numpy(embedding.embeddings)  # (V, E): each piece's vector, before any block
+probe_scores["pre-trained token embeddings only"] = probe_arm("pre-trained", lambda b: token_table[b["token_ids"]])
 bigrams = CountVectorizer(ngram_range=(1, 2), min_df=2, binary=True)
 bag = bigrams.fit_transform([train_split.texts[row] for row in probe_rows])
 bag_model = LogisticRegression(max_iter=2000).fit(bag, train_split.labels[probe_rows])
@@ -680,8 +722,10 @@ probe_scores["bag of words and bigrams"] = float(bag_model.score(
     bigrams.transform([test_split.texts[row] for row in test_rows["sample"]]), test_split.labels[test_rows["sample"]]))
 for name, score in probe_scores.items():
     print(f"{score:7.2%}  {name}")
-for tag, label, what in (("pretrained", "pre-trained", "pre-trained"), ("random", "random initialisation", "random")):
-    report_metric(f"probe_{tag}", probe_scores[label], f"frozen {what} encoder, mean-pooled, logistic regression")
+for tag, label, what in (("pretrained", "pre-trained", "frozen pre-trained encoder"),
+                         ("random", "random initialisation", "frozen random encoder (one network for both sets)"),
+                         ("embeddings", "pre-trained token embeddings only", "pre-trained token vectors, no block")):
+    report_metric(f"probe_{tag}", probe_scores[label], f"{what}, mean-pooled, logistic regression")
 
 # %% [markdown]
 # **Pre-training put sentiment into the representations.** Frozen, the pre-trained encoder's
@@ -960,12 +1004,13 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
 # approximation of GELU, as Google's checkpoints do. The preset has no masked-LM head, so it gets
 # no fill-in-the-blank probe. Where the download works (Colab, any machine with internet), it
 # becomes a third arm, **borrowed**, not pre-trained here: the same learning-rate grid, curve and
-# probe. Offline (the recorded run), one line says so and the notebook goes on.
+# probe. Offline (the recorded run), one line says why and the notebook goes on; with a copy of the
+# preset on disk, the environment variable `COURSE_BERT_PRESET` names its folder.
 
 # %%
+bert_preset = os.environ.get("COURSE_BERT_PRESET", "bert_tiny_en_uncased")  # or the folder of a copy of the preset
 try:
-    borrowed, bert_tokenizer = load_bert_preset("bert_tiny_en_uncased", settings.max_predictions,
-                                                settings.sequence_length)
+    borrowed, bert_tokenizer = load_bert_preset(bert_preset, settings.max_predictions, settings.sequence_length)
 except PresetUnavailableError as error:
     borrowed = None
     print(f"BERT-Tiny is not loaded here, so its arm is skipped: {error}")
@@ -981,17 +1026,15 @@ if borrowed is not None:
     arms["BERT-Tiny (borrowed)"] = {
         "start": checkpoint_path("bert_tiny"), "data": review_inputs(
             lambda texts: tokenize(texts, tokenizer=bert_tokenizer), bert_ids.index("[CLS]"), bert_ids.index("[SEP]")),
-        "build": lambda dropout: build_bert_pretrainer(
-            len(bert_ids), settings.sequence_length, settings.max_predictions, embed_dim=128, num_heads=2,
-            intermediate_dim=512, num_layers=2, dropout=dropout, activation=gelu_approximate)}
+        "build": lambda dropout: type(borrowed).from_config({**borrowed.get_config(), "dropout": dropout})}
 
 # %%
 if borrowed is not None:
     rate["BERT-Tiny (borrowed)"] = choose_learning_rate("BERT-Tiny (borrowed)")
     curve["BERT-Tiny (borrowed)"] = curve_for("BERT-Tiny (borrowed)")
     plot_curve(curve)
-    probe_scores["BERT-Tiny (borrowed)"] = probe(mean_pooled("BERT-Tiny (borrowed)", probe_rows),
-                                                 mean_pooled("BERT-Tiny (borrowed)", test_rows["sample"], "test"))
+    probe_scores["BERT-Tiny (borrowed)"] = probe_arm("BERT-Tiny (borrowed)",
+                                                     encoder_outputs(frozen_encoder("BERT-Tiny (borrowed)")))
     print({name: f"{score:.2%}" for name, score in probe_scores.items()})
 
 # %% [markdown]
@@ -1037,8 +1080,8 @@ if borrowed is not None:
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers. All three are plain NumPy; 7 points,
-# and our estimate of the time they take, not a measurement: about 60 minutes.
+# The rest of the notebook does not depend on your answers. Both are plain NumPy; 5 points,
+# and our estimate of the time they take, not a measurement: about 45 minutes.
 #
 # ### Exercise 08.1 — the masked-LM loss (2 points)
 #
@@ -1066,28 +1109,6 @@ check("08.1", masked_lm_loss)
 from transformer_course.grading import evaluate_hidden
 
 assert evaluate_hidden("08.1", masked_lm_loss, seed=7).passed
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### Exercise 08.2 — segment ids of a packed pair (2 points)
-#
-# Write `segment_ids(token_ids, sep_id)`: `token_ids` is int `(B, T)`, rows packed as
-# `[CLS] A [SEP] B [SEP]` and padded with 0. Return int `(B, T)`: 0 for `[CLS]`, sentence A and
-# the first `[SEP]`; 1 for sentence B and the second `[SEP]`; 0 for padding.
-
-# %% nbgrader={"grade": false, "grade_id": "exercise_08_2", "locked": false, "schema_version": 3, "solution": true}
-def segment_ids(token_ids, sep_id):
-    """token_ids (B, T) packed as [CLS] A [SEP] B [SEP] + padding -> segment ids (B, T)."""
-    ### BEGIN SOLUTION
-    first_separator = np.argmax(token_ids == sep_id, axis=1)  # (B,)
-    positions = np.arange(token_ids.shape[1])
-    return np.where((positions[None, :] > first_separator[:, None]) & (token_ids != 0), 1, 0)
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "check_08_2", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-check("08.2", segment_ids)
-### BEGIN HIDDEN TESTS
-assert evaluate_hidden("08.2", segment_ids, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1134,6 +1155,11 @@ assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
 # losses for the same number of updates. Does the label-efficiency curve at 1,000 labels move?
 # RoBERTa (Liu et al., 2019, §4.2) found the task unnecessary. Then compare dynamic masking with
 # one fixed mask drawn once before training.
+#
+# To see what `pack_pair` hands the encoder, write `segment_ids(token_ids, sep_id)` yourself: rows
+# packed as `[CLS] A [SEP] B [SEP]` and padded with 0 map to 0 for `[CLS]`, sentence A and the
+# first `[SEP]`, 1 for sentence B and the second `[SEP]`, and 0 for padding; compare your ids with
+# the `segment_ids` that `pack_pair` returns for a few pairs.
 #
 # Section 5's comparison of the pooled `[CLS]` with the mean gave `[CLS]` no learning-rate grid of
 # its own. Give it one (`choose_learning_rate` with `pooling="cls"`), and pre-train with

@@ -74,6 +74,28 @@ def test_converted_model_fine_tunes_and_round_trips(backbone, batch, tmp_path):
     assert np.isfinite(loss)
 
 
-def test_a_preset_that_cannot_be_downloaded_raises_one_clear_error(tmp_path):
-    with pytest.raises(PresetUnavailableError, match="could not be downloaded"):
-        load_bert_preset(str(tmp_path / "no_such_preset"))
+def test_a_preset_that_cannot_be_loaded_raises_one_clear_error_with_its_cause_whole(tmp_path):
+    missing = str(tmp_path / ("no_such_preset_" + "x" * 200))
+    with pytest.raises(PresetUnavailableError, match="could not be loaded") as raised:
+        load_bert_preset(missing)
+    cause = raised.value.__cause__
+    assert f"{type(cause).__name__}: {cause}" in str(raised.value)  # never cut mid-word
+
+
+def test_a_local_copy_of_a_preset_loads_and_rebuilds_as_08s_borrowed_arm(backbone, batch, tmp_path, monkeypatch):
+    """08's COURSE_BERT_PRESET: a preset folder loads offline, and the arm's fresh model takes its weights."""
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *[f"word{i}" for i in range(55)]]
+    backbone.save_to_preset(tmp_path / "preset")
+    keras_hub.tokenizers.BertTokenizer(vocabulary=vocabulary).save_to_preset(tmp_path / "preset")
+    monkeypatch.setenv("COURSE_BERT_PRESET", str(tmp_path / "preset"))
+    import os
+
+    borrowed, tokenizer = load_bert_preset(os.environ["COURSE_BERT_PRESET"], max_predictions=4, sequence_length=16)
+    assert tokenizer.vocabulary[:5] == vocabulary[:5]
+    fresh = type(borrowed).from_config({**borrowed.get_config(), "dropout": 0.1})  # the arm's "build"
+    fresh.set_weights(borrowed.get_weights())
+    token_ids, segment_ids = batch
+    inputs = {"token_ids": token_ids, "segment_ids": segment_ids}
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(build_bert_encoder(fresh)(inputs)),
+                               keras.ops.convert_to_numpy(build_bert_encoder(borrowed)(inputs)), atol=1e-6)
+    assert fresh.dropout == 0.1

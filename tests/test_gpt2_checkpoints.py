@@ -75,9 +75,12 @@ def test_the_tokenizer_converts_with_gpt2s_ids_plus_one():
     assert ours.special_ids["<|endoftext|>"] == vocabulary["<|endoftext|>"] + ID_OFFSET
 
 
-def test_a_preset_that_cannot_be_downloaded_raises_one_clear_error(tmp_path):
-    with pytest.raises(PresetUnavailableError, match="could not be downloaded"):
-        load_gpt2_preset(str(tmp_path / "no_such_preset"))
+def test_a_preset_that_cannot_be_loaded_raises_one_clear_error_with_its_cause_whole(tmp_path):
+    missing = str(tmp_path / ("no_such_preset_" + "x" * 200))
+    with pytest.raises(PresetUnavailableError, match="could not be loaded") as raised:
+        load_gpt2_preset(missing)
+    cause = raised.value.__cause__
+    assert f"{type(cause).__name__}: {cause}" in str(raised.value)  # never cut mid-word
 
 
 def test_the_converted_model_round_trips_through_a_keras_file(backbone, tmp_path):

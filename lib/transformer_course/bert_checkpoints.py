@@ -58,8 +58,7 @@ def download_preset(preset: str, backbone_class: str, tokenizer_class: str):
         backbone = getattr(keras_hub.models, backbone_class).from_preset(preset)
         tokenizer = getattr(keras_hub.tokenizers, tokenizer_class).from_preset(preset)
     except Exception as error:  # keras-hub raises many kinds of errors for a failed download
-        raise PresetUnavailableError(f"{preset!r} could not be downloaded ({type(error).__name__}: "
-                                     f"{str(error)[:160]})") from error
+        raise PresetUnavailableError(f"{preset!r} could not be loaded ({type(error).__name__}: {error})") from error
     return backbone, tokenizer
 
 

@@ -237,14 +237,6 @@ def _masked_mean_hint(arguments, received, expected):
     return None
 
 
-def _segment_ids_hint(arguments, received, expected):
-    expected = np.asarray(expected)
-    token_ids = np.asarray(arguments["token_ids"])
-    if np.shape(received) == expected.shape and _same(received, np.where(token_ids == 0, 1, expected)):
-        return "padding got segment 1: padding positions keep segment 0."
-    return None
-
-
 def _first_index(where) -> str:
     return str(tuple(int(i) for i in np.argwhere(where)[0]))
 
@@ -421,8 +413,6 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              output_names=("the new parameters", "the new first moment", "the new second moment"),
              hint=hints.adamw_step_hint),
     Exercise("08.1", "the masked-LM loss", "masked_lm_loss", 2, output_names=("the loss",), hint=_masked_lm_loss_hint),
-    Exercise("08.2", "segment ids of a packed pair", "segment_ids", 2, output_names=("the segment ids",),
-             hint=_segment_ids_hint),
     Exercise("08.3", "BERT's masking: choose 15%, then 80/10/10", "bert_corruption", 3,
              output_names=("the corrupted token ids", "the labels"), properties=_bert_corruption_properties),
     Exercise("09.1", "softmax with a temperature", "softmax_with_temperature", 2,

@@ -641,41 +641,6 @@ def _masked_lm_loss_cases(rng):
             ("nothing chosen", {"probabilities": distributions((1, 3, 4)), "labels": np.zeros((1, 3), dtype=int)})]
 
 
-def _segment_ids_reference(token_ids, sep_id):
-    token_ids = np.asarray(token_ids)
-    segments = np.zeros(token_ids.shape, dtype="int64")
-    for row in range(token_ids.shape[0]):
-        seen = 0
-        for position, token in enumerate(token_ids[row]):
-            if token == 0:
-                continue
-            segments[row, position] = 1 if seen >= 1 else 0
-            if token == sep_id:
-                seen += 1
-    return segments
-
-
-def _packed_pairs(rng, rows, length, cls_id, sep_id, padded=True):
-    """`rows` random [CLS] A [SEP] B [SEP] rows of `length` ids (words 10-49).
-
-    Padded with 0 unless `padded` is False.
-    """
-    token_ids = np.zeros((rows, length), dtype="int64")
-    for row in range(rows):
-        room = length - 3 if not padded else int(rng.integers(2, length - 2))
-        first = int(rng.integers(1, room))
-        words = rng.integers(10, 50, size=room)
-        packed = [cls_id, *words[:first], sep_id, *words[first:], sep_id]
-        token_ids[row, :len(packed)] = packed
-    return token_ids
-
-
-def _segment_ids_cases(rng):
-    return [("one short pair, padded", {"token_ids": _packed_pairs(rng, 1, 10, 2, 3), "sep_id": 3}),
-            ("3 pairs of different lengths", {"token_ids": _packed_pairs(rng, 3, 12, 2, 3), "sep_id": 3}),
-            ("no padding, [SEP] id 1", {"token_ids": _packed_pairs(rng, 2, 8, 4, 1, padded=False), "sep_id": 1})]
-
-
 def _bert_corruption_reference(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
     """The rates every right answer shows (its outputs are a random draw): BERT's 15%, then 80/10/10."""
     return {"selection": 0.15, "mask": 0.8, "random": 0.1}
@@ -941,7 +906,6 @@ _EXERCISES = {
     "07.5": (_warmup_cosine_cases, _warmup_cosine_reference),
     "07.6": (_adamw_step_cases, _adamw_step_reference),
     "08.1": (_masked_lm_loss_cases, _masked_lm_loss_reference),
-    "08.2": (_segment_ids_cases, _segment_ids_reference),
     "08.3": (_bert_corruption_cases, _bert_corruption_reference),
     "09.1": (_temperature_cases, _temperature_reference),
     "09.2": (_nucleus_cases, _nucleus_reference),
