@@ -215,10 +215,10 @@ def package_snapshot() -> Path:
     return _make_snapshot("course-package-", lambda path: "" if path == Path("grading", "references.py") else None)
 
 
-# What graded calls can import of the package: the protocol, the value format and the table the
+# What graded calls can import of the package: the protocol and its audit hook, the value format and the table the
 # decoding exercises' cases are made of. Every other module raises ImportError there.
 GRADED_MODULES = {Path("__init__.py"), Path("_next_token_table.py"), Path("exercises", "values.py"),
-                  Path("grading", "protocol.py")}
+                  Path("grading", "guard.py"), Path("grading", "protocol.py")}
 _EMPTY_PACKAGES = {Path("exercises", "__init__.py"), Path("grading", "__init__.py")}
 
 
@@ -846,4 +846,7 @@ def _run_all(manager, client, notebook, requests, limits, result) -> None:
         if outcome[2]:
             skipped.add(exercise)
             result.timed_out.add(key)
+        elif outcome[1] is not None and nonce is None:  # the grader's own step failed: say so
+            result.problems.append(f"the grader's step {key} raised {str(outcome[1][0])[:100]}: "
+                                   f"{str(outcome[1][1])[:200]}")
         result.replies[key] = outcome[0]
