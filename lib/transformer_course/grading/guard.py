@@ -1,29 +1,34 @@
 """The graded kernel's audit hook: graded code runs the source it was given and builds no other code.
 
 Installed (:func:`install`) in the kernel that calls the graded functions, before any statement of
-a submission runs, and never removed (Python offers no way to remove an audit hook, PEP 578). It
-refuses, with an error naming what was refused, these events when **code of the submission** asked
-for them:
+a submission runs, and never removed (Python offers no way to remove an audit hook, PEP 578).
 
-* building code from data: ``compile``, ``exec`` and ``eval`` of text or of a code object,
-  ``marshal.loads``/``marshal.load``, ``types.CodeType`` and ``code.replace`` (``code.__new__``);
-* the same through a library whose job is to run code it is handed (``runpy``, ``code``, ``pdb``,
-  ``doctest``, ``timeit``, ``zipimport``, ``pickle``, IPython's ``run_cell`` and magics);
-* importing the course package; ``ctypes`` (its audited calls), ``sys.settrace``/``sys.setprofile``
-  and ``gc``'s object walks.
+**Code of the submission** is a frame running a statement the grader compiled from its cells (file
+``<cell N>``) or a module the notebook wrote with ``%%writefile``. An event is the submission's
+own when such a frame raised it, or when the frames between that frame and the event include a
+library whose job is to run the code it is handed (``runpy``, ``code``, ``pdb``, ``doctest``,
+``timeit``, ``zipimport``, ``pickle``, ``trace``, IPython, ipykernel); it came *through a library*
+when only installed libraries lie between; and it belongs to an *import* when an installed module's
+top level lies between (that module's own code, not the submission's).
 
-"Code of the submission" is any frame whose file is not a module installed in the environment
-(the standard library, site-packages, the package's graded snapshot): the statements the grader
-compiled from the notebook (``<cell N>``) and anything compiled at run time. An event is the
-submission's when such a frame is the one that raised it, or when the frames above the nearest
-such frame include a code-running library. Importing an installed module stays allowed (its files
-are compared with what is compiled or unmarshalled), and so does importing a module the notebook
-wrote with ``%%writefile``, when its text is exactly what the notebook wrote. Libraries that build
-code internally (``collections.namedtuple``, ``dataclasses``) keep working; the code they build
-counts as the submission's.
+The hook refuses, with an error naming what was refused:
+
+* code built at run time — ``compile``, ``exec``/``eval``, ``marshal.loads``/``load``,
+  ``types.CodeType`` and ``code.replace`` (``code.__new__``) — asked by the submission or through a
+  library; except the steps of an import that compile or unmarshal **exactly the bytes of an
+  installed file** (or of a module the notebook wrote, at its path), which are compared with the
+  file. At import time installed modules may build code as they always do (TensorFlow's op
+  wrappers, ``namedtuple``);
+* importing the course package (``ImportError``), however reached;
+* ``ctypes``' audited calls, ``sys.settrace``/``setprofile``, ``sys._current_frames`` and ``gc``'s
+  object walks, asked by the submission or through a library.
+
+What an audit hook cannot see: ``ctypes``' foreign calls (``memmove``) are not audited, so a
+submission that writes memory could, in principle, undo the hook; what it could then run is
+still only what its own cells hold, since the package is not in that kernel.
 
 Example:
-    >>> install(trusted=(), written=())  # doctest: +SKIP
+    >>> install(trusted=(), written={}, home="/home/student")  # doctest: +SKIP
 """
 
 from __future__ import annotations
