@@ -148,6 +148,26 @@ def test_nothing_on_the_hosts_disk_is_writable():
 
 
 @needs_sandbox
+def test_only_the_home_tmp_shm_and_socket_folder_are_writable():
+    """The sandbox's own root tmpfs, /run and /dev held memory no limit counted; now they are read-only."""
+    places = ["/", "/run", "/dev", "/etc", "/home", "/usr", "/home/student", "/tmp", "/dev/shm", "/run/kernel"]
+    problems, stopped = _run_cells(
+        "import os\n"
+        f"places = {places!r}\n"
+        "writable = []\n"
+        "for place in places:\n"
+        "    try:\n"
+        "        with open(os.path.join(place, 'probe'), 'wb') as file:\n"
+        "            file.write(b'x')\n"
+        "        writable.append(place)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "raise ValueError(' '.join(writable))")
+    assert stopped is None
+    assert problems == ["cell 1 raised ValueError: /home/student /tmp /dev/shm /run/kernel"], problems
+
+
+@needs_sandbox
 def test_kernels_import_a_snapshot_of_the_package_without_compiled_files():
     import py_compile
 

@@ -369,6 +369,9 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
         command += ["--ro-bind", path, path]
     command += ["--ro-bind", str(package or package_snapshot()), str(_package_folder())]
     command += ["--ro-bind", workdir, workdir, "--chdir", HOME]
+    # The tree built, its root and /dev become read-only: only the home, /tmp, /dev/shm and the socket
+    # folder (their own capped tmpfs mounts) stay writable, so nothing uncounted can be written.
+    command += ["--remount-ro", "/dev", "--remount-ro", "/"]
     for key, value in environment.items():
         command += ["--setenv", key, value]
     return [*command, "--", *_launcher(limits)]
