@@ -211,11 +211,34 @@ def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path)
         encoding="utf-8")
     completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=170)
     stopped, problems, added = completed.stdout.splitlines()[-3:]
-    assert stopped == ("the kernel stopped answering: it sent a message larger than 64 MiB, which the grader "
+    assert stopped == ("the kernel stopped answering: it sent a message larger than 32 MiB, which the grader "
                        "never receives"), completed
     assert problems == str(["cell 2 raised ValueError: the kernel goes on",
                             "cell 3 ran past the 5 s cell limit and was interrupted"])
-    assert int(added) < 64, f"grading raised the grader's peak resident memory by {added} MiB"
+    assert int(added) < 32, f"grading raised the grader's peak resident memory by {added} MiB"
+
+
+@needs_sandbox
+def test_a_flood_of_messages_under_the_size_limit_is_held_in_bounded_memory(tmp_path):
+    # Each message is under the size limit, but ZeroMQ queues a number of messages, not bytes: 1.5 GiB
+    # of 1 MiB messages, sent faster than the grader reads them, once raised the grader's memory by
+    # about 900 MiB. The grader's queue of the kernel's output now holds a few messages.
+    script = tmp_path / "grade_flood.py"
+    script.write_text(
+        "import resource, nbformat\n"
+        "from transformer_course.grading.sandbox import Limits, run_submission\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "cells = ['import sys\\nchunk = \"x\" * 2**20\\nfor _ in range(1536):\\n"
+        "    sys.stdout.write(chunk)\\n    sys.stdout.flush()', 'print(1)']\n"
+        "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
+        "result = run_submission(notebook, {}, Limits(cell_seconds=60, notebook_seconds=120, memory_mb=2000))\n"
+        "print(result.stopped, result.problems, sep='\\n')\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n",
+        encoding="utf-8")
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=170)
+    stopped, problems, added = completed.stdout.splitlines()[-3:]
+    assert stopped == "None" and problems == "[]", completed
+    assert int(added) < 128, f"grading raised the grader's peak resident memory by {added} MiB"
 
 
 @needs_sandbox

@@ -517,8 +517,12 @@ def _tmpfs_bytes(root: str) -> int:
 # (ZeroMQ drops that connection), so a kernel that prints or raises hundreds of MiB at once costs
 # the grader nothing. A request that cannot be sent within SEND_SECONDS (the kernel's connection
 # is gone) stops the sandbox.
-MAX_MESSAGE_MB = 64
+MAX_MESSAGE_MB = 32  # a reply is at most 16 MiB (MAX_REPLY_CHARACTERS)
 SEND_SECONDS = 10
+# The kernel's output (iopub) waits for the grader in a queue of at most this many messages, so at
+# most IOPUB_QUEUE_MESSAGES * MAX_MESSAGE_MB in the grader's memory (ZeroMQ counts messages, not
+# bytes); past it the kernel's messages are dropped, as a flood's are. The grader reads as they come.
+IOPUB_QUEUE_MESSAGES = 8
 
 
 @lru_cache(maxsize=1)
@@ -803,7 +807,11 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             # Every connection is made now, before any of the submission's code runs, and never again:
             # a path in the sandbox is resolved only while nothing there has run (see _connect_once).
             _connect_once(manager)
-            client = manager.client(context=_bounded_context())
+            context = _bounded_context()
+            client = manager.client(context=context)
+            context.setsockopt(zmq.RCVHWM, IOPUB_QUEUE_MESSAGES)
+            client.iopub_channel  # noqa: B018 - made now, so that only its queue is this short
+            context.setsockopt(zmq.RCVHWM, 1000)  # ZeroMQ's default for the request channels
             client.start_channels(hb=False)  # the heartbeat channel reconnects by path; the watchdog sees a death
             client.wait_for_ready(timeout=limits.cell_seconds)
             _control_round_trip(manager, limits.cell_seconds)
