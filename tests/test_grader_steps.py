@@ -212,8 +212,10 @@ def test_stubs_left_as_released_are_no_solutions_for_the_similarity_section():
     release = release_notebook(source)
     answered = nbformat.from_dict(json.loads(json.dumps(release)))
     answered.cells[1].source = "def greedy_decode(a, b, c, d):\n    return [a, b]"
-    assert grader._normalised_solutions(release, release) == {}
-    assert list(grader._normalised_solutions(answered, release)) == ["07.2"]
+    exercises = [EXERCISES["07.1"], EXERCISES["07.2"]]
+    stubs = grader._normalised_solutions(grader._programs(release, exercises), {})
+    assert grader._normalised_solutions(grader._programs(release, exercises), stubs) == {}
+    assert list(grader._normalised_solutions(grader._programs(answered, exercises), stubs)) == ["07.2"]
 
 
 def test_every_package_implementation_named_for_the_similarity_section_is_readable():
@@ -221,3 +223,41 @@ def test_every_package_implementation_named_for_the_similarity_section_is_readab
 
     for exercise in PACKAGE_IMPLEMENTATIONS:
         assert exercise in EXERCISES and len(_package_tokens(exercise)) > 20, exercise
+
+
+def _similarity_to_the_package(cells: list, exercise_id: str) -> float:
+    from transformer_course.grading.similarity import _package_tokens, normalise, program_text, similarity
+    from transformer_course.grading.slicing import program_for
+
+    program = program_for([*cells, "check()"], len(cells), EXERCISES[exercise_id].function_name)
+    return similarity(normalise(program_text(program)), _package_tokens(exercise_id))
+
+
+def test_copies_of_the_package_are_listed_however_they_are_spread_or_renamed():
+    """A copy pasted below the untouched stub, one under other names and import aliases, and one with its
+    helpers in other cells: each is as close to the package's own implementation as the package itself."""
+    import inspect
+    import re
+
+    import transformer_course.decoding as decoding
+    import transformer_course.masks as masks
+
+    stub = "def causal_mask(length):\n    raise NotImplementedError('Exercise 07.1')"
+    body = inspect.getsource(masks.causal_mask)
+    assert _similarity_to_the_package([stub, "from keras import ops\n" + body], "07.1") == 1.0
+    renamed = re.sub(r"\bops\.", "keras.ops.", body).replace("rows", "r").replace("columns", "c")
+    renamed = renamed.replace("key_length", "width").replace("def causal_mask", "def causal_mask")
+    assert _similarity_to_the_package(["import keras", stub, renamed], "07.1") >= 0.9
+    source = inspect.getsource(decoding)
+    helpers = [inspect.getsource(decoding._probabilities), inspect.getsource(decoding._start),
+               inspect.getsource(decoding._decode)]
+    copied = ["from collections.abc import Callable\nimport numpy as np\nPADDING_ID = 0",
+              "def check_integer(name, value):\n    return int(value)", *helpers,
+              inspect.getsource(decoding.greedy_decode)]
+    assert "def _decode" in source and _similarity_to_the_package(copied, "07.2") >= 0.8
+    honest = ("def greedy_decode(next_token_probabilities, start_ids, end_id, max_length):\n"
+              "    decoded = np.asarray(start_ids)[:, None]\n"
+              "    for _ in range(max_length):\n"
+              "        decoded = np.concatenate([decoded, next_token_probabilities(decoded).argmax(-1)[:, None]], 1)\n"
+              "    return decoded")
+    assert _similarity_to_the_package(["import numpy as np", honest], "07.2") < 0.5

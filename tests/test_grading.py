@@ -782,6 +782,23 @@ def test_names_and_texts_show_every_invisible_character_and_never_collide():
     assert spreadsheet_cell(3) == 3
 
 
+def test_names_that_look_alike_are_flagged_and_shown_with_escapes():
+    """Folders `alice` and `аlice` (a Cyrillic а) once showed as two identical rows."""
+    from transformer_course.grading.grader import ExerciseResult, NotebookResult
+    from transformer_course.grading.reports import report_texts
+
+    names = ["alice", "\u0430lice", "bob", "carol"]
+    results = [NotebookResult(student=name, notebook="07_tiny.ipynb",
+                              exercises=[ExerciseResult("07.1", 1, 1, "passed", "all cases match")]) for name in names]
+    _, _, markdown = report_texts(results, ["07.1"])
+    assert "**Names that look alike**" in markdown
+    assert "- alice, \\\\u0430lice" in markdown, markdown  # markdown_text doubles the escape's backslash
+    assert "## \u0430lice \\(\\\\u0430lice\\): 1 / 1" in markdown, markdown
+    assert "bob" not in markdown.split("**Names that look alike**")[1].split("##")[0]
+    _, _, plain = report_texts(results[2:], ["07.1"])
+    assert "look alike" not in plain
+
+
 def test_student_controlled_texts_in_a_verdict_are_capped():
     from transformer_course.exercises import EXERCISES
     from transformer_course.grading.grader import MAX_MESSAGE_CHARACTERS, _judge

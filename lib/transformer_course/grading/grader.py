@@ -266,27 +266,21 @@ def capped(text: str, limit: int = MAX_MESSAGE_CHARACTERS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters cut)"
 
 
-def _normalised_solutions(submission, release=None) -> dict:
-    """exercise id -> the normalised tokens of the student's solution cell (space-separated, capped).
+def _normalised_solutions(programs: dict, stubs: dict) -> dict:
+    """exercise id -> the normalised tokens of the student's program for it (space-separated, capped).
 
-    A cell left as released (the stub) is no solution: two students who both left it are not alike.
+    ``stubs`` holds the release's programs: an exercise whose program is still the release's (the
+    untouched stub) has no solution: two students who both left it are not alike.
     """
-    from .markup import exercise_id_of
-    from .similarity import MAX_SOLUTION_TOKENS, normalise
+    from .similarity import MAX_SOLUTION_TOKENS, normalise, program_text
 
-    stubs = set() if release is None else set(_normalised_solutions(release).values())
     solutions = {}
-    for cell in submission.cells:
-        try:
-            exercise = exercise_id_of(cell)
-        except Exception:  # noqa: BLE001 - malformed metadata is flagged elsewhere; no similarity for it
+    for exercise, program in programs.items():
+        if program.missing:
             continue
-        if exercise and cell.get("cell_type") == "code" and str(cell.get("metadata", {}).get("nbgrader", {}).get(
-                "grade_id", "")).startswith("exercise_"):
-            source = str(cell.get("source", ""))[:65536]  # a cell larger than this is cut before it is read
-            tokens = " ".join(normalise(source)[:MAX_SOLUTION_TOKENS])
-            if tokens not in stubs:
-                solutions[exercise] = tokens
+        tokens = " ".join(normalise(program_text(program)[:65536])[:MAX_SOLUTION_TOKENS])  # a longer text is cut
+        if tokens and tokens != stubs.get(exercise):
+            solutions[exercise] = tokens
     return solutions
 
 
@@ -375,12 +369,12 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     if size > MAX_SOURCE_BYTES:
         return _zero(outcome, exercises + questions, "error",
                      f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB")
-    outcome.solutions = _normalised_solutions(submission, release)
     outcome.answers = {question: None if answer is None else written.capped_answer(answer)
                        for question, answer in written.answers_of(submission, questions).items()}
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
     programs = _programs(submission, exercises)
+    outcome.solutions = _normalised_solutions(programs, _normalised_solutions(_programs(release, exercises), {}))
     refused = {exercise.id: why for exercise in exercises if (why := _not_graded(exercise, programs[exercise.id]))}
     written_modules = {name: text for program in programs.values() for name, text in program.writefiles().items()}
 

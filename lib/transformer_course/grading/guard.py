@@ -87,7 +87,7 @@ def install(trusted: tuple, written: dict, home: str) -> None:
         return filename.startswith(trusted) and normpath(filename) == filename
 
     def same_file(path, data, offset=0) -> bool:
-        """``data`` (bytes, a memoryview of bytes, or str) is exactly the installed file at ``path`` from ``offset`` on."""
+        """``data`` (bytes, a view of them, or str) is exactly the installed file at ``path`` from ``offset`` on."""
         if type(data) is memoryview:  # importlib hands marshal a view of the .pyc past its header
             data = data.tobytes()
         if not is_trusted(path) or type(data) not in (bytes, str):
