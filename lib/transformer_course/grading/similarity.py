@@ -11,8 +11,9 @@ operators, attribute names (``.tril``) and builtins (``range``) are kept, becaus
 solution *does*, and an imported name is **resolved** to what it imports (``np.tril``,
 ``numpy.tril`` and ``tril`` after ``from numpy import tril`` read alike). Two programs are compared
 by the **Jaccard similarity** of their sets of 5-token sequences (shingles): 1.0 for the same code
-under other names, near 0 for unrelated code. The package's implementation is read the same way:
-its function and the helpers and imports of its module that it uses.
+under other names, near 0 for unrelated code. The package's implementation is read two ways, its
+function alone and its function with the helpers and imports of its module that it uses, and a
+program is as close to it as to the closer of the two.
 
 The report lists, for each exercise, the pairs of students at or above
 :data:`SIMILARITY_THRESHOLD`, and each student that close to the package's implementation of the
@@ -153,7 +154,8 @@ def program_text(program) -> str:
 
 @cache
 def _package_tokens(exercise_id: str) -> tuple:
-    """The package's implementation of an exercise as a program: the function, its module's helpers and imports."""
+    """The package's implementation of an exercise, read two ways: its function alone, and as a program
+    (the function with its module's helpers and imports). Empty where there is none."""
     from .slicing import program_for
 
     target = PACKAGE_IMPLEMENTATIONS.get(exercise_id)
@@ -161,12 +163,11 @@ def _package_tokens(exercise_id: str) -> tuple:
         return ()
     module_name, _, qualified = target.partition(":")
     try:
-        if "." not in qualified:
-            module = pkgutil.resolve_name(module_name)
-            program = program_for([inspect.getsource(module)], 1, qualified)
-            if not program.missing:
-                return tuple(normalise(program_text(program)))
-        return tuple(normalise(inspect.getsource(pkgutil.resolve_name(target))))
+        function = tuple(normalise(inspect.getsource(pkgutil.resolve_name(target))))
+        if "." in qualified:  # a method: its class holds what it uses
+            return (function,)
+        program = program_for([inspect.getsource(pkgutil.resolve_name(module_name))], 1, qualified)
+        return (function,) if program.missing else (function, tuple(normalise(program_text(program))))
     except (ImportError, AttributeError, OSError, TypeError):
         return ()
 
@@ -190,8 +191,9 @@ def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) 
         scores = {(a, b): _jaccard(shingles[a], shingles[b]) for a, b in combinations(sorted(shingles), 2)}
         pairs = sorted(((round(score, 3), a, b) for (a, b), score in scores.items() if score >= threshold),
                        reverse=True)
-        package = _shingles(_package_tokens(exercise))
-        against = {student: _jaccard(own, package) for student, own in shingles.items()}
+        package = [_shingles(tokens) for tokens in _package_tokens(exercise)]
+        against = {student: max((_jaccard(own, form) for form in package), default=0.0)
+                   for student, own in shingles.items()}
         copies = sorted(((round(score, 3), s) for s, score in against.items() if score >= threshold), reverse=True)
         if pairs or copies:
             found[exercise] = {"pairs": pairs, "package": copies}
