@@ -418,6 +418,10 @@ def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
 
 
 def test_reports(graded):
+    accounting = {result.accounting for result in graded["results"].values() if result.accounting}
+    assert accounting <= {"cgroup v1", "cgroup v2", "watchdog"} and (accounting or not SANDBOX)
+    if accounting:
+        assert "Memory limits kept by: " in (graded["out"] / "report.md").read_text()
     rows = (graded["out"] / "grades.csv").read_text().splitlines()
     assert rows[0] == "student,07.1,07.2,total,max"
     assert "full,1,3,4,4" in rows and "one_wrong,0,3,3,4" in rows and "release,0,0,0,4" in rows

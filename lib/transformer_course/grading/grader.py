@@ -146,6 +146,7 @@ class NotebookResult:
     seconds: float = 0.0
     solutions: dict = field(default_factory=dict)  # exercise id -> the solution cell's normalised tokens
     answers: dict = field(default_factory=dict)  # written question id -> the student's answer (None: no cell)
+    accounting: str | None = None  # what kept its memory limit: "cgroup v1", "cgroup v2" or "watchdog"
 
 
 def _exercises_of(release) -> list:
@@ -405,6 +406,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
                                  package=graded_snapshot(), deadline=deadline)
                   if requests else SandboxResult(isolated=run.isolated))
     outcome.problems, outcome.isolated = run.problems + graded.problems, run.isolated and graded.isolated
+    outcome.accounting = run.accounting if run.isolated else None
     if run.stopped:
         outcome.flags.append(f"stopped: {run.stopped}")
     if graded.stopped:

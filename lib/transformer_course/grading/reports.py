@@ -187,6 +187,12 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
         lines += ["**Names that look alike** (their Unicode skeletons, UTS #39, coincide; characters outside ASCII "
                   "shown as escapes): check that each is the student it seems."]
         lines += [f"- {', '.join(markdown_text(escaped(name)) for name in group)}" for group in lookalikes] + [""]
+    kept = sorted({r.accounting for r in results if r.accounting})
+    if kept:
+        lines += ["Memory limits kept by: " + "; ".join(
+            f"the sandbox's memory control group ({kind}) and the watchdog" if kind.startswith("cgroup")
+            else "the watchdog alone (this host gives the grader no memory control group: socket buffers and "
+                 "kernel objects are not counted)" for kind in kept) + ".", ""]
     if any(r.isolated is False for r in results):
         lines += ["**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
                   "network and with the grading machine's files in reach.", ""]

@@ -73,7 +73,7 @@ from pathlib import Path
 import zmq
 from jupyter_client.manager import KernelManager
 
-from . import protocol
+from . import cgroups, protocol
 
 __all__ = ["Limits", "SandboxResult", "run_submission", "sandbox_available", "sandbox_command", "SandboxUnavailable",
            "KERNEL_ENVIRONMENT", "package_snapshot", "graded_snapshot", "GRADED_MODULES"]
@@ -126,6 +126,7 @@ class SandboxResult:
     stopped: str | None = None  # why the kernel was stopped early, if it was
     timed_out: set = field(default_factory=set)  # request keys that ran past the cell limit
     isolated: bool = False
+    accounting: str = "watchdog"  # what kept the memory limit: "cgroup v2" or "cgroup v1" (and the watchdog)
 
 
 @lru_cache(maxsize=1)
@@ -537,9 +538,9 @@ def _bounded_context():
 
 
 class _Watchdog(threading.Thread):
-    def __init__(self, manager: KernelManager, limits: Limits, deadline: float | None = None):
+    def __init__(self, manager: KernelManager, limits: Limits, deadline: float | None = None, group=None):
         super().__init__(daemon=True)
-        self.manager, self.limits = manager, limits
+        self.manager, self.limits, self.group = manager, limits, group
         self.reason, self.done = None, threading.Event()
         self.deadline = time.monotonic() + limits.notebook_seconds if deadline is None else deadline
         self.sandbox_root = None  # set once the sandbox is built (:func:`_sandbox_root`); None unconfined
@@ -554,6 +555,8 @@ class _Watchdog(threading.Thread):
             most = self.limits.memory_mb * 2**20
             if time.monotonic() > self.deadline:
                 self.reason = f"the notebook ran past its {self.limits.notebook_seconds:.0f} s limit"
+            elif self.group is not None and self.group.out_of_memory():  # a process of the sandbox was killed
+                self.reason = _out_of_memory(self.limits, self.group)
             elif resident + stored > most and _memory_bytes(process.pid, parents) + stored > most:
                 self.reason = (f"the kernel used more than {self.limits.memory_mb} MiB of memory "
                                "(its processes and its files in /tmp, /dev/shm and its home)")
@@ -562,6 +565,11 @@ class _Watchdog(threading.Thread):
             if self.reason:
                 process.kill()  # the client notices a dead kernel and the grader records why
                 return
+
+
+def _out_of_memory(limits: Limits, group) -> str:
+    return (f"the sandbox used more than {limits.memory_mb} MiB of memory (its {group.kind} counts every page its "
+            "processes are charged for: their memory, their files, kernel objects)")
 
 
 class _KernelStopped(Exception):
@@ -788,13 +796,16 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
         env = _kernel_environment(HOME if sandbox else workdir, environment)
         manager = _SandboxedKernelManager(transport="ipc", ip=f"{SOCKETS}/kernel" if sandbox else f"{workdir}/kernel")
         manager.connection_file = str(Path(workdir, "connection.json"))
+        group = cgroups.create(limits.memory_mb, limits.processes + 2) if sandbox else None  # + bubblewrap's two
         if sandbox:
-            manager.launch_prefix = sandbox_command(workdir, env, limits, package)
+            manager.launch_prefix = (group.join_prefix() if group else []) + sandbox_command(workdir, env, limits,
+                                                                                            package)
+            result.accounting = group.kind if group else "watchdog"
         else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
             env["PYTHONPATH"] = str((package or package_snapshot()).parent)
             manager.launch_prefix = _launcher(limits)
-        watchdog, client = _Watchdog(manager, limits, deadline), None
+        watchdog, client = _Watchdog(manager, limits, deadline, group), None
         try:
             # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
             # grader's: replies come through the kernel protocol.
@@ -817,7 +828,9 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             _control_round_trip(manager, limits.cell_seconds)
             _run_all(manager, client, notebook, requests, limits, result)
         except _KernelStopped:
-            result.stopped = watchdog.reason or "the kernel died (it crashed or was killed)"
+            result.stopped = watchdog.reason or (
+                _out_of_memory(limits, group) if group is not None and group.out_of_memory()
+                else "the kernel died (it crashed or was killed)")
         except zmq.Again:
             result.stopped = watchdog.reason or (f"the kernel stopped answering: it sent a message larger than "
                                                  f"{MAX_MESSAGE_MB} MiB, which the grader never receives")
@@ -834,6 +847,8 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
                 manager.shutdown_kernel(now=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
+            if group is not None:
+                group.remove()
     return result
 
 
