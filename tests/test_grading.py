@@ -679,11 +679,11 @@ def test_merging_refuses_shards_that_miss_or_double_a_student(tmp_path):
 @needs_sandbox
 @pytest.mark.parametrize("student, problem", [
     ("reads_the_repository", "FileNotFoundError"), ("reads_git", "FileNotFoundError"),
-    ("writes_the_package", "OSError")])
+    ("writes_the_package", "OSError|PermissionError")])  # read-only; and not its user's, where it has its own
 def test_the_sandbox_shows_only_what_is_allowed(graded, student, problem):
     scores, result = outcome(graded, student)
     assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}  # the honest part still counts
-    assert any(f"raised {problem}" in note for note in result.problems), result.problems
+    assert any(f"raised {kind}" in note for note in result.problems for kind in problem.split("|")), result.problems
 
 
 @needs_sandbox

@@ -261,6 +261,45 @@ def test_socket_buffers_count_against_the_memory_limit():
     assert not result.problems  # the cell never finished to report what it held
 
 
+def _own_users() -> bool:
+    from transformer_course.grading.sandbox import _own_users_available
+
+    return _own_users_available()
+
+
+@pytest.mark.skipif(not (SANDBOX and _own_users()),
+                    reason="each sandbox can run as a user of its own only where the grader is root with setpriv, "
+                           "and Python and its packages are readable by another user (not under a private /root)")
+def test_each_sandbox_runs_as_a_user_of_its_own_outside():
+    """As the grader's uid, a kernel shared the grader's per-user budgets (epoll watches, keys, pipe pages):
+    exhausting one aborted the grader. Each sandbox now has a user id of its own outside."""
+    import threading
+    import time
+
+    from transformer_course.grading.sandbox import SANDBOX_USERS
+
+    seen = set()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(6)")])
+    runs = [threading.Thread(target=run_submission, args=(notebook, {}, Limits(cell_seconds=30, notebook_seconds=60)))
+            for _ in range(2)]
+    for run in runs:
+        run.start()
+    deadline = time.monotonic() + 40
+    while any(run.is_alive() for run in runs) and time.monotonic() < deadline:
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                text = status.read_text()
+            except OSError:
+                continue
+            uid = int(next(line for line in text.splitlines() if line.startswith("Uid:")).split()[1])
+            if "ipykernel" in Path(status.parent, "cmdline").read_bytes().decode(errors="replace") and uid:
+                seen.add(uid)
+        time.sleep(0.5)
+    for run in runs:
+        run.join()
+    assert len(seen) == 2 and all(uid in SANDBOX_USERS for uid in seen), seen
+
+
 @needs_sandbox
 def test_a_flood_of_messages_under_the_size_limit_is_held_in_bounded_memory(tmp_path):
     # Each message is under the size limit, but ZeroMQ queues a number of messages, not bytes: 1.5 GiB

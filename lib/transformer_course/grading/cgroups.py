@@ -15,7 +15,8 @@ alone keeps the limits; :attr:`ControlGroup.kind` says which ran, and the report
 
 Example:
     >>> group = create(memory_mb=1500, processes=128)  # doctest: +SKIP
-    >>> command = group.join_prefix() + ["bwrap", "..."]  # doctest: +SKIP
+    >>> group.procs_files()  # doctest: +SKIP
+    ['/sys/fs/cgroup/memory/transformer-course-1f2e3d4c5b6a/cgroup.procs', ...]
 """
 
 from __future__ import annotations
@@ -55,12 +56,9 @@ class ControlGroup:
     def __init__(self, kind: str, folders: list[Path]):
         self.kind, self.folders = kind, folders
 
-    def join_prefix(self) -> list[str]:
-        """A command prefix that moves itself into the group, then runs the rest of the command there."""
-        procs = [str(folder / "cgroup.procs") for folder in self.folders]
-        script = 'for file in "$@"; do [ "$file" = -- ] && break; echo $$ > "$file" || exit 125; shift; done; ' \
-                 'shift; exec "$@"'
-        return ["/bin/sh", "-c", script, "sh", *procs, "--"]
+    def procs_files(self) -> list[str]:
+        """The files a process writes its pid to, to join the group (one per hierarchy)."""
+        return [str(folder / "cgroup.procs") for folder in self.folders]
 
     def out_of_memory(self) -> bool:
         """Did the kernel's out-of-memory killer stop a process of the group?"""

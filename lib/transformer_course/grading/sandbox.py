@@ -188,7 +188,7 @@ def _make_snapshot(prefix: str, stubbed: Callable[[Path], str | None]) -> Path:
     ``stubbed(relative_path)`` gives the text that replaces a module (None keeps it). Made in a
     temporary folder removed at exit; the checkout's ``__pycache__`` folders are left out.
     """
-    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=_kernels_folder()))
     atexit.register(shutil.rmtree, root, True)
     snapshot = root / "transformer_course"
     shutil.copytree(_package_folder(), snapshot, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), symlinks=False)
@@ -388,6 +388,67 @@ def _kernel_environment(home: str, extra: dict | None) -> dict:
         "PYTHONDONTWRITEBYTECODE": "1", "LANG": environment.get("LANG", "C.UTF-8"),
     })
     return environment
+
+
+# Outside the sandbox, each kernel runs as a user of its own from this range (never a user of the host),
+# so the per-user budgets of the Linux kernel (epoll watches, inotify, keys, pipe pages, RLIMIT_NPROC)
+# are the sandbox's own, never the grader's. Inside, it is nobody (SANDBOX_USER_ID) as before.
+SANDBOX_USERS = range(1_500_000_000, 1_600_000_000)
+
+
+@lru_cache(maxsize=1)
+def _own_users_available() -> bool:
+    """True where the grader is root with ``setpriv``, and bubblewrap and Python run as another user."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not sandbox_available():
+        return False
+    user = str(SANDBOX_USERS[0])
+    probe = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "bwrap", "--unshare-all",
+             "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
+             sys.executable, "-c", "import numpy, ipykernel"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _kernels_folder() -> str | None:
+    """Where the kernels' folders and the package snapshots are made: the usual temporary folder, or, where
+    each sandbox runs as a user of its own, a folder those users can pass through (not list) on a path
+    they can pass through: ``/tmp/transformer-course-kernels`` (mode 0711, the grader's)."""
+    if not _own_users_available():
+        return None
+    folder = Path("/tmp/transformer-course-kernels")
+    folder.mkdir(mode=0o711, exist_ok=True)
+    status = folder.lstat()
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid():  # never one someone else planted
+        raise SandboxUnavailable(f"{folder} is not a folder of the grader's own")
+    folder.chmod(0o711)
+    return str(folder)
+
+
+def _sandbox_user() -> int | None:
+    """A fresh user id outside the sandbox for one kernel, or None where each sandbox cannot have its own."""
+    if not _own_users_available():
+        return None
+    import secrets
+
+    return SANDBOX_USERS[secrets.randbelow(len(SANDBOX_USERS))]
+
+
+def _prelude(group, user: int | None, workdir: str) -> list[str]:
+    """What runs as the grader before bubblewrap: join the control group, hand the kernel's folder (its
+    connection file) to the sandbox's user, and become that user. [] where there is nothing to do."""
+    if group is None and user is None:
+        return []
+    steps = ['for file in "$@"; do [ "$file" = -- ] && break; echo $$ > "$file" || exit 125; shift; done; shift']
+    arguments = [*(group.procs_files() if group else []), "--"]
+    if user is not None:
+        steps.append(f'chown {user}:{user} "$1" "$1/connection.json" || exit 125; shift')
+        steps.append(f"exec setpriv --reuid={user} --regid={user} --clear-groups \"$@\"")
+        arguments.append(workdir)
+    else:
+        steps.append('exec "$@"')
+    return ["/bin/sh", "-c", "; ".join(steps), "sh", *arguments]
 
 
 class _SandboxedKernelManager(KernelManager):
@@ -756,7 +817,7 @@ def _working_folder():
     ``shutil.rmtree`` recurses in Python and gives up on folders nested thousands deep; ``rm -rf``
     does not. A folder that cannot be removed is left behind rather than stopping the batch.
     """
-    workdir = tempfile.mkdtemp(prefix="submission-")
+    workdir = tempfile.mkdtemp(prefix="submission-", dir=_kernels_folder())
     try:
         yield workdir
     finally:
@@ -798,8 +859,8 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
         manager.connection_file = str(Path(workdir, "connection.json"))
         group = cgroups.create(limits.memory_mb, limits.processes + 2) if sandbox else None  # + bubblewrap's two
         if sandbox:
-            manager.launch_prefix = (group.join_prefix() if group else []) + sandbox_command(workdir, env, limits,
-                                                                                            package)
+            user = _sandbox_user()
+            manager.launch_prefix = _prelude(group, user, workdir) + sandbox_command(workdir, env, limits, package)
             result.accounting = group.kind if group else "watchdog"
         else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
