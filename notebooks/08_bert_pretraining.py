@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
 #
-# **Run time:** full profile about 69 min on a 2-core CPU, smoke profile about 80 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
+# **Run time:** full profile about 75 min on a 2-core CPU, smoke profile about 80 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, numbers that mean nothing).
 #
 # **What you will learn**
 # - **subword tokens**: a WordPiece vocabulary computed on the pre-training text, and what it does
@@ -259,7 +259,8 @@ for first, second, label in (("the man went to the store", "he bought a gallon o
 # cut into four rounds with a checkpoint after each (section 5 fine-tunes from each of them). The
 # learning rate warms up over 300 updates to 10⁻³, **stays there**, and decays along a cosine over
 # the last 15% of the updates only ("warm-up, stable, decay", Hu et al., 2024, *MiniCPM*): a masked
-# LM first sits on a plateau, and it leaves it sooner at a high learning rate. No dropout during
+# LM first sits on a plateau (the curve below shows it), and a rate held high is meant to leave it
+# sooner — a hypothesis this notebook does not test (no trial at other rates is shown). No dropout during
 # pre-training: no input is seen more than twice, so there is little to regularise, and on a CPU
 # dropout makes every step slower. The held-out accuracy is measured after each round on the same
 # blanks: held-out inputs masked once.
@@ -336,8 +337,10 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 #
 # On the held-out blanks it reached about 13%, 27% and 32% after the first three rounds, and
 # **35.2%** after the fourth, which holds the decay of the schedule (right panel, from update
-# 5,780). All four rounds ran, 6,800 updates in 22.1 minutes (about 5.5 minutes a round); the
-# 35-minute budget is a safety net that was not needed. The accuracy was still rising at the end.
+# 5,780). All four rounds ran, 6,800 updates in 29.1 minutes (about 7.3 minutes a round; the two
+# cores were also busy with other work during this recorded run, so its times are longer than the
+# notebook needs alone); the 35-minute budget is a safety net that was not needed. The accuracy was
+# still rising at the end.
 #
 # A masked-LM accuracy needs a yardstick: count tables built on the same pre-training text and
 # pieces, filling the very same 36,386 held-out blanks (`benchmarks/masked_word_baselines.py`;
@@ -386,7 +389,11 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 #   linear decay to zero (Devlin et al., 2019, §A.3), with AdamW;
 # - a **learning rate chosen per arm** on validation, from 3·10⁻⁴, 10⁻³ and 3·10⁻³ at 1,000 labels:
 #   a pre-trained encoder and a random one need not want the same rate (a first grid, 10⁻⁴ to
-#   10⁻³, put both arms' best at its top, so the grid moved up a step);
+#   10⁻³, put both arms' best at its top, so the grid moved up a step). These rates are far above
+#   BERT's published fine-tuning grid, 2·10⁻⁵ to 5·10⁻⁵ (Devlin et al., 2019, §A.3): that grid is
+#   for a checkpoint of 110 million parameters pre-trained for days. §8 gives BERT-Tiny, where it
+#   downloads, this notebook's grid; to fine-tune a checkpoint the size of BERT-base, start from
+#   the published one;
 # - **the same dropout**: 0.1 in the encoder and 0.1 before the output layer, in every arm.
 #
 # The test reviews are used only to score the chosen models: a fixed sample of 5,000 for the
@@ -520,8 +527,10 @@ print("± is half the range of the seeds' test accuracies (the number of seeds i
 # %% [markdown]
 # **The comparison is paired.** A seed draws the same labelled reviews, and the same initial output
 # layer, for both arms, so each seed gives one difference, pre-trained minus from scratch, with the
-# luck of its draw taken out. Those differences, with a zero line: a gain is separated from zero
-# where every seed's difference is on the same side of it.
+# luck of its draw taken out. Those differences, with a zero line: a gain stands out from the
+# seeds' noise where every seed's difference is on the same side of zero and they lie close
+# together. With three seeds that is a weak test (three signs alike happen one time in four by
+# chance alone); more seeds make it a firm one.
 
 # %%
 figure, axis = plt.subplots(figsize=(6, 3.4))
@@ -609,13 +618,15 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
                   f"{name}, {settings.grid_labels:,} labels, through the pooled [CLS] output: mean test accuracy")
 
 # %% [markdown]
-# **What the curve says, for this run: pre-training pays where labels are few, and fades as they
-# grow.** With every arm given the same care, the pre-trained encoder fine-tunes better than the
-# same model from scratch at every size: by **5.3 points with 200 labels** (67.6% against 62.2%;
-# its seeds spread over ±6.3 points, from about 61% to 74%), by **3.7 at 1,000** (77.3% against
-# 73.6%, both spreads about ±1), by 0.3 at 3,000 (79.2% against 78.9%, within the seeds' ±2.5)
-# and by 1.1 with all 24,000 (86.3% against 85.2%). Read off the curve, the model from scratch
-# needs about 2,200 labels to do what the pre-trained one does with 1,000. Both arms chose the
+# **What the curve says, for this run: pre-training pays at 1,000 labels; at 200 three seeds cannot
+# tell, and from 3,000 on the gain is too small to matter.** With every arm given the same care, and
+# read seed by seed (the plot of paired differences above): at **1,000 labels** every seed's
+# pre-trained model beat its model from scratch, by +3.1 to +4.3 points, **+3.7 on average**
+# (77.3% against 73.6%) — seeds that agree closely, a gain worth about 1,200 labels: read off the
+# curve, the model from scratch needs about 2,200 labels to do what the pre-trained one does with
+# 1,000. At **200 labels** the mean gain is +5.3 (67.6% against 62.2%), but the seeds' differences
+# run from −2.5 to +13.4: **not separated from zero** by three seeds. At 3,000 labels +0.3
+# (+0.0 to +0.5), and with all 24,000 labels +1.1 (86.3% against 85.2%, one seed per arm). Both arms chose the
 # middle rate of the grid, 10⁻³, so the best rate lies inside it: the pre-trained arm's validation
 # accuracy was 77.3%, 79.3% and 69.7% at 3·10⁻⁴, 10⁻³ and 3·10⁻³, the other's 73.9%, 74.8% and
 # 70.4% (one seed each).
@@ -728,11 +739,15 @@ for tag, label, what in (("pretrained", "pre-trained", "frozen pre-trained encod
     report_metric(f"probe_{tag}", probe_scores[label], f"{what}, mean-pooled, logistic regression")
 
 # %% [markdown]
-# **Pre-training put sentiment into the representations.** Frozen, the pre-trained encoder's
-# averaged outputs let a logistic regression classify 73.6% of the test sample, **23 points** above
-# the same architecture at its random initialisation (50.5%, chance). It is still far below the
-# bag of words and bigrams on the same 5,000 reviews (87.3%). The masked LM learned something a
-# classifier can read without any fine-tuning.
+# **Pre-training put sentiment into the token vectors; the frozen blocks add nothing a linear
+# probe can read.** Frozen, the pre-trained encoder's averaged outputs let a logistic regression
+# classify 73.6% of the test sample, **8.5 points** above the same architecture at its random
+# initialisation (65.1%: one random network gives the features of both the training and the test
+# reviews; a random encoder is far from chance, because its outputs still say which tokens a review
+# holds). The pre-trained token vectors alone, averaged without any block, do as well: **74.1%**.
+# So what a classifier can read without fine-tuning sits in the embedding table the masked LM
+# trained; the blocks' contribution shows only once they are fine-tuned (the curve above). All
+# three are far below the bag of words and bigrams on the same 5,000 reviews (87.3%).
 
 # %% [markdown]
 # ### Downstream accuracy against pre-training progress
@@ -791,25 +806,26 @@ for (before, low), (after, high) in zip(all_label_points[1:], all_label_points[2
           f"({(high - low) * 100 / (after - before):+.2f} a minute)")
 
 # %% [markdown]
-# **Downstream accuracy follows pre-training, and the plateau is a trap.** After the first round
-# (masked-LM accuracy about 13%, still on the plateau) the fine-tuned classifier reached only
-# 61.2%, 13 points *below* training from scratch at the same rate (74.2%): an encoder stuck on
-# the plateau is a worse start than a random one. Once the masked LM had left the plateau it was
-# a better start: 76.5%, 76.8% and 78.1% after rounds two to four (about 27%, 32% and 35.2% on
-# the blanks). One seed a point, so a difference of a point or two here is noise; the jump after
-# the plateau is far larger than that, the rise after it is not.
+# **Downstream accuracy follows pre-training — and, on one seed, the plateau was a bad start.**
+# After the first round (masked-LM accuracy about 13%, still on the plateau) the fine-tuned
+# classifier reached only 61.2%, 13 points *below* training from scratch at the same rate (74.2%).
+# That an encoder stuck on the plateau is a worse start than a random one is a **hypothesis** this
+# one seed suggests, not a finding: more seeds would test it. Once the masked LM had left the
+# plateau it was a better start: 76.5%, 76.8% and 78.1% after rounds two to four (about 27%, 32%
+# and 35.2% on the blanks). One seed a point, so a difference of a point or two here is noise.
 #
-# **With every label, the moonshot is out of reach of more pre-training at this size.** The
-# checkpoint after round two (11.4 minutes of pre-training) fine-tuned to 84.7%, below the model
-# from scratch (85.2%); after rounds three and four (16.7 and 22.1 minutes) to 86.0% and 86.3%.
-# The gain per minute fell from +0.24 to +0.06 points between the last two intervals. Continued
-# at the last rate, the 3.6 points to the bag of bigrams (89.86%) would take about another hour
-# of pre-training, and the rate is still falling: the trend implies that this model, reading 128
-# pieces, does not reach the moonshot within any budget this notebook could spend on two CPU
-# cores. Why it levels off is **not measured** here; two hypotheses: the classifier sees only
-# 126 pieces of most reviews (a quarter from the start, the rest from the end), where the bag of
-# bigrams sees every word, and a model of 1.4 million parameters can store only so much of what
-# the masked LM offers. One seed a point.
+# **With every label, more pre-training gained less and less.** The checkpoint after round two
+# (11.7 minutes of pre-training in this run) fine-tuned to 84.7%, below the model from scratch
+# (85.2%); after rounds three and four (20.9 and 29.1 minutes) to 86.0% and 86.3%: +1.2 points,
+# then +0.3. Two things change together between those checkpoints, though: the round-two and
+# round-three checkpoints were taken at the peak learning rate, the round-four one after the
+# cosine decay, so "more pre-training" and "annealed" are not separated here (a short decay
+# branched from the round-two and round-three checkpoints would separate them). That this model
+# would not reach the bag of bigrams (89.86%, 3.6 points away) within any budget two CPU cores
+# allow is a **hypothesis** from two single-seed differences, not a measurement; so are the two
+# reasons one could give for a levelling off: the classifier sees only 126 pieces of most reviews
+# (a quarter from the start, the rest from the end), where the bag of bigrams sees every word, and
+# a model of 1.4 million parameters can store only so much of what the masked LM offers.
 #
 # ## 6. What the model learned: fill in the blank
 #
@@ -992,7 +1008,7 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
 # %% [markdown]
 # ## 8. What pre-training at scale buys: Google's BERT-Tiny in our encoder
 #
-# Our encoder read about 72,000 film reviews for some twenty-three minutes on two CPU cores. Google's
+# Our encoder read about 72,000 film reviews for some twenty-nine minutes on two CPU cores. Google's
 # **BERT-Tiny** (Turc et al., 2019, *Well-Read Students Learn Better*) has nearly the same shape —
 # 2 blocks, width 128, 2 heads, 4,385,920 parameters with its 30,522-piece WordPiece vocabulary —
 # but read Wikipedia and BooksCorpus (about 3.3 billion words) and learned from a larger BERT. It
@@ -1052,24 +1068,28 @@ if borrowed is not None:
 #   after masked-LM-only pre-training the mean of the outputs is the better vector. A fair
 #   comparison gives every arm a validation set, its best epoch, BERT's schedule and its own
 #   learning rate.
-# - **What the recorded run measured** (full profile, two CPU cores, 69 minutes in all). The
-#   masked LM left its plateau after about 2,400 updates and reached **35.2%** on held-out blanks
-#   after four rounds (the best count table: 28.9%). Fine-tuned, the pre-trained encoder beat the
-#   same model from scratch at every label count: **+5.3, +3.7, +0.3 and +1.1 points** at 200,
-#   1,000, 3,000 and 24,000 labels; from scratch needs about 2,200 labels to match it at 1,000.
-#   Frozen, its averaged outputs gave a logistic regression 73.6% against 50.5% for a random
-#   encoder, and the two heads that read every token's vector gained from it (name-tag F1 0.70
-#   against 0.56; exact spans 22.8% against 4.8%).
+# - **What the recorded run measured** (full profile, two CPU cores shared with other work, 75
+#   minutes in all). The masked LM left its plateau after about 2,400 updates and reached **35.2%**
+#   on held-out blanks after four rounds (the best count table: 28.9%). Fine-tuned, paired seed by
+#   seed against the same model from scratch, the pre-trained encoder gained **+3.7 points at 1,000
+#   labels** (every seed +3.1 to +4.3; from scratch needs about 2,200 labels to match it); at 200
+#   labels +5.3 on average but not separated from zero (seeds −2.5 to +13.4); +0.3 at 3,000 and
+#   +1.1 with all 24,000 (one seed). Frozen, its averaged outputs gave a logistic regression 73.6%,
+#   against 65.1% for a random encoder and 74.1% for its token vectors alone; the two heads that
+#   read every token's vector gained from it (name-tag F1 0.70 against 0.56; exact spans 22.8%
+#   against 4.8%).
 # - **Candidate causes of a small gain, and what separated them.** *The classifier reads the
 #   wrong vector* (masked-LM pre-training never trains `[CLS]`): the pooling comparison at 1,000
 #   labels — the mean beat `[CLS]` by six to seven points in *both* arms, and pre-training led
 #   under both (+4.1 points through `[CLS]`), so reading the mean is a large gain for every arm
 #   but not what decides whether pre-training pays. *Too little pre-training*: the progress plot —
-#   an encoder still on the plateau was a worse start than a random one (61.2% against 74.2%);
-#   every checkpoint after the plateau was a better one (76.5% to 78.1%, one seed each); with
-#   every label the later checkpoints gained less and less (+1.2, then +0.3 points), so more
-#   pre-training of this model would not have reached the bag of bigrams. *Nothing
-#   useful was learned*: ruled out by the frozen probe (+23 points) and the token heads. *An
+#   on one seed an encoder still on the plateau was a worse start than a random one (61.2% against
+#   74.2%), and every checkpoint after the plateau a better one (76.5% to 78.1%); with every label
+#   the later checkpoints gained less and less (+1.2, then +0.3 points), though the last one was
+#   also the only annealed one — that more pre-training of this model would not reach the bag of
+#   bigrams is a hypothesis. *Nothing
+#   useful was learned*: ruled out by the frozen probe (+8.5 points over a random encoder, though
+#   all of it already in the token vectors) and the token heads. *An
 #   unfair comparison*: every arm had the same validation set, best epoch, schedule, dropout and
 #   its own learning rate. Why the gain fades from 3,000 labels on is **not measured** here; a
 #   hypothesis: with a few thousand labelled reviews the model from scratch learns the sentiment
@@ -1173,18 +1193,19 @@ assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
 # %% [markdown]
 # ## Written question (2 points, graded by your instructor)
 #
-# **Question 08.w1.** Section 5 reports that the pre-trained encoder gains 5.3 points over the
-# same model from scratch at 200 labels, while its seeds spread over ±6.3 points. Is that gain a
-# result? Say what the design of the comparison lets you use that the text does not, and what you
-# would run to know.
+# **Question 08.w1.** Section 5 calls the pre-trained encoder's mean gain of +3.7 points at 1,000
+# labels one the seeds agree on, and its larger mean gain of +5.3 points at 200 labels not separated
+# from zero. Explain why, from what the comparison's design gives you, and say what you would run
+# to know whether pre-training helps at 200 labels.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_08_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # ### BEGIN SOLUTION
-# **Rubric (2 points).** 1 point: not on its own — a gain smaller than the spread of the seeds is
-# not separated from zero by comparing the two arms' ranges; but the design is paired (each seed
-# draws the same 200 reviews for both arms), so the per-seed differences, pre-trained minus scratch,
-# have their own, smaller spread. 1 point: compute the paired differences per seed (their mean and
-# spread, or a paired test), with more seeds (five or more) at 200 and 1,000 labels, fine-tuning
-# each arm with its own learning rate chosen on the validation split; state the result as a
-# difference with its spread.
+# **Rubric (2 points).** 1 point: the design is paired — each seed draws the same labelled reviews
+# (and the same initial output layer) for both arms — so what decides is the spread of the per-seed
+# differences, not the size of the mean: at 1,000 labels all three differences are positive (+3.1
+# to +4.3), at 200 they run from −2.5 to +13.4, one of them negative, so three seeds cannot tell
+# the sign of the gain. 1 point: more seeds at 200 labels (ten or more), with the same protocol
+# (each arm's own learning rate chosen on the validation split, its best epoch), reported as the
+# mean paired difference with its spread or a paired test on the differences (a sign test, a
+# t-test); the test split is used only to score, never to choose.
 # ### END SOLUTION

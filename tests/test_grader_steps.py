@@ -1,6 +1,7 @@
 """Each step of the grader on its own, without a kernel, as nbgrader tests each preprocessor:
-reading a submission, restoring locked cells, flagging reaches, inserting the captures and judging
-one reply. tests/test_grading.py grades whole submissions through all of them."""
+reading a submission, restoring locked cells, flagging reaches, finding the statements a graded
+function needs, refusing code built at run time and judging one reply. tests/test_grading.py grades
+whole submissions through all of them."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import pytest
 
 from transformer_course.exercises import EXERCISES
 from transformer_course.exercises.values import encode
-from transformer_course.grading import grader, protocol
+from transformer_course.grading import grader
 from transformer_course.grading.markup import check_cell, release_notebook, solution_cell
 
 SOLUTION = """def causal_mask(length):
@@ -76,12 +77,78 @@ def test_locked_cells_edited_deleted_or_copied_are_restored_and_flagged(release)
     assert doubled.cells[-1].source == release.cells[2].source
 
 
-def test_a_capture_goes_just_before_each_graded_check_cell_and_nothing_else_moves(release):
-    notebook = copy_of(release)
-    grader._insert_captures(notebook)
-    sources = [cell.source for cell in notebook.cells]
-    assert sources == [release.cells[0].source, release.cells[1].source,
-                       protocol.capture_code("07.1", EXERCISES["07.1"].function_name), release.cells[2].source]
+def test_the_program_of_a_function_is_what_it_needs_as_its_check_cell_sees_it(release):
+    from transformer_course.grading.slicing import program_for
+
+    cells = ["import numpy as np\nimport transformer_course as tc\nsettings = tc.start_notebook('07')",
+             "SIZE = 3\nmodel = tc.build(settings)\nSCALE = SIZE * 2",
+             "%%writefile helpers.py\nimport numpy as np\ndef ones(n):\n    return np.ones((n, n))\n",
+             "import functools, helpers\n@functools.cache\ndef lower(n):\n    return np.tril(helpers.ones(n)) * SCALE",
+             "def causal_mask(length):\n    return lower(length) > 0",
+             "check('07.1', causal_mask)",
+             "causal_mask = tc.masks.causal_mask  # after the check: not what is graded"]
+    program = program_for(cells, check_cell=5, function_name="causal_mask")
+    assert [(unit.cell, unit.text.splitlines()[0]) for unit in program.units] == [
+        (0, "import numpy as np"), (1, "SIZE = 3"), (1, "SCALE = SIZE * 2"),
+        (2, "get_ipython().run_cell_magic('writefile', 'helpers.py', 'import numpy as np\\ndef ones(n):\\n    "
+            "return np.ones((n, n))\\n')"),
+        (3, "import functools, helpers"), (3, "@functools.cache"), (4, "def causal_mask(length):")]
+    assert program.writefiles() == {"helpers.py": cells[2].split("\n", 1)[1]}
+    assert program.package_import is None and program.missing is None
+    # A name a top-level statement reads is its binding before that statement; a body's, before the check.
+    cells = ["x = 1", "y = x + 1", "x = 5", "def f():\n    return x + y", "g = f"]
+    assert [unit.text for unit in program_for(cells, 5, "g").units] == ["x = 1", "y = x + 1", "x = 5",
+                                                                       "def f():\n    return x + y", "g = f"]
+    assert [unit.text for unit in program_for(cells[:2] + cells[3:], 4, "f").units] == ["x = 1", "y = x + 1",
+                                                                                       "def f():\n    return x + y"]
+    wrapper = program_for(["from transformer_course import masks", "def f(n):\n    return masks.causal_mask(n)"],
+                          2, "f")
+    assert wrapper.package_import == (0, "transformer_course.masks")
+    inner = program_for(["def f(n):\n    import transformer_course.masks as m\n    return m.causal_mask(n)"], 1, "f")
+    assert inner.package_import == (0, "transformer_course.masks")
+    broken = program_for(["def f(n)\n    return n", "f"], 1, "f")
+    assert broken.missing == "`f` is not defined in any cell before its check: cell 1 does not parse " \
+                             "(SyntaxError: expected ':')"
+
+
+GUARDED = """
+import sys
+from transformer_course.grading import guard, protocol
+guard.install(protocol._trusted_folders(), {"helpers.py": "def ones(n):\\n    return [1] * n\\n"}, sys.argv[1])
+sys.path.insert(0, sys.argv[1])
+statement = compile(sys.stdin.read(), "<cell 4>", "exec")
+try:
+    exec(statement, {"__name__": "__main__"})
+    print("ran")
+except Exception as error:
+    print(type(error).__name__, error)
+"""
+
+
+@pytest.mark.parametrize("statement, outcome", [
+    ("import marshal\nmarshal.loads(marshal.dumps((lambda: 0).__code__))", "(marshal.loads)"),
+    ("(lambda: 0).__code__.replace(co_name='f')", "(code.__new__)"),
+    ("exec('x = 1')", "(compile, of <string>)"),
+    ("eval(compile('1', 'x', 'eval'))", "(compile, of x)"),
+    ("import runpy\nopen('copied.py', 'w').write('x = 1')\nrunpy.run_path('copied.py')", "(compile, of copied.py)"),
+    ("open('sneaky.py', 'w').write('x = 1')\nimport sneaky", "(compile, of"),
+    ("import pickle\npickle.loads(b'\\x80\\x04c' + b'transformer_course.masks\\ncausal_mask\\n.')",
+     "graded code may not import the course package (transformer_course.masks)"),
+    ("import ctypes\nctypes.string_at(id(1), 8)", "graded code may not call ctypes.string_at"),
+    # Honest: the standard library imported afresh (its own files), namedtuple at call time of a
+    # library that builds code, and a module the notebook wrote, imported with exactly its text.
+    ("import json.tool, colorsys\ncolorsys.rgb_to_hsv(1, 0, 0)", "ran"),
+    ("open('helpers.py', 'w').write('def ones(n):\\n    return [1] * n\\n')\nimport helpers\nhelpers.ones(2)",
+     "ran"),
+])
+def test_the_graded_kernels_hook_refuses_code_built_at_run_time_and_nothing_honest(tmp_path, statement, outcome):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", GUARDED, str(tmp_path)], input=statement, capture_output=True,
+                         text=True, cwd=tmp_path, timeout=60)
+    assert outcome in run.stdout, (run.stdout, run.stderr[-2000:])
+    assert outcome == "ran" or "graded code may not" in run.stdout
 
 
 def test_only_the_students_own_cells_are_read_for_reaches(release):
@@ -134,67 +201,6 @@ def test_workers_must_be_a_positive_int(workers):
         run_jobs(abs, [1], workers, on_death=lambda job, how: None)
 
 
-STUDENT_KERNEL = '''
-import functools, os, sys
-import numpy as np
-sys.path.insert(0, os.getcwd())  # as Jupyter puts the notebook's folder first
-with open("norm_helpers.py", "w") as handle:  # %%writefile norm_helpers.py
-    handle.write("import numpy as np\\ndef lower(length):\\n"
-                 "    return np.tril(np.ones((length, length), dtype=bool))\\n")
-import norm_helpers
-
-@functools.lru_cache(maxsize=None)
-def _lower_triangle(length):
-    return norm_helpers.lower(length)
-
-def causal_mask(length):
-    return _lower_triangle(length).copy()
-
-from transformer_course.grading.protocol import _export
-_export(globals(), "07.1", "causal_mask", "NONCE")
-'''
-GRADED_KERNEL = '''
-import sys
-from transformer_course.grading.protocol import CAPTURED, _load
-namespace = {}
-_load(namespace, "07.1", sys.stdin.read())
-print(namespace[CAPTURED]["07.1"](3).astype(int).tolist())
-'''
-
-
-def test_honest_styles_travel_to_the_graded_kernel(tmp_path):
-    """A cached helper and a module the notebook wrote (%%writefile) reach the graded kernel, which has neither
-    the notebook's __main__ nor its folder, and give the same answer."""
-    import subprocess
-    import sys
-
-    (tmp_path / "student").mkdir()
-    (tmp_path / "graded").mkdir()
-    exported = subprocess.run([sys.executable, "-c", STUDENT_KERNEL], cwd=tmp_path / "student", capture_output=True,
-                              text=True, timeout=120)
-    line = next(line for line in exported.stdout.splitlines() if line.startswith("NONCE "))
-    kind, value = protocol.parse_export(line, "NONCE")
-    assert kind == "function", (line[:200], exported.stderr[-2000:])
-    loaded = subprocess.run([sys.executable, "-c", GRADED_KERNEL], cwd=tmp_path / "graded", capture_output=True,
-                            text=True, timeout=60, input=__import__("base64").b64encode(value).decode("ascii"))
-    assert loaded.stdout.strip() == "[[1, 0, 0], [1, 1, 0], [1, 1, 1]]", loaded.stderr[-2000:]
-
-
-@pytest.mark.tensorflow  # the helper is a tf.function
-def test_a_tf_function_helper_is_handed_over_as_its_python_function():
-    import pickle
-
-    import tensorflow as tf
-
-    def lower(length):
-        return np.tril(np.ones((length, length), dtype=bool))
-
-    helper = tf.function(lower)
-    assert protocol._plain(helper) is lower
-    rebuilt = pickle.loads(protocol._dumps(lambda length: np.asarray(helper(length))))
-    assert rebuilt(2).tolist() == [[True, False], [True, True]]
-
-
 def test_stubs_left_as_released_are_no_solutions_for_the_similarity_section():
     """Two students who both left an exercise untouched are not near-identical: the stub is not compared."""
     pytest.importorskip("nbgrader")
@@ -206,12 +212,53 @@ def test_stubs_left_as_released_are_no_solutions_for_the_similarity_section():
     release = release_notebook(source)
     answered = nbformat.from_dict(json.loads(json.dumps(release)))
     answered.cells[1].source = "def greedy_decode(a, b, c, d):\n    return [a, b]"
-    assert grader._normalised_solutions(release, release) == {}
-    assert list(grader._normalised_solutions(answered, release)) == ["07.2"]
+    exercises = [EXERCISES["07.1"], EXERCISES["07.2"]]
+    stubs = grader._normalised_solutions(grader._programs(release, exercises), {})
+    assert grader._normalised_solutions(grader._programs(release, exercises), stubs) == {}
+    assert list(grader._normalised_solutions(grader._programs(answered, exercises), stubs)) == ["07.2"]
 
 
 def test_every_package_implementation_named_for_the_similarity_section_is_readable():
     from transformer_course.grading.similarity import PACKAGE_IMPLEMENTATIONS, _package_tokens
 
     for exercise in PACKAGE_IMPLEMENTATIONS:
-        assert exercise in EXERCISES and len(_package_tokens(exercise)) > 20, exercise
+        assert exercise in EXERCISES and _package_tokens(exercise), exercise
+        assert all(len(form) > 20 for form in _package_tokens(exercise)), exercise
+
+
+def _similarity_to_the_package(cells: list, exercise_id: str) -> float:
+    from transformer_course.grading.similarity import _package_tokens, normalise, program_text, similarity
+    from transformer_course.grading.slicing import program_for
+
+    program = program_for([*cells, "check()"], len(cells), EXERCISES[exercise_id].function_name)
+    return max(similarity(normalise(program_text(program)), form) for form in _package_tokens(exercise_id))
+
+
+def test_copies_of_the_package_are_listed_however_they_are_spread_or_renamed():
+    """A copy pasted below the untouched stub, one under other names and import aliases, and one with its
+    helpers in other cells: each is as close to the package's own implementation as the package itself."""
+    import inspect
+    import re
+
+    import transformer_course.decoding as decoding
+    import transformer_course.masks as masks
+
+    stub = "def causal_mask(length):\n    raise NotImplementedError('Exercise 07.1')"
+    body = inspect.getsource(masks.causal_mask)
+    assert _similarity_to_the_package([stub, "from keras import ops\n" + body], "07.1") == 1.0
+    renamed = re.sub(r"\bops\.", "keras.ops.", body).replace("rows", "r").replace("columns", "c")
+    renamed = renamed.replace("key_length", "width").replace("def causal_mask", "def causal_mask")
+    assert _similarity_to_the_package(["import keras", stub, renamed], "07.1") >= 0.9
+    source = inspect.getsource(decoding)
+    helpers = [inspect.getsource(decoding._probabilities), inspect.getsource(decoding._start),
+               inspect.getsource(decoding._decode)]
+    copied = ["from collections.abc import Callable\nimport numpy as np\nPADDING_ID = 0",
+              "def check_integer(name, value):\n    return int(value)", *helpers,
+              inspect.getsource(decoding.greedy_decode)]
+    assert "def _decode" in source and _similarity_to_the_package(copied, "07.2") >= 0.8
+    honest = ("def greedy_decode(next_token_probabilities, start_ids, end_id, max_length):\n"
+              "    decoded = np.asarray(start_ids)[:, None]\n"
+              "    for _ in range(max_length):\n"
+              "        decoded = np.concatenate([decoded, next_token_probabilities(decoded).argmax(-1)[:, None]], 1)\n"
+              "    return decoded")
+    assert _similarity_to_the_package(["import numpy as np", honest], "07.2") < 0.5

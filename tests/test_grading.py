@@ -121,7 +121,10 @@ def graded(tmp_path_factory):
                                "def causal_mask(length):\n    return np.triu(np.ones((length, length), dtype=bool))"),
         "syntax_error": with_cell(solved, 2, "def causal_mask(length)\n    return None"),
         "endless_loop": with_cell(solved, 2, "def causal_mask(length):\n    while True:\n        pass"),
-        "memory_hog": inserted(solved, 2, "hog = np.ones(200_000_000)"),
+        "memory_hog": with_cell(solved, 2, (
+            "hog = np.ones(200_000_000)\n"
+            "def causal_mask(length):\n"
+            "    return np.tril(hog[:length * length].reshape(length, length) > 0)")),
         "edited_check": with_cell(release, 3, 'print("✓ Exercise 07.1: all cases match (1/1 points)")'),
         "monkeypatch": inserted(release, 2, (
             "import numpy, transformer_course.exercises as exercises\n"
@@ -207,6 +210,48 @@ def graded(tmp_path_factory):
             "ALLOWED = True\n"
             "def lower_triangle(size):\n"
             "    return np.tril(np.ones((size, size), dtype=bool))")),
+        "written_module": inserted(with_cell(solved, 2, (
+            "import norm_helpers\n"
+            "def causal_mask(length):\n"
+            "    return norm_helpers.lower(length)")), 2, (
+            "%%writefile norm_helpers.py\n"
+            "import numpy as np\n"
+            "def lower(length):\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))\n")),
+        "tf_function_helper": with_cell(solved, 2, (
+            "import tensorflow as tf\n"
+            "@tf.function\n"
+            "def lower_triangle(length):\n"
+            "    return tf.linalg.band_part(tf.ones((length, length)), -1, 0) > 0\n"
+            "def causal_mask(length):\n"
+            "    return lower_triangle(length).numpy()")),
+        # The package's own code carried as data, or rebuilt from its text: the grader runs source only.
+        "marshalled_code": with_cell(solved, 2, (
+            "import marshal, types\n"
+            "def _template(length):\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))\n"
+            "causal_mask = types.FunctionType(marshal.loads(marshal.dumps(_template.__code__)), globals())")),
+        "renamed_code": with_cell(solved, 2, (
+            "def _template(length):\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))\n"
+            "causal_mask = type(_template)(_template.__code__.replace(co_name='causal_mask'), globals())")),
+        "text_run_at_call": with_cell(solved, 2, (
+            "SOURCE = 'def causal_mask(length):\\n    return np.tril(np.ones((length, length), dtype=bool))'\n"
+            "def causal_mask(length):\n"
+            "    scope = {'np': np}\n"
+            "    exec(SOURCE, scope)\n"
+            "    return scope['causal_mask'](length)")),
+        "runpy_of_a_written_file": with_cell(solved, 2, (
+            "import runpy\n"
+            "def causal_mask(length):\n"
+            "    open('copied.py', 'w').write('import numpy as np\\ndef f(n):\\n'\n"
+            "                                 '    return np.tril(np.ones((n, n), dtype=bool))')\n"
+            "    return runpy.run_path('copied.py')['f'](length)")),
+        "table_from_the_package": with_cell(solved, 2, (
+            "import transformer_course.masks as masks\n"
+            "TABLE = {n: np.asarray(masks.causal_mask(n)) for n in range(1, 40)}\n"
+            "def causal_mask(length):\n"
+            "    return TABLE[length]")),
         "cached_answer": with_cell(solved, 2, (
             "import functools\n"
             "@functools.cache\n"
@@ -356,7 +401,10 @@ def test_the_kernel_has_no_network(graded):
 
 def test_the_librarys_own_function_is_not_the_students_work(graded):
     scores, result = outcome(graded, "library_copy")
-    assert scores["07.1"] == (0, "not attempted")  # the references are not even there
+    assert scores["07.1"] == (0, "failed")
+    assert ("`causal_mask` needs cell 3, which imports the course package "
+            "(transformer_course.grading.references._causal_reference)") in result.exercises[0].message
+    # In the student's own kernel the references are not even there:
     assert any(f"raised {error}" in p for p in result.problems
                for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), result.problems
 
@@ -366,10 +414,14 @@ def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "not a valid notebook" in result.exercises[0].message
     assert outcome(graded, "missing")[0] == {"07.1": (0, "not submitted"), "07.2": (0, "not submitted")}
-    assert len(graded["results"]) == 44  # every folder, the linked one too (a row with the reason)
+    assert len(graded["results"]) == 51  # every folder, the linked one too (a row with the reason)
 
 
 def test_reports(graded):
+    accounting = {result.accounting for result in graded["results"].values() if result.accounting}
+    assert accounting <= {"cgroup v1", "cgroup v2", "watchdog"} and (accounting or not SANDBOX)
+    if accounting:
+        assert "Memory limits kept by: " in (graded["out"] / "report.md").read_text()
     rows = (graded["out"] / "grades.csv").read_text().splitlines()
     assert rows[0] == "student,07.1,07.2,total,max"
     assert "full,1,3,4,4" in rows and "one_wrong,0,3,3,4" in rows and "release,0,0,0,4" in rows
@@ -449,7 +501,8 @@ def test_reports_escape_what_students_control():
 
 
 @pytest.mark.parametrize("student", ["tensor_answer", "prints_no_newline", "answer_below_stub",
-                                     "helper_in_another_cell", "cached_answer"])
+                                     "helper_in_another_cell", "cached_answer", "written_module",
+                                     "tf_function_helper"])
 def test_honest_answers_in_unexpected_forms_get_their_marks(graded, student):
     scores, result = outcome(graded, student)
     assert scores["07.1"] == (1, "passed"), result.exercises[0].message
@@ -460,37 +513,36 @@ def test_a_wrapper_around_the_package_is_flagged_for_the_instructor(graded):
     assert any("cell 3 reaches into the course package (transformer_course)" in flag for flag in result.flags), \
         result.flags
     assert scores == {"07.1": (0, "failed"), "07.2": (0, "not attempted")}
-    assert "refers to the course package (transformer_course.masks)" in result.exercises[0].message
+    assert "imports the course package (transformer_course.masks)" in result.exercises[0].message
     assert not outcome(graded, "full")[1].flags
 
 
 @pytest.mark.parametrize("student, seen", [
-    ("resolve_name", "refers to the course package (transformer_course.masks:causal_mask)"),
-    ("builtins_import", "refers to the course package (transformer_course.masks)"),
-    ("unpickled_reference", "refers to the course package (transformer_course.masks)"),
-    ("decorator_elsewhere", "refers to the course package (transformer_course.masks)"),
-    # The package's code object itself: its bytecode and its file name both give it away.
-    ("code_object_copy", "the course package's"),
-    ("relabelled_module", "the course package's"),
-    ("ipython_syntax", "refers to the course package (transformer_course.masks)"),
+    # A statement the function needs imports the package: refused before anything runs.
+    ("decorator_elsewhere", "needs cell 3, which imports the course package (transformer_course.masks)"),
+    ("code_object_copy", "needs cell 3, which imports the course package (transformer_course.masks)"),
+    ("relabelled_module", "needs cell 3, which imports the course package (transformer_course.masks.causal_mask)"),
+    ("ipython_syntax", "needs cell 3, which imports the course package (transformer_course.masks.causal_mask)"),
+    ("source_run_from_tmp", "needs cell 3, which imports the course package (transformer_course.masks)"),
+    ("table_from_the_package", "needs cell 3, which imports the course package (transformer_course.masks)"),
+    # A name the reading cannot see fails where the statements run: the package is not there.
+    ("resolve_name", "ImportError"),
+    ("builtins_import", "ImportError"),
+    ("unpickled_reference", "ImportError"),
+    # Code built from data at run time: the graded kernel's audit hook refuses it.
+    ("marshalled_code", "graded code may not build code at run time (marshal.loads)"),
+    ("renamed_code", "graded code may not build code at run time (code.__new__)"),
+    ("text_run_at_call", "graded code may not build code at run time (compile, of <string>)"),
+    ("runpy_of_a_written_file", "graded code may not build code at run time (compile, of copied.py)"),
 ])
 def test_the_packages_own_code_earns_nothing_however_it_is_reached(graded, student, seen):
     scores, result = outcome(graded, student)
-    assert scores == {"07.1": (0, "failed"), "07.2": (3, "passed")}, result.exercises[0].message
-    assert seen in result.exercises[0].message and "masks" in result.exercises[0].message
-
-
-def test_the_packages_program_recompiled_elsewhere_is_flagged(graded):
-    """The same bytecode can be a short honest answer: the instructor reads the cell; the score stands."""
-    _, result = outcome(graded, "source_run_from_tmp")
-    assert ("07.1: `causal_mask` holds the compiled code of the course package's transformer_course.masks.causal_mask"
-            " — graded as usual; read the cell") in result.flags, result.flags
-    assert not any("compiled code" in flag for student in ("full", "helper_in_another_cell", "cached_answer")
-                   for flag in outcome(graded, student)[1].flags)
+    assert scores["07.1"][0] == 0 and scores["07.2"] == (3, "passed"), result.exercises
+    assert seen in result.exercises[0].message, result.exercises[0].message
 
 
 def test_a_name_built_at_call_time_fails_like_a_missing_import(graded):
-    """What no reading of the pickle can see fails where the call runs: the package is not there."""
+    """What no reading of the cells can see fails where the call runs: the package is not there."""
     scores, result = outcome(graded, "grader_detector")
     assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}
     assert "ImportError" in result.exercises[0].message and "out of reach" in result.exercises[0].message
@@ -627,11 +679,11 @@ def test_merging_refuses_shards_that_miss_or_double_a_student(tmp_path):
 @needs_sandbox
 @pytest.mark.parametrize("student, problem", [
     ("reads_the_repository", "FileNotFoundError"), ("reads_git", "FileNotFoundError"),
-    ("writes_the_package", "OSError")])
+    ("writes_the_package", "OSError|PermissionError")])  # read-only; and not its user's, where it has its own
 def test_the_sandbox_shows_only_what_is_allowed(graded, student, problem):
     scores, result = outcome(graded, student)
     assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}  # the honest part still counts
-    assert any(f"raised {problem}" in note for note in result.problems), result.problems
+    assert any(f"raised {kind}" in note for note in result.problems for kind in problem.split("|")), result.problems
 
 
 @needs_sandbox
@@ -734,6 +786,23 @@ def test_names_and_texts_show_every_invisible_character_and_never_collide():
     assert spreadsheet_cell(3) == 3
 
 
+def test_names_that_look_alike_are_flagged_and_shown_with_escapes():
+    """Folders `alice` and `аlice` (a Cyrillic а) once showed as two identical rows."""
+    from transformer_course.grading.grader import ExerciseResult, NotebookResult
+    from transformer_course.grading.reports import report_texts
+
+    names = ["alice", "\u0430lice", "bob", "carol"]
+    results = [NotebookResult(student=name, notebook="07_tiny.ipynb",
+                              exercises=[ExerciseResult("07.1", 1, 1, "passed", "all cases match")]) for name in names]
+    _, _, markdown = report_texts(results, ["07.1"])
+    assert "**Names that look alike**" in markdown
+    assert "- alice, \\\\u0430lice" in markdown, markdown  # markdown_text doubles the escape's backslash
+    assert "## \u0430lice \\(\\\\u0430lice\\): 1 / 1" in markdown, markdown
+    assert "bob" not in markdown.split("**Names that look alike**")[1].split("##")[0]
+    _, _, plain = report_texts(results[2:], ["07.1"])
+    assert "look alike" not in plain
+
+
 def test_student_controlled_texts_in_a_verdict_are_capped():
     from transformer_course.exercises import EXERCISES
     from transformer_course.grading.grader import MAX_MESSAGE_CHARACTERS, _judge
@@ -748,33 +817,6 @@ def test_student_controlled_texts_in_a_verdict_are_capped():
                   "ok transformer_course." + "m" * 1_000_000 + " " + answer):  # a __module__ of a million characters
         verdict = _judge(EXERCISES["07.1"], cases, {"07.1#0": "0" * 32 + " " + reply}, stopped=None)
         assert len(verdict.message) < MAX_MESSAGE_CHARACTERS + 100 and "more characters cut" in verdict.message
-
-
-def test_reading_a_pickle_finds_the_packages_code_and_never_loads_it():
-    import types
-
-    import cloudpickle
-    import numpy as np
-
-    import transformer_course.masks as masks
-    from transformer_course.grading.provenance import package_code_in
-
-    def honest(length):
-        return np.tril(np.ones((length, length), dtype=bool))
-
-    copied = types.FunctionType(masks.causal_mask.__code__, {"ops": np}, "causal_mask")
-    assert package_code_in(cloudpickle.dumps(honest)) is None
-    assert package_code_in(cloudpickle.dumps(masks.causal_mask)) == \
-        ("name", "refers to the course package (transformer_course.masks)")
-    assert package_code_in(cloudpickle.dumps(copied))[0] in ("code", "program")
-    loaded = []
-
-    class Loud:  # unpickling this would run code: reading it must not
-        def __reduce__(self):
-            return loaded.append, ("ran",)
-
-    assert package_code_in(cloudpickle.dumps(Loud())) is None and not loaded
-    assert package_code_in(b"\x80\x05not a pickle")[1].startswith("is not a pickle the grader can read")
 
 
 def test_graded_calls_import_only_the_protocol(tmp_path):

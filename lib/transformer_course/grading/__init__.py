@@ -5,15 +5,17 @@ The command line: ``transformer-course release``, ``grade`` and ``merge-grades``
 * :mod:`.markup` — nbgrader's cell metadata and markers in the source notebooks: solution regions,
   hidden-test regions, locked cells with checksums; :func:`.markup.release_notebook` makes the
   student version.
+* :mod:`.slicing` — reads a submission's cells, never running them: the statements each graded
+  function needs (its definition, the helpers, constants and imports it uses).
 * :mod:`.protocol` — the wire format between the grader and the kernels: values never as
-  pickles; graded functions by value (cloudpickle), which the grader reads but never loads; and
-  the one conversion of results (tensors to arrays) that ``check`` shares.
+  pickles; graded functions as the source of those statements; and the one conversion of
+  results (tensors to arrays) that ``check`` shares.
+* :mod:`.guard` — the graded kernel's audit hook: graded code builds no code at run time and never
+  imports the course package.
 * :mod:`.references` — the references and the generators of the grading cases; only the grader
   reads them (the sandbox covers the file).
 * :mod:`.sandbox` — a kernel for one submission in a bubblewrap allow-list sandbox, with limits on
   time, memory and output.
-* :mod:`.provenance` — reads a graded function's pickle, never loading it: does it name or hold
-  the course package's own code?
 * :mod:`.inspection` — reads the cells a student wrote, never running them, for the instructor's flags.
 * :mod:`.grader` — grades a folder of submissions (or a shard of it) and merges shards;
 * :mod:`.reports` — what a run writes, ``grades.csv``, ``grades.json`` and ``report.md``, with

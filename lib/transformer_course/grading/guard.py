@@ -1,0 +1,180 @@
+"""The graded kernel's audit hook: graded code runs the source it was given and builds no other code.
+
+Installed (:func:`install`) in the kernel that calls the graded functions, before any statement of
+a submission runs, and never removed (Python offers no way to remove an audit hook, PEP 578).
+
+**Code of the submission** is a frame running a statement the grader compiled from its cells (file
+``<cell N>``) or a module the notebook wrote with ``%%writefile``. An event is the submission's
+own when such a frame raised it, or when the frames between that frame and the event include a
+library whose job is to run the code it is handed (``runpy``, ``code``, ``pdb``, ``doctest``,
+``timeit``, ``zipimport``, ``pickle``, ``trace``, IPython, ipykernel); it came *through a library*
+when only installed libraries lie between; and it belongs to an *import* when an installed module's
+top level lies between (that module's own code, not the submission's).
+
+The hook refuses, with an error naming what was refused:
+
+* code built at run time — ``compile``, ``exec``/``eval``, ``marshal.loads``/``load``,
+  ``types.CodeType`` and ``code.replace`` (``code.__new__``) — asked by the submission or through a
+  library; except the steps of an import that compile or unmarshal **exactly the bytes of an
+  installed file** (or of a module the notebook wrote, at its path), which are compared with the
+  file. At import time installed modules may build code as they always do (TensorFlow's op
+  wrappers, ``namedtuple``);
+* importing the course package (``ImportError``), however reached;
+* ``ctypes``' audited calls, ``sys.settrace``/``setprofile``, ``sys._current_frames`` and ``gc``'s
+  object walks, asked by the submission or through a library.
+
+What an audit hook cannot see: ``ctypes``' foreign calls (``memmove``) are not audited, so a
+submission that writes memory could, in principle, undo the hook; what it could then run is
+still only what its own cells hold, since the package is not in that kernel.
+
+Example:
+    >>> install(trusted=(), written={}, home="/home/student")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["install", "GradedCodeRefused", "STATEMENT_FILE"]
+
+STATEMENT_FILE = "<cell {cell}>"  # the file name of a statement compiled from the notebook's cell N
+
+_BUILDS_CODE = frozenset({"compile", "exec", "marshal.loads", "marshal.load", "code.__new__"})
+_INTROSPECTION = frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
+                          "gc.get_referents", "sys._current_frames"})
+# Libraries whose purpose is to run the code they are handed, matched by file (a module's __name__
+# can be rebound by the code it would vouch for): these standard-library modules, and two packages.
+_RUNNER_MODULES = ("runpy", "code", "codeop", "pdb", "bdb", "doctest", "timeit", "zipimport", "pickle", "cProfile",
+                   "profile", "trace")
+_RUNNER_PACKAGES = ("IPython", "ipykernel")
+
+
+class GradedCodeRefused(RuntimeError):
+    """What graded code may not do: build code at run time, or reach the course package."""
+
+
+_installed = False
+
+
+def install(trusted: tuple, written: dict, home: str) -> None:
+    """Install the hook once in this process (a second call does nothing).
+
+    Args:
+        trusted: absolute folders whose modules are the environment's (read-only in the sandbox).
+        written: {file name: text} of the modules the notebook writes with ``%%writefile`` into
+            ``home``: importing one compiles exactly its text.
+        home: the folder the notebook's modules are written to.
+    """
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    trusted = tuple(sorted({os.path.normpath(folder).rstrip(os.sep) + os.sep for folder in trusted if folder}))
+    written_paths = frozenset(os.path.join(home, name) for name in written if type(name) is str)
+    written = frozenset(text for text in written.values() if type(text) is str)
+    getframe, normpath = sys._getframe, os.path.normpath
+    standard_library = {os.path.dirname(os.__file__), os.path.realpath(os.path.dirname(os.__file__))}
+    runner_files = frozenset(os.path.join(folder, f"{name}.py") for folder in standard_library
+                             for name in _RUNNER_MODULES)
+    runner_folders = tuple(os.path.join(folder, package) + os.sep for folder in trusted for package in _RUNNER_PACKAGES)
+
+    def is_trusted(filename) -> bool:
+        if type(filename) is not str:
+            return False
+        if filename.startswith("<frozen "):
+            return True
+        return filename.startswith(trusted) and normpath(filename) == filename
+
+    def same_file(path, data, offset=0) -> bool:
+        """``data`` (bytes, a view of them, or str) is exactly the installed file at ``path`` from ``offset`` on."""
+        if type(data) is memoryview:  # importlib hands marshal a view of the .pyc past its header
+            data = data.tobytes()
+        if not is_trusted(path) or type(data) not in (bytes, str):
+            return False
+        try:
+            with open(path, "rb") as file:
+                content = file.read()[offset:]
+        except OSError:
+            return False
+        return content == (data.encode("utf-8") if type(data) is str else data)
+
+    def is_written(data) -> bool:
+        if type(data) is bytes:
+            try:
+                data = data.decode("utf-8")
+            except UnicodeDecodeError:
+                return False
+        return type(data) is str and (data in written or data.rstrip("\n") in {text.rstrip("\n") for text in written})
+
+    def is_submission(filename) -> bool:
+        """Code of the submission: a statement compiled from its cells, or a module it wrote."""
+        return type(filename) is str and (filename in written_paths or (
+            filename.startswith("<cell ") and filename.endswith(">") and filename[6:-1].isdigit()))
+
+    def asked_by(frame) -> str | None:
+        """Who raised this event: None (no code of the submission below it), "submission" (its own frame,
+        or through a code-running library), "import" (an installed module's import-time code, which
+        the submission's import started), or "library" (an installed library it called)."""
+        top, through_runner, importing = frame, False, False
+        while frame is not None:
+            code = frame.f_code
+            if is_submission(code.co_filename):
+                if frame is top or through_runner:
+                    return "submission"
+                return "import" if importing else "library"
+            # A runner module being imported (its top level) runs nothing it is handed.
+            through_runner = through_runner or ((code.co_filename in runner_files
+                                                 or code.co_filename.startswith(runner_folders))
+                                                and code.co_name != "<module>")
+            importing = importing or (code.co_name == "<module>" and is_trusted(code.co_filename))
+            frame = frame.f_back
+        return None
+
+    def verified_import_step(event, arguments, frame) -> bool:
+        """An import compiling or loading the text of an installed module's file, or of a module the
+        notebook wrote, or running the code so obtained."""
+        if event in ("marshal.loads", "marshal.load"):
+            if frame.f_code.co_name != "_compile_bytecode":
+                return False
+            return event == "marshal.loads" and same_file(frame.f_locals.get("bytecode_path"), arguments[0], 16)
+        if event == "compile":
+            source, filename = arguments[0], arguments[1]
+            return type(filename) is str and (same_file(filename, source)
+                                              or (filename in written_paths and is_written(source)))
+        if event == "exec":
+            filename = getattr(arguments[0], "co_filename", None)
+            return is_trusted(filename) or filename in written_paths
+        return False
+
+    def hook(event, arguments):
+        if event not in _BUILDS_CODE and event not in _INTROSPECTION and event != "import" \
+                and not event.startswith("ctypes."):
+            return
+        frame = getframe(1)
+        if event == "import":
+            module = arguments[0]
+            if type(module) is str and module.split(".")[0] == "transformer_course" and asked_by(frame):
+                raise ImportError(f"graded code may not import the course package ({module}): it is out of reach "
+                                  "here; write the function yourself")
+            return
+        if event in _INTROSPECTION or event.startswith("ctypes."):
+            if asked_by(frame) in ("submission", "library"):
+                raise GradedCodeRefused(f"graded code may not call {event}")
+            return
+        who = asked_by(frame)
+        if who is None or who == "import":
+            return
+        if verified_import_step(event, arguments, frame):  # an installed module's own file, however reached
+            return
+        what = event
+        if event == "compile" and type(arguments[1]) is str:
+            what = f"compile, of {arguments[1][:100]}"
+        elif event == "exec" and type(getattr(arguments[0], "co_filename", None)) is str:
+            what = f"exec, of {arguments[0].co_filename[:100]}"
+        if "autograph" in what:
+            what += "; a tf.function compiles a new version of your function: call it without @tf.function"
+        raise GradedCodeRefused(f"graded code may not build code at run time ({what}): the grader runs the code "
+                                "written in the notebook's cells, as written")
+
+    sys.addaudithook(hook)
