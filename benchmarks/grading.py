@@ -11,10 +11,13 @@ the smoke profile, exactly as ``transformer-course grade`` runs it. Prints submi
 each worker count, and the time of one submission of every notebook that has exercises (the
 target is at most 60 s each). Needs ``COURSE_DATA_DIR`` pointing at a filled data cache.
 
-With ``--against DIR`` (a checkout of another commit, e.g. made by ``git worktree add``), it
-instead compares the two grader versions side by side: the same class shape (each checkout
-grades its own notebooks and release), sandboxed, with 1 and 2 workers, the two checkouts
-alternating round by round in fresh processes, and prints this checkout's rate over the other's.
+With ``--against DIR`` (a checkout of another commit, e.g. made by ``git worktree add``, with an
+environment of its own in ``DIR/.venv`` where the package is installed from ``DIR``), it instead
+compares the two grader versions side by side: the same class shape (each checkout grades its own
+notebooks and release with its own environment, so its kernels import its own package),
+sandboxed, with 1 and 2 workers, the two checkouts alternating in fresh processes, and prints this
+checkout's rate over the other's, with the points the solved submissions got (a grader that could
+not run the notebooks would look fast).
 
     .venv/bin/python benchmarks/grading.py [--notebook all --per-notebook 2]
     .venv/bin/python benchmarks/grading.py --against /tmp/before --repeats 1
@@ -25,7 +28,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -58,8 +60,8 @@ def _with_exercises() -> list[str]:
                    if '"grade_id": "exercise_' in p.read_text(encoding="utf-8")})
 
 
-# Run in a fresh process with a checkout's ``lib`` first on the path, so each grader version grades
-# with its own code (the sandbox mounts a snapshot of whichever package was imported).
+# Run in a fresh process by a checkout's own environment, so that each grader version grades with its
+# own code (the sandbox mounts a snapshot of the package that environment imports).
 _ONE_BATCH = """
 import json, shutil, sys, tempfile, time
 from pathlib import Path
@@ -77,30 +79,54 @@ with tempfile.TemporaryDirectory() as scratch:
             student.mkdir(parents=True)
             shutil.copy(source if copy % 2 == 0 else root / "release" / source.name, student / source.name)
     start = time.perf_counter()
-    grade_folder(scratch / "batch", scratch / "report", root / "release",
-                 Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144),
-                 workers=workers, progress=False, sandbox=True)
-    print(json.dumps({"seconds": time.perf_counter() - start}))
+    results = grade_folder(scratch / "batch", scratch / "report", root / "release",
+                           Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144),
+                           workers=workers, progress=False, sandbox=True)
+    seconds = time.perf_counter() - start
+    solved = []  # the exercises (not the written answers) of the notebook each solved submission handed in
+    for r in results:
+        number = int(r.student.split("_")[1])
+        if number % per_notebook % 2 == 0 and r.notebook.startswith(notebooks[number // per_notebook] + "_"):
+            solved += [x for x in r.exercises if not x.exercise.split(".")[1].startswith("w")]
+    print(json.dumps({"seconds": seconds, "points": sum(x.points for x in solved),
+                      "max": sum(x.max_points for x in solved)}))
 """
+
+
+def _environment_python(checkout: Path) -> str:
+    """The Python of ``checkout``'s own environment, which must import the package from ``checkout``."""
+    python = checkout / ".venv" / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"--against: {checkout} has no environment of its own ({python}); make one with "
+                         f"python3 -m venv {checkout}/.venv && {checkout}/.venv/bin/pip install -e {checkout}")
+    found = subprocess.run([str(python), "-c", "import transformer_course; print(transformer_course.__file__)"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if not Path(found).resolve().is_relative_to((checkout / "lib").resolve()):
+        raise SystemExit(f"--against: {python} imports the package from {found}, not from {checkout}/lib")
+    return str(python)
 
 
 def _compare(other: Path, notebooks: list[str], per_notebook: int, repeats: int) -> int:
     """Sandboxed throughput of this checkout and of ``other``, alternating; prints the ratios."""
-    checkouts = {"this checkout": ROOT, f"{other}": other.resolve()}
+    checkouts = {"this checkout": (ROOT, _environment_python(ROOT)),
+                 other.name: (other.resolve(), _environment_python(other.resolve()))}
     seconds = {(name, workers): [] for name in checkouts for workers in (1, 2)}
+    points = {}
     for _ in range(repeats):
         for workers in (1, 2):
-            for name, root in checkouts.items():
-                environment = {**os.environ, "PYTHONPATH": str(root / "lib")}
-                done = subprocess.run([sys.executable, "-c", _ONE_BATCH, str(root), ",".join(notebooks),
-                                       str(per_notebook), str(workers)],
-                                      env=environment, cwd=root, capture_output=True, text=True, check=True)
-                seconds[name, workers].append(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+            for name, (root, python) in checkouts.items():
+                done = subprocess.run([python, "-c", _ONE_BATCH, str(root), ",".join(notebooks), str(per_notebook),
+                                       str(workers)], cwd=root, capture_output=True, text=True, check=True)
+                outcome = json.loads(done.stdout.strip().splitlines()[-1])
+                seconds[name, workers].append(outcome["seconds"])
+                points[name] = (outcome["points"], outcome["max"])
     submissions = per_notebook * len(notebooks)
     machine = hardware()
     print(f"Grading {submissions} submissions ({per_notebook} of each of notebooks {', '.join(notebooks)}; "
           f"half solved, half untouched), smoke profile, bubblewrap sandbox, {repeats} round(s), best round kept")
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores")
+    for name, (got, most) in points.items():
+        print(f"  {name}: the solved submissions got {got} of {most} exercise points")
     for workers in (1, 2):
         rates = {name: submissions / min(seconds[name, workers]) * 60 for name in checkouts}
         this, that = rates.values()
