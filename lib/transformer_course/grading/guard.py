@@ -99,6 +99,23 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             return False
         return content == (data.encode("utf-8") if type(data) is str else data)
 
+    from importlib import machinery
+
+    stock_readers = {kind: kind.get_data for kind in (machinery.SourceFileLoader, machinery.SourcelessFileLoader)}
+
+    def stock_import_read(frame) -> bool:
+        """``_compile_bytecode`` called by the import system's own ``get_code`` on a stock file loader (its
+        ``get_data`` not replaced), for an installed module's .pyc: the bytes come from that file itself."""
+        caller = frame.f_back
+        if caller is None or caller.f_code.co_name != "get_code" or not caller.f_code.co_filename.startswith(
+                "<frozen importlib"):
+            return False
+        loader = caller.f_locals.get("self")
+        kind = type(loader)
+        return (kind in stock_readers and kind.get_data is stock_readers[kind]
+                and "get_data" not in getattr(loader, "__dict__", {})
+                and is_trusted(frame.f_locals.get("bytecode_path")))
+
     def is_written(data) -> bool:
         if type(data) is bytes:
             try:
@@ -162,6 +179,11 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             if asked_by(frame) in ("submission", "library"):
                 raise GradedCodeRefused(f"graded code may not call {event}")
             return
+        # The import system loading an installed module: decided without walking the stack or reading the file.
+        if event == "marshal.loads" and frame.f_code.co_name == "_compile_bytecode" and stock_import_read(frame):
+            return
+        if event == "exec" and is_trusted(getattr(arguments[0], "co_filename", None)):
+            return  # an installed module's code: it was compiled or unmarshalled under the rules here
         who = asked_by(frame)
         if who is None or who == "import":
             return
