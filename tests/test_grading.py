@@ -45,9 +45,9 @@ GREEDY = """def greedy_decode(next_token_probabilities, start_ids, end_id, max_l
     ### END SOLUTION"""
 
 # 1200 MiB: a kernel that imports TensorFlow (tensor_answer) needs about 700; memory_hog asks for 1600.
-# 40 s a cell: importing TensorFlow while the other test workers keep both cores busy took over 8 s, and
+# 30 s a cell: importing TensorFlow while the other test workers keep both cores busy took over 8 s, and
 # in the graded kernel, whose audit hook sees every event of the import, over 20 s under four-fold load.
-LIMITS = Limits(cell_seconds=40, notebook_seconds=120, memory_mb=1200)
+LIMITS = Limits(cell_seconds=30, notebook_seconds=120, memory_mb=1200)
 SEED = 12345
 
 
