@@ -42,13 +42,13 @@ from transformer_course.tooling.runtime import hardware
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _submissions(folder: Path, notebook: str, count: int, first: int = 0) -> None:
-    """``count`` students in ``folder`` (numbered from ``first``), each handing in ``notebook``.
+def _submissions(folder: Path, notebook: str, count: int, first: int = 0, root: Path = ROOT) -> None:
+    """``count`` students in ``folder`` (numbered from ``first``), each handing in ``notebook`` of ``root``.
 
     Solved, untouched, solved, untouched, ...
     """
-    source = next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb"))
-    release = ROOT / "release" / source.name
+    source = next((root / "notebooks").glob(f"{notebook}_*.ipynb"))
+    release = root / "release" / source.name
     for index in range(count):
         student = folder / f"student_{first + index:03d}"
         student.mkdir(parents=True)
@@ -60,37 +60,29 @@ def _with_exercises() -> list[str]:
                    if '"grade_id": "exercise_' in p.read_text(encoding="utf-8")})
 
 
-# Run in a fresh process by a checkout's own environment, so that each grader version grades with its
-# own code (the sandbox mounts a snapshot of the package that environment imports).
-_ONE_BATCH = """
-import json, shutil, sys, tempfile, time
-from pathlib import Path
-from transformer_course.datasets import pin_data_directory
-from transformer_course.grading.grader import grade_folder
-from transformer_course.grading.sandbox import Limits
-root, notebooks, per_notebook, workers = Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4])
-pin_data_directory()
-with tempfile.TemporaryDirectory() as scratch:
-    scratch = Path(scratch)
-    for index, notebook in enumerate(notebooks):
-        source = next((root / "notebooks").glob(notebook + "_*.ipynb"))
-        for copy in range(per_notebook):
-            student = scratch / "batch" / f"student_{index * per_notebook + copy:03d}"
-            student.mkdir(parents=True)
-            shutil.copy(source if copy % 2 == 0 else root / "release" / source.name, student / source.name)
-    start = time.perf_counter()
-    results = grade_folder(scratch / "batch", scratch / "report", root / "release",
-                           Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144),
-                           workers=workers, progress=False, sandbox=True)
-    seconds = time.perf_counter() - start
+def _one_batch(root: Path, notebooks: list[str], per_notebook: int, workers: int) -> None:
+    """Grade one class of ``root``'s notebooks, sandboxed; print its seconds and the solved submissions' points.
+
+    Run (``--one-batch``) in a fresh process by a checkout's own environment, so that each grader
+    version grades with its own code (the sandbox mounts a snapshot of the package that environment imports).
+    """
+    pin_data_directory()
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        for index, notebook in enumerate(notebooks):
+            _submissions(scratch / "batch", notebook, per_notebook, first=index * per_notebook, root=root)
+        start = time.perf_counter()
+        results = grade_folder(scratch / "batch", scratch / "report", root / "release",
+                               Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144),
+                               workers=workers, progress=False, sandbox=True)
+        seconds = time.perf_counter() - start
     solved = []  # the exercises (not the written answers) of the notebook each solved submission handed in
-    for r in results:
-        number = int(r.student.split("_")[1])
-        if number % per_notebook % 2 == 0 and r.notebook.startswith(notebooks[number // per_notebook] + "_"):
-            solved += [x for x in r.exercises if not x.exercise.split(".")[1].startswith("w")]
+    for result in results:
+        number = int(result.student.split("_")[1])
+        if number % per_notebook % 2 == 0 and result.notebook.startswith(notebooks[number // per_notebook] + "_"):
+            solved += [x for x in result.exercises if not x.exercise.split(".")[1].startswith("w")]
     print(json.dumps({"seconds": seconds, "points": sum(x.points for x in solved),
                       "max": sum(x.max_points for x in solved)}))
-"""
 
 
 def _environment_python(checkout: Path) -> str:
@@ -115,8 +107,9 @@ def _compare(other: Path, notebooks: list[str], per_notebook: int, repeats: int)
     for _ in range(repeats):
         for workers in (1, 2):
             for name, (root, python) in checkouts.items():
-                done = subprocess.run([python, "-c", _ONE_BATCH, str(root), ",".join(notebooks), str(per_notebook),
-                                       str(workers)], cwd=root, capture_output=True, text=True, check=True)
+                done = subprocess.run([python, __file__, "--one-batch", str(root), "--notebook", ",".join(notebooks),
+                                       "--per-notebook", str(per_notebook), "--workers", str(workers)],
+                                      cwd=root, capture_output=True, text=True, check=True)
                 outcome = json.loads(done.stdout.strip().splitlines()[-1])
                 seconds[name, workers].append(outcome["seconds"])
                 points[name] = (outcome["points"], outcome["max"])
@@ -143,7 +136,12 @@ def main(argv=None) -> int:
     parser.add_argument("--per-notebook", type=int, default=2, help="submissions of each notebook (default: 2)")
     parser.add_argument("--against", type=Path, help="another checkout: compare the two graders side by side")
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the comparison (default: 1)")
+    parser.add_argument("--one-batch", type=Path, metavar="CHECKOUT", help=argparse.SUPPRESS)  # used by --against
+    parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
+    if arguments.one_batch:
+        _one_batch(arguments.one_batch, arguments.notebook.split(","), arguments.per_notebook, arguments.workers)
+        return 0
     notebooks = _with_exercises() if arguments.notebook == "all" else [arguments.notebook]
     if arguments.against:
         if not sandbox_available():

@@ -163,6 +163,34 @@ def _exercises_of(release) -> list:
     return [exercise for exercise in EXERCISES.values() if exercise.id in asked]
 
 
+@dataclass(frozen=True)
+class ReleaseFacts:
+    """What grading needs of a released notebook, worked out once for a whole class.
+
+    Attributes:
+        exercises: the :class:`~.exercises.Exercise` objects it asks for (:func:`_exercises_of`).
+        questions: its written questions (:func:`.written.questions_of`).
+        stubs: exercise id -> the normalised tokens of the release's own program (the untouched stub).
+    """
+
+    exercises: tuple
+    questions: tuple
+    stubs: dict
+
+    @property
+    def items(self) -> list:
+        """Every graded item, exercises then written questions."""
+        return [*self.exercises, *self.questions]
+
+
+def release_facts(release) -> ReleaseFacts:
+    """:class:`ReleaseFacts` of a released notebook (an ``nbformat`` notebook or its dict)."""
+    release = nbformat.from_dict(release)
+    exercises = _exercises_of(release)
+    return ReleaseFacts(tuple(exercises), tuple(written.questions_of(release)),
+                        _normalised_solutions(_programs(release, exercises), {}))
+
+
 def _cases(exercise, seed: int) -> list:
     """The public cases (seed 0, the ones students check with) and the secret ones of this run."""
     salt = zlib.crc32(exercise.id.encode())
@@ -227,11 +255,12 @@ def _programs(submission, exercises) -> dict:
     """exercise id -> the :class:`.slicing.Program` of its function, read from the submission's cells."""
     sources = [cell.get("source") if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str) else ""
                for cell in submission.cells]
+    parsed = slicing.parse_cells(sources)  # read once, whatever the number of exercises
     programs = {}
     for exercise in exercises:
         check = next((index for index, cell in enumerate(submission.cells)
                       if exercise_id_of(cell) == exercise.id and _nbgrader_metadata(cell).get("grade")), len(sources))
-        programs[exercise.id] = slicing.program_for(sources, check, exercise.function_name)
+        programs[exercise.id] = slicing.program_for(parsed, check, exercise.function_name)
     return programs
 
 
@@ -325,7 +354,8 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
 
 
 def grade_notebook(student: str, path, release_path, limits: Limits, seed: int = 0,
-                   environment: dict | None = None, sandbox: bool = True, release=None) -> NotebookResult:
+                   environment: dict | None = None, sandbox: bool = True, release=None,
+                   facts: ReleaseFacts | None = None) -> NotebookResult:
     """Grade one submitted notebook against its released version; never raises for the submission.
 
     Args:
@@ -338,6 +368,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         sandbox: bool, run the kernel in the bubblewrap sandbox (:mod:`.sandbox`); False only for
             code the instructor trusts.
         release: the released notebook, already read (else it is read from ``release_path``).
+        facts: :func:`release_facts` of it, already worked out (else worked out here).
 
     Returns:
         :class:`NotebookResult`.
@@ -345,8 +376,8 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     start = time.perf_counter()
     path, release_path = Path(path), Path(release_path)
     release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
-    questions = written.questions_of(release)
-    exercises = _exercises_of(release)
+    facts = release_facts(release) if facts is None else facts
+    exercises, questions = list(facts.exercises), list(facts.questions)
     outcome = NotebookResult(student, release_path.name)
     try:
         text = read_submission(path)
@@ -375,7 +406,7 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
     programs = _programs(submission, exercises)
-    outcome.solutions = _normalised_solutions(programs, _normalised_solutions(_programs(release, exercises), {}))
+    outcome.solutions = _normalised_solutions(programs, facts.stubs)
     refused = {exercise.id: why for exercise in exercises if (why := _not_graded(exercise, programs[exercise.id]))}
     written_modules = {name: text for program in programs.values() for name, text in program.writefiles().items()}
 
@@ -423,25 +454,21 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
 
 def _grade_job(arguments):
     """Grade one notebook; whatever goes wrong becomes that student's row, never the batch's end."""
-    student, path, release_path, limits, seed, environment, sandbox, release = arguments
+    student, path, release_path, limits, seed, environment, sandbox, release, facts = arguments
     try:
         result = grade_notebook(student, path, release_path, limits, seed=seed, environment=environment,
-                                sandbox=sandbox, release=release)
+                                sandbox=sandbox, release=release, facts=facts)
     except BaseException as error:  # RecursionError, MemoryError... one submission, one row
         if isinstance(error, KeyboardInterrupt):
             raise
-        return _grader_error(student, release_path, release, f"{type(error).__name__} while grading this notebook")
+        return _grader_error(student, release_path, facts, f"{type(error).__name__} while grading this notebook")
     result.student = display_name(student)
     return result
 
 
-def _grader_error(student: str, release_path, release: dict, what: str) -> NotebookResult:
+def _grader_error(student: str, release_path, facts: ReleaseFacts, what: str) -> NotebookResult:
     """The row of a notebook the grader itself failed on: 0 points, the reason, a flag."""
-    try:
-        items = _exercises_of(release) + written.questions_of(release)
-    except Exception:  # noqa: BLE001 - the row is written whatever the release holds
-        items = []
-    result = _zero(NotebookResult(display_name(student), Path(release_path).name), items, "error",
+    result = _zero(NotebookResult(display_name(student), Path(release_path).name), facts.items, "error",
                    f"grader error: {what}")
     result.flags.append(f"grader error: {what}; the batch went on")
     return result
@@ -517,24 +544,23 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     out_dir.mkdir(parents=True, exist_ok=True)
     seed = draw_seed() if seed is None else seed
     loaded = {release.name: dict(nbformat.read(release, as_version=4)) for release in releases}  # read once
+    facts = {name: release_facts(release) for name, release in loaded.items()}  # worked out once
     jobs = [(student, submissions_dir / student / release.name, release, limits, seed, environment, sandbox,
-             loaded[release.name])
+             loaded[release.name], facts[release.name])
             for student in students for release in releases]
     bar = tqdm(total=len(jobs), desc="grading", unit="notebook", disable=not progress)
     # Each notebook is graded in a worker process, even with one worker: a worker that dies (a
     # library aborting it, any signal) costs that notebook's row alone, and the reports are written.
     results = run_jobs(_grade_job, jobs, workers, done=lambda: bar.update(1),
-                       on_death=lambda job, how: _grader_error(job[0], job[2], job[7], f"the grading process {how}"))
+                       on_death=lambda job, how: _grader_error(job[0], job[2], job[8], f"the grading process {how}"))
     bar.close()
     for student in (student for student in mine if student in refused):
         for release in releases:
-            row = _zero(NotebookResult(display_name(student), release.name),
-                        _exercises_of(loaded[release.name]) + written.questions_of(loaded[release.name]), "error",
+            row = _zero(NotebookResult(display_name(student), release.name), facts[release.name].items, "error",
                         f"not graded: {refused[student]}")
             row.flags.append(f"not graded: {refused[student]}")
             results.append(row)
-    exercise_ids = [item.id for release in releases
-                    for item in _exercises_of(loaded[release.name]) + written.questions_of(loaded[release.name])]
+    exercise_ids = [item.id for release in releases for item in facts[release.name].items]
     _write_reports(results, out_dir, exercise_ids, seed, [display_name(student) for student in everyone], overrides,
                    written_scores, {"shard": None if shard is None else {"index": shard[0], "count": shard[1]}})
     return results

@@ -73,6 +73,7 @@ def install(trusted: tuple, written: dict, home: str) -> None:
     trusted = tuple(sorted({os.path.normpath(folder).rstrip(os.sep) + os.sep for folder in trusted if folder}))
     written_paths = frozenset(os.path.join(home, name) for name in written if type(name) is str)
     written = frozenset(text for text in written.values() if type(text) is str)
+    written_stripped = frozenset(text.rstrip("\n") for text in written)
     getframe, normpath = sys._getframe, os.path.normpath
     standard_library = {os.path.dirname(os.__file__), os.path.realpath(os.path.dirname(os.__file__))}
     runner_files = frozenset(os.path.join(folder, f"{name}.py") for folder in standard_library
@@ -122,7 +123,7 @@ def install(trusted: tuple, written: dict, home: str) -> None:
                 data = data.decode("utf-8")
             except UnicodeDecodeError:
                 return False
-        return type(data) is str and (data in written or data.rstrip("\n") in {text.rstrip("\n") for text in written})
+        return type(data) is str and (data in written or data.rstrip("\n") in written_stripped)
 
     def is_submission(filename) -> bool:
         """Code of the submission: a statement compiled from its cells, or a module it wrote."""

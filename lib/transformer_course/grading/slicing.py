@@ -28,7 +28,7 @@ import builtins
 import symtable
 from dataclasses import dataclass, field
 
-__all__ = ["Unit", "Program", "program_for", "MAX_PROGRAM_CHARACTERS", "PACKAGE"]
+__all__ = ["Unit", "Program", "ParsedCells", "parse_cells", "program_for", "MAX_PROGRAM_CHARACTERS", "PACKAGE"]
 
 PACKAGE = "transformer_course"
 MAX_PROGRAM_CHARACTERS = 2**20  # what one graded function may need: far more than any honest answer
@@ -191,11 +191,47 @@ def _units(index: int, source: str) -> list[Unit]:
     return units
 
 
-def program_for(cells: list[str], check_cell: int, function_name: str) -> Program:
+@dataclass(frozen=True)
+class ParsedCells:
+    """A notebook's cells read once: every top-level statement, and the cells that do not parse.
+
+    Attributes:
+        units: tuple of :class:`Unit`, in notebook order.
+        unparsable: dict, cell index -> why it does not parse.
+    """
+
+    units: tuple
+    unparsable: dict
+
+
+def parse_cells(cells: list[str]) -> ParsedCells:
+    """Read every cell of a notebook once, for any number of :func:`program_for` calls.
+
+    Args:
+        cells: the source of every cell, ``""`` for Markdown cells.
+
+    Returns:
+        :class:`ParsedCells`. A cell that does not parse (a syntax error, too deeply nested code)
+        adds no statement and is named in ``unparsable``; nothing is raised.
+    """
+    units: list[Unit] = []
+    unparsable = {}
+    for index, source in enumerate(cells):
+        if not source.strip():
+            continue
+        try:
+            units.extend(_units(index, source))
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+            unparsable[index] = f"{type(error).__name__}: {getattr(error, 'msg', error)}"
+    return ParsedCells(tuple(units), unparsable)
+
+
+def program_for(cells: list[str] | ParsedCells, check_cell: int, function_name: str) -> Program:
     """The statements that the function ``function_name`` needs at the check cell ``check_cell``.
 
     Args:
-        cells: the source of every cell of the notebook, ``""`` for Markdown cells.
+        cells: the source of every cell of the notebook, ``""`` for Markdown cells, or those cells
+            already read by :func:`parse_cells` (a notebook with many exercises is read once).
         check_cell: int, the index of the exercise's check cell; only cells before it count.
         function_name: str, the graded function's name.
 
@@ -203,15 +239,10 @@ def program_for(cells: list[str], check_cell: int, function_name: str) -> Progra
         :class:`Program`; ``missing`` says why when no statement before the check defines the name,
         ``package_import`` names a needed statement that imports the course package.
     """
+    parsed = cells if isinstance(cells, ParsedCells) else parse_cells(cells[:check_cell])
     program = Program()
-    units: list[Unit] = []
-    for index, source in enumerate(cells[:check_cell]):
-        if not source.strip():
-            continue
-        try:
-            units.extend(_units(index, source))
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
-            program.unparsable[index] = f"{type(error).__name__}: {getattr(error, 'msg', error)}"
+    units = [unit for unit in parsed.units if unit.cell < check_cell]
+    program.unparsable = {index: why for index, why in parsed.unparsable.items() if index < check_cell}
 
     def last_binding(name, before):
         return next((position for position in range(before - 1, -1, -1) if name in units[position].defines), None)
