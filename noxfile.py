@@ -8,6 +8,8 @@ says what each one covers and when to run it.
 * ``versions(2.19)`` — TensorFlow 2.19 / Keras 3.10, the pair Colab shipped in 2025.
 * ``versions(lowest)`` — the lower bounds declared in pyproject.toml.
   Both run the unit tests and notebooks 01, 04, 07 and 08 in the smoke profile.
+* ``colab-2026`` — Colab's 2026 stack: Python 3.13, TensorFlow 2.20, Keras 3.13, keras-hub 0.26,
+  NumPy 2.1; the unit tests and notebooks 01, 04, 07, 08 and 09 in the smoke profile.
 * ``backend(jax)`` and ``backend(torch)`` — the layer modules' unit tests on another Keras backend,
   with no TensorFlow installed, and the notebooks that run there (smoke profile).
 * ``python-3.12`` and ``python-3.13`` — the default suite's unit tests on other Pythons, with the
@@ -33,6 +35,9 @@ VERSION_PAIRS = {
     "2.19": ["tensorflow==2.19.1", "keras==3.10.0", "tensorflow-text==2.19.0", "keras-hub==0.21.1"],
     "lowest": ["tensorflow==2.18.1", "keras==3.8.0", "tensorflow-text==2.18.1", "keras-hub==0.19.3"],
 }
+# Colab's own stack in 2026 (Python 3.13), as a Colab runtime reports it; tensorflow-text has no 2.20.0 and
+# 2.20.1 follows TensorFlow 2.20.
+COLAB_2026 = ["tensorflow==2.20.0", "keras==3.13.2", "tensorflow-text==2.20.1", "keras-hub==0.26.0", "numpy==2.1.3"]
 # Notebooks that run on the backend too, in the smoke profile (01 and 02 on torch: not yet, their
 # cells convert tensors that require grad with NumPy).
 BACKEND_NOTEBOOKS = {
@@ -62,15 +67,27 @@ def _environment() -> dict:
     return {"COURSE_DATA_DIR": str(Path(data).resolve())} if data else {}
 
 
+def _test_stack(session, stack: list[str], notebooks: list[str]) -> None:
+    """Install ``stack`` (TensorFlow, Keras and what moves with them) beside the other pins; run the unit
+    tests and ``notebooks`` in the smoke profile."""
+    replaced = ("tensorflow", "keras", "tensorflow-text", "keras-hub", "numpy")
+    session.install(*stack, *_pinned(without=replaced))
+    session.install("--no-deps", "-e", ".")
+    session.run("python", "-m", "pip", "check")
+    session.run("python", "-m", "pytest", "-q", *UNIT_TESTS, *notebooks, env=_environment())
+
+
 @nox.session(name="versions", python="3.11")
 @nox.parametrize("pair", list(VERSION_PAIRS), ids=list(VERSION_PAIRS))
 def versions(session, pair):
     """Unit tests and notebooks 01, 04, 07, 08 (smoke) on an older TensorFlow/Keras pair."""
-    replaced = ("tensorflow", "keras", "tensorflow-text", "keras-hub", "numpy")
-    session.install(*VERSION_PAIRS[pair], *_pinned(without=replaced))
-    session.install("--no-deps", "-e", ".")
-    session.run("python", "-m", "pip", "check")
-    session.run("python", "-m", "pytest", "-q", *UNIT_TESTS, *SMOKE_NOTEBOOKS, env=_environment())
+    _test_stack(session, VERSION_PAIRS[pair], SMOKE_NOTEBOOKS)
+
+
+@nox.session(name="colab-2026", python="3.13")
+def colab_2026(session):
+    """Unit tests and notebooks 01, 04, 07, 08, 09 (smoke) on Colab's 2026 stack."""
+    _test_stack(session, COLAB_2026, [*SMOKE_NOTEBOOKS, "notebooks/09_language_model.ipynb"])
 
 
 @nox.session(name="backend", python="3.11")

@@ -109,7 +109,9 @@ def _compare(other: Path, notebooks: list[str], per_notebook: int, repeats: int)
             for name, (root, python) in checkouts.items():
                 done = subprocess.run([python, __file__, "--one-batch", str(root), "--notebook", ",".join(notebooks),
                                        "--per-notebook", str(per_notebook), "--workers", str(workers)],
-                                      cwd=root, capture_output=True, text=True, check=True)
+                                      cwd=root, capture_output=True, text=True)
+                if done.returncode:
+                    raise SystemExit(f"grading with {name} ({root}) failed:\n{done.stderr[-4000:]}")
                 outcome = json.loads(done.stdout.strip().splitlines()[-1])
                 seconds[name, workers].append(outcome["seconds"])
                 points[name] = (outcome["points"], outcome["max"])

@@ -5,6 +5,7 @@ whole submissions through all of them."""
 
 import json
 import os
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -14,6 +15,8 @@ from transformer_course.exercises import EXERCISES
 from transformer_course.exercises.values import encode
 from transformer_course.grading import grader
 from transformer_course.grading.markup import check_cell, release_notebook, solution_cell
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SOLUTION = """def causal_mask(length):
     ### BEGIN SOLUTION
@@ -199,6 +202,19 @@ def test_workers_must_be_a_positive_int(workers):
 
     with pytest.raises(ValueError, match="`workers` must be an int >= 1"):
         run_jobs(abs, [1], workers, on_death=lambda job, how: None)
+
+
+@pytest.mark.parametrize("release_path", sorted((ROOT / "release").glob("[0-9][0-9]_*.ipynb")),
+                         ids=lambda path: path.name[:2])
+def test_what_grading_needs_of_each_release_reaches_a_grading_process(release_path):
+    """Every released notebook's facts are worked out once and sent to the workers: they must pickle."""
+    import pickle
+
+    release = nbformat.read(release_path, as_version=4)
+    facts = grader.release_facts(release)
+    copied = pickle.loads(pickle.dumps(facts))
+    assert [exercise.id for exercise in copied.exercises] == [exercise.id for exercise in grader._exercises_of(release)]
+    assert copied.items == facts.items and copied.stubs == facts.stubs
 
 
 def test_stubs_left_as_released_are_no_solutions_for_the_similarity_section():

@@ -167,15 +167,23 @@ def _exercises_of(release) -> list:
 class ReleaseFacts:
     """What grading needs of a released notebook, worked out once for a whole class.
 
+    Sent to every grading process, so it holds plain values: exercises by id (an exercise's own
+    checks are functions that stay in the catalogue).
+
     Attributes:
-        exercises: the :class:`~.exercises.Exercise` objects it asks for (:func:`_exercises_of`).
+        exercise_ids: ids of the exercises it asks for, in the catalogue's order (:func:`_exercises_of`).
         questions: its written questions (:func:`.written.questions_of`).
         stubs: exercise id -> the normalised tokens of the release's own program (the untouched stub).
     """
 
-    exercises: tuple
+    exercise_ids: tuple
     questions: tuple
     stubs: dict
+
+    @property
+    def exercises(self) -> list:
+        """The :class:`~.exercises.Exercise` objects it asks for."""
+        return [EXERCISES[exercise_id] for exercise_id in self.exercise_ids]
 
     @property
     def items(self) -> list:
@@ -187,7 +195,7 @@ def release_facts(release) -> ReleaseFacts:
     """:class:`ReleaseFacts` of a released notebook (an ``nbformat`` notebook or its dict)."""
     release = nbformat.from_dict(release)
     exercises = _exercises_of(release)
-    return ReleaseFacts(tuple(exercises), tuple(written.questions_of(release)),
+    return ReleaseFacts(tuple(exercise.id for exercise in exercises), tuple(written.questions_of(release)),
                         _normalised_solutions(_programs(release, exercises), {}))
 
 
