@@ -28,7 +28,13 @@ from solutions import solution_lines
 
 from transformer_course.tooling.cli import main
 from transformer_course.tooling.publishing import publication
-from transformer_course.tooling.website import SITE_PAGES, broken_internal_links, build_site
+from transformer_course.tooling.website import (
+    GUIDES,
+    SITE_PAGES,
+    broken_internal_links,
+    broken_repository_links,
+    build_site,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(path.stem for path in (ROOT / "release").glob("[0-9][0-9]_*.ipynb"))
@@ -68,6 +74,31 @@ def test_the_link_check_reports_a_missing_page_and_a_missing_anchor(tmp_path):
         "index.html -> gone.html", "index.html -> page.html#nowhere", "index.html -> _images/figure.png"]
 
 
+def test_every_link_of_the_readme_and_the_guides_names_a_file_and_heading_of_the_repository(tmp_path):
+    assert broken_repository_links(ROOT) == []
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "README.md").write_text("# Course\n\n## Tested with\n\n[here](#tested-with) [gone](#nowhere) "
+                                        "[guide](docs/grading.md#secret-cases) [elsewhere](https://example.org/x)\n")
+    (tmp_path / "docs" / "grading.md").write_text("# Grading\n\n## Secret cases\n\n[back](../README.md) "
+                                                  "[missing](../lib/gone.py) [outside](../../x.md)\n")
+    assert broken_repository_links(tmp_path) == [
+        "README.md -> #nowhere", "docs/grading.md -> ../lib/gone.py", "docs/grading.md -> ../../x.md",
+        "docs/maintaining.md (missing)", "benchmarks/README.md (missing)"]
+
+
+def test_the_guides_are_pages_and_their_links_lead_to_pages_or_to_the_repository(site):
+    setting = publication(ROOT)
+    instructors = (site / "instructors.html").read_text(encoding="utf-8")
+    assert "Secret cases" in _visible_text(site / "instructors.html")
+    assert f"{setting.repository}/blob/{setting.ref}/.github/workflows/grade.yml" in instructors
+    maintainers = (site / "maintainers.html").read_text(encoding="utf-8")
+    assert 'href="benchmarks.html"' in maintainers
+    assert f"{setting.repository}/blob/{setting.ref}/README.md#tested-with" in maintainers
+    home = _visible_text(site / "index.html")
+    assert all(title in home for _, title in GUIDES.values())
+
+
 def test_the_site_carries_the_lesson_and_no_solution(site):
     import nbformat
 
@@ -95,6 +126,9 @@ def test_a_failed_build_leaves_the_previous_site_whole(tmp_path):
     shutil.copyfile(ROOT / "release" / "04_self_attention.ipynb", project / "release" / "04_self_attention.ipynb")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     (project / "README.md").write_text(readme, encoding="utf-8")
+    for guide, _ in GUIDES.values():
+        (project / guide).parent.mkdir(exist_ok=True)
+        shutil.copyfile(ROOT / guide, project / guide)
     output = tmp_path / "site"
     build_site(output, project)
     before = sorted(path.relative_to(output) for path in output.rglob("*"))

@@ -85,3 +85,22 @@ def test_the_site_workflow_publishes_the_site_its_test_read():
     assert published["with"]["path"] == "build/site"
     assert runs.index(next(run for run in runs if "tests/test_website.py" in run)) < steps.index(published)
     assert workflow[True]["push"]["tags"] == ["v*"]  # YAML reads the key `on` as True
+
+
+def test_every_push_is_linted_and_unit_tested_at_the_pinned_versions():
+    """The checks workflow runs on push and pull request; its ruff and pre-commit's are requirements.txt's;
+    its unit tests are the nox sessions' (tests/, less the two files that run every notebook)."""
+    import re
+
+    root = WORKFLOW.parents[2]
+    workflow = yaml.safe_load((WORKFLOW.parent / "checks.yml").read_text(encoding="utf-8"))
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert "push" in triggers and "pull_request" in triggers
+    pinned = re.search(r"^ruff==(\S+)$", (root / "requirements.txt").read_text(encoding="utf-8"), re.M).group(1)
+    lint = " ".join(step.get("run", "") for step in workflow["jobs"]["lint"]["steps"])
+    assert "grep -E '^ruff==' requirements.txt" in lint and "ruff check ." in lint
+    hooks = yaml.safe_load((root / ".pre-commit-config.yaml").read_text(encoding="utf-8"))["repos"]
+    assert [(repo["rev"], [hook["id"] for hook in repo["hooks"]]) for repo in hooks] == [(f"v{pinned}", ["ruff"])]
+    tests = next(step["run"] for step in workflow["jobs"]["unit-tests"]["steps"] if "pytest" in step.get("run", ""))
+    unit_tests = re.search(r"^UNIT_TESTS = \[(.*)\]$", (root / "noxfile.py").read_text(encoding="utf-8"), re.M).group(1)
+    assert tests.split("pytest -q ", 1)[1].split() == re.findall(r'"([^"]+)"', unit_tests)

@@ -139,7 +139,7 @@ def write_answer_files(results: list, out_dir) -> list[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         lines = [f"# Written question {question}: every student's answer", "",
                  "Every character a student typed is shown escaped. Score each answer in a CSV "
-                 f"`{','.join(SCORE_COLUMNS)}` (see the README's instructors' guide).", ""]
+                 f"`{','.join(SCORE_COLUMNS)}` (see the instructors' guide, docs/grading.md).", ""]
         table = io.StringIO()
         writer = csv.writer(table)
         writer.writerow(["student", "question", "answer"])

@@ -15,8 +15,11 @@ without network sees them typeset.
 
 Pages: the home page (the README's introduction and the notebook table, with a Colab link per
 notebook), the results table (generated from ``results/*.json``, as in the README), the students'
-and the instructors' guides (the README's sections), and one page per notebook. Links in the
-README's text to files of the repository become links to GitHub at the release tag.
+guide (the README's section), the instructors' and maintainers' guides (``docs/grading.md``,
+``docs/maintaining.md``), the benchmarks (``benchmarks/README.md``), and one page per notebook.
+Links in those texts to files of the repository become links to GitHub at the release tag, links
+between them links between the site's pages; :func:`broken_repository_links` checks that each
+names a file (and heading) that exists.
 
 The address of the published site comes from the publication setting the Colab badges use
 (:attr:`transformer_course.tooling.publishing.Publication.site_address`).
@@ -25,6 +28,7 @@ The address of the published site comes from the publication setting the Colab b
 from __future__ import annotations
 
 import html.parser
+import posixpath
 import re
 import shutil
 import subprocess
@@ -34,10 +38,18 @@ from urllib.parse import unquote, urlsplit
 
 from .publishing import Publication, publication
 
-__all__ = ["build_site", "broken_internal_links", "SITE_PAGES"]
+__all__ = ["build_site", "broken_internal_links", "broken_repository_links", "SITE_PAGES", "GUIDES"]
 
 # The pages besides the notebooks, as Sphinx document names.
-SITE_PAGES = ("index", "results", "students", "instructors")
+SITE_PAGES = ("index", "results", "students", "instructors", "maintainers", "benchmarks")
+# The guides kept as files of the repository: page name -> (file, title in the site's navigation).
+GUIDES = {
+    "instructors": ("docs/grading.md", "For instructors: release and grade"),
+    "maintainers": ("docs/maintaining.md", "For maintainers"),
+    "benchmarks": ("benchmarks/README.md", "Benchmarks"),
+}
+# The texts the site is made of, whose links :func:`broken_repository_links` checks.
+_LINKED_TEXTS = ("README.md", *(file for file, _ in GUIDES.values()))
 _NOTEBOOK_ROW = re.compile(
     r"^\| (?P<number>\d\d) \| \[(?P<title>[^\]]+)\]\(release/(?P<file>\d\d_[\w-]+\.ipynb)\) \| (?P<covers>.*?) \|"
 )
@@ -115,25 +127,74 @@ def _readme_section(readme: str, heading: str) -> str:
     return match["body"].strip() + "\n"
 
 
-def _site_links(text: str, setting: Publication, notebook_files: set[str]) -> str:
-    """Rewrite relative links: release notebooks become site pages, other files of the repository GitHub pages."""
+def _repository_path(target: str, text_file: str) -> str:
+    """A relative link's target in ``text_file`` as a path from the repository's root (anchor kept)."""
+    path, hash_mark, anchor = target.partition("#")
+    if not path:
+        return text_file + hash_mark + anchor
+    return posixpath.normpath(posixpath.join(posixpath.dirname(text_file), path)) + hash_mark + anchor
+
+
+def _site_links(text: str, setting: Publication, notebook_files: set[str], text_file: str = "README.md") -> str:
+    """Rewrite the relative links of ``text_file``: release notebooks and the guides become site pages,
+    other files of the repository (and the README's own headings) GitHub pages at the release tag."""
+    pages = {file: page for page, (file, _) in GUIDES.items()}
 
     def rewrite(match):
         target = match["target"]
         if re.match(r"[a-z]+:", target):
             return match[0]
-        if target.startswith("#"):
-            return f"]({setting.repository}/blob/{setting.ref}/README.md{target})"
-        path = target.split("#")[0]
-        if path in site_files:
-            return match[0]  # already a page of the site
+        resolved = _repository_path(target, text_file)
+        path, _, anchor = resolved.partition("#")
+        if path in pages:
+            return f"]({pages[path]}.md{'#' + anchor if anchor else ''})"
         if path.removeprefix("release/") in notebook_files:
             return f"]({path.removeprefix('release/')})"
-        return f"]({setting.repository}/blob/{setting.ref}/{target})"
-
-    site_files = notebook_files | {f"{page}.md" for page in SITE_PAGES}
+        return f"]({setting.repository}/blob/{setting.ref}/{resolved})"
 
     return _MARKDOWN_LINK.sub(rewrite, text)
+
+
+def _heading_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a Markdown text's headings (lower case, punctuation dropped, spaces as -)."""
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", re.sub(r"```.*?```", "", markdown, flags=re.S), flags=re.M):
+        anchors.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+def broken_repository_links(project_root: str | Path = ".") -> list[str]:
+    """Every relative link of the README and the guides that names no file, or no heading, of the repository.
+
+    Args:
+        project_root: a checkout of the course.
+
+    Returns:
+        ``"docs/grading.md -> ../missing.md"`` for each Markdown link whose file does not exist, or
+        whose ``#anchor`` no heading of the named Markdown file gives; an empty list when every
+        link resolves. Links to other hosts are not followed; a missing text is itself reported.
+
+    Example:
+        >>> broken_repository_links(".")  # doctest: +SKIP
+        []
+    """
+    root = Path(project_root)
+    broken = []
+    for text_file in _LINKED_TEXTS:
+        if not (root / text_file).is_file():
+            broken.append(f"{text_file} (missing)")
+            continue
+        text = re.sub(r"```.*?```", "", (root / text_file).read_text(encoding="utf-8"), flags=re.S)
+        for target in _MARKDOWN_LINK.findall(text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = _repository_path(target, text_file).partition("#")
+            if path.startswith("../") or not (root / path).exists():
+                broken.append(f"{text_file} -> {target}")
+            elif anchor and path.endswith(".md") and anchor not in _heading_anchors(
+                    (root / path).read_text(encoding="utf-8")):
+                broken.append(f"{text_file} -> {target}")
+    return broken
 
 
 def _run_it_cell(notebook_file: str, setting: Publication) -> dict:
@@ -162,10 +223,10 @@ def _home_page(readme: str, setting: Publication, rows: list[re.Match]) -> str:
         "run. The exercises are left for you: open the notebook in Colab or Kaggle, or download it.\n\n"
         "## Guides\n\n- [Results of the recorded runs](results.md)\n"
         "- [For students: exercises and instant feedback](students.md)\n"
-        "- [For instructors: release and grade](instructors.md)\n\n"
+        + "".join(f"- [{title}]({page}.md)\n" for page, (_, title) in GUIDES.items()) + "\n"
         f"The source, with the package the notebooks import: <{setting.repository}>.\n\n"
         f"```{{toctree}}\n:hidden:\n:caption: Notebooks\n\n{toctree}\n```\n\n"
-        "```{toctree}\n:hidden:\n:caption: Guides\n\nresults\nstudents\ninstructors\n```\n"
+        "```{toctree}\n:hidden:\n:caption: Guides\n\nresults\nstudents\n" + "\n".join(GUIDES) + "\n```\n"
     )
 
 
@@ -181,8 +242,8 @@ def build_site(
     Args:
         output_dir: the folder the static site is written to (replaced whole); ``index.html`` is
             its home page.
-        project_root: a checkout of the course: ``README.md``, ``pyproject.toml``, ``release/`` and
-            ``results/``.
+        project_root: a checkout of the course: ``README.md``, the guides (:data:`GUIDES`),
+            ``pyproject.toml``, ``release/`` and ``results/``.
         source_dir: where the site's Sphinx sources are assembled (replaced whole); default:
             ``<output_dir>-source``.
         quiet: pass ``-q`` to Sphinx (warnings and errors are printed either way).
@@ -191,8 +252,8 @@ def build_site(
         The output folder, as a :class:`~pathlib.Path`.
 
     Raises:
-        FileNotFoundError: if ``project_root`` lacks the README, ``release/`` notebooks or the
-            MathJax copy (install the ``[site]`` extra).
+        FileNotFoundError: if ``project_root`` lacks the README, a guide of :data:`GUIDES`,
+            ``release/`` notebooks or the MathJax copy (install the ``[site]`` extra).
         ValueError: if the README lacks a section the pages are made of, or its notebook table
             names no release notebook.
         RuntimeError: if Sphinx reports a warning or an error (a broken cross-reference, a page
@@ -240,15 +301,17 @@ def build_site(
             notebook.cells.insert(0, _run_it_cell(file, setting))
         nbformat.write(notebook, source / file)
     pages = {
-        "index": _home_page(readme, setting, rows),
-        "results": _results_page(readme, root / "results"),
-        "students": "# For students: exercises and instant feedback\n\n"
-        + _readme_section(readme, "For students: exercises and instant feedback"),
-        "instructors": "# For instructors: release and grade\n\n"
-        + _readme_section(readme, "For instructors: release and grade"),
+        "index": (_home_page(readme, setting, rows), "README.md"),
+        "results": (_results_page(readme, root / "results"), "README.md"),
+        "students": ("# For students: exercises and instant feedback\n\n"
+                     + _readme_section(readme, "For students: exercises and instant feedback"), "README.md"),
     }
-    for name, text in pages.items():
-        (source / f"{name}.md").write_text(_site_links(text, setting, files), encoding="utf-8")
+    for page, (file, _) in GUIDES.items():
+        if not (root / file).is_file():
+            raise FileNotFoundError(f"`project_root` must hold {file}, the site's {page} page; received {root}.")
+        pages[page] = ((root / file).read_text(encoding="utf-8"), file)
+    for name, (text, text_file) in pages.items():
+        (source / f"{name}.md").write_text(_site_links(text, setting, files, text_file), encoding="utf-8")
     (source / "conf.py").write_text(_SPHINX_CONFIGURATION.format(
         site_address=setting.site_address, repository=setting.repository, ref=setting.ref), encoding="utf-8")
 
