@@ -1,3 +1,5 @@
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -237,3 +239,26 @@ def test_a_training_step_under_mixed_bfloat16_stays_finite():
     assert all(np.isfinite(losses))
     assert probabilities.dtype == np.float32 and np.all(np.isfinite(probabilities))
     np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0, atol=1e-3)
+
+
+@pytest.mark.parametrize("rate", [1.0, -0.1, 1.5, True, "0.1", None])
+def test_every_dropout_and_smoothing_rate_is_checked_one_way(rate):
+    """One check (`_validation.check_rate`) and one message wherever a rate in [0, 1) is taken."""
+    from transformer_course.attention import MultiHeadAttention
+    from transformer_course.classifier import build_sentiment_classifier
+    from transformer_course.metrics import MaskedCrossEntropy
+    from transformer_course.transformer import TransformerDecoder
+
+    makers = {
+        "dropout": [lambda: MultiHeadAttention(num_heads=2, key_dim=4, dropout=rate),
+                    lambda: TransformerEncoder(intermediate_dim=F, num_heads=2, dropout=rate),
+                    lambda: TransformerDecoder(intermediate_dim=F, num_heads=2, dropout=rate),
+                    lambda: build_sentiment_classifier(vocab_size=50, sequence_length=8, embed_dim=8, num_heads=2,
+                                                       dropout=rate)],
+        "label_smoothing": [lambda: MaskedCrossEntropy(label_smoothing=rate)],
+    }
+    for name, constructors in makers.items():
+        for construct in constructors:
+            message = rf"^`{name}` must be in \[0, 1\); received {re.escape(repr(rate))}\.$"
+            with pytest.raises(ValueError, match=message):
+                construct()

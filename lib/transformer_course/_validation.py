@@ -22,6 +22,26 @@ def check_integer(name: str, value, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_rate(name: str, value) -> float:
+    """Return ``value`` as a float, or raise a ValueError naming the argument: a rate in [0, 1) (dropout).
+
+    Args:
+        name: str, the argument's name, as the caller spells it.
+        value: what was received.
+
+    Raises:
+        ValueError: if ``value`` is not a real number (bools excluded) in [0, 1).
+
+    Example:
+        >>> check_rate("dropout", 0.1)
+        0.1
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= value < 1.0:
+        raise ValueError(f"`{name}` must be in [0, 1); received {value!r}.")
+    return float(value)
+
+
 def check_model_sizes(embed_dim, num_heads, dropout, **sizes) -> None:
     """The checks every model builder makes: positive sizes, heads that divide the width, a dropout rate.
 
@@ -38,8 +58,7 @@ def check_model_sizes(embed_dim, num_heads, dropout, **sizes) -> None:
         check_integer(name, value)
     if check_integer("num_heads", num_heads) and embed_dim % num_heads:
         raise ValueError(f"`num_heads` ({num_heads}) must divide `embed_dim` ({embed_dim}).")
-    if not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
-        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    check_rate("dropout", dropout)
 
 
 def check_texts(name: str, value) -> tuple[bool, list]:

@@ -27,7 +27,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 from keras import ops
 
-from ._validation import check_integer
+from ._validation import check_integer, check_rate
 from .masks import causal_mask, combine_masks, masked_softmax
 
 __all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
@@ -153,8 +153,7 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+        check_rate("dropout", dropout)
         self.num_heads = check_integer("num_heads", num_heads)
         self.key_dim = check_integer("key_dim", key_dim)
         self.value_dim = self.key_dim if value_dim is None else check_integer("value_dim", value_dim)

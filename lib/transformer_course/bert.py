@@ -29,7 +29,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 from keras import ops
 
-from ._validation import check_integer, check_model_sizes
+from ._validation import check_integer, check_model_sizes, check_rate
 from .classifier import ClassTokenOutput
 from .masks import masked_softmax, padding_mask
 from .positional import PositionalEmbedding
@@ -320,8 +320,7 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
         (None, 2)
     """
     num_classes = check_integer("num_classes", num_classes)
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    check_rate("dropout", dropout)
     if pooling not in CLASSIFIER_POOLINGS:
         raise ValueError(f"`pooling` must be one of {CLASSIFIER_POOLINGS}; received {pooling!r}.")
     inputs = _text_inputs()
@@ -395,8 +394,7 @@ def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 
         (None, None, 3)
     """
     num_tags = check_integer("num_tags", num_tags)
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    check_rate("dropout", dropout)
     inputs = _text_inputs()
     x = keras.layers.Dropout(dropout, name="tagger_dropout")(pretrainer.encode(inputs))
     return keras.Model(inputs, keras.layers.Dense(num_tags, activation="softmax", name="tagger_output",

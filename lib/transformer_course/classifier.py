@@ -21,7 +21,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer, check_texts
+from ._validation import check_integer, check_rate, check_texts
 from .positional import PositionalEmbedding
 from .transformer import TransformerEncoder
 
@@ -192,8 +192,7 @@ def build_sentiment_classifier(
     num_layers = check_integer("num_layers", num_layers)
     if pooling not in POOLINGS:
         raise ValueError(f"`pooling` must be one of {POOLINGS}; received {pooling!r}.")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+    check_rate("dropout", dropout)
     if check_integer("num_heads", num_heads) and embed_dim % num_heads:
         raise ValueError(f"`num_heads` ({num_heads}) must divide `embed_dim` ({embed_dim}).")
 

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from ._validation import check_rate
 from .masks import PADDING_ID, padding_mask
 
 __all__ = [
@@ -153,10 +154,9 @@ class MaskedCrossEntropy(keras.losses.Loss):
     """
 
     def __init__(self, label_smoothing: float = 0.0, name: str = "masked_cross_entropy", **kwargs):
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"`label_smoothing` must be in [0, 1); received {label_smoothing!r}.")
+        label_smoothing = check_rate("label_smoothing", label_smoothing)
         super().__init__(name=name, reduction=None, **kwargs)
-        self.label_smoothing = float(label_smoothing)
+        self.label_smoothing = label_smoothing
 
     def call(self, y_true, y_pred):
         y_pred = ops.cast(y_pred, "float32")

@@ -19,7 +19,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 from keras import ops
 
-from ._validation import check_integer
+from ._validation import check_integer, check_rate
 from .attention import MultiHeadAttention
 from .masks import combine_masks, key_mask
 
@@ -44,8 +44,7 @@ class _TransformerBlock(keras.layers.Layer):
         super().__init__(**kwargs)
         self.intermediate_dim = check_integer("intermediate_dim", intermediate_dim)
         self.num_heads = check_integer("num_heads", num_heads)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}.")
+        check_rate("dropout", dropout)
         self.dropout = dropout
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = layer_norm_epsilon

@@ -22,7 +22,7 @@ from keras import ops
 from ._validation import check_integer, check_model_sizes, check_texts
 from .decoding import beam_search
 from .generation import IncrementalDecoder
-from .masks import padding_mask
+from .masks import PADDING_ID, padding_mask
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder, TransformerEncoder
 
@@ -301,7 +301,7 @@ class Translator(keras.Model):
             for decoder in self.model.decoder_blocks:
                 y = decoder(y, memory, encoder_padding_mask=memory_mask)
             probabilities = ops.convert_to_numpy(self.model.output_distribution(y[:, -1:, :])[:, 0, :])
-            probabilities[:, 0] = 0.0  # never emit padding (id 0)
+            probabilities[:, PADDING_ID] = 0.0  # never emit padding
             return probabilities
 
         ids, _ = beam_search(next_token_probabilities, start_id, end_id, self.max_length, beam_width, alpha)

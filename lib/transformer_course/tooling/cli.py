@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from . import results
-from .profiles import PROFILE_NAMES
+from .profiles import DEFAULT_PROFILE, PROFILE_NAMES
 from .runner import find_notebooks, record_smoke_times, run_notebooks, summary_table
 
 __all__ = ["main", "CELL_TIMEOUTS"]
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
 
     run = commands.add_parser("run", help="execute notebooks headless and print a summary table")
     run.add_argument("notebooks", nargs="*", metavar="NOTEBOOK", help="paths or ids (01); default: all, in order")
-    run.add_argument("--profile", choices=PROFILE_NAMES, default=os.environ.get("COURSE_PROFILE") or "full")
+    run.add_argument("--profile", choices=PROFILE_NAMES, default=os.environ.get("COURSE_PROFILE") or DEFAULT_PROFILE)
     run.add_argument("--notebooks-dir", default="notebooks", help="where NN_*.ipynb live (default: notebooks)")
     run.add_argument("--build-dir", default="build/executed", help="executed copies go here (default: build/executed)")
     run.add_argument("--results-dir", default="results", help="full-profile records go here (default: results)")
