@@ -92,8 +92,8 @@ def test_the_capstone_reference_is_the_package_language_model_on_its_own_weights
     next-token distribution at every real token (padding rows are not compared)."""
     import keras
 
-    from transformer_course.bert import gelu_approximate
     from transformer_course.language_model import build_language_model, forward_weights
+    from transformer_course.transformer import gelu_approximate
 
     if options.get("activation") == "gelu_approximate":
         options = {**options, "activation": gelu_approximate}
@@ -243,8 +243,8 @@ def _package_model_forward(token_ids, weights, config):
     """The capstone answered by the package's own LanguageModel: its weights set from the dictionary, its logits."""
     import keras
 
-    from transformer_course.bert import gelu_approximate
     from transformer_course.language_model import build_language_model
+    from transformer_course.transformer import gelu_approximate
 
     vocabulary, width = weights["token_embedding"].shape
     block = weights["blocks"][0]

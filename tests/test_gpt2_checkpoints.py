@@ -7,7 +7,6 @@ keras_hub = pytest.importorskip("keras_hub")
 
 import keras  # noqa: E402
 
-from transformer_course.bert_checkpoints import PresetUnavailableError  # noqa: E402
 from transformer_course.bpe import BytePairEncoding  # noqa: E402
 from transformer_course.decoding import greedy_decode  # noqa: E402
 from transformer_course.generation import CachedLanguageModel  # noqa: E402
@@ -15,7 +14,6 @@ from transformer_course.gpt2_checkpoints import (  # noqa: E402
     ID_OFFSET,
     bpe_from_keras_hub,
     language_model_from_keras_hub,
-    load_gpt2_preset,
 )
 
 VOCABULARY = 300
@@ -73,14 +71,6 @@ def test_the_tokenizer_converts_with_gpt2s_ids_plus_one():
         assert ours.encode(text) == expected.tolist(), text
         assert ours.decode(ours.encode(text)) == text
     assert ours.special_ids["<|endoftext|>"] == vocabulary["<|endoftext|>"] + ID_OFFSET
-
-
-def test_a_preset_that_cannot_be_loaded_raises_one_clear_error_with_its_cause_whole(tmp_path):
-    missing = str(tmp_path / ("no_such_preset_" + "x" * 200))
-    with pytest.raises(PresetUnavailableError, match="could not be loaded") as raised:
-        load_gpt2_preset(missing)
-    cause = raised.value.__cause__
-    assert f"{type(cause).__name__}: {cause}" in str(raised.value)  # never cut mid-word
 
 
 def test_the_converted_model_round_trips_through_a_keras_file(backbone, tmp_path):

@@ -585,7 +585,7 @@ def test_odd_folder_names_get_rows_and_linked_folders_a_row_with_the_reason(grad
     scores, result = outcome(graded, "linked_folder")  # it links to the solutions: nothing behind it is read
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "symbolic link" in result.exercises[0].message and result.flags
-    from transformer_course.grading.reports import markdown_text
+    from transformer_course.grading.safe_text import markdown_text
 
     assert f"## {markdown_text('odd' + chr(92) + 'xff' + chr(92) + 'xfename')}: 4 / 4" in \
         (graded["out"] / "report.md").read_text(encoding="utf-8")
@@ -772,7 +772,7 @@ def test_a_cell_too_large_to_read_is_flagged_not_parsed():
 
 
 def test_names_and_texts_show_every_invisible_character_and_never_collide():
-    from transformer_course.grading.reports import display_name, markdown_text, spreadsheet_cell
+    from transformer_course.grading.safe_text import display_name, markdown_text, spreadsheet_cell
 
     literal, byte = "Jos\\xe9", "Jos" + b"\xe9".decode("utf-8", "surrogateescape")
     assert display_name(literal) != display_name(byte)  # one to one: a literal backslash is doubled

@@ -161,7 +161,7 @@ def test_row_batches_go_on_where_the_last_epoch_ended_and_cover_every_row_each_p
 
 
 def test_the_model_names_its_parts_and_a_gpt2_layout_reloads_as_itself(tmp_path):
-    from transformer_course.bert import gelu_approximate
+    from transformer_course.transformer import gelu_approximate
 
     keras.utils.set_random_seed(0)
     model = build_language_model(30, 16, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2,

@@ -15,7 +15,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_course.grading.sandbox import _KCMP_SYSCALL, _SECCOMP_DENIED, Limits, run_submission, sandbox_available
+from transformer_course.grading.confinement import _SECCOMP_DENIED
+from transformer_course.grading.sandbox import Limits, run_submission, sandbox_available
+from transformer_course.grading.watchdog import _KCMP_SYSCALL
 
 pytestmark = pytest.mark.tensorflow  # as the grading tests: the jax and torch sessions test layers, not the grader
 
@@ -262,7 +264,7 @@ def test_socket_buffers_count_against_the_memory_limit():
 
 
 def _own_users() -> bool:
-    from transformer_course.grading.sandbox import _own_users_available
+    from transformer_course.grading.confinement import _own_users_available
 
     return _own_users_available()
 
@@ -276,7 +278,7 @@ def test_each_sandbox_runs_as_a_user_of_its_own_outside():
     import threading
     import time
 
-    from transformer_course.grading.sandbox import SANDBOX_USERS
+    from transformer_course.grading.confinement import SANDBOX_USERS
 
     seen = set()
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(6)")])

@@ -17,11 +17,16 @@ OUTSIDE_TOOLING = sorted(path for path in PACKAGE.rglob("*.py") if path.parent !
 SUBJECT = [path for path in OUTSIDE_TOOLING if path.parent == PACKAGE]
 
 
-def _imported_modules(path: Path) -> set[str]:
-    """Every module an import statement of `path` names, relative ones resolved inside the package."""
+def _imported_modules(path: Path, top_level_only: bool = False) -> set[str]:
+    """Every module an import statement of `path` names, relative ones resolved inside the package
+    (with `top_level_only`, only the imports that run when the module is imported, not those in functions)."""
     package = ["transformer_course", *path.parent.relative_to(PACKAGE).parts]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    statements = [node for statement in tree.body for node in (
+        ast.walk(statement) if isinstance(statement, (ast.If, ast.Try)) else [statement])] if top_level_only \
+        else ast.walk(tree)
+    for node in statements:
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -71,3 +76,38 @@ def test_the_notebook_helpers_come_from_the_package():
     assert set(course.__all__) <= set(dir(course))
     with pytest.raises(AttributeError, match="no attribute 'no_such_helper'"):
         course.no_such_helper  # noqa: B018
+
+
+# The modules that each hold one model of the course; the layers they share live in their own modules.
+MODEL_MODULES = ("seq2seq", "classifier", "translation", "language_model", "bert", "vision")
+
+
+def _package_imports(top_level_only: bool = False) -> dict[str, set[str]]:
+    """Module name -> the package's modules it imports."""
+    paths = {".".join(["transformer_course", *path.relative_to(PACKAGE).with_suffix("").parts]).removesuffix(
+        ".__init__"): path for path in PACKAGE.rglob("*.py")}
+    return {name: {imported for imported in _imported_modules(path, top_level_only)
+                   if imported in paths and imported != name} for name, path in paths.items()}
+
+
+@pytest.mark.parametrize("model", MODEL_MODULES)
+def test_no_model_module_imports_another(model):
+    """Each model sits beside the others: what two models share (pooling, blocks, activations) is a layer module."""
+    others = {f"transformer_course.{other}" for other in MODEL_MODULES if other != model}
+    reached = sorted(_package_imports()[f"transformer_course.{model}"] & others)
+    assert not reached, f"{model} imports {reached}"
+
+
+def test_the_import_graph_of_the_package_is_at_most_seven_modules_deep():
+    """Counted on the imports that run when a module is imported (a function's own import runs later)."""
+    graph = _package_imports(top_level_only=True)
+    assert "transformer_course.attention" in graph["transformer_course.transformer"]
+
+    def longest(module, seen=()):
+        if module in seen:  # a cycle (an import inside a function): not a floor
+            return []
+        return [module, *max((longest(imported, (*seen, module)) for imported in graph[module]), key=len,
+                             default=[])]
+
+    deepest = max((longest(module) for module in graph), key=len)
+    assert len(deepest) <= 7, " -> ".join(deepest)

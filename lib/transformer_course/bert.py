@@ -30,10 +30,10 @@ import keras
 from keras import ops
 
 from ._validation import check_integer, check_model_sizes, check_rate
-from .classifier import ClassTokenOutput
 from .masks import masked_softmax, padding_mask
+from .pooling import ClassTokenOutput
 from .positional import PositionalEmbedding
-from .transformer import TiedTokenDistribution, TransformerEncoder
+from .transformer import TiedTokenDistribution, TransformerEncoder, gelu_approximate
 
 __all__ = ["BertPretrainer", "build_bert_pretrainer", "build_bert_classifier", "build_bert_encoder",
            "build_token_tagger", "build_span_finder", "SegmentEmbedding", "GatherPositions", "SpanHead",
@@ -256,28 +256,6 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
         (None, 3, 100)
     """
     return BertPretrainer(vocabulary_size, sequence_length, max_predictions, **options)
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-def gelu_approximate(x):
-    """GELU by its tanh approximation, ``0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))``.
-
-    Google's BERT checkpoints (and keras-hub's ``BertBackbone``) use it; the exact GELU differs
-    by at most about 1e-3 per unit, enough to break an equality test at 1e-5.
-
-    Args:
-        x: float tensor of any shape.
-
-    Returns:
-        float tensor of the same shape and dtype.
-
-    Source: Hendrycks and Gimpel, 2016, "Gaussian Error Linear Units (GELUs)", §2.
-
-    Example:
-        >>> float(gelu_approximate(keras.ops.convert_to_tensor(1.0)))  # doctest: +ELLIPSIS
-        0.841...
-    """
-    return keras.activations.gelu(x, approximate=True)
 
 
 CLASSIFIER_POOLINGS = ("cls", "mean")

@@ -33,33 +33,11 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 # isort: split
 import numpy as np
 
-from .bert import BertPretrainer, gelu_approximate
+from ._presets import PresetUnavailableError, download_preset
+from .bert import BertPretrainer
+from .transformer import gelu_approximate
 
 __all__ = ["bert_pretrainer_from_keras_hub", "load_bert_preset", "download_preset", "PresetUnavailableError"]
-
-
-class PresetUnavailableError(RuntimeError):
-    """A published checkpoint could not be loaded (no keras-hub, or no network to download it)."""
-
-
-def download_preset(preset: str, backbone_class: str, tokenizer_class: str):
-    """A keras-hub preset's backbone and tokenizer (``keras_hub.models.<backbone_class>``,
-    ``keras_hub.tokenizers.<tokenizer_class>``), downloaded or read from keras-hub's cache.
-
-    Raises:
-        PresetUnavailableError: keras-hub is not installed, or the preset cannot be downloaded
-            (offline); the message names the preset and the cause.
-    """
-    try:
-        import keras_hub
-    except ImportError as error:
-        raise PresetUnavailableError(f"loading {preset!r} needs keras-hub (pip install keras-hub)") from error
-    try:
-        backbone = getattr(keras_hub.models, backbone_class).from_preset(preset)
-        tokenizer = getattr(keras_hub.tokenizers, tokenizer_class).from_preset(preset)
-    except Exception as error:  # keras-hub raises many kinds of errors for a failed download
-        raise PresetUnavailableError(f"{preset!r} could not be loaded ({type(error).__name__}: {error})") from error
-    return backbone, tokenizer
 
 
 def bert_pretrainer_from_keras_hub(backbone, max_predictions: int = 20, sequence_length: int | None = None,

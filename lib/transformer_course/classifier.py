@@ -1,7 +1,7 @@
-"""Sequence classification with a Transformer encoder: pooling heads and a model builder.
+"""Sequence classification with a Transformer encoder: the sentiment classifier of notebook 06.
 
 A Transformer encoder returns one vector per token; a classifier needs one vector per text.
-Two ways to pool, both here:
+Two ways to pool, both built in :mod:`.pooling` (their names are importable from here too):
 
 * **global max pooling** (Chollet, "Deep Learning with Python", 2nd ed., §11.4): for each
   feature, its largest value over the real tokens. :class:`MaskedGlobalMaxPooling1D` skips
@@ -19,9 +19,9 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 # isort: split
 import keras
 import numpy as np
-from keras import ops
 
 from ._validation import check_integer, check_rate, check_texts
+from .pooling import ClassTokenOutput, MaskedGlobalMaxPooling1D, PrependClassToken
 from .positional import PositionalEmbedding
 from .transformer import TransformerEncoder
 
@@ -36,111 +36,6 @@ __all__ = [
 ]
 
 POOLINGS = ("max", "cls")
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class MaskedGlobalMaxPooling1D(keras.layers.Layer):
-    """The largest value of each feature over the real (unmasked) positions.
-
-    Call arguments:
-        inputs: float ``(B, T, E)``.
-        mask: optional bool ``(B, T)``, True = real token; filled in by Keras from the previous
-            layer (``mask_zero`` embeddings, ``PositionalEmbedding``, the course's encoders).
-            Without a mask every position counts.
-
-    Returns:
-        float ``(B, E)``. A sequence with no real token (an empty text) gives zeros.
-
-    Raises:
-        ValueError: for an input that is not rank 3.
-
-    Example:
-        >>> x = np.array([[[1.0], [5.0], [9.0]]], "float32")  # the 9 sits at a padding position
-        >>> keras.ops.convert_to_numpy(MaskedGlobalMaxPooling1D()(x, mask=np.array([[True, True, False]]))).tolist()
-        [[5.0]]
-    """
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def call(self, inputs, mask=None):
-        if len(inputs.shape) != 3:
-            raise ValueError(f"`inputs` must have shape (batch, length, width); received {tuple(inputs.shape)}.")
-        if mask is None:
-            return ops.max(inputs, axis=1)
-        real = ops.expand_dims(ops.cast(mask, "bool"), -1)  # (B, T, 1)
-        lowest = ops.full_like(inputs, -3.0e38)  # below any real activation, still finite in float32
-        pooled = ops.max(ops.where(real, inputs, lowest), axis=1)  # (B, E)
-        return ops.where(ops.any(real, axis=1), pooled, ops.zeros_like(pooled))
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def compute_output_shape(self, inputs_shape):
-        return (inputs_shape[0], inputs_shape[2])
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class PrependClassToken(keras.layers.Layer):
-    """Put a ``[CLS]`` token id in front of every sequence of token ids.
-
-    Args:
-        token_id: int, the id used for ``[CLS]``; give it a row of its own in the embedding
-            table (``vocab_size`` for a vocabulary of ids ``0 .. vocab_size - 1``).
-
-    Call arguments:
-        inputs: int ``(B, T)`` token ids, 0 = padding.
-
-    Returns:
-        int ``(B, T + 1)``; column 0 is ``token_id``, so it is never padding.
-
-    Raises:
-        ValueError: for a ``token_id`` that is not a positive integer.
-
-    Example:
-        >>> keras.ops.convert_to_numpy(PrependClassToken(7)(np.array([[5, 3, 0]]))).tolist()
-        [[7, 5, 3, 0]]
-    """
-
-    def __init__(self, token_id, **kwargs):
-        super().__init__(**kwargs)
-        self.token_id = check_integer("token_id", token_id)
-
-    def call(self, inputs):
-        column = ops.full((ops.shape(inputs)[0], 1), self.token_id, dtype=inputs.dtype)
-        return ops.concatenate([column, inputs], axis=1)
-
-    def compute_output_spec(self, inputs):
-        # The ids keep their integer dtype (a shape alone would make Keras assume the float compute dtype).
-        length = None if inputs.shape[1] is None else inputs.shape[1] + 1
-        return keras.KerasTensor((inputs.shape[0], length), dtype=inputs.dtype)
-
-    def get_config(self):
-        return {**super().get_config(), "token_id": self.token_id}
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class ClassTokenOutput(keras.layers.Layer):
-    """The output vector at position 0 (the ``[CLS]`` token): ``(B, T, E) -> (B, E)``.
-
-    Example:
-        >>> keras.ops.convert_to_numpy(ClassTokenOutput()(np.arange(6, dtype="float32").reshape(1, 3, 2))).tolist()
-        [[0.0, 1.0]]
-    """
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.supports_masking = True
-
-    def call(self, inputs, mask=None):
-        return inputs[:, 0, :]
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def compute_output_shape(self, inputs_shape):
-        return (inputs_shape[0], inputs_shape[2])
 
 
 def build_sentiment_classifier(

@@ -35,10 +35,10 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 import numpy as np
 
-from .bert import gelu_approximate
-from .bert_checkpoints import PresetUnavailableError, download_preset  # noqa: F401 (the error is part of this API)
+from ._presets import PresetUnavailableError, download_preset  # noqa: F401 (the error is part of this API)
 from .bpe import BytePairEncoding
 from .language_model import build_language_model
+from .transformer import gelu_approximate
 
 __all__ = ["language_model_from_keras_hub", "bpe_from_keras_hub", "load_gpt2_preset", "ID_OFFSET"]
 

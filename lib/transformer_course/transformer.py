@@ -23,7 +23,7 @@ from ._validation import check_integer, check_rate
 from .attention import MultiHeadAttention
 from .masks import combine_masks, key_mask
 
-__all__ = ["TransformerEncoder", "TransformerDecoder", "TokenDistribution", "TiedTokenDistribution"]
+__all__ = ["TransformerEncoder", "TransformerDecoder", "TokenDistribution", "TiedTokenDistribution", "gelu_approximate"]
 
 
 class _TransformerBlock(keras.layers.Layer):
@@ -483,3 +483,25 @@ class TiedTokenDistribution(keras.layers.Layer):
         config = super().get_config()
         config.update(units=self.units)
         return config
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+def gelu_approximate(x):
+    """GELU by its tanh approximation, ``0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))``.
+
+    Google's BERT checkpoints (and keras-hub's ``BertBackbone``) use it; the exact GELU differs
+    by at most about 1e-3 per unit, enough to break an equality test at 1e-5.
+
+    Args:
+        x: float tensor of any shape.
+
+    Returns:
+        float tensor of the same shape and dtype.
+
+    Source: Hendrycks and Gimpel, 2016, "Gaussian Error Linear Units (GELUs)", §2.
+
+    Example:
+        >>> float(gelu_approximate(keras.ops.convert_to_tensor(1.0)))  # doctest: +ELLIPSIS
+        0.841...
+    """
+    return keras.activations.gelu(x, approximate=True)

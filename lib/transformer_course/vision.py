@@ -35,7 +35,7 @@ import numpy as np
 from keras import ops
 
 from ._validation import check_integer, check_model_sizes
-from .classifier import ClassTokenOutput
+from .pooling import ClassTokenOutput
 from .transformer import TransformerEncoder
 
 __all__ = [

@@ -15,7 +15,9 @@ The command line: ``transformer-course release``, ``grade`` and ``merge-grades``
 * :mod:`.references` — the references and the generators of the grading cases; only the grader
   reads them (the sandbox covers the file).
 * :mod:`.sandbox` — a kernel for one submission in a bubblewrap allow-list sandbox, with limits on
-  time, memory and output.
+  time, memory and output; its other jobs in :mod:`.confinement` (the command line, seccomp, the
+  kernel's user, :class:`~.confinement.Limits`), :mod:`.snapshot` (the package copies kernels
+  import), :mod:`.watchdog` (limits polled while it runs) and :mod:`.cgroups` (memory control groups).
 * :mod:`.inspection` — reads the cells a student wrote, never running them, for the instructor's flags.
 * :mod:`.grader` — grades a folder of submissions (or a shard of it) and merges shards;
 * :mod:`.reports` — what a run writes, ``grades.csv``, ``grades.json`` and ``report.md``, with

@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 from ..exercises import EXERCISES
-from .reports import spreadsheet_cell
+from .safe_text import spreadsheet_cell
 
 __all__ = ["OverrideError", "read_overrides", "check_students", "apply_overrides", "canvas_gradebook",
            "gradescope_results"]

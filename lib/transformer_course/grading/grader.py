@@ -49,7 +49,8 @@ from .._files import write_text_atomically
 from ..exercises import EXERCISES
 from . import inspection, protocol, references, slicing, written
 from .markup import exercise_id_of, locked_cells
-from .reports import display_name, report_texts
+from .reports import report_texts
+from .safe_text import display_name
 from .sandbox import Limits, SandboxResult, SandboxUnavailable, graded_snapshot, run_submission, sandbox_available
 from .workers import run_jobs
 

@@ -1,5 +1,11 @@
 """A kernel for one submission, in an allow-list sandbox, with limits on time, memory and output.
 
+This module starts the kernel and talks to it (:func:`run_submission`); the sandbox's other jobs
+have a module each: :mod:`.confinement` (bubblewrap's command line, the seccomp filter, the
+launcher's caps, the kernel's user; :class:`Limits`), :mod:`.snapshot` (the copies of the package a
+kernel imports), :mod:`.watchdog` (the limits polled while it runs) and :mod:`.cgroups` (a memory
+control group, where the host gives one).
+
 The sandbox is bubblewrap (``bwrap``, Debian/Ubuntu package ``bubblewrap``), which needs
 unprivileged user namespaces from the host. Inside it the kernel has:
 
@@ -33,7 +39,7 @@ unprivileged user namespaces from the host. Inside it the kernel has:
 
 Limits (:class:`Limits`, each a flag of ``transformer-course grade``): a wall-clock limit per
 cell and per notebook; a memory limit on the whole sandbox, counting the memory of all its
-processes, each page once (:func:`_memory_bytes`), **and** what they stored in its tmpfs folders
+processes, each page once (:func:`.watchdog._memory_bytes`), **and** what they stored in its tmpfs folders
 (polled every 0.1 s); a size cap on each tmpfs folder; a cap on processes and threads
 (``RLIMIT_NPROC`` inside the sandbox, and the watchdog's count, which also holds where the
 grader runs as root and Linux exempts it from ``RLIMIT_NPROC``; as root, a burst of threads
@@ -50,23 +56,15 @@ grading refuses to run unless the instructor asks for ``sandbox=False``
 
 from __future__ import annotations
 
-import atexit
-import compileall
-import ctypes
 import os
-import platform
 import queue
 import shutil
 import stat
-import struct
 import subprocess
-import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -74,47 +72,25 @@ import zmq
 from jupyter_client.manager import KernelManager
 
 from . import cgroups, protocol
+from .confinement import (
+    HOME,
+    KERNEL_ENVIRONMENT,
+    SOCKETS,
+    Limits,
+    SandboxUnavailable,
+    _kernel_environment,
+    _kernels_folder,
+    _launcher,
+    _prelude,
+    _sandbox_user,
+    sandbox_available,
+    sandbox_command,
+)
+from .snapshot import GRADED_MODULES, graded_snapshot, package_snapshot
+from .watchdog import _out_of_memory, _process_tree, _Watchdog
 
 __all__ = ["Limits", "SandboxResult", "run_submission", "sandbox_available", "sandbox_command", "SandboxUnavailable",
            "KERNEL_ENVIRONMENT", "package_snapshot", "graded_snapshot", "GRADED_MODULES"]
-
-# The only variables a kernel gets from the grader's environment (when set there).
-KERNEL_ENVIRONMENT = ("COURSE_PROFILE", "COURSE_DATA_DIR", "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "MPLBACKEND",
-                      "LANG")
-
-
-class SandboxUnavailable(RuntimeError):
-    """bubblewrap is missing or the host refuses it the namespaces it needs."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for one submission.
-
-    Attributes:
-        cell_seconds: float, wall-clock seconds a cell (or one graded call) may take.
-        notebook_seconds: float, wall-clock seconds for the whole notebook and all graded calls.
-        memory_mb: int, MiB: the memory of the kernel and its child processes, each page once
-            (:func:`_memory_bytes`), plus what they stored in the sandbox's tmpfs folders
-            (``/tmp``, ``/dev/shm``, the home).
-        tmp_mb: int, MiB: the size of each tmpfs folder; writing past it fails with
-            ``OSError: No space left on device``.
-        processes: int, processes and threads the sandbox may run at once.
-        file_mb: int, MiB: the largest file a kernel may write.
-    """
-
-    cell_seconds: float = 60.0
-    notebook_seconds: float = 300.0
-    memory_mb: int = 4096
-    tmp_mb: int = 1024
-    processes: int = 512
-    file_mb: int = 256
-
-    def __post_init__(self):
-        for name in (limit.name for limit in fields(self)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"`{name}` must be a positive number; received {value!r}.")
 
 
 @dataclass
@@ -127,328 +103,6 @@ class SandboxResult:
     timed_out: set = field(default_factory=set)  # request keys that ran past the cell limit
     isolated: bool = False
     accounting: str = "watchdog"  # what kept the memory limit: "cgroup v2" or "cgroup v1" (and the watchdog)
-
-
-@lru_cache(maxsize=1)
-def sandbox_available() -> bool:
-    """True when bubblewrap is installed and can make the namespaces the sandbox uses here."""
-    if shutil.which("bwrap") is None:
-        return False
-    try:
-        probe = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
-                 "--", "true"]
-        return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-@lru_cache(maxsize=1)
-def _can_disable_userns() -> bool:
-    """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later): no namespace of the kernel's own."""
-    try:
-        return "--disable-userns" in subprocess.run(["bwrap", "--help"], capture_output=True, text=True,
-                                                    timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-def _package_folder() -> Path:
-    """The folder of the installed ``transformer_course`` package (a checkout's ``lib/`` when editable)."""
-    return Path(__file__).resolve().parents[1]
-
-
-# What a kernel sees of /etc: what the dynamic linker, the C library's name lookups, time zones,
-# MIME types, fonts and Debian's Python read. Never the rest (shadow, gshadow, ssl/private, ...).
-_ETC_ALLOWED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
-                "nsswitch.conf", "host.conf", "hosts", "alternatives", "mime.types", "fonts", "matplotlibrc",
-                f"python3.{sys.version_info.minor}", "python3", "os-release")
-
-SANDBOX_USER_ID = 65534  # nobody: the user id inside the sandbox
-HOME = "/home/student"  # the kernel's home and working folder inside the sandbox (a tmpfs)
-
-
-def _readonly_paths() -> list[str]:
-    """What a kernel may read: Python, its packages, the data (the course package comes as a snapshot)."""
-    paths = [str(Path(sys.base_prefix).resolve()), str(Path(sys.prefix).resolve())]
-    paths += [str(Path(entry).resolve()) for entry in sys.path
-              if entry and Path(entry).is_dir() and Path(entry).name in ("site-packages", "dist-packages")]
-    data = os.environ.get("COURSE_DATA_DIR")
-    if data and Path(data).is_dir():
-        paths.append(str(Path(data).resolve()))
-    kept = []
-    for path in sorted(set(paths), key=len):  # a folder inside one already kept adds nothing
-        if not any(path == other or path.startswith(other.rstrip("/") + "/") for other in kept):
-            kept.append(path)
-    return kept
-
-
-def _make_snapshot(prefix: str, stubbed: Callable[[Path], str | None]) -> Path:
-    """A private, read-only-to-kernels copy of the package, compiled from its own sources.
-
-    ``stubbed(relative_path)`` gives the text that replaces a module (None keeps it). Made in a
-    temporary folder removed at exit; the checkout's ``__pycache__`` folders are left out.
-    """
-    root = Path(tempfile.mkdtemp(prefix=prefix, dir=_kernels_folder()))
-    atexit.register(shutil.rmtree, root, True)
-    snapshot = root / "transformer_course"
-    shutil.copytree(_package_folder(), snapshot, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), symlinks=False)
-    for path in snapshot.rglob("*.py"):
-        text = stubbed(path.relative_to(snapshot))
-        if text is not None:
-            path.write_text(text, encoding="utf-8")
-    compileall.compile_dir(snapshot, quiet=2)  # compiled here, from the snapshot's own sources: imports stay fast
-    for path in (root, *snapshot.rglob("*")):  # readable inside whatever the grader's umask
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return snapshot
-
-
-@lru_cache(maxsize=1)
-def package_snapshot() -> Path:
-    """The copy of the course package a student's notebook runs with: an empty :mod:`.references`.
-
-    Made once per grading process and mounted read-only over the package in every sandbox, so
-    that a compiled file or a changed module written into the checkout during grading never
-    reaches a kernel.
-
-    Returns:
-        Path of the snapshot's ``transformer_course`` folder.
-    """
-    return _make_snapshot("course-package-", lambda path: "" if path == Path("grading", "references.py") else None)
-
-
-# What graded calls can import of the package: the protocol and its audit hook, the value format and the table the
-# decoding exercises' cases are made of. Every other module raises ImportError there.
-GRADED_MODULES = {Path("__init__.py"), Path("_next_token_table.py"), Path("exercises", "values.py"),
-                  Path("grading", "guard.py"), Path("grading", "protocol.py")}
-_EMPTY_PACKAGES = {Path("exercises", "__init__.py"), Path("grading", "__init__.py")}
-
-
-def _graded_stub(path: Path) -> str | None:
-    if path in GRADED_MODULES:
-        return None
-    if path in _EMPTY_PACKAGES:
-        return ""
-    module = ".".join(("transformer_course", *path.with_suffix("").parts)).removesuffix(".__init__")
-    message = (f"{module} is out of reach of graded code: graded functions run where the course package "
-               "holds only the grading protocol (write the exercise with NumPy).")
-    return f"raise ImportError({message!r}, name={module!r})\n"
-
-
-@lru_cache(maxsize=1)
-def graded_snapshot() -> Path:
-    """The copy of the course package the graded calls run with: the protocol and nothing to copy.
-
-    Only :data:`GRADED_MODULES` are kept; every other module of the package, the exercise
-    implementations among them, is replaced by one line that raises ``ImportError``. A graded
-    function that reaches the package's code in any way (an import, a name resolved at run time,
-    a pickle, a decorator from another cell) fails like a missing import.
-
-    Returns:
-        Path of the snapshot's ``transformer_course`` folder.
-    """
-    return _make_snapshot("course-graded-", _graded_stub)
-
-
-# System calls that make kernel objects whose memory neither a process's size nor a tmpfs folder
-# shows: System V shared memory (a segment stays after every process detaches from it) and
-# message queues, and memfd files; and the kernel's key management (add_key, request_key,
-# keyctl), through which a process reads the keyrings of its session and of its user outside the
-# sandbox. In the sandbox they fail with ENOSYS, as on a Linux built without them; every other
-# system call is allowed. Per machine: its audit architecture and the calls' numbers (x86-64;
-# the generic table of arm64 and riscv64).
-_GENERIC_DENIED = {"shmget": 194, "msgget": 186, "memfd_create": 279, "add_key": 217, "request_key": 218,
-                   "keyctl": 219}
-_SECCOMP_DENIED = {
-    "x86_64": (0xC000003E, {"shmget": 29, "msgget": 68, "memfd_create": 319, "add_key": 248, "request_key": 249,
-                            "keyctl": 250}),
-    "aarch64": (0xC00000B7, _GENERIC_DENIED),
-    "arm64": (0xC00000B7, _GENERIC_DENIED),
-    "riscv64": (0xC00000F3, _GENERIC_DENIED),
-}
-
-
-def _seccomp_program(machine: str | None = None) -> bytes | None:
-    """The sandbox's seccomp filter, as classic BPF (``struct sock_filter`` entries); None for an unknown machine.
-
-    It kills a process that makes a system call of another architecture (a 32-bit program),
-    fails the calls of :data:`_SECCOMP_DENIED` (and, on x86-64, every x32 call) with ENOSYS and
-    allows the rest.
-    """
-    machine = machine or platform.machine()
-    if machine not in _SECCOMP_DENIED:
-        return None
-    architecture, numbers = _SECCOMP_DENIED[machine]
-    load, equal, at_least, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    kill, allow, no_such_call = 0x80000000, 0x7FFF0000, 0x00050000 | 38  # SECCOMP_RET_*, ERRNO(ENOSYS)
-    denied = sorted(numbers.values())
-    checks = len(denied) + 1  # the x32 range, then one comparison per denied call
-    program = [(load, 0, 0, 4), (equal, 1, 0, architecture), (ret, 0, 0, kill), (load, 0, 0, 0),
-               (at_least, checks, 0, 0x40000000 if machine == "x86_64" else 0xFFFFFFFF)]
-    program += [(equal, checks - 1 - index, 0, number) for index, number in enumerate(denied)]
-    program += [(ret, 0, 0, allow), (ret, 0, 0, no_such_call)]
-    return b"".join(struct.pack("=HBBI", *entry) for entry in program)
-
-
-# Files, sockets and pipes a kernel may hold open at once: each socket can hold kernel memory that
-# no process's size shows (its buffers), so their number is what bounds it.
-OPEN_FILES = 1024
-
-# What the kernel's Python runs first: the caps (processes, file size, open files); a new, empty
-# session keyring in place of the grader's (keyctl KEYCTL_JOIN_SESSION_KEYRING = 1 with no name;
-# where keyrings are unavailable there is none to leave); then the filter (prctl
-# PR_SET_NO_NEW_PRIVS = 38, then PR_SET_SECCOMP = 22 with SECCOMP_MODE_FILTER = 2), which refuses
-# every key call after it; then ipykernel.
-_LAUNCH = """\
-import resource, runpy, sys
-resource.setrlimit(resource.RLIMIT_NPROC, ({processes}, {processes}))
-resource.setrlimit(resource.RLIMIT_FSIZE, ({files}, {files}))
-resource.setrlimit(resource.RLIMIT_NOFILE, ({open_files}, {open_files}))
-if {program!r}:
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall(ctypes.c_long({keyctl}), ctypes.c_long(1), ctypes.c_void_p(None))
-    code = ctypes.create_string_buffer(bytes.fromhex({program!r}), {size})
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-    program = Program({size} // 8, ctypes.addressof(code))
-    one, zero = ctypes.c_ulong(1), ctypes.c_ulong(0)
-    if (libc.prctl(38, one, zero, zero, zero) != 0
-            or libc.prctl(22, ctypes.c_ulong(2), ctypes.byref(program), zero, zero) != 0):
-        sys.exit(f"the sandbox could not install its seccomp filter (errno {{ctypes.get_errno()}})")
-sys.argv[0] = "ipykernel_launcher"
-runpy.run_module("ipykernel_launcher", run_name="__main__")
-"""
-
-
-def _launcher(limits: Limits) -> list[str]:
-    """Python, with the process and file-size caps and the seccomp filter set, starting ``ipykernel``.
-
-    A filter that cannot be installed stops the launch: the kernel never runs without it.
-    """
-    program = _seccomp_program() or b""
-    keyctl = _SECCOMP_DENIED.get(platform.machine(), (0, {"keyctl": -1}))[1]["keyctl"]
-    code = _LAUNCH.format(processes=int(limits.processes), files=int(limits.file_mb * 2**20),
-                          open_files=OPEN_FILES, program=program.hex(), size=len(program), keyctl=keyctl)
-    return [sys.executable, "-c", code]
-
-
-# The folder of the kernel's sockets inside the sandbox: a tmpfs of SOCKETS_BYTES, room for the
-# socket files and nothing more. The grader connects through /proc/PID/root (see
-# _sandbox_root), so no folder on the host's disk needs to be writable by a kernel.
-SOCKETS = "/run/kernel"
-SOCKETS_BYTES = 64 * 2**10
-
-
-def sandbox_command(workdir: str, environment: dict, limits: Limits | None = None,
-                    package: Path | None = None) -> list[str]:
-    """The ``bwrap`` command line that starts a kernel in the sandbox (see the module docstring).
-
-    Args:
-        workdir: str, the folder of the kernel's connection file, mounted read-only.
-        environment: the kernel's whole environment.
-        limits: :class:`Limits` (the default limits when None): the tmpfs sizes and the caps
-            set before the kernel starts.
-        package: the copy of the package mounted over it (default :func:`package_snapshot`).
-
-    Returns:
-        list of str, ending with the Python command that starts ``ipykernel``.
-    """
-    limits = limits or Limits()
-    size = str(int(limits.tmp_mb * 2**20))
-    command = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv",
-               "--unshare-user", *(["--disable-userns"] if _can_disable_userns() else []),
-               "--uid", str(SANDBOX_USER_ID), "--gid", str(SANDBOX_USER_ID),
-               "--proc", "/proc", "--dev", "/dev",
-               "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp",
-               "--size", size, "--tmpfs", HOME, "--size", str(SOCKETS_BYTES), "--tmpfs", SOCKETS]
-    for path in (*("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"), *(f"/etc/{name}" for name in _ETC_ALLOWED)):
-        if os.path.islink(path):  # a link stays a link (merged /usr: /bin -> usr/bin)
-            command += ["--symlink", os.readlink(path), path]
-        elif os.path.exists(path):
-            command += ["--ro-bind", path, path]
-    for path in _readonly_paths():
-        command += ["--ro-bind", path, path]
-    command += ["--ro-bind", str(package or package_snapshot()), str(_package_folder())]
-    command += ["--ro-bind", workdir, workdir, "--chdir", HOME]
-    # The tree built, its root and /dev become read-only: only the home, /tmp, /dev/shm and the socket
-    # folder (their own capped tmpfs mounts) stay writable, so nothing uncounted can be written.
-    command += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    for key, value in environment.items():
-        command += ["--setenv", key, value]
-    return [*command, "--", *_launcher(limits)]
-
-
-def _kernel_environment(home: str, extra: dict | None) -> dict:
-    """The allow-listed environment of a kernel: nothing else of the grader's reaches it."""
-    environment = {key: os.environ[key] for key in KERNEL_ENVIRONMENT if key in os.environ}
-    environment.update({key: str(value) for key, value in (extra or {}).items() if key in KERNEL_ENVIRONMENT})
-    environment.update({
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": home,
-        "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONNOUSERSITE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1", "LANG": environment.get("LANG", "C.UTF-8"),
-    })
-    return environment
-
-
-# Outside the sandbox, each kernel runs as a user of its own from this range (never a user of the host),
-# so the per-user budgets of the Linux kernel (epoll watches, inotify, keys, pipe pages, RLIMIT_NPROC)
-# are the sandbox's own, never the grader's. Inside, it is nobody (SANDBOX_USER_ID) as before.
-SANDBOX_USERS = range(1_500_000_000, 1_600_000_000)
-
-
-@lru_cache(maxsize=1)
-def _own_users_available() -> bool:
-    """True where the grader is root with ``setpriv``, and bubblewrap and Python run as another user."""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None or not sandbox_available():
-        return False
-    user = str(SANDBOX_USERS[0])
-    probe = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "bwrap", "--unshare-all",
-             "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
-             sys.executable, "-c", "import numpy, ipykernel"]
-    try:
-        return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-def _kernels_folder() -> str | None:
-    """Where the kernels' folders and the package snapshots are made: the usual temporary folder, or, where
-    each sandbox runs as a user of its own, a folder those users can pass through (not list) on a path
-    they can pass through: ``/tmp/transformer-course-kernels`` (mode 0711, the grader's)."""
-    if not _own_users_available():
-        return None
-    folder = Path("/tmp/transformer-course-kernels")
-    folder.mkdir(mode=0o711, exist_ok=True)
-    status = folder.lstat()
-    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid():  # never one someone else planted
-        raise SandboxUnavailable(f"{folder} is not a folder of the grader's own")
-    folder.chmod(0o711)
-    return str(folder)
-
-
-def _sandbox_user() -> int | None:
-    """A fresh user id outside the sandbox for one kernel, or None where each sandbox cannot have its own."""
-    if not _own_users_available():
-        return None
-    import secrets
-
-    return SANDBOX_USERS[secrets.randbelow(len(SANDBOX_USERS))]
-
-
-def _prelude(group, user: int | None, workdir: str) -> list[str]:
-    """What runs as the grader before bubblewrap: join the control group, hand the kernel's folder (its
-    connection file) to the sandbox's user, and become that user. [] where there is nothing to do."""
-    if group is None and user is None:
-        return []
-    steps = ['for file in "$@"; do [ "$file" = -- ] && break; echo $$ > "$file" || exit 125; shift; done; shift']
-    arguments = [*(group.procs_files() if group else []), "--"]
-    if user is not None:
-        steps.append(f'chown {user}:{user} "$1" "$1/connection.json" || exit 125; shift')
-        steps.append(f"exec setpriv --reuid={user} --regid={user} --clear-groups \"$@\"")
-        arguments.append(workdir)
-    else:
-        steps.append('exec "$@"')
-    return ["/bin/sh", "-c", "; ".join(steps), "sh", *arguments]
 
 
 class _SandboxedKernelManager(KernelManager):
@@ -469,110 +123,6 @@ class _SandboxedKernelManager(KernelManager):
         if not self.has_kernel or self._control_socket is None:
             return
         self.session.send(self._control_socket, self.session.msg("interrupt_request", content={}))
-
-
-def _process_tree(pid: int) -> tuple[int, int, dict[int, int]]:
-    """``(resident bytes, processes and threads, {descendant pid: its parent pid})`` of ``pid`` and all its descendants.
-
-    The resident bytes are the sum of each process's resident size (``/proc/PID/statm``), which
-    counts a page once in every process that maps it: an upper bound of :func:`_memory_bytes`,
-    cheap enough to read on every poll.
-    """
-    children: dict[int, list[int]] = {}
-    threads: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:  # /proc/PID/stat after the command's ")": state, parent, ... num_threads (the 18th)
-                fields_after_name = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                parent, threads[int(entry.name)] = int(fields_after_name[1]), int(fields_after_name[17])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    resident, tasks, parents, stack, page = 0, 0, {}, [pid], os.sysconf("SC_PAGE_SIZE")
-    while stack:
-        current = stack.pop()
-        resident += _resident_bytes(current, page)
-        tasks += threads.get(current, 0)
-        for child in children.get(current, []):
-            parents[child] = current
-            stack.append(child)
-    return resident, tasks, parents
-
-
-def _resident_bytes(pid: int, page: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _memory_bytes(pid: int, parents: dict[int, int]) -> int:
-    """The memory that ``pid`` and its descendants hold, each page counted once.
-
-    A page shared by several processes counts in each process's resident size: a child that
-    was forked and has not yet called ``exec`` shares its parent's memory copy-on-write, and a
-    child of ``vfork`` (how ``subprocess`` starts a program) or ``clone(CLONE_VM)`` shares its
-    parent's whole address space until its ``exec``. Summed, resident sizes count the parent's
-    memory again for each such child (a kernel of 590 MiB starting ``fc-list`` once measured
-    1,171 MiB). So each process counts its proportional set size (``Pss`` in
-    ``/proc/PID/smaps_rollup``: a page mapped by *n* processes counts 1/*n* in each), and a
-    process that shares its parent's address space (``kcmp(2)``, ``KCMP_VM``) does not count,
-    its parent having counted it. Where ``smaps_rollup`` cannot be read, the resident size
-    counts; where ``kcmp`` is not available, the process counts: never less than the truth.
-
-    Args:
-        pid: int, the root of the process tree.
-        parents: dict, descendant pid -> its parent's pid, as :func:`_process_tree` returns.
-
-    Returns:
-        int, bytes.
-    """
-    total, page = 0, os.sysconf("SC_PAGE_SIZE")
-    for process in (pid, *parents):
-        if process in parents and _share_address_space(process, parents[process]):
-            continue
-        try:
-            rollup = Path(f"/proc/{process}/smaps_rollup").read_text()
-            total += next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")) * 1024
-        except (OSError, StopIteration, IndexError, ValueError):
-            total += _resident_bytes(process, page)
-    return total
-
-
-# kcmp(2)'s system call number on the machines that have one in common (x86-64; the generic
-# table of arm64 and riscv64), and its comparison of address spaces.
-_KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272, "arm64": 272, "riscv64": 272}
-_KCMP_VM = 1
-
-
-@lru_cache(maxsize=1)
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _share_address_space(first: int, second: int) -> bool:
-    """True when processes ``first`` and ``second`` share one address space (False when that cannot be told)."""
-    number = _KCMP_SYSCALL.get(platform.machine())
-    if number is None:
-        return False
-    answer = _libc().syscall(ctypes.c_long(number), ctypes.c_long(first), ctypes.c_long(second),
-                             ctypes.c_long(_KCMP_VM), ctypes.c_long(0), ctypes.c_long(0))
-    return answer == 0
-
-
-def _tmpfs_bytes(root: str) -> int:
-    """Bytes stored in the sandbox's tmpfs folders (``/tmp``, ``/dev/shm``, the home), seen through ``root``.
-
-    ``root`` is the sandbox's root as :func:`_sandbox_root` finds it.
-    """
-    total = 0
-    for folder in ("/tmp", "/dev/shm", HOME):
-        try:
-            stats = os.statvfs(f"{root}{folder}")
-        except OSError:
-            continue
-        total += (stats.f_blocks - stats.f_bfree) * stats.f_frsize
-    return total
 
 
 # The largest message the grader accepts from a kernel: a larger one is never received whole
@@ -597,40 +147,6 @@ def _bounded_context():
     context.setsockopt(zmq.RECONNECT_IVL, -1)
     return context
 
-
-class _Watchdog(threading.Thread):
-    def __init__(self, manager: KernelManager, limits: Limits, deadline: float | None = None, group=None):
-        super().__init__(daemon=True)
-        self.manager, self.limits, self.group = manager, limits, group
-        self.reason, self.done = None, threading.Event()
-        self.deadline = time.monotonic() + limits.notebook_seconds if deadline is None else deadline
-        self.sandbox_root = None  # set once the sandbox is built (:func:`_sandbox_root`); None unconfined
-
-    def run(self):
-        while not self.done.wait(0.1):
-            process = getattr(self.manager.provisioner, "process", None)
-            if process is None or process.poll() is not None:
-                continue
-            resident, tasks, parents = _process_tree(process.pid)
-            stored = _tmpfs_bytes(self.sandbox_root) if self.sandbox_root else 0
-            most = self.limits.memory_mb * 2**20
-            if time.monotonic() > self.deadline:
-                self.reason = f"the notebook ran past its {self.limits.notebook_seconds:.0f} s limit"
-            elif self.group is not None and self.group.out_of_memory():  # a process of the sandbox was killed
-                self.reason = _out_of_memory(self.limits, self.group)
-            elif resident + stored > most and _memory_bytes(process.pid, parents) + stored > most:
-                self.reason = (f"the kernel used more than {self.limits.memory_mb} MiB of memory "
-                               "(its processes and its files in /tmp, /dev/shm and its home)")
-            elif tasks > self.limits.processes + 2:  # bubblewrap's own two processes besides the kernel's
-                self.reason = f"the kernel ran more than {self.limits.processes} processes and threads"
-            if self.reason:
-                process.kill()  # the client notices a dead kernel and the grader records why
-                return
-
-
-def _out_of_memory(limits: Limits, group) -> str:
-    return (f"the sandbox used more than {limits.memory_mb} MiB of memory (its {group.kind} counts every page its "
-            "processes are charged for: their memory, their files, kernel objects)")
 
 
 class _KernelStopped(Exception):

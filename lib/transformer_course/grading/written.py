@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._files import write_text_atomically
-from .reports import markdown_text, spreadsheet_cell
+from .safe_text import markdown_text, spreadsheet_cell
 
 __all__ = ["WrittenQuestion", "WrittenScoreError", "ANSWER_PLACEHOLDER", "SCORE_COLUMNS", "written_id_of",
            "questions_of", "answers_of", "capped_answer", "status_of", "write_answer_files", "read_written_scores",
