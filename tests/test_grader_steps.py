@@ -10,11 +10,12 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
+from solutions import check_cell, solution_cell
 
 from transformer_course.exercises import EXERCISES
 from transformer_course.exercises.values import encode
 from transformer_course.grading import grader
-from transformer_course.grading.markup import check_cell, release_notebook, solution_cell
+from transformer_course.grading.markup import release_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from solutions import check_cell, solution_cell
 
 from transformer_course.grading.grader import grade_folder
-from transformer_course.grading.markup import check_cell, release_folder, release_notebook, solution_cell
+from transformer_course.grading.markup import release_folder, release_notebook
 from transformer_course.grading.sandbox import Limits, sandbox_available
 
 pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it

@@ -27,8 +27,9 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 from keras import ops
 
+from . import masks  # as a module: this layer's own arguments are called key_mask and attention_mask
 from ._validation import check_integer, check_rate
-from .masks import causal_mask, combine_masks, masked_softmax
+from .masks import causal_mask, masked_softmax
 
 __all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
 
@@ -248,13 +249,8 @@ class MultiHeadAttention(keras.layers.Layer):
         if use_causal_mask:
             offset = 0 if cache_update_index is None else cache_update_index
             causal = ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset=offset), 0)
-        mask = combine_masks(
-            None if query_mask is None else ops.expand_dims(query_mask, -1),
-            None if value_mask is None else ops.expand_dims(value_mask, -2),
-            None if key_mask is None else ops.expand_dims(key_mask, -2),
-            causal,
-            attention_mask,
-        )
+        padding = masks.attention_mask(query_mask, masks.combine_masks(value_mask, key_mask))  # (B, T, S)
+        mask = masks.combine_masks(padding, causal, attention_mask)
         head_mask = None if mask is None else ops.expand_dims(mask, 1)  # (B, 1, T, S)
 
         # 3. Attend in every head at once.

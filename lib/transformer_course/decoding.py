@@ -26,8 +26,8 @@ from ._ids import PADDING_ID
 from ._next_token_table import NextTokenTable
 from ._validation import check_integer
 
-__all__ = ["greedy_decode", "beam_search", "batch_beam_search", "length_penalty", "NextTokenTable",
-           "apply_temperature", "top_k_filter", "top_p_filter", "sample_decode"]
+__all__ = ["greedy_decode", "beam_search", "batch_beam_search", "check_beam_arguments", "length_penalty",
+           "NextTokenTable", "apply_temperature", "top_k_filter", "top_p_filter", "sample_decode"]
 
 
 
@@ -225,8 +225,25 @@ def sample_decode(next_token_probabilities: Callable, start_ids, end_id: int | N
     return _decode(next_token_probabilities, start_ids, end_id, max_length, choose=draw)
 
 
-def _check_beam_arguments(max_length, beam_width, alpha) -> tuple[int, int]:
-    if alpha < 0:
+def check_beam_arguments(max_length, beam_width, alpha) -> tuple[int, int]:
+    """The one check of a beam search's arguments, wherever a beam search starts.
+
+    Args:
+        max_length: int, the most ids to generate; positive.
+        beam_width: int, K, beams kept per sequence; positive.
+        alpha: float >= 0, the length penalty's exponent.
+
+    Returns:
+        ``(max_length, beam_width)`` as ints.
+
+    Raises:
+        ValueError: naming the argument that is wrong and what was received.
+
+    Example:
+        >>> check_beam_arguments(20, 4, 0.6)
+        (20, 4)
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) or alpha < 0:
         raise ValueError(f"`alpha` must be >= 0; received {alpha!r}.")
     return check_integer("max_length", max_length), check_integer("beam_width", beam_width)
 
@@ -282,7 +299,7 @@ def beam_search(
         ValueError: for a non-positive ``max_length`` or ``beam_width``, a negative ``alpha``,
             or a callable returning the wrong shape.
     """
-    max_length, beam_width = _check_beam_arguments(max_length, beam_width, alpha)
+    max_length, beam_width = check_beam_arguments(max_length, beam_width, alpha)
     beams = np.array([[start_id]], dtype="int64")  # (K, t)
     scores = np.zeros(1)  # summed log-probabilities, (K,)
     finished: list[tuple[float, np.ndarray]] = []
@@ -366,7 +383,7 @@ def batch_beam_search(
         ValueError: for a non-positive ``max_length`` or ``beam_width``, a negative ``alpha``,
             or a callable returning the wrong shape.
     """
-    max_length, width = _check_beam_arguments(max_length, beam_width, alpha)
+    max_length, width = check_beam_arguments(max_length, beam_width, alpha)
     starts = np.atleast_1d(np.asarray(start_ids, dtype="int64"))
     batch = starts.shape[0]
     decoded = np.repeat(starts, width)[:, None]  # (B * K, t)

@@ -38,7 +38,7 @@ import numpy as np
 from keras import ops
 
 from ._validation import check_integer
-from .decoding import batch_beam_search, greedy_decode
+from .decoding import batch_beam_search, check_beam_arguments, greedy_decode
 from .masks import PADDING_ID
 
 __all__ = ["NextTokens", "IncrementalDecoder", "CachedLanguageModel"]
@@ -160,8 +160,11 @@ class IncrementalDecoder(_CachedModel):
         :meth:`Translator.beam_search_ids <transformer_course.translation.Translator.beam_search_ids>`
         computes them).
         """
+        return self._next_tokens(source_ids, check_integer("copies", copies))
+
+    def _next_tokens(self, source_ids, copies: int) -> NextTokens:
         source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
-        source_mask, self_caches, cross_caches = self._start(source_ids, check_integer("copies", copies))
+        source_mask, self_caches, cross_caches = self._start(source_ids, copies)
         step = partial(self._step, source_mask=source_mask, cross_caches=cross_caches)
         return NextTokens(step, self_caches, renormalize=False)
 
@@ -201,8 +204,8 @@ class IncrementalDecoder(_CachedModel):
         Raises:
             ValueError: for a non-positive ``beam_width`` or a negative ``alpha``.
         """
-        beam_width = check_integer("beam_width", beam_width)
-        next_tokens = self.next_token_function(source_ids, beam_width)
+        _, beam_width = check_beam_arguments(self.max_length, beam_width, alpha)  # before the encoder runs
+        next_tokens = self._next_tokens(source_ids, beam_width)
         ids, _ = batch_beam_search(next_tokens, np.full(len(source_ids), start_id), end_id,
                                    self.max_length, beam_width, alpha, reorder=next_tokens.reorder)
         return ids

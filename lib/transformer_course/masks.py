@@ -40,7 +40,7 @@ def padding_mask(token_ids, padding_id: int = PADDING_ID):
         bool ``(B, T)``: True where ``token_ids != padding_id``.
 
     Example:
-        >>> padding_mask([[5, 3, 0]]).tolist()  # doctest: +SKIP
+        >>> ops.convert_to_numpy(padding_mask([[5, 3, 0]])).tolist()
         [[True, True, False]]
     """
     return ops.not_equal(token_ids, padding_id)

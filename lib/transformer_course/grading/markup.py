@@ -34,7 +34,7 @@ from .written import ANSWER_PLACEHOLDER, written_id_of
 
 __all__ = [
     "SOLUTION_BEGIN", "SOLUTION_END", "HIDDEN_BEGIN", "HIDDEN_END",
-    "exercise_id_of", "solution_cell", "check_cell", "release_notebook", "release_folder", "locked_cells",
+    "exercise_id_of", "release_notebook", "release_folder", "locked_cells",
     "MarkupError",
 ]
 
@@ -62,30 +62,6 @@ def exercise_id_of(cell) -> str | None:
     grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
     match = _GRADE_ID.match(grade_id) if isinstance(grade_id, str) else None
     return f"{match.group(2)}.{match.group(3)}" if match else None
-
-
-def _metadata(grade_id: str, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
-    metadata = {"grade_id": grade_id, "solution": solution, "grade": grade, "locked": locked, "schema_version": 3}
-    if points is not None:
-        metadata["points"] = points
-    return metadata
-
-
-def solution_cell(exercise_id: str, source: str):
-    """A code cell marked as the solution of ``exercise_id`` (its source holds the solution markers)."""
-    notebook, number = exercise_id.split(".")
-    cell = nbformat.v4.new_code_cell(source)
-    cell.metadata["nbgrader"] = _metadata(f"exercise_{notebook}_{number}", solution=True, grade=False, locked=False)
-    return cell
-
-
-def check_cell(exercise_id: str, points: int, source: str):
-    """A locked, graded code cell for ``exercise_id`` worth ``points``."""
-    notebook, number = exercise_id.split(".")
-    cell = nbformat.v4.new_code_cell(source)
-    cell.metadata["nbgrader"] = _metadata(f"check_{notebook}_{number}", solution=False, grade=True, locked=True,
-                                          points=points)
-    return cell
 
 
 def _replace_regions(source: str, begin: str, end: str, replacement, where: str) -> str:
