@@ -1,4 +1,5 @@
-"""The checks every layer of the course passes, after keras-hub's ``run_layer_test``, cut to what we rely on.
+"""The checks every layer and model of the course passes, after keras-hub's ``run_layer_test``, cut to what we
+rely on. They use ``keras.ops`` only and run on every backend.
 
 :func:`check_layer` builds a layer from its arguments and runs it on example inputs, then checks:
 
@@ -10,11 +11,16 @@
    outputs changes every one of them (a weight no gradient reaches is a bug).
 
 The inputs are a tuple of positional arguments, each an array or a tuple of arrays.
+
+:func:`check_model` does the same for a model of the course (a ``keras.Model`` built from its
+arguments): config round trip, the same weights (count and shapes) when rebuilt from its config,
+equal outputs after a ``.keras`` save and load, and one training step that moves every weight.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 
 import keras
@@ -29,11 +35,19 @@ def to_numpy(x):
     return ops.convert_to_numpy(x)
 
 
+# The subject modules that import TensorFlow when imported (tf.data pipelines, TextVectorization): on another
+# backend, where TensorFlow need not be installed, the contract leaves them out. A test keeps the list true.
+TENSORFLOW_MODULES = ("text",)
+
+
 def subject_modules() -> list:
-    """Every public module at the package's top level: the subject, not the tooling, exercises or grading."""
+    """Every public module at the package's top level: the subject, not the tooling, exercises or grading
+    (the :data:`TENSORFLOW_MODULES` only where TensorFlow is installed)."""
+    with_tensorflow = importlib.util.find_spec("tensorflow") is not None
     return [importlib.import_module(f"transformer_course.{info.name}")
             for info in pkgutil.iter_modules(transformer_course.__path__)
-            if not info.ispkg and not info.name.startswith("_")]
+            if not info.ispkg and not info.name.startswith("_")
+            and (with_tensorflow or info.name not in TENSORFLOW_MODULES)]
 
 
 def _symbolic(value):
@@ -93,5 +107,49 @@ def check_layer(make_layer, inputs: tuple, call_kwargs: dict | None = None, tmp_
     trainer.compile(optimizer=keras.optimizers.SGD(0.1), loss="mean_absolute_error")
     start = [to_numpy(weight) for weight in trainer.trainable_weights]
     trainer.train_on_batch(arrays, np.zeros(len(arrays[0]), "float32"))
+    for weight, value in zip(trainer.trainable_weights, start, strict=True):
+        assert not np.array_equal(to_numpy(weight), value), f"no gradient reached {weight.path}"
+
+
+def _flat_outputs(result) -> list:
+    """A model's outputs (a tensor, a list or a dict) as a list of NumPy arrays, in a fixed order."""
+    return [to_numpy(value) for value in keras.tree.flatten(result)]
+
+
+def check_model(make_model, inputs, tmp_path, atol: float = 1e-6) -> None:
+    """Run the model checks of the module docstring on ``make_model()`` and ``inputs``.
+
+    Args:
+        make_model: callable returning a fresh model of the course (functional, with ``inputs``).
+        inputs: what the model is called on: an array, or a dict of arrays by input name.
+        tmp_path: a folder for the ``.keras`` file.
+        atol: tolerance of the save/load equality.
+    """
+    model = make_model()
+    before = _flat_outputs(model(inputs))
+
+    # 1. config round trip, and the same weights when rebuilt from it
+    config = model.get_config()
+    rebuilt = type(model).from_config(config)
+    assert rebuilt.get_config() == config
+    assert [tuple(weight.shape) for weight in rebuilt.weights] == [tuple(weight.shape) for weight in model.weights]
+
+    # 2. saved and loaded: the same class, the same outputs
+    path = tmp_path / f"{type(model).__name__}.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert type(loaded) is type(model) and len(loaded.weights) == len(model.weights)
+    for first, second in zip(before, _flat_outputs(loaded(inputs)), strict=True):
+        np.testing.assert_allclose(first, second, atol=atol)
+
+    # 3. one training step moves every weight
+    floats = [value for value in keras.tree.flatten(model.outputs)
+              if "float" in keras.backend.standardize_dtype(value.dtype)]
+    loss = sum(ops.mean(ops.square(value), axis=tuple(range(1, len(value.shape)))) for value in floats)  # (B,)
+    trainer = keras.Model(model.inputs, loss)
+    trainer.compile(optimizer=keras.optimizers.SGD(0.1), loss="mean_absolute_error")
+    start = [to_numpy(weight) for weight in trainer.trainable_weights]
+    batch = len(keras.tree.flatten(inputs)[0])
+    trainer.train_on_batch(inputs, np.zeros(batch, "float32"))
     for weight, value in zip(trainer.trainable_weights, start, strict=True):
         assert not np.array_equal(to_numpy(weight), value), f"no gradient reached {weight.path}"

@@ -117,17 +117,6 @@ def test_keras_masks_from_mask_zero_are_used():
     np.testing.assert_allclose(to_numpy(output), to_numpy(reference(fresh, fresh)), atol=1e-5)
 
 
-def test_round_trip(tmp_path, data):
-    query, value, _, _ = data
-    query_input, value_input = keras.Input((T, E)), keras.Input((S, E))
-    model = keras.Model([query_input, value_input],
-                        MultiHeadAttention(num_heads=N, key_dim=4, dropout=0.1)(query_input, value_input))
-    model.save(tmp_path / "mha.keras")
-    restored = keras.models.load_model(tmp_path / "mha.keras")
-    np.testing.assert_allclose(to_numpy(restored([query, value])), to_numpy(model([query, value])), atol=1e-6)
-    assert restored.layers[-1].get_config()["dropout"] == 0.1
-
-
 def test_scaled_dot_product_attention_matches_a_loop():
     generator = np.random.default_rng(2)
     q, k, v = (generator.normal(size=shape).astype("float32") for shape in ((3, 4), (5, 4), (5, 2)))

@@ -47,16 +47,13 @@ def test_cached_generation_equals_recomputing_token_for_token(num_layers, tie_em
                                                            temperature=0.9, top_p=0.9, seed=4))
 
 
-def test_the_language_model_is_causal_and_round_trips(tmp_path):
+def test_the_language_model_is_causal():
     model = small_language_model(2)
     ids = np.array([[3, 7, 5, 8, 9]])
     changed = ids.copy()
     changed[0, 3:] = [11, 12]
     before, after = keras.ops.convert_to_numpy(model(ids)), keras.ops.convert_to_numpy(model(changed))
     np.testing.assert_allclose(before[0, :3], after[0, :3], atol=1e-6)
-    model.save(tmp_path / "lm.keras")
-    reloaded = keras.models.load_model(tmp_path / "lm.keras")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(ids)), before, atol=1e-6)
 
 
 def test_prompts_with_padding_or_too_long_are_refused():
