@@ -54,6 +54,13 @@ def test_the_language_model_is_causal():
     changed[0, 3:] = [11, 12]
     before, after = keras.ops.convert_to_numpy(model(ids)), keras.ops.convert_to_numpy(model(changed))
     np.testing.assert_allclose(before[0, :3], after[0, :3], atol=1e-6)
+    # its cached pass: the prompt at once, then one token a step, gives what the whole model gives
+    caches = model.initial_caches(1, 5)
+    prompt, caches = model.call_with_cache(ids[:, :3], caches, 0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(prompt), before[:, :3], atol=1e-5)
+    for position in (3, 4):
+        step, caches = model.call_with_cache(ids[:, position:position + 1], caches, position, last_only=True)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(step)[:, 0], before[:, position], atol=1e-5)
 
 
 def test_prompts_with_padding_or_too_long_are_refused():

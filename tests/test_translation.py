@@ -210,13 +210,21 @@ def test_the_model_names_its_parts_and_reloads_as_itself(tie_embeddings, tmp_pat
     assert [block.name for block in model.decoder_blocks] == ["decoder_1", "decoder_2"]
     assert model.source_embedding.name == "source_embedding" and model.output_layer.units == 40
     inputs = {"source_ids": np.array([[3, 4, 5, 0]], "int32"), "target_ids": np.array([[1, 6, 7]], "int32")}
-    # the parts, called by hand at inference, give what the whole model gives
+    # its own passes at inference, encode then decode, give what the whole model gives
     encoded, source_mask = model.encode(inputs["source_ids"])
-    y = model.target_embedding(inputs["target_ids"])
-    for block in model.decoder_blocks:
-        y = block(y, encoded, encoder_padding_mask=source_mask)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.output_distribution(y)),
-                               keras.ops.convert_to_numpy(model(inputs)), atol=1e-6)
+    decoded = model.decode(inputs["target_ids"], encoded, source_mask)
+    expected = keras.ops.convert_to_numpy(model(inputs))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(decoded.probabilities), expected, atol=1e-6)
+    assert decoded.self_attention_caches is None and decoded.attention_scores is None
+    # and step by step through the caches, position after position
+    self_caches, cross_caches = model.initial_caches(encoded, 3)
+    for position in range(3):
+        step = model.decode(inputs["target_ids"][:, position:position + 1], source_mask=source_mask,
+                            start_index=position, self_attention_caches=self_caches,
+                            cross_attention_caches=cross_caches, last_only=True)
+        self_caches = step.self_attention_caches
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(step.probabilities)[:, 0], expected[:, position],
+                                   atol=1e-5)
     model.save(tmp_path / "model.keras")
     reloaded = keras.models.load_model(tmp_path / "model.keras")
     assert type(reloaded) is type(model) and reloaded.tie_embeddings == tie_embeddings

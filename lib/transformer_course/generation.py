@@ -54,12 +54,11 @@ def _compiled(function):
 
 
 class _CachedModel:
-    """What both cached generators share: the model, its embedding and decoder blocks, a length limit."""
+    """What both cached generators share: the model (which owns its passes) and a length limit."""
 
     def __init__(self, model: keras.Model, max_length: int, embedding):
         self.model = model
         self.max_length = check_integer("max_length", max_length)
-        self.embedding, self.decoders = embedding, model.decoder_blocks
         if self.max_length > embedding.sequence_length:
             raise ValueError(f"`max_length` must be at most the model's sequence length "
                              f"{embedding.sequence_length} (its `{embedding.name}` layer); received {max_length}.")
@@ -134,21 +133,15 @@ class IncrementalDecoder(_CachedModel):
         float ``(B·K, 2, L, N, H)`` and ``(B·K, 2, S, N, H)``.
         """
         encoded, source_mask = self.model.encode(source_ids)
-        self_caches, cross_caches = zip(*(decoder.initial_caches(ops.shape(encoded)[0], self.max_length, encoded,
-                                                                 copies) for decoder in self.decoders))
-        return ops.repeat(source_mask, copies, axis=0), list(self_caches), list(cross_caches)
+        self_caches, cross_caches = self.model.initial_caches(encoded, self.max_length, copies)
+        return ops.repeat(source_mask, copies, axis=0), self_caches, cross_caches
 
     def _step_eagerly(self, token_ids, position, self_caches, source_mask, cross_caches):
         """New target ids, int (R, n) at ``position ..`` -> (probabilities (R, V) after the last, the caches)."""
-        x = self.embedding(token_ids, start_index=position)  # (R, n, E)
-        updated = []
-        for decoder, self_cache, cross_cache in zip(self.decoders, self_caches, cross_caches):
-            x, self_cache, _ = decoder(
-                x, encoder_padding_mask=source_mask, self_attention_cache=self_cache,
-                self_attention_cache_update_index=position, cross_attention_cache=cross_cache,
-                cross_attention_cache_update_index=None)
-            updated.append(self_cache)
-        return self.model.output_distribution(x[:, -1:, :])[:, 0, :], updated
+        decoded = self.model.decode(token_ids, source_mask=source_mask, start_index=position,
+                                    self_attention_caches=self_caches, cross_attention_caches=cross_caches,
+                                    last_only=True)
+        return decoded.probabilities[:, 0, :], decoded.self_attention_caches
 
     def next_token_function(self, source_ids, copies: int = 1) -> NextTokens:
         """The :class:`NextTokens` of ``copies`` rows per source, sharing one encoding.
@@ -234,15 +227,8 @@ class CachedLanguageModel(_CachedModel):
 
     def _run_eagerly(self, token_ids, start, caches):
         """Tokens ``(R, t)`` at positions ``start ..``: probabilities of the next token ``(R, V)``."""
-        x = self.embedding(token_ids, start_index=start)
-        updated = []
-        for decoder, cache in zip(self.decoders, caches):
-            x, cache = decoder(x, self_attention_cache=cache, self_attention_cache_update_index=start)
-            updated.append(cache)
-        x = x[:, -1:, :]
-        if self.model.final_norm is not None:  # a pre-norm model (GPT-2's layout) normalises the last states
-            x = self.model.final_norm(x)
-        return self.model.output_distribution(x)[:, 0, :], updated
+        probabilities, caches = self.model.call_with_cache(token_ids, caches, start, last_only=True)
+        return probabilities[:, 0, :], caches
 
     def next_token_function(self, prompt_ids, excluded_ids=()) -> NextTokens:
         """The :class:`NextTokens` of a batch of prompts, for :mod:`transformer_course.decoding`'s strategies.
@@ -276,5 +262,5 @@ class CachedLanguageModel(_CachedModel):
         if (prompt_ids == PADDING_ID).any():
             raise ValueError("`prompt_ids` must not contain padding (id 0): "
                              "every prompt in a batch needs the same length.")
-        caches = [decoder.initial_caches(prompt_ids.shape[0], self.max_length) for decoder in self.decoders]
-        return NextTokens(self._run, caches, excluded_ids=excluded)
+        return NextTokens(self._run, self.model.initial_caches(prompt_ids.shape[0], self.max_length),
+                          excluded_ids=excluded)

@@ -43,10 +43,11 @@ class LanguageModel(keras.Model):
     self-attention and no cross-attention → (``final_norm``) → dropout → a softmax over the
     vocabulary, tied to the token embedding by default (Radford et al., 2018, §3.1).
 
-    A functional model with its parts as attributes, read by
-    :class:`~transformer_course.generation.CachedLanguageModel` and
-    :mod:`transformer_course.gpt2_checkpoints`: ``token_embedding``, ``decoder_blocks`` (a list),
-    ``final_norm`` (None without it), ``output_dropout`` and ``output_layer``.
+    A functional model with its parts as attributes (``token_embedding``, ``decoder_blocks``, a
+    list, ``final_norm``, None without it, ``output_dropout`` and ``output_layer``; the converter of
+    :mod:`transformer_course.gpt2_checkpoints` fills them) that owns its passes: the whole graph,
+    and :meth:`call_with_cache`, which :class:`~transformer_course.generation.CachedLanguageModel`
+    calls one step at a time.
     ``get_config`` returns the arguments below, so a ``.keras`` file reloads with no
     ``custom_objects``.
 
@@ -127,6 +128,37 @@ class LanguageModel(keras.Model):
         softmax.
         """
         return self.output_layer(self.token_embedding(hidden, reverse=True) if self.tie_embeddings else hidden)
+
+    def initial_caches(self, batch_size, max_length: int) -> list:
+        """Every decoder block's empty key/value cache: a list of float ``(B, 2, L, N, E // N)``."""
+        return [block.initial_caches(batch_size, max_length) for block in self.decoder_blocks]
+
+    def call_with_cache(self, token_ids, caches: list, start_index, last_only: bool = False) -> tuple:
+        """The model on new tokens at positions ``start_index ..``, attending over the cached ones (no dropout).
+
+        The one pass over the decoder blocks besides the model's own graph, as keras-hub's
+        ``GPT2CausalLM.call_with_cache``: each block writes the new positions' keys and values
+        into its cache and attends over every position written so far.
+
+        Args:
+            token_ids: int ``(B, t)``, the new tokens (the whole prompt at first, then one a step).
+            caches: list from :meth:`initial_caches` (or the previous call), one per block.
+            start_index: int (or int scalar tensor), the position of ``token_ids[:, 0]``.
+            last_only: bool, the output distribution at the last new position only.
+
+        Returns:
+            ``(probabilities, caches)``: float32 ``(B, t, V)`` (``(B, 1, V)`` with ``last_only``),
+            and the updated caches.
+        """
+        x = self.token_embedding(token_ids, start_index=start_index)
+        updated = []
+        for block, cache in zip(self.decoder_blocks, caches, strict=True):
+            x, cache = block(x, self_attention_cache=cache, self_attention_cache_update_index=start_index)
+            updated.append(cache)
+        x = x[:, -1:, :] if last_only else x
+        if self.final_norm is not None:  # a pre-norm model (GPT-2's layout) normalises the last states
+            x = self.final_norm(x)
+        return self.output_distribution(x), updated
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, "vocab_size": self.vocab_size,

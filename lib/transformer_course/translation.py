@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
 # isort: split
@@ -33,15 +35,23 @@ START_TOKEN = "[start]"
 END_TOKEN = "[end]"
 
 
+class Decoded(NamedTuple):
+    """What :meth:`TranslationModel.decode` returns."""
+
+    probabilities: object  # float32 (B, T, V), or (B, 1, V) for the last position only
+    self_attention_caches: list | None  # the updated caches, one per block (None without caches)
+    attention_scores: object | None  # the last block's cross-attention weights (B, N, T, S), if asked
+
+
 @keras.saving.register_keras_serializable(package="transformer_course")
 class TranslationModel(keras.Model):
     """An encoder-decoder Transformer trained with teacher forcing (Vaswani et al., 2017, §3, Figure 1).
 
-    A functional model with its parts as attributes, read by :meth:`encode`,
-    :meth:`output_distribution`, :func:`cross_attention_weights` and
-    :class:`~transformer_course.generation.IncrementalDecoder`: ``source_embedding``,
-    ``encoder_blocks`` (a list), ``target_embedding``, ``decoder_blocks`` (a list),
-    ``output_dropout`` and ``output_layer``. ``get_config`` returns the arguments below, so a
+    A functional model with its parts as attributes (``source_embedding``, ``encoder_blocks``, a
+    list, ``target_embedding``, ``decoder_blocks``, a list, ``output_dropout`` and ``output_layer``)
+    that owns its passes: the whole graph, :meth:`encode`, and :meth:`decode`, which
+    :func:`cross_attention_weights` and :class:`~transformer_course.generation.IncrementalDecoder`
+    call. ``get_config`` returns the arguments below, so a
     ``.keras`` file reloads with no ``custom_objects``.
 
     Args:
@@ -141,6 +151,74 @@ class TranslationModel(keras.Model):
         """
         return self.output_layer(self.target_embedding(hidden, reverse=True) if self.tie_embeddings else hidden)
 
+    def initial_caches(self, encoded, max_length: int, copies: int = 1) -> tuple[list, list]:
+        """Every decoder block's caches for a generation over ``encoded`` sources (see :meth:`decode`).
+
+        Args:
+            encoded: float ``(B, S, E)``, the encoder's output (:meth:`encode`).
+            max_length: int, L, the most target positions the self-attention caches hold.
+            copies: int, K: each source's caches repeated K times (the beams of beam search).
+
+        Returns:
+            ``(self_attention_caches, cross_attention_caches)``: lists, one per block, of float
+            ``(B·K, 2, L, N, H)`` (empty) and ``(B·K, 2, S, N, H)`` (every source key and value,
+            projected once).
+        """
+        caches = [block.initial_caches(ops.shape(encoded)[0], max_length, encoded, copies)
+                  for block in self.decoder_blocks]
+        return [cache[0] for cache in caches], [cache[1] for cache in caches]
+
+    def decode(self, target_ids, encoded=None, source_mask=None, *, start_index=0, target_mask=None,
+               self_attention_caches=None, cross_attention_caches=None, last_only=False,
+               return_attention_scores=False) -> Decoded:
+        """The target side at inference (no dropout): embedding, every decoder block, the output layer.
+
+        The one pass over the decoder blocks besides the model's own graph: cached generation
+        (:class:`~transformer_course.generation.IncrementalDecoder`), the uncached reference of
+        beam search and the cross-attention heatmaps all call it.
+
+        Args:
+            target_ids: int ``(B, T)``, the target ids at positions ``start_index ..``.
+            encoded: float ``(B, S, E)``, the encoder's output; None when ``cross_attention_caches``
+                hold the source keys and values.
+            source_mask: bool ``(B, S)``, True = real source token.
+            start_index: int (or int scalar tensor), the position of ``target_ids[:, 0]``; with
+                caches, where the new keys and values are written.
+            target_mask: optional bool ``(B, T)`` padding mask of the target; by default the
+                embedding's own (id 0 is padding).
+            self_attention_caches, cross_attention_caches: lists from :meth:`initial_caches`, both
+                or neither.
+            last_only: bool, the output distribution at the last position only.
+            return_attention_scores: bool, also the last block's cross-attention weights.
+
+        Returns:
+            :class:`Decoded`: ``probabilities`` float32 ``(B, T, V)`` (``(B, 1, V)`` with
+            ``last_only``), ``self_attention_caches`` (the updated list; None without caches) and
+            ``attention_scores`` float ``(B, N, T, S)`` (None unless asked).
+
+        Raises:
+            ValueError: from the blocks, for caches given one without the other, or no source.
+        """
+        y = self.target_embedding(target_ids, start_index=start_index)
+        cached = self_attention_caches is not None
+        updated, scores = [], None
+        for index, block in enumerate(self.decoder_blocks):
+            scored = return_attention_scores and index == len(self.decoder_blocks) - 1
+            caches = dict(self_attention_cache=self_attention_caches[index],
+                          self_attention_cache_update_index=start_index,
+                          cross_attention_cache=cross_attention_caches[index],
+                          cross_attention_cache_update_index=None) if cached else {}
+            outputs = block(y, encoded, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
+                            return_attention_scores=scored, **caches)
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            y, outputs = outputs[0], outputs[1:]
+            if scored:
+                scores, outputs = outputs[0], outputs[1:]
+            if cached:
+                updated.append(outputs[0])
+        probabilities = self.output_distribution(y[:, -1:, :] if last_only else y)
+        return Decoded(probabilities, updated if cached else None, scores)
+
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, "source_vocab_size": self.source_vocab_size,
                 "target_vocab_size": self.target_vocab_size, "source_length": self.source_length,
@@ -178,14 +256,10 @@ def cross_attention_weights(model: keras.Model, source_ids, target_ids):
     """
     source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
     target_ids = ops.convert_to_tensor(np.asarray(target_ids), dtype="int32")
-    target_mask = padding_mask(target_ids)
-    x, source_mask = model.encode(source_ids)
-    y = model.target_embedding(target_ids)
-    for decoder in model.decoder_blocks[:-1]:
-        y = decoder(y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask)
-    _, weights = model.decoder_blocks[-1](y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
-                              return_attention_scores=True)
-    return ops.convert_to_numpy(weights)
+    encoded, source_mask = model.encode(source_ids)
+    decoded = model.decode(target_ids, encoded, source_mask, target_mask=padding_mask(target_ids), last_only=True,
+                           return_attention_scores=True)
+    return ops.convert_to_numpy(decoded.attention_scores)
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -296,11 +370,10 @@ class Translator(keras.Model):
 
         def next_token_probabilities(decoded):
             beams = decoded.shape[0]
-            y = self.model.target_embedding(ops.convert_to_tensor(decoded, dtype="int32"))
             memory, memory_mask = ops.repeat(encoded, beams, axis=0), ops.repeat(mask, beams, axis=0)
-            for decoder in self.model.decoder_blocks:
-                y = decoder(y, memory, encoder_padding_mask=memory_mask)
-            probabilities = ops.convert_to_numpy(self.model.output_distribution(y[:, -1:, :])[:, 0, :])
+            probabilities = self.model.decode(ops.convert_to_tensor(decoded, dtype="int32"), memory, memory_mask,
+                                              last_only=True).probabilities
+            probabilities = ops.convert_to_numpy(probabilities[:, 0, :])
             probabilities[:, PADDING_ID] = 0.0  # never emit padding
             return probabilities
 
