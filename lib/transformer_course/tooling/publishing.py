@@ -135,7 +135,8 @@ def run_time_line(notebook: str, results_dir: str | Path) -> str:
 
     Returns:
         str, one line of Markdown starting ``**Run time:**``: each profile's recorded seconds and
-        the machine they were measured on, how to switch profile, and what a GPU changes.
+        the machine they were measured on, how to switch profile, what a GPU changes, and which
+        cells are worth running in the smoke profile.
     """
     import json
 
@@ -157,8 +158,11 @@ def run_time_line(notebook: str, results_dir: str | Path) -> str:
             "variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run "
             "`%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change "
             "runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the "
-            "recorded full-profile run; running a cell replaces its output with yours (in the smoke profile, "
-            "numbers that mean nothing).")
+            "recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run "
+            "the exercises and their checks, and the cells whose output does not depend on the profile (shapes, "
+            "worked examples, equalities with Keras): the accuracies, "
+            "losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; "
+            "read the recorded ones.")
 
 
 def stamp(text: str, setting: Publication, run_time: str | None = None) -> str:
