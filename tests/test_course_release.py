@@ -57,14 +57,19 @@ def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
         assert sorted(solutions) == catalogued and sorted(checks) == catalogued, (path.name, solutions, checks)
 
 
-def _without_lesson_cells(path: Path, out: Path) -> None:
-    """A copy of a release notebook with only its setup cell and its exercise and check cells as code."""
+def _without_lesson_cells(path: Path, out: Path, release: Path) -> None:
+    """A copy of a notebook whose code is its setup cell, its exercise and check cells, and the cells its graded
+    functions need (their imports, found as the grader finds them: :func:`.slicing.program_for`)."""
     import nbformat
 
+    from transformer_course.grading import grader
+
     notebook = nbformat.read(path, as_version=4)
+    exercises = grader._exercises_of(nbformat.read(release, as_version=4))
+    needed = {unit.cell for program in grader._programs(notebook, exercises).values() for unit in program.units}
     first_code = next(cell for cell in notebook.cells if cell.cell_type == "code")
-    notebook.cells = [cell for cell in notebook.cells if cell.cell_type != "code" or cell is first_code
-                      or cell.metadata.get("nbgrader")]
+    notebook.cells = [cell for index, cell in enumerate(notebook.cells) if cell.cell_type != "code"
+                      or cell is first_code or cell.metadata.get("nbgrader") or index in needed]
     nbformat.write(notebook, out)
 
 
@@ -72,10 +77,10 @@ def _without_lesson_cells(path: Path, out: Path) -> None:
 def graded(tmp_path_factory):
     """The instructor's notebooks and the untouched student versions, graded in the sandbox.
 
-    The untouched copies are graded without their lesson cells: those are the instructor notebook's
-    lesson cells, which the instructor's run executes in the same sandbox (and
-    tests/test_release_reruns.py executes each release whole); the grader neither locks
-    nor inspects them, so what it says of the copy is what it says of the release."""
+    Both are graded without their lesson cells, keeping the setup cell, the exercise and check cells and
+    the cells the graded functions need (their imports): the grader neither locks nor inspects the
+    lesson, so what it says of the copy is what it says of the notebook, and the lessons run in full
+    elsewhere (nbval runs each source notebook, tests/test_release_reruns.py each release)."""
     root = tmp_path_factory.mktemp("course")
     release = root / "release"
     release.mkdir()
@@ -84,8 +89,9 @@ def graded(tmp_path_factory):
     for notebook in WITH_EXERCISES:
         released = next((ROOT / "release").glob(f"{notebook}_*.ipynb"))
         shutil.copy(released, release)
-        shutil.copy(ROOT / "notebooks" / released.name, root / "submissions" / "instructor" / released.name)
-        _without_lesson_cells(released, root / "submissions" / "untouched" / released.name)
+        _without_lesson_cells(ROOT / "notebooks" / released.name, root / "submissions" / "instructor" / released.name,
+                              released)
+        _without_lesson_cells(released, root / "submissions" / "untouched" / released.name, released)
     results = grade_folder(root / "submissions", root / "report", release, LIMITS, workers=2, progress=False,
                            sandbox=sandbox_available())
     return {(r.student, r.notebook[:2]): r for r in results}

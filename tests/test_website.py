@@ -83,8 +83,25 @@ def test_every_link_of_the_readme_and_the_guides_names_a_file_and_heading_of_the
     (tmp_path / "docs" / "grading.md").write_text("# Grading\n\n## Secret cases\n\n[back](../README.md) "
                                                   "[missing](../lib/gone.py) [outside](../../x.md)\n")
     assert broken_repository_links(tmp_path) == [
-        "README.md -> #nowhere", "docs/grading.md -> ../lib/gone.py", "docs/grading.md -> ../../x.md",
-        "docs/maintaining.md (missing)", "benchmarks/README.md (missing)"]
+        "README.md -> #nowhere", "docs/start.md (missing)", "docs/grading.md -> ../lib/gone.py",
+        "docs/grading.md -> ../../x.md", "docs/maintaining.md (missing)", "benchmarks/README.md (missing)"]
+
+
+def test_the_start_page_gives_each_notebooks_recorded_times_and_the_results_page_speaks_to_students(site):
+    from transformer_course.tooling.publishing import _duration
+
+    start = _visible_text(site / "start.html")
+    record = json.loads((ROOT / "results" / "07_transformer_translation.json").read_text(encoding="utf-8"))
+    smoke = json.loads((ROOT / "results" / "smoke" / "seconds.json").read_text(encoding="utf-8"))
+    # the table's row of notebook 07, cell after cell: its title, then its two recorded times
+    assert (f"English→Spanish\n{_duration(record['seconds'])}\n"
+            f"{_duration(smoke['07_transformer_translation']['seconds'])}\n") in start
+    assert "Colab in three steps" in start
+    assert 'href="students.html"' in (site / "start.html").read_text(encoding="utf-8")  # the README's section, here
+    results = _visible_text(site / "results.html")
+    maintainers = _visible_text(site / "maintainers.html")
+    assert "what was measured" in results
+    assert record["commit"][:10] in maintainers and record["commit"][:10] not in results
 
 
 def test_the_guides_are_pages_and_their_links_lead_to_pages_or_to_the_repository(site):
@@ -138,8 +155,10 @@ def test_a_failed_build_leaves_the_previous_site_whole(tmp_path):
     with pytest.raises(RuntimeError, match="no-such-directive"):
         build_site(output, project)
     assert sorted(path.relative_to(output) for path in output.rglob("*")) == before
-    (project / "README.md").write_text(readme.replace("## Results\n", "## Outcomes\n"), encoding="utf-8")
-    with pytest.raises(ValueError, match="## Results"):
+    (project / "README.md").write_text(readme, encoding="utf-8")
+    start = (project / "docs" / "start.md").read_text(encoding="utf-8")
+    (project / "docs" / "start.md").write_text(start.replace("<!-- notebook-plan -->", ""), encoding="utf-8")
+    with pytest.raises(ValueError, match="notebook-plan"):
         build_site(output, project)
 
 
@@ -219,6 +238,15 @@ def test_the_site_in_a_browser(browser, address):
     download = lesson.request.get(bar[2])
     assert download.ok and json.loads(download.body())["cells"], f"the download link {bar[2]} is no notebook"
     lesson.screenshot(path=SCREENSHOTS / "notebook-desktop.png")
+    lesson.close()
+    for name in NOTEBOOKS:  # code and outputs wrap at the page's width, or scroll: no line is cut
+        page = _open(browser, address, f"{name}.html", 1280, 900, problems)
+        clipped = page.eval_on_selector_all("article pre", "blocks => blocks.filter(block => "
+                                            "block.scrollWidth > block.clientWidth + 1 && "
+                                            "!['auto', 'scroll'].includes(getComputedStyle(block).overflowX))"
+                                            ".map(block => block.textContent.slice(0, 80))")
+        assert not clipped, f"{name}: code or output cut at the page's width: {clipped}"
+        page.close()
     shots = {"index.html": "home-phone.png", "04_self_attention.html": "notebook-phone.png"}
     for page_name in [f"{name}.html" for name in (*SITE_PAGES, *NOTEBOOKS)]:
         phone = _open(browser, address, page_name, 390, 844, problems)  # laid out for a phone from the start

@@ -204,15 +204,18 @@ def headline(metrics: dict) -> tuple[str, dict] | None:
     return next(iter(metrics.items()), None)
 
 
-def results_table(records: list[dict]) -> str:
+def results_table(records: list[dict], for_students: bool = False) -> str:
     """A Markdown table of the records: notebook, headline metric, value, hardware, time.
 
     A headline reported with ``read_against`` (:func:`report_metric`) is shown with the metric
     it is read against, as ``value vs other (other's description)``, when the record holds both.
+    With ``for_students`` the table keeps what a student reads (notebook, what was measured, the
+    result, the run time) and leaves the profile, hardware and commit to the maintainers' copy.
     """
     lines = [
+        "| notebook | what was measured | result | run time |" if for_students else
         "| notebook | result | value | profile | hardware | run time | commit |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|" if for_students else "|---|---|---|---|---|---|---|",
     ]
     for record in records:
         top = headline(record["metrics"])
@@ -226,6 +229,9 @@ def results_table(records: list[dict]) -> str:
         hardware = record["hardware"]
         machine = hardware.get("accelerator") or f"CPU ({hardware.get('cpu_count')} cores)"
         commit = (record.get("commit") or "unknown")[:10]
+        if for_students:
+            lines.append(f"| {record['notebook']} | {name} | {value} | {record['seconds'] / 60:.1f} min |")
+            continue
         lines.append(
             f"| {record['notebook']} | {name} | {value} | {record['profile']} | {machine} | "
             f"{record['seconds'] / 60:.1f} min | {commit} |"

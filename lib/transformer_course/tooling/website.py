@@ -41,9 +41,10 @@ from .publishing import Publication, publication
 __all__ = ["build_site", "broken_internal_links", "broken_repository_links", "SITE_PAGES", "GUIDES"]
 
 # The pages besides the notebooks, as Sphinx document names.
-SITE_PAGES = ("index", "results", "students", "instructors", "maintainers", "benchmarks")
+SITE_PAGES = ("index", "start", "results", "students", "instructors", "maintainers", "benchmarks")
 # The guides kept as files of the repository: page name -> (file, title in the site's navigation).
 GUIDES = {
+    "start": ("docs/start.md", "Start here"),
     "instructors": ("docs/grading.md", "For instructors: release and grade"),
     "maintainers": ("docs/maintaining.md", "For maintainers"),
     "benchmarks": ("benchmarks/README.md", "Benchmarks"),
@@ -61,6 +62,7 @@ author = "the transformer-course authors"
 copyright = "the transformer-course authors, Apache License 2.0"
 extensions = ["myst_nb"]
 myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_heading_anchors = 3  # headings get GitHub's anchors, so the guides' links to a section work on the site too
 nb_execution_mode = "off"  # the recorded outputs are the content; nothing runs here
 nb_merge_streams = True
 exclude_patterns = ["downloads", "conf.py"]
@@ -110,6 +112,10 @@ _FAVICON = (
 
 # On a phone, a long inline name (a call with its arguments) breaks instead of widening the page.
 _STYLE = """\
+/* Code and outputs wrap at the page's width rather than being cut; a table drawn in characters (a
+   model summary, whose HTML keeps its lines whole) scrolls sideways instead. */
+.bd-article pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+.bd-article .output pre { overflow-x: auto; }
 /* The results table has seven columns: the page it is on gets the whole width, the table small type. */
 .bd-main .bd-content .bd-article-container:has(.results-table) { max-width: 100%; }
 .results-table table { font-size: 0.85em; }
@@ -127,6 +133,10 @@ def _readme_section(readme: str, heading: str) -> str:
     return match["body"].strip() + "\n"
 
 
+# The README's sections that are pages of the site: heading anchor -> page.
+_README_PAGES = {"for-students-exercises-and-instant-feedback": "students", "results": "results"}
+
+
 def _repository_path(target: str, text_file: str) -> str:
     """A relative link's target in ``text_file`` as a path from the repository's root (anchor kept)."""
     path, hash_mark, anchor = target.partition("#")
@@ -139,13 +149,16 @@ def _site_links(text: str, setting: Publication, notebook_files: set[str], text_
     """Rewrite the relative links of ``text_file``: release notebooks and the guides become site pages,
     other files of the repository (and the README's own headings) GitHub pages at the release tag."""
     pages = {file: page for page, (file, _) in GUIDES.items()}
+    site_pages = {f"{page}.md" for page in SITE_PAGES}
 
     def rewrite(match):
         target = match["target"]
-        if re.match(r"[a-z]+:", target):
-            return match[0]
+        if re.match(r"[a-z]+:", target) or target.split("#")[0] in site_pages:
+            return match[0]  # another host, or a page of the site already (the generated pages' own links)
         resolved = _repository_path(target, text_file)
         path, _, anchor = resolved.partition("#")
+        if path == "README.md" and anchor in _README_PAGES:
+            return f"]({_README_PAGES[anchor]}.md)"
         if path in pages:
             return f"]({pages[path]}.md{'#' + anchor if anchor else ''})"
         if path.removeprefix("release/") in notebook_files:
@@ -212,21 +225,24 @@ def _run_it_cell(notebook_file: str, setting: Publication) -> dict:
 
 def _home_page(readme: str, setting: Publication, rows: list[re.Match]) -> str:
     introduction = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
+    guides = {"start": GUIDES["start"][1], "results": "Results of the recorded runs",
+              "students": "For students: exercises and instant feedback",
+              **{page: title for page, (_, title) in GUIDES.items() if page != "start"}}
     table = ["| # | notebook | what it covers | run it |", "|---|---|---|---|"]
     for row in rows:
         table.append(f"| {row['number']} | [{row['title']}]({row['file']}) | {row['covers']} | "
                      f"[Colab]({setting.colab_link(row['file'])}) |")
     toctree = "\n".join(row["file"][:-len(".ipynb")] for row in rows)
     return (
-        f"# transformer-course\n\n{introduction}\n\n## The notebooks\n\n" + "\n".join(table) + "\n\n"
+        f"# transformer-course\n\n{introduction}\n\nNew here? [Start here](start.md): the order, each "
+        "notebook's time, what to read and what to run, and Colab in three steps.\n\n## The notebooks\n\n"
+        + "\n".join(table) + "\n\n"
         "Each notebook page shows the student version with the outputs of its recorded full-profile "
         "run. The exercises are left for you: open the notebook in Colab or Kaggle, or download it.\n\n"
-        "## Guides\n\n- [Results of the recorded runs](results.md)\n"
-        "- [For students: exercises and instant feedback](students.md)\n"
-        + "".join(f"- [{title}]({page}.md)\n" for page, (_, title) in GUIDES.items()) + "\n"
+        "## Guides\n\n" + "".join(f"- [{title}]({page}.md)\n" for page, title in guides.items()) + "\n"
         f"The source, with the package the notebooks import: <{setting.repository}>.\n\n"
         f"```{{toctree}}\n:hidden:\n:caption: Notebooks\n\n{toctree}\n```\n\n"
-        "```{toctree}\n:hidden:\n:caption: Guides\n\nresults\nstudents\n" + "\n".join(GUIDES) + "\n```\n"
+        "```{toctree}\n:hidden:\n:caption: Guides\n\n" + "\n".join(guides) + "\n```\n"
     )
 
 
@@ -302,7 +318,7 @@ def build_site(
         nbformat.write(notebook, source / file)
     pages = {
         "index": (_home_page(readme, setting, rows), "README.md"),
-        "results": (_results_page(readme, root / "results"), "README.md"),
+        "results": (_results_page(root / "results"), "README.md"),
         "students": ("# For students: exercises and instant feedback\n\n"
                      + _readme_section(readme, "For students: exercises and instant feedback"), "README.md"),
     }
@@ -310,6 +326,15 @@ def build_site(
         if not (root / file).is_file():
             raise FileNotFoundError(f"`project_root` must hold {file}, the site's {page} page; received {root}.")
         pages[page] = ((root / file).read_text(encoding="utf-8"), file)
+    if _PLAN not in pages["start"][0]:
+        raise ValueError(f"{GUIDES['start'][0]} must hold the line {_PLAN}, where the notebooks' table goes.")
+    pages["start"] = (pages["start"][0].replace(_PLAN, _notebook_plan(rows, release, root / "results")),
+                      GUIDES["start"][0])
+    from .results import load_records, results_table
+
+    maintainers, file = pages["maintainers"]
+    pages["maintainers"] = (maintainers.replace(_RECORDED_RUNS, f"```{{container}} results-table\n"
+                                                f"{results_table(load_records(root / 'results'))}\n```"), file)
     for name, (text, text_file) in pages.items():
         (source / f"{name}.md").write_text(_site_links(text, setting, files, text_file), encoding="utf-8")
     (source / "conf.py").write_text(_SPHINX_CONFIGURATION.format(
@@ -331,13 +356,50 @@ def build_site(
     return output
 
 
-def _results_page(readme: str, results_dir: Path) -> str:
-    from .results import load_records, replace_results_table, results_table
+_PLAN = "<!-- notebook-plan -->"
 
-    table = results_table(load_records(results_dir))
-    body = replace_results_table(_readme_section(readme, "Results"), f"```{{container}} results-table\n{table}\n```",
-                                 where="the README's Results section")
-    return "# Results of the recorded runs\n\n" + body
+
+def _notebook_plan(rows: list[re.Match], release: Path, results_dir: Path) -> str:
+    """The start page's table: each notebook's recorded times in both profiles and what it grades."""
+    import json
+
+    from .publishing import _duration
+
+    smoke_file = results_dir / "smoke" / "seconds.json"
+    smoke = json.loads(smoke_file.read_text(encoding="utf-8")) if smoke_file.is_file() else {}
+    lines = ["| # | notebook | full profile | smoke profile | exercises (points) | question in words |",
+             "|---|---|---|---|---|---|"]
+    for row in rows:
+        stem = row["file"][:-len(".ipynb")]
+        record = results_dir / f"{stem}.json"
+        full = _duration(json.loads(record.read_text(encoding="utf-8"))["seconds"]) if record.is_file() else "—"
+        quick = _duration(smoke[stem]["seconds"]) if stem in smoke else "—"
+        graded = [cell["metadata"]["nbgrader"] for cell in json.loads((release / row["file"]).read_text(
+            encoding="utf-8"))["cells"] if cell.get("metadata", {}).get("nbgrader", {}).get("grade")]
+        checks = [cell for cell in graded if str(cell.get("grade_id", "")).startswith("check_")]
+        written = sum(cell.get("points", 0) for cell in graded if str(cell.get("grade_id", "")).startswith("written_"))
+        exercises = f"{len(checks)} ({sum(cell.get('points', 0) for cell in checks)})" if checks else "—"
+        lines.append(f"| {row['number']} | [{row['title']}](../release/{row['file']}) | {full} | {quick} | "
+                     f"{exercises} | {f'{written} points' if written else '—'} |")
+    return "\n".join(lines)
+
+
+_RECORDED_RUNS = "<!-- recorded-runs -->"
+
+
+def _results_page(results_dir: Path) -> str:
+    """The results page, written for students: what each recorded run measured and what it found."""
+    from .results import load_records, results_table
+
+    table = results_table(load_records(results_dir), for_students=True)
+    return ("# Results of the recorded runs\n\n"
+            "Each number below comes from one run of its notebook in the full profile, on a 2-core CPU, and is "
+            "printed in that notebook beside the code that computed it; the notebook says how to read it. Where a "
+            "result reads *x* vs *y*, *y* is what the notebook compares it with (a baseline, or the other arm of "
+            "a comparison). The numbers of a smoke-profile run mean nothing.\n\n"
+            f"```{{container}} results-table\n{table}\n```\n\n"
+            "The commit, hardware and conditions of each run are on the "
+            "[maintainers' page](maintainers.md#conditions-of-the-recorded-runs).\n")
 
 
 class _Links(html.parser.HTMLParser):
