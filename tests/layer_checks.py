@@ -8,7 +8,9 @@ rely on. They use ``keras.ops`` only and run on every backend.
    and dtypes that the eager call gives;
 3. **``.keras`` save/load**: a model around the layer, saved and loaded, gives the same outputs;
 4. **one training step**: where the layer has weights, one SGD step on a loss of its float
-   outputs changes every one of them (a weight no gradient reaches is a bug).
+   outputs changes every one of them (a weight no gradient reaches is a bug);
+5. **a dtype policy**: built under ``mixed_bfloat16``, the layer keeps its weights in float32,
+   computes in bfloat16, and gives finite outputs.
 
 The inputs are a tuple of positional arguments, each an array or a tuple of arrays.
 
@@ -98,6 +100,9 @@ def check_layer(make_layer, inputs: tuple, call_kwargs: dict | None = None, tmp_
     for first, second in zip(before, after, strict=True):
         np.testing.assert_allclose(first, second, atol=atol)
 
+    # 5. a dtype policy (checked before step 4, which returns early for layers without weights)
+    _check_mixed_precision(make_layer, inputs, call_kwargs)
+
     # 4. one training step moves every weight
     floats = [value for value in symbolic if "float" in keras.backend.standardize_dtype(value.dtype)]
     if not model.trainable_weights or not floats:
@@ -109,6 +114,22 @@ def check_layer(make_layer, inputs: tuple, call_kwargs: dict | None = None, tmp_
     trainer.train_on_batch(arrays, np.zeros(len(arrays[0]), "float32"))
     for weight, value in zip(trainer.trainable_weights, start, strict=True):
         assert not np.array_equal(to_numpy(weight), value), f"no gradient reached {weight.path}"
+
+
+def _check_mixed_precision(make_layer, inputs, call_kwargs) -> None:
+    """Under ``mixed_bfloat16``: float32 weights, bfloat16 compute, finite outputs."""
+    original = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        layer = make_layer()
+        outputs = _outputs(layer(*keras.tree.map_structure(ops.convert_to_tensor, inputs), **call_kwargs))
+    finally:
+        keras.config.set_dtype_policy(original)
+    assert layer.compute_dtype == "bfloat16" and layer.variable_dtype == "float32", layer.dtype_policy
+    assert all(keras.backend.standardize_dtype(weight.dtype) == "float32" for weight in layer.weights)
+    for value in outputs:
+        if "float" in keras.backend.standardize_dtype(value.dtype):
+            assert np.isfinite(to_numpy(ops.cast(value, "float32"))).all(), f"{type(layer).__name__}: not finite"
 
 
 def _flat_outputs(result) -> list:
