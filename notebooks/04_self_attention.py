@@ -50,6 +50,7 @@ settings = tc.start_notebook("04", seed=42)
 import keras
 import matplotlib.pyplot as plt
 import numpy as np
+from keras.ops import convert_to_numpy  # a tensor as a NumPy array
 
 from transformer_course import (
     attention,  # attention.scaled_dot_product_attention: exercise 04.1 writes its own
@@ -59,10 +60,6 @@ from transformer_course.attention import MultiHeadAttention
 from transformer_course.masks import attention_mask, causal_mask, keras_mask, padding_mask
 from transformer_course.positional import PositionalEmbedding, RelativePositionBias, sinusoidal_encoding
 
-
-def to_numpy(x):
-    """A NumPy copy of a tensor."""
-    return keras.ops.convert_to_numpy(x)
 
 # %% [markdown]
 # ## 1. One vector per word is not enough
@@ -74,8 +71,8 @@ def to_numpy(x):
 # NBVAL_CHECK_OUTPUT
 vocabulary = {"the": 2, "river": 3, "bank": 4, "loan": 5}
 embedding = keras.layers.Embedding(input_dim=6, output_dim=4)
-first = to_numpy(embedding(np.array([[2, 3, 4]])))[0]   # the river bank
-second = to_numpy(embedding(np.array([[2, 4, 5]])))[0]  # the bank loan
+first = convert_to_numpy(embedding(np.array([[2, 3, 4]])))[0]   # the river bank
+second = convert_to_numpy(embedding(np.array([[2, 4, 5]])))[0]  # the bank loan
 print("'bank' has the same vector in both sentences:", bool(np.array_equal(first[2], second[1])))
 
 # %% [markdown]
@@ -237,8 +234,8 @@ report_metric("max_weight_scaled_largest_width", rows[-1][3],
 # NBVAL_CHECK_OUTPUT
 package_output, package_weights = attention.scaled_dot_product_attention(Q.astype("float32"), K.astype("float32"),
                                                                          V.astype("float32"))
-print("package == by hand:", np.allclose(to_numpy(package_output), output, atol=1e-4),
-      np.allclose(to_numpy(package_weights), weights, atol=1e-5))
+print("package == by hand:", np.allclose(convert_to_numpy(package_output), output, atol=1e-4),
+      np.allclose(convert_to_numpy(package_weights), weights, atol=1e-5))
 
 # %% [markdown]
 # ## 5. Multi-head attention
@@ -304,9 +301,9 @@ our_layer.set_weights(keras_layer.get_weights())
 our_output, our_weights = our_layer(sentence, sentence, return_attention_scores=True)
 scratch_output, scratch_weights = multi_head_attention(sentence[0], *keras_layer.get_weights())
 print("weights:", [tuple(w.shape) for w in keras_layer.get_weights()])
-print("ours == Keras:", np.allclose(to_numpy(our_output), to_numpy(keras_output), atol=1e-5),
-      np.allclose(to_numpy(our_weights), to_numpy(keras_weights), atol=1e-5))
-print("from scratch == Keras:", np.allclose(scratch_output, to_numpy(keras_output)[0], atol=1e-5))
+print("ours == Keras:", np.allclose(convert_to_numpy(our_output), convert_to_numpy(keras_output), atol=1e-5),
+      np.allclose(convert_to_numpy(our_weights), convert_to_numpy(keras_weights), atol=1e-5))
+print("from scratch == Keras:", np.allclose(scratch_output, convert_to_numpy(keras_output)[0], atol=1e-5))
 
 # %% [markdown]
 # A common mistake (several well-known tutorials make it, and so does the notes' code:
@@ -344,9 +341,9 @@ tokens = np.array([[5, 7, 3, 9, 0, 0]])  # four words, two padding
 padding = padding_mask(tokens)                                   # (B, T)
 both = attention_mask(padding, padding, causal=True)             # (B, T, T)
 figure, axes = plt.subplots(1, 3, figsize=(11, 3.2))
-key_padding = np.broadcast_to(to_numpy(padding)[0], (6, 6))      # every query, masked keys
-for axis, (title, mask) in zip(axes, [("padding (keys)", key_padding), ("causal", to_numpy(causal_mask(6))),
-                                      ("padding AND causal", to_numpy(both)[0])]):
+key_padding = np.broadcast_to(convert_to_numpy(padding)[0], (6, 6))  # every query, masked keys
+for axis, (title, mask) in zip(axes, [("padding (keys)", key_padding), ("causal", convert_to_numpy(causal_mask(6))),
+                                      ("padding AND causal", convert_to_numpy(both)[0])]):
     axis.imshow(mask, cmap="Greys_r", vmin=0, vmax=1)
     axis.set_title(title); axis.set_xlabel("key position"); axis.set_ylabel("query position")
 figure.tight_layout()
@@ -361,13 +358,13 @@ embedded = keras.layers.Embedding(10, E)(tokens)  # (B, T, E)
 layer = MultiHeadAttention(num_heads=N, key_dim=E // N)
 out, w = layer(embedded, embedded, query_mask=padding, value_mask=padding,
                use_causal_mask=True, return_attention_scores=True)
-w = to_numpy(w)[0]                                             # (N, T, T)
+w = convert_to_numpy(w)[0]                                             # (N, T, T)
 print("largest weight on the future:", float(w[:, ~np.tril(np.ones((6, 6), bool))].max()))
 print("largest weight on padding (real queries):", float(w[:, :4, 4:].max()))
-changed = to_numpy(embedded).copy(); changed[0, 3] += 5.0      # change word 3 only
+changed = convert_to_numpy(embedded).copy(); changed[0, 3] += 5.0      # change word 3 only
 out_changed = layer(changed, changed, use_causal_mask=True)
-print("outputs 0-2 unchanged:", np.allclose(to_numpy(layer(embedded, embedded, use_causal_mask=True))[0, :3],
-                                          to_numpy(out_changed)[0, :3], atol=1e-6))
+print("outputs 0-2 unchanged:", np.allclose(convert_to_numpy(layer(embedded, embedded, use_causal_mask=True))[0, :3],
+                                          convert_to_numpy(out_changed)[0, :3], atol=1e-6))
 
 # %% [markdown]
 # ## 7. Position
@@ -385,8 +382,8 @@ print("outputs 0-2 unchanged:", np.allclose(to_numpy(layer(embedded, embedded, u
 # NBVAL_CHECK_OUTPUT
 X = np.random.default_rng(3).normal(size=(1, 5, E)).astype("float32")
 permutation = np.array([3, 0, 4, 1, 2])
-plain = to_numpy(our_layer(X, X))[0]
-shuffled = to_numpy(our_layer(X[:, permutation], X[:, permutation]))[0]
+plain = convert_to_numpy(our_layer(X, X))[0]
+shuffled = convert_to_numpy(our_layer(X[:, permutation], X[:, permutation]))[0]
 print("attention(shuffled X) == shuffled attention(X):", np.allclose(shuffled, plain[permutation], atol=1e-5))
 
 # %% [markdown]
@@ -435,10 +432,10 @@ print(np.array2string(table[3], precision=3, suppress_small=True, max_line_width
 positional = PositionalEmbedding(sequence_length=6, vocab_size=10, embed_dim=E)
 vectors = positional(tokens)                                      # (B, T, E)
 print("token + position:", tuple(vectors.shape), "; padding mask:",
-      to_numpy(keras_mask(vectors))[0].tolist())
+      convert_to_numpy(keras_mask(vectors))[0].tolist())
 shuffled_tokens = tokens[:, [1, 0, 2, 3, 4, 5]]
-print("order now changes the vectors:", not np.allclose(to_numpy(positional(shuffled_tokens))[0, 0],
-                                                         to_numpy(vectors)[0, 1]))
+print("order now changes the vectors:", not np.allclose(convert_to_numpy(positional(shuffled_tokens))[0, 0],
+                                                         convert_to_numpy(vectors)[0, 1]))
 
 # %% [markdown]
 # A **relative position bias** (Shaw et al. 2018; T5) encodes not where a word is but how far
@@ -451,9 +448,9 @@ print("order now changes the vectors:", not np.allclose(to_numpy(positional(shuf
 # NBVAL_CHECK_OUTPUT
 relative = RelativePositionBias(num_heads=1, max_distance=2)
 relative.table.assign(np.array([[-2.0, -1.0, 0.0, -1.0, -2.0]]))  # offsets -2, -1, 0, +1, +2
-print("bias (T=5):\n", to_numpy(relative.bias(5))[0])
+print("bias (T=5):\n", convert_to_numpy(relative.bias(5))[0])
 uniform_scores = np.zeros((1, 1, 5, 5), "float32")               # attention with no preference
-word_2 = to_numpy(keras.ops.softmax(relative(uniform_scores), axis=-1))[0, 0, 2].astype("float64")
+word_2 = convert_to_numpy(keras.ops.softmax(relative(uniform_scores), axis=-1))[0, 0, 2].astype("float64")
 print("weights of word 2:", np.round(word_2, 3).tolist())
 
 # %% [markdown]

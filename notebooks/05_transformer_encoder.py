@@ -47,16 +47,13 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
+from keras.ops import convert_to_numpy  # a tensor as a NumPy array
 
 from transformer_course import report_metric
 from transformer_course.masks import keras_mask
 from transformer_course.positional import PositionalEmbedding
 from transformer_course.transformer import TransformerEncoder
 
-
-def to_numpy(x):
-    """A NumPy copy of a tensor."""
-    return keras.ops.convert_to_numpy(x)
 
 # %% [markdown]
 # ## 1. The block
@@ -132,8 +129,8 @@ report_metric("first_layer_gradient_orders_of_magnitude", np.log10(residual[0] /
 x = np.arange(24, dtype="float32").reshape(2, 3, 4) ** 1.5   # (B, T, E), uneven on purpose
 layer_normalization = keras.layers.LayerNormalization(epsilon=1e-5)
 batch_normalization = keras.layers.BatchNormalization(axis=-1, epsilon=1e-5)
-by_layer = to_numpy(layer_normalization(x))
-by_batch = to_numpy(batch_normalization(x, training=True))
+by_layer = convert_to_numpy(layer_normalization(x))
+by_batch = convert_to_numpy(batch_normalization(x, training=True))
 print("LayerNorm: each token has mean 0 and std 1 over its 4 features:",
       np.allclose(by_layer.mean(-1), 0, atol=1e-5), np.allclose(by_layer.std(-1), 1, atol=1e-2))
 print("BatchNorm: each feature has mean 0 and std 1 over the 6 tokens of the batch:",
@@ -158,11 +155,11 @@ print("BatchNorm, each token's mean over its features (not 0):\n", np.round(by_b
 # NBVAL_CHECK_OUTPUT
 hidden, output = keras.layers.Dense(32, activation="relu"), keras.layers.Dense(16)
 sequence = np.random.default_rng(0).normal(size=(1, 5, 16)).astype("float32")   # (B, T, E)
-whole = to_numpy(output(hidden(sequence)))                                      # (B, T, E)
-one_by_one = np.stack([to_numpy(output(hidden(sequence[:, t]))) for t in range(5)], axis=1)
+whole = convert_to_numpy(output(hidden(sequence)))                               # (B, T, E)
+one_by_one = np.stack([convert_to_numpy(output(hidden(sequence[:, t]))) for t in range(5)], axis=1)
 print("whole sequence == each position alone:", np.allclose(whole, one_by_one, atol=1e-6))
 changed = sequence.copy(); changed[0, 2] += 1.0
-difference = np.abs(to_numpy(output(hidden(changed))) - whole).max(axis=-1)[0]
+difference = np.abs(convert_to_numpy(output(hidden(changed))) - whole).max(axis=-1)[0]
 print("positions whose output changed:", np.flatnonzero(difference > 1e-6).tolist())
 
 # %% [markdown]
@@ -182,8 +179,8 @@ embedded = PositionalEmbedding(sequence_length=6, vocab_size=500, embed_dim=32)(
 encoder = TransformerEncoder(intermediate_dim=64, num_heads=4)
 encoded, weights = encoder(embedded, return_attention_scores=True)
 print("in", tuple(embedded.shape), "-> out", tuple(encoded.shape), "; heads x T x T:", tuple(weights.shape)[1:])
-print("attention on padding:", float(to_numpy(weights)[0, :, :4, 4:].max()))
-print("mask passed on:", to_numpy(keras_mask(encoded))[0].tolist())
+print("attention on padding:", float(convert_to_numpy(weights)[0, :, :4, 4:].max()))
+print("mask passed on:", convert_to_numpy(keras_mask(encoded))[0].tolist())
 
 # %% [markdown]
 # The block is short enough to write out. Below, one post-norm block by hand with the layer's own
@@ -193,11 +190,14 @@ print("mask passed on:", to_numpy(keras_mask(encoded))[0].tolist())
 
 # %%
 # NBVAL_CHECK_OUTPUT
-x = to_numpy(embedded)                                         # (B, T, E)
-key_mask = (tokens != 0)[:, None, :]                           # (B, 1, T): no query attends to padding
-x = to_numpy(encoder.attention_norm(x + encoder.attention(x, x, attention_mask=key_mask)))  # 1. attention sub-layer
-x = to_numpy(encoder.feedforward_norm(x + encoder.feedforward_output(encoder.feedforward_hidden(x))))  # 2. feed-forward
-print("by hand == TransformerEncoder:", np.allclose(x[0, :4], to_numpy(encoded)[0, :4], atol=1e-5), "(real tokens)")
+x = convert_to_numpy(embedded)        # (B, T, E)
+key_mask = (tokens != 0)[:, None, :]  # (B, 1, T): no query attends to padding
+# 1. attention sub-layer
+x = convert_to_numpy(encoder.attention_norm(x + encoder.attention(x, x, attention_mask=key_mask)))
+# 2. feed-forward
+x = convert_to_numpy(encoder.feedforward_norm(x + encoder.feedforward_output(encoder.feedforward_hidden(x))))
+same = np.allclose(x[0, :4], convert_to_numpy(encoded)[0, :4], atol=1e-5)
+print("by hand == TransformerEncoder:", same, "(real tokens)")
 
 # %% [markdown]
 # The tests check that this layer matches `keras_hub.layers.TransformerEncoder` number for number
@@ -247,7 +247,7 @@ shared = any(a is b for i, block in enumerate(stack) for a in block.weights
              for other in stack[i + 1:] for b in other.weights)
 print("output", tuple(x.shape), "; any weight shared between blocks:", shared)
 print("parameters: 6 x", f"{block_parameters(32, 64):,}", "=", f"{sum(b.count_params() for b in stack):,}")
-print("mask after 6 blocks:", to_numpy(keras_mask(x))[0].tolist())
+print("mask after 6 blocks:", convert_to_numpy(keras_mask(x))[0].tolist())
 
 # %% [markdown]
 # ## Summary
