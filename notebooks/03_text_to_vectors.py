@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/03_text_to_vectors.ipynb)
 #
-# **Run time:** full profile about 25 s on a 2-core CPU, smoke profile about 10 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 20 s on a 2-core CPU, smoke profile about 10 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - the steps between a raw string and the integers a model reads: standardisation,
@@ -275,7 +275,9 @@ report_metric("vocabulary_coverage", coverage,
 # needed. It first cuts the text into words with their leading space, runs of digits and runs of
 # punctuation, and never merges across those cuts. `transformer_course.bpe.BytePairEncoding`
 # implements all of it in plain Python (its tests check it token for token against Hugging
-# Face's `tokenizers`). Ties between equally frequent pairs go to the older tokens.
+# Face's `tokenizers`). Ties between equally frequent pairs go to the pair of older tokens: the
+# lower id of its first token, then of its second (a byte's id is its value; a merged token's id
+# says when it was made, after every byte).
 #
 # Sennrich et al.'s own example corpus — *low* 5 times, *lower* 2, *newest* 6, *widest* 3 — and
 # the vocabulary growing one merge at a time:
@@ -293,8 +295,9 @@ for count in range(len(toy.merges) + 1):
     print(f"{merge:<20} {spelled}")
 
 # %% [markdown]
-# "e" + "s" and "s" + "t" both occur 9 times (in *newest* and *widest*); the tie goes to "e",
-# the older token, and "es" + "t" follows at once. After eight merges the four words take one to
+# "e" + "s" and "s" + "t" both occur 9 times (in *newest* and *widest*); the tie goes to "e" + "s",
+# whose first token has the lower id (both are bytes: "e" is 101, "s" 115), and "es" + "t"
+# follows at once. After eight merges the four words take one to
 # three tokens each.
 #
 # Now the same on the IMDB training reviews, 8,000 merges (a vocabulary of 8,256 tokens), and
@@ -308,20 +311,27 @@ imdb_bpe = BytePairEncoding.train(reviews, num_merges=settings.bpe_merges, progr
 same_size = keras.layers.TextVectorization(max_tokens=imdb_bpe.vocabulary_size)
 same_size.adapt(texts)
 known = set(same_size.get_vocabulary()[2:])
-print(f"BPE vocabulary {imdb_bpe.vocabulary_size:,} tokens; the last merges learned:",
-      " ".join(imdb_bpe.token(i).replace(" ", "␣")
-               for i in range(imdb_bpe.vocabulary_size - 6, imdb_bpe.vocabulary_size)))
+
+
+def shown(token_id):
+    """A token's bytes as text: a space as ␣, a byte that is only part of a character as \\xNN."""
+    return imdb_bpe.vocabulary[token_id].decode("utf-8", errors="backslashreplace").replace(" ", "␣")
+
+
+print(f"BPE vocabulary {imdb_bpe.vocabulary_size:,} tokens; the first ten merges learned:",
+      " ".join(shown(i) for i in range(256, 266)))
 for word in "Walk Walks Walked walking Journée journal journaliste שלם תשלום flightless definately 🎬".split():
     as_word = standardize(word) if standardize(word) in known else "[UNK]"
     print(f"{word:<12} word: {as_word:<10} characters: {len(word):>2}   "
-          f"BPE: {' · '.join(imdb_bpe.token(i).replace(' ', '␣') for i in imdb_bpe.encode(' ' + word))}")
+          f"BPE: {' · '.join(shown(i) for i in imdb_bpe.encode(' ' + word))}")
 
 # %% [markdown]
 # `␣` marks a space: each word is encoded with the space before it, as it stands in running text,
-# and most tokens begin a word with their space. A byte-level token can also hold part of a
-# character: the Hebrew letters and the emoji take two and four bytes each in UTF-8, and a token
-# that holds only some of them prints as `�` here, though the bytes it holds are exact and
-# decoding the whole sequence gives the text back.
+# and most tokens begin a word with their space. The first merges are the most frequent pairs of
+# the reviews, so they build the commonest words first. A byte-level token can also hold part of
+# a character: the Hebrew letters and the emoji take two and four bytes each in UTF-8, and a token
+# that holds only some of them prints those bytes as `\xNN` here; decoding the whole sequence
+# gives the text back.
 #
 # What the three cost in sequence length, on the same reviews (characters counted after the
 # same `<br />` replacement; words after standardisation):
@@ -338,8 +348,10 @@ for kind, counts in lengths_by_kind.items():
 print(f"words outside the {imdb_bpe.vocabulary_size:,}-word vocabulary ([UNK]): {unknown:.2%}; "
       "BPE tokens that are [UNK]: none")
 plt.figure(figsize=(7, 3.2))
-plt.hist(list(lengths_by_kind.values()), bins=60, range=(0, 4000), label=list(lengths_by_kind), histtype="step")
-plt.xlabel("tokens per review"); plt.ylabel("reviews"); plt.legend();
+plt.hist(list(lengths_by_kind.values()), bins=np.geomspace(10, 10_000, 61), label=list(lengths_by_kind),
+         histtype="step")
+plt.xscale("log")  # equal widths for equal ratios: words and BPE tokens, a third apart, separate
+plt.xlabel("tokens per review (log scale)"); plt.ylabel("reviews"); plt.legend();
 
 # %%
 report_metric("bpe_tokens_per_review_median", float(np.median(lengths_by_kind["BPE tokens"])),
@@ -351,9 +363,11 @@ report_metric("unknown_words_same_size", unknown,
 # BPE sits between the two: about a third more tokens than words (a median of 234 against 171),
 # because rare words split into pieces, and a quarter of the characters' 954 — with nothing lost
 # to `[UNK]`, where the same-sized word vocabulary loses 7.8% of the words. In the recorded run
-# the 8,000 merges took about 10 seconds. Notebook 08 uses BERT's
-# WordPiece, a close cousin (it picks the merge that most raises the training text's likelihood
-# rather than the most frequent pair); notebook 09's language model reads BPE tokens.
+# the 8,000 merges took about 10 seconds. Notebook 08 uses BERT's WordPiece tokens, a close
+# cousin: a word is cut by the greedy longest match of section 2, and 08's vocabulary is built by
+# TensorFlow Text's BERT vocabulary learner, which works top down from whole words (the original
+# WordPiece trainer, which merges the pair that most raises the training text's likelihood, was
+# never released). Notebook 09's language model reads BPE tokens.
 #
 # ## 8. From ids to vectors: one-hot or learned embeddings
 #
@@ -444,7 +458,9 @@ assert evaluate_hidden("03.1", vectorize, seed=7).passed
 # separated by single spaces (`"n e w es t"`); `counts` is a list of int, how often each word
 # occurs. Count every pair of neighbouring symbols, each occurrence weighted by its word's count;
 # take the most frequent pair (if several are equally frequent, the one that comes first when
-# the pairs are compared as tuples of two str — not the one counted first); merge it in every
+# the pairs are compared as tuples of two str — not the one counted first; the package compares
+# token ids instead, which agrees on single ASCII characters, as in Sennrich's corpus, and can differ
+# once a merged token ties with a byte); merge it in every
 # word, scanning left to right so that `"a a a"` becomes `"aa a"`. Return `(pair, merged)`: the pair as `"first second"`, and the
 # list of merged words in the same spelling.
 
