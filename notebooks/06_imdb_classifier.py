@@ -395,7 +395,11 @@ plt.tight_layout(); plt.show()
 #   Transformers, as Chollet also reports for this data set. Twenty thousand labelled reviews are
 #   too few for a small Transformer trained from scratch to pay for its extra power; Transformers
 #   win when they are larger and pretrained on much more text first (BERT, Devlin et al. 2019).
-#   Positions bought nothing measurable here (within one standard error, one seed each).
+#   Notebook 08 measures what pre-training buys on this very data: a small encoder pre-trained
+#   on the IMDB reviews gains about 4 points over the same model from scratch at 1,000 labels and
+#   almost nothing at 3,000 (three seeds each), and with every label reaches 86.3% against 85.2%,
+#   still below the bag of bigrams here. Positions bought nothing measurable here (within one
+#   standard error, one seed each).
 # - Pooling turns token vectors into a review vector: masked global max, or a [CLS] token.
 # - The model we evaluate is the best validation checkpoint; the test set is used once.
 # - One `.keras` file with the vectoriser inside takes raw strings, reloads identically, and
