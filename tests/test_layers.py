@@ -37,6 +37,11 @@ STATES = (rng.normal(size=(B, E)).astype("float32"), rng.normal(size=(B, E)).ast
 # class -> (make the layer, positional inputs, call keyword arguments)
 EXAMPLES = {
     attention.MultiHeadAttention: (lambda: attention.MultiHeadAttention(2, 4), (FEATURES, SOURCE), {}),
+    attention.GroupedQueryAttention: (lambda: attention.GroupedQueryAttention(4, 4, 2, rotary_max_wavelength=1e4),
+                                      (FEATURES, FEATURES), {"use_causal_mask": True}),
+    transformer.RMSNorm: (transformer.RMSNorm, (FEATURES,), {}),
+    transformer.SwiGLUFeedForward: (lambda: transformer.SwiGLUFeedForward(12), (FEATURES,), {}),
+    transformer.LlamaDecoder: (lambda: transformer.LlamaDecoder(12, 4, 2), (FEATURES,), {}),
     pooling.MaskedGlobalMaxPooling1D: (pooling.MaskedGlobalMaxPooling1D, (FEATURES,), {}),
     pooling.PrependClassToken: (lambda: pooling.PrependClassToken(7), (IDS,), {}),
     pooling.ClassTokenOutput: (pooling.ClassTokenOutput, (FEATURES,), {}),

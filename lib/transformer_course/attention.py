@@ -4,6 +4,8 @@
 * :class:`MultiHeadAttention` — N heads in their own subspaces, Keras' weight layout and call
   signature; with ``cache`` / ``cache_update_index`` it attends over stored keys and values, so
   generation computes one new position per step (notebooks 07 and 09).
+* :class:`GroupedQueryAttention` — N query heads sharing G key/value heads (Ainslie et al., 2023),
+  with rotary positions as an option and the same cache, G heads wide: today's decoders.
 
 Attention of a recurrent decoder's state over the source positions (Luong, Bahdanau; notebook
 02) lives in :mod:`transformer_course.seq2seq_attention`. Both turn scores into weights with
@@ -30,8 +32,9 @@ from keras import ops
 from . import masks  # as a module: this layer's own arguments are called key_mask and attention_mask
 from ._validation import check_integer, check_rate
 from .masks import causal_mask, masked_softmax
+from .rotary import rotary_embedding
 
-__all__ = ["scaled_dot_product_attention", "MultiHeadAttention"]
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "GroupedQueryAttention"]
 
 
 def scaled_dot_product_attention(query, key, value, mask=None):
@@ -312,3 +315,140 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return config
 
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class GroupedQueryAttention(keras.layers.Layer):
+    """Self-attention in which N query heads share G key/value heads, with an optional key/value cache.
+
+    Query head n reads key/value head ``n // (N / G)``: G = N is multi-head attention, G = 1
+    multi-query attention (Shazeer, 2019). A cache holds G heads instead of N, so it costs G/N of
+    multi-head attention's memory per token, which is why today's decoders use it. With
+    ``rotary_max_wavelength`` the queries and keys are rotated by their positions
+    (:func:`~transformer_course.positional.rotary_embedding`) before the scores, as in Llama.
+
+    The weights have Keras' layout, so ``set_weights`` copies a ``keras.layers.GroupQueryAttention``
+    exactly: query kernel ``(E, N, H)``, key and value kernels ``(E, G, H)``, output kernel
+    ``(N, H, E)``, each followed by its bias when ``use_bias``.
+
+    Args:
+        head_dim: int, H.
+        num_query_heads: int, N.
+        num_key_value_heads: int, G, dividing N.
+        dropout: float in [0, 1), on the attention weights during training.
+        use_bias: bool, biases on the four projections (Llama has none).
+        rotary_max_wavelength: optional float: rotate queries and keys (None: no positions here).
+        kernel_initializer, bias_initializer: Keras initializers.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        query: float ``(B, T, E)``.
+        value: float ``(B, S, E)``; ``key`` defaults to it.
+        attention_mask: optional bool ``(B, T, S)``, True = may attend.
+        use_causal_mask: bool, forbid later positions (offset by ``cache_update_index``).
+        cache: optional float ``(B, 2, L, G, H)`` (:meth:`initial_cache`); with
+            ``cache_update_index``, the new keys and values are written at that position first,
+            and rotary positions start there.
+        training: bool, apply dropout.
+
+    Returns:
+        float ``(B, T, E)``, and the updated cache when ``cache`` is given.
+
+    Raises:
+        ValueError: for non-positive sizes, G not dividing N, a ``dropout`` outside [0, 1), or
+            a ``cache_update_index`` without a ``cache``.
+
+    Source: Ainslie et al., 2023, "GQA: Training Generalized Multi-Query Transformer Models from
+    Multi-Head Checkpoints", §2.2; equal to ``keras.layers.GroupQueryAttention`` (tested).
+
+    Example:
+        >>> import numpy as np
+        >>> layer = GroupedQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+        >>> tuple(layer(np.ones((1, 3, 8), "float32"), np.ones((1, 3, 8), "float32")).shape)
+        (1, 3, 8)
+    """
+
+    def __init__(self, head_dim, num_query_heads, num_key_value_heads, dropout=0.0, use_bias=True,
+                 rotary_max_wavelength=None, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.head_dim = check_integer("head_dim", head_dim)
+        self.num_query_heads = check_integer("num_query_heads", num_query_heads)
+        self.num_key_value_heads = check_integer("num_key_value_heads", num_key_value_heads)
+        if self.num_query_heads % self.num_key_value_heads:
+            raise ValueError(f"`num_key_value_heads` ({num_key_value_heads}) must divide `num_query_heads` "
+                             f"({num_query_heads}).")
+        self.dropout = check_rate("dropout", dropout)
+        self.use_bias, self.rotary_max_wavelength = use_bias, rotary_max_wavelength
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def _projection(self, name, shape, bias_shape):
+        kernel = self.add_weight(name=f"{name}_kernel", shape=shape, initializer=self.kernel_initializer)
+        bias = self.add_weight(name=f"{name}_bias", shape=bias_shape, initializer=self.bias_initializer) \
+            if self.use_bias else None
+        return kernel, bias
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        width = query_shape[-1]
+        heads, groups, head_dim = self.num_query_heads, self.num_key_value_heads, self.head_dim
+        self.query_kernel, self.query_bias = self._projection("query", (width, heads, head_dim), (heads, head_dim))
+        source = (value_shape or query_shape)[-1]
+        self.key_kernel, self.key_bias = self._projection("key", (source, groups, head_dim), (groups, head_dim))
+        self.value_kernel, self.value_bias = self._projection("value", (source, groups, head_dim), (groups, head_dim))
+        self.output_kernel, self.output_bias = self._projection("output", (heads, head_dim, width), (width,))
+        super().build(query_shape)
+
+    @staticmethod
+    def _project(inputs, kernel, bias):
+        projected = ops.einsum("bte,enh->btnh", inputs, kernel)
+        return projected if bias is None else projected + bias
+
+    def call(self, query, value, key=None, attention_mask=None, use_causal_mask=False, cache=None,
+             cache_update_index=None, training=None):
+        if cache_update_index is not None and cache is None:
+            raise ValueError("`cache_update_index` needs a `cache` to write into; received cache=None.")
+        key = value if key is None else key
+        start = 0 if cache_update_index is None else cache_update_index
+        q = self._project(query, self.query_kernel, self.query_bias)  # (B, T, N, H)
+        k = self._project(key, self.key_kernel, self.key_bias)  # (B, S, G, H)
+        v = self._project(value, self.value_kernel, self.value_bias)
+        if self.rotary_max_wavelength is not None:
+            q = rotary_embedding(q, start, self.rotary_max_wavelength)
+            k = rotary_embedding(k, start, self.rotary_max_wavelength)
+        if cache is not None:
+            if cache_update_index is not None:
+                offset = (0, cache_update_index, 0, 0)
+                k = ops.slice_update(cache[:, 0], offset, ops.cast(k, cache.dtype))
+                v = ops.slice_update(cache[:, 1], offset, ops.cast(v, cache.dtype))
+            else:
+                k, v = cache[:, 0], cache[:, 1]
+            cache = ops.stack([k, v], axis=1)
+        repeats = self.num_query_heads // self.num_key_value_heads
+        k, v = ops.repeat(k, repeats, axis=2), ops.repeat(v, repeats, axis=2)  # each group's heads share them
+        causal = (ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset=start), 0)
+                  if use_causal_mask else None)
+        mask = masks.combine_masks(causal, attention_mask)
+        weights = masked_softmax(ops.einsum("btnh,bsnh->bnts", q, k) / math.sqrt(self.head_dim),
+                                 None if mask is None else ops.expand_dims(mask, 1))  # (B, N, T, S)
+        weights = self.dropout_layer(weights, training=training)
+        output = ops.einsum("bnts,bsnh->btnh", weights, v)
+        output = ops.einsum("btnh,nhe->bte", output, self.output_kernel)
+        output = output if self.output_bias is None else output + self.output_bias
+        return output if cache is None else (output, cache)
+
+    def initial_cache(self, batch_size, length, dtype=None):
+        """An empty key/value cache for ``length`` positions: zeros ``(B, 2, L, G, H)``, G/N of multi-head's."""
+        return ops.zeros((batch_size, 2, length, self.num_key_value_heads, self.head_dim),
+                         dtype=dtype or self.compute_dtype)
+
+    def compute_output_shape(self, query_shape, value_shape=None, key_shape=None, **kwargs):
+        return tuple(query_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(head_dim=self.head_dim, num_query_heads=self.num_query_heads,
+                      num_key_value_heads=self.num_key_value_heads, dropout=self.dropout, use_bias=self.use_bias,
+                      rotary_max_wavelength=self.rotary_max_wavelength,
+                      kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+                      bias_initializer=keras.initializers.serialize(self.bias_initializer))
+        return config

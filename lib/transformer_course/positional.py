@@ -4,6 +4,8 @@
 * :class:`PositionalEmbedding` — learned token and position embeddings, summed.
 * :class:`RelativePositionBias` — a learned bias per query-key offset, added to attention
   scores (Shaw et al., 2018; the bucket-free, clipped form).
+* Rotary position embedding (Su et al., 2021, RoFormer), which rotates queries and keys inside
+  attention rather than adding to the embeddings, is :mod:`transformer_course.rotary`.
 
 Shape letters: B batch, T sequence length, E embedding width, N heads.
 """

@@ -1,4 +1,10 @@
-"""Transformer blocks.
+"""Transformer blocks: the original encoder and decoder, and a Llama-style decoder block.
+
+* :class:`TransformerEncoder`, :class:`TransformerDecoder` — Vaswani et al.'s blocks (post- or
+  pre-norm), equal to keras-hub's.
+* :class:`RMSNorm`, :class:`SwiGLUFeedForward`, :class:`LlamaDecoder` — what today's decoders
+  changed: a norm without centring or bias, a gated feed-forward, and a pre-norm block of both
+  around grouped-query attention with rotary positions.
 
 Shape letters: B batch, T sequence length, E model width, F feed-forward width, N heads.
 
@@ -20,10 +26,11 @@ import keras
 from keras import ops
 
 from ._validation import check_integer, check_rate
-from .attention import MultiHeadAttention
+from .attention import GroupedQueryAttention, MultiHeadAttention
 from .masks import combine_masks, key_mask
 
-__all__ = ["TransformerEncoder", "TransformerDecoder", "TokenDistribution", "TiedTokenDistribution", "gelu_approximate"]
+__all__ = ["TransformerEncoder", "TransformerDecoder", "TokenDistribution", "TiedTokenDistribution", "gelu_approximate",
+           "RMSNorm", "SwiGLUFeedForward", "LlamaDecoder"]
 
 
 class _TransformerBlock(keras.layers.Layer):
@@ -505,3 +512,206 @@ def gelu_approximate(x):
         0.841...
     """
     return keras.activations.gelu(x, approximate=True)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class RMSNorm(keras.layers.Layer):
+    """Root-mean-square normalisation: ``x / sqrt(mean(x²) + ε) · scale`` over the last axis.
+
+    LayerNorm without its two extra steps: no mean is subtracted and no bias added, so each
+    vector is only rescaled to unit root mean square, then by a learned ``scale``. Cheaper, and
+    as good in practice (Zhang and Sennrich, 2019); Llama and most decoders since use it.
+
+    Args:
+        epsilon: float, added to the mean square (1e-6, Keras' and Llama's default).
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: float ``(..., E)``.
+
+    Returns:
+        float ``(..., E)``, the same dtype; computed in float32 whatever the dtype policy.
+
+    Source: Zhang and Sennrich, 2019, "Root Mean Square Layer Normalization", equation (4); equal
+    to ``keras.layers.RMSNormalization`` where Keras has it (tested).
+
+    Example:
+        >>> normalised = RMSNorm()(keras.ops.convert_to_tensor([[3.0, 4.0]]))  # root mean square 3.5355
+        >>> [round(float(value), 4) for value in keras.ops.convert_to_numpy(normalised)[0]]
+        [0.8485, 1.1314]
+    """
+
+    def __init__(self, epsilon=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.epsilon = epsilon
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        self.scale = self.add_weight(name="scale", shape=(inputs_shape[-1],), initializer="ones")
+        super().build(inputs_shape)
+
+    def call(self, inputs):
+        x = ops.cast(inputs, "float32")
+        x = x * ops.rsqrt(ops.mean(ops.square(x), axis=-1, keepdims=True) + self.epsilon)
+        return ops.cast(x * ops.cast(self.scale, "float32"), inputs.dtype)
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "epsilon": self.epsilon}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class SwiGLUFeedForward(keras.layers.Layer):
+    """The gated feed-forward network of Llama: ``W_down (SiLU(x W_gate) ⊙ x W_up)``, no biases.
+
+    A gate, computed from the same input, scales each hidden unit. Three matrices instead of two:
+    at equal parameters, F is 2/3 of the GELU network's (Shazeer, 2020, §2, keeps the count).
+
+    Args:
+        intermediate_dim: int, F.
+        kernel_initializer: a Keras initializer for the three kernels.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: float ``(B, T, E)``.
+
+    Returns:
+        float ``(B, T, E)``.
+
+    Raises:
+        ValueError: for a non-positive ``intermediate_dim``.
+
+    Source: Shazeer, 2020, "GLU Variants Improve Transformer", equation (6); Touvron et al.,
+    2023, "LLaMA", §2.2.
+
+    Example:
+        >>> tuple(SwiGLUFeedForward(12)(keras.ops.ones((1, 3, 8))).shape)
+        (1, 3, 8)
+    """
+
+    def __init__(self, intermediate_dim, kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.intermediate_dim = check_integer("intermediate_dim", intermediate_dim)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        dense = {"use_bias": False, "kernel_initializer": self.kernel_initializer, "dtype": self.dtype_policy}
+        self.gate = keras.layers.Dense(self.intermediate_dim, name="gate", **dense)
+        self.up = keras.layers.Dense(self.intermediate_dim, name="up", **dense)
+        self.down = keras.layers.Dense(inputs_shape[-1], name="down", **dense)
+        self.gate.build(inputs_shape)
+        self.up.build(inputs_shape)
+        self.down.build((*inputs_shape[:-1], self.intermediate_dim))
+        super().build(inputs_shape)
+
+    def call(self, inputs):
+        return self.down(ops.silu(self.gate(inputs)) * self.up(inputs))
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "intermediate_dim": self.intermediate_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer)}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class LlamaDecoder(keras.layers.Layer):
+    """A Llama-style decoder block: pre-norm RMSNorm, grouped-query causal attention with rotary
+    positions, and a SwiGLU feed-forward network, each added back to the residual stream; no biases.
+
+    ``x + attention(RMSNorm(x))``, then ``x + SwiGLU(RMSNorm(x))``. No positions enter the
+    embeddings: :func:`~transformer_course.rotary.rotary_embedding` rotates the queries and keys.
+
+    Args:
+        intermediate_dim: int, F, the SwiGLU width.
+        num_query_heads: int, N (dividing the width E).
+        num_key_value_heads: int, G (dividing N).
+        dropout: float in [0, 1), after each sub-layer and on the attention weights, in training.
+        rotary_max_wavelength: float, the rotary embedding's longest wavelength.
+        layer_norm_epsilon: float, both RMSNorms' epsilon.
+        kernel_initializer: a Keras initializer.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        decoder_sequence: float ``(B, T, E)``.
+        decoder_padding_mask: optional bool ``(B, T)``, True = real token (its Keras mask otherwise).
+        self_attention_cache: optional float ``(B, 2, L, G, E // N)`` (:meth:`initial_caches`).
+        self_attention_cache_update_index: int, with the cache: the position of the first new token.
+        training: bool.
+
+    Returns:
+        float ``(B, T, E)``, and the updated cache when one is given.
+
+    Raises:
+        ValueError: for non-positive sizes, N not dividing E or G not dividing N, or a
+            ``dropout`` outside [0, 1).
+
+    Source: Touvron et al., 2023, "LLaMA: Open and Efficient Foundation Language Models", §2.2;
+    equal to keras-hub's ``LlamaTransformerDecoder`` with the same weights (tested).
+
+    Example:
+        >>> block = LlamaDecoder(intermediate_dim=24, num_query_heads=4, num_key_value_heads=2)
+        >>> tuple(block(keras.ops.ones((1, 5, 16))).shape)
+        (1, 5, 16)
+    """
+
+    def __init__(self, intermediate_dim, num_query_heads, num_key_value_heads, dropout=0.0,
+                 rotary_max_wavelength=10_000.0, layer_norm_epsilon=1e-6, kernel_initializer="glorot_uniform",
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.intermediate_dim = check_integer("intermediate_dim", intermediate_dim)
+        self.num_query_heads = check_integer("num_query_heads", num_query_heads)
+        self.num_key_value_heads = check_integer("num_key_value_heads", num_key_value_heads)
+        self.dropout = check_rate("dropout", dropout)
+        self.rotary_max_wavelength, self.layer_norm_epsilon = rotary_max_wavelength, layer_norm_epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, decoder_sequence_shape):
+        width = decoder_sequence_shape[-1]
+        if width % self.num_query_heads:
+            raise ValueError(f"`num_query_heads` ({self.num_query_heads}) must divide the input width {width}.")
+        common = {"dtype": self.dtype_policy}
+        self.attention_norm = RMSNorm(self.layer_norm_epsilon, name="attention_norm", **common)
+        self.attention = GroupedQueryAttention(
+            width // self.num_query_heads, self.num_query_heads, self.num_key_value_heads, dropout=self.dropout,
+            use_bias=False, rotary_max_wavelength=self.rotary_max_wavelength,
+            kernel_initializer=self.kernel_initializer, name="attention", **common)
+        self.feedforward_norm = RMSNorm(self.layer_norm_epsilon, name="feedforward_norm", **common)
+        self.feedforward = SwiGLUFeedForward(self.intermediate_dim, kernel_initializer=self.kernel_initializer,
+                                             name="feedforward", **common)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, **common)
+        for layer in (self.attention_norm, self.feedforward_norm, self.feedforward):
+            layer.build(decoder_sequence_shape)
+        self.attention.build(decoder_sequence_shape, decoder_sequence_shape)
+        super().build(decoder_sequence_shape)
+
+    def call(self, decoder_sequence, decoder_padding_mask=None, self_attention_cache=None,
+             self_attention_cache_update_index=None, training=None, decoder_sequence_mask=None):
+        padding = decoder_sequence_mask if decoder_padding_mask is None else decoder_padding_mask  # (B, T)
+        mask = None if self_attention_cache is not None else key_mask(padding)  # the cache holds real tokens
+        y = self.attention_norm(decoder_sequence)
+        y = self.attention(y, y, attention_mask=mask, use_causal_mask=True, cache=self_attention_cache,
+                           cache_update_index=self_attention_cache_update_index, training=training)
+        y, cache = y if self_attention_cache is not None else (y, None)
+        x = decoder_sequence + self.dropout_layer(y, training=training)
+        x = x + self.dropout_layer(self.feedforward(self.feedforward_norm(x)), training=training)
+        return x if cache is None else (x, cache)
+
+    def initial_caches(self, batch_size, max_length):
+        """The empty key/value cache a generation starts from: float ``(B, 2, L, G, E // N)``."""
+        return self.attention.initial_cache(batch_size, max_length)
+
+    def compute_output_shape(self, decoder_sequence_shape):
+        return tuple(decoder_sequence_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "intermediate_dim": self.intermediate_dim,
+                "num_query_heads": self.num_query_heads, "num_key_value_heads": self.num_key_value_heads,
+                "dropout": self.dropout, "rotary_max_wavelength": self.rotary_max_wavelength,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer)}
