@@ -52,6 +52,7 @@ def rotary_embedding(x, start_index=0, max_wavelength: float = 10_000.0):
     """
     if len(x.shape) != 4 or x.shape[-1] is None or x.shape[-1] % 2:
         raise ValueError(f"`x` must have shape (batch, length, heads, even head width); received {tuple(x.shape)}.")
+    x = ops.convert_to_tensor(x)  # a NumPy array too: on PyTorch, array * tensor is not defined
     width = x.shape[-1]
     inverse_frequency = 1.0 / (max_wavelength ** (ops.arange(0, width, 2, dtype="float32") / width))  # (H/2,)
     positions = ops.cast(ops.arange(ops.shape(x)[1]), "float32") + ops.cast(start_index, "float32")  # (T,)
