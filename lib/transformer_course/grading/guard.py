@@ -117,6 +117,24 @@ def install(trusted: tuple, written: dict, home: str) -> None:
                 and "get_data" not in getattr(loader, "__dict__", {})
                 and is_trusted(frame.f_locals.get("bytecode_path")))
 
+    import _imp
+
+    get_frozen_object = _imp.get_frozen_object
+    frozen_importlib = sys.modules.get("_frozen_importlib")
+
+    def frozen_import_read(frame) -> bool:
+        """The import system loading a frozen standard-library module (``runpy``, ``importlib.util``): from
+        Python 3.13 ``_imp.get_frozen_object(name)`` unmarshals the interpreter's own frozen bytes. Only that
+        call, made by importlib's own ``_call_with_frames_removed`` (its code and its module's globals) with
+        a name and no data of the caller's, passes."""
+        if frame.f_code.co_name != "_call_with_frames_removed" or frozen_importlib is None:
+            return False
+        if frame.f_code is not frozen_importlib._call_with_frames_removed.__code__ \
+                or frame.f_globals is not frozen_importlib.__dict__:
+            return False
+        local = frame.f_locals
+        return local.get("f") is get_frozen_object and len(local.get("args", ())) == 1 and not local.get("kwds")
+
     def is_written(data) -> bool:
         if type(data) is bytes:
             try:
@@ -182,6 +200,8 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             return
         # The import system loading an installed module: decided without walking the stack or reading the file.
         if event == "marshal.loads" and frame.f_code.co_name == "_compile_bytecode" and stock_import_read(frame):
+            return
+        if event == "marshal.loads" and frozen_import_read(frame):
             return
         if event == "exec" and is_trusted(getattr(arguments[0], "co_filename", None)):
             return  # an installed module's code: it was compiled or unmarshalled under the rules here
