@@ -74,6 +74,12 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     return ops.matmul(weights, value), weights
 
 
+def _project(inputs, kernel, bias):
+    """``(B, T, E)`` through a kernel ``(E, N, H)`` (and bias ``(N, H)``): split into heads, ``(B, T, N, H)``."""
+    projected = ops.einsum("bte,enh->btnh", inputs, kernel)
+    return projected if bias is None else projected + bias
+
+
 @keras.saving.register_keras_serializable(package="transformer_course")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention, written out; same call signature and weights as Keras' layer.
@@ -200,9 +206,6 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         super().build(query_shape)
 
-    def _project(self, inputs, kernel, bias):
-        projected = ops.einsum("bte,enh->btnh", inputs, kernel)  # (B, T, N, H): split into heads
-        return projected if bias is None else projected + bias
 
     def call(
         self,
@@ -232,16 +235,16 @@ class MultiHeadAttention(keras.layers.Layer):
         # 1. Project and split into heads. With a cache, keys and values come from it: read as
         #    they are (cache_update_index=None), or after writing the new positions' projections
         #    at cache_update_index.
-        q = self._project(query, self.query_kernel, self.query_bias)  # (B, T, N, H)
+        q = _project(query, self.query_kernel, self.query_bias)  # (B, T, N, H)
         if cache is None:
-            k = self._project(key, self.key_kernel, self.key_bias)  # (B, S, N, H)
-            v = self._project(value, self.value_kernel, self.value_bias)  # (B, S, N, H_v)
+            k = _project(key, self.key_kernel, self.key_bias)  # (B, S, N, H)
+            v = _project(value, self.value_kernel, self.value_bias)  # (B, S, N, H_v)
         else:
             k, v = cache[:, 0], cache[:, 1]  # (B, L, N, H): L = the cache's length
             if cache_update_index is not None:
                 start = (0, cache_update_index, 0, 0)
-                k = ops.slice_update(k, start, ops.cast(self._project(key, self.key_kernel, self.key_bias), k.dtype))
-                new_values = self._project(value, self.value_kernel, self.value_bias)
+                k = ops.slice_update(k, start, ops.cast(_project(key, self.key_kernel, self.key_bias), k.dtype))
+                new_values = _project(value, self.value_kernel, self.value_bias)
                 v = ops.slice_update(v, start, ops.cast(new_values, v.dtype))
                 cache = ops.stack([k, v], axis=1)
             value_mask = key_mask = None  # padding masks describe the inputs, not the cache
@@ -398,20 +401,15 @@ class GroupedQueryAttention(keras.layers.Layer):
         self.output_kernel, self.output_bias = self._projection("output", (heads, head_dim, width), (width,))
         super().build(query_shape)
 
-    @staticmethod
-    def _project(inputs, kernel, bias):
-        projected = ops.einsum("bte,enh->btnh", inputs, kernel)
-        return projected if bias is None else projected + bias
-
     def call(self, query, value, key=None, attention_mask=None, use_causal_mask=False, cache=None,
              cache_update_index=None, training=None):
         if cache_update_index is not None and cache is None:
             raise ValueError("`cache_update_index` needs a `cache` to write into; received cache=None.")
         key = value if key is None else key
         start = 0 if cache_update_index is None else cache_update_index
-        q = self._project(query, self.query_kernel, self.query_bias)  # (B, T, N, H)
-        k = self._project(key, self.key_kernel, self.key_bias)  # (B, S, G, H)
-        v = self._project(value, self.value_kernel, self.value_bias)
+        q = _project(query, self.query_kernel, self.query_bias)  # (B, T, N, H)
+        k = _project(key, self.key_kernel, self.key_bias)  # (B, S, G, H)
+        v = _project(value, self.value_kernel, self.value_bias)
         if self.rotary_max_wavelength is not None:
             q = rotary_embedding(q, start, self.rotary_max_wavelength)
             k = rotary_embedding(k, start, self.rotary_max_wavelength)
@@ -428,11 +426,11 @@ class GroupedQueryAttention(keras.layers.Layer):
         causal = (ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset=start), 0)
                   if use_causal_mask else None)
         mask = masks.combine_masks(causal, attention_mask)
-        weights = masked_softmax(ops.einsum("btnh,bsnh->bnts", q, k) / math.sqrt(self.head_dim),
-                                 None if mask is None else ops.expand_dims(mask, 1))  # (B, N, T, S)
-        weights = self.dropout_layer(weights, training=training)
-        output = ops.einsum("bnts,bsnh->btnh", weights, v)
-        output = ops.einsum("btnh,nhe->bte", output, self.output_kernel)
+        heads_first = [ops.transpose(tensor, (0, 2, 1, 3)) for tensor in (q, k, v)]  # (B, N, T or S, H)
+        output, weights = scaled_dot_product_attention(*heads_first, None if mask is None else ops.expand_dims(mask, 1))
+        if self.dropout > 0 and training:
+            output = ops.matmul(self.dropout_layer(weights, training=training), heads_first[2])
+        output = ops.einsum("bnth,nhe->bte", output, self.output_kernel)
         output = output if self.output_bias is None else output + self.output_bias
         return output if cache is None else (output, cache)
 

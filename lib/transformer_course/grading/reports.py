@@ -16,17 +16,9 @@ import json
 from dataclasses import asdict
 
 from ..exercises import EXERCISES
-from .safe_text import (  # noqa: F401 (the reports' names for them)
-    display_name,
-    escaped,
-    lookalike_groups,
-    markdown_text,
-    skeleton,
-    spreadsheet_cell,
-    visible,
-)
+from .safe_text import escaped, lookalike_groups, markdown_text, spreadsheet_cell
 
-__all__ = ["report_texts", "visible", "display_name", "markdown_text", "spreadsheet_cell"]
+__all__ = ["report_texts"]
 
 
 def _similarity_lines(results: list) -> list[str]:

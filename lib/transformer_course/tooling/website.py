@@ -316,9 +316,12 @@ def build_site(
         else:
             notebook.cells.insert(0, _run_it_cell(file, setting))
         nbformat.write(notebook, source / file)
+    from .results import load_records, results_table
+
+    records = load_records(root / "results")  # read once: the results page and the maintainers' table
     pages = {
         "index": (_home_page(readme, setting, rows), "README.md"),
-        "results": (_results_page(root / "results"), "README.md"),
+        "results": (_results_page(records), "README.md"),
         "students": ("# For students: exercises and instant feedback\n\n"
                      + _readme_section(readme, "For students: exercises and instant feedback"), "README.md"),
     }
@@ -330,11 +333,9 @@ def build_site(
         raise ValueError(f"{GUIDES['start'][0]} must hold the line {_PLAN}, where the notebooks' table goes.")
     pages["start"] = (pages["start"][0].replace(_PLAN, _notebook_plan(rows, release, root / "results")),
                       GUIDES["start"][0])
-    from .results import load_records, results_table
-
     maintainers, file = pages["maintainers"]
     pages["maintainers"] = (maintainers.replace(_RECORDED_RUNS, f"```{{container}} results-table\n"
-                                                f"{results_table(load_records(root / 'results'))}\n```"), file)
+                                                f"{results_table(records)}\n```"), file)
     for name, (text, text_file) in pages.items():
         (source / f"{name}.md").write_text(_site_links(text, setting, files, text_file), encoding="utf-8")
     (source / "conf.py").write_text(_SPHINX_CONFIGURATION.format(
@@ -387,11 +388,11 @@ def _notebook_plan(rows: list[re.Match], release: Path, results_dir: Path) -> st
 _RECORDED_RUNS = "<!-- recorded-runs -->"
 
 
-def _results_page(results_dir: Path) -> str:
+def _results_page(records: list[dict]) -> str:
     """The results page, written for students: what each recorded run measured and what it found."""
-    from .results import load_records, results_table
+    from .results import results_table
 
-    table = results_table(load_records(results_dir), for_students=True)
+    table = results_table(records, for_students=True)
     return ("# Results of the recorded runs\n\n"
             "Each number below comes from one run of its notebook in the full profile, on a 2-core CPU, and is "
             "printed in that notebook beside the code that computed it; the notebook says how to read it. Where a "
