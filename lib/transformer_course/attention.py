@@ -331,7 +331,10 @@ class GroupedQueryAttention(keras.layers.Layer):
 
     The weights have Keras' layout, so ``set_weights`` copies a ``keras.layers.GroupQueryAttention``
     exactly: query kernel ``(E, N, H)``, key and value kernels ``(E, G, H)``, output kernel
-    ``(N, H, E)``, each followed by its bias when ``use_bias``.
+    ``(N, H, E)``, each followed by its bias when ``use_bias``. Each projection is a
+    ``keras.layers.EinsumDense`` (``query_dense``, ``key_dense``, ``value_dense``,
+    ``output_dense``), as in Keras' layer, so ``enable_lora(rank)`` and ``model.quantize("int8")``
+    reach them (notebook 11).
 
     Args:
         head_dim: int, H.
@@ -384,21 +387,27 @@ class GroupedQueryAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.supports_masking = True  # the output keeps the query's padding mask
 
-    def _projection(self, name, shape, bias_shape):
-        kernel = self.add_weight(name=f"{name}_kernel", shape=shape, initializer=self.kernel_initializer)
-        bias = self.add_weight(name=f"{name}_bias", shape=bias_shape, initializer=self.bias_initializer) \
-            if self.use_bias else None
-        return kernel, bias
+    def _projection(self, name, equation, output_shape, bias_axes, input_shape):
+        """One projection as a ``keras.layers.EinsumDense``, so ``enable_lora`` and ``quantize`` apply to it."""
+        layer = keras.layers.EinsumDense(equation, output_shape, bias_axes=bias_axes if self.use_bias else None,
+                                         kernel_initializer=self.kernel_initializer,
+                                         bias_initializer=self.bias_initializer, name=name, dtype=self.dtype_policy)
+        layer.supports_masking = True  # the padding mask rides along on the input; attention applies it
+        layer.build(input_shape)
+        return layer
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         width = query_shape[-1]
         heads, groups, head_dim = self.num_query_heads, self.num_key_value_heads, self.head_dim
-        self.query_kernel, self.query_bias = self._projection("query", (width, heads, head_dim), (heads, head_dim))
-        source = (value_shape or query_shape)[-1]
-        self.key_kernel, self.key_bias = self._projection("key", (source, groups, head_dim), (groups, head_dim))
-        self.value_kernel, self.value_bias = self._projection("value", (source, groups, head_dim), (groups, head_dim))
-        self.output_kernel, self.output_bias = self._projection("output", (heads, head_dim, width), (width,))
+        source_shape = value_shape or query_shape
+        self.query_dense = self._projection("query", "bte,enh->btnh", (None, heads, head_dim), "nh", query_shape)
+        key_shape = key_shape or source_shape
+        self.key_dense = self._projection("key", "bse,egh->bsgh", (None, groups, head_dim), "gh", key_shape)
+        self.value_dense = self._projection("value", "bse,egh->bsgh", (None, groups, head_dim), "gh", source_shape)
+        self.output_dense = self._projection("output", "btnh,nhe->bte", (None, width), "e",
+                                             (*query_shape[:-1], heads, head_dim))
         super().build(query_shape)
 
     def call(self, query, value, key=None, attention_mask=None, use_causal_mask=False, cache=None,
@@ -407,9 +416,9 @@ class GroupedQueryAttention(keras.layers.Layer):
             raise ValueError("`cache_update_index` needs a `cache` to write into; received cache=None.")
         key = value if key is None else key
         start = 0 if cache_update_index is None else cache_update_index
-        q = _project(query, self.query_kernel, self.query_bias)  # (B, T, N, H)
-        k = _project(key, self.key_kernel, self.key_bias)  # (B, S, G, H)
-        v = _project(value, self.value_kernel, self.value_bias)
+        q = self.query_dense(query)  # (B, T, N, H)
+        k = self.key_dense(key)  # (B, S, G, H)
+        v = self.value_dense(value)
         if self.rotary_max_wavelength is not None:
             q = rotary_embedding(q, start, self.rotary_max_wavelength)
             k = rotary_embedding(k, start, self.rotary_max_wavelength)
@@ -430,8 +439,7 @@ class GroupedQueryAttention(keras.layers.Layer):
         output, weights = scaled_dot_product_attention(*heads_first, None if mask is None else ops.expand_dims(mask, 1))
         if self.dropout > 0 and training:
             output = ops.matmul(self.dropout_layer(weights, training=training), heads_first[2])
-        output = ops.einsum("bnth,nhe->bte", output, self.output_kernel)
-        output = output if self.output_bias is None else output + self.output_bias
+        output = self.output_dense(ops.transpose(output, (0, 2, 1, 3)))  # (B, T, N, H) -> (B, T, E)
         return output if cache is None else (output, cache)
 
     def initial_cache(self, batch_size, length, dtype=None):

@@ -56,12 +56,12 @@ def _compiled(function):
 class _CachedModel:
     """What both cached generators share: the model (which owns its passes) and a length limit."""
 
-    def __init__(self, model: keras.Model, max_length: int, embedding):
+    def __init__(self, model: keras.Model, max_length: int, sequence_length: int):
         self.model = model
         self.max_length = check_integer("max_length", max_length)
-        if self.max_length > embedding.sequence_length:
-            raise ValueError(f"`max_length` must be at most the model's sequence length "
-                             f"{embedding.sequence_length} (its `{embedding.name}` layer); received {max_length}.")
+        if self.max_length > sequence_length:
+            raise ValueError(f"`max_length` must be at most the model's sequence length {sequence_length}; "
+                             f"received {max_length}.")
 
 
 class NextTokens:
@@ -122,7 +122,7 @@ class IncrementalDecoder(_CachedModel):
     """
 
     def __init__(self, model: keras.Model, max_length: int):
-        super().__init__(model, max_length, model.target_embedding)
+        super().__init__(model, max_length, model.target_embedding.sequence_length)
         self._start = _compiled(self._start_eagerly)
         self._step = _compiled(self._step_eagerly)
 
@@ -222,7 +222,7 @@ class CachedLanguageModel(_CachedModel):
     """
 
     def __init__(self, model: keras.Model, max_length: int):
-        super().__init__(model, max_length, model.token_embedding)
+        super().__init__(model, max_length, model.sequence_length)
         self._run = _compiled(self._run_eagerly)
 
     def _run_eagerly(self, token_ids, start, caches):

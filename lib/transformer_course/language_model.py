@@ -27,12 +27,16 @@ from keras import ops
 
 from ._validation import check_integer, check_model_sizes
 from .masks import PADDING_ID
-from .positional import PositionalEmbedding
+from .pooling import LastTokenPooling
+from .positional import PositionalEmbedding, TokenEmbedding
 from .training import RoundOrder
-from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder
+from .transformer import LlamaDecoder, RMSNorm, TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
-__all__ = ["LanguageModel", "build_language_model", "forward_weights", "running_text_chunks", "token_log_probabilities",
-           "perplexity", "bits_per_character", "compressor_bits_per_character", "RowBatches"]
+ARCHITECTURES = ("gpt", "llama")
+
+__all__ = ["LanguageModel", "build_language_model", "language_model_classifier", "forward_weights",
+           "running_text_chunks", "token_log_probabilities", "perplexity", "bits_per_character",
+           "compressor_bits_per_character", "RowBatches"]
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -67,6 +71,14 @@ class LanguageModel(keras.Model):
         activation: the blocks' feed-forward activation: a name Keras knows (``"relu"``, the
             default) or a registered function (GPT-2: :func:`~transformer_course.bert.gelu_approximate`).
         layer_norm_epsilon: float, every LayerNorm's epsilon (GPT-2: 1e-5).
+        architecture: ``"gpt"`` (the default: the blocks above) or ``"llama"``: a token embedding
+            with no position table (:class:`~transformer_course.positional.TokenEmbedding`),
+            :class:`~transformer_course.transformer.LlamaDecoder` blocks (pre-norm RMSNorm, rotary
+            positions, grouped-query attention, SwiGLU, no biases) and a final RMSNorm (Touvron et
+            al., 2023, §2.2). ``normalize_first``, ``final_norm`` and ``activation`` are the GPT
+            blocks' and must keep their defaults with it.
+        num_key_value_heads: int G dividing N, the key/value heads of ``"llama"`` blocks (None:
+            G = N, multi-head attention); must stay None with ``"gpt"``.
         **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
 
     Call arguments:
@@ -77,31 +89,50 @@ class LanguageModel(keras.Model):
         masked in self-attention; the causal mask keeps every position from seeing later ones.
 
     Raises:
-        ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), or ``num_heads`` not
-            dividing ``embed_dim``.
+        ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), ``num_heads`` not
+            dividing ``embed_dim``, an unknown ``architecture``, or a GPT option given to a
+            ``"llama"`` model (or ``num_key_value_heads`` to a ``"gpt"`` one).
 
     Example:
         >>> model = LanguageModel(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2)
         >>> len(model.decoder_blocks), model.output_shape
         (2, (None, None, 30))
+        >>> llama = LanguageModel(30, 8, embed_dim=16, intermediate_dim=24, num_heads=4, architecture="llama",
+        ...                       num_key_value_heads=2)
+        >>> type(llama.decoder_blocks[0]).__name__, type(llama.final_norm).__name__
+        ('LlamaDecoder', 'RMSNorm')
     """
 
     def __init__(self, vocab_size, sequence_length, *, embed_dim=256, intermediate_dim=1024, num_heads=4,
                  num_layers=2, dropout=0.1, tie_embeddings=True, normalize_first=False, final_norm=False,
-                 activation="relu", layer_norm_epsilon=1e-5, **kwargs):
+                 activation="relu", layer_norm_epsilon=1e-5, architecture="gpt", num_key_value_heads=None, **kwargs):
         check_model_sizes(embed_dim, num_heads, dropout, vocab_size=vocab_size, sequence_length=sequence_length,
                           num_layers=num_layers)
+        llama = _check_architecture(architecture, num_key_value_heads, normalize_first=normalize_first,
+                                    final_norm=final_norm, activation=activation)
         activation = keras.activations.get(activation)
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        token_embedding = PositionalEmbedding(sequence_length, vocab_size, embed_dim, name="token_embedding")
+        if llama:  # positions enter inside attention (rotary), none in the embeddings
+            token_embedding = TokenEmbedding(vocab_size, embed_dim, name="token_embedding")
+        else:
+            token_embedding = PositionalEmbedding(sequence_length, vocab_size, embed_dim, name="token_embedding")
         x = token_embedding(token_ids)
         decoder_blocks = []
         for index in range(num_layers):
-            decoder_blocks.append(TransformerDecoder(intermediate_dim, num_heads, dropout=dropout,
-                                                     activation=activation, layer_norm_epsilon=layer_norm_epsilon,
-                                                     normalize_first=normalize_first, name=f"decoder_{index + 1}"))
-            x = decoder_blocks[-1](x)
-        norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm") if final_norm else None
+            if llama:
+                block = LlamaDecoder(intermediate_dim, num_heads, num_key_value_heads or num_heads, dropout=dropout,
+                                     layer_norm_epsilon=layer_norm_epsilon, name=f"decoder_{index + 1}")
+            else:
+                block = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, activation=activation,
+                                           layer_norm_epsilon=layer_norm_epsilon, normalize_first=normalize_first,
+                                           name=f"decoder_{index + 1}")
+            decoder_blocks.append(block)
+            x = block(x)
+        if llama:
+            norm = RMSNorm(layer_norm_epsilon, name="final_norm")
+        else:
+            norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm") if final_norm
+                    else None)
         if norm is not None:
             x = norm(x)
         output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
@@ -119,6 +150,7 @@ class LanguageModel(keras.Model):
         self.intermediate_dim, self.num_heads, self.num_layers = intermediate_dim, num_heads, num_layers
         self.dropout, self.tie_embeddings, self.normalize_first = dropout, tie_embeddings, normalize_first
         self.activation, self.layer_norm_epsilon = activation, layer_norm_epsilon
+        self.architecture, self.num_key_value_heads = architecture, num_key_value_heads
 
     def output_distribution(self, hidden):
         """The output layer on decoder states: float ``(B, T, E)`` -> float32 ``(B, T, V)``.
@@ -130,7 +162,8 @@ class LanguageModel(keras.Model):
         return self.output_layer(self.token_embedding(hidden, reverse=True) if self.tie_embeddings else hidden)
 
     def initial_caches(self, batch_size, max_length: int) -> list:
-        """Every decoder block's empty key/value cache: a list of float ``(B, 2, L, N, E // N)``."""
+        """Every decoder block's empty key/value cache: a list of float ``(B, 2, L, N, E // N)`` (G heads, not N,
+        in a ``"llama"`` model with ``num_key_value_heads`` G)."""
         return [block.initial_caches(batch_size, max_length) for block in self.decoder_blocks]
 
     def call_with_cache(self, token_ids, caches: list, start_index, last_only: bool = False) -> tuple:
@@ -165,13 +198,37 @@ class LanguageModel(keras.Model):
                 "sequence_length": self.sequence_length, "embed_dim": self.embed_dim,
                 "intermediate_dim": self.intermediate_dim, "num_heads": self.num_heads,
                 "num_layers": self.num_layers, "dropout": self.dropout, "tie_embeddings": self.tie_embeddings,
-                "normalize_first": self.normalize_first, "final_norm": self.final_norm is not None,
+                "normalize_first": self.normalize_first,
+                "final_norm": self.final_norm is not None and self.architecture == "gpt",
                 "activation": keras.activations.serialize(self.activation),
-                "layer_norm_epsilon": self.layer_norm_epsilon}
+                "layer_norm_epsilon": self.layer_norm_epsilon, "architecture": self.architecture,
+                "num_key_value_heads": self.num_key_value_heads}
 
     @classmethod
     def from_config(cls, config):
         return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
+
+
+def _check_architecture(architecture, num_key_value_heads, **gpt_options) -> bool:
+    """True for a ``"llama"`` model; a ValueError for an unknown architecture or an option it does not take."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"`architecture` must be one of {ARCHITECTURES}; received {architecture!r}.")
+    if architecture == "gpt":
+        if num_key_value_heads is not None:
+            raise ValueError("`num_key_value_heads` is an option of architecture='llama' (grouped-query attention); "
+                             f"received {num_key_value_heads!r} with architecture='gpt'.")
+        return False
+    defaults = {"normalize_first": False, "final_norm": False, "activation": "relu"}
+    activation = keras.activations.get(gpt_options["activation"])
+    gpt_options = {**gpt_options, "activation": getattr(activation, "__name__", activation)}
+    changed = [name for name, value in gpt_options.items() if value != defaults[name]]
+    if changed:
+        raise ValueError(f"{', '.join(f'`{name}`' for name in changed)} belong(s) to architecture='gpt': a 'llama' "
+                         "model is always pre-norm RMSNorm with a final RMSNorm and SwiGLU; received "
+                         + ", ".join(f"{name}={gpt_options[name]!r}" for name in changed) + ".")
+    if num_key_value_heads is not None:
+        check_integer("num_key_value_heads", num_key_value_heads)
+    return True
 
 
 def build_language_model(vocab_size: int, sequence_length: int, **options) -> LanguageModel:
@@ -182,6 +239,44 @@ def build_language_model(vocab_size: int, sequence_length: int, **options) -> La
         True
     """
     return LanguageModel(vocab_size, sequence_length, **options)
+
+
+def language_model_classifier(model: LanguageModel, num_classes: int = 1, name: str = "classifier") -> keras.Model:
+    """A text classifier on a language model: its last real token's final state -> a dense layer.
+
+    The model's own layers, shared (not copied): token embedding, decoder blocks and final norm,
+    then :class:`~transformer_course.pooling.LastTokenPooling` and ``Dense(num_classes)``: a
+    sigmoid for ``num_classes=1`` (two classes), a softmax otherwise. Fine-tuning changes
+    ``model``'s weights too; build a copy first (``LanguageModel.from_config`` and
+    ``set_weights``) to keep the language model. Radford et al., 2018, §3.3.
+
+    Args:
+        model: a :class:`LanguageModel` (either architecture).
+        num_classes: int ≥ 1.
+        name: str, the classifier's name.
+
+    Returns:
+        ``keras.Model``: int ``(B, T)`` ids (0 = padding, on the right) -> float32 ``(B, num_classes)``.
+
+    Raises:
+        ValueError: for a ``num_classes`` below 1.
+
+    Example:
+        >>> lm = build_language_model(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=1)
+        >>> language_model_classifier(lm).output_shape
+        (None, 1)
+    """
+    num_classes = check_integer("num_classes", num_classes)
+    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    x = model.token_embedding(token_ids)
+    for block in model.decoder_blocks:
+        x = block(x)
+    if model.final_norm is not None:
+        x = model.final_norm(x)
+    x = LastTokenPooling(name="last_token")(x)
+    output = keras.layers.Dense(num_classes, activation="sigmoid" if num_classes == 1 else "softmax",
+                                name="class_output", dtype="float32")(x)
+    return keras.Model(token_ids, output, name=name)
 
 
 def forward_weights(model: LanguageModel) -> tuple[dict, dict]:
@@ -215,7 +310,7 @@ def forward_weights(model: LanguageModel) -> tuple[dict, dict]:
         ``(weights, config)``; float32 arrays, copies (changing them changes nothing in ``model``).
 
     Raises:
-        ValueError: for a model with untied embeddings or an activation other than ReLU and
+        ValueError: for a ``"llama"`` model, a model with untied embeddings, or an activation other than ReLU and
             ``gelu_approximate``.
 
     Example:
@@ -224,6 +319,9 @@ def forward_weights(model: LanguageModel) -> tuple[dict, dict]:
         >>> weights["blocks"][0]["attention"]["query_kernel"].shape, config["num_heads"]
         ((8, 2, 4), 2)
     """
+    if model.architecture != "gpt":
+        raise ValueError(f"`model` must be a GPT model (the exercise's layout); received architecture="
+                         f"{model.architecture!r}.")
     if not model.tie_embeddings:
         raise ValueError("`model` must have tied embeddings (tie_embeddings=True): the exercise's output layer is "
                          "the token embedding turned around.")

@@ -11,6 +11,9 @@ Two ways to pool, both here:
   token in front of every sequence; attention lets it gather from the whole text, and its output
   vector is the text's summary (:class:`ClassTokenOutput`). The sentiment classifier (notebook 06),
   BERT (08) and the Vision Transformer (10) use them.
+* the **last real token** (Radford et al., 2018, §3.3): in a causal decoder only the last
+  position has seen the whole text, so a classifier on a language model reads its vector
+  (:class:`LastTokenPooling`; notebook 11).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from keras import ops
 
 from ._validation import check_integer
 
-__all__ = ["MaskedGlobalMaxPooling1D", "PrependClassToken", "ClassTokenOutput"]
+__all__ = ["MaskedGlobalMaxPooling1D", "LastTokenPooling", "PrependClassToken", "ClassTokenOutput"]
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -62,6 +65,51 @@ class MaskedGlobalMaxPooling1D(keras.layers.Layer):
         lowest = ops.full_like(inputs, -3.0e38)  # below any real activation, still finite in float32
         pooled = ops.max(ops.where(real, inputs, lowest), axis=1)  # (B, E)
         return ops.where(ops.any(real, axis=1), pooled, ops.zeros_like(pooled))
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        return (inputs_shape[0], inputs_shape[2])
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class LastTokenPooling(keras.layers.Layer):
+    """The vector of each sequence's last real position: what a causal decoder has read the whole text into.
+
+    With causal attention position t sees positions ≤ t only, so the last real token is the one
+    position that has seen everything; GPT's classifier reads it (Radford et al., 2018, §3.3).
+    Padding must come after the real tokens (the course's rows are padded on the right).
+
+    Call arguments:
+        inputs: float ``(B, T, E)``.
+        mask: optional bool ``(B, T)``, True = real token (filled in by Keras from the embedding);
+            without one, position T - 1 is read.
+
+    Returns:
+        float ``(B, E)``; a row with no real token gives its position 0.
+
+    Raises:
+        ValueError: for an input that is not rank 3.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.arange(6.0, dtype="float32").reshape(1, 3, 2)
+        >>> keras.ops.convert_to_numpy(LastTokenPooling()(x, mask=np.array([[True, True, False]]))).tolist()
+        [[2.0, 3.0]]
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, inputs, mask=None):
+        if len(inputs.shape) != 3:
+            raise ValueError(f"`inputs` must have shape (batch, length, width); received {tuple(inputs.shape)}.")
+        if mask is None:
+            return inputs[:, -1, :]
+        last = ops.maximum(ops.sum(ops.cast(mask, "int32"), axis=1) - 1, 0)  # (B,) the last real position
+        return ops.take_along_axis(inputs, ops.reshape(last, (-1, 1, 1)), axis=1)[:, 0, :]
 
     def compute_mask(self, inputs, mask=None):
         return None

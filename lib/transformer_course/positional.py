@@ -2,6 +2,8 @@
 
 * :func:`sinusoidal_encoding` — the fixed encoding of Vaswani et al. (2017), §3.5.
 * :class:`PositionalEmbedding` — learned token and position embeddings, summed.
+* :class:`TokenEmbedding` — the token embedding alone, for a model whose positions enter inside
+  attention (rotary); like ``PositionalEmbedding`` it turns around for a tied output layer.
 * :class:`RelativePositionBias` — a learned bias per query-key offset, added to attention
   scores (Shaw et al., 2018; the bucket-free, clipped form).
 * Rotary position embedding (Su et al., 2021, RoFormer), which rotates queries and keys inside
@@ -22,7 +24,7 @@ from keras import ops
 from ._validation import check_integer
 from .masks import padding_mask
 
-__all__ = ["sinusoidal_encoding", "PositionalEmbedding", "RelativePositionBias"]
+__all__ = ["sinusoidal_encoding", "PositionalEmbedding", "TokenEmbedding", "RelativePositionBias"]
 
 
 def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
@@ -55,6 +57,19 @@ def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
     table[:, 0::2] = np.sin(angles)
     table[:, 1::2] = np.cos(angles)
     return table.astype("float32")
+
+
+def _embedding_table(embedding, dtype="float32"):
+    """A ``keras.layers.Embedding``'s table as floats ``(V, E)``, whether or not it was quantized.
+
+    After ``quantize("int8")`` Keras keeps int8 rows and one scale per row (the row's largest
+    absolute value maps to 127); the table is ``int8 / scale``. A tied output layer needs the
+    whole table, so it reads it here.
+    """
+    if getattr(embedding, "quantization_mode", None) == "int8":
+        table = ops.cast(embedding.embeddings, "float32") / ops.expand_dims(embedding.embeddings_scale, -1)
+        return ops.cast(table, dtype)
+    return ops.cast(embedding.embeddings, dtype)
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -118,7 +133,7 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0, reverse=False):
         if reverse:  # (B, T, E) hidden states -> (B, T, V) scores against every token's embedding
-            return ops.matmul(inputs, ops.transpose(ops.cast(self.token_embedding.embeddings, inputs.dtype)))
+            return ops.matmul(inputs, ops.transpose(_embedding_table(self.token_embedding, inputs.dtype)))
         length = inputs.shape[-1]
         if isinstance(length, int) and isinstance(start_index, int) and length + start_index > self.sequence_length:
             raise ValueError(
@@ -145,6 +160,73 @@ class PositionalEmbedding(keras.layers.Layer):
             mask_zero=self.mask_zero,
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class TokenEmbedding(keras.layers.Layer):
+    """A learned token embedding with no position table, turned around for a tied output layer.
+
+    For a model that puts positions inside attention (rotary position embedding, Llama): the
+    embeddings carry no position at all. ``reverse=True`` scores hidden states against every
+    token's embedding, as :class:`PositionalEmbedding` does, and still works after
+    ``model.quantize("int8")`` (the int8 table is scaled back to floats first).
+
+    Args:
+        vocab_size: int V.
+        embed_dim: int E.
+        mask_zero: bool, id 0 is padding: the output carries the mask ``ids != 0`` (True = real).
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: int ``(B, T)`` token ids; with ``reverse``, float ``(B, T, E)`` hidden states.
+        start_index: accepted and unused (the caller's positions go to the attention layers), so
+            a cached pass calls both embeddings alike.
+        reverse: bool, hidden states -> float ``(B, T, V)`` scores (no mask).
+
+    Returns:
+        float ``(B, T, E)`` (``(B, T, V)`` with ``reverse``).
+
+    Raises:
+        ValueError: for non-positive sizes.
+
+    Source: Touvron et al., 2023, "LLaMA", §2.2 (no absolute positions; rotary embeddings);
+    Press and Wolf, 2017 (tied output embedding). keras-hub's ``ReversibleEmbedding`` is the
+    library's counterpart.
+
+    Example:
+        >>> layer = TokenEmbedding(vocab_size=50, embed_dim=8)
+        >>> tuple(layer(np.array([[3, 4, 0]])).shape), tuple(layer(np.ones((1, 3, 8), "float32"), reverse=True).shape)
+        ((1, 3, 8), (1, 3, 50))
+    """
+
+    def __init__(self, vocab_size, embed_dim, mask_zero=True, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = check_integer("vocab_size", vocab_size)
+        self.embed_dim = check_integer("embed_dim", embed_dim)
+        self.mask_zero = bool(mask_zero)
+        self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding",
+                                                      dtype=self.dtype_policy)
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        self.token_embedding.build(inputs_shape)
+        super().build(inputs_shape)
+
+    def call(self, inputs, start_index=0, reverse=False):
+        if reverse:
+            return ops.matmul(inputs, ops.transpose(_embedding_table(self.token_embedding, inputs.dtype)))
+        return self.token_embedding(inputs)
+
+    def compute_mask(self, inputs, mask=None, start_index=0, reverse=False):
+        return padding_mask(inputs) if self.mask_zero and not reverse else None
+
+    def compute_output_spec(self, inputs, start_index=0, reverse=False):
+        shape = tuple(inputs.shape[:-1]) + (self.vocab_size,) if reverse else tuple(inputs.shape) + (self.embed_dim,)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size, "embed_dim": self.embed_dim,
+                "mask_zero": self.mask_zero}
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

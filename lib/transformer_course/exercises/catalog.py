@@ -371,6 +371,54 @@ def _nucleus_hint(arguments, received, expected):
         return "the kept probabilities are not renormalised: divide each row by its sum."
     return None
 
+def _rotation_variants(x, start_index):
+    """Rotations with the usual mistakes: (message, result) pairs."""
+    x = np.asarray(x, dtype="float64")
+    width = x.shape[-1]
+    half = width // 2
+    positions = start_index + np.arange(x.shape[1])
+
+    def turned(first, second, theta, where=positions):
+        angles = where[None, :, None, None] * theta[None, None, None, :]
+        cos, sin = np.cos(angles), np.sin(angles)
+        return first * cos - second * sin, second * cos + first * sin
+
+    theta = 10000.0 ** (-2.0 * np.arange(half) / width)
+    interleaved = np.empty_like(x)
+    interleaved[..., 0::2], interleaved[..., 1::2] = turned(x[..., 0::2], x[..., 1::2], theta)
+    from_zero = np.concatenate(turned(x[..., :half], x[..., half:], theta, np.arange(x.shape[1])), axis=-1)
+    backwards = np.concatenate(turned(x[..., :half], x[..., half:], -theta), axis=-1)
+    return [("feature i was paired with feature i + 1 (interleaved); pair i with i + H/2, the two halves.",
+             interleaved),
+            ("the positions started at 0: x[:, t] sits at start_index + t.", from_zero),
+            ("the rotation turns the wrong way: the first half gets x₁ cos − x₂ sin, the second x₂ cos + x₁ sin.",
+             backwards)]
+
+
+def _rotation_hint(arguments, received, expected):
+    for message, variant in _rotation_variants(arguments["x"], arguments["start_index"]):
+        if not _same(variant, expected) and _same(received, variant):
+            return message
+    return None
+
+
+def _rms_norm_hint(arguments, received, expected):
+    x = np.asarray(arguments["x"], dtype="float64")
+    scale, epsilon = np.asarray(arguments["scale"], dtype="float64"), arguments["epsilon"]
+    centred = x - x.mean(axis=-1, keepdims=True)
+    root_mean_square = np.sqrt((x ** 2).mean(axis=-1, keepdims=True))
+    for message, variant in (
+            ("the mean was subtracted (that is LayerNorm): divide x itself by its root mean square.",
+             centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + epsilon) * scale),
+            ("epsilon was added outside the square root: sqrt(mean(x²) + epsilon).",
+             x / (root_mean_square + epsilon) * scale),
+            ("the scale was not applied: multiply by scale at the end.",
+             x / np.sqrt(root_mean_square ** 2 + epsilon))):
+        if not _same(variant, expected) and _same(received, variant):
+            return message
+    return None
+
+
 
 EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("01.1", "one-hot encoding", "one_hot_encode", 2, output_names=("the one-hot array",)),
@@ -430,4 +478,7 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",),
              hint=_patchify_hint),
     Exercise("10.2", "attention rollout", "roll_out_attention", 3, output_names=("the rollout",), hint=_rollout_hint),
+    Exercise("11.1", "rotary position embedding", "rotate_positions", 3, output_names=("the rotated array",),
+             hint=_rotation_hint),
+    Exercise("11.2", "RMSNorm", "rms_norm", 2, output_names=("the normalised array",), hint=_rms_norm_hint),
 ]}

@@ -880,6 +880,46 @@ def _rollout_cases(rng):
             ("4 layers, 1 example, 2 heads, T = 3", {"attention_weights": distributions((4, 1, 2, 3, 3))})]
 
 
+# --- 11: today's decoders ------------------------------------------------------------------
+
+def _rotate_reference(x, start_index):
+    x = np.asarray(x, dtype="float64")
+    batch, length, heads, width = x.shape
+    result = np.empty_like(x)
+    for t in range(length):  # one pair at a time, as the formula reads
+        position = start_index + t
+        for i in range(width // 2):
+            angle = position * 10000.0 ** (-2.0 * i / width)
+            first, second = x[:, t, :, i], x[:, t, :, i + width // 2]
+            result[:, t, :, i] = first * np.cos(angle) - second * np.sin(angle)
+            result[:, t, :, i + width // 2] = second * np.cos(angle) + first * np.sin(angle)
+    return result
+
+
+def _rotate_cases(rng):
+    return [("one head of width 2 at positions 0 and 1", {"x": np.array([[[[1.0, 0.0]], [[1.0, 0.0]]]]),
+                                                          "start_index": 0}),
+            ("B=2, T=5, N=3, H=8, from position 0", {"x": rng.normal(size=(2, 5, 3, 8)), "start_index": 0}),
+            ("a cached step: T=1 at position 37", {"x": rng.normal(size=(1, 1, 2, 16)), "start_index": 37}),
+            ("random sizes", {"x": rng.normal(size=(int(rng.integers(1, 3)), int(rng.integers(2, 7)),
+                                                    int(rng.integers(1, 4)), 2 * int(rng.integers(1, 9)))),
+                              "start_index": int(rng.integers(0, 50))})]
+
+
+def _rms_norm_reference(x, scale, epsilon):
+    x = np.asarray(x, dtype="float64")
+    root_mean_square = np.sqrt((x ** 2).sum(axis=-1, keepdims=True) / x.shape[-1] + epsilon)
+    return x / root_mean_square * np.asarray(scale, dtype="float64")
+
+
+def _rms_norm_cases(rng):
+    return [("one vector (3, 4), scale 1", {"x": np.array([[3.0, 4.0]]), "scale": np.ones(2), "epsilon": 0.0}),
+            ("B=2, T=3, E=6, a mean far from 0", {"x": rng.normal(3.0, 2.0, size=(2, 3, 6)),
+                                                  "scale": rng.normal(size=6), "epsilon": 1e-6}),
+            ("a large epsilon on small values", {"x": rng.normal(0.0, 0.01, size=(4, 5)), "scale": np.ones(5),
+                                                 "epsilon": 1e-3})]
+
+
 # exercise id -> (case generator: rng -> [(label, arguments)], reference: arguments -> output)
 _EXERCISES = {
     "01.1": (_one_hot_cases, _one_hot_encode_reference),
@@ -914,6 +954,8 @@ _EXERCISES = {
     "09.5": (_gpt_cases, _gpt_reference),
     "10.1": (_patchify_cases, _patchify_reference),
     "10.2": (_rollout_cases, _rollout_reference),
+    "11.1": (_rotate_cases, _rotate_reference),
+    "11.2": (_rms_norm_cases, _rms_norm_reference),
 }
 
 

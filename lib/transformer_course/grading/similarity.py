@@ -52,6 +52,8 @@ PACKAGE_IMPLEMENTATIONS = {
     "09.2": "transformer_course.decoding:top_p_filter",
     "10.1": "transformer_course.vision:extract_patches",
     "10.2": "transformer_course.vision:attention_rollout",
+    "11.1": "transformer_course.rotary:rotary_embedding",
+    "11.2": "transformer_course.transformer:RMSNorm.call",
 }
 _KEPT_NAMES = set(dir(builtins)) | {"np", "numpy", "keras", "ops", "tf", "torch", "jax", "math", "collections", "self"}
 

@@ -204,6 +204,45 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "temperatures": (0.2, 0.5, 0.8, 1.0, 1.2, 1.5),
             "top_ps": (0.5, 0.7, 0.8, 0.9, 0.95, 1.0),
         },
+        "11": {
+            # 09's text and tokens: training and unlabelled reviews less the test split's texts, the first
+            # validation_reviews held out; a fixed sample of test_reviews test reviews scored.
+            "train_reviews": 30000,  # enough text: no arm reads more than a third of it in its minutes
+            "validation_reviews": 500,
+            "test_reviews": 1000,
+            "bpe_reviews": 25000,
+            "merges": 8000,
+            "chunk_length": 256,
+            # The ablation: GPT-2's block against a Llama-style one, the same width, depth and heads.
+            "model": {"embed_dim": 256, "num_heads": 4, "num_layers": 2, "dropout": 0.0},
+            "gpt_intermediate_dim": 1024,  # GELU network, two matrices
+            "llama_intermediate_dim": 688,  # SwiGLU, three matrices: 2/3 of 1,024, rounded up to a multiple of 8
+            "num_key_value_heads": 2,  # grouped queries: 4 query heads share 2 key/value heads
+            "batch_size": 32,
+            "learning_rate": 1e-3,  # AdamW, the peak of a warm-up + cosine schedule (09's)
+            "warmup_steps": 100,
+            "arm_minutes": 5.0,  # training minutes per arm and seed, excluding compiling
+            "timing_steps": 10,  # steps timed (after compiling) to turn the minutes into updates per arm
+            "rounds": 5,  # validation after each fifth of an arm's updates
+            "seeds": (0, 1),
+            "jit_compile": True,
+            # Fine-tuning the Llama-style model (seed 0) as a classifier: 08's protocol at 1,000 labels.
+            "label_reviews": 1000,
+            "label_validation_reviews": 500,
+            "classifier_length": 256,  # the last 256 tokens of each review (its ending holds the verdict)
+            "classifier_test_reviews": 2000,  # a fixed sample of the test split
+            "full_learning_rates": (1e-4, 3e-4),  # each arm's grid, chosen on the validation reviews
+            "lora_learning_rates": (1e-3, 3e-3),
+            "lora_rank": 8,
+            "fine_tune_epochs": 6,
+            "fine_tune_batch_size": 32,
+            # int8 and generation speed.
+            "generation_prompts": 8,
+            "generation_length": 64,
+            # Several devices: a small model, the same global batch, on 4 virtual CPU devices and on 1.
+            "virtual_devices": 4,
+            "parallel_steps": 6,
+        },
         "10": {
             # scikit-learn's 1,797 digits (8×8), split 70/10/20 by class with a fixed seed.
             "split_seed": 0,
@@ -270,6 +309,14 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "gpt2_test_reviews": 4, "compressor_reference_reviews": 300, "generation_length": 8, "knob_prompts": 4,
            "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0),
            "jit_compile": False},  # compiling costs more than one tiny epoch saves
+    "11": {"train_reviews": 600, "validation_reviews": 50, "test_reviews": 50, "bpe_reviews": 300, "merges": 300,
+           "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
+           "gpt_intermediate_dim": 64, "llama_intermediate_dim": 48, "warmup_steps": 2, "arm_minutes": 0.05,
+           "timing_steps": 2, "rounds": 2, "seeds": (0,), "label_reviews": 64, "label_validation_reviews": 32,
+           "classifier_length": 32, "classifier_test_reviews": 64, "full_learning_rates": (1e-3,),
+           "lora_learning_rates": (1e-3,), "fine_tune_epochs": 1, "generation_prompts": 2, "generation_length": 4,
+           "parallel_steps": 2,
+           "jit_compile": False},  # compiling costs more than a tiny run saves
     "10": {"attention_lengths": (16, 64, 256), "attention_repeats": 1,
            "model": {"embed_dim": 16, "num_heads": 2, "intermediate_dim": 32, "num_layers": 1},
            "warmup_epochs": 1, "epochs": 2, "comparison_epochs": 2,
