@@ -224,7 +224,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "arm_minutes": 5.0,  # training minutes per arm and seed, excluding compiling
             "timing_steps": 10,  # steps timed (after compiling) to turn the minutes into updates per arm
             "rounds": 5,  # validation after each fifth of an arm's updates
-            "seeds": (0, 1),
+            "seeds": (0, 1, 2),
             "jit_compile": True,
             # Fine-tuning the Llama-style model (seed 0) as a classifier: 08's protocol at 1,000 labels.
             "label_reviews": 1000,
