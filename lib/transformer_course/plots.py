@@ -18,36 +18,60 @@ def _axes(axes, count: int = 1, width: float = 5.0):
     return created[0] if count > 1 else created[0][0]
 
 
-def plot_training_curves(histories: Mapping[str, object], metrics: Sequence[str] = ("loss", "accuracy")):
-    """Plot training curves, one panel a metric, one line a model.
+def plot_training_curves(histories: Mapping[str, object], metrics: Sequence[str] = ("loss", "accuracy"),
+                         log_scale: Sequence[str] = ()):
+    """Plot training curves, one panel a metric, one colour a model: solid training, dashed validation.
+
+    Each model keeps its colour in every panel; the legend names the models by their labels and
+    says once which line style is which, rather than printing Keras' keys (``val_loss``).
 
     Args:
         histories: mapping label -> ``keras.callbacks.History`` (or its ``.history`` dict).
-        metrics: names of the logged metrics to plot (``"val_"`` variants are added when logged).
+        metrics: names of the logged metrics to plot (the ``"val_"`` variants are drawn dashed
+            when logged).
+        log_scale: the metrics whose panel gets a logarithmic y axis (a loss whose differences
+            are small beside its first epochs).
 
     Returns:
         The matplotlib axes (one per metric).
 
     Raises:
-        ValueError: if a metric was logged by none of the histories.
+        ValueError: if a metric was logged by none of the histories, or ``log_scale`` names a
+            metric not in ``metrics``.
+
+    Example:
+        >>> axes = plot_training_curves({"a model": {"loss": [1.0, 0.5], "val_loss": [1.1, 0.7]}}, metrics=("loss",))
+        >>> training, validation = axes[0].lines[:2]
+        >>> training.get_linestyle(), validation.get_linestyle(), training.get_color() == validation.get_color()
+        ('-', '--', True)
     """
-    axes = _axes(None, len(metrics))
-    axes = np.atleast_1d(axes)
+    from matplotlib.lines import Line2D
+
+    unknown = [metric for metric in log_scale if metric not in metrics]
+    if unknown:
+        raise ValueError(f"`log_scale` must name metrics in `metrics` {tuple(metrics)}; received {unknown}.")
+    axes = np.atleast_1d(_axes(None, len(metrics)))
     for axis, metric in zip(axes, metrics):
-        plotted = False
-        for label, history in histories.items():
+        handles, styles = [], set()
+        for index, (label, history) in enumerate(histories.items()):
             logs = getattr(history, "history", history)
+            colour = f"C{index % 10}"
             for key, style in ((metric, "-"), (f"val_{metric}", "--")):
                 if key in logs:
-                    epochs = np.arange(1, len(logs[key]) + 1)
-                    axis.plot(epochs, logs[key], style, label=f"{label} ({key})")
-                    plotted = True
-        if not plotted:
+                    axis.plot(np.arange(1, len(logs[key]) + 1), logs[key], style, color=colour)
+                    styles.add(style)
+            if metric in logs or f"val_{metric}" in logs:
+                handles.append(Line2D([], [], color=colour, label=label))
+        if not handles:
             raise ValueError(f"`metrics` entry {metric!r} was not logged by any history.")
+        handles += [Line2D([], [], color="gray", linestyle=style, label=name)
+                    for style, name in (("-", "training"), ("--", "validation")) if style in styles]
         axis.set_xlabel("epoch")
         axis.set_ylabel(metric)
+        if metric in log_scale:
+            axis.set_yscale("log")
         axis.grid(alpha=0.3)
-        axis.legend(fontsize="small")
+        axis.legend(handles=handles, fontsize="small")
     return axes
 
 
