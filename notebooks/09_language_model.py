@@ -240,11 +240,11 @@ def as_rows(inputs, targets):
 # %%
 unigram = UnigramModel(vocabulary_size).fit(as_rows(train_inputs, train_targets))
 bigram = BigramModel(vocabulary_size).fit(as_rows(train_inputs, train_targets))
-baselines = {}
+baselines, baseline_scores = {}, {}
 for name, counts in (("unigram", unigram), ("bigram", bigram)):
     rows = as_rows(test_inputs, test_targets)
-    scores = np.where(test_targets != 0, counts.log_probability(rows[:, :-1], rows[:, 1:]), 0.0)
-    baselines[name] = bits_per_character(scores, test_targets, test_characters)
+    baseline_scores[name] = np.where(test_targets != 0, counts.log_probability(rows[:, :-1], rows[:, 1:]), 0.0)
+    baselines[name] = bits_per_character(baseline_scores[name], test_targets, test_characters)
     report_metric(f"{name}_bits_per_character", baselines[name], f"{name} model (counts): bits per character of "
                   "the test text")
     report_metric(f"{name}_test_perplexity", counts.perplexity(rows), f"{name} model (counts): test perplexity per "
@@ -303,8 +303,9 @@ to_bits = int((validation_targets != 0).sum()) / np.log(2) / validation_characte
 minutes = np.cumsum(facts["epoch_seconds"]) / 60
 figure, axis = plt.subplots(figsize=(7, 4))
 axis.plot(minutes, np.array(history.history["val_loss"]) * to_bits, "o-", label="Transformer, validation text")
-for name, value in compressors.items():
-    axis.axhline(value, linestyle=":", color="gray")
+for name, value in {**compressors, "unigram (counts)": baselines["unigram"], "Kneser-Ney bigram (counts)":
+                    baselines["bigram"]}.items():
+    axis.axhline(value, linestyle=":", color="gray" if name in compressors else "C1")
     axis.annotate(f"{name} (test text)", (minutes[0], value), textcoords="offset points", xytext=(0, 3), fontsize=8)
 axis.set(xlabel="training minutes (this CPU; the first round includes compiling)", ylabel="bits per character",
          title="the language model as a compressor")
@@ -322,6 +323,27 @@ table = {**compressors, "unigram (counts)": baselines["unigram"], "Kneser-Ney bi
          "Transformer (this notebook)": transformer_bits}
 for name, value in sorted(table.items(), key=lambda item: -item[1]):
     print(f"{name:<28} {value:5.3f} bits per character")
+
+# %% [markdown]
+# What does the context buy? Every row of the test text is scored at positions 1 to
+# `chunk_length`; at position 1 a model has one token of context, at position 200 it has 199.
+# The mean bits per token at each position of the row, for the three models:
+
+# %%
+real = test_targets != 0
+figure, axis = plt.subplots(figsize=(7, 3.6))
+for name, position_scores in (("unigram (no context)", baseline_scores["unigram"]),
+                              ("Kneser-Ney bigram (one token)", baseline_scores["bigram"]),
+                              ("Transformer (every token before)", scores)):
+    bits = -(position_scores * real).sum(axis=0) / real.sum(axis=0) / np.log(2)
+    axis.plot(np.arange(1, len(bits) + 1), bits, label=name)
+    half = len(bits) // 2
+    print(f"{name:<33} position 1: {bits[0]:5.2f}, position 2: {bits[1]:5.2f}, positions {half + 1}-{len(bits)}: "
+          f"{bits[half:].mean():5.2f} bits a token")
+axis.set(xscale="log", xlabel="position in the row (tokens of context, log scale)", ylabel="mean bits per token",
+         title="what the context buys")
+axis.legend(fontsize="small")
+plt.show()
 
 # %% [markdown]
 # **Reading the numbers** (the stored run). Six rounds, 13.5 million tokens (0.56 of a pass over
@@ -359,9 +381,10 @@ for name, value in sorted(table.items(), key=lambda item: -item[1]):
 
 # %%
 def text_log_probability(text):
-    """log p(text | the start of a review) under the trained model, and its token count: every token scored."""
+    """log p(text | the start of a review) under the Transformer and the unigram model, and the token count."""
     ids = np.array([[END, *tokenizer.encode(text)]], dtype="int32")  # <|endoftext|> first: a review begins
-    return float(token_log_probabilities(model, ids[:, :-1], ids[:, 1:]).sum()), ids.shape[1] - 1
+    transformer = float(token_log_probabilities(model, ids[:, :-1], ids[:, 1:]).sum())
+    return transformer, float(unigram.log_probability(ids[:, :-1], ids[:, 1:]).sum()), ids.shape[1] - 1
 
 
 rng = np.random.default_rng(0)
@@ -369,13 +392,11 @@ for text in ("This movie was one of the best I have ever seen.",
              "The acting was terrible and the plot made no sense."):
     shuffled = " ".join(rng.permutation(text.split()))
     for label, candidate in (("original", text), ("shuffled", shuffled)):
-        value, count = text_log_probability(candidate)
-        print(f"{label:<9} log p = {value:7.1f}  ({count} tokens)  {candidate}")
+        transformer, counts, count = text_log_probability(candidate)
+        print(f"{label:<9} log p: Transformer {transformer:7.1f}, unigram {counts:7.1f}  ({count} tokens)  {candidate}")
 
 # %% [markdown]
-# In the stored run each original sentence is far more probable than its shuffled words: by 66
-# nats for the first (a factor of about $e^{66}$) and by 49 for the second. The model learned
-# word order, not only word frequencies, and the unigram model cannot tell the two apart.
+# READING-SCORING
 
 # %% [markdown]
 # ## 6. The key/value cache
@@ -487,21 +508,23 @@ for name, values in variants.items():
 # %%
 knob_prompts = test_inputs[::max(1, len(test_inputs) // settings.knob_prompts)]
 knob_prompts = knob_prompts[:settings.knob_prompts, :settings.prompt_length]
+print(f"{len(knob_prompts)} prompts of {knob_prompts.shape[1]} tokens, e.g. {shown(knob_prompts[0])}")
 
-
-def generate(temperature=1.0, top_p=None, greedy=False, seed=0):
+# %%
+def generate(temperature=1.0, top_k=None, top_p=None, greedy=False, seed=0):
     """Continue the knob prompts; return (generated ids without the prompts, mean entropy of the distributions used)."""
     entropies, next_token = [], next_token_function(knob_prompts)
 
     def measured(decoded):
         probabilities = next_token(decoded)
         shaped = apply_temperature(probabilities, temperature)
+        shaped = top_k_filter(shaped, top_k) if top_k else shaped
         shaped = top_p_filter(shaped, top_p) if top_p else shaped
         entropies.append(float(np.mean(-(shaped * np.log(np.where(shaped > 0, shaped, 1))).sum(-1))))
         return probabilities
 
-    run = greedy_decode if greedy else lambda *a, **k: sample_decode(*a, **k, temperature=temperature, top_p=top_p,
-                                                                     seed=seed)
+    run = greedy_decode if greedy else lambda *a, **k: sample_decode(*a, **k, temperature=temperature, top_k=top_k,
+                                                                     top_p=top_p, seed=seed)
     ids = run(measured, knob_prompts, end_id=None, max_length=settings.generation_length)[:, settings.prompt_length:]
     return ids, (0.0 if greedy else float(np.mean(entropies)))
 
@@ -512,19 +535,25 @@ def measure(ids, entropy):
 
 greedy_ids, _ = generate(greedy=True)
 greedy = measure(greedy_ids, 0.0)
-by_temperature = {t: measure(*generate(temperature=t)) for t in progress(settings.temperatures, desc="temperatures")}
-by_top_p = {p: measure(*generate(top_p=p)) for p in progress(settings.top_ps, desc="top-p")}
-figure, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-for axis, key in zip(axes, ("entropy", "distinct-2", "repetition")):
-    axis.plot(list(by_temperature), [m[key] for m in by_temperature.values()], "o-", label="temperature (top-p off)")
-    axis.plot(list(by_top_p), [m[key] for m in by_top_p.values()], "s-", label="top-p (T = 1)")
-    axis.axhline(greedy[key], color="gray", linestyle=":", label="greedy")
-    axis.set_title(key)
-    axis.set_xlabel("knob value")
-axes[0].legend(fontsize="small")
+knobs = {"temperature (no filter)": {t: measure(*generate(temperature=t)) for t in settings.temperatures},
+         "top-k (T = 1)": {k: measure(*generate(top_k=k)) for k in settings.top_ks},
+         "top-p (T = 1)": {p: measure(*generate(top_p=p)) for p in settings.top_ps}}
+
+# %%
+figure, axes = plt.subplots(3, 3, figsize=(12, 8), sharey="row")
+for row, (key, unit) in enumerate((("entropy", "nats"), ("distinct-2", "share of bigrams"),
+                                   ("repetition", "seq-rep-4"))):
+    for column, (knob, measured) in enumerate(knobs.items()):
+        axes[row, column].plot(list(measured), [m[key] for m in measured.values()], "o-", color=f"C{column}")
+        axes[row, column].axhline(greedy[key], color="gray", linestyle=":", label="greedy")
+        axes[row, column].set(xlabel=knob if row == 2 else None, ylabel=f"{key} ({unit})" if column == 0 else None,
+                              xscale="log" if knob.startswith("top-k") else "linear")
+axes[0, 0].legend(fontsize="small")
 plt.show()
 
 # %%
+by_temperature, by_top_k = knobs["temperature (no filter)"], knobs["top-k (T = 1)"]
+print("distinct-2 by top-k:", {k: round(m["distinct-2"], 3) for k, m in by_top_k.items()})
 temperatures = sorted(by_temperature)
 distinct_rises = all(by_temperature[a]["distinct-2"] < by_temperature[b]["distinct-2"]
                      for a, b in zip(temperatures, temperatures[1:]))
@@ -537,12 +566,20 @@ report_metric("top_p_0_9_repetition_rate", nucleus["repetition"],
               "top-p 0.9 sampling: mean seq-rep-4 of the knob prompts")
 
 # %% [markdown]
-# In the stored run, distinct-2 (of BPE tokens) rises with the temperature from 0.20 at
-# $T = 0.2$ (the texts share most of their bigrams: near-greedy decoding sends different prompts
-# down the same phrases) to 0.98 at $T = 1.2$, and stays there at 1.5 (0.976). Greedy decoding
-# repeats 25% of its 4-grams within a text; top-p 0.9 almost none (0.000 to three decimals).
-# Variety is not quality: at
-# high temperature the texts are varied because they are incoherent.
+# READING-KNOBS
+#
+# Variety is not quality. One opening, continued at a low, the model's own and two high
+# temperatures (the same seed):
+
+# %%
+opening = knob_prompts[:1]
+for temperature in (0.5, 1.0, 1.2, 1.5):
+    ids = sample_decode(next_token_function(opening), opening, end_id=END, max_length=settings.generation_length,
+                        temperature=temperature, seed=0)
+    print(f"T = {temperature}: {tokenizer.decode(ids[0][ids[0] != 0])!r}")
+
+# %% [markdown]
+# READING-SAMPLES
 
 # %% [markdown]
 # ### The notes' setting
@@ -589,6 +626,8 @@ ours_operations = 6 * ours_parameters * ours_tokens
 print(f"training FLOPs:  ours {ours_operations:>15.2e}   GPT-3 {3.14e23:>19.2e}   "
       f"ratio {3.14e23 / ours_operations:,.0f}×")
 print(f"training time:   ours {facts['seconds'] / 60:.0f} min on this machine's CPU")
+print(f"tokens per parameter: ours {ours_tokens / ours_parameters:.1f}, GPT-3 {300e9 / 175e9:.1f}; compute-optimal "
+      "training (Hoffmann et al., 2022, the Chinchilla paper) is about 20")
 
 # %% [markdown]
 # The architecture is the same idea — a stack of causal decoder blocks and a softmax over the

@@ -72,6 +72,13 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "bpe_merges": 8000,  # byte-level BPE learned from the same reviews: 256 + 8,000 tokens
             "max_tokens": 20000,
             "output_sequence_length": 600,
+            # Skip-gram with negative sampling on the vectorised reviews (section 9).
+            "word_vector_reviews": 25000,
+            "window": 2,
+            "negatives": 5,
+            "word_vector_dim": 100,
+            "word_vector_batch": 1024,
+            "word_vector_learning_rate": 1e-3,
         },
         "04": {
             # Random query/key pairs per width in the "why divide by sqrt(d_k)" experiment.
@@ -203,6 +210,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "prompt_length": 8,
             "temperatures": (0.2, 0.5, 0.8, 1.0, 1.2, 1.5),
             "top_ps": (0.5, 0.7, 0.8, 0.9, 0.95, 1.0),
+            "top_ks": (1, 5, 20, 50, 200, 1000),
         },
         "11": {
             # 09's text and tokens: training and unlabelled reviews less the test split's texts, the first
@@ -282,7 +290,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "sweep_lengths": (6,),  # one length runs every code path with half the sweep's models
            "sweep_train_size": 200, "sweep_test_size": 40, "sweep_units": 16, "sweep_batch_size": 50,
            "sweep_epochs": 1, "sweep_patience": 1},
-    "03": {"imdb_reviews": 1000, "bpe_merges": 300},
+    "03": {"imdb_reviews": 1000, "bpe_merges": 300, "word_vector_reviews": 200},
     "04": {"scaling_samples": 200},
     "05": {},
     "06": {"train_reviews": 800, "test_reviews": 400, "model": {"embed_dim": 32, "intermediate_dim": 16}, "epochs": 1,
@@ -307,7 +315,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
            "warmup_steps": 4, "training_updates": 12, "rounds": 2, "max_training_minutes": 2,
            "gpt2_test_reviews": 4, "compressor_reference_reviews": 300, "generation_length": 8, "knob_prompts": 4,
-           "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0),
+           "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0), "top_ks": (5, 50),
            "jit_compile": False},  # compiling costs more than one tiny epoch saves
     "11": {"train_reviews": 600, "validation_reviews": 50, "test_reviews": 50, "bpe_reviews": 300, "merges": 300,
            "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
