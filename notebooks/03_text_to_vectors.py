@@ -28,7 +28,9 @@
 # - how to build a vectoriser in plain Python, and how Keras' `TextVectorization` does the same;
 # - why a vocabulary's order among equally frequent words is a choice, not a fact;
 # - one-hot vectors against learned embeddings, and why an embedding lookup *is* a matrix
-#   product.
+#   product;
+# - word vectors learned from context alone (skip-gram with negative sampling): neighbours,
+#   analogies measured, and why one vector per word is not enough.
 #
 # **Prerequisites:** Python strings and dictionaries; NumPy.
 #
@@ -51,6 +53,7 @@ settings = tc.start_notebook("03", seed=42)
 # %%
 import re
 import string
+import time
 from collections import Counter
 
 import keras
@@ -404,6 +407,115 @@ print("ids :", padded[0].tolist())
 print("mask:", keras.ops.convert_to_numpy(masked_embedding.compute_mask(padded))[0].tolist())
 
 # %% [markdown]
+# ## 9. Word vectors from context: skip-gram
+#
+# An embedding learned inside a model (section 8) ends up arranged for that model's task. Word
+# vectors can also be learned from raw text alone, from the idea that a word is known by the
+# words around it. **Skip-gram** (Mikolov et al., 2013a, *Efficient Estimation of Word
+# Representations in Vector Space*, §3.2) gives every word a vector and trains it to predict the
+# words within `window` positions of it; CBOW, its twin, predicts a word from its context. With
+# **negative sampling** (Mikolov et al., 2013b, §2.2) each prediction becomes a yes/no question:
+# for a centre word $w$ and a real neighbour $c$, plus $k$ words $n_1 \dots n_k$ drawn at random
+# (counts to the power 3/4), the model maximises
+#
+# $$\log \sigma(u_c \cdot v_w) + \sum_{i=1}^{k} \log \sigma(-u_{n_i} \cdot v_w),$$
+#
+# with $v$ the centre-word table (the word vectors kept) and $u$ a second, context-word table.
+# The training pairs of a sentence, window 2:
+
+# %%
+from transformer_course import epoch_progress
+from transformer_course.word_vectors import (
+    SkipGram,
+    SkipGramBatches,
+    analogy,
+    nearest_words,
+    noise_distribution,
+    skipgram_pairs,
+)
+
+sentence = "the quick brown fox jumps".split()
+word_ids = {word: index + 1 for index, word in enumerate(sentence)}
+pairs = skipgram_pairs([word_ids[word] for word in sentence], window=2)
+print(len(pairs), "pairs:", ", ".join(f"({sentence[centre - 1]}, {sentence[context - 1]})"
+                                     for centre, context in pairs))
+
+# %% [markdown]
+# On the IMDB reviews, with the 20,000-word vocabulary of section 6 (pairs with `[UNK]` left
+# out): `word_vector_reviews` reviews, window `window`, `negatives` noise words per real pair,
+# vectors of width `word_vector_dim`, one pass.
+
+# %%
+review_ids = keras.ops.convert_to_numpy(imdb_vectorizer(texts[:settings.word_vector_reviews]))
+review_pairs = skipgram_pairs(review_ids, settings.window)
+review_pairs = review_pairs[(review_pairs != 1).all(axis=1)]  # [UNK] stands for many words: no pair
+counts = np.bincount(review_ids.ravel(), minlength=len(vocabulary))
+counts[1] = 0
+batches = SkipGramBatches(review_pairs, noise_distribution(counts), settings.negatives, settings.word_vector_batch,
+                          seed=0)
+keras.utils.set_random_seed(0)
+word_model = SkipGram(len(vocabulary), settings.word_vector_dim)
+word_model.compile(optimizer=keras.optimizers.Adam(settings.word_vector_learning_rate), loss="binary_crossentropy")
+started = time.perf_counter()
+word_model.fit(batches, epochs=1, verbose=0, callbacks=[epoch_progress()])
+print(f"{len(review_pairs):,} pairs from {len(review_ids):,} reviews, {len(batches):,} batches: "
+      f"{(time.perf_counter() - started) / 60:.1f} min")
+
+# %%
+vectors, index = word_model.word_vectors(), {word: i for i, word in enumerate(vocabulary)}
+for word in ("good", "terrible", "actor", "funny", "horror", "music", "star", "play"):
+    neighbours = nearest_words(vectors, vectors[index[word]], 6, exclude=(index[word],))
+    print(f"{word:>9} -> " + ", ".join(f"{vocabulary[i]} ({cosine:.2f})" for i, cosine in neighbours))
+
+# %% [markdown]
+# **Analogies.** "a is to b as c is to ?" is answered by the word nearest to
+# $v_b - v_a + v_c$ (the three question words left out; Mikolov et al., 2013c, §4, with the
+# famous king − man + woman ≈ queen). Measured here: the expected answer's rank among the ten
+# nearest words.
+
+# %%
+questions = [("man", "woman", "actor", "actress"), ("he", "she", "his", "her"), ("man", "woman", "king", "queen"),
+             ("man", "woman", "uncle", "aunt"), ("good", "best", "bad", "worst"), ("movie", "movies", "film", "films")]
+found = []
+for a, b, c, expected in questions:
+    answers = [vocabulary[i] for i, _ in analogy(vectors, index[a], index[b], index[c], count=10)]
+    found.append(expected in answers)
+    rank = answers.index(expected) + 1 if expected in answers else "not in the ten"
+    print(f"{b} − {a} + {c} -> {', '.join(answers[:3]):<32} '{expected}': rank {rank}")
+report_metric("analogies_in_top_10", float(np.mean(found)), f"skip-gram vectors: share of {len(questions)} "
+              "analogies whose expected word is among the ten nearest")
+
+# %% [markdown]
+# READING-WORD-VECTORS
+#
+# > **The notes say** Word2Vec captures relationships "like (man + uncle) − aunt = woman". As
+# > written the offsets point the wrong way: uncle − aunt is the male-minus-female direction, so
+# > (man + uncle) − aunt is man moved further toward male, not woman. The relationship is
+# > uncle − man + woman ≈ aunt (equivalently aunt − woman + man ≈ uncle), the form measured
+# > above. The notes' own expression, on our vectors:
+
+# %%
+units = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+notes_expression = units[index["man"]] + units[index["uncle"]] - units[index["aunt"]]
+nearest = nearest_words(units, notes_expression, 5, exclude=(index["man"], index["uncle"], index["aunt"]))
+print("(man + uncle) − aunt ->", ", ".join(f"{vocabulary[i]} ({cosine:.2f})" for i, cosine in nearest))
+print("rank of 'woman':", next((rank for rank, (i, _) in enumerate(
+    nearest_words(units, notes_expression, 50, exclude=(index["man"], index["uncle"], index["aunt"])), 1)
+    if vocabulary[i] == "woman"), "not in the 50 nearest"))
+
+# %% [markdown]
+# **One vector a word is not enough.** Skip-gram gives "play" one vector whether it is a stage
+# play or what an actor does, and "star" one vector for a rating and for a lead actor: its
+# neighbours above mix the senses a word has in these reviews. A river bank and a savings bank
+# share a vector too. **ELMo** (Peters et al., 2018, *Deep Contextualized Word Representations*,
+# §3) gives each occurrence its own vector: a forward and a backward LSTM language model read the
+# sentence, and a token's vector is a learned mix of their layers at its position — so it depends
+# on the words around it. (The notes spell it "EIMo" and say it starts from Word2Vec vectors; its
+# first layer is built from the word's characters, §3.4 of the paper.) Self-attention does the
+# same with every word in view at once: the encoder of notebook 05 returns one vector per token
+# *in its context*, and notebook 08 pre-trains one on these reviews.
+
+# %% [markdown]
 # ## Summary
 #
 # - Text becomes numbers in steps: standardise, tokenise, look up in a vocabulary (0 = padding,
@@ -417,13 +529,16 @@ print("mask:", keras.ops.convert_to_numpy(masked_embedding.compute_mask(padded))
 #   the model.
 # - A learned embedding is a dense table; a lookup equals one-hot times the table, and
 #   `mask_zero` marks the padding for later layers.
+# - Word vectors can be learned from raw text: skip-gram with negative sampling puts words that
+#   share contexts close together, and offsets between vectors can carry relationships — one
+#   vector a word, whatever its sense, which contextual models (ELMo, then the Transformer) fix.
 #
 # ## Graded exercises
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers. Three exercises, 6 points; our
-# estimate of the time they take, not a measurement: about 60 minutes.
+# The rest of the notebook does not depend on your answers. Four exercises, 8 points; our
+# estimate of the time they take, not a measurement: about 75 minutes.
 #
 # ### Exercise 03.1 — vectorising with a vocabulary (2 points)
 #
@@ -521,6 +636,32 @@ def encode_word(word, merges):
 check("03.3", encode_word)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("03.3", encode_word, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 03.4 — the skip-gram pairs of a sentence (2 points)
+#
+# Write `skipgram_pairs_of(token_ids, window)`: `token_ids` is a list of int ids (one sentence, no
+# padding), `window` an int ≥ 1. Return the list of `(centre, context)` tuples of section 9: for
+# each position i from left to right, the ids at positions i − `window` … i + `window` other than
+# i itself that lie inside the sentence, from left to right.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_03_4", "locked": false, "schema_version": 3, "solution": true}
+def skipgram_pairs_of(token_ids, window):
+    """token_ids: list of int, window >= 1 -> [(centre, context), ...] in sentence order."""
+    ### BEGIN SOLUTION
+    pairs = []
+    for centre in range(len(token_ids)):
+        for context in range(max(0, centre - window), min(len(token_ids), centre + window + 1)):
+            if context != centre:
+                pairs.append((token_ids[centre], token_ids[context]))
+    return pairs
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_03_4", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("03.4", skipgram_pairs_of)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("03.4", skipgram_pairs_of, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -419,6 +419,25 @@ def _rms_norm_hint(arguments, received, expected):
     return None
 
 
+def _skipgram_pairs_hint(arguments, received, expected):
+    ids, window = list(arguments["token_ids"]), arguments["window"]
+    try:
+        received = [tuple(pair) for pair in received]
+    except TypeError:
+        return None
+    near = [(i, j) for i in range(len(ids)) for j in range(len(ids)) if abs(i - j) <= window]
+    with_itself = [(ids[i], ids[j]) for i, j in near]
+    right_only = [(ids[i], ids[j]) for i, j in near if j > i]
+    if received == with_itself and with_itself != [tuple(pair) for pair in expected]:
+        return "each word was paired with itself: leave out position i."
+    if received == right_only and right_only != [tuple(pair) for pair in expected]:
+        return "only the words after the centre were paired: the window reaches `window` positions on both sides."
+    if sorted(received) == sorted(tuple(pair) for pair in expected):
+        return "the right pairs in another order: go through the centres left to right, and each one's context " \
+               "words left to right."
+    return None
+
+
 
 EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("01.1", "one-hot encoding", "one_hot_encode", 2, output_names=("the one-hot array",)),
@@ -432,6 +451,8 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              output_names=("the most frequent pair", "the merged words"), hint=_merge_step_hint),
     Exercise("03.3", "encoding a word by merge rank", "encode_word", 2, output_names=("the symbols",),
              hint=hints.encode_word_hint),
+    Exercise("03.4", "the skip-gram pairs of a sentence", "skipgram_pairs_of", 2, output_names=("the pairs",),
+             hint=_skipgram_pairs_hint),
     Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3,
              extra_check=_attention_leak, output_names=("the output", "the attention weights"), hint=_attention_hint),
     Exercise("04.2", "splitting into heads", "split_heads", 1, output_names=("the heads",), hint=_split_heads_hint),

@@ -238,6 +238,23 @@ def _encode_word_cases(rng):
             ("a random corpus's 12 merges, a new word where the rank decides", {"word": told, "merges": merges})]
 
 
+def _skipgram_pairs_reference(token_ids, window):
+    pairs = []
+    for centre, centre_id in enumerate(token_ids):
+        for context, context_id in enumerate(token_ids):
+            if context != centre and abs(context - centre) <= window:
+                pairs.append((centre_id, context_id))
+    return pairs
+
+
+def _skipgram_pairs_cases(rng):
+    return [("the notes' five words, window 2", {"token_ids": [2, 3, 5, 1, 4], "window": 2}),
+            ("a window wider than the sentence", {"token_ids": [7, 8, 9], "window": 5}),
+            ("one word: no pairs", {"token_ids": [4], "window": 1}),
+            ("repeated ids, window 1", {"token_ids": [3, 3, 6, 3], "window": 1}),
+            ("random ids and window", {"token_ids": [int(i) for i in rng.integers(1, 50, int(rng.integers(4, 12)))],
+                                       "window": int(rng.integers(1, 4))})]
+
 # --- 04: attention --------------------------------------------------------------------------
 
 def _attention_reference(query, key, value, mask=None):
@@ -929,6 +946,7 @@ _EXERCISES = {
     "03.1": (_vectorize_cases, _vectorize_reference),
     "03.2": (_merge_step_cases, _merge_step_reference),
     "03.3": (_encode_word_cases, _encode_word_reference),
+    "03.4": (_skipgram_pairs_cases, _skipgram_pairs_reference),
     "04.1": (_attention_cases, _attention_reference),
     "04.2": (_split_cases, _split_heads_reference),
     "04.3": (_merge_cases, _merge_heads_reference),

@@ -43,6 +43,7 @@ SHINGLE = 5
 PACKAGE_IMPLEMENTATIONS = {
     "01.1": "transformer_course.reversal:one_hot_encode",
     "03.3": "transformer_course.bpe:BytePairEncoding._encode_piece",
+    "03.4": "transformer_course.word_vectors:skipgram_pairs",
     "04.1": "transformer_course.attention:scaled_dot_product_attention",
     "04.4": "transformer_course.positional:sinusoidal_encoding",
     "07.1": "transformer_course.masks:causal_mask",
