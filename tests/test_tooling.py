@@ -79,7 +79,7 @@ def test_the_notebook_helpers_come_from_the_package():
 
 
 # The modules that each hold one model of the course; the layers they share live in their own modules.
-MODEL_MODULES = ("seq2seq", "classifier", "translation", "language_model", "bert", "vision")
+MODEL_MODULES = ("seq2seq", "classifier", "translation", "language_model", "bert", "electra", "vision")
 
 
 def _package_imports(top_level_only: bool = False) -> dict[str, set[str]]:

@@ -3,9 +3,10 @@
 The package has three parts:
 
 * **the subject** — what the course teaches, one module a concept: ``masks``, ``attention``,
-  ``positional``, ``transformer``, the models (``seq2seq``, ``classifier``, ``translation``,
-  ``language_model``, ``pretraining`` and ``bert``, ``vision``), ``decoding``, ``generation``, ``bpe``,
-  ``text``, ``training``, ``metrics``, ``plots``, ``datasets``;
+  ``positional``, ``rotary``, ``transformer``, ``pooling``, the models (``seq2seq``,
+  ``classifier``, ``translation``, ``language_model``, ``pretraining``, ``bert`` and ``electra``,
+  ``vision``), ``word_vectors``, ``decoding``, ``generation``, ``bpe``, ``text``, ``training``,
+  ``parallel``, ``metrics``, ``plots``, ``datasets``;
 * **the exercises and the grader** — ``exercises`` (the catalogue and students' ``check``) and
   ``grading`` (release and grade);
 * **the machinery** — the ``tooling`` subpackage: run profiles (``tooling.profiles``), notebook

@@ -7,8 +7,10 @@
   :func:`build_bert_encoder` — new models on the same (pre-trained) layers: a sentence classifier
   (pooled ``[CLS]`` or the mean of the outputs), a tag per token, a span (start, end), the
   encoder's vectors alone.
-* :class:`SegmentEmbedding`, :class:`GatherPositions`, :class:`SpanHead` and
-  :func:`gelu_approximate` — the layers and the activation they need.
+* :class:`SpanHead` — the span finder's head. The layers BERT shares with ELECTRA live beside
+  the other layers and are re-exported here: :class:`~transformer_course.positional.SegmentEmbedding`,
+  :class:`~transformer_course.pooling.GatherPositions` and
+  :func:`~transformer_course.transformer.gelu_approximate`.
 
 The data the pretrainer reads (masking, packing, batches) is in
 :mod:`transformer_course.pretraining`; published checkpoints load into it through
@@ -31,91 +33,13 @@ from keras import ops
 
 from ._validation import check_integer, check_model_sizes, check_rate
 from .masks import masked_softmax, padding_mask
-from .pooling import ClassTokenOutput
-from .positional import PositionalEmbedding
+from .pooling import ClassTokenOutput, GatherPositions
+from .positional import PositionalEmbedding, SegmentEmbedding
 from .transformer import TiedTokenDistribution, TransformerEncoder, gelu_approximate
 
 __all__ = ["BertPretrainer", "build_bert_pretrainer", "build_bert_classifier", "build_bert_encoder",
            "build_token_tagger", "build_span_finder", "SegmentEmbedding", "GatherPositions", "SpanHead",
            "gelu_approximate", "CLASSIFIER_POOLINGS"]
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class SegmentEmbedding(keras.layers.Layer):
-    """Add a learned vector per segment (sentence A = 0, sentence B = 1) to token vectors.
-
-    Args:
-        num_segments: int, segment ids ``0 .. num_segments - 1`` (BERT: 2).
-        embed_dim: int E.
-        **kwargs: passed to ``keras.layers.Layer``.
-
-    Call arguments:
-        inputs: float ``(B, T, E)``, with its padding mask if it has one.
-        segment_ids: int ``(B, T)``.
-
-    Returns:
-        float ``(B, T, E)``: ``inputs + table[segment_ids]``, carrying the input's padding mask
-        on (``keras.layers.Add`` would drop it, since the segment ids have no mask).
-
-    Example:
-        >>> import numpy as np
-        >>> layer = SegmentEmbedding(2, 4)
-        >>> tuple(layer(np.zeros((1, 3, 4), "float32"), segment_ids=np.array([[0, 0, 1]])).shape)
-        (1, 3, 4)
-    """
-
-    def __init__(self, num_segments, embed_dim, **kwargs):
-        super().__init__(**kwargs)
-        self.num_segments = check_integer("num_segments", num_segments)
-        self.embed_dim = check_integer("embed_dim", embed_dim)
-        self.supports_masking = True
-
-    def build(self, inputs_shape, segment_ids_shape=None):
-        self.table = self.add_weight(name="table", shape=(self.num_segments, self.embed_dim),
-                                     initializer=keras.initializers.RandomNormal(stddev=0.02))
-        super().build(inputs_shape)
-
-    def call(self, inputs, segment_ids):
-        return inputs + ops.cast(ops.take(self.table, ops.cast(segment_ids, "int32"), axis=0), inputs.dtype)
-
-    def compute_mask(self, inputs, mask=None, segment_ids=None):
-        return mask
-
-    def compute_output_shape(self, inputs_shape, segment_ids_shape=None):
-        return tuple(inputs_shape)
-
-    def get_config(self):
-        return {**super().get_config(), "num_segments": self.num_segments, "embed_dim": self.embed_dim}
-
-
-@keras.saving.register_keras_serializable(package="transformer_course")
-class GatherPositions(keras.layers.Layer):
-    """The vectors at chosen positions of each sequence: ``(B, T, E), (B, P) -> (B, P, E)``.
-
-    Call arguments:
-        inputs: list ``[sequence, positions]``: float ``(B, T, E)`` and int ``(B, P)`` indices
-            into T.
-
-    Returns:
-        float ``(B, P, E)``; no mask.
-
-    Example:
-        >>> import numpy as np
-        >>> sequence = np.arange(12, dtype="float32").reshape(1, 4, 3)  # position t holds 3t, 3t + 1, 3t + 2
-        >>> keras.ops.convert_to_numpy(GatherPositions()([sequence, np.array([[3, 0]])])).tolist()
-        [[[9.0, 10.0, 11.0], [0.0, 1.0, 2.0]]]
-    """
-
-    def call(self, inputs):
-        sequence, positions = inputs
-        return ops.take_along_axis(sequence, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
-
-    def compute_mask(self, inputs, mask=None):
-        return None
-
-    def compute_output_shape(self, inputs_shape):
-        sequence_shape, positions_shape = inputs_shape
-        return (sequence_shape[0], positions_shape[1], sequence_shape[2])
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

@@ -14,6 +14,8 @@ Two ways to pool, both here:
 * the **last real token** (Radford et al., 2018, §3.3): in a causal decoder only the last
   position has seen the whole text, so a classifier on a language model reads its vector
   (:class:`LastTokenPooling`; notebook 11).
+* the vectors at **chosen positions** (:class:`GatherPositions`): what a masked language model's
+  head reads (BERT, ELECTRA; notebook 08).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from keras import ops
 
 from ._validation import check_integer
 
-__all__ = ["MaskedGlobalMaxPooling1D", "LastTokenPooling", "PrependClassToken", "ClassTokenOutput"]
+__all__ = ["MaskedGlobalMaxPooling1D", "LastTokenPooling", "GatherPositions", "PrependClassToken",
+           "ClassTokenOutput"]
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -116,6 +119,36 @@ class LastTokenPooling(keras.layers.Layer):
 
     def compute_output_shape(self, inputs_shape):
         return (inputs_shape[0], inputs_shape[2])
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class GatherPositions(keras.layers.Layer):
+    """The vectors at chosen positions of each sequence: ``(B, T, E), (B, P) -> (B, P, E)``.
+
+    Call arguments:
+        inputs: list ``[sequence, positions]``: float ``(B, T, E)`` and int ``(B, P)`` indices
+            into T.
+
+    Returns:
+        float ``(B, P, E)``; no mask.
+
+    Example:
+        >>> import numpy as np
+        >>> sequence = np.arange(12, dtype="float32").reshape(1, 4, 3)  # position t holds 3t, 3t + 1, 3t + 2
+        >>> keras.ops.convert_to_numpy(GatherPositions()([sequence, np.array([[3, 0]])])).tolist()
+        [[[9.0, 10.0, 11.0], [0.0, 1.0, 2.0]]]
+    """
+
+    def call(self, inputs):
+        sequence, positions = inputs
+        return ops.take_along_axis(sequence, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_shape(self, inputs_shape):
+        sequence_shape, positions_shape = inputs_shape
+        return (sequence_shape[0], positions_shape[1], sequence_shape[2])
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

@@ -2,6 +2,8 @@
 
 * :func:`sinusoidal_encoding` — the fixed encoding of Vaswani et al. (2017), §3.5.
 * :class:`PositionalEmbedding` — learned token and position embeddings, summed.
+* :class:`SegmentEmbedding` — a learned vector per segment (sentence A or B) added to token
+  vectors (BERT, ELECTRA).
 * :class:`TokenEmbedding` — the token embedding alone, for a model whose positions enter inside
   attention (rotary); like ``PositionalEmbedding`` it turns around for a tied output layer.
 * :class:`RelativePositionBias` — a learned bias per query-key offset, added to attention
@@ -24,7 +26,8 @@ from keras import ops
 from ._validation import check_integer
 from .masks import padding_mask
 
-__all__ = ["sinusoidal_encoding", "PositionalEmbedding", "TokenEmbedding", "RelativePositionBias"]
+__all__ = ["sinusoidal_encoding", "PositionalEmbedding", "TokenEmbedding", "SegmentEmbedding",
+           "RelativePositionBias"]
 
 
 def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
@@ -227,6 +230,54 @@ class TokenEmbedding(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "vocab_size": self.vocab_size, "embed_dim": self.embed_dim,
                 "mask_zero": self.mask_zero}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class SegmentEmbedding(keras.layers.Layer):
+    """Add a learned vector per segment (sentence A = 0, sentence B = 1) to token vectors.
+
+    Args:
+        num_segments: int, segment ids ``0 .. num_segments - 1`` (BERT: 2).
+        embed_dim: int E.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        inputs: float ``(B, T, E)``, with its padding mask if it has one.
+        segment_ids: int ``(B, T)``.
+
+    Returns:
+        float ``(B, T, E)``: ``inputs + table[segment_ids]``, carrying the input's padding mask
+        on (``keras.layers.Add`` would drop it, since the segment ids have no mask).
+
+    Example:
+        >>> import numpy as np
+        >>> layer = SegmentEmbedding(2, 4)
+        >>> tuple(layer(np.zeros((1, 3, 4), "float32"), segment_ids=np.array([[0, 0, 1]])).shape)
+        (1, 3, 4)
+    """
+
+    def __init__(self, num_segments, embed_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.num_segments = check_integer("num_segments", num_segments)
+        self.embed_dim = check_integer("embed_dim", embed_dim)
+        self.supports_masking = True
+
+    def build(self, inputs_shape, segment_ids_shape=None):
+        self.table = self.add_weight(name="table", shape=(self.num_segments, self.embed_dim),
+                                     initializer=keras.initializers.RandomNormal(stddev=0.02))
+        super().build(inputs_shape)
+
+    def call(self, inputs, segment_ids):
+        return inputs + ops.cast(ops.take(self.table, ops.cast(segment_ids, "int32"), axis=0), inputs.dtype)
+
+    def compute_mask(self, inputs, mask=None, segment_ids=None):
+        return mask
+
+    def compute_output_shape(self, inputs_shape, segment_ids_shape=None):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "num_segments": self.num_segments, "embed_dim": self.embed_dim}
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

@@ -1,0 +1,275 @@
+"""Replaced-token detection (ELECTRA): pre-training an encoder on every position, not only the masked 15%.
+
+A masked language model learns from the positions it must fill in, about 15% of each input.
+ELECTRA (Clark et al., 2020, "ELECTRA: Pre-training Text Encoders as Discriminators Rather Than
+Generators", ICLR, §2) trains two encoders together:
+
+* a small **generator**, a masked language model, fills the masked positions with tokens it
+  **samples** from its own predictions;
+* the **discriminator**, the encoder kept afterwards, reads the result and says for **every**
+  position whether its token is the original or a replacement. A sampled token equal to the
+  original counts as original.
+
+The loss is the generator's masked-LM loss plus λ = 50 times the discriminator's (§2). Nothing
+flows back from the discriminator into the generator through the sampling: a draw has no
+gradient (the paper notes it cannot backpropagate through it, §2). Generator and discriminator
+share the token and position embeddings (§3.2); the generator is a fraction of the
+discriminator's width (§3.2 finds 1/4 to 1/2 best). The discriminator never sees ``[MASK]``.
+
+* :class:`ElectraPretrainer` — both encoders, the sampling and the discriminator's head.
+* :class:`ReplaceWithSamples` — the sampling step as a layer.
+* :class:`ReplacedTokenDetectionLoss` — the discriminator's loss over real tokens.
+
+The discriminator has :class:`~transformer_course.bert.BertPretrainer`'s parts and names
+(``token_embedding``, ``segment_embedding``, ``embedding_norm``, ``encoder_blocks``, ``encode``,
+``pooler = None``), so :func:`~transformer_course.bert.build_bert_classifier` fine-tunes it as it
+fine-tunes a BERT-style encoder.
+
+Shape letters: B batch, T positions, P masked positions per row, V vocabulary, E width.
+"""
+
+from __future__ import annotations
+
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
+import keras
+from keras import ops
+
+from ._validation import check_integer, check_model_sizes
+from .masks import padding_mask
+from .pooling import GatherPositions
+from .positional import PositionalEmbedding, SegmentEmbedding
+from .transformer import TiedTokenDistribution, TransformerEncoder
+
+__all__ = ["ElectraPretrainer", "ReplaceWithSamples", "ReplacedTokenDetectionLoss", "DISCRIMINATOR_WEIGHT"]
+
+DISCRIMINATOR_WEIGHT = 50.0  # λ of Clark et al., 2020, §2
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class ReplaceWithSamples(keras.layers.Layer):
+    """Put a token drawn from the generator at each masked position; say which tokens changed.
+
+    Each draw is Gumbel-max sampling from the generator's distribution at that position (its
+    own probabilities, temperature 1): ``argmax(log p + g)`` with g standard Gumbel noise, which
+    is a draw from p. The draws are integers: no gradient reaches the generator through them.
+
+    Args:
+        seed: optional int, seeds the draws.
+        **kwargs: passed to ``keras.layers.Layer``.
+
+    Call arguments:
+        probabilities: float ``(B, P, V)``, the generator's distributions at the masked positions.
+        original_ids: int ``(B, T)``, the uncorrupted input.
+        positions: int ``(B, P)``, where the masked positions are.
+        labels: int ``(B, P)``, the original id at each masked position; 0 marks an unused slot
+            (:func:`~transformer_course.pretraining.gather_selected` pads with 0), which is not replaced.
+
+    Returns:
+        ``(corrupted_ids, replaced)``: int32 ``(B, T)``, the input with the draws in place, and
+        float32 ``(B, T)``, 1 where the token differs from the original (a draw equal to the
+        original is 0).
+
+    Example:
+        >>> import numpy as np
+        >>> certain = np.zeros((1, 1, 6), "float32"); certain[0, 0, 5] = 1.0  # the generator is sure: id 5
+        >>> corrupted, replaced = ReplaceWithSamples(seed=0)(certain, np.array([[2, 3, 4]]), np.array([[1]]),
+        ...                                                  np.array([[3]]))
+        >>> keras.ops.convert_to_numpy(corrupted).tolist(), keras.ops.convert_to_numpy(replaced).tolist()
+        ([[2, 5, 4]], [[0.0, 1.0, 0.0]])
+    """
+
+    def __init__(self, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def call(self, probabilities, original_ids, positions, labels):
+        log_probabilities = ops.log(ops.clip(ops.stop_gradient(ops.cast(probabilities, "float32")), 1e-20, 1.0))
+        uniform = keras.random.uniform(ops.shape(log_probabilities), minval=1e-10, maxval=1.0,
+                                       seed=self.seed_generator)
+        draws = ops.cast(ops.argmax(log_probabilities - ops.log(-ops.log(uniform)), axis=-1), "int32")  # (B, P)
+        original_ids = ops.cast(original_ids, "int32")
+        used = ops.cast(ops.not_equal(labels, 0), "int32")  # (B, P)
+        slots = ops.one_hot(ops.cast(positions, "int32"), ops.shape(original_ids)[1], dtype="int32")  # (B, P, T)
+        slots = slots * ops.expand_dims(used, -1)
+        chosen = ops.sum(slots, axis=1) > 0  # (B, T)
+        drawn_at = ops.sum(slots * ops.expand_dims(draws, -1), axis=1)  # (B, T), each position drawn at most once
+        corrupted = ops.where(chosen, drawn_at, original_ids)
+        return corrupted, ops.cast(ops.not_equal(corrupted, original_ids), "float32")
+
+    def compute_output_spec(self, probabilities, original_ids, positions, labels):
+        return (keras.KerasTensor(original_ids.shape, dtype="int32"),
+                keras.KerasTensor(original_ids.shape, dtype="float32"))
+
+    def get_config(self):
+        return {**super().get_config(), "seed": self.seed}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class ReplacedTokenDetectionLoss(keras.losses.Loss):
+    """The discriminator's loss: binary cross-entropy of "replaced?" at every real token, averaged.
+
+    Call arguments:
+        y_true: ignored (the labels are made inside the model, by the sampling); any ``(B,)``.
+        y_pred: float ``(B, T, 3)``: the probability that each token was replaced, the label (1 =
+            replaced), and 1 for a real token (0 for padding, never counted).
+
+    Returns:
+        float32 scalar: the mean over real tokens (0 if there are none).
+
+    Source: Clark et al., 2020, §2, the loss L_Disc.
+    """
+
+    def __init__(self, name: str = "replaced_token_detection", **kwargs):
+        super().__init__(name=name, reduction=None, **kwargs)
+
+    def call(self, y_true, y_pred):
+        y_pred = ops.cast(y_pred, "float32")
+        probability, label, real = y_pred[..., 0], y_pred[..., 1], y_pred[..., 2]
+        probability = ops.clip(probability, keras.config.epsilon(), 1.0 - keras.config.epsilon())
+        per_token = -(label * ops.log(probability) + (1.0 - label) * ops.log(1.0 - probability))
+        return ops.sum(per_token * real) / ops.maximum(ops.sum(real), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class ElectraPretrainer(keras.Model):
+    """ELECTRA's generator and discriminator, trained together (Clark et al., 2020, §2 and §3.2).
+
+    * Shared: the token + position embedding (``token_embedding``) and the segment embedding.
+    * Generator: shared embeddings → LayerNorm → a projection to width ``generator_fraction · E``
+      → ``generator_layers`` post-norm encoder blocks → the masked positions → dense (activation)
+      → LayerNorm → a projection back to E → scores against every token embedding (tied) → softmax.
+    * :class:`ReplaceWithSamples` puts the generator's draws at the masked positions of the
+      *original* input (the discriminator never sees ``[MASK]``).
+    * Discriminator: shared embeddings → ``embedding_norm`` → dropout → ``num_layers`` encoder
+      blocks (``encoder_blocks``) → a dense layer, one sigmoid per position: P(replaced).
+
+    Compile with ``loss={"generator": MaskedCrossEntropy(), "discriminator":
+    ReplacedTokenDetectionLoss()}`` and ``loss_weights={"generator": 1.0, "discriminator":
+    DISCRIMINATOR_WEIGHT}``; the discriminator's target is a dummy (zeros ``(B,)``).
+
+    Args:
+        vocabulary_size: int V.
+        sequence_length: int T.
+        max_predictions: int P.
+        embed_dim, num_heads, intermediate_dim, num_layers: the discriminator's sizes (keyword only).
+        generator_fraction: float in (0, 1], the generator's width, heads and feed-forward width
+            as a share of the discriminator's (at least 1 head; the width a multiple of its heads).
+        generator_layers: int, or None for ``num_layers``.
+        dropout: float in [0, 1).
+        activation: the feed-forward activation (``"gelu"``, as BERT's and ELECTRA's).
+        seed: optional int, seeds the draws.
+        **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
+
+    Call arguments:
+        inputs: ``{"token_ids": int (B, T)`` the masked input, ``"original_ids": int (B, T)``,
+        ``"segment_ids": int (B, T)``, ``"mask_positions": int (B, P)``, ``"mask_labels": int (B, P)``
+        (the original ids there, 0 for unused slots)``}``.
+
+    Returns:
+        ``{"generator": float32 (B, P, V), "discriminator": float32 (B, T, 3)}``: the generator's
+        distributions at the masked positions, and per position P(replaced), the label and the
+        real-token indicator (what :class:`ReplacedTokenDetectionLoss` reads).
+
+    Raises:
+        ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), ``num_heads`` not
+            dividing ``embed_dim``, or a ``generator_fraction`` outside (0, 1].
+
+    Example:
+        >>> model = ElectraPretrainer(50, 8, 2, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=1)
+        >>> model.generator_width, sorted(model.output)
+        (4, ['discriminator', 'generator'])
+    """
+
+    def __init__(self, vocabulary_size, sequence_length, max_predictions, *, embed_dim=256, num_heads=4,
+                 intermediate_dim=1024, num_layers=4, generator_fraction=0.25, generator_layers=None, dropout=0.1,
+                 activation="gelu", seed=None, **kwargs):
+        check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size,
+                          sequence_length=sequence_length, max_predictions=max_predictions,
+                          intermediate_dim=intermediate_dim, num_layers=num_layers)
+        if isinstance(generator_fraction, bool) or not 0 < generator_fraction <= 1:
+            raise ValueError(f"`generator_fraction` must be in (0, 1]; received {generator_fraction!r}.")
+        generator_layers = num_layers if generator_layers is None else check_integer("generator_layers",
+                                                                                     generator_layers)
+        generator_heads = max(1, round(num_heads * generator_fraction))
+        generator_width = max(generator_heads, round(embed_dim * generator_fraction) // generator_heads
+                              * generator_heads)
+        activation = keras.activations.get(activation)
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in ("token_ids", "original_ids", "segment_ids")}
+        inputs.update({name: keras.Input(shape=(max_predictions,), dtype="int32", name=name)
+                       for name in ("mask_positions", "mask_labels")})
+        token_embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
+        segment_embedding = SegmentEmbedding(2, embed_dim, name="segment_embedding")
+        # The generator, on the masked input.
+        g = segment_embedding(token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
+        g = keras.layers.LayerNormalization(epsilon=1e-12, name="generator_embedding_norm")(g)
+        g = keras.layers.Dense(generator_width, name="generator_projection")(g)
+        for index in range(generator_layers):
+            g = TransformerEncoder(max(1, round(intermediate_dim * generator_fraction)), generator_heads,
+                                   dropout=dropout, activation=activation, layer_norm_epsilon=1e-12,
+                                   name=f"generator_{index + 1}")(g)
+        g = GatherPositions(name="generator_gather")([g, inputs["mask_positions"]])
+        g = keras.layers.Dense(generator_width, activation=activation, name="generator_transform")(g)
+        g = keras.layers.LayerNormalization(epsilon=1e-12, name="generator_norm")(g)
+        g = keras.layers.Dense(embed_dim, name="generator_output_projection")(g)
+        generator = TiedTokenDistribution(vocabulary_size, name="generator", dtype="float32")(
+            token_embedding(g, reverse=True))
+        # The sampling, then the discriminator on the corrupted original.
+        corrupted, replaced = ReplaceWithSamples(seed, name="replace_with_samples")(
+            generator, inputs["original_ids"], inputs["mask_positions"], inputs["mask_labels"])
+        x = segment_embedding(token_embedding(corrupted), segment_ids=inputs["segment_ids"])
+        embedding_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")
+        embedding_dropout = keras.layers.Dropout(dropout, name="embedding_dropout")
+        x = embedding_dropout(embedding_norm(x))
+        encoder_blocks = []
+        for index in range(num_layers):
+            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
+                                                     activation=activation, layer_norm_epsilon=1e-12,
+                                                     name=f"encoder_{index + 1}"))
+            x = encoder_blocks[-1](x)
+        replaced_probability = keras.layers.Dense(1, activation="sigmoid", name="discriminator_head",
+                                                  dtype="float32")(x)[..., 0]
+        real = ops.cast(padding_mask(inputs["original_ids"]), "float32")
+        discriminator = keras.layers.Identity(name="discriminator", dtype="float32")(
+            ops.stack([replaced_probability, replaced, real], axis=-1))
+        super().__init__(inputs, {"generator": generator, "discriminator": discriminator}, **kwargs)
+        self.token_embedding, self.segment_embedding = token_embedding, segment_embedding
+        self.embedding_norm, self.embedding_dropout = embedding_norm, embedding_dropout
+        self.encoder_blocks, self.pooler = encoder_blocks, None
+        self.vocabulary_size, self.sequence_length, self.max_predictions = (vocabulary_size, sequence_length,
+                                                                            max_predictions)
+        self.embed_dim, self.num_heads, self.intermediate_dim = embed_dim, num_heads, intermediate_dim
+        self.num_layers, self.dropout, self.activation, self.seed = num_layers, dropout, activation, seed
+        self.generator_fraction, self.generator_layers = generator_fraction, generator_layers
+        self.generator_width = generator_width
+
+    def encode(self, inputs):
+        r"""The discriminator alone (embeddings and blocks, these very layers) on new inputs.
+
+        Args:
+            inputs: ``{"token_ids": int (B, T), "segment_ids": int (B, T)}``, tensors or symbolic
+                ``keras.Input``\ s.
+
+        Returns:
+            float ``(B, T, E)``, carrying the padding mask (token id 0) as its Keras mask.
+        """
+        x = self.segment_embedding(self.token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
+        x = self.embedding_dropout(self.embedding_norm(x))
+        for block in self.encoder_blocks:
+            x = block(x)
+        return x
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,
+                "sequence_length": self.sequence_length, "max_predictions": self.max_predictions,
+                "embed_dim": self.embed_dim, "num_heads": self.num_heads, "intermediate_dim": self.intermediate_dim,
+                "num_layers": self.num_layers, "generator_fraction": self.generator_fraction,
+                "generator_layers": self.generator_layers, "dropout": self.dropout,
+                "activation": keras.activations.serialize(self.activation), "seed": self.seed}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})

@@ -1,0 +1,125 @@
+"""Replaced-token detection (ELECTRA): the samples, the labels, the loss, and that no gradient crosses the draw."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from transformer_course.bert import build_bert_classifier
+from transformer_course.electra import (
+    DISCRIMINATOR_WEIGHT,
+    ElectraPretrainer,
+    ReplacedTokenDetectionLoss,
+    ReplaceWithSamples,
+)
+from transformer_course.metrics import MaskedCrossEntropy
+from transformer_course.pretraining import gather_selected, mask_tokens
+
+V, T, P = 30, 8, 3
+MASK = 29
+ORIGINAL = np.array([[1, 5, 6, 7, 8, 9, 2, 0], [1, 10, 11, 12, 13, 14, 15, 2]], dtype="int32")
+POSITIONS = np.array([[2, 4, 0], [1, 3, 6]], dtype="int32")
+LABELS = np.array([[6, 8, 0], [10, 12, 15]], dtype="int32")  # row 0's third slot is unused
+
+
+def numpy(x):
+    return np.asarray(ops.convert_to_numpy(x))
+
+
+def inputs():
+    masked = ORIGINAL.copy()
+    for row in range(2):
+        for position, label in zip(POSITIONS[row], LABELS[row]):
+            if label:
+                masked[row, position] = MASK
+    return {"token_ids": masked, "original_ids": ORIGINAL, "segment_ids": np.zeros_like(ORIGINAL),
+            "mask_positions": POSITIONS, "mask_labels": LABELS}
+
+
+def test_samples_replace_only_the_chosen_positions_and_a_draw_of_the_original_counts_as_original():
+    probabilities = np.zeros((2, P, V), "float32")
+    probabilities[0, 0, 6] = 1.0  # certain of the original (6 at position 2): not a replacement
+    probabilities[0, 1, 20] = 1.0  # certain of another token at position 4: a replacement
+    probabilities[0, 2, 21] = 1.0  # an unused slot (label 0, position 0): must change nothing
+    probabilities[1, :, 22] = 1.0
+    corrupted, replaced = (numpy(value) for value in ReplaceWithSamples(seed=0)(probabilities, ORIGINAL, POSITIONS,
+                                                                                LABELS))
+    expected = ORIGINAL.copy()
+    expected[0, 4] = 20
+    expected[1, [1, 3, 6]] = 22
+    np.testing.assert_array_equal(corrupted, expected)
+    np.testing.assert_array_equal(replaced, (expected != ORIGINAL).astype("float32"))
+    assert replaced[0, 2] == 0 and replaced[0, 0] == 0
+
+
+def test_draws_follow_the_generators_distribution():
+    probabilities = np.tile(np.array([0.0, 0.7, 0.2, 0.1], "float32"), (1, 2000, 1))  # (1, 2000, 4)
+    original = np.full((1, 2000), 3, "int32")
+    positions = np.arange(2000, dtype="int32")[None]
+    corrupted, _ = ReplaceWithSamples(seed=1)(probabilities, original, positions, np.ones((1, 2000), "int32"))
+    shares = np.bincount(numpy(corrupted)[0], minlength=4) / 2000
+    np.testing.assert_allclose(shares, [0.0, 0.7, 0.2, 0.1], atol=0.04)  # about 4 standard errors
+
+
+def test_the_loss_equals_a_hand_computation_and_padding_never_counts():
+    y_pred = np.array([[[0.9, 1, 1], [0.2, 0, 1], [0.6, 1, 0]]], "float32")  # the third token is padding
+    expected = -(np.log(0.9) + np.log(0.8)) / 2
+    loss = float(numpy(ReplacedTokenDetectionLoss()(np.zeros((1,)), y_pred)))
+    assert loss == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_pretrainer_shares_embeddings_and_its_discriminator_never_sees_mask(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=2, dropout=0.0,
+                              seed=3)
+    outputs = model(inputs())
+    assert tuple(outputs["generator"].shape) == (2, P, V)
+    assert tuple(outputs["discriminator"].shape) == (2, T, 3)
+    discriminator = numpy(outputs["discriminator"])
+    np.testing.assert_array_equal(discriminator[..., 2], (ORIGINAL != 0).astype("float32"))  # real tokens
+    assert model.generator_width == 4
+    names = [weight.path for weight in model.weights]
+    assert sum("token_embedding/token_embedding" in name for name in names) == 1  # one table, shared
+    copy = ElectraPretrainer.from_config(model.get_config())
+    assert copy.count_params() == model.count_params()
+
+
+def test_no_gradient_flows_from_the_discriminators_loss_into_the_generator():
+    tf = pytest.importorskip("tensorflow")
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the gradient is read with TensorFlow's GradientTape")
+    keras.utils.set_random_seed(0)
+    model = ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=1, dropout=0.0)
+    with tf.GradientTape() as tape:
+        loss = ReplacedTokenDetectionLoss()(np.zeros((2,)), model(inputs())["discriminator"])
+    generator_only = [weight for weight in model.trainable_weights if "generator" in weight.path]
+    assert generator_only
+    gradients = tape.gradient(loss, [weight.value for weight in generator_only])
+    assert all(gradient is None or float(tf.reduce_max(tf.abs(gradient))) == 0.0 for gradient in gradients)
+
+
+def test_one_training_step_moves_both_encoders_and_the_discriminator_fine_tunes_as_bert():
+    keras.utils.set_random_seed(0)
+    model = ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=1, dropout=0.0)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss={"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
+                  loss_weights={"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT})
+    rng = np.random.default_rng(0)
+    masked, labels, selected = mask_tokens(ORIGINAL, rng, V, MASK, mask_token_rate=1.0, random_token_rate=0.0,
+                                           unselectable_token_ids=(0, 1, 2))
+    positions, position_labels = gather_selected(selected, labels, P)
+    before = [numpy(weight).copy() for weight in model.trainable_weights]
+    model.train_on_batch({"token_ids": masked, "original_ids": ORIGINAL, "segment_ids": np.zeros_like(ORIGINAL),
+                          "mask_positions": positions, "mask_labels": position_labels},
+                         {"generator": position_labels, "discriminator": np.zeros((2,), "float32")})
+    moved = {weight.path.split("/")[0] for weight, old in zip(model.trainable_weights, before)
+             if not np.allclose(numpy(weight), old)}
+    assert {"generator_1", "encoder_1", "discriminator_head", "token_embedding"} <= moved
+    classifier = build_bert_classifier(model, 2)
+    assert classifier({"token_ids": ORIGINAL, "segment_ids": np.zeros_like(ORIGINAL)}).shape == (2, 2)
+
+
+def test_bad_sizes_are_refused_by_name():
+    with pytest.raises(ValueError, match="generator_fraction"):
+        ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, generator_fraction=0.0)
+
