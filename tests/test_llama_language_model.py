@@ -1,0 +1,178 @@
+"""The Llama-style language model of notebook 11 and what the notebook does after training: its cache, its
+classifier on the last real token, LoRA on its attention projections, int8, and data parallelism."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+from layer_checks import check_model
+
+from transformer_course.generation import CachedLanguageModel
+from transformer_course.language_model import LanguageModel, forward_weights, language_model_classifier
+from transformer_course.parallel import training_losses
+from transformer_course.pooling import LastTokenPooling
+from transformer_course.positional import TokenEmbedding
+from transformer_course.transformer import LlamaDecoder, RMSNorm
+
+V, T = 40, 12
+IDS = np.array([[5, 6, 7, 8, 9, 10, 11, 12, 0, 0], [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]], dtype="int32")
+
+
+def llama(**options):
+    keras.utils.set_random_seed(0)
+    return LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, num_layers=2, dropout=0.0,
+                         architecture="llama", num_key_value_heads=options.pop("num_key_value_heads", 2), **options)
+
+
+def numpy(x):
+    return np.asarray(ops.convert_to_numpy(x))
+
+
+def test_a_llama_model_is_made_of_llama_blocks_without_a_position_table(tmp_path):
+    model = llama()
+    assert isinstance(model.token_embedding, TokenEmbedding) and isinstance(model.final_norm, RMSNorm)
+    assert all(isinstance(block, LlamaDecoder) for block in model.decoder_blocks)
+    assert not any("position" in weight.path for weight in model.weights)
+    small = np.array([[3, 4, 5, 0, 0], [1, 2, 3, 4, 5]], dtype="int32")  # the layer contract's sizes: V = 11, E = 8
+    check_model(lambda: LanguageModel(11, 5, embed_dim=8, intermediate_dim=12, num_heads=2, num_layers=2, dropout=0.0,
+                                      architecture="llama", num_key_value_heads=1), small, tmp_path, atol=1e-5)
+
+
+def test_later_tokens_never_change_earlier_probabilities_and_padding_stays_out():
+    model = llama()
+    changed = IDS.copy()
+    changed[1, 6:] = 7
+    before, after = numpy(model(IDS)), numpy(model(changed))
+    np.testing.assert_allclose(before[1, :6], after[1, :6], atol=1e-6)
+    alone = numpy(model(IDS[:1, :8]))  # the padded row, without its padding
+    np.testing.assert_allclose(before[0, :8], alone[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 4])
+def test_cached_steps_equal_the_whole_model_with_g_heads_in_each_cache(groups):
+    model = llama(num_key_value_heads=groups)
+    whole = numpy(model(IDS))
+    caches = model.initial_caches(2, IDS.shape[1])
+    assert tuple(caches[0].shape) == (2, 2, IDS.shape[1], groups, 4)
+    probabilities, caches = model.call_with_cache(IDS[:, :3], caches, 0)
+    steps = [numpy(probabilities)]
+    for position in range(3, IDS.shape[1]):
+        probabilities, caches = model.call_with_cache(IDS[:, position:position + 1], caches, position)
+        steps.append(numpy(probabilities))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1)[1], whole[1], atol=1e-5)
+    np.testing.assert_allclose(np.concatenate(steps, axis=1)[0, :8], whole[0, :8], atol=1e-5)
+    next_tokens = CachedLanguageModel(model, T).next_token_function(IDS[1:, :4])
+    np.testing.assert_allclose(next_tokens(IDS[1:, :4])[0, 1:], whole[1, 3, 1:] / whole[1, 3, 1:].sum(), atol=1e-5)
+
+
+def test_options_of_the_other_architecture_are_refused_by_name():
+    with pytest.raises(ValueError, match="`architecture` must be one of"):
+        LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, architecture="mamba")
+    with pytest.raises(ValueError, match="`num_key_value_heads` is an option of architecture='llama'"):
+        LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, num_key_value_heads=2)
+    with pytest.raises(ValueError, match="`normalize_first`, `activation` belong"):
+        llama(normalize_first=True, activation="gelu")
+    with pytest.raises(ValueError, match="must divide `num_query_heads`"):
+        llama(num_key_value_heads=3)(IDS)
+    with pytest.raises(ValueError, match="must be a GPT model"):
+        forward_weights(llama())
+
+
+def test_the_token_embedding_turns_around_for_the_tied_output_in_float_and_in_int8():
+    layer = TokenEmbedding(V, 16)
+    hidden = np.random.default_rng(0).normal(size=(2, 3, 16)).astype("float32")
+    layer(IDS)
+    table = numpy(layer.token_embedding.embeddings)
+    np.testing.assert_allclose(numpy(layer(hidden, reverse=True)), hidden @ table.T, atol=1e-5)
+    assert numpy(layer.compute_mask(IDS)).tolist() == (IDS != 0).tolist()
+    layer.token_embedding.quantize("int8")
+    # int8 keeps each row to half a step of its grid: |error| <= the row's largest |weight| / 127 / 2
+    row_error = np.abs(table).max(axis=1) / 127 / 2  # (V,)
+    bound = np.abs(hidden).sum(axis=-1, keepdims=True) * row_error * 1.01 + 1e-6  # (B, T, V)
+    error = np.abs(numpy(layer(hidden, reverse=True)) - hidden @ table.T)
+    assert 0 < error.max() and np.all(error <= bound)
+
+
+def test_an_int8_model_stays_close_and_its_weights_reload_into_a_quantized_copy(tmp_path):
+    model = llama()
+    float_probabilities = numpy(model(IDS))
+    model.quantize("int8")
+    int8_probabilities = numpy(model(IDS))
+    assert 0 < np.abs(int8_probabilities - float_probabilities).max() < 0.02
+    model.save_weights(tmp_path / "int8.weights.h5")
+    copy = llama()
+    copy.quantize("int8")
+    copy.load_weights(tmp_path / "int8.weights.h5")
+    np.testing.assert_array_equal(numpy(copy(IDS)), int8_probabilities)
+
+
+def test_last_token_pooling_reads_the_last_real_position():
+    x = np.arange(2 * 4 * 3, dtype="float32").reshape(2, 4, 3)
+    mask = np.array([[True, True, False, False], [True, True, True, True]])
+    np.testing.assert_array_equal(numpy(LastTokenPooling()(x, mask=mask)), np.stack([x[0, 1], x[1, 3]]))
+    np.testing.assert_array_equal(numpy(LastTokenPooling()(x)), x[:, -1])
+    with pytest.raises(ValueError, match="batch, length, width"):
+        LastTokenPooling()(x[0])
+
+
+def test_the_classifier_shares_the_language_models_layers_and_ignores_padding():
+    model = llama()
+    classifier = language_model_classifier(model)
+    shared = {id(weight) for weight in model.weights if not weight.path.startswith("output/")}  # not the LM's head
+    assert shared <= {id(weight) for weight in classifier.weights}
+    assert classifier.output_shape == (None, 1)
+    padded = np.array([[5, 6, 7, 0, 0, 0]], "int32")
+    np.testing.assert_allclose(numpy(classifier(padded)), numpy(classifier(padded[:, :3])), atol=1e-6)
+    assert language_model_classifier(model, num_classes=3).output_shape == (None, 3)
+    with pytest.raises(ValueError, match="num_classes"):
+        language_model_classifier(model, num_classes=0)
+
+
+def test_lora_on_the_attention_projections_starts_as_the_identity_and_trains_only_its_matrices():
+    model = llama()
+    classifier = language_model_classifier(model)
+    before = numpy(classifier(IDS))
+    model.token_embedding.trainable = model.final_norm.trainable = False
+    for block in model.decoder_blocks:
+        block.attention_norm.trainable = block.feedforward_norm.trainable = block.feedforward.trainable = False
+        for projection in (block.attention.query_dense, block.attention.key_dense, block.attention.value_dense,
+                           block.attention.output_dense):
+            projection.enable_lora(2)
+    np.testing.assert_allclose(numpy(classifier(IDS)), before, atol=1e-6)  # B starts at zero
+    names = sorted({weight.path.rsplit("/", 1)[-1] for weight in classifier.trainable_weights})
+    assert names == ["bias", "kernel", "lora_kernel_a", "lora_kernel_b"]  # the class head's, then LoRA's
+    assert len([w for w in classifier.trainable_weights if "lora" in w.path]) == 2 * 4 * 2
+
+
+def test_training_steps_run_under_no_distribution():
+    result = training_losses(None, steps=2, batch_size=4, length=8)
+    assert len(result["losses"]) == len(result["seconds"]) == 2
+    assert all(np.isfinite(result["losses"]))
+    with pytest.raises(ValueError, match="`steps`"):
+        training_losses(None, steps=0)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is not installed")
+def test_data_parallel_on_four_virtual_devices_gives_one_devices_losses():
+    environment = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    finished = subprocess.run([sys.executable, "-m", "transformer_course.parallel", "--steps", "3", "--batch-size",
+                               "8"], env=environment, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert len(result["devices"]) == 4
+    np.testing.assert_allclose(result["data_parallel"]["losses"], result["one_device"]["losses"], atol=1e-5)
+
+
+def test_the_program_refuses_another_backend():
+    if keras.backend.backend() == "jax":
+        pytest.skip("this backend is JAX")
+    from transformer_course.parallel import main
+
+    with pytest.raises(SystemExit, match="KERAS_BACKEND=jax"):
+        main(["--steps", "1"])
