@@ -247,7 +247,7 @@ for groups, name in ((4, "multi-head (G = N = 4)"), (2, "grouped (G = 2)"), (1, 
 # GPT-2's cache for a 1,024-token text is 36 MiB; a multi-head 70B model's for a 4,096-token
 # text would be 10 GiB for one sequence, which is why Llama 2's largest models share 8 key/value
 # heads among 64 query heads. Ainslie et al. report quality close to multi-head attention at
-# 8 groups (their §5) — at their scale; the ablation below measures our small model.
+# 8 groups — at their scale; the ablation below measures our small model.
 #
 # ## 4. The text: notebook 09's, in its tokens
 #
@@ -399,7 +399,7 @@ report_metric("llama_gain_bits_per_character", float(np.mean(differences)),
 #
 # A language model's last position has read the whole text (causal attention: position t sees
 # t and before), so GPT's classifier puts a dense layer on the last real token's final vector
-# (Radford et al., 2018, §3.3; `language_model_classifier`). We fine-tune the Llama-style model
+# (Radford et al., 2018, §3.2; `language_model_classifier`). We fine-tune the Llama-style model
 # of seed 0 on IMDB sentiment with notebook 08's protocol at 1,000 labels: a fixed random sample
 # of `label_reviews` training reviews to learn from and `label_validation_reviews` more to choose
 # the epoch and the learning rate, and a fixed sample of the test split to report. Each review
@@ -535,9 +535,9 @@ else:
 # A trained model can be stored and run with 8-bit integer weights. Keras' `quantize("int8")`
 # replaces each kernel of a `Dense` or `EinsumDense` layer, and each row of an `Embedding` table,
 # by integers in [−127, 127] and one float scale per output unit (per row): the unit's largest
-# absolute weight becomes 127 (absmax quantization; Dettmers et al., 2022, *LLM.int8()*, §2.1,
-# which also shows where this simple form stops working: past about 6.7 billion parameters,
-# where outlier features appear). Inputs are quantized on the fly too. The norms' scales and the
+# absolute weight becomes 127 (absmax quantization; Dettmers et al., 2022, *LLM.int8()*, which
+# also shows where this simple form stops working: from about 6.7 billion parameters, a few
+# outlier features dominate). Inputs are quantized on the fly too. The norms' scales and the
 # output bias stay float32. On the Llama-style model of seed 0: its weight file (the weights
 # alone, `save_weights`), its bits per character on the same test text, and its generation speed.
 

@@ -248,7 +248,7 @@ def language_model_classifier(model: LanguageModel, num_classes: int = 1, name: 
     then :class:`~transformer_course.pooling.LastTokenPooling` and ``Dense(num_classes)``: a
     sigmoid for ``num_classes=1`` (two classes), a softmax otherwise. Fine-tuning changes
     ``model``'s weights too; build a copy first (``LanguageModel.from_config`` and
-    ``set_weights``) to keep the language model. Radford et al., 2018, §3.3.
+    ``set_weights``) to keep the language model. Radford et al., 2018, §3.2.
 
     Args:
         model: a :class:`LanguageModel` (either architecture).

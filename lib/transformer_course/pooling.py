@@ -11,7 +11,7 @@ Two ways to pool, both here:
   token in front of every sequence; attention lets it gather from the whole text, and its output
   vector is the text's summary (:class:`ClassTokenOutput`). The sentiment classifier (notebook 06),
   BERT (08) and the Vision Transformer (10) use them.
-* the **last real token** (Radford et al., 2018, §3.3): in a causal decoder only the last
+* the **last real token** (Radford et al., 2018, §3.2): in a causal decoder only the last
   position has seen the whole text, so a classifier on a language model reads its vector
   (:class:`LastTokenPooling`; notebook 11).
 * the vectors at **chosen positions** (:class:`GatherPositions`): what a masked language model's
@@ -81,7 +81,7 @@ class LastTokenPooling(keras.layers.Layer):
     """The vector of each sequence's last real position: what a causal decoder has read the whole text into.
 
     With causal attention position t sees positions ≤ t only, so the last real token is the one
-    position that has seen everything; GPT's classifier reads it (Radford et al., 2018, §3.3).
+    position that has seen everything; GPT's classifier reads it (Radford et al., 2018, §3.2).
     Padding must come after the real tokens (the course's rows are padded on the right).
 
     Call arguments:
