@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/10_vision_transformer.ipynb)
 #
-# **Run time:** full profile about 15 min on a 2-core CPU, smoke profile about 40 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 14 min on a 2-core CPU, smoke profile about 40 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - why a Transformer cannot simply read an image pixel by pixel: the cost of self-attention
@@ -169,12 +169,12 @@ report_metric("attention_time_slope", slope, "log-log slope of one attention lay
 # %% [markdown]
 # The memory of the weights grows exactly as $T^2$ (16 bytes per query–key pair for 4 heads of
 # float32). The fitted slope of the time is an average over the three longest lengths. In the
-# stored run both of the last doublings multiplied the time by 2.93 (35.71 → 104.48 → 306.29 ms):
-# a slope of 1.55, not 2. Count the work: a layer does the four projections, $4TE^2$
+# stored run the last two doublings multiplied the time by 2.72 and 3.64 (31.14 → 84.84 → 309.10
+# ms): a slope of 1.66, not 2. Count the work: a layer does the four projections, $4TE^2$
 # multiply-adds, plus the scores and the weighted sum, $2T^2E$. With $E = 64$ that is 0.57, 2.21
 # and 8.72 billion multiply-adds at 2,048, 4,096 and 8,192 tokens, 94–99% of it in the $T^2$
 # term: the work does grow ×3.9 per doubling. The time grew less because the machine did the
-# work faster at larger sizes: by this count 16.0, 21.2 and 28.5 billion multiply-adds a second
+# work faster at larger sizes: by this count 18.3, 26.1 and 28.2 billion multiply-adds a second
 # (and 0.1 billion at 16 tokens, where the fixed cost of about 3 ms per call dominates). So the
 # slope of the time measures the work *and* how efficiently this CPU runs it; the work's slope
 # is 2. Why bigger products run faster (longer loops that keep the vector units and caches busy)
@@ -371,8 +371,8 @@ for patch_size in sorted(patch_results):
 
 # %% [markdown]
 # Reading the table of the stored run: after 40 epochs the 4×4 ViT is far ahead (96.4%, against
-# 86.4% for 1×1 and 82.5% for 2×2), in two thirds of the 2×2 model's time per epoch (0.25 against
-# 0.37 s). The 1×1 model's epoch took ×4.35 the 2×2 model's (1.61 against 0.37 s) for ×3.8 as many
+# 86.4% for 1×1 and 82.5% for 2×2), in a little over half the 2×2 model's time per epoch (0.20
+# against 0.36 s). The 1×1 model's epoch took ×4.28 the 2×2 model's (1.54 against 0.36 s) for ×3.8 as many
 # tokens (65 against 17), and section 1's count says why it is nearly in proportion: per block and
 # example, the projections and the feed-forward layers do $32{,}768\,T$ multiply-adds at this width
 # and the scores $128\,T^2$, so at 65 tokens the $T^2$ part is a fifth of the work and the count
