@@ -92,7 +92,8 @@ MODEL_EXAMPLES = {
         {"token_ids": IDS, "segment_ids": (IDS > 2).astype("int32"), "mask_positions": np.array([[1, 2], [0, 4]],
                                                                                                    "int32")}),
     word_vectors.SkipGram: (lambda: word_vectors.SkipGram(V, E),
-                            {"centre": np.array([3, 4], "int32"), "context": np.array([[4, 5, 1], [3, 2, 7]], "int32")}),
+                            {"centre": np.array([3, 4], "int32"),
+                             "context": np.array([[4, 5, 1], [3, 2, 7]], "int32")}),
     vision.VisionTransformer: (
         lambda: vision.VisionTransformer(4, 1, 2, 3, embed_dim=E, num_heads=2, intermediate_dim=16, num_layers=2,
                                          dropout=0.0), rng.normal(size=(B, 4, 4, 1)).astype("float32")),
