@@ -776,3 +776,24 @@ check("11.2", rms_norm)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("11.2", rms_norm, seed=7).passed
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Written question (2 points, graded by your instructor)
+#
+# **Question 11.w1.** In section 5, GPT-2's block beat the Llama-style block by about 0.022 bits
+# per character at every seed — the opposite of what today's parts are chosen for. Is that
+# difference separated from the spread of the seeds? Name two things the comparison did not hold
+# equal or did not test, and describe the one extra run you would make first to find out which of
+# them explains the result.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_11_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# ### BEGIN SOLUTION
+# **Rubric (2 points).** 1 point: reads the table: the paired differences (0.021 to 0.023) are
+# about ten times the spread within an arm (0.0012 and 0.0025), so at this size and budget the
+# order is established. 1 point: names two of — the learning rate (09's, not tuned for the
+# Llama-style block), the budget (3.3 million tokens, early in training), several parts changed
+# at once (positions, norm, feed-forward, grouped keys and values, no biases), the parameters the
+# Llama-style model goes without — and proposes one concrete, fair run: a learning-rate search per
+# arm on the validation text, or one component swapped at a time into GPT-2's block, or both arms
+# trained longer, with the same seeds and data order.
+# ### END SOLUTION

@@ -290,7 +290,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "sweep_lengths": (6,),  # one length runs every code path with half the sweep's models
            "sweep_train_size": 200, "sweep_test_size": 40, "sweep_units": 16, "sweep_batch_size": 50,
            "sweep_epochs": 1, "sweep_patience": 1},
-    "03": {"imdb_reviews": 1000, "bpe_merges": 300, "word_vector_reviews": 200},
+    "03": {"imdb_reviews": 1000, "bpe_merges": 300, "word_vector_reviews": 100},
     "04": {"scaling_samples": 200},
     "05": {},
     "06": {"train_reviews": 800, "test_reviews": 400, "model": {"embed_dim": 32, "intermediate_dim": 16}, "epochs": 1,
@@ -315,13 +315,13 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
            "warmup_steps": 4, "training_updates": 12, "rounds": 2, "max_training_minutes": 2,
            "gpt2_test_reviews": 4, "compressor_reference_reviews": 300, "generation_length": 8, "knob_prompts": 4,
-           "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0), "top_ks": (5, 50),
+           "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0), "top_ks": (5,),
            "jit_compile": False},  # compiling costs more than one tiny epoch saves
-    "11": {"train_reviews": 600, "validation_reviews": 50, "test_reviews": 50, "bpe_reviews": 300, "merges": 300,
+    "11": {"train_reviews": 300, "validation_reviews": 30, "test_reviews": 20, "bpe_reviews": 150, "merges": 200,
            "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
-           "gpt_intermediate_dim": 64, "llama_intermediate_dim": 48, "warmup_steps": 2, "arm_minutes": 0.05,
-           "timing_steps": 2, "rounds": 2, "seeds": (0,), "label_reviews": 64, "label_validation_reviews": 32,
-           "classifier_length": 32, "classifier_test_reviews": 64, "full_learning_rates": (1e-3,),
+           "gpt_intermediate_dim": 64, "llama_intermediate_dim": 48, "warmup_steps": 2, "arm_minutes": 0.01,
+           "timing_steps": 2, "rounds": 2, "seeds": (0,), "label_reviews": 32, "label_validation_reviews": 16,
+           "classifier_length": 32, "classifier_test_reviews": 32, "full_learning_rates": (1e-3,),
            "lora_learning_rates": (1e-3,), "fine_tune_epochs": 1, "generation_prompts": 2, "generation_length": 4,
            "parallel_steps": 2,
            "jit_compile": False},  # compiling costs more than a tiny run saves
