@@ -301,10 +301,13 @@ print(f"{int((train_targets != 0).sum()):,} training tokens; {len(scored_text):,
 # Both output layers are tied to the token embedding. The comparison is **at equal minutes**, not
 # equal steps: an architecture that is slower per step should pay for it. Each arm's step is
 # timed first (`timing_steps` steps after compiling); its number of updates is then
-# `arm_minutes` divided by that time, and its warm-up and cosine schedule (09's, peak
-# `learning_rate`) spans them. Each arm and seed is trained once; the weights of its best
-# validation round are kept and scored on the test text (the first `test_reviews` of notebook
-# 09's test reviews).
+# `arm_minutes` divided by that time, and its warm-up and cosine schedule (09's) spans them.
+# **Each arm gets its own learning rate**: seed 0 of each arm is trained at every peak rate of
+# `learning_rates` (notebook 09's 10⁻³ and two above it: a short budget tends to want a higher
+# rate), and the rate with the lowest validation loss is kept; its seed-0 run is reused, and the
+# other seeds train at that rate. The weights of a run's best validation round are kept and
+# scored on the test text (the first `test_reviews` of notebook 09's test reviews), which no
+# choice here reads.
 #
 # **The hypothesis**, set before the run: the Llama-style block reaches at least 0.05 fewer bits
 # per character than GPT-2's at equal minutes.
@@ -322,9 +325,9 @@ def new_language_model(architecture, seed):
     return build_language_model(vocabulary_size, settings.chunk_length, **ARM_OPTIONS[architecture], **settings.model)
 
 
-def compiled(model, updates):
-    """`model` compiled with AdamW and 09's warm-up + cosine schedule over `updates` updates."""
-    schedule = WarmupCosineDecay(settings.learning_rate, min(settings.warmup_steps, updates // 2), updates)
+def compiled(model, updates, learning_rate):
+    """`model` compiled with AdamW and 09's warm-up + cosine schedule to peak `learning_rate` over `updates` updates."""
+    schedule = WarmupCosineDecay(learning_rate, min(settings.warmup_steps, updates // 2), updates)
     model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=MaskedCrossEntropy(),
                   jit_compile=settings.jit_compile)
     return model
@@ -333,7 +336,7 @@ def compiled(model, updates):
 ARMS = {"gpt": "GPT-2's block", "llama": "Llama-style block"}
 seconds_per_update = {}
 for architecture in ARMS:
-    model = compiled(new_language_model(architecture, 0), 1000)
+    model = compiled(new_language_model(architecture, 0), 1000, settings.learning_rates[0])
     batch = slice(0, settings.batch_size)
     model.train_on_batch(train_inputs[batch], train_targets[batch])  # compiles: not timed
     started = time.perf_counter()
@@ -346,11 +349,11 @@ for architecture in ARMS:
           f"{settings.arm_minutes:g} min")
 
 # %%
-def train_arm(architecture, seed):
+def train_arm(architecture, seed, learning_rate):
     """One arm and seed trained for `arm_minutes` worth of its own updates: (model, history, facts)."""
     updates = max(settings.rounds, int(settings.arm_minutes * 60 / seconds_per_update[architecture]))
     per_round = updates // settings.rounds
-    model = compiled(new_language_model(architecture, seed), per_round * settings.rounds)
+    model = compiled(new_language_model(architecture, seed), per_round * settings.rounds, learning_rate)
     batches = RowBatches(train_inputs, train_targets, settings.batch_size, batches_per_epoch=per_round, seed=seed)
     model, history, facts = fit_best(model, batches, (validation_inputs, validation_targets), epochs=settings.rounds,
                                      patience=settings.rounds, validation_batch_size=64, callbacks=[epoch_progress()])
@@ -359,16 +362,29 @@ def train_arm(architecture, seed):
                                                           test_targets, len(scored_text))
     return model, history, facts
 
-
-runs = {(architecture, seed): train_arm(architecture, seed) for seed in settings.seeds for architecture in ARMS}
-
 # %%
 to_bits = int((validation_targets != 0).sum()) / np.log(2) / validation_characters  # mean nats a token -> bpc
+rate_trials = {(architecture, rate): train_arm(architecture, settings.seeds[0], rate)
+               for architecture in ARMS for rate in settings.learning_rates}
+validation_loss = {key: facts["best_val_loss"] for key, (_, _, facts) in rate_trials.items()}
+arm_rate = {architecture: min(settings.learning_rates, key=lambda rate, arm=architecture: validation_loss[arm, rate])
+            for architecture in ARMS}
+for architecture, name in ARMS.items():
+    print(f"{name:<18} best validation bits per character, seed {settings.seeds[0]}: " + ", ".join(
+        f"{rate:g}: {validation_loss[architecture, rate] * to_bits:.4f}"
+        for rate in settings.learning_rates) + f" -> {arm_rate[architecture]:g}")
+
+# %%
+runs = {(architecture, seed): rate_trials[architecture, arm_rate[architecture]] if seed == settings.seeds[0]
+        else train_arm(architecture, seed, arm_rate[architecture]) for seed in settings.seeds for architecture in ARMS}
+
+# %%
 figure, axis = plt.subplots(figsize=(7, 4))
 for (architecture, seed), (_, history, facts) in runs.items():
     minutes = np.cumsum(facts["epoch_seconds"]) / 60
     axis.plot(minutes, np.array(history.history["val_loss"]) * to_bits, "o-" if seed == settings.seeds[0] else "s--",
-              color="C0" if architecture == "gpt" else "C3", label=f"{ARMS[architecture]}, seed {seed}")
+              color="C0" if architecture == "gpt" else "C3",
+              label=f"{ARMS[architecture]}, rate {arm_rate[architecture]:g}, seed {seed}")
 axis.set(xlabel="training minutes (this CPU; the first round includes compiling)",
          ylabel="validation bits per character", title="equal minutes, the same rows in the same order per seed")
 axis.legend()
