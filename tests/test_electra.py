@@ -123,3 +123,22 @@ def test_bad_sizes_are_refused_by_name():
     with pytest.raises(ValueError, match="generator_fraction"):
         ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, generator_fraction=0.0)
 
+
+
+def test_electra_batches_mask_every_scored_position_and_nothing_else():
+    from transformer_course.electra import ElectraBatches
+
+    rows = np.random.default_rng(0).integers(5, 200, size=(64, 40)).astype("int32")
+    rows[:, 0], rows[:, -1] = 1, 2  # [CLS] ... [SEP]
+    batches = ElectraBatches(rows, None, 16, 200, 4, special_token_ids=(1, 2), max_predictions=4, seed=3)
+    inputs, targets = batches[1]
+    masked, original = inputs["token_ids"], inputs["original_ids"]
+    scored = np.zeros(masked.shape, bool)
+    for row, (positions, labels) in enumerate(zip(inputs["mask_positions"], inputs["mask_labels"])):
+        scored[row, positions[labels != 0]] = True
+        np.testing.assert_array_equal(original[row, positions[labels != 0]], labels[labels != 0])
+    np.testing.assert_array_equal(masked == 4, scored)  # [MASK] exactly where the generator is scored
+    np.testing.assert_array_equal(masked[~scored], original[~scored])
+    assert not scored[:, [0, -1]].any() and scored.sum(axis=1).max() == 4  # 15% of 38 is more than 4: capped
+    np.testing.assert_array_equal(targets["generator"], inputs["mask_labels"])
+    assert targets["discriminator"].shape == (16,)

@@ -19,6 +19,7 @@ discriminator's width (§3.2 finds 1/4 to 1/2 best). The discriminator never see
 * :class:`ElectraPretrainer` — both encoders, the sampling and the discriminator's head.
 * :class:`ReplaceWithSamples` — the sampling step as a layer.
 * :class:`ReplacedTokenDetectionLoss` — the discriminator's loss over real tokens.
+* :class:`ElectraBatches` — pre-training batches in the form :class:`ElectraPretrainer` reads.
 
 The discriminator has :class:`~transformer_course.bert.BertPretrainer`'s parts and names
 (``token_embedding``, ``segment_embedding``, ``embedding_norm``, ``encoder_blocks``, ``encode``,
@@ -34,15 +35,18 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 
 # isort: split
 import keras
+import numpy as np
 from keras import ops
 
 from ._validation import check_integer, check_model_sizes
 from .masks import padding_mask
 from .pooling import GatherPositions
 from .positional import PositionalEmbedding, SegmentEmbedding
+from .pretraining import PretrainingBatches, gather_selected, mask_tokens
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
-__all__ = ["ElectraPretrainer", "ReplaceWithSamples", "ReplacedTokenDetectionLoss", "DISCRIMINATOR_WEIGHT"]
+__all__ = ["ElectraPretrainer", "ReplaceWithSamples", "ReplacedTokenDetectionLoss", "ElectraBatches",
+           "DISCRIMINATOR_WEIGHT"]
 
 DISCRIMINATOR_WEIGHT = 50.0  # λ of Clark et al., 2020, §2
 
@@ -273,3 +277,52 @@ class ElectraPretrainer(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
+
+
+class ElectraBatches(PretrainingBatches):
+    """Batches for :class:`ElectraPretrainer`: the chosen positions all ``[MASK]``, masked afresh every batch.
+
+    The same rows, order and rounds as :class:`~transformer_course.pretraining.PretrainingBatches`
+    (whose arguments it takes, ``next_labels`` excepted), but each chosen token (15%) becomes
+    ``[MASK]``: ELECTRA's generator input, ``REPLACE(x, m, [MASK])`` (Clark et al., 2020, §2),
+    without BERT's 10% random and 10% unchanged. The uncorrupted rows travel with the batch: the
+    generator's draws go into them, and the discriminator reads the result.
+
+    Yields:
+        ``({"token_ids": int32 (B, T)`` masked, ``"original_ids": int32 (B, T)``, ``"segment_ids"``,
+        ``"mask_positions": int32 (B, P)``, ``"mask_labels": int32 (B, P)}``, ``{"generator": int32
+        (B, P)`` the labels again, ``"discriminator": float32 (B,)`` zeros, a placeholder target``})``.
+
+    Raises:
+        ValueError: as :class:`~transformer_course.pretraining.PretrainingBatches`.
+
+    Example:
+        >>> rows = np.arange(5, 13, dtype="int32").reshape(2, 4)
+        >>> batches = ElectraBatches(rows, None, 2, 20, 4, special_token_ids=(), max_predictions=3, seed=0)
+        >>> inputs, targets = batches[0]
+        >>> sorted(inputs), sorted(targets)
+        (['mask_labels', 'mask_positions', 'original_ids', 'segment_ids', 'token_ids'], ['discriminator', 'generator'])
+        >>> bool(np.all((inputs["token_ids"] == inputs["original_ids"]) | (inputs["token_ids"] == 4)))
+        True
+    """
+
+    def __init__(self, token_ids, segment_ids, batch_size: int, vocabulary_size: int, mask_token_id: int,
+                 special_token_ids, max_predictions: int, seed: int = 0, batches_per_epoch: int | None = None,
+                 **kwargs):
+        super().__init__(token_ids, segment_ids, None, batch_size, vocabulary_size, mask_token_id, special_token_ids,
+                         max_predictions, seed=seed, batches_per_epoch=batches_per_epoch, **kwargs)
+
+    def __getitem__(self, index):
+        rows = self.rounds.batch(index)
+        original = self.token_ids[rows]
+        masked, labels, selected = mask_tokens(original, self.rng, self.vocabulary_size, self.mask_token_id,
+                                               mask_token_rate=1.0, random_token_rate=0.0,
+                                               unselectable_token_ids=self.unselectable)
+        positions, position_labels = gather_selected(selected, labels, self.max_predictions)
+        scored = np.zeros(original.shape, bool)  # the chosen positions among each row's first P
+        rows_with, slots = np.nonzero(position_labels)
+        scored[rows_with, positions[rows_with, slots]] = True
+        masked = np.where(scored, masked, original)  # a chosen position past the first P stays itself
+        inputs = {"token_ids": masked, "original_ids": original, "segment_ids": self.segment_ids[rows],
+                  "mask_positions": positions, "mask_labels": position_labels}
+        return inputs, {"generator": position_labels, "discriminator": np.zeros(len(rows), "float32")}
