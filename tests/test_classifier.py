@@ -63,9 +63,9 @@ def test_output_shape_and_layer_names():
 
 @pytest.mark.parametrize("argument, value, message", [
     ("pooling", "mean", "pooling"), ("num_heads", 3, "num_heads"), ("dropout", 1.0, "dropout"),
-    ("vocab_size", 0, "vocab_size")])
+    ("vocabulary_size", 0, "vocabulary_size")])
 def test_bad_arguments_are_named(argument, value, message):
-    kwargs = dict(vocab_size=100, sequence_length=20, embed_dim=16)
+    kwargs = dict(vocabulary_size=100, sequence_length=20, embed_dim=16)
     kwargs[argument] = value
     with pytest.raises(ValueError, match=message):
         build_sentiment_classifier(**kwargs)

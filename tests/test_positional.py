@@ -27,7 +27,7 @@ def test_sinusoidal_arguments_are_checked():
 
 
 def test_positional_embedding_sums_token_and_position():
-    layer = PositionalEmbedding(sequence_length=6, vocab_size=10, embed_dim=4)
+    layer = PositionalEmbedding(sequence_length=6, vocabulary_size=10, embed_dim=4)
     tokens = np.array([[3, 3, 0, 0], [5, 1, 2, 0]])
     output = to_numpy(layer(tokens))
     token_table = to_numpy(layer.token_embedding.embeddings)
@@ -38,11 +38,11 @@ def test_positional_embedding_sums_token_and_position():
 
 def test_positional_embedding_padding_mask_reaches_attention():
     tokens = np.array([[3, 4, 0, 0], [5, 1, 2, 7]])
-    embedded = PositionalEmbedding(sequence_length=4, vocab_size=10, embed_dim=8)(tokens)
+    embedded = PositionalEmbedding(sequence_length=4, vocabulary_size=10, embed_dim=8)(tokens)
     np.testing.assert_array_equal(to_numpy(keras_mask(embedded)), tokens != 0)
     _, weights = MultiHeadAttention(num_heads=2, key_dim=4)(embedded, embedded, return_attention_scores=True)
     assert to_numpy(weights)[0, :, :2, 2:].max() < 1e-6
-    unmasked = PositionalEmbedding(sequence_length=4, vocab_size=10, embed_dim=8, mask_zero=False)(tokens)
+    unmasked = PositionalEmbedding(sequence_length=4, vocabulary_size=10, embed_dim=8, mask_zero=False)(tokens)
     assert keras_mask(unmasked) is None
 
 

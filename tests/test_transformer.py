@@ -41,7 +41,7 @@ def test_heads_must_divide_the_width(features):
 
 def test_padding_mask_propagates_and_matches_an_explicit_one():
     tokens = np.array([[4, 5, 6, 0, 0, 0], [7, 8, 9, 3, 2, 1]])
-    embedding = PositionalEmbedding(sequence_length=6, vocab_size=10, embed_dim=E)
+    embedding = PositionalEmbedding(sequence_length=6, vocabulary_size=10, embed_dim=E)
     encoder = TransformerEncoder(intermediate_dim=F, num_heads=N)
     from_mask_zero = encoder(embedding(tokens))
     np.testing.assert_array_equal(to_numpy(_mask_of(from_mask_zero)), tokens != 0)
@@ -52,7 +52,7 @@ def test_padding_mask_propagates_and_matches_an_explicit_one():
 
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_adding_padding_changes_nothing_for_real_tokens(normalize_first):
-    embedding = PositionalEmbedding(sequence_length=8, vocab_size=10, embed_dim=E)
+    embedding = PositionalEmbedding(sequence_length=8, vocabulary_size=10, embed_dim=E)
     encoder = TransformerEncoder(intermediate_dim=F, num_heads=N, normalize_first=normalize_first)
     short = encoder(embedding(np.array([[4, 5, 6]])))
     padded = encoder(embedding(np.array([[4, 5, 6, 0, 0, 0, 0, 0]])))
@@ -233,7 +233,7 @@ def test_every_dropout_and_smoothing_rate_is_checked_one_way(rate):
         "dropout": [lambda: MultiHeadAttention(num_heads=2, key_dim=4, dropout=rate),
                     lambda: TransformerEncoder(intermediate_dim=F, num_heads=2, dropout=rate),
                     lambda: TransformerDecoder(intermediate_dim=F, num_heads=2, dropout=rate),
-                    lambda: build_sentiment_classifier(vocab_size=50, sequence_length=8, embed_dim=8, num_heads=2,
+                    lambda: build_sentiment_classifier(vocabulary_size=50, sequence_length=8, embed_dim=8, num_heads=2,
                                                        dropout=rate)],
         "label_smoothing": [lambda: MaskedCrossEntropy(label_smoothing=rate)],
     }

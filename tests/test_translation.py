@@ -15,10 +15,10 @@ pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend
 SOURCE_LENGTH, TARGET_LENGTH = 8, 9
 
 
-def small_model(num_layers=2, seed=0, source_vocab_size=30, target_vocab_size=40, tie_embeddings=False):
+def small_model(num_layers=2, seed=0, source_vocabulary_size=30, target_vocabulary_size=40, tie_embeddings=False):
     keras.utils.set_random_seed(seed)
-    return build_translation_model(source_vocab_size, target_vocab_size, SOURCE_LENGTH, TARGET_LENGTH, embed_dim=16,
-                                   intermediate_dim=32, num_heads=2, num_layers=num_layers,
+    return build_translation_model(source_vocabulary_size, target_vocabulary_size, SOURCE_LENGTH, TARGET_LENGTH,
+                                   embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=num_layers,
                                    tie_embeddings=tie_embeddings)
 
 
@@ -113,7 +113,8 @@ def make_translator():
     source.adapt(["I like cats", "where is the station", "good morning"])
     target.adapt(["[start] me gustan los gatos [end]", "[start] ¿ dónde está la estación [end]",
                   "[start] buenos días [end]"])
-    model = small_model(1, source_vocab_size=source.vocabulary_size(), target_vocab_size=target.vocabulary_size())
+    model = small_model(1, source_vocabulary_size=source.vocabulary_size(),
+                        target_vocabulary_size=target.vocabulary_size())
     return Translator(source, target, model, max_length=TARGET_LENGTH - 1)
 
 

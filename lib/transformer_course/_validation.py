@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 
@@ -20,6 +22,46 @@ def check_integer(name: str, value, minimum: int = 1) -> int:
         wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         raise ValueError(f"`{name}` must be {wanted}; received {value!r}.")
     return int(value)
+
+
+def renamed(new_name: str, new_value, old_name: str, old_value):
+    """The value of an argument that has a new name, taking one passed under its former name with a warning.
+
+    Args:
+        new_name, old_name: str, the argument's names, as callers spell them.
+        new_value, old_value: what was received under each (None where not given).
+
+    Returns:
+        The value given, under whichever name.
+
+    Raises:
+        TypeError: if both names were given, or neither.
+
+    Warns:
+        DeprecationWarning: naming both, when the former name was used.
+
+    Example:
+        >>> renamed("vocabulary_size", 50, "vocab_size", None)
+        50
+    """
+    if old_value is None:
+        if new_value is None:
+            raise TypeError(f"missing the argument `{new_name}`.")
+        return new_value
+    if new_value is not None:
+        raise TypeError(f"`{old_name}` is the former name of `{new_name}`: pass one of them; received "
+                        f"{new_name}={new_value!r} and {old_name}={old_value!r}.")
+    warnings.warn(f"`{old_name}` is now called `{new_name}`; the former name will stop working in a later release.",
+                  DeprecationWarning, stacklevel=3)
+    return old_value
+
+
+def renamed_config(config: dict, **new_names) -> dict:
+    """A saved config with its former keys under their new names (``renamed_config(c, vocab_size="vocabulary_size")``).
+
+    Files saved before a rename load without a warning.
+    """
+    return {new_names.get(key, key): value for key, value in config.items()}
 
 
 def check_rate(name: str, value) -> float:
@@ -49,7 +91,7 @@ def check_model_sizes(embed_dim, num_heads, dropout, **sizes) -> None:
         embed_dim: the model width E; must be a positive integer.
         num_heads: the number of heads N; must be a positive integer dividing E.
         dropout: float in [0, 1).
-        **sizes: further sizes (``vocab_size=...``), each a positive integer.
+        **sizes: further sizes (``vocabulary_size=...``), each a positive integer.
 
     Raises:
         ValueError: naming the first argument that is wrong and what was received.

@@ -20,7 +20,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 import numpy as np
 
-from ._validation import check_integer, check_rate, check_texts
+from ._validation import check_integer, check_rate, check_texts, renamed
 from .pooling import ClassTokenOutput, MaskedGlobalMaxPooling1D, PrependClassToken
 from .positional import PositionalEmbedding
 from .transformer import TransformerEncoder
@@ -39,8 +39,8 @@ POOLINGS = ("max", "cls")
 
 
 def build_sentiment_classifier(
-    vocab_size: int,
-    sequence_length: int,
+    vocabulary_size: int | None = None,
+    sequence_length: int | None = None,
     embed_dim: int = 256,
     num_heads: int = 2,
     intermediate_dim: int = 32,
@@ -49,6 +49,8 @@ def build_sentiment_classifier(
     pooling: str = "max",
     dropout: float = 0.5,
     name: str | None = None,
+    *,
+    vocab_size: int | None = None,
 ) -> keras.Model:
     """A binary text classifier: embedding → Transformer encoder(s) → pooling → dropout → sigmoid.
 
@@ -58,14 +60,15 @@ def build_sentiment_classifier(
     text does not depend on how much padding follows it.
 
     Args:
-        vocab_size: int, token ids ``0 .. vocab_size - 1`` (0 = padding).
+        vocabulary_size: int, token ids ``0 .. vocabulary_size - 1`` (0 = padding); ``vocab_size``,
+            its former name, still works with a DeprecationWarning.
         sequence_length: int, the longest input accepted (rows of the position table).
         embed_dim, num_heads, intermediate_dim: ints, E, N (divides E) and the feed-forward width.
         num_layers: int, encoder blocks stacked, sharing no weights.
         positions: bool, add a learned position embedding (``PositionalEmbedding``); without it
             the model sees a bag of words, only mixed by attention.
         pooling: ``"max"`` (masked global max pooling) or ``"cls"`` (a ``[CLS]`` token with id
-            ``vocab_size``, output at position 0).
+            ``vocabulary_size``, output at position 0).
         dropout: float in [0, 1), before the output layer (the encoder blocks use none).
         name: optional model name.
 
@@ -81,7 +84,8 @@ def build_sentiment_classifier(
         >>> build_sentiment_classifier(100, 20, embed_dim=16, num_heads=2, intermediate_dim=8).output_shape
         (None, 1)
     """
-    vocab_size = check_integer("vocab_size", vocab_size)
+    vocabulary_size = check_integer("vocabulary_size", renamed("vocabulary_size", vocabulary_size, "vocab_size",
+                                                               vocab_size))
     sequence_length = check_integer("sequence_length", sequence_length)
     embed_dim = check_integer("embed_dim", embed_dim)
     num_layers = check_integer("num_layers", num_layers)
@@ -92,10 +96,10 @@ def build_sentiment_classifier(
         raise ValueError(f"`num_heads` ({num_heads}) must divide `embed_dim` ({embed_dim}).")
 
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-    ids, rows, length = token_ids, vocab_size, sequence_length
+    ids, rows, length = token_ids, vocabulary_size, sequence_length
     if pooling == "cls":
-        ids = PrependClassToken(vocab_size, name="prepend_cls")(token_ids)
-        rows, length = vocab_size + 1, sequence_length + 1
+        ids = PrependClassToken(vocabulary_size, name="prepend_cls")(token_ids)
+        rows, length = vocabulary_size + 1, sequence_length + 1
     if positions:
         x = PositionalEmbedding(length, rows, embed_dim, name="embedding")(ids)
     else:

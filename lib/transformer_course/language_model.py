@@ -25,7 +25,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer, check_model_sizes
+from ._validation import check_integer, check_model_sizes, renamed, renamed_config
 from .masks import PADDING_ID
 from .pooling import LastTokenPooling
 from .positional import PositionalEmbedding, TokenEmbedding
@@ -56,7 +56,8 @@ class LanguageModel(keras.Model):
     ``custom_objects``.
 
     Args:
-        vocab_size: int V, ids ``0 .. V - 1`` (0 = padding).
+        vocabulary_size: int V, ids ``0 .. V - 1`` (0 = padding). The former name, ``vocab_size``,
+            still works, with a DeprecationWarning.
         sequence_length: int, the longest input T accepted.
         embed_dim, intermediate_dim, num_heads: ints E, F, N (N divides E); keyword only, as
             every argument after them.
@@ -103,19 +104,21 @@ class LanguageModel(keras.Model):
         ('LlamaDecoder', 'RMSNorm')
     """
 
-    def __init__(self, vocab_size, sequence_length, *, embed_dim=256, intermediate_dim=1024, num_heads=4,
-                 num_layers=2, dropout=0.1, tie_embeddings=True, normalize_first=False, final_norm=False,
-                 activation="relu", layer_norm_epsilon=1e-5, architecture="gpt", num_key_value_heads=None, **kwargs):
-        check_model_sizes(embed_dim, num_heads, dropout, vocab_size=vocab_size, sequence_length=sequence_length,
-                          num_layers=num_layers)
+    def __init__(self, vocabulary_size=None, sequence_length=None, *, embed_dim=256, intermediate_dim=1024,
+                 num_heads=4, num_layers=2, dropout=0.1, tie_embeddings=True, normalize_first=False, final_norm=False,
+                 activation="relu", layer_norm_epsilon=1e-5, architecture="gpt", num_key_value_heads=None,
+                 vocab_size=None, **kwargs):
+        vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
+        check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size,
+                          sequence_length=sequence_length, num_layers=num_layers)
         llama = _check_architecture(architecture, num_key_value_heads, normalize_first=normalize_first,
                                     final_norm=final_norm, activation=activation)
         activation = keras.activations.get(activation)
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         if llama:  # positions enter inside attention (rotary), none in the embeddings
-            token_embedding = TokenEmbedding(vocab_size, embed_dim, name="token_embedding")
+            token_embedding = TokenEmbedding(vocabulary_size, embed_dim, name="token_embedding")
         else:
-            token_embedding = PositionalEmbedding(sequence_length, vocab_size, embed_dim, name="token_embedding")
+            token_embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
         x = token_embedding(token_ids)
         decoder_blocks = []
         for index in range(num_layers):
@@ -138,15 +141,15 @@ class LanguageModel(keras.Model):
         output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
         x = output_dropout(x)
         if tie_embeddings:
-            output_layer = TiedTokenDistribution(vocab_size, name="output", dtype="float32")
+            output_layer = TiedTokenDistribution(vocabulary_size, name="output", dtype="float32")
             probabilities = output_layer(token_embedding(x, reverse=True))
         else:
-            output_layer = TokenDistribution(vocab_size, name="output", dtype="float32")
+            output_layer = TokenDistribution(vocabulary_size, name="output", dtype="float32")
             probabilities = output_layer(x)
         super().__init__(token_ids, probabilities, **kwargs)
         self.token_embedding, self.decoder_blocks, self.final_norm = token_embedding, decoder_blocks, norm
         self.output_dropout, self.output_layer = output_dropout, output_layer
-        self.vocab_size, self.sequence_length, self.embed_dim = vocab_size, sequence_length, embed_dim
+        self.vocabulary_size, self.sequence_length, self.embed_dim = vocabulary_size, sequence_length, embed_dim
         self.intermediate_dim, self.num_heads, self.num_layers = intermediate_dim, num_heads, num_layers
         self.dropout, self.tie_embeddings, self.normalize_first = dropout, tie_embeddings, normalize_first
         self.activation, self.layer_norm_epsilon = activation, layer_norm_epsilon
@@ -194,7 +197,7 @@ class LanguageModel(keras.Model):
         return self.output_distribution(x), updated
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "vocab_size": self.vocab_size,
+        return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,
                 "sequence_length": self.sequence_length, "embed_dim": self.embed_dim,
                 "intermediate_dim": self.intermediate_dim, "num_heads": self.num_heads,
                 "num_layers": self.num_layers, "dropout": self.dropout, "tie_embeddings": self.tie_embeddings,
@@ -206,6 +209,7 @@ class LanguageModel(keras.Model):
 
     @classmethod
     def from_config(cls, config):
+        config = renamed_config(config, vocab_size="vocabulary_size")
         return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
 
 
@@ -231,14 +235,15 @@ def _check_architecture(architecture, num_key_value_heads, **gpt_options) -> boo
     return True
 
 
-def build_language_model(vocab_size: int, sequence_length: int, **options) -> LanguageModel:
+def build_language_model(vocabulary_size: int | None = None, sequence_length: int | None = None,
+                         **options) -> LanguageModel:
     """A :class:`LanguageModel`: the two sizes, then its keyword arguments (``embed_dim=``, …).
 
     Example:
         >>> build_language_model(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2).count_params() > 0
         True
     """
-    return LanguageModel(vocab_size, sequence_length, **options)
+    return LanguageModel(vocabulary_size, sequence_length, **options)
 
 
 def language_model_classifier(model: LanguageModel, num_classes: int = 1, name: str = "classifier") -> keras.Model:

@@ -25,32 +25,36 @@ import math
 import numpy as np
 
 from ._ids import PADDING_ID
-from ._validation import check_integer
+from ._validation import check_integer, renamed
 
 __all__ = ["UnigramModel", "BigramModel", "scored_pairs"]
 
 
-def scored_pairs(token_ids, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+def scored_pairs(token_ids, vocabulary_size: int | None = None, *, vocab_size: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """The (previous, next) token pairs a language model is scored on.
 
     Args:
         token_ids: int ``(N, T)``, 0 = padding (anywhere; padding is skipped, never a target and
             never a context).
-        vocab_size: int V; every id must be below it.
+        vocabulary_size: int V; every id must be below it (``vocab_size``, its former name, still
+            works with a DeprecationWarning).
 
     Returns:
         ``(previous, next)``: two int64 arrays ``(P,)``, one entry per real token that follows a
         real token in the same row.
 
     Raises:
-        ValueError: for ids that are negative or not below ``vocab_size``, or input that is not 2-D.
+        ValueError: for ids that are negative or not below ``vocabulary_size``, or input that is not 2-D.
     """
-    vocab_size = check_integer("vocab_size", vocab_size)
+    vocabulary_size = check_integer("vocabulary_size", renamed("vocabulary_size", vocabulary_size, "vocab_size",
+                                                               vocab_size))
     ids = np.asarray(token_ids, dtype="int64")
     if ids.ndim != 2:
         raise ValueError(f"`token_ids` must have shape (sequences, length); received shape {ids.shape}.")
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(f"`token_ids` must lie in 0..{vocab_size - 1}; received ids from {ids.min()} to {ids.max()}.")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocabulary_size):
+        raise ValueError(f"`token_ids` must lie in 0..{vocabulary_size - 1}; received ids from {ids.min()} to "
+                         f"{ids.max()}.")
     previous, following = ids[:, :-1].ravel(), ids[:, 1:].ravel()
     real = (previous != PADDING_ID) & (following != PADDING_ID)
     return previous[real], following[real]
@@ -60,20 +64,23 @@ class UnigramModel:
     """P(w) = (count(w) + 1) / (tokens + V - 1): word frequencies, add-one smoothed over ids 1..V-1.
 
     Args:
-        vocab_size: int V (id 0 is padding and gets no probability).
+        vocabulary_size: int V (id 0 is padding and gets no probability); ``vocab_size``, its former
+            name, still works with a DeprecationWarning.
 
     Raises:
-        ValueError: for a ``vocab_size`` below 2.
+        ValueError: for a ``vocabulary_size`` below 2.
     """
 
-    def __init__(self, vocab_size: int):
-        self.vocab_size = check_integer("vocab_size", vocab_size, minimum=2)
+    def __init__(self, vocabulary_size: int | None = None, *, vocab_size: int | None = None):
+        vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
+        self.vocabulary_size = check_integer("vocabulary_size", vocabulary_size, minimum=2)
         self.log_probabilities = None
 
     def fit(self, token_ids) -> UnigramModel:
         """Count the real tokens of int ``(N, T)`` ``token_ids``; returns the model."""
         ids = np.asarray(token_ids, dtype="int64").ravel()
-        counts = np.bincount(ids[ids != PADDING_ID], minlength=self.vocab_size).astype("float64")[:self.vocab_size]
+        size = self.vocabulary_size
+        counts = np.bincount(ids[ids != PADDING_ID], minlength=size).astype("float64")[:size]
         counts[1:] += 1.0
         counts[0] = 0.0
         with np.errstate(divide="ignore"):
@@ -101,15 +108,18 @@ class BigramModel:
     Ney's estimate ``D = n₁ / (n₁ + 2 n₂)`` from the numbers of bigram types seen once and twice.
 
     Args:
-        vocab_size: int V (id 0 is padding and gets no probability).
+        vocabulary_size: int V (id 0 is padding and gets no probability); ``vocab_size``, its former
+            name, still works with a DeprecationWarning.
         discount: optional float in (0, 1); default: estimated from the training counts.
 
     Raises:
-        ValueError: for a ``vocab_size`` below 2 or a ``discount`` outside (0, 1).
+        ValueError: for a ``vocabulary_size`` below 2 or a ``discount`` outside (0, 1).
     """
 
-    def __init__(self, vocab_size: int, discount: float | None = None):
-        self.vocab_size = check_integer("vocab_size", vocab_size, minimum=2)
+    def __init__(self, vocabulary_size: int | None = None, discount: float | None = None, *,
+                 vocab_size: int | None = None):
+        vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
+        self.vocabulary_size = check_integer("vocabulary_size", vocabulary_size, minimum=2)
         if discount is not None and not 0.0 < discount < 1.0:
             raise ValueError(f"`discount` must be in (0, 1) or None; received {discount!r}.")
         self.discount = discount
@@ -117,8 +127,8 @@ class BigramModel:
 
     def fit(self, token_ids) -> BigramModel:
         """Count the bigrams of int ``(N, T)`` ``token_ids`` (real tokens only); returns the model."""
-        previous, following = scored_pairs(token_ids, self.vocab_size)
-        size = self.vocab_size
+        previous, following = scored_pairs(token_ids, self.vocabulary_size)
+        size = self.vocabulary_size
         self.codes, self.counts = np.unique(previous * size + following, return_counts=True)  # sorted bigram types
         context = self.codes // size
         self.context_counts = np.bincount(previous, minlength=size).astype("float64")  # c(v)
@@ -136,7 +146,7 @@ class BigramModel:
         if self.codes is None:
             raise ValueError("the model is not fitted yet: call fit(token_ids) first.")
         previous, following = np.asarray(previous, dtype="int64"), np.asarray(following, dtype="int64")
-        codes = previous * self.vocab_size + following
+        codes = previous * self.vocabulary_size + following
         where = np.minimum(np.searchsorted(self.codes, codes), len(self.codes) - 1)
         pair_counts = np.where(self.codes[where] == codes, self.counts[where], 0).astype("float64")
         context = self.context_counts[previous]
@@ -154,7 +164,7 @@ class BigramModel:
 
 
 def _perplexity(model, token_ids) -> float:
-    previous, following = scored_pairs(token_ids, model.vocab_size)
+    previous, following = scored_pairs(token_ids, model.vocabulary_size)
     if not len(following):
         raise ValueError("`token_ids` holds no scored pair (a real token after a real token).")
     return float(math.exp(-np.mean(model.log_probability(previous, following))))

@@ -157,7 +157,7 @@ class PrependClassToken(keras.layers.Layer):
 
     Args:
         token_id: int, the id used for ``[CLS]``; give it a row of its own in the embedding
-            table (``vocab_size`` for a vocabulary of ids ``0 .. vocab_size - 1``).
+            table (``vocabulary_size`` for a vocabulary of ids ``0 .. vocabulary_size - 1``).
 
     Call arguments:
         inputs: int ``(B, T)`` token ids, 0 = padding.

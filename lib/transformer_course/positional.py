@@ -23,7 +23,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer
+from ._validation import check_integer, renamed, renamed_config
 from .masks import padding_mask
 
 __all__ = ["sinusoidal_encoding", "PositionalEmbedding", "TokenEmbedding", "SegmentEmbedding",
@@ -84,7 +84,8 @@ class PositionalEmbedding(keras.layers.Layer):
     Args:
         sequence_length: int, the longest sequence the layer accepts (rows of the position
             table).
-        vocab_size: int, number of token ids (rows of the token table).
+        vocabulary_size: int, number of token ids (rows of the token table). The former name,
+            ``vocab_size``, still works, with a DeprecationWarning.
         embed_dim: int, E.
         mask_zero: bool, treat id 0 as padding: the output carries a padding mask
             ``ids != 0`` (True = real token) that later layers (attention, pooling) honour.
@@ -111,19 +112,21 @@ class PositionalEmbedding(keras.layers.Layer):
     Learning with Python", 2nd ed., §11.4.3.
 
     Example:
-        >>> layer = PositionalEmbedding(sequence_length=10, vocab_size=50, embed_dim=8)
+        >>> layer = PositionalEmbedding(sequence_length=10, vocabulary_size=50, embed_dim=8)
         >>> ids = np.array([[3, 4, 0]])
         >>> tuple(layer(ids).shape), keras.ops.convert_to_numpy(layer.compute_mask(ids)).tolist()
         ((1, 3, 8), [[True, True, False]])
     """
 
-    def __init__(self, sequence_length, vocab_size, embed_dim, mask_zero=True, **kwargs):
+    def __init__(self, sequence_length, vocabulary_size=None, embed_dim=None, mask_zero=True, *, vocab_size=None,
+                 **kwargs):
+        vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
         super().__init__(**kwargs)
         self.sequence_length = check_integer("sequence_length", sequence_length)
-        self.vocab_size = check_integer("vocab_size", vocab_size)
+        self.vocabulary_size = check_integer("vocabulary_size", vocabulary_size)
         self.embed_dim = check_integer("embed_dim", embed_dim)
         self.mask_zero = bool(mask_zero)
-        self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding",
+        self.token_embedding = keras.layers.Embedding(vocabulary_size, embed_dim, name="token_embedding",
                                                       dtype=self.dtype_policy)
         self.position_embedding = keras.layers.Embedding(sequence_length, embed_dim, name="position_embedding",
                                                          dtype=self.dtype_policy)
@@ -151,18 +154,23 @@ class PositionalEmbedding(keras.layers.Layer):
         return padding_mask(inputs) if self.mask_zero and not reverse else None
 
     def compute_output_spec(self, inputs, start_index=0, reverse=False):
-        shape = tuple(inputs.shape[:-1]) + (self.vocab_size,) if reverse else tuple(inputs.shape) + (self.embed_dim,)
+        width = self.vocabulary_size if reverse else self.embed_dim
+        shape = tuple(inputs.shape[:-1] if reverse else inputs.shape) + (width,)
         return keras.KerasTensor(shape, dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()
         config.update(
             sequence_length=self.sequence_length,
-            vocab_size=self.vocab_size,
+            vocabulary_size=self.vocabulary_size,
             embed_dim=self.embed_dim,
             mask_zero=self.mask_zero,
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**renamed_config(config, vocab_size="vocabulary_size"))
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -175,7 +183,7 @@ class TokenEmbedding(keras.layers.Layer):
     ``model.quantize("int8")`` (the int8 table is scaled back to floats first).
 
     Args:
-        vocab_size: int V.
+        vocabulary_size: int V (``vocab_size``, its former name, still works with a DeprecationWarning).
         embed_dim: int E.
         mask_zero: bool, id 0 is padding: the output carries the mask ``ids != 0`` (True = real).
         **kwargs: passed to ``keras.layers.Layer``.
@@ -197,17 +205,18 @@ class TokenEmbedding(keras.layers.Layer):
     library's counterpart.
 
     Example:
-        >>> layer = TokenEmbedding(vocab_size=50, embed_dim=8)
+        >>> layer = TokenEmbedding(vocabulary_size=50, embed_dim=8)
         >>> tuple(layer(np.array([[3, 4, 0]])).shape), tuple(layer(np.ones((1, 3, 8), "float32"), reverse=True).shape)
         ((1, 3, 8), (1, 3, 50))
     """
 
-    def __init__(self, vocab_size, embed_dim, mask_zero=True, **kwargs):
+    def __init__(self, vocabulary_size=None, embed_dim=None, mask_zero=True, *, vocab_size=None, **kwargs):
+        vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
         super().__init__(**kwargs)
-        self.vocab_size = check_integer("vocab_size", vocab_size)
+        self.vocabulary_size = check_integer("vocabulary_size", vocabulary_size)
         self.embed_dim = check_integer("embed_dim", embed_dim)
         self.mask_zero = bool(mask_zero)
-        self.token_embedding = keras.layers.Embedding(vocab_size, embed_dim, name="token_embedding",
+        self.token_embedding = keras.layers.Embedding(vocabulary_size, embed_dim, name="token_embedding",
                                                       dtype=self.dtype_policy)
         self.supports_masking = True
 
@@ -224,12 +233,17 @@ class TokenEmbedding(keras.layers.Layer):
         return padding_mask(inputs) if self.mask_zero and not reverse else None
 
     def compute_output_spec(self, inputs, start_index=0, reverse=False):
-        shape = tuple(inputs.shape[:-1]) + (self.vocab_size,) if reverse else tuple(inputs.shape) + (self.embed_dim,)
+        width = self.vocabulary_size if reverse else self.embed_dim
+        shape = tuple(inputs.shape[:-1] if reverse else inputs.shape) + (width,)
         return keras.KerasTensor(shape, dtype=self.compute_dtype)
 
     def get_config(self):
-        return {**super().get_config(), "vocab_size": self.vocab_size, "embed_dim": self.embed_dim,
+        return {**super().get_config(), "vocabulary_size": self.vocabulary_size, "embed_dim": self.embed_dim,
                 "mask_zero": self.mask_zero}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**renamed_config(config, vocab_size="vocabulary_size"))
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

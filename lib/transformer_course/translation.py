@@ -21,7 +21,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer, check_model_sizes, check_texts
+from ._validation import check_integer, check_model_sizes, check_texts, renamed, renamed_config
 from .decoding import beam_search
 from .generation import IncrementalDecoder
 from .masks import PADDING_ID, padding_mask
@@ -55,7 +55,9 @@ class TranslationModel(keras.Model):
     ``.keras`` file reloads with no ``custom_objects``.
 
     Args:
-        source_vocab_size, target_vocab_size: ints, ids ``0 .. size - 1`` (0 = padding).
+        source_vocabulary_size, target_vocabulary_size: ints, ids ``0 .. size - 1`` (0 = padding).
+            Their former names, ``source_vocab_size`` and ``target_vocab_size``, still work, with a
+            DeprecationWarning.
         source_length: int, the longest source accepted, S.
         target_length: int, the longest decoder input accepted, T.
         embed_dim, intermediate_dim, num_heads: ints, E, F and N (N divides E); keyword only, as
@@ -73,7 +75,7 @@ class TranslationModel(keras.Model):
             the target shifted right (starting with ``[start]``).
 
     Returns:
-        float32 ``(B, T, target_vocab_size)``: at position t, P(next target token | source,
+        float32 ``(B, T, target_vocabulary_size)``: at position t, P(next target token | source,
         target tokens ≤ t). Padding (id 0) is masked everywhere: the encoder ignores source
         padding, cross-attention uses the **source** padding mask, self-attention the target
         padding mask AND the causal mask.
@@ -88,21 +90,29 @@ class TranslationModel(keras.Model):
         (2, 2, (None, None, 40))
     """
 
-    def __init__(self, source_vocab_size, target_vocab_size, source_length, target_length, *, embed_dim=256,
-                 intermediate_dim=2048, num_heads=8, num_layers=1, dropout=0.1, tie_embeddings=False, **kwargs):
-        check_model_sizes(embed_dim, num_heads, dropout, source_vocab_size=source_vocab_size,
-                          target_vocab_size=target_vocab_size, source_length=source_length,
+    def __init__(self, source_vocabulary_size=None, target_vocabulary_size=None, source_length=None,
+                 target_length=None, *, embed_dim=256,
+                 intermediate_dim=2048, num_heads=8, num_layers=1, dropout=0.1, tie_embeddings=False,
+                 source_vocab_size=None, target_vocab_size=None, **kwargs):
+        source_vocabulary_size = renamed("source_vocabulary_size", source_vocabulary_size, "source_vocab_size",
+                                         source_vocab_size)
+        target_vocabulary_size = renamed("target_vocabulary_size", target_vocabulary_size, "target_vocab_size",
+                                         target_vocab_size)
+        check_model_sizes(embed_dim, num_heads, dropout, source_vocabulary_size=source_vocabulary_size,
+                          target_vocabulary_size=target_vocabulary_size, source_length=source_length,
                           target_length=target_length, num_layers=num_layers)
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
         target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
-        source_embedding = PositionalEmbedding(source_length, source_vocab_size, embed_dim, name="source_embedding")
+        source_embedding = PositionalEmbedding(source_length, source_vocabulary_size, embed_dim,
+                                               name="source_embedding")
         x = source_embedding(source_ids)
         encoder_blocks = []
         for index in range(num_layers):
             encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
                                                      name=f"encoder_{index + 1}"))
             x = encoder_blocks[-1](x)
-        target_embedding = PositionalEmbedding(target_length, target_vocab_size, embed_dim, name="target_embedding")
+        target_embedding = PositionalEmbedding(target_length, target_vocabulary_size, embed_dim,
+                                               name="target_embedding")
         y = target_embedding(target_ids)
         decoder_blocks = []
         for index in range(num_layers):
@@ -114,16 +124,16 @@ class TranslationModel(keras.Model):
         # The softmax in float32 whatever the policy: under mixed_bfloat16 a bfloat16 probability has
         # 3 significant digits, too few for the log-likelihood of a 15,000-word vocabulary.
         if tie_embeddings:
-            output_layer = TiedTokenDistribution(target_vocab_size, name="output", dtype="float32")
+            output_layer = TiedTokenDistribution(target_vocabulary_size, name="output", dtype="float32")
             probabilities = output_layer(target_embedding(y, reverse=True))  # the table that embedded the target
         else:
-            output_layer = TokenDistribution(target_vocab_size, name="output", dtype="float32")
+            output_layer = TokenDistribution(target_vocabulary_size, name="output", dtype="float32")
             probabilities = output_layer(y)
         super().__init__({"source_ids": source_ids, "target_ids": target_ids}, probabilities, **kwargs)
         self.source_embedding, self.encoder_blocks = source_embedding, encoder_blocks
         self.target_embedding, self.decoder_blocks = target_embedding, decoder_blocks
         self.output_dropout, self.output_layer = output_dropout, output_layer
-        self.source_vocab_size, self.target_vocab_size = source_vocab_size, target_vocab_size
+        self.source_vocabulary_size, self.target_vocabulary_size = source_vocabulary_size, target_vocabulary_size
         self.source_length, self.target_length = source_length, target_length
         self.embed_dim, self.intermediate_dim, self.num_heads = embed_dim, intermediate_dim, num_heads
         self.num_layers, self.dropout, self.tie_embeddings = num_layers, dropout, tie_embeddings
@@ -220,18 +230,20 @@ class TranslationModel(keras.Model):
         return Decoded(probabilities, updated if cached else None, scores)
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "source_vocab_size": self.source_vocab_size,
-                "target_vocab_size": self.target_vocab_size, "source_length": self.source_length,
+        return {"name": self.name, "trainable": self.trainable, "source_vocabulary_size": self.source_vocabulary_size,
+                "target_vocabulary_size": self.target_vocabulary_size, "source_length": self.source_length,
                 "target_length": self.target_length, "embed_dim": self.embed_dim,
                 "intermediate_dim": self.intermediate_dim, "num_heads": self.num_heads,
                 "num_layers": self.num_layers, "dropout": self.dropout, "tie_embeddings": self.tie_embeddings}
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        return cls(**renamed_config(config, source_vocab_size="source_vocabulary_size",
+                                    target_vocab_size="target_vocabulary_size"))
 
 
-def build_translation_model(source_vocab_size: int, target_vocab_size: int, source_length: int, target_length: int,
+def build_translation_model(source_vocabulary_size: int | None = None, target_vocabulary_size: int | None = None,
+                            source_length: int | None = None, target_length: int | None = None,
                             **options) -> TranslationModel:
     """A :class:`TranslationModel`: the four sizes, then its keyword arguments (``embed_dim=``, …).
 
@@ -239,7 +251,7 @@ def build_translation_model(source_vocab_size: int, target_vocab_size: int, sour
         >>> build_translation_model(30, 40, 8, 9, embed_dim=16, intermediate_dim=32, num_heads=2).output_shape
         (None, None, 40)
     """
-    return TranslationModel(source_vocab_size, target_vocab_size, source_length, target_length, **options)
+    return TranslationModel(source_vocabulary_size, target_vocabulary_size, source_length, target_length, **options)
 
 
 def cross_attention_weights(model: keras.Model, source_ids, target_ids):
