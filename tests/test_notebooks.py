@@ -122,3 +122,13 @@ def test_readme_quick_start_has_two_complete_commands():
 def test_ci_runs_the_readme_test_command_verbatim():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert _readme_commands()[1] in ci.splitlines()
+
+
+def test_the_readme_package_table_names_every_module_of_the_package():
+    """A module added to `lib/` appears in the README's package table (or, for the three parts, its prose)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The package", 1)[1].split("\n## ", 1)[0]
+    package = ROOT / "lib" / "transformer_course"
+    modules = {path.stem for path in package.glob("*.py") if not path.stem.startswith("_")}
+    modules |= {path.parent.name for path in package.glob("*/__init__.py")} - {"records"}  # records: data only
+    assert not {module for module in modules if f"`{module}`" not in section}
