@@ -142,3 +142,14 @@ def test_electra_batches_mask_every_scored_position_and_nothing_else():
     assert not scored[:, [0, -1]].any() and scored.sum(axis=1).max() == 4  # 15% of 38 is more than 4: capped
     np.testing.assert_array_equal(targets["generator"], inputs["mask_labels"])
     assert targets["discriminator"].shape == (16,)
+
+
+def test_a_compiled_pretrainer_saves_and_reloads_with_its_losses(tmp_path):
+    """Fine-tuning starts from a saved, compiled checkpoint: its losses must deserialize."""
+    model = ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=1, dropout=0.0)
+    losses = {"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()}
+    model.compile(optimizer="adam", loss=losses, loss_weights={"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT})
+    model.save(tmp_path / "electra.keras")
+    reloaded = keras.models.load_model(tmp_path / "electra.keras")
+    for saved, loaded in zip(model.get_weights(), reloaded.get_weights()):
+        np.testing.assert_array_equal(saved, loaded)
