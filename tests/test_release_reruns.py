@@ -54,7 +54,7 @@ def test_the_notebook_body_never_names_an_exercise_function(notebook):
 
 # Re-running a whole notebook costs its smoke run again (08: 88 s, 11: 49 s, 10: 41 s on 2 cores). What the run
 # guards, that no lesson cell depends on an exercise's name, the static test above checks for every notebook; the
-# run itself is kept for the notebooks whose smoke run takes well under 30 s, which exercise every kind of cell.
+# run itself is kept for the notebooks whose smoke run is short (under 25 s here).
 QUICK_TO_RERUN = [notebook for notebook in WITH_EXERCISES if notebook not in {"08", "10", "11"}]
 
 
