@@ -302,10 +302,10 @@ print(f"{int((train_targets != 0).sum()):,} training tokens; {len(scored_text):,
 # equal steps: an architecture that is slower per step should pay for it. Each arm's step is
 # timed first (`timing_steps` steps after compiling); its number of updates is then
 # `arm_minutes` divided by that time, and its warm-up and cosine schedule (09's) spans them.
-# **Each arm gets its own learning rate**: seed 0 of each arm is trained at every peak rate of
-# `learning_rates` (notebook 09's 10⁻³ and two above it: a short budget tends to want a higher
-# rate), and the rate with the lowest validation loss is kept; its seed-0 run is reused, and the
-# other seeds train at that rate. The weights of a run's best validation round are kept and
+# **Each arm gets its own learning rate**: seed 0 of each arm is trained at every peak rate of its
+# grid (`gpt_learning_rates`, `llama_learning_rates`: factors of 2 around the rate each arm chose
+# in this notebook's previous edition, on the validation text), and the rate with the lowest
+# validation loss is kept; its seed-0 run is reused, and the other seeds train at that rate. The weights of a run's best validation round are kept and
 # scored on the test text (the first `test_reviews` of notebook 09's test reviews), which no
 # choice here reads.
 #
@@ -336,7 +336,7 @@ def compiled(model, updates, learning_rate):
 ARMS = {"gpt": "GPT-2's block", "llama": "Llama-style block"}
 seconds_per_update = {}
 for architecture in ARMS:
-    model = compiled(new_language_model(architecture, 0), 1000, settings.learning_rates[0])
+    model = compiled(new_language_model(architecture, 0), 1000, settings.gpt_learning_rates[0])
     batch = slice(0, settings.batch_size)
     model.train_on_batch(train_inputs[batch], train_targets[batch])  # compiles: not timed
     started = time.perf_counter()
@@ -358,21 +358,26 @@ def train_arm(architecture, seed, learning_rate):
     model, history, facts = fit_best(model, batches, (validation_inputs, validation_targets), epochs=settings.rounds,
                                      patience=settings.rounds, validation_batch_size=64, callbacks=[epoch_progress()])
     facts["updates"] = per_round * settings.rounds
-    facts["test_bits_per_character"] = bits_per_character(token_log_probabilities(model, test_inputs, test_targets),
-                                                          test_targets, len(scored_text))
     return model, history, facts
+
+
+def test_bits(model):
+    """Bits per character of `model` on the test text (scored once per run kept, never to choose)."""
+    return bits_per_character(token_log_probabilities(model, test_inputs, test_targets), test_targets,
+                              len(scored_text))
 
 # %%
 to_bits = int((validation_targets != 0).sum()) / np.log(2) / validation_characters  # mean nats a token -> bpc
+grids = {"gpt": settings.gpt_learning_rates, "llama": settings.llama_learning_rates}
 rate_trials = {(architecture, rate): train_arm(architecture, settings.seeds[0], rate)
-               for architecture in ARMS for rate in settings.learning_rates}
+               for architecture in ARMS for rate in grids[architecture]}
 validation_loss = {key: facts["best_val_loss"] for key, (_, _, facts) in rate_trials.items()}
-arm_rate = {architecture: min(settings.learning_rates, key=lambda rate, arm=architecture: validation_loss[arm, rate])
+arm_rate = {architecture: min(grids[architecture], key=lambda rate, arm=architecture: validation_loss[arm, rate])
             for architecture in ARMS}
 for architecture, name in ARMS.items():
     print(f"{name:<18} best validation bits per character, seed {settings.seeds[0]}: " + ", ".join(
         f"{rate:g}: {validation_loss[architecture, rate] * to_bits:.4f}"
-        for rate in settings.learning_rates) + f" -> {arm_rate[architecture]:g}")
+        for rate in grids[architecture]) + f" -> {arm_rate[architecture]:g}")
 
 # %%
 runs = {(architecture, seed): rate_trials[architecture, arm_rate[architecture]] if seed == settings.seeds[0]
@@ -395,7 +400,7 @@ print(f"{'arm':<18} {'parameters':>10} {'updates':>8} {'tokens':>11} {'minutes':
 results = {}
 for architecture, name in ARMS.items():
     arm = [runs[architecture, seed] for seed in settings.seeds]
-    results[architecture] = [facts["test_bits_per_character"] for _, _, facts in arm]
+    results[architecture] = [test_bits(model) for model, _, _ in arm]
     tokens = arm[0][2]["updates"] * settings.batch_size * settings.chunk_length
     minutes = np.mean([facts["seconds"] for _, _, facts in arm]) / 60
     print(f"{name:<18} {arm[0][0].count_params():>10,} {arm[0][2]['updates']:>8,} {tokens:>11,} {minutes:>8.1f}   "
