@@ -305,9 +305,9 @@ print(f"{int((train_targets != 0).sum()):,} training tokens; {len(scored_text):,
 # **Each arm gets its own learning rate**: seed 0 of each arm is trained at every peak rate of its
 # grid (`gpt_learning_rates`, `llama_learning_rates`: factors of 2 around the rate each arm chose
 # in this notebook's previous edition, on the validation text), and the rate with the lowest
-# validation loss is kept; its seed-0 run is reused, and the other seeds train at that rate. The weights of a run's best validation round are kept and
-# scored on the test text (the first `test_reviews` of notebook 09's test reviews), which no
-# choice here reads.
+# validation loss is kept; its seed-0 run is reused, and the other seeds train at that rate. The
+# weights of a kept run's best validation round are scored on the test text (the first
+# `test_reviews` of notebook 09's test reviews), which no choice here reads.
 #
 # **The hypothesis**, set before the run: the Llama-style block reaches at least 0.05 fewer bits
 # per character than GPT-2's at equal minutes.
