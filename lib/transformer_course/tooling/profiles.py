@@ -227,7 +227,10 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "llama_intermediate_dim": 688,  # SwiGLU, three matrices: 2/3 of 1,024, rounded up to a multiple of 8
             "num_key_value_heads": 2,  # grouped queries: 4 query heads share 2 key/value heads
             "batch_size": 32,
-            "learning_rates": (1e-3, 2e-3, 4e-3),  # AdamW peaks of 09's warm-up + cosine schedule, chosen per arm
+            # AdamW peaks of 09's warm-up + cosine schedule, a grid per arm around the rate each chose, on the
+            # validation text, in the previous edition (GPT-2's block 2e-3; the Llama-style block 4e-3, its grid's top)
+            "gpt_learning_rates": (1e-3, 2e-3, 4e-3),
+            "llama_learning_rates": (2e-3, 4e-3, 8e-3),
             "warmup_steps": 100,
             "arm_minutes": 4.0,  # training minutes per arm and seed, excluding compiling
             "timing_steps": 10,  # steps timed (after compiling) to turn the minutes into updates per arm
@@ -320,7 +323,8 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
     "11": {"train_reviews": 300, "validation_reviews": 30, "test_reviews": 20, "bpe_reviews": 150, "merges": 200,
            "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
            "gpt_intermediate_dim": 64, "llama_intermediate_dim": 48, "warmup_steps": 2, "arm_minutes": 0.01,
-           "timing_steps": 2, "rounds": 2, "seeds": (0,), "learning_rates": (1e-3, 2e-3), "label_reviews": 32,
+           "timing_steps": 2, "rounds": 2, "seeds": (0,), "gpt_learning_rates": (1e-3, 2e-3),
+           "llama_learning_rates": (1e-3, 2e-3), "label_reviews": 32,
            "label_validation_reviews": 16,
            "classifier_length": 32, "classifier_test_reviews": 32, "full_learning_rates": (1e-3,),
            "lora_learning_rates": (1e-3,), "fine_tune_epochs": 1, "generation_prompts": 2, "generation_length": 4,
