@@ -64,7 +64,7 @@ def main() -> int:
     held_out, texts = pretraining_text(settings)
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
         tf.data.Dataset.from_tensor_slices(texts[:settings.vocab_sample]).batch(1000),
-        vocabulary_size=settings.vocab_size, lowercase=True, strip_accents=True,
+        vocabulary_size=settings.vocabulary_size, lowercase=True, strip_accents=True,
         reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
 
