@@ -154,3 +154,14 @@ def test_electra_inputs_choose_the_positions_berts_masking_chooses_with_the_same
     inputs, _ = electra_inputs(rows, np.random.default_rng(9), 300, 4, (0, 4), 6)
     np.testing.assert_array_equal(inputs["mask_positions"], positions)
     np.testing.assert_array_equal(inputs["mask_labels"], position_labels)
+
+
+def test_a_compiled_pretrainer_saves_and_reloads_with_its_losses(tmp_path):
+    """Fine-tuning starts from a saved, compiled checkpoint: its losses must deserialize."""
+    model = ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=1, dropout=0.0)
+    losses = {"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()}
+    model.compile(optimizer="adam", loss=losses, loss_weights={"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT})
+    model.save(tmp_path / "electra.keras")
+    reloaded = keras.models.load_model(tmp_path / "electra.keras")
+    for saved, loaded in zip(model.get_weights(), reloaded.get_weights()):
+        np.testing.assert_array_equal(saved, loaded)

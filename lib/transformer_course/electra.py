@@ -130,6 +130,9 @@ class ReplacedTokenDetectionLoss(keras.losses.Loss):
     def __init__(self, name: str = "replaced_token_detection", **kwargs):
         super().__init__(name=name, reduction=None, **kwargs)
 
+    def get_config(self):
+        return {"name": self.name}  # the reduction is fixed: a saved, compiled model reloads
+
     def call(self, y_true, y_pred):
         y_pred = ops.cast(y_pred, "float32")
         probability, label, real = y_pred[..., 0], y_pred[..., 1], y_pred[..., 2]
