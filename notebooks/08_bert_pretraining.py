@@ -359,8 +359,9 @@ save_round = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: (
     pretrainer.save(checkpoint_path(f"bert_round_{epoch + 1}"))))
 pretrainer = compiled(pretrainer, "masked LM", updates)
 pretrainer, history, facts = fit_best(pretrainer, batches_for("masked LM", per_round["masked LM"]), held_out_blanks,
-                                      epochs=rounds, patience=rounds, budget_minutes=2 * settings.pretraining_minutes,
-                                      validation_batch_size=256, callbacks=[epoch_progress(), trace, save_round])
+                                      epochs=rounds, patience=rounds, validation_batch_size=256,
+                                      budget_minutes=2 * settings.pretraining_minutes + 5,  # a safety net
+                                      callbacks=[epoch_progress(), trace, save_round])
 print(f"{facts['epochs']} rounds ({trace.updates:,} updates, {trace.updates * settings.batch_size / len(segments):.2f} "
       f"passes over the inputs), {facts['seconds'] / 60:.1f} min, best round {facts['best_epoch']}")
 
@@ -427,7 +428,8 @@ electra = compiled(new_electra(), "ELECTRA", per_round["ELECTRA"] * rounds)
 detection = WindowMeans("discriminator_loss", every=max(1, min(100, per_round["ELECTRA"] // 10)))
 electra, electra_history, electra_facts = fit_best(
     electra, batches_for("ELECTRA", per_round["ELECTRA"]), held_out_electra, epochs=rounds, patience=rounds,
-    budget_minutes=2 * settings.pretraining_minutes, validation_batch_size=256, callbacks=[epoch_progress(), detection])
+    budget_minutes=2 * settings.pretraining_minutes + 5, validation_batch_size=256,
+    callbacks=[epoch_progress(), detection])
 electra.save(checkpoint_path("electra"))
 print(f"{electra_facts['epochs']} rounds ({detection.updates:,} updates), {electra_facts['seconds'] / 60:.1f} min, "
       f"best round {electra_facts['best_epoch']}; parameters {electra.count_params():,} (the discriminator "
@@ -638,9 +640,10 @@ plt.show()
 
 # %%
 for (name, size), differences in gains.items():
-    side = "above zero" if differences.min() > 0 else "below zero" if differences.max() < 0 else "on both sides of zero"
+    side = ("every seed above zero" if differences.min() > 0 else "every seed below zero" if differences.max() < 0
+            else "not every seed on one side of zero")
     print(f"{name:<9} {size:>6,} labels: minus scratch per seed {', '.join(f'{d:+.1f}' for d in differences)} "
-          f"points; mean {differences.mean():+.1f}, every seed {side}")
+          f"points; mean {differences.mean():+.1f}, {side}")
     tag = "paired_gain" if name == "masked LM" else "electra_paired_gain"
     report_metric(f"{tag}_{size}", differences.mean() / 100,
                   f"{size:,} labels: {name} minus from scratch, mean over {len(differences)} paired seeds "
