@@ -429,7 +429,7 @@ print(np.array2string(table[3], precision=3, suppress_small=True, max_line_width
 
 # %%
 # NBVAL_CHECK_OUTPUT
-positional = PositionalEmbedding(sequence_length=6, vocab_size=10, embed_dim=E)
+positional = PositionalEmbedding(sequence_length=6, vocabulary_size=10, embed_dim=E)
 vectors = positional(tokens)                                      # (B, T, E)
 print("token + position:", tuple(vectors.shape), "; padding mask:",
       convert_to_numpy(keras_mask(vectors))[0].tolist())

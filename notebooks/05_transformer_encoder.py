@@ -175,7 +175,7 @@ print("positions whose output changed:", np.flatnonzero(difference > 1e-6).tolis
 # %%
 # NBVAL_CHECK_OUTPUT
 tokens = np.array([[12, 7, 431, 5, 0, 0]])                     # one review, two padding tokens
-embedded = PositionalEmbedding(sequence_length=6, vocab_size=500, embed_dim=32)(tokens)
+embedded = PositionalEmbedding(sequence_length=6, vocabulary_size=500, embed_dim=32)(tokens)
 encoder = TransformerEncoder(intermediate_dim=64, num_heads=4)
 encoded, weights = encoder(embedded, return_attention_scores=True)
 print("in", tuple(embedded.shape), "-> out", tuple(encoded.shape), "; heads x T x T:", tuple(weights.shape)[1:])

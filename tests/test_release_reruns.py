@@ -52,7 +52,13 @@ def test_the_notebook_body_never_names_an_exercise_function(notebook):
             assert not named & exercise_names, f"cell {index + 1} uses {named & exercise_names}"
 
 
-@pytest.mark.parametrize("notebook", WITH_EXERCISES)
+# Re-running a whole notebook costs its smoke run again (08: 88 s, 11: 49 s, 10: 41 s on 2 cores). What the run
+# guards, that no lesson cell depends on an exercise's name, the static test above checks for every notebook; the
+# run itself is kept for the notebooks whose smoke run is short (under 25 s here).
+QUICK_TO_RERUN = [notebook for notebook in WITH_EXERCISES if notebook not in {"08", "10", "11"}]
+
+
+@pytest.mark.parametrize("notebook", QUICK_TO_RERUN)
 def test_a_release_notebook_survives_its_earlier_cells_run_after_the_exercises(notebook, tmp_path, monkeypatch):
     """The student version, its exercise stubs defined first: every earlier cell then runs after them."""
     import nbformat
