@@ -165,3 +165,12 @@ def test_a_compiled_pretrainer_saves_and_reloads_with_its_losses(tmp_path):
     reloaded = keras.models.load_model(tmp_path / "electra.keras")
     for saved, loaded in zip(model.get_weights(), reloaded.get_weights()):
         np.testing.assert_array_equal(saved, loaded)
+
+
+def test_an_id_of_probability_zero_is_never_drawn():
+    """Padding (id 0) and every id the generator rules out stay out of the draws, even at the edges of the sum."""
+    probabilities = np.zeros((1, 4000, 6), "float32")
+    probabilities[..., [1, 3, 4]] = [0.5, 0.25, 0.25]  # ids 0, 2 and 5 impossible
+    draws = numpy(ReplaceWithSamples(seed=3).draw(probabilities))
+    assert set(np.unique(draws)) == {1, 3, 4}
+    np.testing.assert_allclose(np.bincount(draws[0], minlength=6)[[1, 3, 4]] / 4000, [0.5, 0.25, 0.25], atol=0.03)

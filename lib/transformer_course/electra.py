@@ -56,9 +56,13 @@ DISCRIMINATOR_WEIGHT = 50.0  # λ of Clark et al., 2020, §2
 class ReplaceWithSamples(keras.layers.Layer):
     """Put a token drawn from the generator at each masked position; say which tokens changed.
 
-    Each draw is Gumbel-max sampling from the generator's distribution at that position (its
-    own probabilities, temperature 1): ``argmax(log p + g)`` with g standard Gumbel noise, which
-    is a draw from p. The draws are integers: no gradient reaches the generator through them.
+    Each draw comes from the generator's distribution at that position (its own probabilities,
+    temperature 1) by inverting its cumulative sum: one uniform number u per position, and the
+    draw is the first id whose cumulative probability exceeds u·(total), so an id of probability
+    0 is never drawn. That is one random number a position, where Gumbel-max sampling
+    (``argmax(log p + g)``) needs a Gumbel number and two logarithms for every id of the
+    vocabulary (``benchmarks/electra_step.py`` times both). The draws are integers: no gradient
+    reaches the generator through them.
 
     Args:
         seed: optional int, seeds the draws.
@@ -91,10 +95,7 @@ class ReplaceWithSamples(keras.layers.Layer):
         self.seed_generator = keras.random.SeedGenerator(seed)
 
     def call(self, probabilities, original_ids, positions, labels):
-        log_probabilities = ops.log(ops.clip(ops.stop_gradient(ops.cast(probabilities, "float32")), 1e-20, 1.0))
-        uniform = keras.random.uniform(ops.shape(log_probabilities), minval=1e-10, maxval=1.0,
-                                       seed=self.seed_generator)
-        draws = ops.cast(ops.argmax(log_probabilities - ops.log(-ops.log(uniform)), axis=-1), "int32")  # (B, P)
+        draws = self.draw(probabilities)  # (B, P)
         original_ids = ops.cast(original_ids, "int32")
         used = ops.cast(ops.not_equal(labels, 0), "int32")  # (B, P)
         slots = ops.one_hot(ops.cast(positions, "int32"), ops.shape(original_ids)[1], dtype="int32")  # (B, P, T)
@@ -103,6 +104,16 @@ class ReplaceWithSamples(keras.layers.Layer):
         drawn_at = ops.sum(slots * ops.expand_dims(draws, -1), axis=1)  # (B, T), each position drawn at most once
         corrupted = ops.where(chosen, drawn_at, original_ids)
         return corrupted, ops.cast(ops.not_equal(corrupted, original_ids), "float32")
+
+    def draw(self, probabilities):
+        """One id per distribution: float ``(B, P, V)`` -> int32 ``(B, P)``, by the inverse cumulative sum."""
+        cumulative = ops.cumsum(ops.stop_gradient(ops.cast(probabilities, "float32")), axis=-1)  # (B, P, V)
+        uniform = keras.random.uniform(ops.shape(cumulative)[:-1], seed=self.seed_generator)  # (B, P)
+        threshold = ops.expand_dims(uniform * cumulative[..., -1], -1)  # in [0, total): u < 1
+        # The first id whose cumulative sum passes the threshold; an id of probability 0 never does (its sum
+        # equals the one before it), so it is never drawn.
+        drawn = ops.sum(ops.cast(cumulative <= threshold, "int32"), axis=-1)
+        return ops.minimum(drawn, ops.shape(cumulative)[-1] - 1)
 
     def compute_output_spec(self, probabilities, original_ids, positions, labels):
         return (keras.KerasTensor(original_ids.shape, dtype="int32"),
