@@ -33,10 +33,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras
-import keras_hub
 import numpy as np
 import tensorflow as tf
-from masked_word_baselines import pretraining_text  # notebook 08's section 1 (a script beside this one)
+from masked_word_baselines import pretraining_text, word_pieces  # notebook 08's section 1 (a script beside this one)
 
 from transformer_course import load_record, profile
 from transformer_course.bert import build_bert_classifier, build_bert_pretrainer
@@ -121,16 +120,7 @@ def main() -> int:
 
     held_out, texts = pretraining_text(settings)
     texts = texts if settings.pretraining_reviews is None else texts[:settings.pretraining_reviews - len(held_out)]
-    vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-        tf.data.Dataset.from_tensor_slices(texts[:settings.vocab_sample]).batch(1000),
-        vocabulary_size=settings.vocabulary_size, lowercase=True, strip_accents=True,
-        reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
-
-    def tokenize(batch_of_texts):
-        return [row for ids in tf.data.Dataset.from_tensor_slices(batch_of_texts).batch(2000).map(tokenizer)
-                for row in ids.to_list()]
-
+    vocabulary, tokenize = word_pieces(settings, texts)
     segments = contiguous_segments(tokenize(texts), settings.sequence_length, CLS, SEP)
     trained = {name: pretrain(kind, segments, len(vocabulary), settings, minutes, options.timing_steps)
                for name, kind in ARMS.items()}

@@ -50,6 +50,22 @@ def pretraining_text(settings):
     return documents[:settings.validation_reviews], documents[settings.validation_reviews:]
 
 
+def word_pieces(settings, texts):
+    """(vocabulary, tokenize): notebook 08's WordPiece vocabulary, computed on its first ``vocab_sample`` pre-training
+    reviews, and a function from texts to one list of ids each (no special tokens)."""
+    vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
+        tf.data.Dataset.from_tensor_slices(texts[:settings.vocab_sample]).batch(1000),
+        vocabulary_size=settings.vocabulary_size, lowercase=True, strip_accents=True,
+        reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
+
+    def tokenize(batch_of_texts):
+        return [row for ids in tf.data.Dataset.from_tensor_slices(batch_of_texts).batch(2000).map(tokenizer)
+                for row in ids.to_list()]
+
+    return vocabulary, tokenize
+
+
 def best_next(keys, answers, size):
     """For every key (an int below `size`), the answer seen most often with it; -1 where never seen."""
     counts = np.unique(keys.astype("int64") * size + answers, return_counts=True)
@@ -62,16 +78,7 @@ def best_next(keys, answers, size):
 def main() -> int:
     settings = profile("full").notebook("08")
     held_out, texts = pretraining_text(settings)
-    vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-        tf.data.Dataset.from_tensor_slices(texts[:settings.vocab_sample]).batch(1000),
-        vocabulary_size=settings.vocabulary_size, lowercase=True, strip_accents=True,
-        reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
-
-    def tokenize(batch_of_texts):
-        return [row for ids in tf.data.Dataset.from_tensor_slices(batch_of_texts).batch(2000).map(tokenizer)
-                for row in ids.to_list()]
-
+    vocabulary, tokenize = word_pieces(settings, texts)
     segments = contiguous_segments(tokenize(texts), settings.sequence_length, CLS, SEP)
     size = len(vocabulary)
     left, word, right = segments[:, :-2].ravel(), segments[:, 1:-1].ravel(), segments[:, 2:].ravel()
