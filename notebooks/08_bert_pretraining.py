@@ -264,9 +264,11 @@ for first, second, label in (("the man went to the store", "he bought a gallon o
 #
 # The recipe, sized for two CPU cores: AdamW, batches of 64 inputs, and a budget in **minutes**
 # (`pretraining_minutes`), not updates, because section 5 pre-trains a second objective for the
-# same minutes: the step is timed first (`timing_steps` updates after compiling), and the budget
-# divided by that time gives the number of updates, cut into four rounds with a held-out score and
-# a checkpoint after each. The learning rate warms up over 300 updates to 10⁻³, **stays there**,
+# same minutes: each objective's update is timed first (the median of `timing_steps` updates after
+# compiling, the two objectives' updates interleaved so that a moment when the machine is busy slows
+# both alike), and the budget divided by that time gives the number of updates, cut into four rounds
+# with a held-out score and a checkpoint after each. The learning rate warms up over 300 updates to
+# 10⁻³, **stays there**,
 # and decays along a cosine over the last 15% of the updates only ("warm-up, stable, decay", Hu et
 # al., 2024, *MiniCPM*): a masked LM first sits on a plateau (the curve below shows it), and a rate
 # held high is meant to leave it sooner — a hypothesis this notebook does not test. No dropout
@@ -331,18 +333,21 @@ def batches_for(objective, per_round):
                           settings.max_predictions, seed=0, batches_per_epoch=per_round)
 
 
-def seconds_per_update(objective, build):
-    """Time a fresh model's update: the first call compiles and is not timed."""
+def update_step(objective, build):
+    """A fresh model's update for `objective`, compiled by a first, untimed call: `step(index)` trains batch index."""
     model, batches = compiled(build(), objective, 1000), batches_for(objective, None)
     model.train_on_batch(*batches[0])
-    started = time.perf_counter()
-    for index in range(1, settings.timing_steps + 1):
-        model.train_on_batch(*batches[index])
-    return (time.perf_counter() - started) / settings.timing_steps
+    return lambda index: model.train_on_batch(*batches[index])
 
 # %%
-step_seconds = {"masked LM": seconds_per_update("masked LM", new_pretrainer),
-                "ELECTRA": seconds_per_update("ELECTRA", new_electra)}
+steps = {"masked LM": update_step("masked LM", new_pretrainer), "ELECTRA": update_step("ELECTRA", new_electra)}
+times = {objective: [] for objective in steps}
+for index in range(1, settings.timing_steps + 1):  # interleaved, so that a busy moment slows both alike
+    for objective, step in steps.items():
+        started = time.perf_counter()
+        step(index)
+        times[objective].append(time.perf_counter() - started)
+step_seconds = {objective: float(np.median(values)) for objective, values in times.items()}  # median: one slow step
 rounds = settings.rounds
 per_round = {objective: max(1, int(settings.pretraining_minutes * 60 / seconds) // rounds)
              for objective, seconds in step_seconds.items()}

@@ -151,7 +151,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "warmup_steps": 300,
             "decay_fraction": 0.15,  # the last 15% of the updates decay
             "pretraining_minutes": 18,  # each objective: as many updates as its timed step allows in these minutes
-            "timing_steps": 10,  # steps timed (after compiling) to turn the minutes into updates
+            "timing_steps": 20,  # updates timed per objective (after compiling; their median) -> updates
             "rounds": 4,  # a held-out score and a checkpoint after each quarter of the updates
             "validation_segments": 2048,  # held-out inputs, masked once: the same blanks after every round
             # Fine-tuning on labelled reviews, every arm the same way.
