@@ -540,6 +540,7 @@ def fine_tune(name, size, seed, learning_rate, start=None, pooling=settings.clas
     """Fine-tune arm `name` on `size` labelled reviews (a seeded draw from the pool); score it on the test reviews."""
     key = (name, str(start or arms[name]["start"]), size, seed, learning_rate, pooling)
     if key not in runs:
+        keras.backend.clear_session()  # about fifty models in one kernel: drop the global state of the ones before
         keras.utils.set_random_seed(seed)
         chosen, arm = pool[np.random.default_rng(seed).permutation(len(pool))[:size]], arms[name]
         model, history, run = train_classifier(encoder_for(arm, start), arm["data"]["labelled"], chosen, learning_rate,
