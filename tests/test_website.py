@@ -83,7 +83,8 @@ def test_every_link_of_the_readme_and_the_guides_names_a_file_and_heading_of_the
     (tmp_path / "docs" / "grading.md").write_text("# Grading\n\n## Secret cases\n\n[back](../README.md) "
                                                   "[missing](../lib/gone.py) [outside](../../x.md)\n")
     assert broken_repository_links(tmp_path) == [
-        "README.md -> #nowhere", "docs/start.md (missing)", "docs/grading.md -> ../lib/gone.py",
+        "README.md -> #nowhere", "docs/start.md (missing)", "docs/students.md (missing)",
+        "docs/grading.md -> ../lib/gone.py",
         "docs/grading.md -> ../../x.md", "docs/maintaining.md (missing)", "benchmarks/README.md (missing)"]
 
 
@@ -97,7 +98,8 @@ def test_the_start_page_gives_each_notebooks_recorded_times_and_the_results_page
     assert (f"English→Spanish\n{_duration(record['seconds'])}\n"
             f"{_duration(smoke['07_transformer_translation']['seconds'])}\n") in start
     assert "Colab in three steps" in start
-    assert 'href="students.html"' in (site / "start.html").read_text(encoding="utf-8")  # the README's section, here
+    assert 'href="students.html"' in (site / "start.html").read_text(encoding="utf-8")  # docs/students.md
+    assert "the whole GPT forward pass" in _visible_text(site / "students.html")
     results = _visible_text(site / "results.html")
     maintainers = _visible_text(site / "maintainers.html")
     assert "what was measured" in results
@@ -149,13 +151,12 @@ def test_a_failed_build_leaves_the_previous_site_whole(tmp_path):
     output = tmp_path / "site"
     build_site(output, project)
     before = sorted(path.relative_to(output) for path in output.rglob("*"))
-    broken = readme.replace("## For students: exercises and instant feedback\n",
-                            "## For students: exercises and instant feedback\n\n```{no-such-directive}\n```\n")
-    (project / "README.md").write_text(broken, encoding="utf-8")
+    guide = (project / "docs" / "students.md").read_text(encoding="utf-8")
+    (project / "docs" / "students.md").write_text(guide + "\n```{no-such-directive}\n```\n", encoding="utf-8")
     with pytest.raises(RuntimeError, match="no-such-directive"):
         build_site(output, project)
     assert sorted(path.relative_to(output) for path in output.rglob("*")) == before
-    (project / "README.md").write_text(readme, encoding="utf-8")
+    (project / "docs" / "students.md").write_text(guide, encoding="utf-8")
     start = (project / "docs" / "start.md").read_text(encoding="utf-8")
     (project / "docs" / "start.md").write_text(start.replace("<!-- notebook-plan -->", ""), encoding="utf-8")
     with pytest.raises(ValueError, match="notebook-plan"):

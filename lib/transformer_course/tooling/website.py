@@ -14,9 +14,10 @@ typeset in the reader's browser by MathJax, served from the site itself (the cop
 without network sees them typeset.
 
 Pages: the home page (the README's introduction and the notebook table, with a Colab link per
-notebook), the results table (generated from ``results/*.json``, as in the README), the students'
-guide (the README's section), the instructors' and maintainers' guides (``docs/grading.md``,
-``docs/maintaining.md``), the benchmarks (``benchmarks/README.md``), and one page per notebook.
+notebook), the results table (generated from ``results/*.json``, as in the README), the start page,
+the students', instructors' and maintainers' guides (``docs/start.md``, ``docs/students.md``,
+``docs/grading.md``, ``docs/maintaining.md``), the benchmarks (``benchmarks/README.md``), and one
+page per notebook.
 Links in those texts to files of the repository become links to GitHub at the release tag, links
 between them links between the site's pages; :func:`broken_repository_links` checks that each
 names a file (and heading) that exists.
@@ -45,6 +46,7 @@ SITE_PAGES = ("index", "start", "results", "students", "instructors", "maintaine
 # The guides kept as files of the repository: page name -> (file, title in the site's navigation).
 GUIDES = {
     "start": ("docs/start.md", "Start here"),
+    "students": ("docs/students.md", "For students: exercises and instant feedback"),
     "instructors": ("docs/grading.md", "For instructors: release and grade"),
     "maintainers": ("docs/maintaining.md", "For maintainers"),
     "benchmarks": ("benchmarks/README.md", "Benchmarks"),
@@ -134,7 +136,7 @@ def _readme_section(readme: str, heading: str) -> str:
 
 
 # The README's sections that are pages of the site: heading anchor -> page.
-_README_PAGES = {"for-students-exercises-and-instant-feedback": "students", "results": "results"}
+_README_PAGES = {"results": "results"}
 
 
 def _repository_path(target: str, text_file: str) -> str:
@@ -226,7 +228,6 @@ def _run_it_cell(notebook_file: str, setting: Publication) -> dict:
 def _home_page(readme: str, setting: Publication, rows: list[re.Match]) -> str:
     introduction = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
     guides = {"start": GUIDES["start"][1], "results": "Results of the recorded runs",
-              "students": "For students: exercises and instant feedback",
               **{page: title for page, (_, title) in GUIDES.items() if page != "start"}}
     table = ["| # | notebook | what it covers | run it |", "|---|---|---|---|"]
     for row in rows:
@@ -322,8 +323,6 @@ def build_site(
     pages = {
         "index": (_home_page(readme, setting, rows), "README.md"),
         "results": (_results_page(records), "README.md"),
-        "students": ("# For students: exercises and instant feedback\n\n"
-                     + _readme_section(readme, "For students: exercises and instant feedback"), "README.md"),
     }
     for page, (file, _) in GUIDES.items():
         if not (root / file).is_file():
