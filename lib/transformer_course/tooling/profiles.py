@@ -161,9 +161,9 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "classifier_dropout": 0.1,  # before each fine-tuned head's output layer
             "label_sizes": (200, 1000, 3000, 6000),
             "seed_counts": (5, 5, 3, 3),  # seeds 0, 1, ... at each label size: paired, the same draw for every arm
-            "electra_label_sizes": (200, 1000, 3000),  # where ELECTRA's arm is fine-tuned too (its hypothesis: 1,000, 3,000)
+            "electra_label_sizes": (200, 1000, 3000),  # ELECTRA's arm (its hypothesis: at 1,000 and 3,000)
             "all_labels": None,  # None = every labelled training review but the validation ones
-            "all_labels_arms": (),  # arms given one run with every label, beside notebook 06's record (time: ~5 min each)
+            "all_labels_arms": (),  # arms given one run with every label, beside 06's record (~5 min each)
             "label_validation_reviews": 1000,  # labelled training reviews kept for validation, never trained on
             "learning_rates": (3e-4, 1e-3, 3e-3),  # the grid, per arm, at grid_labels (seed 0), chosen on validation
             "grid_labels": 1000,
