@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
 #
-# **Run time:** full profile about 75 min on a 2-core CPU, smoke profile about 80 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 85 min on a 2-core CPU (where BERT-Tiny downloads, section 9 adds its own grid, curve and probe: not measured here; roughly one more arm, about 25 minutes), smoke profile about 90 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - **subword tokens**: a WordPiece vocabulary computed on the pre-training text, and what it does
@@ -388,8 +388,11 @@ mlm_accuracy = history.history["val_masked_accuracy"][facts["best_epoch"] - 1]
 report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on held-out blanks (best round)")
 
 # %% [markdown]
-# **Reading the run** (the recorded full run: two CPU cores). READING OF THE RECORDED RUN: the
-# plateau, the round accuracies, the updates and minutes, the count-table yardsticks below.
+# **Reading the run** (the recorded full run: two CPU cores). Within 1,000 updates the masked LM's accuracy climbs to about 12%; then it sits on a **plateau** near 13% until about update 3,000, climbs steeply to about 25% by update 4,000, and goes on more slowly. On the held-out blanks
+# it reached about 13%, 14% and 27% after the first three rounds, and **31.1%** after the fourth,
+# which holds the decay of the schedule (right panel). All four rounds ran: 5,824 updates
+# in 17.0 minutes, the updates its timed step (0.165 s) allows in 16 minutes, plus the
+# held-out scoring and checkpoints after each round. The accuracy was still rising at the end.
 #
 # A masked-LM accuracy needs a yardstick: count tables built on the same pre-training text and
 # pieces, filling the very same held-out blanks (`benchmarks/masked_word_baselines.py`; its last
@@ -400,6 +403,9 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 # | the most frequent piece | 4.4% |
 # | the piece seen most often after the piece before | 13.2% |
 # | the piece seen most often between the two neighbours | 28.9% |
+# | this model, after four rounds (5,824 updates) | 31.1% |
+#
+# The plateau sits at the piece-before table's level; leaving it, the model began to use both sides of a blank, and by the end it beats the two-neighbour table by about two points.
 #
 # For scale: BERT-base trained for 1,000,000 updates of 256 sequences, 90% of them 128 tokens long
 # and the rest 512 (Devlin et al., 2019, §A.2), through a model 77 times the size of ours.
@@ -458,8 +464,14 @@ right.legend()
 plt.show()
 
 # %% [markdown]
-# READING OF THE RECORDED RUN: ELECTRA's updates against the masked LM's in the same minutes, the
-# generator's accuracy, the discriminator's loss.
+# **Reading ELECTRA's run.** In the same 16 minutes ELECTRA made 4,788 updates against the
+# masked LM's 5,824 (0.200 s an update against 0.165 s; pre-training took 18.3 minutes with the
+# scoring). Its generator, a quarter of the width, filled about 9% of the held-out blanks at the
+# end, against the masked LM's 31.1% (left panel). The discriminator's loss (right panel) sat near
+# 0.397 a token for about 3,500 updates — a plateau, like the masked LM's — and began to fall only
+# in the last round, to 0.381 on the held-out inputs: pre-training stopped just as the
+# discriminator began to tell replacements from originals. Section 6 shows what that does to
+# fine-tuning.
 #
 # ## 6. Fine-tuning, and what pre-training buys
 #
@@ -713,8 +725,19 @@ for name, tag in (("masked LM", "pretrained"), ("ELECTRA", "electra"), ("from sc
                       headline=headline, read_against=f"fine_tuned_{size}_scratch" if headline else "")
 
 # %% [markdown]
-# READING OF THE RECORDED RUN: the curve, the paired differences of each objective at each size
-# (what is separated from zero and what is not), "worth about N labels", the hypothesis.
+# **Reading the curve.** The masked LM is ahead of training from scratch on average at every size
+# (+4.4, +1.1, +3.1 and +1.6 points at 200, 1,000, 3,000 and 6,000 labels, paired), but only at
+# 3,000 and 6,000 is every seed's difference on the same side of zero (three seeds each: +0.7 to
+# +6.5, and +0.4 to +2.8). At 200 and 1,000 labels the differences run from −5.1 to +16.9 and from
+# −18.9 to +17.6: **not separated from zero**. The wide spread at 1,000 labels comes from single
+# runs far below their arm's other seeds (the table's ± of 9.4 and 9.2 points), in both arms. Read
+# as labels, the masked LM's 72.68% at 1,000 labels is what training from scratch reaches with
+# **about 1,200 labels**: worth about 200 labels there, a small gain inside the seeds' noise.
+# ELECTRA is below training from scratch at every size (−3.4, −7.3, −1.9 points; every seed below
+# zero only at 3,000), and below the masked LM by 8.3 points at 1,000 labels and 5.1 at 3,000:
+# **the hypothesis is not met** — at equal minutes on this CPU, replaced-token detection gave the
+# worse start, with a discriminator that had not left its base rate (section 5). The comparison
+# stands as measured; more minutes (the ungraded exercise) would say whether it catches up.
 #
 # How each arm trained (seed 0, 1,000 labels, the chosen learning rate): the validation accuracy
 # after every epoch, and where the best epoch was.
@@ -760,7 +783,10 @@ for name in settings.all_labels_arms:
                   f"{name}, every label ({all_labels:,}), one seed: accuracy on every test review")
 
 # %% [markdown]
-# READING OF THE RECORDED RUN: the moonshot.
+# **Reading the moonshot.** With 6,000 labels, a quarter of notebook 06's, and reviews cut to 128
+# pieces, the masked LM's 82.45% (mean of three seeds) is 5.3 points below notebook 06's
+# Transformer and 7.4 below the bag of bigrams; from scratch, 80.89%. The moonshot is not reached
+# here.
 #
 # ### What pre-training put into the representations: a frozen-encoder probe
 #
@@ -837,7 +863,12 @@ for tag, label, what in (("pretrained", "masked LM", "frozen masked-LM encoder")
     report_metric(f"probe_{tag}", probe_scores[label], f"{what}, mean-pooled, logistic regression")
 
 # %% [markdown]
-# READING OF THE RECORDED RUN: the probe.
+# **Reading the probe.** One random encoder for both feature sets gives the logistic regression
+# 66.04%; the frozen masked-LM encoder 71.44%, **+5.4 points** above it, and its token vectors
+# alone, averaged without any block, 71.98%: all of the probe's gain is already in the embedding
+# table, none added by the blocks. ELECTRA's discriminator gives 64.40%, below the random encoder,
+# and its token vectors 66.82%. The bag of words and bigrams, 87.26%, is far above every frozen
+# encoder.
 #
 # ### Downstream accuracy against pre-training progress
 #
@@ -870,9 +901,14 @@ axis.legend()
 plt.show()
 
 # %% [markdown]
-# READING OF THE RECORDED RUN: progress; the plateau checkpoint; the annealing confound (the
-# checkpoints before the last were taken at the peak learning rate, the last after the decay, so
-# "more pre-training" and "annealed" change together).
+# **Reading progress** (one seed a point). Fine-tuned from the checkpoint after the first round — still on the
+# plateau — the encoder gave 62.6%, below the 74.5% from scratch; after the second, 68.2%; after
+# the third and fourth, past the plateau, 75.2% and 76.9%, above it. With one seed a point, and
+# seeds that differ by up to 19 points at this size (the curve), that a plateau checkpoint is a
+# worse start than a random one is a hypothesis, not a finding. The checkpoints of rounds 1 to 3 were
+# taken at the peak learning rate, the last one after the decay: between the third point and the
+# fourth, "more pre-training" and "annealed" change together, so this plot cannot say which of the
+# two made the difference.
 #
 # ## 7. What the model learned: fill in the blank
 #
@@ -903,18 +939,19 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
 # %% [markdown]
 # **Reading the answers.** The untrained model spreads its probability over 7,669 pieces (none
 # reaches 0.05%). The pre-trained one has learned the language of film reviews: for "i have
-# watched this `[MASK]` three times" it puts **movie** first at 30.6% and **film** second
-# (19.8%). The verdict blanks get verdicts — great, excellent, bad, good, terrible for "this movie
-# was `[MASK]`", both ways; bad, terrible, horrible for "the acting was `[MASK]` and the plot was
-# boring", where the word "boring" has pulled the blank to the negative side ("good" is fourth).
+# watched this `[MASK]` three times" it puts **for** first (16.1%), then **movie** and **film**
+# (9.3% and 9.1%). The verdict blanks get verdicts — disappointed, great, awful, recommended, good
+# for "this movie was `[MASK]`", both ways; for "the acting was `[MASK]` and the plot was boring"
+# only negative ones (boring, horrible, awful, bad, terrible): the word "boring" has pulled the
+# blank to the negative side.
 #
 # The probes that fit the corpus: "she is a `[MASK]` actress" and "he is a `[MASK]` actor" both get
-# praise first (great, good, fine…; good, great, bad…), with "great" first at 15.2% for the
-# actress and "good" first at 24.2% for the actor, who also gets "bad" — a difference from one model
-# and two prompts, a probe and not a finding. The notes' own probes say the model knows nothing of
-# places: "in texas" and "in new york they like to buy `[MASK]`" get the same pronouns (it, them,
-# this, you); and Jane and Jim "worked as a" film, movie… — nearly the same list: it has read only
-# film reviews.
+# praise (great, good, fine, wonderful, young; great, good, wonderful, fine, terrific), with
+# "great" first at 14.1% for the actress and 23.3% for the actor — a difference from one model and
+# two prompts, a probe and not a finding. The notes' own probes say the model knows nothing of
+# places: "in texas" and "in new york they like to buy `[MASK]`" get the same words (it, this, ".",
+# you, me); and Jane and Jim "worked as a" movie, film, 10… — nearly the same list: it has read
+# only film reviews.
 #
 # > **The notes say** a model may give "My dog is `[MASK]`" the words happy 87%, running 89% and
 # > barking 76%. The probabilities for one blank are one softmax: they add up to at most 1, so
@@ -1049,14 +1086,14 @@ for name, tag in (("masked LM", "pretrained"), ("from scratch", "scratch")):
 
 # %% [markdown]
 # **Both heads gained from pre-training**, on sentences from test reviews the encoder never read:
-# the tagger's F1 for names was 0.70 against 0.56 from scratch, and the span finder found 22.8% of
-# the quoted phrases exactly against 4.8%. One seed each. Both heads read every token's own output
+# the tagger's F1 for names was 0.65 against 0.56 from scratch, and the span finder found 17.0% of
+# the quoted phrases exactly against 4.7%. One seed each. Both heads read every token's own output
 # vector — exactly what the masked LM trained.
 
 # %% [markdown]
 # ## 9. What pre-training at scale buys: Google's BERT-Tiny in our encoder
 #
-# Our encoder read about 72,000 film reviews for some twenty-nine minutes on two CPU cores. Google's
+# Our encoder read about 72,000 film reviews for 16 minutes on two CPU cores. Google's
 # **BERT-Tiny** (Turc et al., 2019, *Well-Read Students Learn Better*) has nearly the same shape —
 # 2 blocks, width 128, 2 heads, 4,385,920 parameters with its 30,522-piece WordPiece vocabulary —
 # but read Wikipedia and BooksCorpus (about 3.3 billion words) and learned from a larger BERT. It
@@ -1112,37 +1149,32 @@ if borrowed is not None:
 #   fine-tuning.
 # - Next-sentence prediction: `[CLS] A [SEP] B [SEP]`, segment embeddings, a pooled `[CLS]`
 #   output; RoBERTa showed it can be dropped, and here it is.
+# - Replaced-token detection (ELECTRA): a small generator fills the chosen positions with tokens
+#   it samples, and the discriminator — the encoder kept — says for every position whether its
+#   token is the original; the loss is the generator's plus 50 times the discriminator's.
 # - Fine-tuning puts one layer on the encoder's outputs: BERT reads the pooled `[CLS]` output;
-#   after masked-LM-only pre-training the mean of the outputs is the better vector. A fair
+#   after masked-LM-only pre-training this notebook reads the mean of the outputs. A fair
 #   comparison gives every arm a validation set, its best epoch, BERT's schedule and its own
-#   learning rate.
-# - **What the recorded run measured** (full profile, two CPU cores shared with other work, 75
-#   minutes in all). The masked LM left its plateau after about 2,400 updates and reached **35.2%**
-#   on held-out blanks after four rounds (the best count table: 28.9%). Fine-tuned, paired seed by
-#   seed against the same model from scratch, the pre-trained encoder gained **+3.7 points at 1,000
-#   labels** (every seed +3.1 to +4.3; from scratch needs about 2,200 labels to match it); at 200
-#   labels +5.3 on average but not separated from zero (seeds −2.5 to +13.4); +0.3 at 3,000 and
-#   +1.1 with all 24,000 (one seed). Frozen, its averaged outputs gave a logistic regression 73.6%,
-#   against 65.1% for a random encoder and 74.1% for its token vectors alone; the two heads that
-#   read every token's vector gained from it (name-tag F1 0.70 against 0.56; exact spans 22.8%
-#   against 4.8%).
-# - **Candidate causes of a small gain, and what separated them.** *The classifier reads the
-#   wrong vector* (masked-LM pre-training never trains `[CLS]`): the pooling comparison at 1,000
-#   labels — the mean beat `[CLS]` by six to seven points in *both* arms, and pre-training led
-#   under both (+4.1 points through `[CLS]`), so reading the mean is a large gain for every arm
-#   but not what decides whether pre-training pays. *Too little pre-training*: the progress plot —
-#   on one seed an encoder still on the plateau was a worse start than a random one (61.2% against
-#   74.2%), and every checkpoint after the plateau a better one (76.5% to 78.1%); with every label
-#   the later checkpoints gained less and less (+1.2, then +0.3 points), though the last one was
-#   also the only annealed one — that more pre-training of this model would not reach the bag of
-#   bigrams is a hypothesis. *Nothing
-#   useful was learned*: ruled out by the frozen probe (+8.5 points over a random encoder, though
-#   all of it already in the token vectors) and the token heads. *An
-#   unfair comparison*: every arm had the same validation set, best epoch, schedule, dropout and
-#   its own learning rate. Why the gain fades from 3,000 labels on is **not measured** here; a
-#   hypothesis: with a few thousand labelled reviews the model from scratch learns the sentiment
-#   words itself, which is most of what the masked LM taught — a larger model and corpus (BERT-Tiny
-#   in §8, where it can be downloaded) would show whether more pre-training keeps the lead.
+#   learning rate, and pairs the arms seed by seed: the same labelled reviews for each.
+# - **What the recorded run measured** (full profile, two CPU cores, 85 minutes in all). The
+#   masked LM reached **31.1%** on held-out blanks in 16 minutes (5,824 updates; the best count table: 28.9%), after a plateau
+#   near 13%. Fine-tuned, paired seed by seed against the same model from scratch, it gained
+#   +3.1 points at 3,000 labels and +1.6 at 6,000 (every seed above zero), and +4.4 and +1.1 at 200
+#   and 1,000 labels, **not separated from zero**; at 1,000 labels it is worth about 200 labels.
+#   ELECTRA, at the same minutes, was below training from scratch at every size and 8.3 / 5.1
+#   points below the masked LM at 1,000 / 3,000 labels: the hypothesis (+2 points) is not met.
+#   Frozen, the masked LM's outputs gave a logistic regression 71.4%, against 66.0% for a random
+#   encoder and 72.0% for its token vectors alone; the two heads that read every token's vector
+#   gained from it (name-tag F1 0.65 against 0.56; exact spans 17.0% against 4.7%).
+# - **What is not settled.** Why the gain is this small is not measured. Hypotheses: 16 minutes
+#   on two cores is little pre-training (the held-out accuracy was still rising, and the progress
+#   plot's later checkpoints were better starts, one seed each, with the last also the only
+#   annealed one); and a few thousand labelled reviews teach the sentiment words themselves, which
+#   is most of what the probe shows the masked LM stored (in its token vectors). ELECTRA's
+#   discriminator was only beginning to leave its plateau when pre-training stopped: whether it
+#   overtakes the masked LM with more minutes,
+#   as Clark et al. found at larger compute, is the ungraded exercise — BERT-Tiny (§9, where it
+#   downloads) shows what far more pre-training buys.
 #
 # ## Graded exercises
 #
@@ -1243,18 +1275,18 @@ assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
 # %% [markdown]
 # ## Written question (2 points, graded by your instructor)
 #
-# **Question 08.w1.** Section 5 calls the pre-trained encoder's mean gain of +3.7 points at 1,000
-# labels one the seeds agree on, and its larger mean gain of +5.3 points at 200 labels not separated
-# from zero. Explain why, from what the comparison's design gives you, and say what you would run
-# to know whether pre-training helps at 200 labels.
+# **Question 08.w1.** Section 6 finds the masked LM's mean gain over training from scratch of
+# +1.6 points at 6,000 labels one the seeds agree on, and its larger mean gain of +4.4 points at
+# 200 labels not separated from zero. Explain why, from what the comparison's design gives you,
+# and say what you would run to know whether pre-training helps at 200 labels.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_08_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # ### BEGIN SOLUTION
 # **Rubric (2 points).** 1 point: the design is paired — each seed draws the same labelled reviews
 # (and the same initial output layer) for both arms — so what decides is the spread of the per-seed
-# differences, not the size of the mean: at 1,000 labels all three differences are positive (+3.1
-# to +4.3), at 200 they run from −2.5 to +13.4, one of them negative, so three seeds cannot tell
-# the sign of the gain. 1 point: more seeds at 200 labels (ten or more), with the same protocol
+# differences, not the size of the mean: at 6,000 labels all three differences are positive (+0.4
+# to +2.8), at 200 the five run from −5.1 to +16.9, two of them negative, so five seeds cannot tell
+# the sign of the gain. 1 point: more seeds at 200 labels (twenty or more), with the same protocol
 # (each arm's own learning rate chosen on the validation split, its best epoch), reported as the
 # mean paired difference with its spread or a paired test on the differences (a sign test, a
 # t-test); the test split is used only to score, never to choose.
