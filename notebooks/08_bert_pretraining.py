@@ -18,7 +18,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
 #
-# **Run time:** full profile about 85 min on a 2-core CPU (where BERT-Tiny downloads, section 9 adds its own grid, curve and probe: not measured here; roughly one more arm, about 25 minutes), smoke profile about 90 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 83 min on a 2-core CPU, smoke profile about 80 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+#
+# **Where BERT-Tiny downloads**, section 9 adds its own learning-rate grid, curve and probe: about
+# 15 more minutes, estimated from the masked LM's arm (blocks of the same shape), not timed here.
 #
 # **What you will learn**
 # - **subword tokens**: a WordPiece vocabulary computed on the pre-training text, and what it does
