@@ -178,7 +178,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "head_sentences": 4000,  # the tagging and span tasks: training sentences (test: 1,000)
             "head_epochs": 3,
             "jit_compile": True,  # XLA for pre-training: 1.3x the inputs/s on a CPU
-            # Not for fine-tuning: a run took 0.7-0.9x the time without XLA here (benchmarks/fine_tuning_xla.py).
+            # Not for fine-tuning: a whole run took 0.70x the time without XLA here (benchmarks/fine_tuning_xla.py).
             "fine_tune_jit_compile": False,
         },
         "09": {
