@@ -6,7 +6,7 @@ On one fixed batch of source sentences, with the notebook's full-profile model s
                           far — what a straightforward loop around ``model.predict`` does;
 * ``greedy, cached``      ``IncrementalDecoder``: the encoder once, cross-attention keys/values
                           once, a key/value cache in self-attention — one new position per step;
-* ``beam, uncached``      ``Translator.beam_search_ids``: one sentence at a time, the encoder once,
+* ``beam, uncached``      ``decoding.beam_search``: one sentence at a time, the encoder once,
                           the decoder over the whole prefix of every beam at each step;
 * ``beam, cached``        ``IncrementalDecoder.beam_decode``: all sentences' beams in one batch
                           (B x K rows), the key/value cache reordered by beam parent each step.
@@ -34,10 +34,11 @@ import numpy as np  # noqa: E402
 from _timing import interleaved_seconds  # noqa: E402 - benchmarks/_timing.py beside this script
 
 from transformer_course import profile  # noqa: E402
-from transformer_course.decoding import greedy_decode  # noqa: E402
+from transformer_course.decoding import beam_search, greedy_decode  # noqa: E402
 from transformer_course.generation import IncrementalDecoder  # noqa: E402
+from transformer_course.masks import PADDING_ID  # noqa: E402
 from transformer_course.metrics import masked_accuracy, masked_loss  # noqa: E402
-from transformer_course.translation import Translator, build_translation_model  # noqa: E402
+from transformer_course.translation import build_translation_model  # noqa: E402
 
 START = 2
 
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
 
     def recompute(decoded):
         probabilities = last_position(tf.constant(source), tf.constant(decoded, dtype=tf.int32)).numpy()
-        probabilities[:, 0] = 0.0  # never padding, as the cached decoder
+        probabilities[:, PADDING_ID] = 0.0  # never padding, as the cached decoder
         return probabilities
 
     incremental = IncrementalDecoder(model, arguments.steps)
@@ -79,10 +80,23 @@ def main(argv=None) -> int:
     }
     np.testing.assert_array_equal(decoders["greedy, recompute"](), decoders["greedy, cached"]())
 
-    translator = Translator(None, None, model, max_length=arguments.steps)
+    def uncached_beam_search(source_ids):
+        """One sentence (S,): the encoder once, the decoder over every beam's whole prefix at each step."""
+        encoded, source_mask = model.encode(keras.ops.convert_to_tensor(source_ids[None], dtype="int32"))
+
+        def next_token_probabilities(decoded):
+            beams = len(decoded)
+            probabilities = model.decode(keras.ops.convert_to_tensor(decoded, dtype="int32"),
+                                         keras.ops.repeat(encoded, beams, axis=0),
+                                         keras.ops.repeat(source_mask, beams, axis=0), last_only=True).probabilities
+            probabilities = keras.ops.convert_to_numpy(probabilities[:, 0, :])
+            probabilities[:, PADDING_ID] = 0.0
+            return probabilities
+
+        return beam_search(next_token_probabilities, START, no_end, arguments.steps, 4, 0.6)[0]
+
     beam_rows = source[: arguments.beam_sentences]
-    decoders["beam, uncached (width 4)"] = lambda: [translator.beam_search_ids(row, START, no_end, 4, 0.6)
-                                                     for row in beam_rows]
+    decoders["beam, uncached (width 4)"] = lambda: [uncached_beam_search(row) for row in beam_rows]
     decoders["beam, cached (width 4)"] = lambda: incremental.beam_decode(source, START, no_end, 4, 0.6)
     cached_beams = decoders["beam, cached (width 4)"]()
     for row, expected in zip(cached_beams, decoders["beam, uncached (width 4)"]()):

@@ -4,9 +4,9 @@ import keras
 import numpy as np
 import pytest
 
-from transformer_course.decoding import greedy_decode
+from transformer_course.decoding import beam_search, greedy_decode
 from transformer_course.generation import IncrementalDecoder
-from transformer_course.masks import keras_mask
+from transformer_course.masks import PADDING_ID, keras_mask
 from transformer_course.text import standardize_translation
 from transformer_course.translation import Translator, build_translation_model
 
@@ -22,14 +22,27 @@ def small_model(num_layers=2, seed=0, source_vocabulary_size=30, target_vocabula
                                    tie_embeddings=tie_embeddings)
 
 
+def last_position_probabilities(model, source_ids, decoded):
+    """The whole model run on the sources and every prefix: next-token probabilities (B, V), padding never."""
+    probabilities = model({"source_ids": source_ids, "target_ids": decoded.astype("int32")})
+    probabilities = keras.ops.convert_to_numpy(probabilities)[:, -1, :]
+    probabilities[:, PADDING_ID] = 0.0
+    return probabilities
+
+
 def uncached_greedy(model, source_ids, start_id, end_id, max_length):
     def next_token_probabilities(decoded):
-        probabilities = model({"source_ids": source_ids, "target_ids": decoded.astype("int32")})
-        probabilities = keras.ops.convert_to_numpy(probabilities)[:, -1, :]
-        probabilities[:, 0] = 0.0  # padding is never generated
-        return probabilities
+        return last_position_probabilities(model, source_ids, decoded)
 
     return greedy_decode(next_token_probabilities, np.full(len(source_ids), start_id), end_id, max_length)
+
+
+def uncached_beam_search(model, source_ids, start_id, end_id, max_length, beam_width, alpha):
+    """Beam search for one source (S,), the whole model rerun on every beam's prefix at every step."""
+    def next_token_probabilities(decoded):
+        return last_position_probabilities(model, np.repeat(source_ids[None], len(decoded), axis=0), decoded)
+
+    return beam_search(next_token_probabilities, start_id, end_id, max_length, beam_width, alpha)[0]
 
 
 def test_model_shapes_and_layer_names():
@@ -76,11 +89,10 @@ def test_cached_batched_beam_search_equals_uncached_beam_search_per_sentence(num
     output = model.get_layer("output")
     output.kernel.assign(output.kernel * 4.0)  # sharper distributions: no near-ties for rounding to flip
     source = np.array([[3, 4, 5, 6, 0, 0, 0, 0], [7, 2, 9, 11, 12, 13, 0, 0], [0] * 8, [5] * 8], "int32")
-    translator = Translator(None, None, model, max_length=TARGET_LENGTH - 1)
     decoded = IncrementalDecoder(model, max_length=TARGET_LENGTH - 1).beam_decode(source, 2, 3, beam_width, alpha)
     assert decoded.shape[0] == len(source)
     for row, ids in zip(decoded, source):
-        expected = translator.beam_search_ids(ids, 2, 3, beam_width, alpha)
+        expected = uncached_beam_search(model, ids, 2, 3, TARGET_LENGTH - 1, beam_width, alpha)
         np.testing.assert_array_equal(row[: len(expected)], expected)
         assert not row[len(expected):].any()
 

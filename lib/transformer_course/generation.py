@@ -149,9 +149,8 @@ class IncrementalDecoder(_CachedModel):
         Row ``b * copies + k`` belongs to source b. The encoder runs here, once; each call then
         feeds the columns of ``decoded`` (B·K, t) added since the call before (in decoding, the
         newest one, at position t - 1). Padding (id 0) gets
-        probability 0; the other ids keep the model's probabilities (not renormalised, as
-        :meth:`Translator.beam_search_ids <transformer_course.translation.Translator.beam_search_ids>`
-        computes them).
+        probability 0; the other ids keep the model's probabilities (not renormalised, as the
+        model's own output over a whole prefix gives them).
         """
         return self._next_tokens(source_ids, check_integer("copies", copies))
 

@@ -22,9 +22,8 @@ import numpy as np
 from keras import ops
 
 from ._validation import check_integer, check_model_sizes, check_texts, renamed, renamed_config
-from .decoding import beam_search
 from .generation import IncrementalDecoder
-from .masks import PADDING_ID, padding_mask
+from .masks import padding_mask
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder, TransformerEncoder
 
@@ -184,8 +183,8 @@ class TranslationModel(keras.Model):
         """The target side at inference (no dropout): embedding, every decoder block, the output layer.
 
         The one pass over the decoder blocks besides the model's own graph: cached generation
-        (:class:`~transformer_course.generation.IncrementalDecoder`), the uncached reference of
-        beam search and the cross-attention heatmaps all call it.
+        (:class:`~transformer_course.generation.IncrementalDecoder`, greedy and beam search) and
+        the cross-attention heatmaps call it.
 
         Args:
             target_ids: int ``(B, T)``, the target ids at positions ``start_index ..``.
@@ -371,26 +370,6 @@ class Translator(keras.Model):
                    for row in decode(source_ids[begin:begin + batch_size])]
         texts = [self._to_text([int(t) for t in row], vocabulary, end_id) for row in decoded]
         return texts[0] if single else texts
-
-    def beam_search_ids(self, source_ids, start_id, end_id, beam_width, alpha):
-        """Beam search for one source ``(S,)`` without a cache: the decoder reruns on every prefix.
-
-        The plain reference that :meth:`IncrementalDecoder.beam_decode` must agree with, and the
-        slow baseline of ``benchmarks/translation_decoding.py``.
-        """
-        encoded, mask = self.model.encode(ops.convert_to_tensor(np.asarray(source_ids)[None], dtype="int32"))
-
-        def next_token_probabilities(decoded):
-            beams = decoded.shape[0]
-            memory, memory_mask = ops.repeat(encoded, beams, axis=0), ops.repeat(mask, beams, axis=0)
-            probabilities = self.model.decode(ops.convert_to_tensor(decoded, dtype="int32"), memory, memory_mask,
-                                              last_only=True).probabilities
-            probabilities = ops.convert_to_numpy(probabilities[:, 0, :])
-            probabilities[:, PADDING_ID] = 0.0  # never emit padding
-            return probabilities
-
-        ids, _ = beam_search(next_token_probabilities, start_id, end_id, self.max_length, beam_width, alpha)
-        return ids
 
     def get_config(self):
         config = super().get_config()
