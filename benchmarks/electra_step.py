@@ -55,7 +55,7 @@ class GumbelMaxSamples(ReplaceWithSamples):
 
 def main() -> int:
     settings = profile("full").notebook("08")
-    vocabulary = settings.vocab_size
+    vocabulary = settings.vocabulary_size
     length, chosen, batch = settings.sequence_length, settings.max_predictions, settings.batch_size
     rows = np.random.default_rng(0).integers(5, vocabulary, size=(batch * 4, length)).astype("int32")
     rows[:, 0], rows[:, -1] = 2, 3
@@ -67,7 +67,8 @@ def main() -> int:
     models = {}
     for name, sampler in (("ELECTRA", None), ("ELECTRA, Gumbel-max", GumbelMaxSamples)):
         keras.utils.set_random_seed(0)
-        model = ElectraPretrainer(vocabulary, length, chosen, **settings.model, dropout=0.0, generator_fraction=0.25)
+        model = ElectraPretrainer(vocabulary, length, chosen, **settings.model, dropout=0.0,
+                                  generator_fraction=settings.generator_fraction)
         if sampler is not None:  # the same model, its sampling layer drawing the other way
             layer = model.get_layer("replace_with_samples")
             layer.draw = types.MethodType(sampler.draw, layer)

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     arguments = parser.parse_args(argv)
 
     settings = profile("full").notebook("08")
-    vocabulary, length, chosen = settings.vocab_size, settings.sequence_length, settings.max_predictions
+    vocabulary, length, chosen = settings.vocabulary_size, settings.sequence_length, settings.max_predictions
     batches = [_batch(np.random.default_rng(step), settings.batch_size, length, vocabulary, chosen)
                for step in range(arguments.steps)]
     models = {}

@@ -55,7 +55,7 @@ def word_pieces(settings, texts):
     reviews, and a function from texts to one list of ids each (no special tokens)."""
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
         tf.data.Dataset.from_tensor_slices(texts[:settings.vocab_sample]).batch(1000),
-        vocabulary_size=settings.vocab_size, lowercase=True, strip_accents=True,
+        vocabulary_size=settings.vocabulary_size, lowercase=True, strip_accents=True,
         reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
 

@@ -18,7 +18,10 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/08_bert_pretraining.ipynb)
 #
-# **Run time:** full profile about 75 min on a 2-core CPU, smoke profile about 80 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 83 min on a 2-core CPU, smoke profile about 85 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+#
+# **Where BERT-Tiny downloads**, section 9 adds its own learning-rate grid, curve and probe: about
+# 15 more minutes, estimated from the masked LM's arm (blocks of the same shape), not timed here.
 #
 # **What you will learn**
 # - **subword tokens**: a WordPiece vocabulary computed on the pre-training text, and what it does
@@ -31,6 +34,9 @@
 #   label-efficiency curve where every arm gets the same care, which vector the classifier should
 #   read (`[CLS]` or the mean of the outputs), a frozen-encoder probe, and downstream accuracy
 #   measured against pre-training progress;
+# - **a more compute-efficient objective**: replaced-token detection (ELECTRA), a small generator
+#   and a discriminator that learns from every position, pre-trained for the same minutes as the
+#   masked LM and put on the same curve — with a hypothesis set before the run, and its test;
 # - what the model learned, probed with fill-in-the-blank sentences; token-tagging and span heads;
 # - **a published checkpoint in our own model**: Google's BERT-Tiny loaded into the course's encoder.
 #
@@ -78,6 +84,13 @@ from transformer_course.bert import (
 )
 from transformer_course.bert_checkpoints import PresetUnavailableError, load_bert_preset
 from transformer_course.datasets import load_imdb, load_imdb_unlabelled
+from transformer_course.electra import (
+    DISCRIMINATOR_WEIGHT,
+    ElectraBatches,
+    ElectraPretrainer,
+    ReplacedTokenDetectionLoss,
+    electra_inputs,
+)
 from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
 from transformer_course.pretraining import (
     PretrainingBatches,
@@ -132,13 +145,13 @@ print(f"pre-training on {len(pretraining_texts):,} reviews; {len(held_out):,} he
 # held-out reviews.
 
 # %%
-words = keras.layers.TextVectorization(max_tokens=settings.word_vocab_size, standardize=standardize_review)
+words = keras.layers.TextVectorization(max_tokens=settings.word_vocabulary_size, standardize=standardize_review)
 words.adapt(pretraining_texts[:settings.vocab_sample], batch_size=512)
 word_ids = keras.ops.convert_to_numpy(words(held_out))
 unknown_words = (word_ids == 1).sum() / (word_ids != 0).sum()
 vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
     tf.data.Dataset.from_tensor_slices(pretraining_texts[:settings.vocab_sample]).batch(1000),
-    vocabulary_size=settings.vocab_size, lowercase=True, strip_accents=True,
+    vocabulary_size=settings.vocabulary_size, lowercase=True, strip_accents=True,
     reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
 tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
 PAD, UNK, CLS, SEP, MASK = (vocabulary.index(token) for token in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"))
@@ -161,8 +174,8 @@ def pieces(ids):
 
 
 held_out_pieces = np.concatenate(tokenize(held_out))
-print(f"[UNK] on the held-out reviews: {unknown_words:.2%} of the words ({settings.word_vocab_size:,} whole words), "
-      f"{np.mean(held_out_pieces == UNK):.4%} of the pieces ({len(vocabulary):,} WordPiece pieces)")
+print(f"[UNK] on the held-out reviews: {unknown_words:.2%} of the words ({settings.word_vocabulary_size:,} whole "
+      f"words), {np.mean(held_out_pieces == UNK):.4%} of the pieces ({len(vocabulary):,} WordPiece pieces)")
 for sentence in ("he bought a gallon of milk", "penguins are flightless birds"):
     print(f"{sentence!r:>33} -> {pieces(tokenize([sentence])[0])}")
 
@@ -255,15 +268,19 @@ for first, second, label in (("the man went to the store", "he bought a gallon o
 # **token-embedding matrix** itself (the notes: "multiplying the output vectors by the embedding
 # matrix") plus a bias, softmax.
 #
-# The recipe, sized for two CPU cores: AdamW, batches of 64 inputs, a planned number of updates
-# cut into four rounds with a checkpoint after each (section 5 fine-tunes from each of them). The
-# learning rate warms up over 300 updates to 10⁻³, **stays there**, and decays along a cosine over
-# the last 15% of the updates only ("warm-up, stable, decay", Hu et al., 2024, *MiniCPM*): a masked
-# LM first sits on a plateau (the curve below shows it), and a rate held high is meant to leave it
-# sooner — a hypothesis this notebook does not test (no trial at other rates is shown). No dropout during
-# pre-training: no input is seen more than twice, so there is little to regularise, and on a CPU
-# dropout makes every step slower. The held-out accuracy is measured after each round on the same
-# blanks: held-out inputs masked once.
+# The recipe, sized for two CPU cores: AdamW, batches of 64 inputs, and a budget in **minutes**
+# (`pretraining_minutes`), not updates, because section 5 pre-trains a second objective for the
+# same minutes: each objective's update is timed first (the median of `timing_steps` updates after
+# compiling, the two objectives' updates interleaved so that a moment when the machine is busy slows
+# both alike), and the budget divided by that time gives the number of updates, cut into four rounds
+# with a held-out score and a checkpoint after each. The learning rate warms up over 300 updates to
+# 10⁻³, **stays there**,
+# and decays along a cosine over the last 15% of the updates only ("warm-up, stable, decay", Hu et
+# al., 2024, *MiniCPM*): a masked LM first sits on a plateau (the curve below shows it), and a rate
+# held high is meant to leave it sooner — a hypothesis this notebook does not test. No dropout
+# during pre-training: no input is seen more than twice, so there is little to regularise, and on
+# a CPU dropout makes every step slower. The held-out accuracy is measured after each round on the
+# same blanks: held-out inputs masked once.
 
 # %%
 segments = contiguous_segments(tokenize(pretraining_texts), settings.sequence_length, CLS, SEP)
@@ -284,30 +301,77 @@ def new_pretrainer(dropout=0.0):
                                  **settings.model, dropout=dropout, next_sentence=False)
 
 
+def new_electra(dropout=0.0):
+    """ELECTRA's generator and discriminator (section 5): the discriminator is the encoder above."""
+    return ElectraPretrainer(len(vocabulary), settings.sequence_length, settings.max_predictions, **settings.model,
+                             generator_fraction=settings.generator_fraction, dropout=dropout)
+
+
 pretrainer = new_pretrainer()
 print(f"parameters: {pretrainer.count_params():,}")
 
 # %%
-rounds, updates = 4, settings.pretraining_updates
-per_round = updates // rounds
-trace = WindowMeans("masked_accuracy", every=max(1, min(100, per_round // 10)))  # training accuracy, window by window
+OBJECTIVES = {"masked LM": {"loss": {"mlm": MaskedCrossEntropy()}, "metrics": {"mlm": [masked_accuracy]}},
+              "ELECTRA": {"loss": {"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
+                          "loss_weights": {"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT},
+                          "metrics": {"generator": [masked_accuracy]}}}
+
+
+def schedule_for(updates):
+    """Warm-up over `warmup_steps`, the peak held, a cosine decay over the last `decay_fraction` of `updates`."""
+    warmup, decay = min(settings.warmup_steps, updates // 4), max(1, int(updates * settings.decay_fraction))
+    return WarmupCosineDecay(settings.learning_rate, warmup, updates, hold_steps=updates - warmup - decay)
+
+
+def compiled(model, objective, updates):
+    """`model` compiled for `objective` with AdamW on `schedule_for(updates)`."""
+    model.compile(optimizer=keras.optimizers.AdamW(schedule_for(updates), weight_decay=0.01),
+                  **OBJECTIVES[objective], jit_compile=settings.jit_compile)
+    return model
 
 # %%
-decay_steps = max(1, int(updates * settings.decay_fraction))
-schedule = WarmupCosineDecay(settings.learning_rate, settings.warmup_steps, updates,
-                             hold_steps=updates - settings.warmup_steps - decay_steps)
-pretrainer.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss={"mlm": MaskedCrossEntropy()},
-                   metrics={"mlm": [masked_accuracy]}, jit_compile=settings.jit_compile)
-batches = PretrainingBatches(segments, None, None, settings.batch_size, len(vocabulary), MASK, (CLS, SEP),
-                             settings.max_predictions, seed=0, batches_per_epoch=per_round)
+def batches_for(objective, per_round):
+    """Pre-training batches for `objective`, masked afresh every batch; `per_round` batches an epoch."""
+    if objective == "masked LM":
+        return PretrainingBatches(segments, None, None, settings.batch_size, len(vocabulary), MASK, (CLS, SEP),
+                                  settings.max_predictions, seed=0, batches_per_epoch=per_round)
+    return ElectraBatches(segments, None, settings.batch_size, len(vocabulary), MASK, (CLS, SEP),
+                          settings.max_predictions, seed=0, batches_per_epoch=per_round)
+
+
+def update_step(objective, build):
+    """A fresh model's update for `objective`, compiled by a first, untimed call: `step(index)` trains batch index."""
+    model, batches = compiled(build(), objective, 1000), batches_for(objective, None)
+    model.train_on_batch(*batches[0])
+    return lambda index: model.train_on_batch(*batches[index])
 
 # %%
+steps = {"masked LM": update_step("masked LM", new_pretrainer), "ELECTRA": update_step("ELECTRA", new_electra)}
+times = {objective: [] for objective in steps}
+for index in range(1, settings.timing_steps + 1):  # interleaved, so that a busy moment slows both alike
+    for objective, step in steps.items():
+        started = time.perf_counter()
+        step(index)
+        times[objective].append(time.perf_counter() - started)
+step_seconds = {objective: float(np.median(values)) for objective, values in times.items()}  # median: one slow step
+rounds = settings.rounds
+per_round = {objective: max(1, int(settings.pretraining_minutes * 60 / seconds) // rounds)
+             for objective, seconds in step_seconds.items()}
+for objective, seconds in step_seconds.items():
+    print(f"{objective:<9} {seconds:.3f} s an update -> {per_round[objective] * rounds:,} updates in "
+          f"{settings.pretraining_minutes:g} min")
+
+# %%
+updates = per_round["masked LM"] * rounds
+trace = WindowMeans("masked_accuracy", every=max(1, min(100, per_round["masked LM"] // 10)))  # training accuracy
 round_minutes, pretraining_started = [], time.perf_counter()  # minutes of pre-training at the end of each round
 save_round = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: (
     round_minutes.append((time.perf_counter() - pretraining_started) / 60),
     pretrainer.save(checkpoint_path(f"bert_round_{epoch + 1}"))))
-pretrainer, history, facts = fit_best(pretrainer, batches, held_out_blanks, epochs=rounds, patience=rounds,
-                                      budget_minutes=settings.pretraining_minutes, validation_batch_size=256,
+pretrainer = compiled(pretrainer, "masked LM", updates)
+pretrainer, history, facts = fit_best(pretrainer, batches_for("masked LM", per_round["masked LM"]), held_out_blanks,
+                                      epochs=rounds, patience=rounds, validation_batch_size=256,
+                                      budget_minutes=2 * settings.pretraining_minutes + 5,  # a safety net
                                       callbacks=[epoch_progress(), trace, save_round])
 print(f"{facts['epochs']} rounds ({trace.updates:,} updates, {trace.updates * settings.batch_size / len(segments):.2f} "
       f"passes over the inputs), {facts['seconds'] / 60:.1f} min, best round {facts['best_epoch']}")
@@ -316,62 +380,112 @@ print(f"{facts['epochs']} rounds ({trace.updates:,} updates, {trace.updates * se
 figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
 steps, accuracy = zip(*trace.points) if trace.points else ((), ())
 left.plot(steps, accuracy, label=f"training, each {trace.every} updates")
-round_ends = [per_round * (index + 1) for index in range(facts["epochs"])]
+round_ends = [per_round["masked LM"] * (index + 1) for index in range(facts["epochs"])]
 left.plot(round_ends, history.history["val_masked_accuracy"], "o-", label="held-out blanks, after each round")
 left.set(xlabel="updates", ylabel="masked-LM accuracy", title="masked language modelling")
 left.legend()
-right.plot(range(updates), keras.ops.convert_to_numpy(schedule(np.arange(updates))))
+right.plot(range(updates), keras.ops.convert_to_numpy(schedule_for(updates)(np.arange(updates))))
 right.set(xlabel="updates", ylabel="learning rate", title="the schedule: warm-up, peak held, decay")
 plt.show()
 mlm_accuracy = history.history["val_masked_accuracy"][facts["best_epoch"] - 1]
 report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on held-out blanks (best round)")
 
 # %% [markdown]
-# **Reading the run** (the recorded full run: two CPU cores). The left panel tells the masked
-# LM's story. Within 1,000 updates its accuracy climbs to about 12% and then sits on a
-# **plateau** near 13% until about update 2,400; then it climbs steeply, to about 25% by update
-# 3,300, and goes on more slowly. Masked LMs are known to do this: the loss drops steeply in a
-# short window, just as attention heads come to follow the syntactic relations between words
-# (Chen et al., 2024, *Sudden Drops in the Loss: Syntax Acquisition, Phase Transitions, and
-# Simplicity Bias in MLMs*, ICLR). That is why the learning rate stays at its peak.
-#
-# On the held-out blanks it reached about 13%, 27% and 32% after the first three rounds, and
-# **35.2%** after the fourth, which holds the decay of the schedule (right panel, from update
-# 5,780). All four rounds ran, 6,800 updates in 29.1 minutes (about 7.3 minutes a round; the two
-# cores were also busy with other work during this recorded run, so its times are longer than the
-# notebook needs alone); the 35-minute budget is a safety net that was not needed. The accuracy was
-# still rising at the end.
+# **Reading the run** (the recorded full run: two CPU cores). Within 1,000 updates the masked LM's accuracy climbs to about 12%; then it sits on a **plateau** near 13% until about update 3,000, climbs steeply to about 25% by update 4,000, and goes on more slowly. On the held-out blanks
+# it reached about 13%, 14% and 27% after the first three rounds, and **31.1%** after the fourth,
+# which holds the decay of the schedule (right panel). All four rounds ran: 5,824 updates
+# in 17.0 minutes, the updates its timed step (0.165 s) allows in 16 minutes, plus the
+# held-out scoring and checkpoints after each round. The accuracy was still rising at the end.
 #
 # A masked-LM accuracy needs a yardstick: count tables built on the same pre-training text and
-# pieces, filling the very same 36,386 held-out blanks (`benchmarks/masked_word_baselines.py`;
-# its last run is kept in `results/benchmarks/masked_word_baselines.txt`):
+# pieces, filling the very same held-out blanks (`benchmarks/masked_word_baselines.py`; its last
+# run is kept in `results/benchmarks/masked_word_baselines.txt`):
 #
 # | fills the blank with | held-out blanks right |
 # |---|---|
 # | the most frequent piece | 4.4% |
 # | the piece seen most often after the piece before | 13.2% |
 # | the piece seen most often between the two neighbours | 28.9% |
-# | this model, after four rounds (6,800 updates) | 35.2% |
+# | this model, after four rounds (5,824 updates) | 31.1% |
 #
-# The plateau sits at the piece-before table's level; leaving it, the model began to use both
-# sides of a blank, and by the end it beats the two-neighbour table by about six points: it has
-# begun to use more than the neighbours.
+# The plateau sits at the piece-before table's level; leaving it, the model began to use both sides of a blank, and by the end it beats the two-neighbour table by about two points.
 #
 # For scale: BERT-base trained for 1,000,000 updates of 256 sequences, 90% of them 128 tokens long
-# and the rest 512 (Devlin et al., 2019, §A.2), through a model 77 times the size of ours: this
-# run read 6,800 updates of 64 inputs of 128 tokens, about a thousandth of BERT-base's tokens.
+# and the rest 512 (Devlin et al., 2019, §A.2), through a model 77 times the size of ours.
 #
-# ## 5. Fine-tuning, and what pre-training buys
+# ## 5. A more compute-efficient objective: replaced-token detection (ELECTRA)
+#
+# The masked LM learns from the positions it must fill in: at most 20 of each input's 128. ELECTRA
+# (Clark et al., 2020, *ELECTRA: Pre-training Text Encoders as Discriminators Rather Than
+# Generators*, ICLR) makes every position count. A small **generator** — a masked LM a quarter of
+# the width here, sharing the token and position embeddings (§3.2) — fills the chosen positions
+# with tokens it **samples** from its own predictions; the **discriminator**, the encoder we keep,
+# reads the result and says for **every** position whether its token is the original or a
+# replacement (a sample equal to the original counts as original). The loss is the generator's
+# masked-LM loss plus λ = 50 times the discriminator's (§2); no gradient crosses the sampling, and
+# the discriminator never sees `[MASK]`. The paper reports its gain largest for small models at
+# small compute (ELECTRA-Small 79.9 on GLUE against BERT-Small's 75.1 for the same compute, §3.3),
+# and its ablation puts most of the gain on the loss over every token (§3.5).
+#
+# `transformer_course.electra.ElectraPretrainer` builds both; its discriminator has the masked
+# LM's encoder exactly (same sizes, same layers), so section 6 fine-tunes it the same way. It
+# pre-trains on the same inputs, with the same schedule and peak rate (chosen for the masked LM,
+# which can only favour the masked LM), for the **same minutes** — the updates its own timed step
+# allows. Its chosen positions are all `[MASK]` in the generator's input (§2), and the held-out
+# inputs are the masked LM's, with the same positions chosen.
+#
+# **The hypothesis**, set before the run: at equal pre-training minutes, ELECTRA's gain over
+# training from scratch is at least the masked LM's + 2 points at 1,000 and at 3,000 labels.
+
+# %%
+held_out_electra = electra_inputs(validation_segments, np.random.default_rng(1), len(vocabulary), MASK,
+                                  (PAD, CLS, SEP, MASK), settings.max_predictions)
+assert (held_out_electra[0]["mask_positions"] == positions).all()  # the masked LM's held-out blanks
+electra = compiled(new_electra(), "ELECTRA", per_round["ELECTRA"] * rounds)
+detection = WindowMeans("discriminator_loss", every=max(1, min(100, per_round["ELECTRA"] // 10)))
+electra, electra_history, electra_facts = fit_best(
+    electra, batches_for("ELECTRA", per_round["ELECTRA"]), held_out_electra, epochs=rounds, patience=rounds,
+    budget_minutes=2 * settings.pretraining_minutes + 5, validation_batch_size=256,
+    callbacks=[epoch_progress(), detection])
+electra.save(checkpoint_path("electra"))
+print(f"{electra_facts['epochs']} rounds ({detection.updates:,} updates), {electra_facts['seconds'] / 60:.1f} min, "
+      f"best round {electra_facts['best_epoch']}; parameters {electra.count_params():,} (the discriminator "
+      f"{build_bert_encoder(electra).count_params():,})")
+
+# %%
+figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+left.plot(round_ends, history.history["val_masked_accuracy"], "o-", label="masked LM (the encoder itself)")
+electra_round_ends = [per_round["ELECTRA"] * (index + 1) for index in range(electra_facts["epochs"])]
+left.plot(electra_round_ends, electra_history.history["val_generator_masked_accuracy"], "s-",
+          label=f"ELECTRA's generator ({electra.generator_width} wide)")
+left.set(xlabel="updates", ylabel="held-out blanks right", title="filling the same held-out blanks")
+left.legend()
+right.plot(*zip(*detection.points), label=f"training, each {detection.every} updates")
+right.plot(electra_round_ends, electra_history.history["val_discriminator_loss"], "o-", label="held out")
+right.set(xlabel="updates", ylabel="binary cross-entropy per real token", title="the discriminator's loss")
+right.legend()
+plt.show()
+
+# %% [markdown]
+# **Reading ELECTRA's run.** In the same 16 minutes ELECTRA made 4,788 updates against the
+# masked LM's 5,824 (0.200 s an update against 0.165 s; pre-training took 18.3 minutes with the
+# scoring). Its generator, a quarter of the width, filled about 9% of the held-out blanks at the
+# end, against the masked LM's 31.1% (left panel). The discriminator's loss (right panel) sat near
+# 0.397 a token for about 3,500 updates — a plateau, like the masked LM's — and began to fall only
+# in the last round, to 0.381 on the held-out inputs: pre-training stopped just as the
+# discriminator began to tell replacements from originals. Section 6 shows what that does to
+# fine-tuning.
+#
+# ## 6. Fine-tuning, and what pre-training buys
 #
 # For sentiment, `[CLS] review [SEP]` through the encoder, then one vector per review, dropout and
 # a softmax over negative/positive. BERT's recipe reads the vector at `[CLS]` through a pooler
-# (dense, tanh; Devlin et al., 2019, §4.1), trained by next-sentence prediction. Pre-training
-# here is a masked LM only, and it never trains the `[CLS]` position: `[CLS]` is never masked,
-# and no loss reads its output. Every other position is trained to say what it holds. So the
-# classifier here reads the **mean of the outputs over the review's real positions** (the MEAN
-# pooling of Reimers and Gurevych, 2019, *Sentence-BERT*, §3), and a comparison below measures
-# the choice against the pooled `[CLS]`, with a fresh pooler, in both arms.
-# `build_bert_classifier(..., pooling="mean")` builds it on the pre-trained layers; built on a
+# (dense, tanh; Devlin et al., 2019, §4.1), trained by next-sentence prediction. Neither objective
+# here trains the `[CLS]` position for that: `[CLS]` is never masked, and no loss reads its output
+# as a summary. So the classifier reads the **mean of the outputs over the review's real
+# positions** (the MEAN pooling of Reimers and Gurevych, 2019, *Sentence-BERT*, §3); the ungraded
+# exercise compares it with the pooled `[CLS]`. `build_bert_classifier(..., pooling="mean")` builds
+# it on the pre-trained layers — the masked LM's encoder or ELECTRA's discriminator; built on a
 # freshly initialised model, it is the same architecture trained from scratch.
 #
 # A review longer than the 126 pieces between `[CLS]` and `[SEP]` keeps its first quarter of them
@@ -387,17 +501,18 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 #   epochs);
 # - **BERT's fine-tuning schedule**: a linear warm-up over the first 10% of those updates, then a
 #   linear decay to zero (Devlin et al., 2019, §A.3), with AdamW;
-# - a **learning rate chosen per arm** on validation, from 3·10⁻⁴, 10⁻³ and 3·10⁻³ at 1,000 labels:
-#   a pre-trained encoder and a random one need not want the same rate (a first grid, 10⁻⁴ to
-#   10⁻³, put both arms' best at its top, so the grid moved up a step). These rates are far above
-#   BERT's published fine-tuning grid, 2·10⁻⁵ to 5·10⁻⁵ (Devlin et al., 2019, §A.3): that grid is
-#   for a checkpoint of 110 million parameters pre-trained for days. §8 gives BERT-Tiny, where it
-#   downloads, this notebook's grid; to fine-tune a checkpoint the size of BERT-base, start from
-#   the published one;
-# - **the same dropout**: 0.1 in the encoder and 0.1 before the output layer, in every arm.
+# - a **learning rate chosen per arm** on validation, from 3·10⁻⁴, 10⁻³ and 3·10⁻³ at 1,000
+#   labels: a pre-trained encoder and a random one need not want the same rate. These rates are far
+#   above BERT's published fine-tuning grid, 2·10⁻⁵ to 5·10⁻⁵ (Devlin et al., 2019, §A.3): that
+#   grid is for a checkpoint of 110 million parameters pre-trained for days. §9 gives BERT-Tiny,
+#   where it downloads, this notebook's grid; to fine-tune a checkpoint the size of BERT-base,
+#   start from the published grid;
+# - **the same dropout**: 0.1 in the encoder and 0.1 before the output layer, in every arm;
+# - **paired seeds**: a seed draws the same labelled reviews, and the same initial output layer,
+#   for every arm, so each seed gives one difference between two arms with the luck of its draw
+#   taken out.
 #
-# The test reviews are used only to score the chosen models: a fixed sample of 5,000 for the
-# curve, all 25,000 for the runs with every label.
+# The test reviews are used only to score the chosen models: a fixed sample of 5,000.
 
 # %%
 def review_inputs(tokenize_texts, cls_id, sep_id):
@@ -414,12 +529,12 @@ validation_rows, pool = order[:settings.label_validation_reviews], order[setting
 all_labels = len(pool) if settings.all_labels is None else settings.all_labels
 test_rows = {"sample": np.arange(min(settings.test_sample, len(test_split.labels))),
              "all": np.arange(len(test_split.labels))}
-arms = {"pre-trained": {"start": checkpoint_path(f"bert_round_{facts['best_epoch']}"), "build": new_pretrainer,
-                        "data": ours},
+arms = {"masked LM": {"start": checkpoint_path(f"bert_round_{facts['best_epoch']}"), "build": new_pretrainer,
+                      "data": ours},
+        "ELECTRA": {"start": checkpoint_path("electra"), "build": new_electra, "data": ours},
         "from scratch": {"start": None, "build": new_pretrainer, "data": ours}}
 print(f"labelled pool {len(pool):,} reviews, validation {len(validation_rows):,}; test sample "
-      f"{len(test_rows['sample']):,}, whole test split {len(test_rows['all']):,}; "
-      f"reviews that fill all {settings.sequence_length} positions: "
+      f"{len(test_rows['sample']):,}; reviews that fill all {settings.sequence_length} positions: "
       f"{np.mean(ours['labelled']['token_ids'][:, -1] != 0):.1%}")
 
 # %%
@@ -443,6 +558,7 @@ def fine_tune(name, size, seed, learning_rate, start=None, pooling=settings.clas
     """Fine-tune arm `name` on `size` labelled reviews (a seeded draw from the pool); score it on the test reviews."""
     key = (name, str(start or arms[name]["start"]), size, seed, learning_rate, pooling)
     if key not in runs:
+        keras.backend.clear_session()  # about fifty models in one kernel: drop the global state of the ones before
         keras.utils.set_random_seed(seed)
         chosen, arm = pool[np.random.default_rng(seed).permutation(len(pool))[:size]], arms[name]
         model, history, run = train_classifier(encoder_for(arm, start), arm["data"]["labelled"], chosen, learning_rate,
@@ -463,7 +579,7 @@ def train_classifier(encoder, labelled, chosen, learning_rate, pooling):
                          settings.fine_tune_max_epochs))
     schedule = WarmupLinearDecay(learning_rate, int(settings.warmup_fraction * steps * epochs), steps * epochs)
     model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"], jit_compile=settings.jit_compile)
+                  metrics=["accuracy"], jit_compile=settings.fine_tune_jit_compile)
     model, history, facts = fit_best(model, (take(labelled, chosen), train_split.labels[chosen]),
                                      (take(labelled, validation_rows), train_split.labels[validation_rows]),
                                      epochs=epochs, patience=settings.fine_tune_patience,
@@ -488,18 +604,21 @@ rate = {name: choose_learning_rate(name) for name in arms}
 print("chosen:", {name: f"{value:.0e}" for name, value in rate.items()})
 
 # %% [markdown]
-# Then the **label-efficiency curve**: 200, 1,000 and 3,000 labelled reviews, three seeds each
-# (each seed draws its own reviews and initialises its own output layer), and one run per arm with
-# every label. The seed-0 runs at 1,000 labels are the grid's runs at the chosen rate, reused.
+# Then the **label-efficiency curve**: 200, 1,000, 3,000 and 6,000 labelled reviews, five seeds
+# at the two smaller sizes and three at the larger (each seed draws its own reviews and initialises
+# its own output layer, the same for every arm). ELECTRA's arm stops at 3,000 labels: its
+# hypothesis is at 1,000 and 3,000, and three runs at 6,000 would cost seven minutes. The seed-0
+# runs at 1,000 labels are the grid's runs at the chosen rate, reused.
 
 # %%
+seeds = dict(zip(settings.label_sizes, (tuple(range(count)) for count in settings.seed_counts)))
+
+
 def curve_for(name):
-    """Test accuracy of arm `name` at every label size: an array of one score per seed; one run with every label."""
-    results = {size: np.array([fine_tune(name, size, seed, rate[name])["test_accuracy"]
-                               for seed in settings.fine_tune_seeds])
-               for size in progress(settings.label_sizes, desc=f"{name}: label sizes")}
-    results[all_labels] = np.array([fine_tune(name, all_labels, 0, rate[name])["test_accuracy"]])
-    return results
+    """Test accuracy of arm `name` at each of its label sizes: an array of one score per seed."""
+    sizes_here = settings.electra_label_sizes if name == "ELECTRA" else settings.label_sizes
+    return {size: np.array([fine_tune(name, size, seed, rate[name])["test_accuracy"] for seed in seeds[size]])
+            for size in progress(sizes_here, desc=f"{name}: label sizes")}
 
 
 curve = {name: curve_for(name) for name in arms}
@@ -509,59 +628,72 @@ print(f"{len(runs)} fine-tuning runs: {training:.1f} min training (compiling inc
       f"{(time.perf_counter() - started) / 60:.1f} min in all")
 
 # %%
-sizes = [*settings.label_sizes, all_labels]
-
-
 def cell(scores):
-    """'mean ± half-range (seeds)' of a set of test accuracies."""
-    return f"{scores.mean():.2%} ± {(scores.max() - scores.min()) / 2:.2%} ({len(scores)})"
+    """'mean ± half-range (seeds)' of a set of test accuracies; blank where the arm was not run."""
+    return "" if scores is None else f"{scores.mean():.2%} ± {(scores.max() - scores.min()) / 2:.2%} ({len(scores)})"
 
 
-print(f"{'labelled reviews':>16}" + "".join(f"{name:>24}" for name in arms) + f"{'difference':>12}")
-for size in sizes:
-    difference = curve["pre-trained"][size].mean() - curve["from scratch"][size].mean()
-    print(f"{size:>16,}" + "".join(f"{cell(curve[name][size]):>24}" for name in arms) + f"{difference * 100:>+11.1f}")
+print(f"{'labelled reviews':>16}" + "".join(f"{name:>24}" for name in arms))
+for size in settings.label_sizes:
+    print(f"{size:>16,}" + "".join(f"{cell(curve[name].get(size)):>24}" for name in arms))
 print("± is half the range of the seeds' test accuracies (the number of seeds in brackets); test sample "
-      f"{len(test_rows['sample']):,} reviews, every test review ({len(test_rows['all']):,}) for the last row")
+      f"{len(test_rows['sample']):,} reviews")
 
 # %% [markdown]
-# **The comparison is paired.** A seed draws the same labelled reviews, and the same initial output
-# layer, for both arms, so each seed gives one difference, pre-trained minus from scratch, with the
-# luck of its draw taken out. Those differences, with a zero line: a gain stands out from the
-# seeds' noise where every seed's difference is on the same side of zero and they lie close
-# together. With three seeds that is a weak test (three signs alike happen one time in four by
-# chance alone); more seeds make it a firm one.
+# **The comparison is paired.** Each seed gives one difference per pre-trained arm: its accuracy
+# minus the model from scratch's, on the same labelled reviews. Those differences, with a zero
+# line: a gain stands out from the seeds' noise where every seed's difference is on the same side
+# of zero and they lie close together (with five seeds, five signs alike happen one time in
+# sixteen by chance alone).
 
 # %%
-figure, axis = plt.subplots(figsize=(6, 3.4))
-for index, size in enumerate(settings.label_sizes):
-    differences = (curve["pre-trained"][size] - curve["from scratch"][size]) * 100
-    axis.plot(np.full(len(differences), index), differences, "o", color="tab:blue", alpha=0.6,
-              label="one seed" if index == 0 else None)
-    axis.plot(index, differences.mean(), "_", color="black", markersize=20, label="mean" if index == 0 else None)
-    side = "above zero" if differences.min() > 0 else "below zero" if differences.max() < 0 else "on both sides of zero"
-    print(f"{size:>6,} labels: pre-trained minus scratch per seed {', '.join(f'{d:+.1f}' for d in differences)} "
-          f"points; mean {differences.mean():+.1f}, every seed {side}")
-    report_metric(f"paired_gain_{size}", differences.mean() / 100,
-                  f"{size:,} labels: pre-trained minus from scratch, mean over {len(differences)} paired seeds "
-                  f"(per seed: {', '.join(f'{d:+.1f}' for d in differences)} points)")
+figure, axis = plt.subplots(figsize=(7, 3.6))
+gains = {}
+for offset, name, colour in ((-0.12, "masked LM", "tab:blue"), (0.12, "ELECTRA", "tab:green")):
+    for index, size in enumerate(settings.label_sizes):
+        if size in curve[name]:
+            gains[name, size] = (curve[name][size] - curve["from scratch"][size]) * 100
+            axis.plot(np.full(len(gains[name, size]), index + offset), gains[name, size], "o", color=colour,
+                      alpha=0.6, label=name if index == 0 else None)
+            axis.plot(index + offset, gains[name, size].mean(), "_", color="black", markersize=14)
 axis.axhline(0, color="grey", linestyle=":")
 axis.set_xticks(range(len(settings.label_sizes)), [f"{size:,}" for size in settings.label_sizes])
 axis.set(xlabel="labelled training reviews", ylabel="accuracy difference (points)",
-         title="pre-trained minus from scratch, paired by seed")
+         title="pre-trained minus from scratch, paired by seed (bar: mean)")
 axis.legend()
 plt.show()
 
 # %%
+for (name, size), differences in gains.items():
+    side = ("every seed above zero" if differences.min() > 0 else "every seed below zero" if differences.max() < 0
+            else "not every seed on one side of zero")
+    print(f"{name:<9} {size:>6,} labels: minus scratch per seed {', '.join(f'{d:+.1f}' for d in differences)} "
+          f"points; mean {differences.mean():+.1f}, {side}")
+    tag = "paired_gain" if name == "masked LM" else "electra_paired_gain"
+    report_metric(f"{tag}_{size}", differences.mean() / 100,
+                  f"{size:,} labels: {name} minus from scratch, mean over {len(differences)} paired seeds "
+                  f"(per seed: {', '.join(f'{d:+.1f}' for d in differences)} points)")
+
+# %%
+for size in (1000, 3000):
+    if ("ELECTRA", size) in gains and ("masked LM", size) in gains:
+        difference = gains["ELECTRA", size] - gains["masked LM", size]  # = ELECTRA minus masked LM, seed by seed
+        print(f"{size:,} labels: ELECTRA minus masked LM per seed {', '.join(f'{d:+.1f}' for d in difference)}; "
+              f"mean {difference.mean():+.1f} points -> hypothesis (>= +2.0) "
+              f"{'met' if difference.mean() >= 2.0 else 'not met'}")
+        report_metric(f"electra_minus_mlm_{size}", difference.mean() / 100,
+                      f"{size:,} labels: ELECTRA minus masked LM at equal pre-training minutes, mean of paired seeds")
+
+# %%
 def plot_curve(curve):
-    """Mean test accuracy against labels, one line per arm; bars span the seeds' range; every point labelled."""
+    """Mean test accuracy against labels, one line per arm; bars span the seeds' range."""
     figure, axis = plt.subplots(figsize=(7, 4.2))
     for name, results in curve.items():
-        means = np.array([results[size].mean() for size in sizes])
-        spans = [means - [results[size].min() for size in sizes], [results[size].max() for size in sizes] - means]
-        axis.errorbar(sizes, means, yerr=spans, marker="o", capsize=3, label=name)
+        means, lowest, highest = (np.array([reduce(results[size]) for size in sorted(results)])
+                                  for reduce in (np.mean, np.min, np.max))
+        axis.errorbar(sorted(results), means, yerr=[means - lowest, highest - means], marker="o", capsize=3, label=name)
     axis.set_xscale("log")
-    axis.set_xticks(sizes, [f"{size:,}" for size in sizes])
+    axis.set_xticks(settings.label_sizes, [f"{size:,}" for size in settings.label_sizes])
     axis.tick_params(axis="x", which="minor", labelbottom=False)  # only the measured sizes are labelled
     axis.set(xlabel="labelled training reviews (log scale)", ylabel="test accuracy",
              title="mean of the seeds; bars: lowest to highest seed")
@@ -574,69 +706,44 @@ plot_curve(curve)
 # %%
 def labels_needed(scores, target):
     """Labels at which the mean accuracy in `scores` first reaches `target` (log-linear between measured sizes)."""
-    means = [scores[size].mean() for size in sizes]
-    for (low, low_mean), (high, high_mean) in zip(zip(sizes, means), zip(sizes[1:], means[1:])):
+    sizes_here = sorted(scores)
+    means = [scores[size].mean() for size in sizes_here]
+    for (low, low_mean), (high, high_mean) in zip(zip(sizes_here, means), zip(sizes_here[1:], means[1:])):
         if low_mean < target <= high_mean:
             fraction = (target - low_mean) / (high_mean - low_mean)
             return f"about {np.exp(np.log(low) + fraction * (np.log(high) - np.log(low))):,.0f}"
-    return f"{sizes[0]:,} or fewer" if means[0] >= target else f"more than {sizes[-1]:,} (never reached)"
+    return f"{sizes_here[0]:,} or fewer" if means[0] >= target else f"more than {sizes_here[-1]:,} (never reached)"
 
 
-target = curve["pre-trained"][settings.grid_labels].mean()
-print(f"pre-trained at {settings.grid_labels:,} labels: {target:.2%}; from scratch reaches it with "
-      f"{labels_needed(curve['from scratch'], target)} labels")
+for name in ("masked LM", "ELECTRA"):
+    target = curve[name][settings.grid_labels].mean()
+    print(f"{name} at {settings.grid_labels:,} labels: {target:.2%}; from scratch reaches it with "
+          f"{labels_needed(curve['from scratch'], target)} labels")
 
 # %%
-for size in sizes:
-    for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
-        label = "all" if size == all_labels else f"{size:,}"
+for name, tag in (("masked LM", "pretrained"), ("ELECTRA", "electra"), ("from scratch", "scratch")):
+    for size, scores in curve[name].items():
         headline = tag == "pretrained" and size == settings.grid_labels
-        report_metric(f"fine_tuned_{'all' if size == all_labels else size}_{tag}", curve[name][size].mean(),
-                      f"{name}, {label} labels: mean test accuracy", headline=headline,
-                      read_against=f"fine_tuned_{size}_scratch" if headline else "")
+        report_metric(f"fine_tuned_{size}_{tag}", scores.mean(), f"{name}, {size:,} labels: mean test accuracy",
+                      headline=headline, read_against=f"fine_tuned_{size}_scratch" if headline else "")
 
 # %% [markdown]
-# **Which vector the classifier reads.** The same fine-tuning at 1,000 labels, three seeds per
-# arm, through BERT's pooled `[CLS]` output instead of the mean of the outputs. Each arm keeps the
-# learning rate chosen for it above (on the mean-pooled classifier: `[CLS]` gets no grid of its
-# own, which can only favour the mean).
-
-# %%
-poolings = (settings.classifier_pooling, *(other for other in ("mean", "cls") if other != settings.classifier_pooling))
-jobs = [(name, seed, pooling) for pooling in poolings for name in ("pre-trained", "from scratch")
-        for seed in settings.fine_tune_seeds]
-accuracy_by_pooling = {}
-for name, seed, pooling in progress(jobs, desc="poolings"):
-    run = fine_tune(name, settings.grid_labels, seed, rate[name], pooling=pooling)
-    accuracy_by_pooling.setdefault((name, pooling), []).append(run["test_accuracy"])
-pooling_names = {"mean": "mean of the outputs", "cls": "pooled [CLS]"}
-print(f"{f'{settings.grid_labels:,} labels':<14}" + "".join(f"{pooling_names[pooling]:>24}" for pooling in poolings))
-for name in ("pre-trained", "from scratch"):
-    print(f"{name:<14}" + "".join(f"{cell(np.array(accuracy_by_pooling[name, pooling])):>24}" for pooling in poolings))
-for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
-    report_metric(f"fine_tuned_{settings.grid_labels}_{tag}_cls", np.mean(accuracy_by_pooling[name, "cls"]),
-                  f"{name}, {settings.grid_labels:,} labels, through the pooled [CLS] output: mean test accuracy")
-
-# %% [markdown]
-# **What the curve says, for this run: pre-training pays at 1,000 labels; at 200 three seeds cannot
-# tell, and from 3,000 on the gain is too small to matter.** With every arm given the same care, and
-# read seed by seed (the plot of paired differences above): at **1,000 labels** every seed's
-# pre-trained model beat its model from scratch, by +3.1 to +4.3 points, **+3.7 on average**
-# (77.3% against 73.6%) — seeds that agree closely, a gain worth about 1,200 labels: read off the
-# curve, the model from scratch needs about 2,200 labels to do what the pre-trained one does with
-# 1,000. At **200 labels** the mean gain is +5.3 (67.6% against 62.2%), but the seeds' differences
-# run from −2.5 to +13.4: **not separated from zero** by three seeds. At 3,000 labels +0.3
-# (+0.0 to +0.5), and with all 24,000 labels +1.1 (86.3% against 85.2%, one seed per arm). Both arms chose the
-# middle rate of the grid, 10⁻³, so the best rate lies inside it: the pre-trained arm's validation
-# accuracy was 77.3%, 79.3% and 69.7% at 3·10⁻⁴, 10⁻³ and 3·10⁻³, the other's 73.9%, 74.8% and
-# 70.4% (one seed each).
-#
-# **Which vector to read: the mean, by about six points in both arms.** Through the pooled
-# `[CLS]` output, at the same learning rates, the pre-trained arm reached 71.0% and the arm from
-# scratch 66.9% — six to seven points below the mean of the outputs (77.3% and 73.6%), with
-# spreads of ±7.3 and ±13.5 points: some `[CLS]` seeds barely trained at a rate chosen for the
-# mean. Pre-training still led through `[CLS]` (+4.1 points), so `[CLS]` is not what kept
-# pre-training from paying; reading it makes both arms worse and far less stable.
+# **Reading the curve.** The masked LM is ahead of training from scratch on average at every size
+# (+4.4, +1.1, +3.1 and +1.6 points at 200, 1,000, 3,000 and 6,000 labels, paired), but only at
+# 3,000 and 6,000 is every seed's difference on the same side of zero (three seeds each: +0.7 to
+# +6.5, and +0.4 to +2.8). At 200 and 1,000 labels the differences run from −5.1 to +16.9 and from
+# −18.9 to +17.6: **not separated from zero**; at 1,000 labels the seeds' test accuracies span
+# about 19 points in both arms (the table's ± of 9.4 and 9.2 points is half of it). Read
+# as labels, the masked LM's 72.68% at 1,000 labels is what training from scratch reaches with
+# **about 1,200 labels**: worth about 200 labels there, a small gain inside the seeds' noise.
+# ELECTRA is below training from scratch at every size (−3.4, −7.3, −1.9 points; every seed below
+# zero only at 3,000), and below the masked LM by 8.3 points at 1,000 labels and 5.1 at 3,000:
+# **the hypothesis is not met** — at equal minutes on this CPU, replaced-token detection gave the
+# worse start, with a discriminator only beginning to leave its plateau (section 5). The comparison
+# stands as measured; more minutes (the ungraded exercise) would say whether it catches up. The
+# grid chose 3·10⁻⁴ for both pre-trained arms and 3·10⁻³, the top of the grid, for the model from
+# scratch: it may want a higher rate still, and a better-tuned baseline would narrow the
+# pre-trained arms' gains, not widen them.
 #
 # How each arm trained (seed 0, 1,000 labels, the chosen learning rate): the validation accuracy
 # after every epoch, and where the best epoch was.
@@ -653,12 +760,18 @@ axis.legend()
 plt.show()
 
 # %% [markdown]
-# With every label, beside notebook 06's models (its record as it stood when this notebook ran:
-# reviews up to 600 words, trained from scratch) and its bag-of-bigrams baseline:
+# The course's moonshot is notebook 06's Transformer, trained from scratch on all 25,000 labelled
+# reviews of up to 600 words (its record as it stood when this notebook ran), with its
+# bag-of-bigrams baseline. Beside them, each arm here at the curve's largest size — 6,000 labels, a
+# quarter of them, 128 pieces a review, the mean of its seeds — and, for each arm named in
+# `all_labels_arms` (none in the recorded run, to keep its time), one run with every label:
 
 # %%
-rows = [(f"BERT-style, {name}, {all_labels:,} labels, {settings.sequence_length} pieces (this notebook)",
-         curve[name][all_labels].mean()) for name in arms]
+largest = max(settings.label_sizes)
+rows = [(f"BERT-style, {name}, {largest:,} labels, mean of {len(curve[name][largest])} seeds (this notebook)",
+         curve[name][largest].mean()) for name in arms if largest in curve[name]]
+rows += [(f"BERT-style, {name}, every label ({all_labels:,}), one seed (this notebook)",
+          fine_tune(name, all_labels, 0, rate[name])["test_accuracy"]) for name in settings.all_labels_arms]
 record = load_record("06_imdb_classifier")
 if record is None:
     print("No recorded full run of notebook 06 here (results/06_imdb_classifier.json).")
@@ -669,15 +782,17 @@ else:
 for label, accuracy in sorted(rows, key=lambda row: -row[1]):
     print(f"{accuracy:7.2%}  {label}")
 
+# %%
+for name in settings.all_labels_arms:
+    report_metric(f"fine_tuned_all_{'pretrained' if name == 'masked LM' else 'electra'}",
+                  fine_tune(name, all_labels, 0, rate[name])["test_accuracy"],
+                  f"{name}, every label ({all_labels:,}), one seed: accuracy on every test review")
+
 # %% [markdown]
-# The pre-trained arm was ready almost at once: its best epoch (lowest validation loss) was the
-# second, at about 79% validation accuracy, and it wandered after that. The arm from scratch
-# stayed near chance for three epochs and kept its seventh, at about 75%. **The course's moonshot**
-# — a fine-tuned pre-trained encoder above notebook 06's bag of bigrams (89.86%) — is not reached
-# in this run: with every label, the pre-trained encoder reaches 86.3%, above the same model from
-# scratch (85.2%) but below notebook 06's models. Those read up to 600 words of each review; these
-# read 128 pieces (89.3% of the reviews fill all 128). Section 5's progress plot asks whether more
-# pre-training would close the gap.
+# **Reading the moonshot.** With 6,000 labels, a quarter of notebook 06's, and reviews cut to 128
+# pieces, the masked LM's 82.45% (mean of three seeds) is 5.3 to 5.4 points below notebook 06's
+# Transformers and 7.4 below the bag of bigrams; from scratch, 80.89%. The moonshot is not reached
+# here.
 #
 # ### What pre-training put into the representations: a frozen-encoder probe
 #
@@ -685,8 +800,11 @@ for label, accuracy in sorted(rows, key=lambda row: -row[1]):
 # teach. A **probe** leaves the encoder frozen: each review becomes the mean of its encoder
 # outputs over its real positions, and a logistic regression (scikit-learn) learns sentiment from
 # those vectors alone, on 5,000 labelled training reviews, scored on the test sample. The same
-# architecture at its random initialisation is the floor; a bag of words and bigrams with the same
-# logistic regression on the same reviews is the yardstick of notebook 06.
+# architecture at its random initialisation is the floor (one random network gives the features
+# of both the training and the test reviews); each pre-trained arm's token vectors alone, averaged
+# without any block, are a second floor (does the gain come from the embedding table or from the
+# blocks?); a bag of words and bigrams with the same logistic regression on the same reviews is the
+# yardstick of notebook 06.
 
 # %%
 def frozen_encoder(name, start=None):
@@ -701,6 +819,7 @@ def mean_pooled(encode, inputs):
     return (vectors * real).sum(axis=1) / real.sum(axis=1)
 
 
+# %%
 def probe(features_train, features_test):
     """Logistic regression on frozen features: test accuracy."""
     model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
@@ -715,17 +834,24 @@ def probe_arm(name, encode):
                  mean_pooled(encode, take(data["test"], test_rows["sample"])))
 
 
+# %%
 def encoder_outputs(encoder):
     return lambda inputs: encoder.predict(inputs, batch_size=256, verbose=0)
+
+
+def token_vectors(name):
+    """Arm `name`'s trained token table (V, E), before any block, as a lookup."""
+    table = keras.ops.convert_to_numpy(keras.models.load_model(arms[name]["start"]).get_layer(
+        "token_embedding").token_embedding.embeddings)
+    return lambda inputs: table[inputs["token_ids"]]
 
 # %%
 probe_rows = pool[:settings.probe_reviews]
 keras.utils.set_random_seed(0)  # the random encoder: seed 0's initialisation, one network for both feature sets
-probe_scores = {"pre-trained": probe_arm("pre-trained", encoder_outputs(frozen_encoder("pre-trained"))),
-                "random initialisation": probe_arm("from scratch", encoder_outputs(frozen_encoder("from scratch")))}
-embedding = keras.models.load_model(arms["pre-trained"]["start"]).get_layer("token_embedding").token_embedding
-token_table = keras.ops.convert_to_numpy(embedding.embeddings)  # (V, E): each piece's vector, before any block
-probe_scores["pre-trained token embeddings only"] = probe_arm("pre-trained", lambda b: token_table[b["token_ids"]])
+probe_scores = {"random initialisation": probe_arm("from scratch", encoder_outputs(frozen_encoder("from scratch")))}
+for name in ("masked LM", "ELECTRA"):
+    probe_scores[name] = probe_arm(name, encoder_outputs(frozen_encoder(name)))
+    probe_scores[f"{name} token embeddings only"] = probe_arm(name, token_vectors(name))
 bigrams = CountVectorizer(ngram_range=(1, 2), min_df=2, binary=True)
 bag = bigrams.fit_transform([train_split.texts[row] for row in probe_rows])
 bag_model = LogisticRegression(max_iter=2000).fit(bag, train_split.labels[probe_rows])
@@ -733,33 +859,29 @@ probe_scores["bag of words and bigrams"] = float(bag_model.score(
     bigrams.transform([test_split.texts[row] for row in test_rows["sample"]]), test_split.labels[test_rows["sample"]]))
 for name, score in probe_scores.items():
     print(f"{score:7.2%}  {name}")
-for tag, label, what in (("pretrained", "pre-trained", "frozen pre-trained encoder"),
+
+# %%
+for tag, label, what in (("pretrained", "masked LM", "frozen masked-LM encoder"),
+                         ("electra", "ELECTRA", "frozen ELECTRA discriminator"),
                          ("random", "random initialisation", "frozen random encoder (one network for both sets)"),
-                         ("embeddings", "pre-trained token embeddings only", "pre-trained token vectors, no block")):
+                         ("embeddings", "masked LM token embeddings only", "masked LM's token vectors, no block"),
+                         ("electra_embeddings", "ELECTRA token embeddings only", "ELECTRA's token vectors, no block")):
     report_metric(f"probe_{tag}", probe_scores[label], f"{what}, mean-pooled, logistic regression")
 
 # %% [markdown]
-# **Pre-training put sentiment into the token vectors; the frozen blocks add nothing a linear
-# probe can read.** Frozen, the pre-trained encoder's averaged outputs let a logistic regression
-# classify 73.6% of the test sample, **8.5 points** above the same architecture at its random
-# initialisation (65.1%: one random network gives the features of both the training and the test
-# reviews; a random encoder is far from chance, because its outputs still say which tokens a review
-# holds). The pre-trained token vectors alone, averaged without any block, do as well: **74.1%**.
-# So what a classifier can read without fine-tuning sits in the embedding table the masked LM
-# trained; the blocks' contribution shows only once they are fine-tuned (the curve above). All
-# three are far below the bag of words and bigrams on the same 5,000 reviews (87.3%).
-
-# %% [markdown]
+# **Reading the probe.** One random encoder for both feature sets gives the logistic regression
+# 66.04%; the frozen masked-LM encoder 71.44%, **+5.4 points** above it, and its token vectors
+# alone, averaged without any block, 71.98%: all of the probe's gain is already in the embedding
+# table, none added by the blocks. ELECTRA's discriminator gives 64.40%, below the random encoder,
+# and its token vectors 66.82%. The bag of words and bigrams, 87.26%, is far above every frozen
+# encoder.
+#
 # ### Downstream accuracy against pre-training progress
 #
 # Does fine-tuning gain more the longer the masked LM trained? The same fine-tuning run (1,000
-# labels, seed 0, the pre-trained arm's learning rate) from the checkpoint after each round of
+# labels, seed 0, the masked-LM arm's learning rate) from the checkpoint after each round of
 # pre-training, beside the masked-LM accuracy of that checkpoint; the run from scratch is the
-# point at zero updates. On the right, the same question with every label, against minutes of
-# pre-training on this machine: the curve's two all-labels runs are its ends (each arm at its own
-# rate), and the checkpoints after rounds two and three are fine-tuned with every label too (the
-# plateau's checkpoint after round one is not: the left panel already shows what it is worth, and
-# each all-labels run costs minutes).
+# point at zero updates. One seed a point.
 
 # %%
 def checkpoint_of(done_rounds):
@@ -767,67 +889,34 @@ def checkpoint_of(done_rounds):
     return checkpoint_path(f"bert_round_{done_rounds}") if done_rounds else None
 
 
-progress_points = [(0, 0.0, fine_tune("from scratch", settings.grid_labels, 0, rate["pre-trained"])["test_accuracy"])]
+progress_points = [(0, 0.0, fine_tune("from scratch", settings.grid_labels, 0, rate["masked LM"])["test_accuracy"])]
 for index in range(facts["epochs"]):
-    run = fine_tune("pre-trained", settings.grid_labels, 0, rate["pre-trained"], start=checkpoint_of(index + 1))
-    progress_points.append((per_round * (index + 1), history.history["val_masked_accuracy"][index],
+    run = fine_tune("masked LM", settings.grid_labels, 0, rate["masked LM"], start=checkpoint_of(index + 1))
+    progress_points.append((per_round["masked LM"] * (index + 1), history.history["val_masked_accuracy"][index],
                             run["test_accuracy"]))
-all_label_rounds = sorted({0, facts["best_epoch"], *(done for done in settings.progress_all_label_rounds
-                                                     if done <= facts["epochs"])})
-all_label_points = [([0.0, *round_minutes][done], fine_tune(
-    "from scratch" if done == 0 else "pre-trained", all_labels, 0, rate["from scratch" if done == 0 else "pre-trained"],
-    start=checkpoint_of(done))["test_accuracy"]) for done in progress(all_label_rounds, desc="all labels")]
 
 # %%
-def plot_progress(axis, progress_made, accuracy, label, xlabel, title):
-    """Test accuracy against pre-training progress, one line, every point labelled; the axis's legend."""
-    axis.plot(progress_made, accuracy, "o-", label=label)
-    for x, y in zip(progress_made, accuracy):
-        axis.annotate(f"{y:.1%}", (x, y), textcoords="offset points", xytext=(-10, 6), fontsize=8)
-    axis.set(xlabel=xlabel, ylabel="accuracy", title=title)
-    axis.legend()
-
-# %%
-figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4), layout="constrained")
+figure, axis = plt.subplots(figsize=(7, 4))
 done, blanks, accuracy = zip(*progress_points)
-left.plot(done, blanks, "s--", color="tab:orange", label="masked-LM accuracy on held-out blanks")
-plot_progress(left, done, accuracy, f"fine-tuned, {settings.grid_labels:,} labels (test accuracy)",
-              "pre-training updates", "one seed; 0 updates = from scratch")
-if record is not None:
-    right.axhline(record["metrics"]["bag_of_bigrams_test_accuracy"]["value"], color="grey", linestyle=":",
-                  label="notebook 06's bag of bigrams (the moonshot)")
-plot_progress(right, *zip(*all_label_points), f"fine-tuned, all {all_labels:,} labels (every test review)",
-              "minutes of pre-training (this machine)", "one seed; 0 minutes = from scratch")
+axis.plot(done, blanks, "s--", color="tab:orange", label="masked-LM accuracy on held-out blanks")
+axis.plot(done, accuracy, "o-", label=f"fine-tuned, {settings.grid_labels:,} labels (test accuracy)")
+for x, y in zip(done, accuracy):
+    axis.annotate(f"{y:.1%}", (x, y), textcoords="offset points", xytext=(-10, 6), fontsize=8)
+axis.set(xlabel="pre-training updates", ylabel="accuracy", title="one seed; 0 updates = from scratch")
+axis.legend()
 plt.show()
 
-# %%
-for (before, low), (after, high) in zip(all_label_points[1:], all_label_points[2:]):
-    print(f"all labels, {before:4.1f} -> {after:4.1f} min of pre-training: {(high - low) * 100:+.1f} points "
-          f"({(high - low) * 100 / (after - before):+.2f} a minute)")
-
 # %% [markdown]
-# **Downstream accuracy follows pre-training — and, on one seed, the plateau was a bad start.**
-# After the first round (masked-LM accuracy about 13%, still on the plateau) the fine-tuned
-# classifier reached only 61.2%, 13 points *below* training from scratch at the same rate (74.2%).
-# That an encoder stuck on the plateau is a worse start than a random one is a **hypothesis** this
-# one seed suggests, not a finding: more seeds would test it. Once the masked LM had left the
-# plateau it was a better start: 76.5%, 76.8% and 78.1% after rounds two to four (about 27%, 32%
-# and 35.2% on the blanks). One seed a point, so a difference of a point or two here is noise.
+# **Reading progress** (one seed a point). Fine-tuned from the checkpoint after the first round — still on the
+# plateau — the encoder gave 62.6%, below the 74.5% from scratch; after the second, 68.2%; after
+# the third and fourth, past the plateau, 75.2% and 76.9%, above it. With one seed a point, and
+# seeds that differ by up to 19 points at this size (the curve), that a plateau checkpoint is a
+# worse start than a random one is a hypothesis, not a finding. The checkpoints of rounds 1 to 3 were
+# taken at the peak learning rate, the last one after the decay: between the third point and the
+# fourth, "more pre-training" and "annealed" change together, so this plot cannot say which of the
+# two made the difference.
 #
-# **With every label, more pre-training gained less and less.** The checkpoint after round two
-# (11.7 minutes of pre-training in this run) fine-tuned to 84.7%, below the model from scratch
-# (85.2%); after rounds three and four (20.9 and 29.1 minutes) to 86.0% and 86.3%: +1.2 points,
-# then +0.3. Two things change together between those checkpoints, though: the round-two and
-# round-three checkpoints were taken at the peak learning rate, the round-four one after the
-# cosine decay, so "more pre-training" and "annealed" are not separated here (a short decay
-# branched from the round-two and round-three checkpoints would separate them). That this model
-# would not reach the bag of bigrams (89.86%, 3.6 points away) within any budget two CPU cores
-# allow is a **hypothesis** from two single-seed differences, not a measurement; so are the two
-# reasons one could give for a levelling off: the classifier sees only 126 pieces of most reviews
-# (a quarter from the start, the rest from the end), where the bag of bigrams sees every word, and
-# a model of 1.4 million parameters can store only so much of what the masked LM offers.
-#
-# ## 6. What the model learned: fill in the blank
+# ## 7. What the model learned: fill in the blank
 #
 # The masked-LM head answers "which token goes here?" for any sentence with a `[MASK]`. The five
 # most likely tokens (special tokens left out) and their probabilities, from the pre-trained model
@@ -856,25 +945,26 @@ for sentence in ("i have watched this [MASK] three times", "this movie was [MASK
 # %% [markdown]
 # **Reading the answers.** The untrained model spreads its probability over 7,669 pieces (none
 # reaches 0.05%). The pre-trained one has learned the language of film reviews: for "i have
-# watched this `[MASK]` three times" it puts **movie** first at 30.6% and **film** second
-# (19.8%). The verdict blanks get verdicts — great, excellent, bad, good, terrible for "this movie
-# was `[MASK]`", both ways; bad, terrible, horrible for "the acting was `[MASK]` and the plot was
-# boring", where the word "boring" has pulled the blank to the negative side ("good" is fourth).
+# watched this `[MASK]` three times" it puts **for** first (16.1%), then **movie** and **film**
+# (9.3% and 9.1%). The verdict blanks get verdicts — disappointed, great, awful, recommended, good
+# for "this movie was `[MASK]`", both ways; for "the acting was `[MASK]` and the plot was boring"
+# only negative ones (boring, horrible, awful, bad, terrible): the word "boring" has pulled the
+# blank to the negative side.
 #
 # The probes that fit the corpus: "she is a `[MASK]` actress" and "he is a `[MASK]` actor" both get
-# praise first (great, good, fine…; good, great, bad…), with "great" first at 15.2% for the
-# actress and "good" first at 24.2% for the actor, who also gets "bad" — a difference from one model
-# and two prompts, a probe and not a finding. The notes' own probes say the model knows nothing of
-# places: "in texas" and "in new york they like to buy `[MASK]`" get the same pronouns (it, them,
-# this, you); and Jane and Jim "worked as a" film, movie… — nearly the same list: it has read only
-# film reviews.
+# praise (great, good, fine, wonderful, young; great, good, wonderful, fine, terrific), with
+# "great" first at 14.1% for the actress and 23.3% for the actor — a difference from one model and
+# two prompts, a probe and not a finding. The notes' own probes say the model knows nothing of
+# places: "in texas" and "in new york they like to buy `[MASK]`" get the same words (it, this, ".",
+# you, me); and Jane and Jim "worked as a" movie, film, 10… — nearly the same list: it has read
+# only film reviews.
 #
 # > **The notes say** a model may give "My dog is `[MASK]`" the words happy 87%, running 89% and
 # > barking 76%. The probabilities for one blank are one softmax: they add up to at most 1, so
 # > three alternatives cannot have 252% between them (above, each row's five add up to less than
 # > 100%).
 #
-# ## 7. Two more fine-tuning heads from the notes
+# ## 8. Two more fine-tuning heads from the notes
 #
 # The notes name two other ways to use the encoder: a label for **every token** (named-entity
 # recognition) and a **span** in the text (question answering: "two extra vectors that mark the
@@ -971,7 +1061,8 @@ def fine_tune_head(build_head, task, targets_as, loss, name, epochs=settings.hea
     model = build_head(encoder_for(arms[name]))
     steps = -(-cut // settings.fine_tune_batch_size) * epochs
     schedule = WarmupLinearDecay(rate[name], steps // 10, steps)
-    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=loss)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=loss,
+                  jit_compile=settings.fine_tune_jit_compile)
     model, _, _ = fit_best(model, (take(inputs, slice(0, cut)), targets_as(targets[:cut])),
                            (take(inputs, slice(cut, None)), targets_as(targets[cut:])), epochs=epochs,
                            patience=settings.fine_tune_patience, batch_size=settings.fine_tune_batch_size)
@@ -979,7 +1070,7 @@ def fine_tune_head(build_head, task, targets_as, loss, name, epochs=settings.hea
     return model.predict(held_inputs, batch_size=256, verbose=0), held_targets
 
 # %%
-for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
+for name, tag in (("masked LM", "pretrained"), ("from scratch", "scratch")):
     predicted, truth = fine_tune_head(
         lambda base: build_token_tagger(base, num_tags=3, dropout=settings.classifier_dropout),
         "tagging", lambda targets: targets, MaskedCrossEntropy(), name)
@@ -991,7 +1082,7 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
                   f"capitalised-word tagging, {name}: F1 of the 'name' tag on test-review sentences")
 
 # %%
-for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
+for name, tag in (("masked LM", "pretrained"), ("from scratch", "scratch")):
     predicted, truth = fine_tune_head(
         build_span_finder, "span", lambda targets: {"start": targets[:, 0], "end": targets[:, 1]},
         {"start": "sparse_categorical_crossentropy", "end": "sparse_categorical_crossentropy"}, name)
@@ -1001,14 +1092,14 @@ for name, tag in (("pre-trained", "pretrained"), ("from scratch", "scratch")):
 
 # %% [markdown]
 # **Both heads gained from pre-training**, on sentences from test reviews the encoder never read:
-# the tagger's F1 for names was 0.70 against 0.56 from scratch, and the span finder found 22.8% of
-# the quoted phrases exactly against 4.8%. One seed each. Both heads read every token's own output
+# the tagger's F1 for names was 0.65 against 0.56 from scratch, and the span finder found 17.0% of
+# the quoted phrases exactly against 4.7%. One seed each. Both heads read every token's own output
 # vector — exactly what the masked LM trained.
 
 # %% [markdown]
-# ## 8. What pre-training at scale buys: Google's BERT-Tiny in our encoder
+# ## 9. What pre-training at scale buys: Google's BERT-Tiny in our encoder
 #
-# Our encoder read about 72,000 film reviews for some twenty-nine minutes on two CPU cores. Google's
+# Our encoder read about 72,000 film reviews for 16 minutes on two CPU cores. Google's
 # **BERT-Tiny** (Turc et al., 2019, *Well-Read Students Learn Better*) has nearly the same shape —
 # 2 blocks, width 128, 2 heads, 4,385,920 parameters with its 30,522-piece WordPiece vocabulary —
 # but read Wikipedia and BooksCorpus (about 3.3 billion words) and learned from a larger BERT. It
@@ -1064,37 +1155,32 @@ if borrowed is not None:
 #   fine-tuning.
 # - Next-sentence prediction: `[CLS] A [SEP] B [SEP]`, segment embeddings, a pooled `[CLS]`
 #   output; RoBERTa showed it can be dropped, and here it is.
+# - Replaced-token detection (ELECTRA): a small generator fills the chosen positions with tokens
+#   it samples, and the discriminator — the encoder kept — says for every position whether its
+#   token is the original; the loss is the generator's plus 50 times the discriminator's.
 # - Fine-tuning puts one layer on the encoder's outputs: BERT reads the pooled `[CLS]` output;
-#   after masked-LM-only pre-training the mean of the outputs is the better vector. A fair
+#   after masked-LM-only pre-training this notebook reads the mean of the outputs. A fair
 #   comparison gives every arm a validation set, its best epoch, BERT's schedule and its own
-#   learning rate.
-# - **What the recorded run measured** (full profile, two CPU cores shared with other work, 75
-#   minutes in all). The masked LM left its plateau after about 2,400 updates and reached **35.2%**
-#   on held-out blanks after four rounds (the best count table: 28.9%). Fine-tuned, paired seed by
-#   seed against the same model from scratch, the pre-trained encoder gained **+3.7 points at 1,000
-#   labels** (every seed +3.1 to +4.3; from scratch needs about 2,200 labels to match it); at 200
-#   labels +5.3 on average but not separated from zero (seeds −2.5 to +13.4); +0.3 at 3,000 and
-#   +1.1 with all 24,000 (one seed). Frozen, its averaged outputs gave a logistic regression 73.6%,
-#   against 65.1% for a random encoder and 74.1% for its token vectors alone; the two heads that
-#   read every token's vector gained from it (name-tag F1 0.70 against 0.56; exact spans 22.8%
-#   against 4.8%).
-# - **Candidate causes of a small gain, and what separated them.** *The classifier reads the
-#   wrong vector* (masked-LM pre-training never trains `[CLS]`): the pooling comparison at 1,000
-#   labels — the mean beat `[CLS]` by six to seven points in *both* arms, and pre-training led
-#   under both (+4.1 points through `[CLS]`), so reading the mean is a large gain for every arm
-#   but not what decides whether pre-training pays. *Too little pre-training*: the progress plot —
-#   on one seed an encoder still on the plateau was a worse start than a random one (61.2% against
-#   74.2%), and every checkpoint after the plateau a better one (76.5% to 78.1%); with every label
-#   the later checkpoints gained less and less (+1.2, then +0.3 points), though the last one was
-#   also the only annealed one — that more pre-training of this model would not reach the bag of
-#   bigrams is a hypothesis. *Nothing
-#   useful was learned*: ruled out by the frozen probe (+8.5 points over a random encoder, though
-#   all of it already in the token vectors) and the token heads. *An
-#   unfair comparison*: every arm had the same validation set, best epoch, schedule, dropout and
-#   its own learning rate. Why the gain fades from 3,000 labels on is **not measured** here; a
-#   hypothesis: with a few thousand labelled reviews the model from scratch learns the sentiment
-#   words itself, which is most of what the masked LM taught — a larger model and corpus (BERT-Tiny
-#   in §8, where it can be downloaded) would show whether more pre-training keeps the lead.
+#   learning rate, and pairs the arms seed by seed: the same labelled reviews for each.
+# - **What the recorded run measured** (full profile, two CPU cores, 85 minutes in all). The
+#   masked LM reached **31.1%** on held-out blanks in 16 minutes (5,824 updates; the best count table: 28.9%), after a plateau
+#   near 13%. Fine-tuned, paired seed by seed against the same model from scratch, it gained
+#   +3.1 points at 3,000 labels and +1.6 at 6,000 (every seed above zero), and +4.4 and +1.1 at 200
+#   and 1,000 labels, **not separated from zero**; at 1,000 labels it is worth about 200 labels.
+#   ELECTRA, at the same minutes, was below training from scratch at every size and 8.3 / 5.1
+#   points below the masked LM at 1,000 / 3,000 labels: the hypothesis (+2 points) is not met.
+#   Frozen, the masked LM's outputs gave a logistic regression 71.4%, against 66.0% for a random
+#   encoder and 72.0% for its token vectors alone; the two heads that read every token's vector
+#   gained from it (name-tag F1 0.65 against 0.56; exact spans 17.0% against 4.7%).
+# - **What is not settled.** Why the gain is this small is not measured. Hypotheses: 16 minutes
+#   on two cores is little pre-training (the held-out accuracy was still rising, and the progress
+#   plot's later checkpoints were better starts, one seed each, with the last also the only
+#   annealed one); and a few thousand labelled reviews teach the sentiment words themselves, which
+#   is most of what the probe shows the masked LM stored (in its token vectors). ELECTRA's
+#   discriminator was only beginning to leave its plateau when pre-training stopped: whether it
+#   overtakes the masked LM with more minutes,
+#   as Clark et al. found at larger compute, is the ungraded exercise — BERT-Tiny (§9, where it
+#   downloads) shows what far more pre-training buys.
 #
 # ## Graded exercises
 #
@@ -1181,30 +1267,32 @@ assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
 # first `[SEP]`, 1 for sentence B and the second `[SEP]`, and 0 for padding; compare your ids with
 # the `segment_ids` that `pack_pair` returns for a few pairs.
 #
-# Section 5's comparison of the pooled `[CLS]` with the mean gave `[CLS]` no learning-rate grid of
-# its own. Give it one (`choose_learning_rate` with `pooling="cls"`), and pre-train with
+# Section 6's classifiers read the mean of the outputs. Read BERT's pooled `[CLS]` output instead
+# (`pooling="cls"`, a fresh pooler), with a learning-rate grid of its own
+# (`choose_learning_rate(name, pooling="cls")`), for each arm at 1,000 labels and the same seeds:
+# how far below the mean does it land, and does pre-training still lead? Then pre-train with
 # next-sentence prediction (above), which trains the pooler: does `[CLS]` catch up with the mean?
 #
-# With a GPU (or a night on a CPU), give the pre-training of section 4 more updates
-# (`settings.pretraining_updates` and `settings.pretraining_minutes`) and watch the masked-LM
-# accuracy and the fine-tuning accuracy of the progress plot: does the downstream gain keep
-# growing with the masked-LM accuracy?
+# With a GPU (or a night on a CPU), give both objectives more minutes
+# (`settings.pretraining_minutes`) and watch the held-out accuracies and the fine-tuning accuracy of
+# the progress plot: does the downstream gain keep growing, and does ELECTRA's lead (or lag) at
+# equal minutes hold?
 
 # %% [markdown]
 # ## Written question (2 points, graded by your instructor)
 #
-# **Question 08.w1.** Section 5 calls the pre-trained encoder's mean gain of +3.7 points at 1,000
-# labels one the seeds agree on, and its larger mean gain of +5.3 points at 200 labels not separated
-# from zero. Explain why, from what the comparison's design gives you, and say what you would run
-# to know whether pre-training helps at 200 labels.
+# **Question 08.w1.** Section 6 finds the masked LM's mean gain over training from scratch of
+# +1.6 points at 6,000 labels one the seeds agree on, and its larger mean gain of +4.4 points at
+# 200 labels not separated from zero. Explain why, from what the comparison's design gives you,
+# and say what you would run to know whether pre-training helps at 200 labels.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_08_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # ### BEGIN SOLUTION
 # **Rubric (2 points).** 1 point: the design is paired — each seed draws the same labelled reviews
 # (and the same initial output layer) for both arms — so what decides is the spread of the per-seed
-# differences, not the size of the mean: at 1,000 labels all three differences are positive (+3.1
-# to +4.3), at 200 they run from −2.5 to +13.4, one of them negative, so three seeds cannot tell
-# the sign of the gain. 1 point: more seeds at 200 labels (ten or more), with the same protocol
+# differences, not the size of the mean: at 6,000 labels all three differences are positive (+0.4
+# to +2.8), at 200 the five run from −5.1 to +16.9, two of them negative, so five seeds cannot tell
+# the sign of the gain. 1 point: more seeds at 200 labels (twenty or more), with the same protocol
 # (each arm's own learning rate chosen on the validation split, its best epoch), reported as the
 # mean paired difference with its spread or a paired test on the differences (a sign test, a
 # t-test); the test split is used only to score, never to choose.

@@ -144,6 +144,18 @@ def test_electra_batches_mask_every_scored_position_and_nothing_else():
     assert targets["discriminator"].shape == (16,)
 
 
+def test_electra_inputs_choose_the_positions_berts_masking_chooses_with_the_same_seed():
+    """The held-out blanks of both objectives can be the same: the same draws choose the same positions."""
+    from transformer_course.electra import electra_inputs
+
+    rows = np.random.default_rng(1).integers(5, 300, size=(32, 30)).astype("int32")
+    _, labels, selected = mask_tokens(rows, np.random.default_rng(9), 300, 4, unselectable_token_ids=(0, 4))
+    positions, position_labels = gather_selected(selected, labels, 6)
+    inputs, _ = electra_inputs(rows, np.random.default_rng(9), 300, 4, (0, 4), 6)
+    np.testing.assert_array_equal(inputs["mask_positions"], positions)
+    np.testing.assert_array_equal(inputs["mask_labels"], position_labels)
+
+
 def test_a_compiled_pretrainer_saves_and_reloads_with_its_losses(tmp_path):
     """Fine-tuning starts from a saved, compiled checkpoint: its losses must deserialize."""
     model = ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=1, dropout=0.0)

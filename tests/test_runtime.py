@@ -1,5 +1,6 @@
 import subprocess
 import sys
+import types
 from importlib import metadata
 
 import numpy as np
@@ -202,3 +203,18 @@ def test_the_configured_backend_is_read_without_importing_keras(tmp_path, monkey
     assert runtime.configured_keras_backend() == "torch"
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     assert runtime.configured_keras_backend() == "jax"
+
+
+def test_hardware_names_the_gpus_that_jax_or_pytorch_see(monkeypatch):
+    """A run on the JAX or PyTorch backend records the GPU it ran on, not only the host's processor."""
+    gpu, cpu = (types.SimpleNamespace(platform=kind, device_kind=name) for kind, name in
+                (("gpu", "NVIDIA H100 80GB HBM3"), ("cpu", "cpu")))
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(devices=lambda: [gpu, gpu]))
+    assert runtime.hardware()["accelerator"] == "NVIDIA H100 80GB HBM3, NVIDIA H100 80GB HBM3"
+    monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(devices=lambda: [cpu]))
+    assert runtime.hardware()["accelerator"] is None
+    cuda = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 1, get_device_name=lambda index: "T4")
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    assert runtime.hardware()["accelerator"] == "T4"

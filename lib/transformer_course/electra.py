@@ -19,7 +19,8 @@ discriminator's width (§3.2 finds 1/4 to 1/2 best). The discriminator never see
 * :class:`ElectraPretrainer` — both encoders, the sampling and the discriminator's head.
 * :class:`ReplaceWithSamples` — the sampling step as a layer.
 * :class:`ReplacedTokenDetectionLoss` — the discriminator's loss over real tokens.
-* :class:`ElectraBatches` — pre-training batches in the form :class:`ElectraPretrainer` reads.
+* :class:`ElectraBatches` and :func:`electra_inputs` — pre-training batches in the form
+  :class:`ElectraPretrainer` reads.
 
 The discriminator has :class:`~transformer_course.bert.BertPretrainer`'s parts and names
 (``token_embedding``, ``segment_embedding``, ``embedding_norm``, ``encoder_blocks``, ``encode``,
@@ -46,7 +47,7 @@ from .pretraining import PretrainingBatches, gather_selected, mask_tokens
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
 __all__ = ["ElectraPretrainer", "ReplaceWithSamples", "ReplacedTokenDetectionLoss", "ElectraBatches",
-           "DISCRIMINATOR_WEIGHT"]
+           "electra_inputs", "DISCRIMINATOR_WEIGHT"]
 
 DISCRIMINATOR_WEIGHT = 50.0  # λ of Clark et al., 2020, §2
 
@@ -328,15 +329,42 @@ class ElectraBatches(PretrainingBatches):
 
     def __getitem__(self, index):
         rows = self.rounds.batch(index)
-        original = self.token_ids[rows]
-        masked, labels, selected = mask_tokens(original, self.rng, self.vocabulary_size, self.mask_token_id,
-                                               mask_token_rate=1.0, random_token_rate=0.0,
-                                               unselectable_token_ids=self.unselectable)
-        positions, position_labels = gather_selected(selected, labels, self.max_predictions)
-        scored = np.zeros(original.shape, bool)  # the chosen positions among each row's first P
-        rows_with, slots = np.nonzero(position_labels)
-        scored[rows_with, positions[rows_with, slots]] = True
-        masked = np.where(scored, masked, original)  # a chosen position past the first P stays itself
-        inputs = {"token_ids": masked, "original_ids": original, "segment_ids": self.segment_ids[rows],
-                  "mask_positions": positions, "mask_labels": position_labels}
-        return inputs, {"generator": position_labels, "discriminator": np.zeros(len(rows), "float32")}
+        return electra_inputs(self.token_ids[rows], self.rng, self.vocabulary_size, self.mask_token_id,
+                              self.unselectable, self.max_predictions, segment_ids=self.segment_ids[rows])
+
+
+def electra_inputs(token_ids, rng, vocabulary_size: int, mask_token_id: int, unselectable_token_ids,
+                   max_predictions: int, segment_ids=None):
+    """One batch for :class:`ElectraPretrainer`: 15% chosen and all ``[MASK]``, the original rows beside them.
+
+    Positions are chosen as :func:`~transformer_course.pretraining.mask_tokens` chooses them
+    (the same draws from ``rng``, so the same positions as BERT's masking with the same seed); each
+    chosen token among a row's first ``max_predictions`` becomes ``[MASK]`` (ELECTRA's generator
+    input, Clark et al., 2020, §2); a chosen position past them stays itself.
+
+    Args:
+        token_ids: int ``(B, T)``, the original rows (0 = padding).
+        rng: ``numpy.random.Generator``.
+        vocabulary_size, mask_token_id, unselectable_token_ids: as :func:`mask_tokens`.
+        max_predictions: int P.
+        segment_ids: int ``(B, T)``, or None for segment 0 everywhere.
+
+    Returns:
+        ``(inputs, targets)`` as :class:`ElectraBatches` yields them.
+
+    Example:
+        >>> inputs, targets = electra_inputs(np.array([[5, 6, 7, 8]]), np.random.default_rng(0), 20, 4, (0,), 2)
+        >>> sorted(inputs), targets["generator"].shape
+        (['mask_labels', 'mask_positions', 'original_ids', 'segment_ids', 'token_ids'], (1, 2))
+    """
+    original = np.asarray(token_ids, "int32")
+    masked, labels, selected = mask_tokens(original, rng, vocabulary_size, mask_token_id, mask_token_rate=1.0,
+                                           random_token_rate=0.0, unselectable_token_ids=unselectable_token_ids)
+    positions, position_labels = gather_selected(selected, labels, max_predictions)
+    scored = np.zeros(original.shape, bool)  # the chosen positions among each row's first P
+    rows_with, slots = np.nonzero(position_labels)
+    scored[rows_with, positions[rows_with, slots]] = True
+    inputs = {"token_ids": np.where(scored, masked, original), "original_ids": original,
+              "segment_ids": np.zeros_like(original) if segment_ids is None else np.asarray(segment_ids, "int32"),
+              "mask_positions": positions, "mask_labels": position_labels}
+    return inputs, {"generator": position_labels, "discriminator": np.zeros(len(original), "float32")}

@@ -137,36 +137,36 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # reviews (labels unused), less every text that also occurs in the test split.
             "pretraining_reviews": None,  # None = all of them
             "validation_reviews": 1500,  # held out of pre-training: the held-out masked-LM accuracy
-            "word_vocab_size": 10000,  # the whole-word vocabulary of the first edition, for its [UNK] rate
-            "vocab_size": 8000,  # WordPiece pieces, special tokens included
+            "word_vocabulary_size": 10000,  # the whole-word vocabulary of the first edition, for its [UNK] rate
+            "vocabulary_size": 8000,  # WordPiece pieces, special tokens included
             "vocab_sample": 10000,  # reviews the WordPiece vocabulary is computed on (about 60 s)
             "sequence_length": 128,  # [CLS] 126 pieces [SEP], pre-training and fine-tuning alike
             "max_predictions": 20,  # masked positions scored per input (15% of 126 is about 19), as BERT at 128
-            # The architecture: the model builder's keyword arguments (settings.model).
+            # The architecture: the model builder's keyword arguments (settings.model); ELECTRA's
+            # discriminator has it too, and its generator a quarter of its width (Clark et al., 2020, §3.2).
             "model": {"embed_dim": 128, "num_heads": 4, "intermediate_dim": 512, "num_layers": 2},
+            "generator_fraction": 0.25,
             "batch_size": 64,
-            "learning_rate": 1e-3,  # AdamW: warm-up, the peak held, then a cosine decay
+            "learning_rate": 1e-3,  # AdamW: warm-up, the peak held, then a cosine decay (both objectives)
             "warmup_steps": 300,
             "decay_fraction": 0.15,  # the last 15% of the updates decay
-            "pretraining_updates": 6800,  # four rounds of 1,700 updates, a checkpoint after each (about 0.2 s
-                                          # an update with XLA on 2 cores; the masked LM left its plateau after
-                                          # about 2,600 updates at 1e-3 in a trial run)
-            "pretraining_minutes": 35,  # a safety net, not a bound: four rounds take about 24-28 min here
+            "pretraining_minutes": 16,  # each objective: as many updates as its timed step allows in these minutes
+            "timing_steps": 20,  # updates timed per objective (after compiling; their median) -> updates
+            "rounds": 4,  # a held-out score and a checkpoint after each quarter of the updates
             "validation_segments": 2048,  # held-out inputs, masked once: the same blanks after every round
             # Fine-tuning on labelled reviews, every arm the same way.
-            "classifier_pooling": "mean",  # the classifier reads the mean of the encoder's outputs; "cls":
-                                           # BERT's pooled [CLS] output (compared at grid_labels)
+            "classifier_pooling": "mean",  # the classifier reads the mean of the encoder's outputs ("cls": BERT's
+                                           # pooled [CLS] output, the ungraded exercise)
             "encoder_dropout": 0.1,  # in the encoder while fine-tuning, every arm (BERT's 0.1)
             "classifier_dropout": 0.1,  # before each fine-tuned head's output layer
-            "label_sizes": (200, 1000, 3000),  # plus one run per arm with every label
+            "label_sizes": (200, 1000, 3000, 6000),
+            "seed_counts": (5, 5, 3, 3),  # seeds 0, 1, ... at each label size: paired, the same draw for every arm
+            "electra_label_sizes": (200, 1000, 3000),  # ELECTRA's arm (its hypothesis: at 1,000 and 3,000)
             "all_labels": None,  # None = every labelled training review but the validation ones
-            "fine_tune_seeds": (0, 1, 2),
+            "all_labels_arms": (),  # arms given one run with every label, beside 06's record (~5 min each)
             "label_validation_reviews": 1000,  # labelled training reviews kept for validation, never trained on
             "learning_rates": (3e-4, 1e-3, 3e-3),  # the grid, per arm, at grid_labels (seed 0), chosen on validation
-                                                    # (1e-4 to 1e-3 put both arms' best at its top)
             "grid_labels": 1000,
-            "progress_all_label_rounds": (2, 3),  # checkpoints also fine-tuned with every label (rounds 0 and 4 are
-                                                  # the curve's own runs): all-labels accuracy against pre-training time
             "fine_tune_updates": 600,  # the epoch cap: enough epochs for about this many updates ...
             "fine_tune_max_epochs": 40,  # ... but at most this many, and at least min_epochs
             "fine_tune_min_epochs": 2,  # every label: 2 epochs of 750 updates
@@ -175,9 +175,11 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "fine_tune_batch_size": 32,
             "test_sample": 5000,  # a fixed sample of test reviews for the curve; every test review for all labels
             "probe_reviews": 5000,  # frozen-encoder probe: training reviews for the logistic regression
-            "head_sentences": 4000,  # section 7's tagging and span tasks: training sentences (test: 1,000)
+            "head_sentences": 4000,  # the tagging and span tasks: training sentences (test: 1,000)
             "head_epochs": 3,
-            "jit_compile": True,  # XLA, pre-training and fine-tuning: 1.3x the inputs/s on a CPU
+            "jit_compile": True,  # XLA for pre-training: 1.3x the inputs/s on a CPU
+            # Not for fine-tuning: a whole run took 0.70x the time without XLA here (benchmarks/fine_tuning_xla.py).
+            "fine_tune_jit_compile": False,
         },
         "09": {
             # IMDB reviews as raw running text: the 25,000 training and 50,000 unlabelled reviews (labels
@@ -227,7 +229,10 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "llama_intermediate_dim": 688,  # SwiGLU, three matrices: 2/3 of 1,024, rounded up to a multiple of 8
             "num_key_value_heads": 2,  # grouped queries: 4 query heads share 2 key/value heads
             "batch_size": 32,
-            "learning_rates": (1e-3, 2e-3, 4e-3),  # AdamW peaks of 09's warm-up + cosine schedule, chosen per arm
+            # AdamW peaks of 09's warm-up + cosine schedule, a grid per arm around the rate each chose, on the
+            # validation text, in the previous edition (GPT-2's block 2e-3; the Llama-style block 4e-3, its grid's top)
+            "gpt_learning_rates": (1e-3, 2e-3, 4e-3),
+            "llama_learning_rates": (2e-3, 4e-3, 8e-3),
             "warmup_steps": 100,
             "arm_minutes": 4.0,  # training minutes per arm and seed, excluding compiling
             "timing_steps": 10,  # steps timed (after compiling) to turn the minutes into updates per arm
@@ -301,15 +306,15 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "batch_size": 64, "warmup_steps": 10,
            "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
            "beam_width": 2},
-    "08": {"pretraining_reviews": 900, "validation_reviews": 100, "word_vocab_size": 1000, "vocab_size": 600,
+    "08": {"pretraining_reviews": 900, "validation_reviews": 100, "word_vocabulary_size": 1000, "vocabulary_size": 600,
            "vocab_sample": 300, "sequence_length": 48, "max_predictions": 8,
            "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
-           "warmup_steps": 4, "pretraining_updates": 24,
-           "pretraining_minutes": 2, "validation_segments": 64, "label_sizes": (60,), "all_labels": 240,
-           "fine_tune_seeds": (0,), "label_validation_reviews": 100, "learning_rates": (1e-3,), "grid_labels": 60,
-           "progress_all_label_rounds": (), "fine_tune_updates": 8,
-           "fine_tune_max_epochs": 1, "fine_tune_min_epochs": 1, "fine_tune_patience": 1, "test_sample": 200,
-           "probe_reviews": 200, "head_sentences": 200, "head_epochs": 1,
+           "warmup_steps": 4, "pretraining_minutes": 0.01, "timing_steps": 2, "rounds": 2,
+           "validation_segments": 64, "label_sizes": (60,), "seed_counts": (1,), "electra_label_sizes": (60,),
+           "all_labels": 240, "all_labels_arms": ("masked LM",), "label_validation_reviews": 100,
+           "learning_rates": (1e-3,), "grid_labels": 60,
+           "fine_tune_updates": 8, "fine_tune_max_epochs": 1, "fine_tune_min_epochs": 1, "fine_tune_patience": 1,
+           "test_sample": 200, "probe_reviews": 200, "head_sentences": 200, "head_epochs": 1,
            "jit_compile": False},  # compiling costs more than a tiny run saves
     "09": {"train_reviews": 600, "validation_reviews": 50, "test_reviews": 100, "bpe_reviews": 300, "merges": 300,
            "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
@@ -320,7 +325,8 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
     "11": {"train_reviews": 300, "validation_reviews": 30, "test_reviews": 20, "bpe_reviews": 150, "merges": 200,
            "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
            "gpt_intermediate_dim": 64, "llama_intermediate_dim": 48, "warmup_steps": 2, "arm_minutes": 0.01,
-           "timing_steps": 2, "rounds": 2, "seeds": (0,), "learning_rates": (1e-3, 2e-3), "label_reviews": 32,
+           "timing_steps": 2, "rounds": 2, "seeds": (0,), "gpt_learning_rates": (1e-3, 2e-3),
+           "llama_learning_rates": (1e-3, 2e-3), "label_reviews": 32,
            "label_validation_reviews": 16,
            "classifier_length": 32, "classifier_test_reviews": 32, "full_learning_rates": (1e-3,),
            "lora_learning_rates": (1e-3,), "fine_tune_epochs": 1, "generation_prompts": 2, "generation_length": 4,

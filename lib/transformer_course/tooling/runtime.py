@@ -82,20 +82,18 @@ def start_notebook(notebook_id: str, seed: int = 42) -> Settings:
 def hardware() -> dict:
     """Describe this machine for a result record.
 
+    The accelerator is read from whichever framework is already imported (TensorFlow, JAX or
+    PyTorch), so describing the machine never loads one.
+
     Returns:
         dict with ``platform`` (str), ``processor`` (str), ``cpu_count`` (int) and
-        ``accelerator`` (str naming the GPUs TensorFlow sees, or None).
+        ``accelerator`` (str naming the GPUs the imported framework sees, or None).
+
+    Example:
+        >>> sorted(hardware())
+        ['accelerator', 'cpu_count', 'platform', 'processor']
     """
-    accelerator = None
-    tensorflow = sys.modules.get("tensorflow")
-    if tensorflow is not None:
-        gpus = tensorflow.config.list_physical_devices("GPU")
-        if gpus:
-            names = []
-            for gpu in gpus:
-                details = tensorflow.config.experimental.get_device_details(gpu)
-                names.append(details.get("device_name", gpu.name))
-            accelerator = ", ".join(names)
+    accelerator = _gpu_names()
     processor = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -109,6 +107,23 @@ def hardware() -> dict:
         "cpu_count": os.cpu_count(),
         "accelerator": accelerator,
     }
+
+
+def _gpu_names() -> str | None:
+    """The GPUs seen by the frameworks already imported, comma-separated; None without any."""
+    names = []
+    tensorflow, jax, torch = (sys.modules.get(name) for name in ("tensorflow", "jax", "torch"))
+    if tensorflow is not None and hasattr(tensorflow, "config"):
+        for gpu in tensorflow.config.list_physical_devices("GPU"):
+            names.append(tensorflow.config.experimental.get_device_details(gpu).get("device_name", gpu.name))
+    if not names and jax is not None and hasattr(jax, "devices"):
+        try:
+            names = [device.device_kind for device in jax.devices() if device.platform == "gpu"]
+        except RuntimeError:  # no backend could start
+            names = []
+    if not names and torch is not None and hasattr(torch, "cuda") and torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+    return ", ".join(names) or None
 
 
 def library_versions() -> dict:
