@@ -53,7 +53,7 @@ def main(argv=None) -> int:
 
     settings = profile("full").notebook("07")
     architecture = settings.model  # as notebook 07's, but with the output layer's own weights (untied)
-    vocabulary = (settings.source_vocab_size, settings.target_vocab_size)
+    vocabulary = (settings.source_vocabulary_size, settings.target_vocabulary_size)
     keras.utils.set_random_seed(0)
     model = build_translation_model(*vocabulary, 40, max(arguments.steps, 12),
                                     **{**architecture, "tie_embeddings": False})

@@ -143,9 +143,11 @@ plt.show()
 
 # %%
 source_vectorizer = keras.layers.TextVectorization(
-    max_tokens=settings.source_vocab_size, output_sequence_length=source_length, standardize=standardize_translation)
+    max_tokens=settings.source_vocabulary_size, output_sequence_length=source_length,
+    standardize=standardize_translation)
 target_vectorizer = keras.layers.TextVectorization(
-    max_tokens=settings.target_vocab_size, output_sequence_length=target_length, standardize=standardize_translation)
+    max_tokens=settings.target_vocabulary_size, output_sequence_length=target_length,
+    standardize=standardize_translation)
 source_vectorizer.adapt(train_english)  # training sentences only
 target_vectorizer.adapt(train_spanish)
 target_vocabulary = [str(word) for word in target_vectorizer.get_vocabulary()]

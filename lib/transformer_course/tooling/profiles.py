@@ -112,8 +112,8 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # All 118,964 Tatoeba pairs, split 70/15/15 by pair with a fixed seed.
             "pairs": None,  # None = all of them
             "split_seed": 0,
-            "source_vocab_size": 15000,
-            "target_vocab_size": 15000,
+            "source_vocabulary_size": 15000,
+            "target_vocabulary_size": 15000,
             "length_quantile": 0.999,  # sequence lengths: cover this share of training sentences
             # Sized for a 2-core CPU and chosen by validation loss: two blocks each side, E=256
             # (8 heads of 32), F=1024, tied target embeddings, label smoothing, warm-up then cosine.
@@ -301,7 +301,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
     "06": {"train_reviews": 800, "test_reviews": 400, "model": {"embed_dim": 32, "intermediate_dim": 16}, "epochs": 1,
            "patience": 1, "baseline_epochs": 1,
            "jit_compile": False},  # compiling every bucket shape costs more than it saves here
-    "07": {"pairs": 3000, "source_vocab_size": 2000, "target_vocab_size": 2000,
+    "07": {"pairs": 3000, "source_vocabulary_size": 2000, "target_vocabulary_size": 2000,
            "model": {"embed_dim": 32, "intermediate_dim": 64, "num_heads": 2, "num_layers": 1},
            "batch_size": 64, "warmup_steps": 10,
            "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
