@@ -1,7 +1,5 @@
 """Student-facing checks: every verdict a student can get, and that none of them is a traceback."""
 
-import time
-
 import numpy as np
 import pytest
 
@@ -24,12 +22,11 @@ def test_every_notebook_has_at_least_two_graded_exercises():
 
 
 @pytest.mark.parametrize("exercise_id", list(EXERCISES))
-def test_the_reference_solution_passes_quickly(exercise_id):
-    start = time.perf_counter()
+def test_the_reference_solution_passes(exercise_id):
+    """(How long the checks take is measured in benchmarks/grading.py, never asserted under a test's load.)"""
     verdict = evaluate(exercise_id, _reference(exercise_id))
     assert verdict.passed, verdict.message
     assert verdict.points == verdict.max_points > 0
-    assert time.perf_counter() - start < 1.0
 
 
 @pytest.mark.parametrize("exercise_id", list(EXERCISES))
@@ -135,10 +132,70 @@ def test_verdicts_are_deterministic():
     assert evaluate("06.1", wrong).status == "failed"
 
 
+def _assert_same_value(stored, computed, where):
+    """Equal structure, types, shapes, dtypes and integers; floats within 1e-5 relative (1e-6 absolute near zero).
+
+    The expected outputs are float arithmetic, and NumPy's SIMD kernels (AVX2, AVX-512, NEON) round
+    their last bits differently from one CPU to the next: the file written on one machine holds the
+    values another machine computes to within float32's last bits, not to the byte.
+    """
+    from transformer_course._next_token_table import NextTokenTable
+
+    assert type(stored) is type(computed), f"{where}: {type(stored).__name__} != {type(computed).__name__}"
+    if isinstance(stored, NextTokenTable):
+        stored, computed = stored.table, computed.table
+    if isinstance(stored, dict):
+        assert sorted(stored) == sorted(computed), f"{where}: keys {sorted(stored)} != {sorted(computed)}"
+        for key in stored:
+            _assert_same_value(stored[key], computed[key], f"{where}[{key!r}]")
+    elif isinstance(stored, (list, tuple)):
+        assert len(stored) == len(computed), f"{where}: length {len(stored)} != {len(computed)}"
+        for index, (first, second) in enumerate(zip(stored, computed)):
+            _assert_same_value(first, second, f"{where}[{index}]")
+    elif isinstance(stored, np.ndarray) and stored.dtype.kind in "fc":
+        assert (stored.dtype, stored.shape) == (computed.dtype, computed.shape), where
+        np.testing.assert_allclose(stored, computed, rtol=1e-5, atol=1e-6, err_msg=where)
+    elif isinstance(stored, float):
+        assert stored == pytest.approx(computed, rel=1e-5, abs=1e-6), where
+    elif isinstance(stored, np.ndarray):
+        assert (stored.dtype, stored.shape) == (computed.dtype, computed.shape), where
+        assert np.array_equal(stored, computed), where
+    else:
+        assert stored == computed, where
+
+
 def test_the_stored_public_cases_are_those_the_references_give():
-    """public_cases.json, which students' checks read, is regenerated from the grader's references."""
-    assert references.PUBLIC_CASES.read_text(encoding="utf-8") == references.public_cases(), \
-        "run: python -c 'from transformer_course.grading.references import write_public_cases; write_public_cases()'"
+    """public_cases.json, which students' checks read, holds what the grader's references give on this CPU.
+
+    Labels, arguments and integer outputs are equal; float outputs within 1e-5 relative (see
+    :func:`_assert_same_value`): a few float32 roundings, where a wrong formula moves a value by far more.
+    """
+    import json
+
+    from transformer_course.exercises.values import decode
+
+    regenerate = ("run: python -c 'from transformer_course.grading.references import write_public_cases; "
+                  "write_public_cases()'")
+    stored = json.loads(references.PUBLIC_CASES.read_text(encoding="utf-8"))
+    computed = json.loads(references.public_cases())
+    assert sorted(stored) == sorted(computed), regenerate
+    for exercise_id, cases in computed.items():
+        assert [case[0] for case in stored[exercise_id]] == [case[0] for case in cases], (exercise_id, regenerate)
+        for (label, *stored_values), (_, *computed_values) in zip(stored[exercise_id], cases):
+            for part, first, second in zip(("arguments", "expected output"), stored_values, computed_values):
+                _assert_same_value(decode(first), decode(second), f"{exercise_id} {label!r}: {part}")
+
+
+def test_the_stored_public_cases_fail_the_comparison_when_a_value_moves():
+    """The comparison above is not vacuous: a float moved past the tolerance, or an integer changed, fails it."""
+    stored = np.array([0.5, 1.25], dtype=np.float32)
+    _assert_same_value(stored, stored * np.float32(1 + 1e-6), "last bits")
+    with pytest.raises(AssertionError):
+        _assert_same_value(stored, stored * np.float32(1 + 1e-3), "moved")
+    with pytest.raises(AssertionError):
+        _assert_same_value({"ids": np.array([1, 2])}, {"ids": np.array([1, 3])}, "integers")
+    with pytest.raises(AssertionError):
+        _assert_same_value(stored, stored.astype(np.float64), "dtype")
 
 
 def test_students_see_no_reference_or_case_generator():

@@ -63,6 +63,42 @@ def test_memory_shared_with_forked_children_counts_once():
                                "the sandbox used more than 800 MiB of memory")), (problems, stopped)
 
 
+def _control_groups_available() -> bool:
+    from transformer_course.grading import cgroups
+
+    group = cgroups.create(memory_mb=64, processes=8)
+    if group is None:
+        return False
+    group.remove()
+    return True
+
+
+@pytest.mark.skipif(not (SANDBOX and _control_groups_available()),
+                    reason="needs the sandbox and a memory control group, which this host does not give the grader")
+def test_an_out_of_memory_kill_the_watchdog_never_saw_is_reported(monkeypatch):
+    """Whichever process of the sandbox the kernel's out-of-memory killer stops — a child, and the
+    kernel goes on — the result says the limit was broken, even when no poll of the watchdog saw it."""
+    from transformer_course.grading import watchdog
+
+    monkeypatch.setattr(watchdog._Watchdog, "_poll_until_done", lambda self: self.done.wait())  # it never looks
+    own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
+    problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
+    assert stopped is not None and stopped.startswith("the sandbox used more than 800 MiB of memory"), (problems,
+                                                                                                        stopped)
+
+
+def test_a_watchdog_that_fails_stops_the_kernel(monkeypatch):
+    """A watchdog that cannot look (an error while polling) fails closed: the kernel is stopped, with the reason."""
+    from transformer_course.grading import watchdog
+
+    def broken(_pid):
+        raise RuntimeError("/proc could not be read")
+
+    monkeypatch.setattr(watchdog, "_process_tree", broken)
+    problems, stopped = _run_cells("import time\ntime.sleep(10)", sandbox=SANDBOX)
+    assert stopped == "the grader's watchdog failed (RuntimeError), so the kernel was stopped", (problems, stopped)
+
+
 @pytest.mark.skipif(platform.machine() not in _KCMP_SYSCALL, reason="kcmp(2) is not known for this machine")
 def test_a_child_sharing_the_kernels_address_space_counts_once():
     problems, stopped = _run_cells(HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')",

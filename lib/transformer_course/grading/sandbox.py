@@ -416,8 +416,14 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
                               or f"the kernel could not run the notebook ({type(error).__name__}: {error})")
         finally:
             watchdog.done.set()
+            if watchdog.ident is not None:
+                watchdog.join(timeout=5)  # its last poll ends before the group is read below
             if watchdog.reason and not result.stopped:
                 result.stopped = watchdog.reason
+            if not result.stopped and group is not None and group.out_of_memory():
+                # The out-of-memory killer stopped a process of the sandbox (a child: the kernel went on)
+                # after the watchdog's last poll: the limit was broken all the same, and the report says so.
+                result.stopped = _out_of_memory(limits, group)
             if client is not None:
                 client.stop_channels()
             try:

@@ -133,6 +133,15 @@ class _Watchdog(threading.Thread):
         self.sandbox_root = None  # set once the sandbox is built (:func:`_sandbox_root`); None unconfined
 
     def run(self):
+        try:
+            self._poll_until_done()
+        except Exception as error:  # noqa: BLE001 - a watchdog that cannot look stops the kernel (fail closed)
+            self.reason = f"the grader's watchdog failed ({type(error).__name__}), so the kernel was stopped"
+            process = getattr(self.manager.provisioner, "process", None)
+            if process is not None:
+                process.kill()
+
+    def _poll_until_done(self):
         while not self.done.wait(0.1):
             process = getattr(self.manager.provisioner, "process", None)
             if process is None or process.poll() is not None:
