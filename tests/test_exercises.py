@@ -475,3 +475,49 @@ def test_a_float16_answer_is_told_the_digits_that_differ_and_the_tolerance():
     expected_text, received_text = message.split("expected ")[1].split(" (")[0].split(", received ")
     assert (expected_text, received_text) == ("-1.1235", "-1.123")  # 4 digits would show -1.123 and -1.123
     assert "a difference up to 1e-05 + 1e-05 × |expected| is allowed" in message
+
+
+def _scalar_results():
+    """Every scalar a function may return whose own check accepts it: NumPy scalars, 0-d arrays, Python numbers,
+    and a 0-d tensor."""
+    import keras
+
+    values = {f"np.{name}": getattr(np, name)(3) for name in ("float16", "float32", "float64", "longdouble", "int8",
+                                                             "int16", "int32", "int64", "uint8", "uint64")}
+    values |= {"np.bool_": np.bool_(True), "0-d float32 array": np.array(1.5, dtype=np.float32),
+               "0-d int64 array": np.array(7), "float": 1.5, "int": 7, "bool": True, "negative float": -0.25,
+               "tensor": keras.ops.convert_to_tensor(np.float32(2.5)),
+               "float64 in a tuple": (np.float64(0.5), np.float32(2.0))}
+    return values
+
+
+@pytest.mark.parametrize("name", list(_scalar_results()))
+def test_every_scalar_crosses_the_kernel_boundary_with_its_shape_and_value(name):
+    """What the graded kernel replies (``encode(plain_value(result))``) decodes to the same shape, dtype kind and
+    value, and is judged as the student's own check judges the result itself."""
+    from transformer_course.exercises.compare import compare_outputs
+    from transformer_course.exercises.values import decode, encode, plain_value
+
+    result = _scalar_results()[name]
+    local = plain_value(result)
+    received = decode(encode(local))
+    for before, after in zip(local if isinstance(local, tuple) else (local,),
+                             received if isinstance(received, tuple) else (received,), strict=True):
+        assert np.shape(after) == np.shape(before) == ()
+        assert np.asarray(after).dtype == np.asarray(before).dtype or type(after) is type(before)
+        np.testing.assert_equal(np.asarray(after), np.asarray(before))
+        assert compare_outputs(np.asarray(before).item(), after) is None
+
+
+@pytest.mark.parametrize("exercise_id", ["08.1", "09.4"])
+def test_a_numpy_scalar_loss_is_judged_after_the_boundary_as_the_check_judges_it(exercise_id):
+    """08.1's loss as ``-np.log(p).mean()`` (an np.float64), and 09.4's pair of them, through the grader's value
+    format: each style the student's check accepts is accepted after it too."""
+    from transformer_course.exercises.values import decode, encode, plain_value
+
+    exercise = EXERCISES[exercise_id]
+    for label, arguments, expected in exercises.public_cases(exercise_id):
+        for style in (np.float64, np.float32, np.asarray, float):
+            returned = tuple(style(x) for x in expected) if isinstance(expected, tuple) else style(expected)
+            assert exercise.judge(arguments, returned, expected) is None, (label, style)  # the check
+            assert exercise.judge(arguments, decode(encode(plain_value(returned))), expected) is None, (label, style)

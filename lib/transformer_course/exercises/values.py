@@ -62,17 +62,19 @@ def plain_value(value, depth: int = 0):
 
 def _array_to_text(array: np.ndarray) -> str:
     buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    # np.require keeps a 0-d array 0-d (np.ascontiguousarray would make it shape (1,)).
+    np.save(buffer, np.require(array, requirements="C"), allow_pickle=False)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _encode(value):
     if value is None or isinstance(value, (bool, str)):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return {"__number__": repr(value), "__int__": isinstance(value, int)}
-    if isinstance(value, np.generic):
-        value = np.asarray(value)
+    if isinstance(value, np.generic):  # before int and float: np.float64 is a float, and its repr is np.float64(…)
+        value = np.asarray(value)  # a 0-d array: its dtype and shape () travel with it
+    if isinstance(value, (int, float)):  # Python's own, or a subclass: written as the plain number
+        return {"__number__": repr(int(value)) if isinstance(value, int) else repr(float(value)),
+                "__int__": isinstance(value, int)}
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             raise TypeError("object arrays cannot be encoded")
@@ -90,6 +92,10 @@ def _encode(value):
 
 def encode(value) -> str:
     """Encode None, bools, numbers, strings, arrays, tuples, lists, dicts and next-token tables.
+
+    A NumPy scalar (``np.float32(1.5)``, ``np.int64(3)``, ``np.bool_(True)``) is encoded as the 0-d
+    array it is, so it decodes with its dtype and shape ``()``, like a 0-d array; Python's ``int`` and
+    ``float`` decode as themselves.
 
     Raises:
         TypeError: for anything else (a function, an object array, a model...).
