@@ -11,6 +11,12 @@ library whose job is to run the code it is handed (``runpy``, ``code``, ``pdb``,
 when only installed libraries lie between; and it belongs to an *import* when an installed module's
 top level lies between (that module's own code, not the submission's).
 
+**A tripwire, not the decision.** PEP 578 says it: audit hooks are not a sandbox. The code a graded
+function runs is decided from its source before it runs (:mod:`.policy`); the sandbox keeps every
+limit. The hook is a second line behind the policy, and an honest program never meets it: code the
+standard library's class factories build (``@dataclass``, ``namedtuple``, ``typing.NamedTuple``)
+passes it.
+
 The hook refuses, with an error naming what was refused:
 
 * code built at run time — ``compile``, ``exec``/``eval``, ``marshal.loads``/``load``,
@@ -48,6 +54,11 @@ _INTROSPECTION = frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", 
 _RUNNER_MODULES = ("runpy", "code", "codeop", "pdb", "bdb", "doctest", "timeit", "zipimport", "pickle", "cProfile",
                    "profile", "trace")
 _RUNNER_PACKAGES = ("IPython", "ipykernel")
+# The standard library's class factories build their methods' code from the class's fields, validated by
+# them (``dataclasses``, ``collections.namedtuple``, which ``typing.NamedTuple`` calls): compiled there,
+# it is not the submission's. What a submission could smuggle through them (a field name that is code,
+# set through ``__annotations__``) is refused in its source (:mod:`.policy`).
+_CLASS_FACTORIES = ("dataclasses.py", os.path.join("collections", "__init__.py"))
 
 
 class GradedCodeRefused(RuntimeError):
@@ -79,6 +90,7 @@ def install(trusted: tuple, written: dict, home: str) -> None:
     runner_files = frozenset(os.path.join(folder, f"{name}.py") for folder in standard_library
                              for name in _RUNNER_MODULES)
     runner_folders = tuple(os.path.join(folder, package) + os.sep for folder in trusted for package in _RUNNER_PACKAGES)
+    class_factories = frozenset(os.path.join(folder, name) for folder in standard_library for name in _CLASS_FACTORIES)
 
     def is_trusted(filename) -> bool:
         if type(filename) is not str:
@@ -198,6 +210,8 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             if asked_by(frame) in ("submission", "library"):
                 raise GradedCodeRefused(f"graded code may not call {event}")
             return
+        if event in ("compile", "exec") and frame.f_code.co_filename in class_factories:
+            return  # the standard library's class factories (a @dataclass's __init__, a namedtuple's __new__)
         # The import system loading an installed module: decided without walking the stack or reading the file.
         if event == "marshal.loads" and frame.f_code.co_name == "_compile_bytecode" and stock_import_read(frame):
             return
