@@ -181,7 +181,7 @@ def test_only_the_students_own_cells_are_read_for_reaches(release):
 
 def test_one_reply_is_judged_against_the_reference_in_the_graders_process():
     exercise = EXERCISES["07.1"]
-    cases = [("length 3", {"length": 3}, "n" * 32, "07.1#0")]
+    cases = [("length 3", {"length": 3}, "n" * 32, "07.1#0", False)]
     right = encode(np.tril(np.ones((3, 3), dtype=bool)))
     wrong = encode(np.ones((3, 3), dtype=bool))
     assert grader._judge(exercise, cases, {"07.1#0": f"{'n' * 32} ok __main__ {right}"}, stopped=None).status \
@@ -290,3 +290,201 @@ def test_copies_of_the_package_are_listed_however_they_are_spread_or_renamed():
               "        decoded = np.concatenate([decoded, next_token_probabilities(decoded).argmax(-1)[:, None]], 1)\n"
               "    return decoded")
     assert _similarity_to_the_package(["import numpy as np", honest], "07.2") < 0.5
+
+
+def _program_texts(cells, function_name="f"):
+    from transformer_course.grading.slicing import program_for
+
+    program = program_for([*cells, "check()"], len(cells), function_name)
+    assert program.missing is None and program.package_import is None, (program.missing, program.package_import)
+    return [unit.text for unit in program.units]
+
+
+def test_a_star_import_comes_with_a_function_that_reads_a_name_it_may_bind():
+    assert _program_texts(["from numpy import *", "def f(n):\n    return tril(ones((n, n), dtype=bool))"]) == [
+        "from numpy import *", "def f(n):\n    return tril(ones((n, n), dtype=bool))"]
+    # After the name's last explicit binding only: an earlier star import is shadowed by it.
+    assert _program_texts(["from math import *", "import numpy as np", "from numpy import *",
+                           "def f(n):\n    return np.eye(n)"]) == [
+        "import numpy as np", "from numpy import *", "def f(n):\n    return np.eye(n)"]
+    # A star import of a module the notebook wrote comes with the statement that wrote it.
+    written = "%%writefile helpers.py\ndef lower(n):\n    return n\n"
+    texts = _program_texts([written, "from helpers import *", "def f(n):\n    return lower(n)"])
+    assert texts[1:] == ["from helpers import *", "def f(n):\n    return lower(n)"] and "writefile" in texts[0]
+    # The course package's exports are known: a star import of a module that does not bind `np` is left out...
+    assert _program_texts(["import numpy as np", "from transformer_course.plots import *",
+                           "def f(n):\n    return np.eye(n)"]) == ["import numpy as np",
+                                                                  "def f(n):\n    return np.eye(n)"]
+    # ...and one that binds the name the function reads is the package's code.
+    from transformer_course.grading.slicing import program_for
+
+    program = program_for(["from transformer_course.masks import *", "def f(n):\n    return causal_mask(n)", "c"],
+                          2, "f")
+    assert program.package_import == (0, "transformer_course.masks.*")
+
+
+@pytest.mark.parametrize("magics", ["%%time\n", "%%capture output\n", "%%capture\n%%time\n", "%%timeit -n1 -r1\n"])
+def test_a_cell_magic_that_runs_its_body_as_python_is_read_as_that_body(magics):
+    from transformer_course.grading.slicing import parse_cells
+
+    cell = magics + "import numpy as np\ndef f(n):\n    return np.eye(n)"
+    assert _program_texts([cell]) == ["import numpy as np", "def f(n):\n    return np.eye(n)"]
+    lines = magics.count("\n")
+    assert [unit.line for unit in parse_cells([cell]).units] == [lines + 1, lines + 2]  # the cell's own numbers
+    assert _program_texts(["%%writefile other.txt\nnot python", cell])[0] == "import numpy as np"
+
+
+@pytest.mark.parametrize("writer", [
+    "open('helpers.py', 'w').write({text!r})",
+    "open('helpers.py', mode='w').write({text!r})",
+    "with open('helpers.py', 'w') as file:\n    file.write({text!r})",
+    "from pathlib import Path\nPath('helpers.py').write_text({text!r})",
+    "import pathlib\npathlib.Path('helpers.py').write_text({text!r})",
+])
+def test_a_module_written_with_open_comes_with_the_function_that_imports_it(writer):
+    from transformer_course.grading.slicing import program_for
+
+    text = "import numpy as np\ndef lower(n):\n    return np.tril(np.ones((n, n), dtype=bool))\n"
+    cells = [writer.format(text=text), "import helpers\ndef f(n):\n    return helpers.lower(n)", "check()"]
+    program = program_for(cells, 2, "f")
+    assert program.writefiles() == {"helpers.py": text}
+    assert any("helpers.py" in unit.text for unit in program.units)
+
+
+def test_a_global_counter_keeps_its_initial_value():
+    cells = ["calls = 0", "def f(n):\n    global calls\n    calls += 1\n    return n + calls"]
+    assert _program_texts(cells) == cells
+    # A function that only reads a global another function sets brings that function and the initial value.
+    cells = ["state = None", "def remember(x):\n    global state\n    state = x", "def f(n):\n    return state"]
+    assert _program_texts(cells) == cells
+
+
+def test_the_slicer_is_bounded_in_statements_and_time():
+    """20,000 statements read in a few seconds (it was 83 s: each name's binding was searched linearly); more
+    are refused with the reason; a budget stops a long reading."""
+    from transformer_course.grading.slicing import MAX_STATEMENTS, SlicingTooLong, parse_cells, program_for
+
+    many = "\n".join(f"x{number} = x{number - 1} + 1" if number else "x0 = 0" for number in range(MAX_STATEMENTS - 1))
+    parsed = parse_cells([many, "def f(n):\n    return n + x100"])
+    assert len(program_for(parsed, 2, "f").units) == 102
+    with pytest.raises(SlicingTooLong, match="more than 20,000 top-level statements"):
+        parse_cells([many + "\ny = 1\nz = 2"])
+    with pytest.raises(SlicingTooLong, match="took more than 0 s"):
+        parse_cells(["x = 1", "y = 2"], budget_seconds=0)
+
+
+@pytest.mark.parametrize("source, reason", [
+    # The hook's own globals, from sys.modules or from a refused call's traceback.
+    ("import sys\nguard = sys.modules['transformer_course.grading.guard']", "uses sys.modules"),
+    ("try:\n    exec('1')\nexcept Exception as error:\n    frame = error.__traceback__.tb_frame",
+     "calls exec()"),
+    ("def f(error):\n    return error.__traceback__.tb_frame.f_back.f_globals", "reads .__traceback__"),
+    # A builtin swapped by name, the builtins reached through a namespace.
+    ("import builtins\nbuiltins.open = lambda *a: None", "imports builtins"),
+    ("globals()['__builtins__'].open = print", "calls globals()"),
+    ("namespace = {}\nnamespace['__builtins__'] = None", "names __builtins__"),
+    # An import-system finder serving a module from a written file.
+    ("import sys\nsys.meta_path.insert(0, object())", "uses sys.meta_path"),
+    ("from sys import meta_path", "imports sys.meta_path"),
+    ("import importlib.machinery", "imports importlib.machinery"),
+    ("open('_decimal.py', 'w').write(TEXT)", "opens a file for writing"),
+    ("open(NAME, 'w').write(TEXT)", "opens a file for writing"),
+    # A helper's code swapped through a closure or a function's attributes.
+    ("def f():\n    pass\nf.__code__ = g.__code__", "reads .__code__"),
+    ("cell = helper.__closure__[0]", "reads .__closure__"),
+    ("def f(x):\n    return x\nf = type(f)(g.__code__, {})", "reads .__code__"),
+    # Code carried as data, however it is unpacked and run.
+    ("import zlib\nSOURCE = zlib.decompress(b'" + "x" * 5000 + "')", "holds a constant of 5,000 characters"),
+    ("import marshal", "imports marshal"),
+    ("import pickle\npickle.loads(DATA)", "imports pickle"),
+    ("import ctypes", "imports ctypes"),
+    ("eval(TEXT)", "calls eval()"),
+    ("compile(TEXT, 'x', 'exec')", "calls compile()"),
+    ("getattr(module, 'ex' + 'ec')", "calls getattr() with a name computed"),
+    ("getattr(dataclasses, '_create_fn')", "calls getattr() on _create_fn"),
+    ("import dataclasses\nmake = dataclasses._create_fn", "reads dataclasses._create_fn"),
+    ("from dataclasses import _create_fn", "imports _create_fn from dataclasses"),
+    ("class Point:\n    __annotations__ = {'x=print(1)#': int}", "uses __annotations__"),
+    ("import subprocess", "imports subprocess"),
+    ("import os\nos.system('python -c 1')", "uses os.system"),
+])
+def test_the_source_policy_refuses_what_builds_code_or_reaches_internals(source, reason):
+    from transformer_course.grading.policy import problems_in
+
+    problems = problems_in(source)
+    assert any(problem.reason.startswith(reason) for problem in problems), problems
+
+
+@pytest.mark.parametrize("source", [
+    "from dataclasses import dataclass, field\n@dataclass\nclass Beam:\n    ids: list = field(default_factory=list)",
+    "from collections import namedtuple\nBeam = namedtuple('Beam', 'ids score')",
+    "from typing import NamedTuple\nclass Beam(NamedTuple):\n    ids: list\n    score: float",
+    "import enum\nclass Kind(enum.Enum):\n    PAD = 0",
+    "calls = 0\ndef f(x):\n    global calls\n    calls += 1\n    return x",
+    "import functools\n@functools.lru_cache(maxsize=None)\ndef table(n):\n    return n",
+    "from numpy import *\ndef f(n):\n    return tril(ones((n, n)))",
+    "def clean(text):\n    return text.replace('a', 'b').lower()",
+    "class Cache:\n    def __init__(self):\n        self._items = {}\n"
+    "    def get(self, key):\n        return self._items[key]",
+    "import sys\nEPSILON = sys.float_info.epsilon",
+    "import math, itertools\nLOG2 = math.log(2)\nPAIRS = list(itertools.combinations(range(3), 2))",
+    "if __name__ == '__main__':\n    print('run')",
+    "with open('notes.txt', 'w') as file:\n    file.write('scratch')",
+    "print(getattr(model, 'name', None))",
+])
+def test_the_source_policy_lets_every_honest_style_through(source):
+    from transformer_course.grading.policy import problems_in
+
+    assert problems_in(source) == []
+
+
+def test_every_instructors_solution_passes_the_source_policy():
+    """The course's own solutions (notebooks/) as the grader reads them: no exercise of theirs is refused."""
+    refused = {}
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        facts = grader.release_facts(notebook)
+        programs = grader._programs(notebook, facts.exercises)
+        refused |= {exercise.id: why for exercise in facts.exercises
+                    if (why := grader._not_graded(exercise, programs[exercise.id]))}
+    assert not refused
+
+
+def test_a_notebook_under_a_near_name_is_graded_and_named(tmp_path):
+    """A browser's ``(1)``, Jupyter's ``-Copy1``, Colab's ``Copy of``: the one there is graded and named; two
+    candidates are both named; an exact name wins and its twin is named; none lists what the folder holds."""
+    from transformer_course.grading.grader import locate_submission
+
+    release_name = "04_self_attention.ipynb"
+    for near in ("04_self_attention (1).ipynb", "04_self_attention-Copy1.ipynb", "Copy of 04_Self_Attention.ipynb"):
+        folder = tmp_path / near.replace(" ", "_")
+        folder.mkdir()
+        (folder / near).write_text("{}", encoding="utf-8")
+        path, notes = locate_submission(folder / release_name)
+        assert path == folder / near and notes == [f"graded {near}, under the release's name {release_name}"]
+    both = tmp_path / "both"
+    both.mkdir()
+    for age, name in enumerate(("04_self_attention (1).ipynb", "04_self_attention (2).ipynb")):
+        (both / name).write_text("{}", encoding="utf-8")
+        os.utime(both / name, (1_000_000 + age, 1_000_000 + age))
+    path, notes = locate_submission(both / release_name)
+    assert path.name == "04_self_attention (2).ipynb" and "also: 04_self_attention (1).ipynb" in notes[0]
+    exact = tmp_path / "exact"
+    exact.mkdir()
+    for name in (release_name, "04_self_attention-Copy1.ipynb"):
+        (exact / name).write_text("{}", encoding="utf-8")
+    assert locate_submission(exact / release_name) == (
+        exact / release_name,
+        [f"graded {release_name}; also in the folder: 04_self_attention-Copy1.ipynb (not graded)"])
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "05_transformer_encoder.ipynb").write_text("{}", encoding="utf-8")
+    assert locate_submission(other / release_name) == (
+        None, ["the folder holds 05_transformer_encoder.ipynb, none of them 04_self_attention.ipynb"])
+    assert locate_submission(tmp_path / "missing" / release_name) == (None, [])
+
+
+def test_a_stray_byte_that_is_not_utf8_costs_nothing_else():
+    assert grader.decode_submission("Jos\u00e9".encode("latin-1")) == ("Jos\ufffd", 1)
+    assert grader.decode_submission("\u00e9\u00e9".encode("utf-8")) == ("\u00e9\u00e9", 0)
+    assert grader.decode_submission(b"\xff\xfe{}") == ("\ufffd\ufffd{}", 2)

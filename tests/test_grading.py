@@ -278,6 +278,67 @@ def graded(tmp_path_factory):
             "for _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
             "os.chdir(base)")),
         "mangled_metadata": _mangled(solved),
+        # Honest ones in ordinary Python the reading must follow: each scores what its own check shows.
+        "star_import": with_cell(solved, 2, (
+            "from numpy import *\n"
+            "def causal_mask(length):\n"
+            "    return tril(ones((length, length), dtype=bool))")),
+        "time_magic": with_cell(solved, 2, "%%time\n" + CAUSAL),
+        "capture_magic": with_cell(solved, 2, "%%capture output\n" + CAUSAL),
+        "open_write_module": inserted(with_cell(solved, 2, (
+            "import mask_helpers\n"
+            "def causal_mask(length):\n"
+            "    return mask_helpers.lower(length)")), 2, (
+            "open('mask_helpers.py', 'w').write('import numpy as np\\ndef lower(length):\\n'\n"
+            "                                   '    return np.tril(np.ones((length, length), dtype=bool))\\n')")),
+        "global_counter": with_cell(solved, 2, (
+            "calls = 0\n\n"
+            "def causal_mask(length):\n"
+            "    global calls\n"
+            "    calls += 1\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "dataclass_helper": with_cell(solved, 2, (
+            "from dataclasses import dataclass\n\n"
+            "@dataclass\n"
+            "class Square:\n"
+            "    size: int\n\n"
+            "def causal_mask(length):\n"
+            "    square = Square(length)\n"
+            "    return np.tril(np.ones((square.size, square.size), dtype=bool))")),
+        "namedtuple_helper": with_cell(solved, 2, (
+            "from collections import namedtuple\n"
+            "Shape = namedtuple('Shape', 'rows columns')\n\n"
+            "def causal_mask(length):\n"
+            "    return np.tril(np.ones(Shape(length, length), dtype=bool))")),
+        # The graded program's source refused before it runs: each way past a runtime hook that was tried.
+        "hook_globals": with_cell(solved, 2, (
+            "import sys\n"
+            "def causal_mask(length):\n"
+            "    sys.modules['transformer_course.grading.guard'].__dict__.clear()\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "traceback_frames": with_cell(solved, 2, (
+            "def causal_mask(length):\n"
+            "    try:\n"
+            "        open('/nonexistent')\n"
+            "    except OSError as error:\n"
+            "        error.__traceback__.tb_frame.f_back.f_globals.clear()\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "builtins_swap": with_cell(solved, 2, (
+            "import builtins\n"
+            "def causal_mask(length):\n"
+            "    builtins.open = lambda *arguments: None\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "meta_path_finder": with_cell(solved, 2, (
+            "import sys\n"
+            "def causal_mask(length):\n"
+            "    sys.meta_path.insert(0, object())\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "compressed_carrier": with_cell(solved, 2, (
+            "import zlib\n"
+            f"PACKED = {bytes(range(256)) * 20!r}\n"
+            "def causal_mask(length):\n"
+            "    zlib.decompress(PACKED)\n"
+            "    return np.tril(np.ones((length, length), dtype=bool))")),
         # Escapes from the sandbox.
         "reads_the_repository": inserted(solved, 2, (
             f"open({str(ROOT / 'notebooks' / '04_self_attention.ipynb')!r}).read()")),
@@ -294,6 +355,8 @@ def graded(tmp_path_factory):
     for student, notebook in submissions_by_student.items():
         (submissions / student).mkdir(parents=True)
         nbformat.write(notebook, submissions / student / "07_tiny.ipynb")
+    (submissions / "near_name").mkdir()  # downloaded twice from Jupyter: the browser added " (1)"
+    nbformat.write(solved, submissions / "near_name" / "07_tiny (1).ipynb")
     (submissions / "linked").mkdir()
     (submissions / "linked" / "07_tiny.ipynb").symlink_to(secret)
     (submissions / "fifo").mkdir()
@@ -416,7 +479,7 @@ def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "not a valid notebook" in result.exercises[0].message
     assert outcome(graded, "missing")[0] == {"07.1": (0, "not submitted"), "07.2": (0, "not submitted")}
-    assert len(graded["results"]) == 51  # every folder, the linked one too (a row with the reason)
+    assert len(graded["results"]) == 64  # every folder, the linked one too (a row with the reason)
 
 
 def test_reports(graded):
@@ -504,10 +567,33 @@ def test_reports_escape_what_students_control():
 
 @pytest.mark.parametrize("student", ["tensor_answer", "prints_no_newline", "answer_below_stub",
                                      "helper_in_another_cell", "cached_answer", "written_module",
-                                     "tf_function_helper"])
+                                     "tf_function_helper", "star_import", "time_magic", "capture_magic",
+                                     "open_write_module", "global_counter", "dataclass_helper",
+                                     "namedtuple_helper", "near_name"])
 def test_honest_answers_in_unexpected_forms_get_their_marks(graded, student):
     scores, result = outcome(graded, student)
     assert scores["07.1"] == (1, "passed"), result.exercises[0].message
+    assert scores["07.2"] == (3, "passed"), result.exercises[1].message
+
+
+def test_a_notebook_under_a_near_name_is_graded_and_the_instructor_told(graded):
+    assert "graded 07_tiny (1).ipynb, under the release's name 07_tiny.ipynb" in outcome(graded, "near_name")[1].flags
+
+
+POLICY = "graded code is run as the notebook shows it, and may not build code or reach the interpreter's internals"
+
+
+@pytest.mark.parametrize("student, seen", [
+    ("hook_globals", "uses sys.modules"),
+    ("traceback_frames", "the interpreter's internals"),
+    ("builtins_swap", "imports builtins"),
+    ("meta_path_finder", "uses sys.meta_path"),
+    ("compressed_carrier", "holds a constant of 5,120 characters"),
+])
+def test_a_program_that_reaches_the_interpreters_internals_is_refused_from_its_source(graded, student, seen):
+    scores, result = outcome(graded, student)
+    assert scores == {"07.1": (0, "failed"), "07.2": (3, "passed")}, result.exercises
+    assert seen in result.exercises[0].message and POLICY in result.exercises[0].message, result.exercises[0].message
 
 
 def test_a_wrapper_around_the_package_is_flagged_for_the_instructor(graded):
@@ -527,15 +613,16 @@ def test_a_wrapper_around_the_package_is_flagged_for_the_instructor(graded):
     ("ipython_syntax", "needs cell 3, which imports the course package (transformer_course.masks.causal_mask)"),
     ("source_run_from_tmp", "needs cell 3, which imports the course package (transformer_course.masks)"),
     ("table_from_the_package", "needs cell 3, which imports the course package (transformer_course.masks)"),
-    # A name the reading cannot see fails where the statements run: the package is not there.
-    ("resolve_name", "ImportError"),
-    ("builtins_import", "ImportError"),
-    ("unpickled_reference", "ImportError"),
-    # Code built from data at run time: the graded kernel's audit hook refuses it.
-    ("marshalled_code", "graded code may not build code at run time (marshal.loads)"),
-    ("renamed_code", "graded code may not build code at run time (code.__new__)"),
-    ("text_run_at_call", "graded code may not build code at run time (compile, of <string>)"),
-    ("runpy_of_a_written_file", "graded code may not build code at run time (compile, of copied.py)"),
+    # A module loaded by a computed name, code built from data: refused from the source, before it runs
+    # (the graded kernel's audit hook, behind it, would refuse them too).
+    ("resolve_name", "imports pkgutil"),
+    ("builtins_import", "with a name computed at run time"),
+    ("unpickled_reference", "imports pickle"),
+    ("marshalled_code", "imports marshal"),
+    ("renamed_code", "calls globals()"),
+    ("text_run_at_call", "calls exec()"),
+    ("runpy_of_a_written_file", "imports runpy"),
+    ("grader_detector", "calls __import__()"),
 ])
 def test_the_packages_own_code_earns_nothing_however_it_is_reached(graded, student, seen):
     scores, result = outcome(graded, student)
@@ -543,16 +630,10 @@ def test_the_packages_own_code_earns_nothing_however_it_is_reached(graded, stude
     assert seen in result.exercises[0].message, result.exercises[0].message
 
 
-def test_a_name_built_at_call_time_fails_like_a_missing_import(graded):
-    """What no reading of the cells can see fails where the call runs: the package is not there."""
-    scores, result = outcome(graded, "grader_detector")
-    assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}
-    assert "ImportError" in result.exercises[0].message and "out of reach" in result.exercises[0].message
-
-
-def test_a_reply_carrying_the_nonce_twice_is_rejected(graded):
+def test_a_reply_forged_from_the_stack_is_refused_and_flagged(graded):
+    """Reading the grader's nonce needs the caller's frame: the source is refused, and the instructor told."""
     scores, result = outcome(graded, "forged_reply")
-    assert scores["07.1"] == (0, "failed") and "forged" in result.exercises[0].message
+    assert scores["07.1"] == (0, "failed") and "uses sys._getframe" in result.exercises[0].message
     assert any("stack frames" in flag for flag in result.flags)
 
 
@@ -592,17 +673,38 @@ def test_odd_folder_names_get_rows_and_linked_folders_a_row_with_the_reason(grad
         (graded["out"] / "report.md").read_text(encoding="utf-8")
 
 
-def test_every_run_draws_its_own_secret_cases():
+def test_every_run_and_every_student_draws_secret_cases_of_their_own():
     from transformer_course.exercises import EXERCISES
     from transformer_course.grading import references
     from transformer_course.grading.grader import _cases, draw_seed
 
-    assert len({draw_seed() for _ in range(5)}) > 1
+    seeds = {draw_seed() for _ in range(5)}
+    assert len(seeds) == 5 and max(seeds) >= 2**64  # 128 bits: no search over seeds
     exercise = EXERCISES["04.1"]
-    first, second = _cases(exercise, 1), _cases(exercise, 2)
     public = references.cases("04.1", __import__("numpy").random.default_rng(0))
-    assert str(first[:len(public)]) == str(second[:len(public)])  # the public cases students check with
-    assert str(first[len(public):]) != str(second[len(public):])  # the secret ones differ by seed
+    first, second, other = _cases(exercise, 1, "ada"), _cases(exercise, 2, "ada"), _cases(exercise, 1, "bo")
+    assert str(first[:len(public)]) == str(second[:len(public)]) == str(other[:len(public)])  # students' checks
+    assert not any(secret for *_, secret in first[:len(public)]) and all(secret for *_, secret in first[len(public):])
+    assert str(first[len(public):]) != str(second[len(public):])  # the secret ones differ by seed...
+    assert str(first[len(public):]) != str(other[len(public):])  # ...and by student
+    assert str(first) == str(_cases(exercise, 1, "ada"))  # and the same seed gives the same cases
+
+
+def test_feedback_on_a_secret_case_names_the_case_and_the_kind_of_error_only():
+    """A student's exception could carry the secret arguments out; so could a returned value shown back. The
+    whole verdict is kept for the instructor."""
+    from transformer_course.exercises import EXERCISES
+    from transformer_course.grading.grader import _judge_secret
+
+    exercise = EXERCISES["07.1"]
+    raised = _judge_secret(exercise, 3, "random length", {"length": 17}, "raised", "ValueError: length=17")
+    assert raised.message == "secret case 3 (random length) raised ValueError" and "17" not in raised.message
+    assert raised.detail == "case 3 (random length) raised ValueError: length=17"
+    wrong = _judge_secret(exercise, 4, "random length", {"length": 17}, "ok", ("__main__", __import__("numpy").eye(17)))
+    assert "differs from the reference" in wrong.message and "17" not in wrong.message
+    assert "shape" in wrong.detail or "value" in wrong.detail
+    assert _judge_secret(exercise, 4, "random length", {"length": 2}, "ok",
+                         ("__main__", __import__("numpy").tril(__import__("numpy").ones((2, 2), bool)))) is None
 
 
 def test_replies_that_would_exhaust_the_grader_are_refused_quickly():
@@ -809,7 +911,7 @@ def test_student_controlled_texts_in_a_verdict_are_capped():
     from transformer_course.exercises import EXERCISES
     from transformer_course.grading.grader import MAX_MESSAGE_CHARACTERS, _judge
 
-    cases = [("length 3", {"length": 3}, "0" * 32, "07.1#0")]
+    cases = [("length 3", {"length": 3}, "0" * 32, "07.1#0", False)]
     import numpy as np
 
     from transformer_course.exercises.values import encode

@@ -95,7 +95,7 @@ def test_a_watchdog_that_fails_stops_the_kernel(monkeypatch):
         raise RuntimeError("/proc could not be read")
 
     monkeypatch.setattr(watchdog, "_process_tree", broken)
-    problems, stopped = _run_cells("import time\ntime.sleep(10)", sandbox=SANDBOX)
+    problems, stopped = _run_cells("import time\ntime.sleep(10)", sandbox=SANDBOX, cell_seconds=8)
     assert stopped == "the grader's watchdog failed (RuntimeError), so the kernel was stopped", (problems, stopped)
 
 

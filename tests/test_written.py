@@ -166,3 +166,46 @@ def test_grading_an_assignment_refuses_a_notebook_that_was_not_released(course, 
         grade_folder(course["root"] / "class", tmp_path / "out", course["root"] / "release", notebooks=["11", "12"],
                      progress=False, sandbox=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_answer_is_collected_wherever_an_honest_student_typed_it(course, tmp_path):
+    """Below the placeholder in a new cell, in the answer cell whose nbgrader metadata Colab dropped, in the
+    answer cell turned into a code cell, or in a notebook with a stray byte that is not UTF-8; and a notebook
+    that cannot be read at all is listed in the answers file with the reason."""
+    release = course["release"]
+
+    def copy():
+        return nbformat.from_dict(json.loads(json.dumps(release)))
+
+    below = copy()
+    below.cells.insert(3, nbformat.v4.new_markdown_cell("No: the spread is larger than the gain."))
+    no_metadata = copy()
+    no_metadata.cells[2].metadata = {}
+    no_metadata.cells[2].source = "Not yet: run more seeds."
+    as_code = copy()
+    as_code.cells[2] = nbformat.v4.new_code_cell("# It depends on the interval over seeds.")
+    as_code.cells[2].metadata = dict(release.cells[2].metadata)
+    stray = copy()
+    stray.cells[2].source = "Jos\u00e9 says no."
+    for student, notebook in (("below", below), ("no_metadata", no_metadata), ("as_code", as_code),
+                              ("stray", stray)):
+        (tmp_path / "class" / student).mkdir(parents=True)
+        nbformat.write(notebook, tmp_path / "class" / student / "11_tiny.ipynb")
+    path = tmp_path / "class" / "stray" / "11_tiny.ipynb"
+    path.write_bytes(path.read_bytes().replace("é".encode(), "é".encode("latin-1")))
+    (tmp_path / "class" / "void").mkdir()
+    (tmp_path / "class" / "void" / "11_tiny.ipynb").write_text('{"cells": [', encoding="utf-8")
+    results = grade_folder(tmp_path / "class", tmp_path / "report", course["root"] / "release", workers=1, seed=3,
+                           progress=False, sandbox=False)
+    answers = {result.student: result.answers for result in results}
+    assert answers["below"]["11.w1"] == "No: the spread is larger than the gain."
+    assert answers["no_metadata"]["11.w1"] == "Not yet: run more seeds."
+    assert answers["as_code"]["11.w1"] == "# It depends on the interval over seeds."
+    assert answers["stray"]["11.w1"] == "Jos\ufffd says no."
+    assert answers["below"]["11.w2"] == ""  # still the placeholder: not attempted
+    flags = {result.student: result.flags for result in results}
+    assert any("1 byte that is not UTF-8" in flag for flag in flags["stray"]), flags["stray"]
+    statuses = {(r.student, x.exercise): x.status for r in results for x in r.exercises}
+    assert statuses[("below", "11.w1")] == statuses[("stray", "11.w1")] == "to be graded by hand"
+    listed = (tmp_path / "report" / "answers" / "11.w1.md").read_text()
+    assert "## void" in listed and "no answer read: error: not a valid notebook" in listed

@@ -37,7 +37,6 @@ import re
 import secrets
 import stat
 import time
-import zlib
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -47,7 +46,7 @@ import numpy as np
 
 from .._files import write_text_atomically
 from ..exercises import EXERCISES
-from . import inspection, protocol, references, slicing, written
+from . import inspection, policy, protocol, references, slicing, written
 from .markup import exercise_id_of, locked_cells
 from .reports import report_texts
 from .safe_text import display_name
@@ -63,6 +62,7 @@ __all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder",
 # code and text a student wrote — may hold at most MAX_SOURCE_BYTES, far more than any honest work.
 MAX_SUBMISSION_BYTES = 200 * 2**20
 MAX_SOURCE_BYTES = 8 * 2**20
+SLICING_SHARE = 0.25  # the share of the notebook's limit that reading its code (:mod:`.slicing`) may take
 
 
 class SubmissionError(ValueError):
@@ -70,14 +70,44 @@ class SubmissionError(ValueError):
 
 
 def read_submission(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> str:
-    """The text of a submitted notebook, read only if it is a regular file of sane size.
+    """The text of a submitted notebook, read only if it is a regular UTF-8 file of sane size.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        SubmissionError: a link, a FIFO, a device or a folder; more than ``max_bytes``; not UTF-8.
+    """
+    try:
+        return read_submission_bytes(path, max_bytes).decode("utf-8")
+    except UnicodeDecodeError:
+        raise SubmissionError("the submitted notebook is not UTF-8 text") from None
+
+
+def decode_submission(data: bytes) -> tuple[str, int]:
+    """``(text, how many bytes were not UTF-8)``: a stray byte (an editor's Latin-1 "é") becomes U+FFFD and the
+    rest of the notebook is read as it is, instead of the whole notebook being void.
+
+    Example:
+        >>> text, replaced = decode_submission("José".encode("latin-1"))
+        >>> replaced, text.endswith("\\N{REPLACEMENT CHARACTER}")
+        (1, True)
+    """
+    text = data.decode("utf-8", errors="surrogateescape")  # each byte that is not UTF-8: one lone surrogate
+    text, bad = _ESCAPED_BYTE.subn("\ufffd", text)
+    return text, bad
+
+
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def read_submission_bytes(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> bytes:
+    """The bytes of a submitted notebook, read only if it is a regular file of sane size.
 
     Opened without following a symbolic link (``O_NOFOLLOW``) and without waiting on a FIFO or a
     device (``O_NONBLOCK``); checked with ``fstat`` on what was opened.
 
     Raises:
         FileNotFoundError: nothing at ``path``.
-        SubmissionError: a link, a FIFO, a device or a folder; more than ``max_bytes``; not UTF-8.
+        SubmissionError: a link, a FIFO, a device or a folder; more than ``max_bytes``.
     """
     try:
         handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -96,10 +126,59 @@ def read_submission(path, max_bytes: int = MAX_SUBMISSION_BYTES) -> str:
         data = file.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise SubmissionError(f"the submitted notebook is larger than {max_bytes // 2**20} MiB")
+    return data
+
+
+_COPY_SUFFIX = re.compile(r"^(?:copy of )?(?P<stem>.+?)(?:[ _]?\(\d+\)|-copy\d*| copy(?: \d+)?)*$", re.IGNORECASE)
+
+
+def _release_stem(name: str) -> str:
+    """``"04_self_attention (1).ipynb"``, ``"04_self_attention-Copy1.ipynb"``, ``"Copy of 04_Self_Attention.ipynb"``
+    -> ``"04_self_attention"``: a notebook's name as a browser's download, Jupyter's copy or Colab's copy leaves it."""
+    stem = name[:-len(".ipynb")] if name.lower().endswith(".ipynb") else name
+    match = _COPY_SUFFIX.match(stem.strip())
+    return (match.group("stem") if match else stem).strip().lower()
+
+
+def locate_submission(path) -> tuple[Path | None, list[str]]:
+    """``(the notebook to grade, notes for the instructor)`` for the released name ``path`` in a student's folder.
+
+    The exact name when it is there (a near-named twin beside it is noted); else the one notebook whose name
+    is the release's under a browser's, Jupyter's or Colab's copy name (``(1)``, ``-Copy1``, ``Copy of``),
+    named in the notes; of several such, the most recently changed, the others named. None, with the
+    folder's notebooks named, when there is none.
+
+    Example:
+        >>> locate_submission(Path("/nonexistent/alice/04_self_attention.ipynb"))
+        (None, [])
+    """
+    path = Path(path)
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SubmissionError("the submitted notebook is not UTF-8 text") from None
+        entries = [entry for entry in os.scandir(path.parent) if entry.name.lower().endswith(".ipynb")]
+    except OSError:
+        return (path if path.exists() or path.is_symlink() else None), []
+    wanted = _release_stem(path.name)
+    twins = sorted(entry.name for entry in entries if entry.name != path.name and _release_stem(entry.name) == wanted)
+    if any(entry.name == path.name for entry in entries):
+        return path, ([f"graded {path.name}; also in the folder: {', '.join(map(display_name, twins))} (not graded)"]
+                      if twins else [])
+    if not twins:
+        others = sorted(display_name(entry.name) for entry in entries)
+        return None, ([f"the folder holds {', '.join(others[:10])}{' …' * (len(others) > 10)}, none of them "
+                       f"{path.name}"] if others else [])
+
+    def changed(name):
+        try:
+            return os.lstat(path.parent / name).st_mtime
+        except OSError:
+            return 0.0
+
+    chosen = max(twins, key=lambda name: (changed(name), name))
+    note = f"graded {display_name(chosen)}, under the release's name {path.name}"
+    if len(twins) > 1:
+        note += f"; two or more candidates, the most recently changed graded (also: " \
+                f"{', '.join(display_name(name) for name in twins if name != chosen)})"
+    return path.parent / chosen, [note]
 
 
 def shard_of(student: str, count: int) -> int:
@@ -121,8 +200,31 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def draw_seed() -> int:
-    """A fresh secret seed for one grading run (31 random bits from the operating system)."""
-    return secrets.randbits(31)
+    """A fresh secret seed for one grading run: 128 random bits from the operating system.
+
+    No search over seeds is feasible: a student who learnt one secret input (a printed argument)
+    can no more find the seed, and with it the other cases, than guess a 128-bit key.
+    """
+    return secrets.randbits(128)
+
+
+def secret_case_seed(seed: int, student: str, exercise_id: str) -> int:
+    """The seed of one student's secret cases of one exercise: HMAC-SHA-256 keyed with the run's seed, over the
+    student's folder name and the exercise id, 128 bits of it.
+
+    Each student gets cases of their own, so a case one student learnt tells nothing of another's; the same
+    seed gives the same cases again (a regrade, another shard).
+
+    Example:
+        >>> ada = secret_case_seed(7, "ada", "04.1")
+        >>> ada == secret_case_seed(7, "ada", "04.1") != secret_case_seed(7, "bo", "04.1")
+        True
+    """
+    import hmac
+
+    key = int(seed).to_bytes(max(16, (int(seed).bit_length() + 7) // 8), "big")
+    message = f"{student}\0{exercise_id}".encode("utf-8", "surrogateescape")
+    return int.from_bytes(hmac.new(key, message, hashlib.sha256).digest()[:16], "big")
 
 
 @dataclass
@@ -134,6 +236,7 @@ class ExerciseResult:
     message: str
     automatic_points: int | None = None  # set when an instructor's override changed the points
     override: str | None = None  # the override's reason
+    detail: str | None = None  # for the instructor only (grades.json): a secret case's whole verdict
 
 
 @dataclass
@@ -200,11 +303,13 @@ def release_facts(release) -> ReleaseFacts:
                         _normalised_solutions(_programs(release, exercises), {}))
 
 
-def _cases(exercise, seed: int) -> list:
-    """The public cases (seed 0, the ones students check with) and the secret ones of this run."""
-    salt = zlib.crc32(exercise.id.encode())
-    return (references.cases(exercise.id, np.random.default_rng(0))
-            + references.cases(exercise.id, np.random.default_rng(seed + salt)))
+def _cases(exercise, seed: int, student: str = "") -> list:
+    """``[(label, arguments, secret), ...]``: the public cases (seed 0, the ones students check with), then this
+    student's secret ones of this run (:func:`secret_case_seed`)."""
+    public = references.cases(exercise.id, np.random.default_rng(0))
+    secret = references.cases(exercise.id, np.random.default_rng(secret_case_seed(seed, student, exercise.id)))
+    return [(label, arguments, False) for label, arguments in public] + [
+        (label, arguments, True) for label, arguments in secret]
 
 
 def _zero(notebook: NotebookResult, exercises, status: str, message: str) -> NotebookResult:
@@ -260,11 +365,15 @@ def _flag_reaches(submission, release, flags: list) -> None:
             flags.append(f"cell {index + 1} reaches into {place}: look at it before trusting its score")
 
 
-def _programs(submission, exercises) -> dict:
-    """exercise id -> the :class:`.slicing.Program` of its function, read from the submission's cells."""
+def _programs(submission, exercises, budget_seconds: float | None = None) -> dict:
+    """exercise id -> the :class:`.slicing.Program` of its function, read from the submission's cells.
+
+    Raises:
+        slicing.SlicingTooLong: past the slicer's statement cap or ``budget_seconds``.
+    """
     sources = [cell.get("source") if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str) else ""
                for cell in submission.cells]
-    parsed = slicing.parse_cells(sources)  # read once, whatever the number of exercises
+    parsed = slicing.parse_cells(sources, budget_seconds)  # read once, whatever the number of exercises
     programs = {}
     for exercise in exercises:
         check = next((index for index, cell in enumerate(submission.cells)
@@ -285,6 +394,19 @@ def _not_graded(exercise, program) -> tuple[str, str] | None:
     if program.characters > slicing.MAX_PROGRAM_CHARACTERS:
         return "error", (f"the code {name} needs is larger than {slicing.MAX_PROGRAM_CHARACTERS // 2**20} MiB "
                          f"({program.characters:,} characters)")
+    for unit in program.units:  # what the function is made of, decided from its source before anything runs
+        if unit.writes_module:
+            problems = policy.problems_in(unit.writes_body)
+            where = f"the module {unit.writes_module}.py that cell {unit.cell + 1} writes, line {{line}}"
+        else:
+            problems = policy.problems_in(unit.text)
+            where = f"cell {unit.cell + 1}, line {{line}}"
+        if problems:
+            problem = problems[0]
+            line = problem.line if unit.writes_module else unit.line + problem.line - 1
+            return "failed", (f"{name} needs {where.format(line=line)}, which {problem.reason}: graded code is run "
+                              "as the notebook shows it, and may not build code or reach the interpreter's "
+                              "internals (see the course's grading rules)")
     return None
 
 
@@ -323,9 +445,9 @@ def _normalised_solutions(programs: dict, stubs: dict) -> dict:
     return solutions
 
 
-def _verdict(exercise, status, message) -> ExerciseResult:
+def _verdict(exercise, status, message, detail: str | None = None) -> ExerciseResult:
     return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status,
-                          capped(message))
+                          capped(message), detail=None if detail is None else capped(detail))
 
 
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
@@ -334,8 +456,13 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
     if f"{exercise.id}#load" in timed_out:
         return result("error", f"running the cells `{exercise.function_name}` needs, for the graded calls, ran past "
                                f"the {cell_seconds:.0f} s limit")
-    for number, (label, arguments, nonce, key) in enumerate(cases, start=1):
+    for number, (label, arguments, nonce, key, secret) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
+        if secret and kind in ("raised", "ok"):  # what the student sees names the case and the kind of error only
+            verdict = _judge_secret(exercise, number, label, arguments, kind, value)
+            if verdict is not None:
+                return verdict
+            continue
         if kind == "no-reply" and key in timed_out:
             return result("error",
                           f"case {number} ({label}) ran past the {cell_seconds:.0f} s limit — an endless loop?")
@@ -360,6 +487,29 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
         if problem:
             return result("failed", f"case {number} ({label}): {problem}")
     return result("passed", f"all {len(cases)} cases match")
+
+
+def _judge_secret(exercise, number, label, arguments, kind, value) -> ExerciseResult | None:
+    """The verdict on a secret case that raised or returned (None when it matches).
+
+    Its message names the case and the kind of error, never the exception's text or a value: a student's
+    exception could carry the secret arguments out, and so could a value returned to be shown. The whole
+    text is kept for the instructor in ``detail`` (``grades.json``).
+    """
+    if kind == "raised":
+        error_type = str(value).split(":", 1)[0].strip()[:100] or "an exception"
+        return _verdict(exercise, "error", f"secret case {number} ({label}) raised {error_type}",
+                        detail=f"case {number} ({label}) raised {value}")
+    module, received = value
+    if module.split(".")[0] in ("transformer_course", "keras", "keras_hub"):
+        return _verdict(exercise, "failed", f"`{exercise.function_name}` is the library's own ({module}), not your "
+                                            "code")
+    problem = exercise.judge(arguments, received, references.expected(exercise.id, arguments))
+    if not problem:
+        return None
+    return _verdict(exercise, "failed", f"secret case {number} ({label}): the result differs from the reference "
+                                        "(the public cases show how; check them first)",
+                    detail=f"case {number} ({label}): {problem}")
 
 
 def grade_notebook(student: str, path, release_path, limits: Limits, seed: int = 0,
@@ -388,12 +538,21 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     facts = release_facts(release) if facts is None else facts
     exercises, questions = list(facts.exercises), list(facts.questions)
     outcome = NotebookResult(student, release_path.name)
+    path, notes = locate_submission(path)
+    outcome.flags += notes
+    if path is None:
+        return _zero(outcome, exercises + questions, "not submitted",
+                     "no such notebook in the submission" + (f" ({notes[0]})" if notes else ""))
     try:
-        text = read_submission(path)
+        text, not_utf8 = decode_submission(read_submission_bytes(path))
     except FileNotFoundError:
         return _zero(outcome, exercises + questions, "not submitted", "no such notebook in the submission")
     except SubmissionError as error:
         return _zero(outcome, exercises + questions, "error", str(error))
+    if not_utf8:
+        outcome.flags.append(f"the notebook holds {not_utf8:,} byte{'s' * (not_utf8 != 1)} that "
+                             f"{'is' if not_utf8 == 1 else 'are'} not UTF-8, read as U+FFFD (�); the rest was graded "
+                             "as it is")
     try:
         submission = nbformat.reads(text, as_version=4)
         del text
@@ -411,17 +570,24 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         return _zero(outcome, exercises + questions, "error",
                      f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB")
     outcome.answers = {question: None if answer is None else written.capped_answer(answer)
-                       for question, answer in written.answers_of(submission, questions).items()}
+                       for question, answer in written.answers_of(submission, questions, release).items()}
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
-    programs = _programs(submission, exercises)
+    deadline = time.monotonic() + limits.notebook_seconds  # one notebook limit: the reading and both kernels
+    try:
+        programs = _programs(submission, exercises, budget_seconds=limits.notebook_seconds * SLICING_SHARE)
+    except slicing.SlicingTooLong as error:  # the written answers, collected above, are still listed
+        _zero(outcome, exercises, "error", f"the notebook's code was not read: {error}")
+        outcome.exercises += [ExerciseResult(question.id, 0, question.points,
+                                             *written.status_of(outcome.answers[question.id]))
+                              for question in questions]
+        return outcome
     outcome.solutions = _normalised_solutions(programs, facts.stubs)
     refused = {exercise.id: why for exercise in exercises if (why := _not_graded(exercise, programs[exercise.id]))}
     written_modules = {name: text for program in programs.values() for name, text in program.writefiles().items()}
 
     env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
     # 1. The student's kernel runs the notebook, as the student did (its errors are reported).
-    deadline = time.monotonic() + limits.notebook_seconds  # one notebook limit for both kernels together
     run = run_submission(submission, {}, limits, env, sandbox=sandbox)
     # 2. A second kernel, where the package holds only the protocol, runs the statements each graded
     #    function needs (its source, never an object of the first kernel) and calls it on the cases.
@@ -433,9 +599,9 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         statements = [(unit.cell, unit.line, unit.text) for unit in programs[exercise.id].units]
         requests[f"{exercise.id}#load"] = (protocol.program_code(exercise.id, exercise.function_name, statements,
                                                                  written_modules), None)
-        for number, (label, arguments) in enumerate(_cases(exercise, seed)):
+        for number, (label, arguments, secret) in enumerate(_cases(exercise, seed, student)):
             key, nonce = f"{exercise.id}#{number}", secrets.token_hex(16)
-            cases[exercise.id].append((label, arguments, nonce, key))
+            cases[exercise.id].append((label, arguments, nonce, key, secret))
             requests[key] = (protocol.request_code(exercise.id, exercise.function_name, arguments, nonce), nonce)
     left = deadline - time.monotonic()
     if requests and left < 1:

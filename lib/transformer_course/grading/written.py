@@ -89,17 +89,55 @@ def questions_of(notebook) -> list[WrittenQuestion]:
     return questions
 
 
-def answers_of(submission, questions: list[WrittenQuestion]) -> dict[str, str | None]:
-    """question id -> the text of the student's answer cell (None when the cell is gone).
+def answers_of(submission, questions: list[WrittenQuestion], release=None) -> dict[str, str | None]:
+    """question id -> the text of the student's answer (None when there is none to be found).
 
-    The answer is the first Markdown cell carrying the question's ``grade_id``; a student who
-    changed that cell's metadata or deleted it has no answer.
+    The answer starts at the cell carrying the question's ``grade_id`` — Markdown, or turned into a
+    code or raw cell — and, given the ``release``, goes on through the cells the student added after
+    it, up to the next cell that is the release's own (one with nbgrader metadata, or the same text
+    as a cell of the release): an answer typed in a new cell below the placeholder counts. Where the
+    answer cell lost its metadata (Colab drops it on some copies) or was deleted, the answer is what
+    the student wrote after the question's own cell (found by its text in the release). Placeholder
+    and empty cells are left out; the parts are joined by a blank line.
     """
     answers: dict[str, str | None] = {question.id: None for question in questions}
-    for cell in submission.get("cells", []):
-        question = written_id_of(cell)
-        if question in answers and answers[question] is None and cell.get("cell_type") == "markdown":
-            answers[question] = str(cell.get("source", ""))
+    cells = [cell for cell in submission.get("cells", []) if isinstance(cell, dict)]
+    if release is None:
+        for cell in cells:
+            question = written_id_of(cell)
+            if question in answers and answers[question] is None:
+                answers[question] = str(cell.get("source", ""))
+        return answers
+    release_cells = list(release.get("cells", []))
+    release_texts = {str(cell.get("source", "")).strip() for cell in release_cells} - {"", ANSWER_PLACEHOLDER}
+
+    def is_release_cell(cell) -> bool:
+        metadata = cell.get("metadata")
+        has_nbgrader = isinstance(metadata, dict) and isinstance(metadata.get("nbgrader"), dict) \
+            and written_id_of(cell) is None
+        return has_nbgrader or str(cell.get("source", "")).strip() in release_texts
+
+    for question in questions:
+        where = next((index for index, cell in enumerate(release_cells) if written_id_of(cell) == question.id), None)
+        prompt = next((str(cell.get("source", "")).strip() for cell in reversed(release_cells[:where or 0])
+                       if str(cell.get("source", "")).strip()), None)
+        start = next((index for index, cell in enumerate(cells) if written_id_of(cell) == question.id), None)
+        by_prompt = start is None
+        if by_prompt and prompt:
+            start = next((index + 1 for index, cell in enumerate(cells)
+                          if str(cell.get("source", "")).strip() == prompt), None)
+        if start is None:
+            continue
+        parts = []
+        for index in range(start, len(cells)):
+            cell = cells[index]
+            own = written_id_of(cell) == question.id
+            if not own and (is_release_cell(cell) or written_id_of(cell) is not None):
+                break
+            text = str(cell.get("source", "")).strip()
+            if text and text != ANSWER_PLACEHOLDER:
+                parts.append(text)
+        answers[question.id] = "\n\n".join(parts) if parts or not by_prompt else None  # None: nothing written
     return answers
 
 
@@ -130,10 +168,15 @@ def write_answer_files(results: list, out_dir) -> list[Path]:
     Returns:
         the paths written, sorted. Nothing is written when no notebook has a written question.
     """
-    by_question: dict[str, list[tuple[str, str | None]]] = {}
+    by_question: dict[str, list[tuple[str, str | None, str | None]]] = {}
     for result in sorted(results, key=lambda result: result.student):
-        for question, answer in (result.answers or {}).items():
-            by_question.setdefault(question, []).append((result.student, answer))
+        answers = result.answers or {}
+        for question, answer in answers.items():
+            by_question.setdefault(question, []).append((result.student, answer, None))
+        for item in getattr(result, "exercises", None) or []:  # a notebook that was not read: listed, with why
+            if _QUESTION_ID.match(str(item.exercise)) and item.exercise not in answers:
+                why = f"{item.status}: {item.message}"
+                by_question.setdefault(item.exercise, []).append((result.student, None, why))
     folder, written = Path(out_dir) / "answers", []
     for question, rows in sorted(by_question.items()):
         folder.mkdir(parents=True, exist_ok=True)
@@ -143,15 +186,17 @@ def write_answer_files(results: list, out_dir) -> list[Path]:
         table = io.StringIO()
         writer = csv.writer(table)
         writer.writerow(["student", "question", "answer"])
-        for student, answer in rows:
+        for student, answer, why in rows:
             lines += [f"## {markdown_text(student)}", ""]
-            if answer is None or not answer.strip() or answer.strip() == ANSWER_PLACEHOLDER:
+            if why is not None:
+                lines += [f"*no answer read: {markdown_text(why)}*", ""]
+            elif answer is None or not answer.strip() or answer.strip() == ANSWER_PLACEHOLDER:
                 lines += [f"*{status_of(answer)[1]}*", ""]
             else:
                 lines += [f"> {markdown_text(line)}" if line.strip() else ">"
                           for line in capped_answer(answer).splitlines()]
                 lines.append("")
-            text = "" if answer is None else capped_answer(answer)
+            text = f"(no answer read: {why})" if why is not None else "" if answer is None else capped_answer(answer)
             writer.writerow([spreadsheet_cell(student), question, spreadsheet_cell(text, keep_lines=True)])
         for suffix, text in ((".md", "\n".join(lines) + "\n"), (".csv", table.getvalue())):
             write_text_atomically(folder / f"{question}{suffix}", text)
