@@ -157,8 +157,28 @@ def test_a_renamed_copy_is_listed_and_independent_honest_solutions_are_not():
     solutions = {name: {"08.3": normalise(source)} for name, source in
                  (("ana", HONEST), ("ben", RENAMED), ("cal", LOOPS), ("dot", copied_from_the_package))}
     found = similar_solutions(solutions)["08.3"]
-    assert [(first, second) for _, first, second in found["pairs"]] == [("ana", "ben")]
-    assert [student for _, student in found["package"]] == ["dot"]
+    assert [group for _, _, group in found["groups"]] == [["ana", "ben"]]
+    assert [student for _, student, _ in found["package"]] == ["dot"]
+
+
+def test_students_sharing_one_program_are_one_group_and_short_answers_are_not_compared():
+    """Five students of sixty with one program are one line, not ten pairs; the short answer thirty students wrote
+    alike is the usual answer, counted, not listed; a one-line program is not compared at all."""
+    from transformer_course.grading.similarity import MIN_SHINGLES, normalise, similar_solutions
+
+    usual = normalise("def split_heads(x, heads):\n    b, t, e = x.shape\n"
+                      "    return x.reshape(b, t, heads, e // heads).transpose(0, 2, 1, 3)")
+    tiny = normalise("def f(n):\n    return n + 1")
+    assert len(tiny) - 4 < MIN_SHINGLES <= len(usual) - 4
+    solutions = {}
+    for n in range(60):
+        own = [f"t{n}_{i}" for i in range(40)]  # everyone's own program...
+        solutions[f"student{n:02d}"] = {"08.3": normalise(HONEST) if n < 5 else own,  # ...but five who share one
+                                        "04.2": usual if n < 30 else own, "01.1": tiny}
+    found = similar_solutions(solutions)
+    assert found["08.3"]["groups"] == [(1.0, 1.0, [f"student{n:02d}" for n in range(5)])]
+    assert found["04.2"]["groups"] == [] and found["04.2"]["common"] == [30]
+    assert "01.1" not in found
 
 
 def test_the_report_lists_near_identical_solutions_and_never_changes_a_score(tmp_path):

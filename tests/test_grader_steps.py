@@ -155,6 +155,12 @@ FROZEN_REFUSED = "ImportError Frozen object named 'runpy' is invalid"
     ("import runpy, zipimport, importlib.util\nimportlib.util.find_spec('json')", "ran"),
     ("open('helpers.py', 'w').write('def ones(n):\\n    return [1] * n\\n')\nimport helpers\nhelpers.ones(2)",
      "ran"),
+    # The standard library's class factories build their methods' code: not the submission's.
+    ("from dataclasses import dataclass, field\n@dataclass\nclass P:\n    x: int = 0\n"
+     "    ys: list = field(default_factory=list)\nP(1)", "ran"),
+    ("from collections import namedtuple\nP = namedtuple('P', 'x y')\nP(1, 2)", "ran"),
+    ("from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\nP(1)", "ran"),
+    ("import enum\nclass Kind(enum.Enum):\n    PAD = 0\nKind.PAD", "ran"),
 ])
 def test_the_graded_kernels_hook_refuses_code_built_at_run_time_and_nothing_honest(tmp_path, statement, outcome):
     import subprocess
@@ -255,11 +261,41 @@ def test_every_package_implementation_named_for_the_similarity_section_is_readab
 
 
 def _similarity_to_the_package(cells: list, exercise_id: str) -> float:
-    from transformer_course.grading.similarity import _package_tokens, normalise, program_text, similarity
+    """How much of the closest known answer to ``exercise_id`` the program of ``cells`` holds."""
+    from transformer_course.grading.similarity import containment, known_answers, normalise, program_text, strip_no_ops
     from transformer_course.grading.slicing import program_for
 
     program = program_for([*cells, "check()"], len(cells), EXERCISES[exercise_id].function_name)
-    return max(similarity(normalise(program_text(program)), form) for form in _package_tokens(exercise_id))
+    tokens = normalise(strip_no_ops(program_text(program)))
+    return max(containment(answer, tokens) for _, answer in known_answers(exercise_id))
+
+
+def test_every_exercise_has_a_known_answer_to_compare_with():
+    """The package's implementation where there is one, the grader's reference and the instructor's solution."""
+    from transformer_course.grading.similarity import known_answers
+
+    for exercise_id in EXERCISES:
+        sources = {where for where, _ in known_answers(exercise_id)}
+        assert "the instructor's solution" in sources, (exercise_id, sources)
+        assert "the grader's reference" in sources or exercise_id == "08.3", (exercise_id, sources)  # a wrapper
+
+
+def test_a_copy_padded_with_statements_that_change_nothing_or_carrying_extra_helpers_is_still_a_copy():
+    """The two copies that went unlisted before (0.67 and 0.53 similarity): a reference padded with no-op
+    statements, and one carrying a helper of its own beside it."""
+    import inspect
+
+    from transformer_course.grading import references
+
+    source = inspect.getsource(references._causal_reference).replace("_causal_reference", "causal_mask")
+    header, body = source.split("\n", 1)
+    padded = header + "\n" + "".join(f"    unused_{n} = {n}\n    pass\n" for n in range(12)) + body
+    assert _similarity_to_the_package(["import numpy as np", padded], "07.1") >= 0.99
+    helper = "def _shape(n):\n    total = 0\n    for i in range(n):\n        total += i * i - 1\n    return total, n"
+    assert _similarity_to_the_package(["import numpy as np", helper, source], "07.1") >= 0.99
+    greedy = inspect.getsource(references._EXERCISES["07.2"][1])
+    name = references._EXERCISES["07.2"][1].__name__
+    assert _similarity_to_the_package(["import numpy as np", greedy.replace(name, "greedy_decode")], "07.2") >= 0.9
 
 
 def test_copies_of_the_package_are_listed_however_they_are_spread_or_renamed():

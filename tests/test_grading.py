@@ -573,7 +573,8 @@ def test_reports_escape_what_students_control():
 def test_honest_answers_in_unexpected_forms_get_their_marks(graded, student):
     scores, result = outcome(graded, student)
     assert scores["07.1"] == (1, "passed"), result.exercises[0].message
-    assert scores["07.2"] == (3, "passed"), result.exercises[1].message
+    if student != "answer_below_stub":  # the release with 07.1 answered below its stub: 07.2 untouched
+        assert scores["07.2"] == (3, "passed"), result.exercises[1].message
 
 
 def test_a_notebook_under_a_near_name_is_graded_and_the_instructor_told(graded):

@@ -221,7 +221,7 @@ def test_kernels_import_a_snapshot_of_the_package_without_compiled_files():
         "from transformer_course.grading import references\n"
         "folder = pathlib.Path(transformer_course.__file__).parent\n"
         "raise ValueError(f'expected={hasattr(references, \"expected\")} '\n"
-        "                 f'references={len((folder / \"grading\" / \"references.py\").read_text())}')")
+        "                 f'references={len((folder / \"grading\" / \"references\" / \"__init__.py\").read_text())}')")
     assert stopped is None and problems == ["cell 1 raised ValueError: expected=False references=0"]
 
 

@@ -1,6 +1,7 @@
 """The built wheel, not the editable checkout: installed in a fresh environment and used from a
-folder outside the repository, it runs the command line, `check`, `release`, `grade` and a
-notebook in the smoke profile.
+folder outside the repository, it runs the command line, `check`, `release` and a notebook in the
+smoke profile, and holds no grader's references (a student's install): its `grade` refuses, saying
+where grading is done.
 
 Building the wheel needs setuptools from the package index (pip's build isolation), as any user's
 install does. The fresh environment gets the wheel only; its dependencies are the ones already
@@ -10,7 +11,6 @@ checkout's editable install, so every `transformer_course` import resolves to th
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import subprocess
@@ -38,7 +38,15 @@ def _run(*command, cwd, timeout=600):
 def installed(tmp_path_factory):
     """(python, transformer-course script, a working folder outside the checkout)."""
     folder = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", folder / "dist", ROOT, cwd=folder)
+    # Built from the files a clone holds (tracked, or new and not ignored): a checkout's own build/ folder, left
+    # by an earlier build, would put its stale modules in the wheel.
+    source = folder / "source"
+    listed = _run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT).split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", folder / "dist", source, cwd=folder)
     wheel = next((folder / "dist").glob("transformer_course-*.whl"))
     environment = folder / "fresh"
     _run(sys.executable, "-m", "venv", "--without-pip", environment, cwd=folder)
@@ -58,13 +66,18 @@ def test_the_wheel_ships_the_package_and_its_license_only(installed):
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
     assert "transformer_course/exercises/catalog.py" in names and "transformer_course/grading/sandbox.py" in names
     assert not [name for name in names if name.startswith(("tests/", "notebooks/", "release/"))]
+    # No student's install holds the grader's references or its secret-case generators.
+    assert not [name for name in names if "references" in name], names
+    refused = subprocess.run([python, "-c", "import transformer_course.grading.references"], cwd=work,
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "ModuleNotFoundError" in refused.stderr
     location = _run(python, "-c", "import transformer_course; print(transformer_course.__file__)", cwd=work)
     assert str(ROOT) not in location and "site-packages" in location
     # Every declared dependency range is met by the tested versions.
     _run(sys.executable, "-m", "pip", "--python", python, "check", cwd=work)
 
 
-def test_the_installed_command_line_check_release_grade_and_a_smoke_notebook(installed):
+def test_the_installed_command_line_checks_releases_refuses_to_grade_and_runs_a_smoke_notebook(installed):
     python, command, work, _ = installed
     assert "release" in _run(command, "--help", cwd=work)
     verdict = _run(python, "-c", "import numpy as np\nfrom transformer_course.exercises import check\n"
@@ -77,14 +90,11 @@ def test_the_installed_command_line_check_release_grade_and_a_smoke_notebook(ins
     assert 'NotImplementedError(\\"Exercise 04.1\\")' in released
     (work / "submissions" / "student").mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / "submissions" / "student" / NOTEBOOK)
-    from transformer_course.grading.sandbox import sandbox_available
-
-    _run(command, "grade", "submissions", "--out", "report", "--release-dir", "release", "--quiet",
-         *([] if sandbox_available() else ["--unsafe-no-sandbox"]), cwd=work)
-    # The instructor's notebook as a submission: full marks.
-    rows = list(csv.DictReader((work / "report" / "grades.csv").read_text(encoding="utf-8").splitlines()))
-    assert [row["student"] for row in rows] == ["student"]
-    assert rows[0]["total"] == rows[0]["max"] and int(rows[0]["max"]) > 0
+    # Grading needs the references, which only a checkout holds: the wheel's `grade` refuses, saying where.
+    refused = subprocess.run([command, "grade", "submissions", "--out", "report", "--release-dir", "release"],
+                             cwd=work, capture_output=True, text=True)
+    assert refused.returncode == 2 and "holds no grader's references" in refused.stderr, refused.stderr
+    assert "pip install -e ." in refused.stderr and not (work / "report").exists()
     table = _run(command, "run", "04", "--profile", "smoke", "--quiet", "--notebooks-dir", "notebooks",
                  "--build-dir", "build", cwd=work)
     assert "PASSED" in table

@@ -46,7 +46,12 @@ import numpy as np
 
 from .._files import write_text_atomically
 from ..exercises import EXERCISES
-from . import inspection, policy, protocol, references, slicing, written
+from . import inspection, policy, protocol, slicing, written
+
+try:
+    from . import references
+except ModuleNotFoundError:  # a student's install: the wheel leaves the references out
+    references = None
 from .markup import exercise_id_of, locked_cells
 from .reports import report_texts
 from .safe_text import display_name
@@ -54,7 +59,8 @@ from .sandbox import Limits, SandboxResult, SandboxUnavailable, graded_snapshot,
 from .workers import run_jobs
 
 __all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "shard_of",
-           "parse_shard", "merge_grades", "MergeError"]
+           "parse_shard", "merge_grades", "MergeError", "ReferencesUnavailable", "require_references",
+           "locate_submission", "decode_submission", "secret_case_seed"]
 
 
 # A submitted file is read up to MAX_SUBMISSION_BYTES (outputs included: an honest notebook run to the
@@ -433,13 +439,14 @@ def _normalised_solutions(programs: dict, stubs: dict) -> dict:
     ``stubs`` holds the release's programs: an exercise whose program is still the release's (the
     untouched stub) has no solution: two students who both left it are not alike.
     """
-    from .similarity import MAX_SOLUTION_TOKENS, normalise, program_text
+    from .similarity import MAX_SOLUTION_TOKENS, normalise, program_text, strip_no_ops
 
     solutions = {}
     for exercise, program in programs.items():
         if program.missing:
             continue
-        tokens = " ".join(normalise(program_text(program)[:65536])[:MAX_SOLUTION_TOKENS])  # a longer text is cut
+        text = strip_no_ops(program_text(program)[:65536])  # a longer text is cut
+        tokens = " ".join(normalise(text)[:MAX_SOLUTION_TOKENS])
         if tokens and tokens != stubs.get(exercise):
             solutions[exercise] = tokens
     return solutions
@@ -684,10 +691,14 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     Raises:
         FileNotFoundError: if ``submissions_dir`` or ``release_dir`` does not exist or has nothing to grade.
         SandboxUnavailable: if ``sandbox`` is True and bubblewrap cannot run here (nothing is graded).
+        ReferencesUnavailable: in an install without the grader's references (a wheel, as students
+            install; nothing is graded).
         OverrideError, WrittenScoreError: an override or a written score that does not apply
             (the reports are not written).
     """
     from tqdm.auto import tqdm
+
+    require_references()
 
     submissions_dir, out_dir, release_dir = Path(submissions_dir), Path(out_dir), Path(release_dir)
     releases = sorted(release_dir.glob("[0-9][0-9]_*.ipynb"))
@@ -785,6 +796,21 @@ def _write_reports(results, out_dir, exercise_ids, seed, students, overrides, wr
     write_text_atomically(out_dir / "grades.json", json_text)
     write_text_atomically(out_dir / "report.md", markdown)
     written.write_answer_files(results, out_dir)
+
+
+class ReferencesUnavailable(RuntimeError):
+    """This install holds no references to grade with (a wheel, as students install): grade from a checkout."""
+
+
+REFERENCES_UNAVAILABLE = ("this install of transformer_course holds no grader's references: they are left out of "
+                          "every built wheel, so that no student's install can import them. Grade from a checkout of "
+                          "the course's repository, installed with `pip install -e .` (see docs/grading.md)")
+
+
+def require_references() -> None:
+    """Raise :class:`ReferencesUnavailable` where the references are not installed (a wheel: a student's install)."""
+    if references is None:
+        raise ReferencesUnavailable(REFERENCES_UNAVAILABLE)
 
 
 class MergeError(ValueError):

@@ -23,7 +23,7 @@ __all__ = ["report_texts"]
 
 def _similarity_lines(results: list) -> list[str]:
     """The report's section on near-identical solutions (see :mod:`.similarity`)."""
-    from .similarity import SIMILARITY_THRESHOLD, similar_solutions
+    from .similarity import COMMON_SHARE, MIN_SHINGLES, SIMILARITY_THRESHOLD, similar_solutions
 
     solutions = {}
     for result in results:
@@ -31,16 +31,27 @@ def _similarity_lines(results: list) -> list[str]:
     found = similar_solutions(solutions)
     lines = ["## Near-identical solutions", "",
              f"A heuristic: each graded function with the helpers, constants and imports it uses, compared with "
-             f"names, literals and comments set aside and imports resolved (similarity of 5-token sequences; "
-             f"listed from {SIMILARITY_THRESHOLD}). This never changes a score: read the cells and decide.", ""]
+             f"names, literals, comments and statements that change nothing set aside and imports resolved "
+             f"(5-token sequences). Students whose programs are alike from {SIMILARITY_THRESHOLD} on are listed as "
+             f"groups; a student is listed beside a known answer (the package's implementation, the grader's "
+             f"reference, the instructor's solution) when the program holds {SIMILARITY_THRESHOLD:.0%} of it or "
+             f"more. Programs under {MIN_SHINGLES} token sequences, and a program {COMMON_SHARE:.0%} of the class "
+             f"wrote, are short, natural answers: not listed as copies. This never changes a score: read the cells "
+             f"and decide.", ""]
     if not found:
         return lines + ["None.", ""]
     for exercise, seen in found.items():
-        for score, first, second in seen["pairs"]:
-            lines.append(f"- {exercise}: {markdown_text(first)} and {markdown_text(second)}, similarity {score:.2f}")
-        for score, student in seen["package"]:
-            lines.append(f"- {exercise}: {markdown_text(student)} and the course package's own implementation, "
-                         f"similarity {score:.2f}")
+        for lowest, highest, group in seen["groups"]:
+            names = ", ".join(markdown_text(student) for student in group)
+            alike = f"similarity {highest:.2f}" if lowest == highest else f"similarity {lowest:.2f} to {highest:.2f}"
+            lines.append(f"- {exercise}: {names} ({len(group)} students), {alike}" if len(group) > 2 else
+                         f"- {exercise}: {names.replace(', ', ' and ')}, {alike}")
+        for size in seen.get("common", []):
+            lines.append(f"- {exercise}: {size} students wrote one program, the usual answer (not listed as copies)")
+        if seen.get("more_groups"):
+            lines.append(f"- {exercise}: {seen['more_groups']} more groups not listed")
+        for score, student, where in seen["package"]:
+            lines.append(f"- {exercise}: {markdown_text(student)} holds {score:.0%} of {where}")
     return lines + [""]
 
 

@@ -15,10 +15,26 @@ under other names, near 0 for unrelated code. The package's implementation is re
 function alone and its function with the helpers and imports of its module that it uses, and a
 program is as close to it as to the closer of the two.
 
-The report lists, for each exercise, the pairs of students at or above
-:data:`SIMILARITY_THRESHOLD`, and each student that close to the package's implementation of the
-exercise (:data:`PACKAGE_IMPLEMENTATIONS`). It never changes a score: short exercises have few
-ways to be written, and honest students can meet there; read the cells and decide.
+Before a program is normalised, statements that change nothing are **dropped** (:func:`strip_no_ops`):
+``pass``, a bare constant or name, and an assignment in a function to a local name that nothing in
+it reads — padding that would dilute a copy.
+
+Every exercise is compared with **known answers** (:func:`known_answers`): the package's
+implementation where there is one (:data:`PACKAGE_IMPLEMENTATIONS`), the grader's reference (with
+the helpers of its module it uses), and the instructor's solution in the course's source notebooks
+where the checkout holds them. A student's program is listed beside a known answer when it
+*contains* that much of it — the share of the answer's 5-token sequences found in the program — so
+a copy that carries extra helpers or padding is still a copy.
+
+Students are compared pairwise (Jaccard), and those at or above :data:`SIMILARITY_THRESHOLD` are
+listed as **groups** (the connected students: five students sharing one program are one line, not
+ten pairs), at most :data:`MAX_GROUPS` per exercise. **Short natural answers are not listed as
+copies**, by two rules: a program shorter than :data:`MIN_SHINGLES` 5-token sequences is not
+compared between students, nor a known answer that short; and a group holding
+:data:`COMMON_SHARE` of the students who answered an exercise, or more (three students at least), is
+*the usual answer* — many students reaching one short program independently, as with
+``x.reshape(b, t, h, d).transpose(0, 2, 1, 3)`` — and is reported as a count, not as a group to read.
+It never changes a score: read the cells and decide.
 """
 
 from __future__ import annotations
@@ -33,10 +49,14 @@ import tokenize
 from functools import cache
 from itertools import combinations
 
-__all__ = ["normalise", "similarity", "program_text", "SIMILARITY_THRESHOLD", "PACKAGE_IMPLEMENTATIONS",
-           "similar_solutions", "MAX_SOLUTION_TOKENS"]
+__all__ = ["normalise", "similarity", "containment", "program_text", "strip_no_ops", "known_answers",
+           "SIMILARITY_THRESHOLD", "PACKAGE_IMPLEMENTATIONS", "similar_solutions", "MAX_SOLUTION_TOKENS",
+           "MIN_SHINGLES", "MAX_GROUPS", "COMMON_SHARE"]
 
 SIMILARITY_THRESHOLD = 0.8
+MIN_SHINGLES = 12  # a program with fewer 5-token sequences is a short, natural answer: not compared
+MAX_GROUPS = 25  # groups listed per exercise (the rest counted)
+COMMON_SHARE = 0.1  # a group with this share of the students who answered (3 at least) is the usual answer
 MAX_SOLUTION_TOKENS = 4000  # a solution's normalised tokens kept in grades.json (more is cut)
 SHINGLE = 5
 # The package function each exercise's answer mirrors (what a student could copy by hand).
@@ -150,9 +170,130 @@ def similarity(first, second) -> float:
     return _jaccard(_shingles(first), _shingles(second))
 
 
+def containment(answer, program) -> float:
+    """The share of ``answer``'s 5-token sequences found in ``program`` (normalised token lists), in [0, 1].
+
+    1.0 when the program holds the whole answer, whatever else it holds.
+
+    Example:
+        >>> answer = normalise("def f(x):\n    return x * 2 + 1")
+        >>> containment(answer, normalise("def helper(y):\n    return y\ndef f(x):\n    return x * 2 + 1"))
+        1.0
+    """
+    known = _shingles(answer)
+    return len(known & _shingles(program)) / len(known) if known else 0.0
+
+
 def program_text(program) -> str:
     """The code of a :class:`.slicing.Program`: its statements, a written module's text in place of the magic."""
     return "\n".join(unit.writes_body if unit.writes_module else unit.text for unit in program.units)
+
+
+def strip_no_ops(source: str) -> str:
+    """``source`` without the statements that change nothing: ``pass``, a bare constant or name, and, in a
+    function, an assignment to a local name that nothing in the function reads (repeated until none is left).
+
+    Returns ``source`` unchanged where it does not parse.
+
+    Example:
+        >>> print(strip_no_ops("def f(x):\n    unused = 3\n    pass\n    x\n    return x + 1"))
+        def f(x):
+            return x + 1
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source
+
+    def read_names(function) -> set:
+        return {node.id for node in ast.walk(function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+    def no_op(statement, read) -> bool:
+        if isinstance(statement, ast.Pass):
+            return True
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, (ast.Constant, ast.Name)):
+            return True
+        targets = statement.targets if isinstance(statement, ast.Assign) else (
+            [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else [])
+        return bool(targets) and all(isinstance(target, ast.Name) and target.id not in read for target in targets)
+
+    def prune(body, read) -> list:
+        kept = []
+        for statement in body:
+            for field_name in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, field_name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(statement, field_name, prune(inner, read) or [ast.Pass()])
+            if isinstance(statement, ast.Try):
+                for handler in statement.handlers:
+                    handler.body = prune(handler.body, read) or [ast.Pass()]
+            if not no_op(statement, read):
+                kept.append(statement)
+        return kept
+
+    try:
+        for function in [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            while True:
+                before = ast.dump(function)
+                globals_declared = {name for node in ast.walk(function) if isinstance(node, (ast.Global, ast.Nonlocal))
+                                    for name in node.names}
+                function.body = prune(function.body, read_names(function) | globals_declared) or [ast.Pass()]
+                if ast.dump(function) == before:
+                    break
+        return ast.unparse(tree)
+    except (RecursionError, ValueError):
+        return source
+
+
+@cache
+def known_answers(exercise_id: str) -> tuple:
+    """``((where, normalised tokens), ...)``: the answers to ``exercise_id`` a student could copy — the package's
+    implementation (alone and with its module's helpers), the grader's reference (with its module's helpers)
+    and the instructor's solution where the course's source notebooks are beside the package (a checkout)."""
+    from . import references
+
+    found = [("the course package's own implementation", tokens) for tokens in _package_tokens(exercise_id)]
+    reference = references._EXERCISES.get(exercise_id, (None, None))[1]
+    name = getattr(reference, "__name__", "")
+    if name.isidentifier():
+        from .slicing import program_for
+
+        program = program_for([inspect.getsource(references)], 1, name)
+        if not program.missing:
+            found.append(("the grader's reference", tuple(normalise(strip_no_ops(program_text(program))))))
+    solution = _instructors_solution(exercise_id)
+    if solution:
+        found.append(("the instructor's solution", solution))
+    return tuple((where, tokens) for where, tokens in found if len(_shingles(tokens)) >= MIN_SHINGLES)
+
+
+def _instructors_solution(exercise_id: str) -> tuple:
+    """The normalised program of the instructor's solution to ``exercise_id`` in ``notebooks/`` of a checkout."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[3] / "notebooks"
+    paths = sorted(folder.glob(f"{exercise_id.split('.')[0]}_*.ipynb")) if folder.is_dir() else []
+    if not paths:
+        return ()
+    try:
+        import nbformat
+
+        from ..exercises import EXERCISES
+        from .markup import exercise_id_of
+        from .slicing import program_for
+
+        notebook = nbformat.read(paths[0], as_version=4)
+        sources = [cell.source if cell.cell_type == "code" else "" for cell in notebook.cells]
+        check = next((index for index, cell in enumerate(notebook.cells) if exercise_id_of(cell) == exercise_id
+                      and cell.get("metadata", {}).get("nbgrader", {}).get("grade")), None)
+        if check is None:
+            return ()
+        program = program_for(sources, check, EXERCISES[exercise_id].function_name)
+        return () if program.missing else tuple(normalise(strip_no_ops(program_text(program))))
+    except Exception:  # noqa: BLE001 - a notebook that cannot be read adds no known answer
+        return ()
 
 
 @cache
@@ -166,38 +307,77 @@ def _package_tokens(exercise_id: str) -> tuple:
         return ()
     module_name, _, qualified = target.partition(":")
     try:
-        function = tuple(normalise(inspect.getsource(pkgutil.resolve_name(target))))
+        function = tuple(normalise(strip_no_ops(textwrap.dedent(inspect.getsource(pkgutil.resolve_name(target))))))
         if "." in qualified:  # a method: its class holds what it uses
             return (function,)
         program = program_for([inspect.getsource(pkgutil.resolve_name(module_name))], 1, qualified)
-        return (function,) if program.missing else (function, tuple(normalise(program_text(program))))
+        return (function,) if program.missing else (function, tuple(normalise(strip_no_ops(program_text(program)))))
     except (ImportError, AttributeError, OSError, TypeError):
         return ()
 
 
 def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) -> dict:
-    """Pairs of students, and students and the package, whose solutions are near-identical.
+    """Groups of students, and students and the known answers, whose solutions are near-identical.
 
     Args:
         solutions: ``{student: {exercise id: normalised tokens (list or space-separated str)}}``.
-        threshold: float, the smallest similarity listed.
+        threshold: float, the smallest similarity (between students) or containment (of a known answer) listed.
 
     Returns:
-        ``{exercise id: {"pairs": [(similarity, student, student), ...], "package": [(similarity,
-        student), ...]}}`` for the exercises with anything listed, highest similarity first.
+        ``{exercise id: {"groups": [(lowest similarity, highest similarity, [students]), ...],
+        "package": [(containment, student, where), ...], "common": [students in each usual answer, ...],
+        "short": int, "more_groups": int}}`` for the exercises with anything listed, closest first; ``short``
+        counts the programs too short to compare between students, ``more_groups`` the groups past
+        :data:`MAX_GROUPS`.
     """
     found = {}
     exercises = sorted({exercise for cells in solutions.values() for exercise in cells})
     for exercise in exercises:
-        shingles = {student: _shingles(cells[exercise].split() if isinstance(cells[exercise], str) else cells[exercise])
-                    for student, cells in solutions.items() if cells.get(exercise)}  # once a student
-        scores = {(a, b): _jaccard(shingles[a], shingles[b]) for a, b in combinations(sorted(shingles), 2)}
-        pairs = sorted(((round(score, 3), a, b) for (a, b), score in scores.items() if score >= threshold),
-                       reverse=True)
-        package = [_shingles(tokens) for tokens in _package_tokens(exercise)]
-        against = {student: max((_jaccard(own, form) for form in package), default=0.0)
-                   for student, own in shingles.items()}
-        copies = sorted(((round(score, 3), s) for s, score in against.items() if score >= threshold), reverse=True)
-        if pairs or copies:
-            found[exercise] = {"pairs": pairs, "package": copies}
+        tokens = {student: cells[exercise].split() if isinstance(cells[exercise], str) else list(cells[exercise])
+                  for student, cells in solutions.items() if cells.get(exercise)}
+        shingles = {student: _shingles(own) for student, own in tokens.items()}
+        compared = sorted(student for student, own in shingles.items() if len(own) >= MIN_SHINGLES)
+        links = {(a, b): _jaccard(shingles[a], shingles[b]) for a, b in combinations(compared, 2)}
+        links = {pair: score for pair, score in links.items() if score >= threshold}
+        everyone = _connected(links)
+        common_size = max(3, COMMON_SHARE * len(shingles))
+        common = sorted(len(group[2]) for group in everyone if len(group[2]) >= common_size)[::-1]
+        groups = [group for group in everyone if len(group[2]) < common_size]
+        groups.sort(key=lambda group: (-group[1], -len(group[2]), group[2]))
+        copies = []
+        for where, answer in known_answers(exercise):
+            known = _shingles(answer)
+            for student, own in shingles.items():
+                score = len(known & own) / len(known)
+                if score >= threshold:
+                    copies.append((round(score, 3), student, where))
+        best = {}
+        for score, student, where in sorted(copies, reverse=True):
+            best.setdefault(student, (score, student, where))  # each student once, beside the closest answer
+        copies = sorted(best.values(), key=lambda item: (-item[0], item[1]))
+        if groups or copies or common:
+            found[exercise] = {"groups": groups[:MAX_GROUPS], "package": copies, "common": common,
+                               "short": len(shingles) - len(compared), "more_groups": max(0, len(groups) - MAX_GROUPS)}
     return found
+
+
+def _connected(links: dict) -> list:
+    """``[(lowest, highest similarity, [students]), ...]``: the connected groups of the linked pairs."""
+    parent: dict = {}
+
+    def root(student):
+        while parent.setdefault(student, student) != student:
+            parent[student] = parent[parent[student]]
+            student = parent[student]
+        return student
+
+    for first, second in links:
+        parent[root(first)] = root(second)
+    members: dict = {}
+    for student in parent:
+        members.setdefault(root(student), []).append(student)
+    groups = []
+    for group in members.values():
+        scores = [score for (first, second), score in links.items() if first in group and second in group]
+        groups.append((round(min(scores), 3), round(max(scores), 3), sorted(group)))
+    return groups

@@ -59,7 +59,8 @@ def package_snapshot() -> Path:
     Returns:
         Path of the snapshot's ``transformer_course`` folder.
     """
-    return _make_snapshot("course-package-", lambda path: "" if path == Path("grading", "references.py") else None)
+    return _make_snapshot("course-package-",
+                          lambda path: "" if path == Path("grading", "references", "__init__.py") else None)
 
 
 # What graded calls can import of the package: the protocol and its audit hook, the value format and the table the

@@ -170,9 +170,14 @@ def read_seed_file(path) -> int:
 
 
 def _command_grade(arguments) -> int:
-    from ..grading.grader import draw_seed, grade_folder, parse_shard
+    from ..grading.grader import ReferencesUnavailable, draw_seed, grade_folder, parse_shard, require_references
     from ..grading.sandbox import Limits, SandboxUnavailable
 
+    try:
+        require_references()
+    except ReferencesUnavailable as error:
+        print(f"grade: {error}", file=sys.stderr)
+        return 2
     try:
         shard = None if arguments.shard is None else parse_shard(arguments.shard)
     except ValueError as error:

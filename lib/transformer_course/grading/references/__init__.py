@@ -1,9 +1,13 @@
 """The grader's references and case generators: the answers, and where the cases come from.
 
-Only the grading process uses this module. The grading sandbox covers this file (and the
-package's compiled copies) so that no student code can import or read it, and the references are
-written here independently of the package's own implementations, which notebooks import: a
-wrapper around a function a student can reach is never the reference itself.
+Only the grading process uses this package, and **no student's install holds it**: the built
+wheel — what ``pip install`` from the repository or an index brings, on Colab as anywhere —
+leaves it out (``pyproject.toml``'s ``exclude``), so neither the secret-case generators nor the
+references can be imported there; an instructor grades from a checkout of the repository,
+installed with ``pip install -e .``, which holds it. In a checkout, the grading sandbox covers
+this file (and the package's compiled copies) so that no student code can import or read it. The
+references are written here independently of the package's own implementations, which notebooks
+import: a wrapper around a function a student can reach is never the reference itself.
 
 Students' instant checks use the public cases (seed 0) stored with their expected outputs in
 ``transformer_course/exercises/public_cases.json``, which :func:`write_public_cases` writes from
@@ -18,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..decoding import NextTokenTable
-from ..exercises.values import encode
+from ...decoding import NextTokenTable
+from ...exercises.values import encode
 
 __all__ = ["cases", "expected", "answer", "public_cases", "write_public_cases", "PUBLIC_CASES"]
 
-PUBLIC_CASES = Path(__file__).resolve().parents[1] / "exercises" / "public_cases.json"
+PUBLIC_CASES = Path(__file__).resolve().parents[2] / "exercises" / "public_cases.json"
 
 
 # --- 01: the reversal task ------------------------------------------------------------------
@@ -1018,7 +1022,7 @@ def public_cases() -> str:
 
 def write_public_cases(path=PUBLIC_CASES) -> None:
     """Write :func:`public_cases` to ``path`` (the file the package ships)."""
-    from .._files import write_text_atomically
+    from ..._files import write_text_atomically
 
     write_text_atomically(path, public_cases())
     Path(path).chmod(0o644)
