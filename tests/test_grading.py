@@ -261,7 +261,8 @@ def graded(tmp_path_factory):
             "    return np.tril(np.ones((length, length), dtype=bool))")),
         "reads_the_references": inserted(solved, 2, (
             "import transformer_course, pathlib\n"
-            "print(len((pathlib.Path(transformer_course.__file__).parent / 'grading' / 'references.py').read_text()))\n"
+            "folder = pathlib.Path(transformer_course.__file__).parent / 'grading' / 'references'\n"
+            "print(len((folder / '__init__.py').read_text()))\n"
             "from transformer_course.grading.references import expected")),
         "forged_reply": with_cell(solved, 2, (
             "import sys\n"
@@ -585,7 +586,7 @@ POLICY = "graded code is run as the notebook shows it, and may not build code or
 
 
 @pytest.mark.parametrize("student, seen", [
-    ("hook_globals", "uses sys.modules"),
+    ("hook_globals", "the interpreter's internals"),
     ("traceback_frames", "the interpreter's internals"),
     ("builtins_swap", "imports builtins"),
     ("meta_path_finder", "uses sys.meta_path"),

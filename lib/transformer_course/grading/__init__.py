@@ -45,11 +45,19 @@ def evaluate_hidden(exercise_id: str, candidate, seed: int):
 
     Raises:
         KeyError: for an unknown exercise id.
+        ImportError: in an install without the grader's references (a built wheel, as students install):
+            hidden tests run in a checkout of the repository only.
     """
     import numpy as np
 
     from ..exercises import evaluate
-    from . import references
+
+    try:
+        from . import references
+    except ImportError:
+        raise ImportError("hidden tests need the grader's references, which only a checkout of the course's "
+                          "repository holds (every built wheel leaves them out): run the instructor's notebooks "
+                          "there, installed with `pip install -e .`") from None
 
     drawn = [(label, arguments, references.expected(exercise_id, arguments))
              for label, arguments in references.cases(exercise_id, np.random.default_rng(seed))]

@@ -124,7 +124,9 @@ def problems_in(text: str) -> list[Problem]:
     except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         return [Problem(getattr(error, "lineno", None) or 1, f"does not parse ({type(error).__name__})")]
     problems: list[Problem] = []
-    modules = {"sys": set(), "os": set()}  # local names bound to sys and os (import sys as s)
+    # The names that stand for sys and os: their own (the statement that imports them is often another cell's,
+    # read separately) and any alias this text gives them (import sys as s).
+    modules = {"sys": {"sys"}, "os": {"os"}}
 
     def refuse(node, reason):
         problems.append(Problem(getattr(node, "lineno", 1), reason))

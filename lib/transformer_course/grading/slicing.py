@@ -162,9 +162,11 @@ def _read_names(text: str) -> tuple[set, set]:
     stack = list(table.get_children())
     while stack:
         child = stack.pop()
+        # A name a body declares `global` counts as read: `calls += 1` reads it, though symtable marks an
+        # augmented assignment's target as assigned only.
         late |= {symbol.get_name() for symbol in child.get_symbols()
-                 if symbol.is_referenced() and (symbol.is_global() or
-                                                (child.get_type() == "class" and not symbol.is_assigned()))}
+                 if symbol.is_declared_global() or (symbol.is_referenced() and (
+                     symbol.is_global() or (child.get_type() == "class" and not symbol.is_assigned())))}
         stack.extend(child.get_children())
     return early - _BUILTINS, late - _BUILTINS
 
