@@ -260,13 +260,33 @@ def known_answers(exercise_id: str) -> tuple:
     if name.isidentifier():
         from .slicing import program_for
 
-        program = program_for([inspect.getsource(references)], 1, name)
+        program = program_for(_parsed_references(), 1, name)
         if not program.missing:
             found.append(("the grader's reference", tuple(normalise(strip_no_ops(program_text(program))))))
     solution = _instructors_solution(exercise_id)
     if solution:
         found.append(("the instructor's solution", solution))
     return tuple((where, tokens) for where, tokens in found if len(_shingles(tokens)) >= MIN_SHINGLES)
+
+
+@cache
+def _source_notebook(path):
+    """A source notebook and its cells read by the slicer, once for all of its exercises."""
+    import nbformat
+
+    from .slicing import parse_cells
+
+    notebook = nbformat.read(path, as_version=4)
+    return notebook, parse_cells([cell.source if cell.cell_type == "code" else "" for cell in notebook.cells])
+
+
+@cache
+def _parsed_references():
+    """The grader's references module, read once by the slicer for every exercise's known answer."""
+    from . import references
+    from .slicing import parse_cells
+
+    return parse_cells([inspect.getsource(references)])
 
 
 def _instructors_solution(exercise_id: str) -> tuple:
@@ -278,19 +298,17 @@ def _instructors_solution(exercise_id: str) -> tuple:
     if not paths:
         return ()
     try:
-        import nbformat
 
         from ..exercises import EXERCISES
         from .markup import exercise_id_of
         from .slicing import program_for
 
-        notebook = nbformat.read(paths[0], as_version=4)
-        sources = [cell.source if cell.cell_type == "code" else "" for cell in notebook.cells]
+        notebook, parsed = _source_notebook(paths[0])
         check = next((index for index, cell in enumerate(notebook.cells) if exercise_id_of(cell) == exercise_id
                       and cell.get("metadata", {}).get("nbgrader", {}).get("grade")), None)
         if check is None:
             return ()
-        program = program_for(sources, check, EXERCISES[exercise_id].function_name)
+        program = program_for(parsed, check, EXERCISES[exercise_id].function_name)
         return () if program.missing else tuple(normalise(strip_no_ops(program_text(program))))
     except Exception:  # noqa: BLE001 - a notebook that cannot be read adds no known answer
         return ()
