@@ -696,17 +696,18 @@ def test_feedback_on_a_secret_case_names_the_case_and_the_kind_of_error_only():
     """A student's exception could carry the secret arguments out; so could a returned value shown back. The
     whole verdict is kept for the instructor."""
     from transformer_course.exercises import EXERCISES
-    from transformer_course.grading.grader import _judge_secret
+    from transformer_course.grading.grader import _case_verdict
 
     exercise = EXERCISES["07.1"]
-    raised = _judge_secret(exercise, 3, "random length", {"length": 17}, "raised", "ValueError: length=17")
+    raised = _case_verdict(exercise, 3, "random length", {"length": 17}, "raised", "ValueError: length=17", True)
     assert raised.message == "secret case 3 (random length) raised ValueError" and "17" not in raised.message
     assert raised.detail == "case 3 (random length) raised ValueError: length=17"
-    wrong = _judge_secret(exercise, 4, "random length", {"length": 17}, "ok", ("__main__", __import__("numpy").eye(17)))
+    wrong = _case_verdict(exercise, 4, "random length", {"length": 17}, "ok", ("__main__", __import__("numpy").eye(17)),
+                          True)
     assert "differs from the reference" in wrong.message and "17" not in wrong.message
     assert "shape" in wrong.detail or "value" in wrong.detail
-    assert _judge_secret(exercise, 4, "random length", {"length": 2}, "ok",
-                         ("__main__", __import__("numpy").tril(__import__("numpy").ones((2, 2), bool)))) is None
+    assert _case_verdict(exercise, 4, "random length", {"length": 2}, "ok",
+                         ("__main__", __import__("numpy").tril(__import__("numpy").ones((2, 2), bool))), True) is None
 
 
 def test_replies_that_would_exhaust_the_grader_are_refused_quickly():

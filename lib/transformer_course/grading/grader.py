@@ -465,8 +465,8 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
                                f"the {cell_seconds:.0f} s limit")
     for number, (label, arguments, nonce, key, secret) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
-        if secret and kind in ("raised", "ok"):  # what the student sees names the case and the kind of error only
-            verdict = _judge_secret(exercise, number, label, arguments, kind, value)
+        if kind in ("raised", "ok"):
+            verdict = _case_verdict(exercise, number, label, arguments, kind, value, secret)
             if verdict is not None:
                 return verdict
             continue
@@ -480,33 +480,27 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
                                    f"graded calls: {value or 'its definition did not run'}")
         if kind == "not-attempted":
             return result("not attempted", "not attempted (the stub still raises NotImplementedError)")
-        if kind == "raised":
-            return result("error", f"case {number} ({label}) raised {value}")
         if kind == "forged":
             return result("failed", f"case {number} ({label}): the kernel printed the grader's request tag more "
                                     "than once — a forged reply")
         if kind == "unencodable":
             return result("failed", f"case {number} ({label}): returned a {value}, not numbers, strings or arrays")
-        module, received = value
-        if module.split(".")[0] in ("transformer_course", "keras", "keras_hub"):
-            return result("failed", f"`{exercise.function_name}` is the library's own ({module}), not your code")
-        problem = exercise.judge(arguments, received, references.expected(exercise.id, arguments))
-        if problem:
-            return result("failed", f"case {number} ({label}): {problem}")
     return result("passed", f"all {len(cases)} cases match")
 
 
-def _judge_secret(exercise, number, label, arguments, kind, value) -> ExerciseResult | None:
-    """The verdict on a secret case that raised or returned (None when it matches).
+def _case_verdict(exercise, number, label, arguments, kind, value, secret: bool) -> ExerciseResult | None:
+    """The verdict on a case whose call raised (``kind`` "raised") or returned ("ok"); None when it matches.
 
-    Its message names the case and the kind of error, never the exception's text or a value: a student's
-    exception could carry the secret arguments out, and so could a value returned to be shown. The whole
-    text is kept for the instructor in ``detail`` (``grades.json``).
+    On a secret case the message names the case and the kind of error, never the exception's text or a
+    value: a student's exception could carry the secret arguments out, and so could a value returned to be
+    shown. The whole text is kept for the instructor in ``detail`` (``grades.json``).
     """
+    case = f"case {number} ({label})"
     if kind == "raised":
+        if not secret:
+            return _verdict(exercise, "error", f"{case} raised {value}")
         error_type = str(value).split(":", 1)[0].strip()[:100] or "an exception"
-        return _verdict(exercise, "error", f"secret case {number} ({label}) raised {error_type}",
-                        detail=f"case {number} ({label}) raised {value}")
+        return _verdict(exercise, "error", f"secret {case} raised {error_type}", detail=f"{case} raised {value}")
     module, received = value
     if module.split(".")[0] in ("transformer_course", "keras", "keras_hub"):
         return _verdict(exercise, "failed", f"`{exercise.function_name}` is the library's own ({module}), not your "
@@ -514,9 +508,10 @@ def _judge_secret(exercise, number, label, arguments, kind, value) -> ExerciseRe
     problem = exercise.judge(arguments, received, references.expected(exercise.id, arguments))
     if not problem:
         return None
-    return _verdict(exercise, "failed", f"secret case {number} ({label}): the result differs from the reference "
-                                        "(the public cases show how; check them first)",
-                    detail=f"case {number} ({label}): {problem}")
+    if not secret:
+        return _verdict(exercise, "failed", f"{case}: {problem}")
+    return _verdict(exercise, "failed", f"secret {case}: the result differs from the reference (the public cases "
+                                        "show how; check them first)", detail=f"{case}: {problem}")
 
 
 def grade_notebook(student: str, path, release_path, limits: Limits, seed: int = 0,
