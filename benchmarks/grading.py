@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -114,6 +115,8 @@ def _compare(other: Path, notebooks: list[str], per_notebook: int, repeats: int)
                     raise SystemExit(f"grading with {name} ({root}) failed:\n{done.stderr[-4000:]}")
                 outcome = json.loads(done.stdout.strip().splitlines()[-1])
                 seconds[name, workers].append(outcome["seconds"])
+                print(f"  ({name}, {workers} worker(s): {outcome['seconds']:.0f} s, "
+                      f"{outcome['points']} of {outcome['max']} points)", file=sys.stderr, flush=True)
                 points[name] = (outcome["points"], outcome["max"])
     submissions = per_notebook * len(notebooks)
     machine = hardware()
