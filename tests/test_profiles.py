@@ -79,3 +79,23 @@ def test_full_profile_uses_the_lecture_notes_setup():
     assert (settings.n_timesteps_in, settings.n_features) == (4, 10)
     assert (settings.train_size, settings.test_size) == (2000, 200)
     assert 20 in settings.sweep_lengths and settings.sweep_n_features == 16
+
+
+def test_only_the_smoke_profile_runs_tensorflow_functions_eagerly():
+    assert profile("smoke").eager_functions and not profile("full").eager_functions
+
+
+@pytest.mark.tensorflow
+def test_start_notebook_sets_tensorflow_functions_eager_in_smoke_and_traced_in_full(monkeypatch, capsys):
+    import tensorflow as tf
+
+    from transformer_course import start_notebook
+
+    try:
+        for name, eager in (("smoke", True), ("full", False)):
+            monkeypatch.setenv("COURSE_PROFILE", name)
+            start_notebook("01")
+            assert tf.config.functions_run_eagerly() is eager
+            assert ("functions run eagerly" in capsys.readouterr().out) is eager
+    finally:
+        tf.config.run_functions_eagerly(False)

@@ -3,7 +3,10 @@
 Two profiles exist:
 
 * ``smoke`` — the whole series runs on a 2-core CPU in minutes. Continuous integration uses it.
-  Accuracies from a smoke run mean nothing and nothing asserts them.
+  Accuracies from a smoke run mean nothing and nothing asserts them. On TensorFlow, its functions
+  (Keras' train and predict steps among them) run eagerly (:attr:`Profile.eager_functions`): tracing
+  a graph for every small model cost more than the few steps it runs (notebook 08: 266 s traced,
+  149 s eager, on 2 cores). The traced path is the full profile's, and the unit tests train in it.
 * ``full`` — the settings behind every number the course reports.
 
 The profile comes from the ``name`` argument, else the ``COURSE_PROFILE`` environment variable,
@@ -428,6 +431,13 @@ class Profile:
     def is_full(self) -> bool:
         """True for the profile whose results the course reports."""
         return self.name == "full"
+
+    @property
+    def eager_functions(self) -> bool:
+        """True where TensorFlow's functions run eagerly (``tf.config.run_functions_eagerly``): the smoke
+        profile, whose models are too small and run too few steps to repay tracing a graph.
+        :func:`~transformer_course.tooling.runtime.start_notebook` applies it on the TensorFlow backend."""
+        return self.name == "smoke"
 
 
 def profile(name: str | None = None) -> Profile:

@@ -37,9 +37,10 @@ def start_notebook(notebook_id: str, seed: int = 42) -> Settings:
     """Set a notebook up: quiet TensorFlow, seed every generator, print the run's settings.
 
     With the TensorFlow backend (Keras' default), TensorFlow is imported through
-    :func:`import_tensorflow_quietly`. With another backend (``KERAS_BACKEND=jax`` or ``torch``),
-    TensorFlow is not imported, and a notebook listed in :data:`TENSORFLOW_NOTEBOOKS` stops here
-    with an error that says what it needs.
+    :func:`import_tensorflow_quietly`, and in the smoke profile its functions run eagerly
+    (:attr:`~transformer_course.tooling.profiles.Profile.eager_functions`). With another backend
+    (``KERAS_BACKEND=jax`` or ``torch``), TensorFlow is not imported, and a notebook listed in
+    :data:`TENSORFLOW_NOTEBOOKS` stops here with an error that says what it needs.
 
     Args:
         notebook_id: str, the notebook's two-digit id (``"01"``).
@@ -57,7 +58,8 @@ def start_notebook(notebook_id: str, seed: int = 42) -> Settings:
     backend = configured_keras_backend()
     if backend == "tensorflow":
         tensorflow = import_tensorflow_quietly()
-        framework = f"TensorFlow {tensorflow.__version__}"
+        tensorflow.config.run_functions_eagerly(active.eager_functions)
+        framework = f"TensorFlow {tensorflow.__version__}" + (", functions run eagerly" * active.eager_functions)
     elif notebook_id in TENSORFLOW_NOTEBOOKS:
         raise RuntimeError(
             f"Notebook {notebook_id} needs the TensorFlow backend ({TENSORFLOW_NOTEBOOKS[notebook_id]}), "
