@@ -298,7 +298,6 @@ def _instructors_solution(exercise_id: str) -> tuple:
     if not paths:
         return ()
     try:
-
         from ..exercises import EXERCISES
         from .markup import exercise_id_of
         from .slicing import program_for
