@@ -59,7 +59,9 @@ def start_notebook(notebook_id: str, seed: int = 42) -> Settings:
     if backend == "tensorflow":
         tensorflow = import_tensorflow_quietly()
         tensorflow.config.run_functions_eagerly(active.eager_functions)
-        framework = f"TensorFlow {tensorflow.__version__}" + (", functions run eagerly" * active.eager_functions)
+        framework = f"TensorFlow {tensorflow.__version__}"
+        if active.eager_functions:
+            framework += ", functions run eagerly"
     elif notebook_id in TENSORFLOW_NOTEBOOKS:
         raise RuntimeError(
             f"Notebook {notebook_id} needs the TensorFlow backend ({TENSORFLOW_NOTEBOOKS[notebook_id]}), "
