@@ -21,6 +21,9 @@ discriminator's width (§3.2 finds 1/4 to 1/2 best). The discriminator never see
 * :class:`ReplacedTokenDetectionLoss` — the discriminator's loss over real tokens.
 * :class:`ElectraBatches` and :func:`electra_inputs` — pre-training batches in the form
   :class:`ElectraPretrainer` reads.
+* :func:`constant_guess_loss`, :func:`replaced_rate` and :func:`detection_quality` — the
+  discriminator's floor (the loss of one constant guess at the replaced-token rate), the rate
+  as a training metric, and its held-out loss, floor, ROC AUC and recall.
 
 The discriminator has :class:`~transformer_course.bert.BertPretrainer`'s parts and names
 (``token_embedding``, ``segment_embedding``, ``embedding_norm``, ``encoder_blocks``, ``encode``,
@@ -47,7 +50,7 @@ from .pretraining import PretrainingBatches, gather_selected, mask_tokens
 from .transformer import TiedTokenDistribution, TransformerEncoder
 
 __all__ = ["ElectraPretrainer", "ReplaceWithSamples", "ReplacedTokenDetectionLoss", "ElectraBatches",
-           "electra_inputs", "DISCRIMINATOR_WEIGHT"]
+           "electra_inputs", "constant_guess_loss", "replaced_rate", "detection_quality", "DISCRIMINATOR_WEIGHT"]
 
 DISCRIMINATOR_WEIGHT = 50.0  # λ of Clark et al., 2020, §2
 
@@ -368,3 +371,118 @@ def electra_inputs(token_ids, rng, vocabulary_size: int, mask_token_id: int, uns
               "segment_ids": np.zeros_like(original) if segment_ids is None else np.asarray(segment_ids, "int32"),
               "mask_positions": positions, "mask_labels": position_labels}
     return inputs, {"generator": position_labels, "discriminator": np.zeros(len(original), "float32")}
+
+
+def constant_guess_loss(rate):
+    """The discriminator's floor: the binary cross-entropy of one constant guess at the replaced-token rate.
+
+    A discriminator that says "replaced with probability r" at every token, whatever it reads,
+    scores best when r is the share of replaced tokens, and then its loss is the binary entropy
+    H(r) = −r·ln r − (1 − r)·ln(1 − r) nats a token. A discriminator whose loss sits at H(r) has
+    learned nothing about which tokens were replaced.
+
+    Args:
+        rate: float or float array in [0, 1], the share of real tokens that were replaced.
+
+    Returns:
+        float (or float64 array of ``rate``'s shape): H(rate) in nats; 0 at 0 and 1.
+
+    Raises:
+        ValueError: for a rate outside [0, 1], naming it.
+
+    Example:
+        >>> round(constant_guess_loss(0.5), 4), constant_guess_loss(0.0)
+        (0.6931, 0.0)
+    """
+    values = np.asarray(rate, "float64")
+    if np.any(~np.isfinite(values)) or np.any((values < 0) | (values > 1)):
+        raise ValueError(f"`rate` must lie in [0, 1]; received {rate!r}.")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = 0.0 - (np.where(values > 0, values * np.log(values), 0.0)
+                         + np.where(values < 1, (1 - values) * np.log1p(-values), 0.0))
+    return float(entropy) if entropy.ndim == 0 else entropy
+
+
+def replaced_rate(y_true, y_pred):
+    """The share of each row's real tokens that the generator's draws replaced: a Keras metric.
+
+    Compile :class:`ElectraPretrainer` with ``metrics={"discriminator": [replaced_rate]}`` and the
+    training logs carry ``discriminator_replaced_rate``, from which :func:`constant_guess_loss`
+    gives the floor of the discriminator's loss on the same batches.
+
+    Args:
+        y_true: ignored (the discriminator's placeholder target).
+        y_pred: float ``(B, T, 3)``, the discriminator's output (P(replaced), label, real token).
+
+    Returns:
+        float32 ``(B,)``: replaced tokens / real tokens in each row (0 for a row without any).
+
+    Example:
+        >>> judged = np.array([[[0.9, 1, 1], [0.2, 0, 1], [0.1, 0, 1], [0.5, 0, 0]]], "float32")
+        >>> [round(float(value), 4) for value in keras.ops.convert_to_numpy(replaced_rate(None, judged))]
+        [0.3333]
+    """
+    y_pred = ops.cast(y_pred, "float32")
+    label, real = y_pred[..., 1], y_pred[..., 2]
+    return ops.sum(label * real, axis=-1) / ops.maximum(ops.sum(real, axis=-1), 1.0)
+
+
+def detection_quality(model, inputs, batch_size: int = 256) -> dict:
+    """How well ``model``'s discriminator tells replaced tokens from originals on held-out inputs.
+
+    Runs the whole pre-training model (the generator draws afresh: each call makes its own
+    replacements, and the labels are the ones it made), and scores every real token.
+
+    Args:
+        model: an :class:`ElectraPretrainer`.
+        inputs: one batch's inputs as :func:`electra_inputs` returns them (its first element).
+        batch_size: int >= 1, rows per forward pass.
+
+    Returns:
+        dict of floats: ``loss`` (the discriminator's binary cross-entropy, nats a real token),
+        ``rate`` (replaced / real tokens), ``floor`` (:func:`constant_guess_loss` of that rate),
+        ``below_floor`` (1 − loss / floor: 0 at the floor, 1 for a perfect discriminator),
+        ``auc`` (ROC AUC of P(replaced) over the real tokens, scikit-learn's ``roc_auc_score``:
+        0.5 for a guess), ``recall`` (replaced tokens given P(replaced) > 0.5) and
+        ``generator_accuracy`` (the generator's most likely token equals the original, over the
+        masked positions).
+
+    Raises:
+        ValueError: for a ``batch_size`` below 1, or inputs in which no token was replaced.
+
+    Source: Clark et al., 2020, §2 (the discriminator's task); the AUC is this course's yardstick.
+
+    Example:
+        >>> model = ElectraPretrainer(30, 8, 2, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1, seed=0)
+        >>> rows = np.random.default_rng(0).integers(5, 30, (16, 8))
+        >>> inputs, _ = electra_inputs(rows, np.random.default_rng(1), 30, 4, (0,), 2)
+        >>> report = detection_quality(model, inputs)
+        >>> sorted(report), 0 <= report["auc"] <= 1
+        (['auc', 'below_floor', 'floor', 'generator_accuracy', 'loss', 'rate', 'recall'], True)
+    """
+    from sklearn.metrics import roc_auc_score
+
+    batch_size = check_integer("batch_size", batch_size)
+    probabilities, labels, hits, blanks = [], [], 0, 0
+    rows = len(inputs["token_ids"])
+    for start in range(0, rows, batch_size):
+        batch = {key: value[start:start + batch_size] for key, value in inputs.items()}
+        outputs = model(batch, training=False)
+        judged = ops.convert_to_numpy(outputs["discriminator"])  # (b, T, 3)
+        real = judged[..., 2] > 0
+        probabilities.append(judged[..., 0][real])
+        labels.append(judged[..., 1][real])
+        guesses = np.argmax(ops.convert_to_numpy(outputs["generator"]), axis=-1)  # (b, P)
+        used = batch["mask_labels"] != 0
+        hits += int(np.sum((guesses == batch["mask_labels"]) & used))
+        blanks += int(np.sum(used))
+    probability, label = np.concatenate(probabilities).astype("float64"), np.concatenate(labels)
+    if not label.any():
+        raise ValueError("`inputs` gave no replaced token to detect (every draw equalled the original).")
+    clipped = np.clip(probability, 1e-7, 1 - 1e-7)
+    loss = float(-np.mean(label * np.log(clipped) + (1 - label) * np.log1p(-clipped)))
+    rate = float(label.mean())
+    floor = constant_guess_loss(rate)
+    return {"loss": loss, "rate": rate, "floor": floor, "below_floor": 1.0 - loss / floor,
+            "auc": float(roc_auc_score(label, probability)), "recall": float(np.mean(probability[label > 0] > 0.5)),
+            "generator_accuracy": hits / max(blanks, 1)}
