@@ -11,6 +11,9 @@ from transformer_course.electra import (
     ElectraPretrainer,
     ReplacedTokenDetectionLoss,
     ReplaceWithSamples,
+    constant_guess_loss,
+    detection_quality,
+    replaced_rate,
 )
 from transformer_course.metrics import MaskedCrossEntropy
 from transformer_course.pretraining import gather_selected, mask_tokens
@@ -174,3 +177,57 @@ def test_an_id_of_probability_zero_is_never_drawn():
     draws = numpy(ReplaceWithSamples(seed=3).draw(probabilities))
     assert set(np.unique(draws)) == {1, 3, 4}
     np.testing.assert_allclose(np.bincount(draws[0], minlength=6)[[1, 3, 4]] / 4000, [0.5, 0.25, 0.25], atol=0.03)
+
+
+def test_the_floor_is_the_binary_entropy_and_no_constant_guess_beats_it():
+    assert constant_guess_loss(0.15) == pytest.approx(0.15 * np.log(1 / 0.15) + 0.85 * np.log(1 / 0.85), rel=1e-12)
+    assert constant_guess_loss(0.15) == pytest.approx(0.42271, abs=1e-5)  # by hand: 0.28457 + 0.13814
+    assert constant_guess_loss(0.0) == constant_guess_loss(1.0) == 0.0
+    labels = np.array([1.0] * 15 + [0.0] * 85)  # a replaced rate of 0.15
+    guesses = np.linspace(0.01, 0.99, 99)
+    losses = [-np.mean(labels * np.log(p) + (1 - labels) * np.log(1 - p)) for p in guesses]
+    assert guesses[int(np.argmin(losses))] == pytest.approx(0.15) and min(losses) == pytest.approx(0.42271, abs=1e-5)
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="`rate` must lie in \\[0, 1\\]"):
+            constant_guess_loss(bad)
+
+
+def test_the_replaced_rate_counts_real_tokens_only():
+    judged = np.zeros((2, 4, 3), "float32")
+    judged[0, :, 2] = [1, 1, 1, 0]  # three real tokens, the last one padding (and "replaced": never counted)
+    judged[0, :, 1] = [1, 0, 0, 1]
+    judged[1, :, 2] = 1
+    judged[1, :, 1] = [1, 1, 0, 0]
+    np.testing.assert_allclose(numpy(replaced_rate(None, judged)), [1 / 3, 1 / 2], rtol=1e-6)
+
+
+class _Judge:
+    """Stands in for an ElectraPretrainer: replaces the first two real tokens of every row and judges them."""
+
+    def __init__(self, probability):
+        self.probability = probability
+
+    def __call__(self, batch, training=False):
+        rows, length = batch["original_ids"].shape
+        judged = np.zeros((rows, length, 3), "float32")
+        judged[..., 2] = batch["original_ids"] != 0
+        judged[:, :2, 1] = 1.0
+        judged[..., 0] = self.probability(judged[..., 1])
+        generator = np.zeros((rows, batch["mask_labels"].shape[1], V), "float32")
+        generator[..., 7] = 1.0  # always guesses token 7
+        return {"discriminator": judged, "generator": generator}
+
+
+def test_detection_quality_scores_a_perfect_judge_and_a_constant_guess():
+    batch = {"original_ids": np.tile(np.arange(1, 11, dtype="int32"), (6, 1)),
+             "mask_labels": np.array([[7, 3], [7, 0], [4, 4], [7, 7], [1, 0], [2, 7]], "int32")}
+    batch["token_ids"] = batch["original_ids"]
+    perfect = detection_quality(_Judge(lambda label: np.where(label > 0, 0.999, 0.001)), batch, batch_size=4)
+    assert perfect["rate"] == pytest.approx(0.2) and perfect["floor"] == pytest.approx(constant_guess_loss(0.2))
+    assert perfect["auc"] == 1.0 and perfect["recall"] == 1.0 and perfect["below_floor"] > 0.99
+    assert perfect["generator_accuracy"] == pytest.approx(5 / 10)  # five of the ten used slots hold a 7
+    constant = detection_quality(_Judge(lambda label: np.full_like(label, 0.2)), batch)
+    assert constant["loss"] == pytest.approx(constant["floor"], rel=1e-5) and abs(constant["below_floor"]) < 1e-5
+    assert constant["auc"] == 0.5 and constant["recall"] == 0.0
+    with pytest.raises(ValueError, match="`batch_size` must be a positive integer"):
+        detection_quality(_Judge(lambda label: label), batch, batch_size=0)

@@ -35,6 +35,15 @@ def test_the_best_epoch_is_kept_and_patience_stops_training():
     assert len(facts["epoch_seconds"]) == 3 and facts["seconds_to_best"] <= facts["seconds"]
 
 
+def test_patience_counts_only_the_epochs_after_start_from_epoch():
+    # The validation loss is lowest after epoch 1 and rises after it: patience 2 alone stops after epoch 3;
+    # with the first 4 epochs not counted (a warm-up), the run goes on to epoch 4 + 2 = 6 and still keeps epoch 1.
+    _, history, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=20, patience=2, start_from_epoch=4,
+                                 batch_size=16)
+    assert facts["epochs"] == len(history.history["val_loss"]) == 6 and facts["stopped_by"] == "patience"
+    assert facts["best_epoch"] == 1
+
+
 def test_a_checkpoint_is_written_and_reloaded(tmp_path):
     path = tmp_path / "best.keras"
     model, history, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=4, patience=10, checkpoint=path, batch_size=16)
@@ -73,6 +82,7 @@ def test_checkpoints_of_the_two_profiles_never_share_a_file(tmp_path):
     ({"epochs": 0}, "`epochs` must be an integer >= 1; received 0"),
     ({"patience": 1.5}, "`patience` must be an integer >= 1; received 1.5"),
     ({"budget_minutes": 0}, "`budget_minutes` must be a positive number"),
+    ({"start_from_epoch": -1}, "`start_from_epoch` must be an integer >= 0; received -1"),
 ])
 def test_bad_arguments_are_named(arguments, message):
     with pytest.raises(ValueError, match=message):

@@ -254,9 +254,11 @@ class WindowMeans(keras.callbacks.Callback):
 class _BestEpoch(keras.callbacks.Callback):
     """Times epochs, keeps the best validation loss, and stops on patience or on the budget."""
 
-    def __init__(self, patience: int, budget_seconds: float | None, checkpoint: Path | None, clock: Callable):
+    def __init__(self, patience: int, budget_seconds: float | None, checkpoint: Path | None, clock: Callable,
+                 start_from_epoch: int = 0):
         super().__init__()
         self.patience, self.budget_seconds, self.checkpoint, self.clock = patience, budget_seconds, checkpoint, clock
+        self.start_from_epoch = start_from_epoch
         self.best_loss, self.best_epoch, self.best_weights = math.inf, None, None
         self.ends, self.stopped_by = [], "epochs"
 
@@ -277,7 +279,7 @@ class _BestEpoch(keras.callbacks.Callback):
                 self.best_weights = self.model.get_weights()
         if epoch + 1 >= self.params.get("epochs", math.inf):
             return  # the last planned epoch: training ends by its number of epochs, whatever else holds
-        if epoch - self.best_epoch >= self.patience:
+        if epoch - max(self.best_epoch, self.start_from_epoch - 1) >= self.patience:  # counted after the first ones
             self.stopped_by, self.model.stop_training = "patience", True
         if self.budget_seconds is not None and not self.model.stop_training:
             last = self.ends[-1] - (self.ends[-2] if len(self.ends) > 1 else self.start)
@@ -286,12 +288,15 @@ class _BestEpoch(keras.callbacks.Callback):
 
 
 def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: str | Path | None = None,
-             budget_minutes: float | None = None, callbacks=(), clock: Callable = time.perf_counter, **fit_arguments):
+             budget_minutes: float | None = None, callbacks=(), clock: Callable = time.perf_counter,
+             start_from_epoch: int = 0, **fit_arguments):
     """Fit ``model`` and return it with the weights of its best validation-loss epoch.
 
     Training stops after ``epochs``, after ``patience`` epochs without a lower validation loss, or
     before an epoch that would end past ``budget_minutes`` (judged by the last epoch's length),
-    whichever comes first.
+    whichever comes first. Patience counts only the epochs after the first ``start_from_epoch``
+    (a learning-rate warm-up: a run cannot stop before its rate has reached its peak), as Keras'
+    ``EarlyStopping(start_from_epoch=...)``; the best epoch is looked for from the first.
 
     Args:
         model: a compiled ``keras.Model``.
@@ -305,6 +310,7 @@ def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: s
         budget_minutes: float > 0, wall-clock minutes training may take; None for no budget.
         callbacks: more Keras callbacks (a progress bar, a learning-rate schedule).
         clock: the clock in seconds (tests pass a fake one).
+        start_from_epoch: int >= 0, epochs that patience does not count (0: every epoch counts).
         **fit_arguments: passed to ``model.fit`` (``batch_size``, ``verbose``...; ``verbose``
             defaults to 0).
 
@@ -318,18 +324,21 @@ def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: s
 
     Raises:
         ValueError: naming the argument, for a model that is not compiled, ``epochs`` or
-            ``patience`` below 1, or a ``budget_minutes`` that is not positive; or when no
-            validation loss is logged.
+            ``patience`` below 1, a negative ``start_from_epoch``, or a ``budget_minutes`` that is not
+            positive; or when no validation loss is logged.
     """
     if not getattr(model, "compiled", False):
         raise ValueError("`model` must be compiled before fit_best (model.compile(optimizer=..., loss=...)).")
     for name, value in (("epochs", epochs), ("patience", patience)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"`{name}` must be an integer >= 1; received {value!r}.")
+    if isinstance(start_from_epoch, bool) or not isinstance(start_from_epoch, int) or start_from_epoch < 0:
+        raise ValueError(f"`start_from_epoch` must be an integer >= 0; received {start_from_epoch!r}.")
     if budget_minutes is not None and not (isinstance(budget_minutes, (int, float)) and budget_minutes > 0):
         raise ValueError(f"`budget_minutes` must be a positive number of minutes or None; received {budget_minutes!r}.")
     checkpoint = None if checkpoint is None else Path(checkpoint)
-    best = _BestEpoch(patience, None if budget_minutes is None else 60.0 * budget_minutes, checkpoint, clock)
+    best = _BestEpoch(patience, None if budget_minutes is None else 60.0 * budget_minutes, checkpoint, clock,
+                      start_from_epoch)
     x, y = train if isinstance(train, tuple) else (train, None)
     fit_arguments.setdefault("verbose", 0)
     history = model.fit(x, y, validation_data=validation, epochs=epochs, callbacks=[best, *callbacks], **fit_arguments)
