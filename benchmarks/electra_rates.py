@@ -11,10 +11,14 @@ objectives, every objective gets the same short check of its own settings:
 * **the masked LM** at the same three peak rates.
 
 Each arm pre-trains notebook 08's encoder (its full-profile text, WordPiece vocabulary, inputs,
-sizes and batch size) for the same wall-clock minutes on this machine (``--minutes``, the updates
-its own timed step allows), with the notebook's schedule scaled to the shorter run: a linear
-warm-up over the first fifth of the updates (as 1,000 of the notebook's ~4,800), the peak held,
-a cosine decay over the last 15%. Then it is scored on notebook 08's held-out inputs:
+sizes and batch size) for **the same compute**: ``--updates`` masked-LM updates' worth of time.
+The three kinds of step (the masked LM's, ELECTRA's with each generator width) are timed first,
+interleaved, and an arm's updates are ``--updates`` times the masked LM's step over its own. A
+budget in updates of a reference, not in minutes, keeps the check the same on a slower machine
+(a machine of this kind ran notebook 08's steps 4.4 times slower than another did, two days
+apart): only its length changes. The schedule is the notebook's, scaled to the shorter run: a
+linear warm-up over the first fifth of the updates (as 1,000 of the notebook's ~5,000), the peak
+held, a cosine decay over the last 15%. Then each arm is scored on notebook 08's held-out inputs:
 
 * ELECTRA: the discriminator's held-out loss **relative to its floor** (the binary entropy of the
   replaced-token rate, ``electra.constant_guess_loss``): ``below floor`` = 1 − loss / floor, 0 for
@@ -26,8 +30,8 @@ A short screen tells which settings collapse onto the floor at the start of trai
 third edition's run lost it (when the rate reached its peak); it does not say what 16 minutes
 reach. The notebook's own run answers that, with the settings this check chose.
 
-    .venv/bin/python benchmarks/electra_rates.py                   # about 15 min on 2 cores
-    .venv/bin/python benchmarks/electra_rates.py --profile smoke   # under a minute: the code runs
+    .venv/bin/python benchmarks/electra_rates.py                   # 10 to 40 min on 2 cores, by the machine
+    .venv/bin/python benchmarks/electra_rates.py --profile smoke   # three minutes: the code runs
 """
 
 import argparse
@@ -92,22 +96,29 @@ def batches(objective, segments, vocabulary_size, settings, per_epoch=None):
                           settings.max_predictions, seed=0, batches_per_epoch=per_epoch)
 
 
-def run_arm(objective, peak, fraction, segments, held_out, vocabulary_size, settings, minutes, timing_steps):
-    """Time the arm's step, pre-train for `minutes` of its updates, score it on the held-out inputs."""
-    model = compiled(new_model(objective, vocabulary_size, settings, fraction), objective, peak, 1000, settings)
-    timing = batches(objective, segments, vocabulary_size, settings)
-    model.train_on_batch(*timing[0])  # compiles: not timed
-    seconds = []
+def step_seconds(kinds, segments, vocabulary_size, settings, timing_steps):
+    """Median seconds of one update of each kind ``(objective, generator fraction)``, timed interleaved."""
+    steps = {}
+    for objective, fraction in kinds:
+        model = compiled(new_model(objective, vocabulary_size, settings, fraction), objective, 1e-4, 1000, settings)
+        data = batches(objective, segments, vocabulary_size, settings)
+        model.train_on_batch(*data[0])  # compiles: not timed
+        steps[objective, fraction] = (model, data)
+    seconds = {kind: [] for kind in kinds}
     for step in range(1, timing_steps + 1):
-        started = time.perf_counter()
-        model.train_on_batch(*timing[step])
-        seconds.append(time.perf_counter() - started)
-    step_seconds = float(np.median(seconds))
-    updates = max(4, int(minutes * 60 / step_seconds))
+        for kind, (model, data) in steps.items():
+            started = time.perf_counter()
+            model.train_on_batch(*data[step])
+            seconds[kind].append(time.perf_counter() - started)
+    return {kind: float(np.median(values)) for kind, values in seconds.items()}
+
+
+def run_arm(objective, peak, fraction, updates, segments, held_out, vocabulary_size, settings):
+    """Pre-train one arm for `updates` updates from seed 0, then score it on the held-out inputs."""
     keras.utils.set_random_seed(0)
     model = compiled(new_model(objective, vocabulary_size, settings, fraction), objective, peak, updates, settings)
     quarters = max(1, updates // 4)
-    started, trace = time.perf_counter(), []
+    started = time.perf_counter()
     history = model.fit(batches(objective, segments, vocabulary_size, settings, quarters), epochs=4, verbose=0)
     trained_seconds = time.perf_counter() - started
     key = "discriminator_loss" if objective == "ELECTRA" else "loss"
@@ -118,18 +129,19 @@ def run_arm(objective, peak, fraction, segments, held_out, vocabulary_size, sett
         inputs, targets = held_out["masked LM"]
         loss, accuracy = model.evaluate(inputs, targets, batch_size=256, verbose=0)[:2]
         scores = {"loss": float(loss), "accuracy": float(accuracy)}
-    return {"step_seconds": step_seconds, "updates": quarters * 4, "seconds": trained_seconds,
-            "warmup": max(1, int(WARMUP_SHARE * updates)), "trace": trace, **scores}
+    return {"updates": quarters * 4, "seconds": trained_seconds, "warmup": max(1, int(WARMUP_SHARE * quarters * 4)),
+            "trace": trace, **scores}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="full", choices=("full", "smoke"))
-    parser.add_argument("--minutes", type=float, default=1.5, help="pre-training minutes per arm")
+    parser.add_argument("--updates", type=int, default=400,
+                        help="each arm's compute, in masked-LM updates (the smoke profile: 8)")
     parser.add_argument("--timing-steps", type=int, default=10)
     options = parser.parse_args()
     settings = profile(options.profile).notebook("08")
-    minutes = options.minutes if options.profile == "full" else 0.02
+    reference_updates = options.updates if options.profile == "full" else 8
     started = time.perf_counter()
 
     held_out, texts = pretraining_text(settings)
@@ -149,17 +161,23 @@ def main() -> int:
 
     machine = hardware()
     print(f"Pre-training rate check for notebook 08 ({options.profile} profile): {len(segments):,} inputs of "
-          f"{settings.sequence_length}, encoder {dict(settings.model)}, batch {settings.batch_size}; {minutes:g} min "
-          f"of updates per arm; warm-up {WARMUP_SHARE:.0%} of them, the last {DECAY_SHARE:.0%} decay; held out: "
-          f"{len(validation):,} inputs")
+          f"{settings.sequence_length}, encoder {dict(settings.model)}, batch {settings.batch_size}; each arm the "
+          f"time of {reference_updates:,} masked-LM updates; warm-up {WARMUP_SHARE:.0%} of an arm's updates, the "
+          f"last {DECAY_SHARE:.0%} decay; held out: {len(validation):,} inputs")
     print(f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
           f"TensorFlow {tf.__version__}, NumPy {np.__version__}; data and vocabulary {prepared:.0f} s", flush=True)
+    kinds = list(dict.fromkeys((objective, fraction) for objective, _, fraction in ARMS))
+    seconds = step_seconds(kinds, segments, len(vocabulary), settings, options.timing_steps)
+    reference = seconds["masked LM", None]
+    print(f"one update, median of {options.timing_steps} interleaved: " + ", ".join(
+        f"{objective}{f' (generator {fraction:.2f})' if fraction else ''} {value:.3f} s ({value / reference:.2f}x)"
+        for (objective, fraction), value in seconds.items()), flush=True)
     for objective, peak, fraction in ARMS:
-        facts = run_arm(objective, peak, fraction, segments, held_out_inputs, len(vocabulary), settings, minutes,
-                        options.timing_steps)
+        updates = max(4, round(reference_updates * reference / seconds[objective, fraction]))
+        facts = run_arm(objective, peak, fraction, updates, segments, held_out_inputs, len(vocabulary), settings)
         name = f"{objective}, peak {peak:.2g}" + (f", generator {fraction:.2f} wide" if fraction else "")
-        line = (f"  {name:<40} {facts['step_seconds']:.3f} s/update, {facts['updates']:>5,} updates "
-                f"(warm-up {facts['warmup']:,}), {facts['seconds'] / 60:.1f} min")
+        line = (f"  {name:<44} {facts['updates']:>5,} updates (warm-up {facts['warmup']:,}), "
+                f"{facts['seconds'] / 60:.1f} min")
         if objective == "ELECTRA":
             line += (f"\n      discriminator held out: loss {facts['loss']:.4f} against its floor {facts['floor']:.4f} "
                      f"(replaced rate {facts['rate']:.3f}): "
