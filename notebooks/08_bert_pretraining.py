@@ -1162,7 +1162,7 @@ if borrowed is not None:
 #   after masked-LM-only pre-training this notebook reads the mean of the outputs. A fair
 #   comparison gives every arm a validation set, its best epoch, BERT's schedule and its own
 #   learning rate, and pairs the arms seed by seed: the same labelled reviews for each.
-# - **What the recorded run measured** (full profile, two CPU cores, 85 minutes in all). The
+# - **What the recorded run measured** (full profile, two CPU cores, 83 minutes in all). The
 #   masked LM reached **31.1%** on held-out blanks in 16 minutes (5,824 updates; the best count table: 28.9%), after a plateau
 #   near 13%. Fine-tuned, paired seed by seed against the same model from scratch, it gained
 #   +3.1 points at 3,000 labels and +1.6 at 6,000 (every seed above zero), and +4.4 and +1.1 at 200

@@ -577,8 +577,9 @@ report_metric("position_similarity_far", far, "mean cosine similarity of positio
 # ## Summary
 #
 # - Self-attention's memory and work grow with the square of the number of tokens (the work ×3.9
-#   per doubling at 4,096–8,192 tokens; the time ×2.93 here, as this CPU ran the bigger products
-#   faster): pixels as tokens do not scale, patches do.
+#   per doubling at 4,096–8,192 tokens; the time ×2.72 and ×3.64 over the last two doublings, a
+#   fitted slope of 1.66, as this CPU ran the bigger products faster): pixels as tokens do not
+#   scale, patches do.
 # - A patch embedding is a reshape, a transpose and one shared linear map — the same arithmetic
 #   as a convolution with kernel and stride equal to the patch size.
 # - The ViT is notebook 05's encoder on a sequence of patch vectors, with a `[CLS]` token and

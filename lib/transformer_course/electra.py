@@ -403,6 +403,7 @@ def constant_guess_loss(rate):
     return float(entropy) if entropy.ndim == 0 else entropy
 
 
+@keras.saving.register_keras_serializable(package="transformer_course")
 def replaced_rate(y_true, y_pred):
     """The share of each row's real tokens that the generator's draws replaced: a Keras metric.
 
