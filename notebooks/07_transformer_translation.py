@@ -712,6 +712,14 @@ assert evaluate_hidden("07.5", warmup_cosine, seed=7).passed
 # to the parameters directly, never through the gradient; and the step
 # `θ ← θ − lr · √(1 − β₂ᵗ) / (1 − β₁ᵗ) · m / (√v + ε)` (the bias correction in Keras' form).
 # Return `(new parameters, new m, new v)`. With `weight_decay = 0` it is one Adam step.
+#
+# Why decoupled: weight decay added to the gradient (L2 regularisation, `g + λθ`) passes through
+# Adam's division by √v, so a weight with large gradients is decayed less than one with small
+# ones; AdamW shrinks every weight by the same factor `1 − lr · λ`, whatever its gradients, which
+# Loshchilov and Hutter found to generalise better and to make the best decay less dependent on
+# the learning rate. Each value you return is compared with a float64 reference within
+# 10⁻⁶ + 10⁻⁵ × |expected|: float32 arithmetic passes, as Keras' own `AdamW` does. One case has
+# small gradients and ε = 10⁻³, where the place of ε in the denominator matters.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_07_6", "locked": false, "schema_version": 3, "solution": true}
 def adamw_step(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):

@@ -331,6 +331,18 @@ def _adam_with_l2(parameters, gradients, m, v, step, learning_rate, beta_1, beta
                                         "beta_1": beta_1, "beta_2": beta_2, "epsilon": epsilon, "weight_decay": 0.0})
 
 
+def _adam_with(epsilon_inside=False, corrected=True):
+    """An AdamW step in float32 with one of the usual mistakes: ε inside the square root, or no bias correction."""
+    def step_function(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
+        parameters, gradients, m, v = (np.asarray(value, "float32") for value in (parameters, gradients, m, v))
+        m = beta_1 * m + (1 - beta_1) * gradients
+        v = beta_2 * v + (1 - beta_2) * gradients ** 2
+        rate = learning_rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step) if corrected else learning_rate
+        denominator = np.sqrt(v + epsilon) if epsilon_inside else np.sqrt(v) + epsilon
+        return parameters * (1 - learning_rate * weight_decay) - rate * m / denominator, m, v
+    return step_function
+
+
 def _gpt(mistake):
     return lambda token_ids, weights, config: references._gpt_reference(token_ids, weights, config, **mistake)
 
@@ -351,6 +363,8 @@ def _gpt_swapped_norm(token_ids, weights, config):
     ("07.4", _finished_not_normalised, "not length-normalised"),
     ("07.5", _warmup_from_zero, "step 0 got a rate of 0"),
     ("07.6", _adam_with_l2, "went through the gradient"),
+    ("07.6", _adam_with(epsilon_inside=True), "ε went inside the square root"),
+    ("07.6", _adam_with(corrected=False), "not bias-corrected"),
     ("09.3", _step_over_the_whole_cache, "positions after `index` hold stale values"),
     ("09.4", _bits_in_nats, "divide the natural-log sum by ln 2"),
     ("09.5", _gpt({"causal": False}), "without the causal mask"),

@@ -478,7 +478,7 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
                            "the finished scores"), hint=hints.beam_step_hint),
     Exercise("07.5", "the warm-up and cosine learning-rate schedule", "warmup_cosine", 2,
              output_names=("the learning rates",), atol=1e-9, hint=hints.warmup_cosine_hint),
-    Exercise("07.6", "one AdamW step", "adamw_step", 2, atol=1e-9,
+    Exercise("07.6", "one AdamW step", "adamw_step", 2, atol=1e-6,  # float32 arithmetic passes, as Keras' own
              output_names=("the new parameters", "the new first moment", "the new second moment"),
              hint=hints.adamw_step_hint),
     Exercise("08.1", "the masked-LM loss", "masked_lm_loss", 2, output_names=("the loss",), hint=_masked_lm_loss_hint),
