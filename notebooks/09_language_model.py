@@ -949,10 +949,15 @@ except NotImplementedError:
 # self-attention in which no query attends to a later position or to padding, then the
 # feed-forward network, each with its residual connection and LayerNorm (after the sum in a
 # post-norm block, before the sub-layer in a pre-norm one); then the final norm if there is one;
-# then the **tied** output: `h @ token_embedding.T + output_bias`. Reuse your `layer_norm`,
-# `feed_forward`, `multi_head_attention_forward` and `encoder_block` from notebooks 04 and 05 by
-# pasting them here. The cell after the check runs your function on the model this notebook
-# trained.
+# then the **tied** output: `h @ token_embedding.T + output_bias`. The layout, the activation, the
+# final norm and `layer_norm_epsilon` are four independent settings: read each from `config` or
+# `weights`, never from another (the cases include a post-norm model with GELU, a final norm and
+# ε = 10⁻²). Reuse your `layer_norm`, `feed_forward`, `multi_head_attention_forward` and
+# `encoder_block` from notebooks 04 and 05 by pasting them here, and extend two of them:
+# 05.3's `encoder_block` takes a `(B, T)` padding mask, where each query here needs its own row of
+# a `(B, T, T)` mask (causal and padding together); 05.2's `feed_forward` applies ReLU, where the
+# activation here comes from `config`. The cell after the check runs your function on the model
+# this notebook trained.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_09_5", "locked": false, "schema_version": 3, "solution": true}
 def gpt_forward(token_ids, weights, config):

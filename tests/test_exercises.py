@@ -5,7 +5,7 @@ import pytest
 
 import transformer_course.exercises as exercises
 from transformer_course.exercises import EXERCISES, check, evaluate
-from transformer_course.grading import references
+from transformer_course.grading import evaluate_hidden, references
 
 
 def _reference(exercise_id):
@@ -379,6 +379,25 @@ def _gpt_swapped_norm(token_ids, weights, config):
 def test_usual_mistakes_get_a_hint(exercise_id, mistake, words):
     verdict = evaluate(exercise_id, mistake)
     assert verdict.status == "failed" and "Hint:" in verdict.message and words in verdict.message, verdict.message
+
+
+def _gpt_final_norm_by_layout(token_ids, weights, config):
+    kept = {name: value for name, value in weights.items() if name != "final_norm" or config["normalize_first"]}
+    return references._gpt_reference(token_ids, kept, config)
+
+
+@pytest.mark.parametrize("mistake", [
+    _gpt_final_norm_by_layout,
+    lambda token_ids, weights, config: references._gpt_reference(token_ids, weights,
+                                                                 {**config, "layer_norm_epsilon": 1e-5}),
+    lambda token_ids, weights, config: references._gpt_reference(
+        token_ids, weights, {**config, "activation": "gelu_approximate" if config["normalize_first"] else "relu"}),
+], ids=["final norm by layout", "epsilon hard-coded", "activation by layout"])
+def test_09_5_settings_read_off_the_layout_fail(mistake):
+    # The layout, the activation, the final norm and epsilon are independent settings: an answer that
+    # infers one from another fails the public cases and every seed of the hidden ones.
+    assert evaluate("09.5", mistake).status == "failed"
+    assert not any(evaluate_hidden("09.5", mistake, seed=seed).passed for seed in range(5))
 
 
 def test_greedy_decoding_that_never_stops_gets_a_hint():

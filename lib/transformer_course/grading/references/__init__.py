@@ -844,19 +844,22 @@ def _padded_ids(rng, rows, length, vocabulary):
 
 
 def _gpt_cases(rng):
-    def case(rows, length, vocabulary, width, heads, layers, normalize_first, activation):
+    def case(rows, length, vocabulary, width, heads, layers, normalize_first, activation, final_norm, epsilon=1e-5):
         config = {"num_heads": heads, "normalize_first": normalize_first, "activation": activation,
-                  "layer_norm_epsilon": 1e-5}
+                  "layer_norm_epsilon": epsilon}
         return {"token_ids": _padded_ids(rng, rows, length, vocabulary),
-                "weights": _gpt_weights(rng, vocabulary, length + 2, width, heads, layers, final_norm=normalize_first),
+                "weights": _gpt_weights(rng, vocabulary, length + 2, width, heads, layers, final_norm=final_norm),
                 "config": config}
 
     heads = int(rng.choice([2, 4]))
-    return [("post-norm (the original), 1 block, ReLU", case(2, 5, 20, 8, 2, 1, False, "relu")),
-            ("pre-norm with a final norm (GPT-2), 2 blocks, GELU", case(3, 6, 30, 8, 2, 2, True, "gelu_approximate")),
-            ("random sizes, pre-norm, GELU",
+    # The layout, the activation, the final norm and epsilon are independent settings: the third case
+    # pairs them as neither of the first two does, so none of them can be read off another.
+    return [("post-norm (the original), 1 block, ReLU", case(2, 5, 20, 8, 2, 1, False, "relu", False)),
+            ("pre-norm with a final norm (GPT-2), 2 blocks, GELU",
+             case(3, 6, 30, 8, 2, 2, True, "gelu_approximate", True)),
+            ("random sizes; post-norm with GELU, a final norm and layer_norm_epsilon 1e-2",
              case(int(rng.integers(2, 4)), int(rng.integers(4, 9)), int(rng.integers(20, 40)), 4 * heads, heads,
-                  int(rng.integers(1, 4)), True, "gelu_approximate"))]
+                  int(rng.integers(1, 4)), False, "gelu_approximate", True, epsilon=1e-2))]
 
 
 # --- 10: the Vision Transformer -------------------------------------------------------------
