@@ -400,6 +400,19 @@ def test_09_5_settings_read_off_the_layout_fail(mistake):
     assert not any(evaluate_hidden("09.5", mistake, seed=seed).passed for seed in range(5))
 
 
+def _merge_by_replacing(words, counts):
+    """A usual mistake: merge with a space-padded str.replace, which skips a pair right after another."""
+    pair, _ = references.expected("03.2", {"words": words, "counts": counts})
+    first, second = pair.split(" ")
+    return pair, [f" {word} ".replace(f" {first} {second} ", f" {first}{second} ").strip() for word in words]
+
+
+def test_merging_by_string_replacement_fails_03_2():
+    # " a a a a ".replace(" a a ", " aa ") gives "aa a a": the second pair starts at the space the first used.
+    assert evaluate("03.2", _merge_by_replacing).status == "failed"
+    assert not any(evaluate_hidden("03.2", _merge_by_replacing, seed=seed).passed for seed in range(20))
+
+
 def test_greedy_decoding_that_never_stops_gets_a_hint():
     def never_stops(next_token_probabilities, start_ids, end_id, max_length):
         decoded = np.asarray(start_ids, dtype="int64").reshape(-1, 1)

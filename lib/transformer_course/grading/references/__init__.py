@@ -146,8 +146,8 @@ def _merge_step_cases(rng):
                     for _ in range(int(rng.integers(4, 8)))]
     return [("Sennrich's corpus: a tie, 'e s' first", {"words": ["l o w", "l o w e r", "n e w e s t", "w i d e s t"],
                                                        "counts": [5, 2, 6, 3]}),
-            ("a repeated symbol: left to right",
-             {"words": ["a a a", "b a a", "a b"], "counts": [int(rng.integers(2, 5)), 1, 1]}),
+            ("a repeated symbol: left to right, and the pair twice in a row",
+             {"words": ["a a a", "b a a", "a b", "a a a a"], "counts": [int(rng.integers(2, 5)), 1, 1, 1]}),
             ("symbols of several letters", {"words": ["b c", "ab c", "c ab c", "b cb"],
                                             "counts": [int(rng.integers(3, 6)), 1, 1, 1]}),
             ("random words and counts", {"words": random_words,
