@@ -413,6 +413,40 @@ def test_merging_by_string_replacement_fails_03_2():
     assert not any(evaluate_hidden("03.2", _merge_by_replacing, seed=seed).passed for seed in range(20))
 
 
+def _beam_step(ties_reversed=False, stop_at_minus_infinity=True):
+    def beam_step(scores, log_probabilities, beam_width, end_id, step, alpha):
+        vocabulary = log_probabilities.shape[1]
+        candidates = (scores[:, None] + log_probabilities).ravel()
+        order = np.argsort(candidates, kind="stable")[::-1] if ties_reversed else np.argsort(-candidates, kind="stable")
+        live, finished = [], []
+        for flat in order[:2 * beam_width]:
+            if stop_at_minus_infinity and not np.isfinite(candidates[flat]):
+                break
+            parent, token = divmod(int(flat), vocabulary)
+            if token == end_id:
+                finished.append((parent, candidates[flat] / ((5 + step) / 6) ** alpha))
+            else:
+                live.append((parent, token, candidates[flat]))
+                if len(live) == beam_width:
+                    break
+        parents, tokens, kept = (np.array(column) for column in zip(*live)) if live else (np.array([]),) * 3
+        ended, ended_scores = (np.array(column) for column in zip(*finished)) if finished else (np.array([]),) * 2
+        return parents.astype("int64"), tokens.astype("int64"), kept.astype("float64"), ended.astype("int64"), \
+            ended_scores.astype("float64")
+    return beam_step
+
+
+@pytest.mark.parametrize("mistake", [_beam_step(ties_reversed=True), _beam_step(stop_at_minus_infinity=False)],
+                         ids=["ties: the higher k x V + v first", "no stop at -inf"])
+def test_07_4_cases_hold_a_tie_and_an_impossible_extension(mistake):
+    assert evaluate("07.4", mistake).status == "failed"
+    assert not any(evaluate_hidden("07.4", mistake, seed=seed).passed for seed in range(10))
+
+
+def test_the_beam_step_without_the_mistakes_passes():
+    assert evaluate("07.4", _beam_step()).passed and evaluate_hidden("07.4", _beam_step(), seed=3).passed
+
+
 def test_greedy_decoding_that_never_stops_gets_a_hint():
     def never_stops(next_token_probabilities, start_ids, end_id, max_length):
         decoded = np.asarray(start_ids, dtype="int64").reshape(-1, 1)

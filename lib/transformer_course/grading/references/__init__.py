@@ -581,9 +581,13 @@ def _beam_step_cases(rng):
                 "beam_width": beam_width, "end_id": 2, "step": step, "alpha": 0.6}
 
     first = case(1, 6, 3, 1, False)  # step 1: one beam, the start id
-    return [("the first step: one beam, width 3", first),
+    first["log_probabilities"][0, [0, 1, 3, 4]] = -np.inf  # four ids impossible: fewer than 3 extensions exist
+    tied = {**case(3, 7, 3, 4, True), "alpha": 0.0}
+    tied["scores"][1] = tied["scores"][0]  # beams 0 and 1 alike: every extension of one ties with the other's
+    tied["log_probabilities"][1] = tied["log_probabilities"][0]
+    return [("the first step: one beam, width 3, four ids impossible (-inf): stop at -inf", first),
             ("4 beams of 8 ids; the best beam ends", case(4, 8, 4, 5, True)),
-            ("3 beams, no length penalty (alpha = 0)", {**case(3, 7, 3, 4, True), "alpha": 0.0}),
+            ("3 beams, no length penalty (alpha = 0); beams 0 and 1 alike, so the tie rule decides", tied),
             ("random sizes, one ending", case(int(rng.integers(2, 5)), int(rng.integers(6, 12)),
                                               int(rng.integers(2, 5)), int(rng.integers(2, 9)), True))]
 
