@@ -94,6 +94,11 @@ else:
 # The weights are positive and sum to 1, so $c_t$ is a soft choice among the encoder states,
 # and every step is free to choose differently.
 #
+# > **The notes say** "the alignment scores are learnable parameters". They are computed, afresh
+# > for every sentence and step, from the two states; what is learned are the parameters of the
+# > score function (the weight matrices of the general and Bahdanau scores below; the dot score
+# > has none) and the networks that produce the states.
+#
 # ## 3. Three score functions
 #
 # | name | $\operatorname{score}(h_t, \bar h_s)$ | parameters | source |

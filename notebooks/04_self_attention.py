@@ -132,6 +132,11 @@ with np.printoptions(precision=4, suppress=True):  # plain decimals, no 1e-04 no
 # largest, and after the softmax every row puts nearly all its weight on it: all three outputs
 # come out close to *Are*'s own vector $[2, 4, 8, 7]$. Plain self-attention can only mix the input
 # vectors by their raw similarity — which is why the next section adds learned projections.
+#
+# > **The notes say** the output for the first word "could be dominated by the actual word
+# > itself". It can be, when a word's vector is the one most similar to it; here it is not: *How*
+# > puts nearly all its weight on *Are* (the weights' first row), and so does every other word.
+# > What dominates is the vector with the largest dot products, not the word's own.
 
 # %% [markdown]
 # ## 3. Queries, keys and values
@@ -161,6 +166,11 @@ W_Q = np.array([[1, 1, 1],
 Q = X @ W_Q                     #                (T, d_k) = (3, 3)
 print("Q =\n", Q)
 assert Q.tolist() == [[19, 12, 20], [39, 24, 38], [9, 6, 10]]
+
+# %% [markdown]
+# > **The notes say** the "Query matrix" is the 3 × 4 matrix of rows [1, 2, 3, 4], [2, 4, 8, 7],
+# > [1, 2, 1, 2]: that is $X$ itself, the three embeddings. The queries are $X W^Q$, the 3 × 3
+# > matrix above — as the notes' own shape line says, (3 × 4) times (4 × 3) gives 3 × 3.
 
 # %% [markdown]
 # The notes stop at $W^Q$. To finish the computation we choose small $W^K$ and $W^V$ of our own
@@ -271,6 +281,12 @@ print("package == by hand:", np.allclose(convert_to_numpy(package_output), outpu
 # The Transformer paper's $N$ is the number of stacked blocks and the ViT paper's the number of
 # patches; here $N$ is always heads, and an image's height and width are written out in words.
 #
+# > **The notes say** $X \in \mathbb{R}^{D \times N}$, one **column** per word, and
+# > $\mathbf{SA}[X] = V[X] \cdot \operatorname{Softmax}[K[X]^\top Q[X]]$ with the softmax over each
+# > column. The course, as the paper and Keras, puts one **row** per word, $X$ of shape $(T, E)$,
+# > and takes the softmax over each row of $Q K^\top$: the same computation transposed. Read the
+# > notes' formulas with every matrix transposed and their order reversed.
+#
 # From scratch, for one sentence:
 
 # %%
@@ -328,6 +344,12 @@ print("with key_dim=E:", too_wide.count_params(), "parameters")
 # - A **padding mask** stops every word from attending to padding.
 # - A **causal mask** stops word $t$ from attending to words after it: a decoder that writes
 #   left to right must not peek at the answer.
+#
+# > **The notes say** the future is masked because seeing it "could give away too much
+# > information, becoming expensive". Cost has nothing to do with it: at inference the future
+# > words do not exist yet, and in training (teacher forcing, notebook 07) they are the very
+# > answers the decoder must predict, so attending to them would let it copy the next word instead
+# > of learning to predict it — a model that then fails when it generates.
 #
 # > **The notes say** a mask "sets some neurons to 0 (as we do in Dropout)". It does neither. An
 # > attention mask acts on the **scores**, before the softmax: a forbidden score is replaced by a
@@ -438,6 +460,11 @@ print("order now changes the vectors:", not np.allclose(convert_to_numpy(positio
                                                          convert_to_numpy(vectors)[0, 1]))
 
 # %% [markdown]
+# > **The notes say**, in their table of relative offsets for four words, "−3, −2, 1, 0, 1, 2,
+# > 3": the third is −1 (their own list above the table has it right). With $T$ words the offsets
+# > run from $-(T - 1)$ to $T - 1$, $2T - 1$ of them; the layer below clips them at a maximum
+# > distance (2 here: five entries, −2 to +2).
+#
 # A **relative position bias** (Shaw et al. 2018; T5) encodes not where a word is but how far
 # apart two words are: one learned number per head and offset $s - t$ (clipped at a maximum
 # distance), added to the attention scores before the softmax. The same offset means the same

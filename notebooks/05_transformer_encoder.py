@@ -145,6 +145,12 @@ print("BatchNorm, each token's mean over its features (not 0):\n", np.round(by_b
 # model must fall back to running averages. LayerNorm behaves the same in training and
 # inference, for a batch of one, and ignores what the other sequences contain.
 #
+# > **The notes say** $\operatorname{LayerNorm}(x) = \gamma \odot \frac{x - \mu}{\sigma + \epsilon} + \beta$.
+# > Keras, PyTorch and the paper that introduced it (Ba et al., 2016) put ε under the root,
+# > $\frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}}$, as the exercise below does; the two differ
+# > noticeably only when a token's features barely vary, where ε under the root keeps the
+# > division away from zero by √ε rather than ε.
+#
 # ## 4. The feed-forward network works position by position
 #
 # The same two dense layers are applied to every position separately. So running them on the

@@ -742,8 +742,10 @@ assert evaluate_hidden("07.6", adamw_step, seed=7).passed
 # ## Exercise (ungraded)
 #
 # Translate a few sentences of your own, including one longer than the source length. Then vary
-# the beam width (1, 2, 4, 8) and the length-penalty exponent on 200 test sentences: where does
-# BLEU peak, and what happens to the average translation length?
+# the beam width (1, 2, 4, 8) and the length-penalty exponent on 200 **validation** sentences
+# (never the test split: a setting chosen on the test sentences makes their BLEU an optimistic
+# estimate, as the written question below says): where does BLEU peak, and what happens to the
+# average translation length? Then score the chosen setting once on the test split.
 
 # %% [markdown]
 # ## Written question (2 points, graded by your instructor)

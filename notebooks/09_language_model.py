@@ -876,7 +876,10 @@ assert evaluate_hidden("09.2", nucleus_filter, seed=7).passed
 # `(B, N, L, H)` with room for L positions, holding the keys and values of positions 0 … t − 1
 # (what they hold from t on is stale: never attend to it). Write `key` and `value` at position t,
 # attend from `query` over positions 0 … t (scaled by √H; no mask is needed), and return
-# `(output (B, N, 1, H), new key cache, new value cache)`.
+# `(output (B, N, 1, H), new key cache, new value cache)`. The layout differs from the course's
+# layer on purpose: here heads come before positions, as after `split_heads`, and keys and values
+# are two arrays; the layer of section 6 stores one `(B, 2, L, N, H)` array (keys, then values;
+# positions before heads).
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_09_3", "locked": false, "schema_version": 3, "solution": true}
 def cached_attention_step(query, key, value, key_cache, value_cache, index):
