@@ -319,6 +319,92 @@ def _finished_not_normalised(scores, log_probabilities, beam_width, end_id, step
     return parents, tokens, kept, ended, ended_scores * ((5 + step) / 6) ** alpha
 
 
+def _skipgram_window(reach_change):
+    def pairs(token_ids, window):
+        reach = window + reach_change
+        return [(token_ids[i], token_ids[j]) for i in range(len(token_ids)) for j in range(len(token_ids))
+                if 0 < abs(i - j) <= reach]
+    return pairs
+
+
+def _positions_from_one(length, depth):
+    angles = np.arange(1, length + 1)[:, None] / 10000 ** (np.arange(0, depth, 2) / depth)
+    table = np.zeros((length, depth))
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)
+    return table
+
+
+def _heads_flattened_unmoved(query, value, weights, mask=None):
+    query, value = np.asarray(query, "float64"), np.asarray(value, "float64")
+    q = np.einsum("bte,enh->bnth", query, weights["query_kernel"]) + weights["query_bias"][:, None, :]
+    k = np.einsum("bse,enh->bnsh", value, weights["key_kernel"]) + weights["key_bias"][:, None, :]
+    v = np.einsum("bse,enh->bnsh", value, weights["value_kernel"]) + weights["value_bias"][:, None, :]
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(np.asarray(mask, bool)[:, None], scores, -np.inf)
+    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    context = scores / scores.sum(axis=-1, keepdims=True) @ v  # (B, N, T, H)
+    batch, heads, length, width = context.shape
+    return context.reshape(batch, length, heads * width) @ weights["output_kernel"].reshape(heads * width, -1) \
+        + weights["output_bias"]
+
+
+def _norm_on_the_output(x, weights, mask=None, normalize_first=False):
+    x = np.asarray(x, "float64")
+    allowed = None if mask is None else np.broadcast_to(np.asarray(mask, bool)[:, None, :],
+                                                        (x.shape[0], x.shape[1], x.shape[1]))
+
+    def norm(values, parameters):
+        return references._layer_norm_reference(values, parameters["gamma"], parameters["beta"], 1e-5)
+
+    def feedforward(values):
+        ff = weights["feedforward"]
+        return np.maximum(values @ ff["hidden_kernel"] + ff["hidden_bias"], 0) @ ff["output_kernel"] \
+            + ff["output_bias"]
+
+    x = x + norm(references._multi_head_attention_reference(x, x, weights["attention"], allowed),
+                 weights["attention_norm"])
+    return x + norm(feedforward(x), weights["feedforward_norm"])
+
+
+def _loss_masked_by_the_inputs(target_ids, probabilities):
+    inputs, labels, _ = references.expected("07.3", {"target_ids": target_ids, "probabilities": probabilities})
+    picked = np.take_along_axis(probabilities, labels[..., None], axis=-1)[..., 0]
+    return inputs, labels, -np.log(picked)[inputs != 0].mean()
+
+
+def _penalty_one_longer(scores, log_probabilities, beam_width, end_id, step, alpha):
+    parents, tokens, kept, ended, ended_scores = references.expected("07.4", {
+        "scores": scores, "log_probabilities": log_probabilities, "beam_width": beam_width, "end_id": end_id,
+        "step": step, "alpha": alpha})
+    return parents, tokens, kept, ended, ended_scores * ((5 + step) / 6) ** alpha / ((6 + step) / 6) ** alpha
+
+
+def _warmup_one_step_longer(steps, peak, warmup_steps, decay_steps, final_fraction):
+    rates = references.expected("07.5", {"steps": steps, "peak": peak, "warmup_steps": warmup_steps,
+                                         "decay_steps": decay_steps, "final_fraction": final_fraction})
+    return np.where(steps <= warmup_steps, peak * (steps + 1) / warmup_steps, rates)
+
+
+def _adamw_decay(without_rate=False, after_the_step=False):
+    def step_function(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
+        m = beta_1 * m + (1 - beta_1) * gradients
+        v = beta_2 * v + (1 - beta_2) * gradients ** 2
+        factor = 1 - weight_decay if without_rate else 1 - learning_rate * weight_decay
+        adam = learning_rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step) * m / (np.sqrt(v) + epsilon)
+        return ((parameters - adam) * factor if after_the_step else parameters * factor - adam), m, v
+    return step_function
+
+
+def _cache_written_one_later(query, key, value, key_cache, value_cache, index):
+    key_cache, value_cache = np.array(key_cache, "float64"), np.array(value_cache, "float64")
+    key_cache[:, :, index + 1:index + 2], value_cache[:, :, index + 1:index + 2] = key, value
+    keys, values = key_cache[:, :, :index + 1], value_cache[:, :, :index + 1]
+    scores = query @ np.swapaxes(keys, -1, -2) / np.sqrt(query.shape[-1])
+    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return scores / scores.sum(axis=-1, keepdims=True) @ values, key_cache, value_cache
+
+
 def _warmup_from_zero(steps, peak, warmup_steps, decay_steps, final_fraction):
     rates = references.expected("07.5", {"steps": steps, "peak": peak, "warmup_steps": warmup_steps,
                                          "decay_steps": decay_steps, "final_fraction": final_fraction})
@@ -375,6 +461,17 @@ def _gpt_swapped_norm(token_ids, weights, config):
     ("06.1", lambda values, mask: values.max(axis=1), "padding positions took part"),
     ("09.1", _softmax_with_one_global_maximum, "each row's own maximum"),
     ("09.2", _nucleus_below_p, "at most p (<="),
+    ("03.4", _skipgram_window(-1), "only `window` - 1 positions"),
+    ("03.4", _skipgram_window(+1), "`window` + 1 positions"),
+    ("04.4", _positions_from_one, "positions start at 1"),
+    ("04.5", _heads_flattened_unmoved, "flattened in the wrong order"),
+    ("05.3", _norm_on_the_output, "x + LayerNorm(F(x))"),
+    ("07.3", _loss_masked_by_the_inputs, "the mask came from the decoder inputs"),
+    ("07.4", _penalty_one_longer, "the length penalty used a length of"),
+    ("07.5", _warmup_one_step_longer, "went above the peak"),
+    ("07.6", _adamw_decay(without_rate=True), "left out the learning rate"),
+    ("07.6", _adamw_decay(after_the_step=True), "applied after the step"),
+    ("09.3", _cache_written_one_later, "the new key was written at position"),
 ])
 def test_usual_mistakes_get_a_hint(exercise_id, mistake, words):
     verdict = evaluate(exercise_id, mistake)

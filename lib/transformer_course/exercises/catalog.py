@@ -432,6 +432,11 @@ def _skipgram_pairs_hint(arguments, received, expected):
         return "each word was paired with itself: leave out position i."
     if received == right_only and right_only != [tuple(pair) for pair in expected]:
         return "only the words after the centre were paired: the window reaches `window` positions on both sides."
+    for reach, wrong in ((window - 1, "only `window` - 1"), (window + 1, "`window` + 1")):
+        off_by_one = [(ids[i], ids[j]) for i in range(len(ids)) for j in range(len(ids)) if 0 < abs(i - j) <= reach]
+        if received == off_by_one and off_by_one != [tuple(pair) for pair in expected]:
+            return (f"the window reached {wrong} positions on each side: the context of position i is positions "
+                    "i − window … i + window, both ends included, i itself left out.")
     if sorted(received) == sorted(tuple(pair) for pair in expected):
         return "the right pairs in another order: go through the centres left to right, and each one's context " \
                "words left to right."

@@ -125,7 +125,10 @@ def sinusoidal_hint(arguments, received, expected):
         table[:, 0::2], table[:, 1::2] = first, second
         return table
 
+    from_one = (positions + 1) / 10000 ** (np.arange(0, depth, 2) / depth)
     return _first_match(received, [
+        ("the positions start at 1: the first row is position 0 (sin 0 = 0 and cos 0 = 1 in every pair).",
+         interleaved(np.sin(from_one), np.cos(from_one))),
         ("the sines fill the first half and the cosines the second: interleave them, sin in even columns 2i and "
          "cos in odd columns 2i + 1.", np.concatenate([np.sin(pair_angles), np.cos(pair_angles)], axis=1)),
         ("sin and cos are swapped: column 2i holds sin, column 2i + 1 holds cos.",
@@ -135,7 +138,7 @@ def sinusoidal_hint(arguments, received, expected):
         atol=1e-5)
 
 
-def _attention(query, value, weights, mask=None, scale_width=None, project=True):
+def _attention(query, value, weights, mask=None, scale_width=None, project=True, merge_unmoved=False):
     q = np.einsum("bte,enh->bnth", query, weights["query_kernel"]) + weights["query_bias"][:, None, :]
     k = np.einsum("bse,enh->bnsh", value, weights["key_kernel"]) + weights["key_bias"][:, None, :]
     v = np.einsum("bse,enh->bnsh", value, weights["value_kernel"]) + weights["value_bias"][:, None, :]
@@ -144,6 +147,10 @@ def _attention(query, value, weights, mask=None, scale_width=None, project=True)
         scores = np.where(np.asarray(mask, dtype=bool)[:, None], scores, -np.inf)
     scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     context = scores / scores.sum(axis=-1, keepdims=True) @ v  # (B, N, T, H)
+    if merge_unmoved:  # (B, N, T, H) flattened to (B, T, N·H) without moving the head axis first
+        batch, heads, length, width = context.shape
+        merged = context.reshape(batch, length, heads * width)
+        return merged @ weights["output_kernel"].reshape(heads * width, -1) + weights["output_bias"]
     if not project:
         return context.transpose(0, 2, 1, 3).reshape(context.shape[0], context.shape[2], -1)
     return np.einsum("bnth,nhe->bte", context, weights["output_kernel"]) + weights["output_bias"]
@@ -156,6 +163,9 @@ def _attention_variants(query, value, weights, mask):
              _attention(query, value, weights, mask, scale_width=width)),
             ("the heads were concatenated but not projected: multiply by the output kernel W_O (N, H, E) and add "
              "its bias.", _attention(query, value, weights, mask, project=False)),
+            ("the heads were flattened in the wrong order: (B, N, T, H) reshaped straight to (B, T, N·H) mixes "
+             "positions and heads; move the head axis first, (B, T, N, H), then flatten (or contract with W_O "
+             "(N, H, E) over both axes).", _attention(query, value, weights, mask, merge_unmoved=True)),
             ("the mask was ignored: where it is False, the score must become -inf before the softmax.",
              _attention(query, value, weights, None))]
 
@@ -163,7 +173,7 @@ def _attention_variants(query, value, weights, mask):
 def multi_head_attention_hint(arguments, received, expected):
     query, value = (np.asarray(arguments[name], dtype="float64") for name in ("query", "value"))
     variants = _attention_variants(query, value, arguments["weights"], arguments["mask"])
-    return _first_match(received, variants if arguments["mask"] is not None else variants[:2], atol=1e-5)
+    return _first_match(received, variants if arguments["mask"] is not None else variants[:3], atol=1e-5)
 
 
 # --- 05.3 and 09.5: whole blocks and a whole model --------------------------------------------
@@ -173,7 +183,7 @@ def _norm(x, parameters, epsilon):
     return parameters["gamma"] * (x - mean) / np.sqrt(variance + epsilon) + parameters["beta"]
 
 
-def _block(x, weights, mask, normalize_first, activation="relu", epsilon=1e-5, residual=True):
+def _block(x, weights, mask, normalize_first, activation="relu", epsilon=1e-5, residual=True, norm_output=False):
     def feedforward(values):
         ff = weights["feedforward"]
         hidden = values @ ff["hidden_kernel"] + ff["hidden_bias"]
@@ -188,8 +198,11 @@ def _block(x, weights, mask, normalize_first, activation="relu", epsilon=1e-5, r
 
     for sublayer, parameters in ((attend, weights["attention_norm"]), (feedforward, weights["feedforward_norm"])):
         kept = x if residual else 0.0
-        x = kept + sublayer(_norm(x, parameters, epsilon)) if normalize_first else _norm(kept + sublayer(x), parameters,
-                                                                                          epsilon)
+        if norm_output:  # x + LayerNorm(F(x)): the sub-layer's output normalised, not its input
+            x = kept + _norm(sublayer(x), parameters, epsilon)
+        else:
+            x = kept + sublayer(_norm(x, parameters, epsilon)) if normalize_first else _norm(kept + sublayer(x),
+                                                                                              parameters, epsilon)
     return x
 
 
@@ -203,7 +216,10 @@ def encoder_block_hint(arguments, received, expected):
                  ("pre-norm was computed where `normalize_first` is False: a post-norm block normalises after the "
                   "residual sum, LayerNorm(x + F(x))."), _block(x, weights, key_mask, not first)),
                 ("the residual connections are missing: add each sub-layer's input to its output.",
-                 _block(x, weights, key_mask, first, residual=False))]
+                 _block(x, weights, key_mask, first, residual=False)),
+                ("the LayerNorm was applied to the sub-layer's output, x + LayerNorm(F(x)): pre-norm normalises the "
+                 "sub-layer's input, x + F(LayerNorm(x)); post-norm the sum, LayerNorm(x + F(x)).",
+                 _block(x, weights, key_mask, first, norm_output=True))]
     if mask is not None:
         variants.append(("padding took part in attention: build the attention mask (B, T, T) from `mask`, so no "
                          "query attends to a padding key.", _block(x, weights, None, first)))
@@ -258,6 +274,13 @@ def cached_attention_step_hint(arguments, received, expected):
     if not _same(received[1], expected[1]) or not _same(received[2], expected[2]):
         if _same(received[1], arguments["key_cache"]):
             return f"the key cache came back unchanged: write `key` at position index = {index} first."
+        for wrong in (index - 1, index + 1):
+            if 0 <= wrong < keys.shape[2]:
+                written = keys.copy()
+                written[:, :, wrong:wrong + 1] = key
+                if _same(received[1], written):
+                    return (f"the new key was written at position {wrong}: write it (and the value) at position "
+                            f"`index` = {index}, the new token's own position.")
         return None
 
     def attend(upto, key_cache, value_cache):
@@ -311,6 +334,11 @@ def teacher_forcing_loss_hint(arguments, received, expected):
     real = labels != 0
     if _same(received[2], losses.mean()):
         return "padding was counted: average the cross-entropy over the positions whose label is not 0."
+    from_inputs = target_ids[:, :-1] != 0
+    if not np.array_equal(from_inputs, real) and _same(received[2], losses[from_inputs].mean()):
+        return ("the mask came from the decoder inputs: a position counts when its **label** is real (labels != 0); "
+                "the inputs are shifted by one, so their mask keeps the first padding label and drops the last "
+                "real one.")
     rows = np.array([row[keep].mean() for row, keep in zip(losses, real)])
     if _same(received[2], rows.mean()):
         return ("each sentence was averaged first, then the sentences: average over all real tokens of the batch "
@@ -332,6 +360,10 @@ def beam_step_hint(arguments, received, expected):
         if _same(received[4], raw) and arguments["alpha"] != 0:
             return ("the finished scores are not length-normalised: divide each by the length penalty "
                     f"((5 + step) / 6) ** alpha, here step = {arguments['step']}.")
+        for length in (arguments["step"] - 1, arguments["step"] + 1):
+            if arguments["alpha"] != 0 and _same(received[4], raw / ((5 + length) / 6) ** arguments["alpha"]):
+                return (f"the length penalty used a length of {length}: `step` = {arguments['step']} is already "
+                        "the length each beam reaches with this token (the start id not counted).")
     if len(received[0]) < len(expected[0]):
         return ("fewer live beams than `beam_width`: look through the best 2 × beam_width candidates, since the "
                 "ones that finish do not count as live.")
@@ -343,10 +375,10 @@ def warmup_cosine_hint(arguments, received, expected):
     peak, warmup, decay, final = (arguments[name] for name in ("peak", "warmup_steps", "decay_steps",
                                                               "final_fraction"))
 
-    def rates(first_step_offset=1.0, floor=final, decay_from=warmup):
+    def rates(first_step_offset=1.0, floor=final, decay_from=warmup, last_warmup_step=warmup - 1):
         progress = np.clip((steps - decay_from) / (decay - decay_from), 0.0, 1.0)
         decayed = peak * (floor + (1 - floor) * (1 + np.cos(np.pi * progress)) / 2)
-        return np.where(steps < warmup, peak * (steps + first_step_offset) / warmup, decayed)
+        return np.where(steps <= last_warmup_step, peak * (steps + first_step_offset) / warmup, decayed)
 
     return _first_match(received, [
         ("step 0 got a rate of 0: count steps from 1 in the warm-up, peak × (step + 1) / warmup_steps, so the "
@@ -354,7 +386,10 @@ def warmup_cosine_hint(arguments, received, expected):
         ("the rate falls to 0: the cosine goes from the peak down to final_fraction × peak, not to 0.",
          rates(floor=0.0) if final else None),
         ("the cosine's progress was measured from step 0: it starts at the end of the warm-up, "
-         "(step − warmup_steps) / (decay_steps − warmup_steps).", rates(decay_from=0) if warmup else None)],
+         "(step − warmup_steps) / (decay_steps − warmup_steps).", rates(decay_from=0) if warmup else None),
+        ("step warmup_steps went above the peak: the warm-up covers steps 0 … warmup_steps − 1 (the last of them "
+         "reaches the peak); from step warmup_steps on, the cosine.",
+         rates(last_warmup_step=warmup) if np.any(steps == warmup) else None)],
         atol=1e-9)
 
 
@@ -365,12 +400,16 @@ def adamw_step_hint(arguments, received, expected):
     rate, beta_1, beta_2, epsilon, decay, step = (arguments[name] for name in (
         "learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "step"))
 
-    def update(gradients, decoupled=True, corrected=True, epsilon_inside=False):
+    def update(gradients, decoupled=True, corrected=True, epsilon_inside=False, decay_factor=None,
+               decay_after=False):
         m = beta_1 * values["m"] + (1 - beta_1) * gradients
         v = beta_2 * values["v"] + (1 - beta_2) * gradients ** 2
         scale = rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step) if corrected else rate
         denominator = np.sqrt(v + epsilon) if epsilon_inside else np.sqrt(v) + epsilon
-        kept = values["parameters"] * (1 - rate * decay) if decoupled else values["parameters"]
+        factor = (1 - rate * decay) if decay_factor is None else decay_factor
+        if decay_after:
+            return (values["parameters"] - scale * m / denominator) * factor
+        kept = values["parameters"] * factor if decoupled else values["parameters"]
         return kept - scale * m / denominator
 
     gradients = values["gradients"]
@@ -380,5 +419,9 @@ def adamw_step_hint(arguments, received, expected):
         ("the weight decay went through the gradient (L2 regularisation, Adam's way): AdamW decays the parameters "
          "directly, θ ← θ − lr · λ · θ, outside the moments.",
          update(gradients + decay * values["parameters"], decoupled=False) if decay else None),
-        ("ε went inside the square root: Keras divides by √v̂ + ε.", update(gradients, epsilon_inside=True))],
+        ("ε went inside the square root: Keras divides by √v̂ + ε.", update(gradients, epsilon_inside=True)),
+        ("the decay left out the learning rate: θ ← θ − lr · λ · θ, the factor is 1 − lr · λ, not 1 − λ.",
+         update(gradients, decay_factor=1 - decay) if decay else None),
+        ("the decay was applied after the step, to the updated parameters: decay θ first, θ ← θ − lr · λ · θ, "
+         "then take the Adam step from the decayed θ.", update(gradients, decay_after=True) if decay else None)],
         atol=1e-6)

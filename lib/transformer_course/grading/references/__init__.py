@@ -625,15 +625,16 @@ def _adamw_step_reference(parameters, gradients, m, v, step, learning_rate, beta
 
 
 def _adamw_step_cases(rng):
-    def case(shape, step, weight_decay, fresh, epsilon=1e-7, gradient_scale=1.0):
+    def case(shape, step, weight_decay, fresh, epsilon=1e-7, gradient_scale=1.0, learning_rate=1e-2):
         moments = (np.zeros(shape), np.zeros(shape)) if fresh else (rng.normal(0, 0.1 * gradient_scale, size=shape),
                                                                      rng.random(shape) * 0.01 * gradient_scale ** 2)
         return {"parameters": rng.normal(size=shape), "gradients": rng.normal(0, gradient_scale, size=shape),
-                "m": moments[0], "v": moments[1], "step": step, "learning_rate": 1e-2, "beta_1": 0.9,
+                "m": moments[0], "v": moments[1], "step": step, "learning_rate": learning_rate, "beta_1": 0.9,
                 "beta_2": 0.999, "epsilon": epsilon, "weight_decay": weight_decay}
 
     return [("the first step, fresh moments, no weight decay (Adam)", case((3,), 1, 0.0, True)),
-            ("the first step with weight decay 0.01", case((2, 3), 1, 0.01, True)),
+            ("the first step, weight decay 0.1 and learning rate 0.1: where the decay goes shows",
+             case((2, 3), 1, 0.1, True, learning_rate=0.1)),
             ("step 50, moments from earlier steps; small gradients and ε = 10⁻³, where ε's place matters",
              case((4, 2), 50, 0.05, False, epsilon=1e-3, gradient_scale=1e-3)),
             ("a random step", case((int(rng.integers(1, 6)), 3), int(rng.integers(2, 500)), float(rng.uniform(0, 0.1)),
