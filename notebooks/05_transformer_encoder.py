@@ -335,7 +335,8 @@ assert evaluate_hidden("05.2", feed_forward, seed=7).passed
 # feed-forward network; pre-norm: `x ← x + F(LayerNorm(x))`. LayerNorm's epsilon is 1e-5.
 # Return `(B, T, E)`. Reuse `layer_norm` and `feed_forward`; paste your
 # `multi_head_attention_forward` (and `scaled_dot_product_attention`) from notebook 04 into this
-# cell.
+# cell. `show_case("05.3")` (from `transformer_course.exercises`) prints the first public case:
+# its inputs, the weights' names and shapes, and the output expected.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_05_3", "locked": false, "schema_version": 3, "solution": true}
 def encoder_block(x, weights, mask=None, normalize_first=False):

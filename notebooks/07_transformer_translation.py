@@ -642,7 +642,9 @@ assert evaluate_hidden("07.3", teacher_forcing_loss, seed=7).passed
 # `((5 + step) / 6) ** alpha`; any other stays **live**; stop as soon as `beam_width` are live.
 # Return five arrays: the live beams' parents (int, which k each extends), their tokens (int)
 # and their scores (float), then the finished ones' parents (int) and normalised scores (float);
-# empty arrays where there are none.
+# empty arrays where there are none. `show_case("07.4")` (from `transformer_course.exercises`)
+# prints the first public case — one beam, width 3, four impossible ids — with the five arrays
+# expected.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_07_4", "locked": false, "schema_version": 3, "solution": true}
 def beam_step(scores, log_probabilities, beam_width, end_id, step, alpha):

@@ -879,7 +879,8 @@ assert evaluate_hidden("09.2", nucleus_filter, seed=7).passed
 # `(output (B, N, 1, H), new key cache, new value cache)`. The layout differs from the course's
 # layer on purpose: here heads come before positions, as after `split_heads`, and keys and values
 # are two arrays; the layer of section 6 stores one `(B, 2, L, N, H)` array (keys, then values;
-# positions before heads).
+# positions before heads). `show_case("09.3")` (from `transformer_course.exercises`) prints the
+# first public case, t = 0, with the output and caches expected.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_09_3", "locked": false, "schema_version": 3, "solution": true}
 def cached_attention_step(query, key, value, key_cache, value_cache, index):
@@ -959,8 +960,9 @@ except NotImplementedError:
 # `encoder_block` from notebooks 04 and 05 by pasting them here, and extend two of them:
 # 05.3's `encoder_block` takes a `(B, T)` padding mask, where each query here needs its own row of
 # a `(B, T, T)` mask (causal and padding together); 05.2's `feed_forward` applies ReLU, where the
-# activation here comes from `config`. The cell after the check runs your function on the model
-# this notebook trained.
+# activation here comes from `config`. `show_case("09.5")` (from `transformer_course.exercises`)
+# prints the first public case: the token ids, the weights' names and shapes, the config. The
+# cell after the check runs your function on the model this notebook trained.
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_09_5", "locked": false, "schema_version": 3, "solution": true}
 def gpt_forward(token_ids, weights, config):

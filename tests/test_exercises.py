@@ -544,6 +544,19 @@ def test_the_beam_step_without_the_mistakes_passes():
     assert evaluate("07.4", _beam_step()).passed and evaluate_hidden("07.4", _beam_step(), seed=3).passed
 
 
+def test_show_case_prints_a_public_case_with_its_expected_output(capsys):
+    exercises.show_case("07.4")
+    printed = capsys.readouterr().out
+    label, arguments, expected = exercises.public_cases("07.4")[0]
+    assert printed.startswith(f"Exercise 07.4, public case 1 of {len(exercises.public_cases('07.4'))}: {label}")
+    assert "beam_step(" in printed and f"beam_width={arguments['beam_width']}," in printed
+    assert f"expected the parents: {np.array2string(expected[0])}" in printed
+    with pytest.raises(ValueError, match="`number` must be 1 to 4 for exercise 07.4; received 9"):
+        exercises.show_case("07.4", 9)
+    with pytest.raises(KeyError, match="unknown exercise '99.9'"):
+        exercises.show_case("99.9")
+
+
 def test_greedy_decoding_that_never_stops_gets_a_hint():
     def never_stops(next_token_probabilities, start_ids, end_id, max_length):
         decoded = np.asarray(start_ids, dtype="int64").reshape(-1, 1)

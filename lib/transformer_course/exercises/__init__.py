@@ -13,7 +13,8 @@ second, and never raises (whatever the student's function does).
 Each exercise runs the student's function on its public cases and compares the results with the
 expected outputs stored beside them (``public_cases.json``); the references themselves, and the
 secret cases a grader draws, are not in what students can import. :func:`evaluate` returns the
-verdict as an object instead of printing it.
+verdict as an object instead of printing it; :func:`show_case` prints a public case, its inputs
+and the output expected, before a student writes a line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 from .catalog import EXERCISES, Exercise, public_cases
 from .compare import compare_outputs
 
-__all__ = ["check", "evaluate", "Verdict", "EXERCISES", "Exercise", "compare_outputs", "public_cases"]
+__all__ = ["check", "evaluate", "show_case", "Verdict", "EXERCISES", "Exercise", "compare_outputs", "public_cases"]
 
 _TIME_LIMIT_SECONDS = 10
 
@@ -132,3 +133,56 @@ def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
 def check(exercise_id: str, candidate) -> None:
     """Print a friendly verdict for the student's ``candidate``; see :func:`evaluate`."""
     print(evaluate(exercise_id, candidate))
+
+
+def _shown(value, indent="    ", full=True) -> str:
+    """One value of a case as a student would print it: small arrays in full, arrays inside a dict by shape."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key!r}: {_shown(item, indent, full=False)}" for key, item in value.items()) + "}"
+    if isinstance(value, (list, tuple)) and any(isinstance(item, (dict, np.ndarray)) for item in value):
+        return f"{type(value).__name__} of {len(value)}: [" + ", ".join(_shown(item, indent, full=False)
+                                                                       for item in value) + "]"
+    if isinstance(value, np.ndarray):
+        if value.size > 60 or not full:
+            return f"array {value.shape} {value.dtype}"
+        text = np.array2string(value, precision=4, suppress_small=True, max_line_width=96)
+        return "\n".join((indent + line).rstrip() if index else line for index, line in enumerate(text.split("\n")))
+    return repr(value)
+
+
+def show_case(exercise_id: str, number: int = 1) -> None:
+    """Print public case ``number`` of exercise ``exercise_id``: its label, inputs and the expected output.
+
+    Args:
+        exercise_id: str, e.g. ``"07.4"``; see ``EXERCISES``.
+        number: int, 1-based, which public case (``check`` runs them all, in this order).
+
+    Returns:
+        None; prints the case. Arrays inside a dict (a model's weights) are shown by shape;
+        ``public_cases(exercise_id)[number - 1]`` holds every value.
+
+    Raises:
+        KeyError: for an unknown exercise id.
+        ValueError: for a case number the exercise does not have, naming how many it has.
+
+    Example:
+        >>> show_case("04.2")  # doctest: +ELLIPSIS
+        Exercise 04.2, public case 1 of ...
+    """
+    if exercise_id not in EXERCISES:
+        raise KeyError(f"unknown exercise {exercise_id!r}; known: {', '.join(EXERCISES)}.")
+    cases = public_cases(exercise_id)
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(cases):
+        raise ValueError(f"`number` must be 1 to {len(cases)} for exercise {exercise_id}; received {number!r}.")
+    label, arguments, expected = cases[number - 1]
+    exercise = EXERCISES[exercise_id]
+    print(f"Exercise {exercise_id}, public case {number} of {len(cases)}: {label}")
+    print(f"  {exercise.function_name}(")
+    for name, value in arguments.items():
+        print(f"    {name}={_shown(value, ' ' * (len(name) + 5))},")
+    print("  )")
+    outputs = expected if isinstance(expected, tuple) and len(exercise.output_names) > 1 else (expected,)
+    for name, value in zip(exercise.output_names, outputs):
+        shown = _shown(value, "    ")
+        print(f"  expected {name}:" + (f"\n    {shown}" if "\n" in shown else f" {shown}"))
+    print(f"  (every value in full: public_cases({exercise_id!r})[{number - 1}])")
