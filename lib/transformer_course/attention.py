@@ -327,7 +327,7 @@ class GroupedQueryAttention(keras.layers.Layer):
     multi-query attention (Shazeer, 2019). A cache holds G heads instead of N, so it costs G/N of
     multi-head attention's memory per token, which is why today's decoders use it. With
     ``rotary_max_wavelength`` the queries and keys are rotated by their positions
-    (:func:`~transformer_course.positional.rotary_embedding`) before the scores, as in Llama.
+    (:func:`~transformer_course.rotary.rotary_embedding`) before the scores, as in Llama.
 
     The weights have Keras' layout, so ``set_weights`` copies a ``keras.layers.GroupQueryAttention``
     exactly: query kernel ``(E, N, H)``, key and value kernels ``(E, G, H)``, output kernel

@@ -24,7 +24,7 @@ equals GPT-2's. :func:`bpe_from_keras_hub` builds the matching tokenizer (the co
 :func:`load_gpt2_preset` downloads a preset (``"gpt2_base_en"``: 124,439,808 parameters;
 Radford et al., 2019, *Language Models are Unsupervised Multitask Learners*). It needs keras-hub
 and the network; offline it raises
-:class:`~transformer_course.bert_checkpoints.PresetUnavailableError`.
+:class:`~transformer_course.gpt2_checkpoints.PresetUnavailableError` (the same class as `bert_checkpoints`').
 """
 
 from __future__ import annotations
@@ -35,12 +35,13 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 import numpy as np
 
-from ._presets import PresetUnavailableError, download_preset  # noqa: F401 (the error is part of this API)
+from ._presets import PresetUnavailableError, download_preset  # the error is part of this API
 from .bpe import BytePairEncoding
 from .language_model import build_language_model
 from .transformer import gelu_approximate
 
-__all__ = ["language_model_from_keras_hub", "bpe_from_keras_hub", "load_gpt2_preset", "ID_OFFSET"]
+__all__ = ["language_model_from_keras_hub", "bpe_from_keras_hub", "load_gpt2_preset", "ID_OFFSET",
+           "PresetUnavailableError"]
 
 ID_OFFSET = 1  # the course's id = GPT-2's id + 1; 0 is padding
 

@@ -70,7 +70,7 @@ class LanguageModel(keras.Model):
         final_norm: bool, a LayerNorm (``final_norm``) after the last block, as GPT-2 has: with
             pre-norm blocks the residual stream is never normalised otherwise.
         activation: the blocks' feed-forward activation: a name Keras knows (``"relu"``, the
-            default) or a registered function (GPT-2: :func:`~transformer_course.bert.gelu_approximate`).
+            default) or a registered function (GPT-2: :func:`~transformer_course.transformer.gelu_approximate`).
         layer_norm_epsilon: float, every LayerNorm's epsilon (GPT-2: 1e-5).
         architecture: ``"gpt"`` (the default: the blocks above) or ``"llama"``: a token embedding
             with no position table (:class:`~transformer_course.positional.TokenEmbedding`),
