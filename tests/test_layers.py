@@ -78,6 +78,33 @@ EXAMPLES = {
 }
 
 
+# class -> its example's number of weights, from the architecture (E = 8 wide, V = 11 ids, T = 5 positions).
+N, H = 2, 4  # MultiHeadAttention(2, 4): 2 heads of 4; its four projections each carry a bias
+ATTENTION = 3 * (E * N * H + N * H) + (N * H * E + E)  # query, key and value kernels and biases; the output
+FEED_FORWARD = (E * 16 + 16) + (16 * E + E)  # the encoder and decoder examples' intermediate width 16
+WEIGHT_COUNTS = {
+    attention.MultiHeadAttention: ATTENTION,
+    # 4 query heads and 2 key/value heads of width 4, with biases
+    attention.GroupedQueryAttention: (E * 4 * 4 + 4 * 4) + 2 * (E * 2 * 4 + 2 * 4) + (4 * 4 * E + E),
+    transformer.RMSNorm: E,  # a scale, no shift
+    transformer.SwiGLUFeedForward: 3 * E * 12,  # gate, up (E x 12) and down (12 x E), no biases
+    # Llama: heads of width E / 4 = 2, no biases; two RMSNorms; SwiGLU of width 12
+    transformer.LlamaDecoder: (E * 4 * 2 + 2 * (E * 2 * 2) + 4 * 2 * E) + 2 * E + 3 * E * 12,
+    transformer.TransformerEncoder: ATTENTION + 2 * (2 * E) + FEED_FORWARD,  # two LayerNorms: scale and shift
+    transformer.TransformerDecoder: 2 * ATTENTION + 3 * (2 * E) + FEED_FORWARD,  # self- and cross-attention
+    positional.PositionalEmbedding: V * E + T * E,
+    positional.TokenEmbedding: V * E,
+    positional.RelativePositionBias: 2 * (2 * 3 + 1),  # one number per head and offset -3 ... 3
+    positional.SegmentEmbedding: 2 * E,
+    transformer.TokenDistribution: E * V + V,
+    bert.SpanHead: 2 * E,  # a start vector and an end vector, no bias (Devlin et al., 2019, §4.2)
+    vision.PatchEmbedding: 2 * 2 * 1 * E + E,  # a 2 x 2 patch of one channel to E, and a bias
+    vision.ClassTokenAndPositions: E + (T + 1) * E,  # the [CLS] vector, and a position for it and each token
+    **{layer: 0 for layer in (pooling.MaskedGlobalMaxPooling1D, pooling.LastTokenPooling, pooling.PrependClassToken,
+                              pooling.ClassTokenOutput, pooling.GatherPositions, seq2seq_attention.LuongDotAttention,
+                              electra.ReplaceWithSamples)},
+}
+
 # class -> (make the model, its inputs); every model small and without dropout, so outputs are deterministic.
 MODEL_EXAMPLES = {
     language_model.LanguageModel: (
@@ -131,6 +158,14 @@ def test_every_registered_layer_has_an_example():
 def test_layer_passes_the_shared_checks(layer_class, tmp_path):
     make_layer, inputs, call_kwargs = EXAMPLES[layer_class]
     check_layer(make_layer, inputs, call_kwargs, tmp_path)
+
+
+@pytest.mark.parametrize("layer_class", list(WEIGHT_COUNTS), ids=lambda layer_class: layer_class.__name__)
+def test_a_layers_weights_are_as_many_as_its_architecture_says(layer_class):
+    make_layer, inputs, call_kwargs = EXAMPLES[layer_class]
+    layer = make_layer()
+    layer(*keras.tree.map_structure(keras.ops.convert_to_tensor, inputs), **call_kwargs)
+    assert layer.count_params() == WEIGHT_COUNTS[layer_class]
 
 
 def test_every_registered_model_has_an_example():
