@@ -108,6 +108,24 @@ def backend(session, backend):
                 env=environment)
 
 
+# The layer and model contract and the layers' own tests: the push workflow's job on each backend.
+LAYER_TESTS = ["tests/test_layers.py", "tests/test_llama_language_model.py", "tests/test_attention.py",
+               "tests/test_transformer.py", "tests/test_llama_blocks.py", "tests/test_positional.py"]
+
+
+@nox.session(name="layers", python="3.11")
+@nox.parametrize("backend", ["jax", "torch"], ids=["jax", "torch"])
+def layers(session, backend):
+    """The layer and model tests alone, on JAX or PyTorch with no TensorFlow installed: minutes, for every push
+    (.github/workflows/checks.yml); ``backend(...)`` runs every unit test and four notebooks."""
+    frameworks = {"jax": ["jax[cpu]"], "torch": ["torch==2.13.0"]}[backend]
+    without = ("tensorflow", "tensorflow-text", "keras-hub", "nbgrader", *(("jax",) if backend == "torch" else ()))
+    session.install(*frameworks, *_pinned(without=without))
+    session.install("--no-deps", "-e", ".")
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-n", "auto",
+                "-m", "not tensorflow", *LAYER_TESTS, env={**_environment(), "KERAS_BACKEND": backend})
+
+
 @nox.session(name="python", python=["3.12", "3.13"])
 def python(session):
     """The unit tests on another Python, with the pinned versions."""
