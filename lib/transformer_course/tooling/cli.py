@@ -305,6 +305,22 @@ def _command_export(arguments) -> int:
     return 0
 
 
+def _command_gradescope_autograder(arguments) -> int:
+    from ..grading.autograder import write_gradescope_autograder
+    from ..grading.grader import draw_seed
+
+    seed = draw_seed() if arguments.seed is None else arguments.seed
+    try:
+        path = write_gradescope_autograder(arguments.out, arguments.notebooks, ".", arguments.release_dir, seed,
+                                           arguments.cell_timeout, arguments.notebook_timeout, arguments.sandbox)
+    except (ValueError, FileNotFoundError, OSError) as error:
+        print(f"gradescope-autograder: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}: upload it as the autograder of a Gradescope programming assignment (Ubuntu 24.04 "
+          f"base image); secret seed {seed}; keep the zip private, it holds the grader's references")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -398,6 +414,20 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--per-exercise", action="store_true",
                         help="canvas: one column per exercise (new assignments named '<assignment>: 04.1')")
     export.set_defaults(handler=_command_export)
+    autograder = commands.add_parser(
+        "gradescope-autograder", help="the zip of a Gradescope programming assignment that grades one notebook's "
+                                      "submissions with this grader (docs/grading.md)")
+    autograder.add_argument("--notebooks", type=_notebooks, required=True, metavar="NN,NN", help=notebooks_help)
+    autograder.add_argument("--out", required=True, metavar="ZIP")
+    autograder.add_argument("--release-dir", default="release", help="the released notebooks (default: release)")
+    autograder.add_argument("--seed", type=int, default=None,
+                            help="the hidden cases' secret seed (default: drawn, and printed)")
+    autograder.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell (default: 60)")
+    autograder.add_argument("--notebook-timeout", type=float, default=600, help="seconds per notebook (default: 600)")
+    autograder.add_argument("--sandbox", choices=("auto", "always", "never"), default="auto",
+                            help="bubblewrap inside Gradescope's container: where it runs (auto), or required, or "
+                                 "never (default: auto)")
+    autograder.set_defaults(handler=_command_gradescope_autograder)
     grade.set_defaults(handler=_command_grade)
     merge.set_defaults(handler=_command_merge_grades)
 
