@@ -1187,7 +1187,9 @@ if borrowed is not None:
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
 # The rest of the notebook does not depend on your answers. Both are plain NumPy; 5 points,
-# and our estimate of the time they take, not a measurement: about 45 minutes.
+# and our estimate of the time they take, not a measurement: about 45 minutes. They are 08.1 and
+# 08.3: 08.2 was an exercise of an earlier edition, and its number stays retired so that grade
+# reports of classes that took it keep their meaning.
 #
 # ### Exercise 08.1 — the masked-LM loss (2 points)
 #
