@@ -281,7 +281,7 @@ print("package == by hand:", np.allclose(convert_to_numpy(package_output), outpu
 # The Transformer paper's $N$ is the number of stacked blocks and the ViT paper's the number of
 # patches; here $N$ is always heads, and an image's height and width are written out in words.
 #
-# > **The notes say** $X \in \mathbb{R}^{D \times N}$, one **column** per word, and
+# > **The notes say** $X$ is $D \times N$, one **column** per word, and
 # > $\mathbf{SA}[X] = V[X] \cdot \operatorname{Softmax}[K[X]^\top Q[X]]$ with the softmax over each
 # > column. The course, as the paper and Keras, puts one **row** per word, $X$ of shape $(T, E)$,
 # > and takes the softmax over each row of $Q K^\top$: the same computation transposed. Read the
