@@ -47,20 +47,17 @@ def _record_values(notebook_id):
 
 
 def _matches(value, decimals, percent, candidates):
-    scale = 100.0 if percent else 1.0
-    for candidate in candidates:
-        for shown in ((candidate * 100.0, candidate) if percent else (candidate, candidate * 100.0)):
-            if abs(round(shown, decimals) - value) < 0.5 * 10 ** -decimals + 1e-9 and abs(shown) * scale >= 0:
-                return True
-    return False
+    """True when a candidate, or a hundred times it (a fraction shown in percent or points), rounds to `value`."""
+    return any(abs(round(shown, decimals) - value) < 0.5 * 10 ** -decimals + 1e-9
+               for candidate in candidates for shown in (candidate, candidate * 100.0))
 
 
 def _explained(figure, own, named):
     """True when `figure` ("82.45%", "5.3") is a value of the records of `own` or `named`, or a difference."""
-    number, percent = FIGURE.fullmatch(figure.lstrip("−+-")).groups() if FIGURE.fullmatch(
-        figure.lstrip("−+-")) else (None, None)
-    if number is None:
+    match = FIGURE.fullmatch(figure.lstrip("−+-"))
+    if match is None:
         return False
+    number, percent = match.groups()
     value = float(number.replace(",", ""))
     decimals = len(number.split(".")[1]) if "." in number else 0
     own_values, named_values = _record_values(own), _record_values(named)

@@ -386,16 +386,6 @@ def _warmup_one_step_longer(steps, peak, warmup_steps, decay_steps, final_fracti
     return np.where(steps <= warmup_steps, peak * (steps + 1) / warmup_steps, rates)
 
 
-def _adamw_decay(without_rate=False, after_the_step=False):
-    def step_function(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
-        m = beta_1 * m + (1 - beta_1) * gradients
-        v = beta_2 * v + (1 - beta_2) * gradients ** 2
-        factor = 1 - weight_decay if without_rate else 1 - learning_rate * weight_decay
-        adam = learning_rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step) * m / (np.sqrt(v) + epsilon)
-        return ((parameters - adam) * factor if after_the_step else parameters * factor - adam), m, v
-    return step_function
-
-
 def _cache_written_one_later(query, key, value, key_cache, value_cache, index):
     key_cache, value_cache = np.array(key_cache, "float64"), np.array(value_cache, "float64")
     key_cache[:, :, index + 1:index + 2], value_cache[:, :, index + 1:index + 2] = key, value
@@ -417,15 +407,17 @@ def _adam_with_l2(parameters, gradients, m, v, step, learning_rate, beta_1, beta
                                         "beta_1": beta_1, "beta_2": beta_2, "epsilon": epsilon, "weight_decay": 0.0})
 
 
-def _adam_with(epsilon_inside=False, corrected=True):
-    """An AdamW step in float32 with one of the usual mistakes: ε inside the square root, or no bias correction."""
+def _adam_with(epsilon_inside=False, corrected=True, decay_without_rate=False, decay_after_step=False):
+    """An AdamW step in float32 with one of the usual mistakes: ε inside the square root, no bias correction,
+    the decay without the learning rate, or the decay applied after the step."""
     def step_function(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
         parameters, gradients, m, v = (np.asarray(value, "float32") for value in (parameters, gradients, m, v))
         m = beta_1 * m + (1 - beta_1) * gradients
         v = beta_2 * v + (1 - beta_2) * gradients ** 2
         rate = learning_rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step) if corrected else learning_rate
-        denominator = np.sqrt(v + epsilon) if epsilon_inside else np.sqrt(v) + epsilon
-        return parameters * (1 - learning_rate * weight_decay) - rate * m / denominator, m, v
+        adam = rate * m / (np.sqrt(v + epsilon) if epsilon_inside else np.sqrt(v) + epsilon)
+        factor = 1 - weight_decay if decay_without_rate else 1 - learning_rate * weight_decay
+        return ((parameters - adam) * factor if decay_after_step else parameters * factor - adam), m, v
     return step_function
 
 
@@ -469,8 +461,8 @@ def _gpt_swapped_norm(token_ids, weights, config):
     ("07.3", _loss_masked_by_the_inputs, "the mask came from the decoder inputs"),
     ("07.4", _penalty_one_longer, "the length penalty used a length of"),
     ("07.5", _warmup_one_step_longer, "went above the peak"),
-    ("07.6", _adamw_decay(without_rate=True), "left out the learning rate"),
-    ("07.6", _adamw_decay(after_the_step=True), "applied after the step"),
+    ("07.6", _adam_with(decay_without_rate=True), "left out the learning rate"),
+    ("07.6", _adam_with(decay_after_step=True), "applied after the step"),
     ("09.3", _cache_written_one_later, "the new key was written at position"),
 ])
 def test_usual_mistakes_get_a_hint(exercise_id, mistake, words):
