@@ -46,9 +46,10 @@ GREEDY = """def greedy_decode(next_token_probabilities, start_ids, end_id, max_l
     ### END SOLUTION"""
 
 # 1200 MiB: a kernel that imports TensorFlow (tensor_answer) needs about 700; memory_hog asks for 1600.
-# 30 s a cell: importing TensorFlow while the other test workers keep both cores busy took over 8 s, and
-# in the graded kernel, whose audit hook sees every event of the import, over 20 s under four-fold load.
-LIMITS = Limits(cell_seconds=30, notebook_seconds=120, memory_mb=1200)
+# 90 s a cell: importing Keras in the graded kernel (tensor_answer) took 12 to 23 s on a slow 2-core machine
+# while the other test workers kept both cores busy; a limit near that would test the machine's load, not the
+# grader. Only endless_loop waits for it.
+LIMITS = Limits(cell_seconds=90, notebook_seconds=240, memory_mb=1200)
 SEED = 12345
 
 

@@ -160,24 +160,57 @@ def install(trusted: tuple, written: dict, home: str) -> None:
         return type(filename) is str and (filename in written_paths or (
             filename.startswith("<cell ") and filename.endswith(">") and filename[6:-1].isdigit()))
 
+    # What the stack holds below a frame, remembered per frame: an import runs thousands of events
+    # (``typing``'s forward references are compiled one by one) over the same frames, and reading a frame's
+    # code is itself an audited event. A frame's callers never change while it runs, so its answer holds
+    # while it can appear in a stack; a generator's or coroutine's frame changes callers on every resumption
+    # and is never remembered. The table holds its frames until it is emptied.
+    resumable = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
+    remembered: dict = {}
+    found_here = ("submission frame",)
+
+    def below(frame):
+        """None (no code of the submission at or below ``frame``), ``found_here`` (``frame`` is the
+        submission's), or (a runner lies between, an installed module's top level lies between) for the
+        frames from ``frame`` down to the first frame of the submission."""
+        path = []
+        while frame is not None:
+            if frame in remembered:  # a frame is its own key (identity), held: never a reused id
+                state = remembered[frame]
+                break
+            code = frame.f_code
+            if is_submission(code.co_filename):
+                state = found_here
+                break
+            path.append((frame, code))
+            frame = frame.f_back
+        else:
+            state = None
+        if len(remembered) > 4096:
+            remembered.clear()
+        for frame, code in reversed(path):
+            if state is not None:
+                runner = (code.co_name != "<module>" and (code.co_filename in runner_files
+                                                          or code.co_filename.startswith(runner_folders)))
+                module = code.co_name == "<module>" and is_trusted(code.co_filename)
+                state = (runner, module) if state is found_here else (state[0] or runner, state[1] or module)
+            if not code.co_flags & resumable:
+                remembered[frame] = state
+        return state
+
     def asked_by(frame) -> str | None:
         """Who raised this event: None (no code of the submission below it), "submission" (its own frame,
         or through a code-running library), "import" (an installed module's import-time code, which
         the submission's import started), or "library" (an installed library it called)."""
-        top, through_runner, importing = frame, False, False
-        while frame is not None:
-            code = frame.f_code
-            if is_submission(code.co_filename):
-                if frame is top or through_runner:
-                    return "submission"
-                return "import" if importing else "library"
-            # A runner module being imported (its top level) runs nothing it is handed.
-            through_runner = through_runner or ((code.co_filename in runner_files
-                                                 or code.co_filename.startswith(runner_folders))
-                                                and code.co_name != "<module>")
-            importing = importing or (code.co_name == "<module>" and is_trusted(code.co_filename))
-            frame = frame.f_back
-        return None
+        state = below(frame)
+        if state is None:
+            return None
+        if state is found_here:
+            return "submission"
+        through_runner, importing = state
+        if through_runner:
+            return "submission"
+        return "import" if importing else "library"
 
     def verified_import_step(event, arguments, frame) -> bool:
         """An import compiling or loading the text of an installed module's file, or of a module the
