@@ -149,6 +149,66 @@ def test_a_malformed_scores_file_is_refused(tmp_path, content, message):
         read_written_scores(path)
 
 
+@pytest.mark.parametrize("content, message", [
+    ("student,question,points,comment\nada,11.w1,²,\n",
+     r"row 2: points must be a non-negative integer in the digits 0-9; received '²'"),
+    ("student,question,points,comment\nada,11.w1,２,\n", r"row 2: points must be .* received '２'"),
+    ("student,question,points,comment\nada,11.w1,2,good, but short\n",
+     r"row 2: 5 columns, the header has 4: a comment holding ',' must be in quotes .* ' but short'"),
+    ("student,question,points,comment\n,11.w1,2,\n", "row 2: no student named"),
+    ("student\tquestion\tpoints\tcomment\nada\t11.w1\t2\t\n", r"the header must be .*CSV UTF-8 \(Comma delimited\)"),
+])
+def test_a_score_typed_as_a_spreadsheet_lets_it_through_is_refused_naming_its_row(tmp_path, content, message):
+    path = tmp_path / "scores.csv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(WrittenScoreError, match=message):
+        read_written_scores(path)
+
+
+def test_a_scores_file_not_in_utf8_is_refused_with_how_to_save_it(tmp_path):
+    path = tmp_path / "scores.csv"
+    path.write_bytes("student,question,points,comment\nzoë,11.w1,2,très bien\n".encode("cp1252"))
+    with pytest.raises(WrittenScoreError, match=r"is not UTF-8 \(byte \d+ cannot be read\): save it as CSV"):
+        read_written_scores(path)
+
+
+def test_scores_saved_by_excel_are_read_with_or_without_the_byte_order_mark_and_semicolons(tmp_path):
+    expected = [("ada", "11.w1", 2, "fine; clear"), ("bo", "11.w2", 1, "")]
+    files = {"utf8-bom-comma.csv": '\ufeffstudent,question,points,comment\r\nada,11.w1,2,fine; clear\r\n'
+                                   'bo,11.w2,1,\r\n',
+             "utf8-bom-semicolon.csv": '\ufeffstudent;question;points;comment\r\nada;11.w1;2;"fine; clear"\r\n'
+                                       'bo;11.w2;1;\r\n'}
+    for name, content in files.items():
+        (tmp_path / name).write_text(content, encoding="utf-8", newline="")
+        rows = read_written_scores(tmp_path / name)
+        assert [(r["student"], r["question"], r["points"], r["comment"]) for r in rows] == expected, name
+
+
+def test_the_template_lists_every_student_and_question_and_is_read_as_it_is_filled(course, tmp_path):
+    template = course["root"] / "report" / "answers" / "written-scores.csv"
+    rows = list(csv.reader(template.open(newline="")))
+    assert rows[0] == ["student", "question", "points", "comment"]
+    assert sorted((row[0], row[1]) for row in rows[1:]) == [(s, q) for s in ("ada", "bo", "cy")
+                                                            for q in ("11.w1", "11.w2")]
+    assert read_written_scores(template) == []  # nothing scored yet: every row left out, none refused
+    rows = [[*row[:2], "2" if row[:2] == ["ada", "11.w1"] else "", ""] for row in rows[1:]]
+    scored = read_written_scores(_scores(tmp_path / "filled.csv", rows))
+    assert [(r["student"], r["question"], r["points"]) for r in scored] == [("ada", "11.w1", 2)]
+
+
+def test_a_second_scores_file_replaces_the_first_in_every_command(course, tmp_path):
+    first = read_written_scores(_scores(tmp_path / "first.csv", [["ada", "11.w1", "2", "good"]]))
+    second = read_written_scores(_scores(tmp_path / "second.csv", [["bo", "11.w2", "1", ""]]))
+    score_written(course["root"] / "report", tmp_path / "once", first)
+    twice = {(r.student, x.exercise): (x.points, x.status)
+             for r in score_written(tmp_path / "once", tmp_path / "twice", second) for x in r.exercises}
+    assert twice[("ada", "11.w1")] == (0, "to be graded by hand") and twice[("bo", "11.w2")] == (1, "graded by hand")
+    regraded = {(r.student, x.exercise): (x.points, x.status) for r in grade_folder(
+        course["root"] / "class", tmp_path / "regraded", course["root"] / "release", workers=1, seed=3,
+        progress=False, sandbox=False, written_scores=second) for x in r.exercises}
+    assert regraded == twice
+
+
 def test_the_command_line_scores_a_report(course, tmp_path, capsys):
     from transformer_course.tooling.cli import main
 

@@ -865,15 +865,29 @@ def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_sco
             for x in result.exercises:
                 if x.override:
                     x.points, x.automatic_points, x.override = x.automatic_points, None, None
+    if written_scores:
+        _drop_hand_scores(results)  # and the shards' hand scores to the merge's written scores
     _write_reports(results, out_dir, exercise_ids, first.get("seed"), first["all_students"], overrides,
                    written_scores, {"shard": None, "merged_from": count})
     return results
+
+
+def _drop_hand_scores(results) -> None:
+    """Return every written answer scored by hand to its state before the instructor's score (in place)."""
+    for result in results:
+        for item in result.exercises:
+            if item.status == "graded by hand":
+                item.points = 0
+                item.status, item.message = written.status_of((result.answers or {}).get(item.exercise))
 
 
 def score_written(report_dir, out_dir, written_scores: list) -> list:
     """The reports of ``report_dir`` again in ``out_dir``, with the instructor's scores of written answers.
 
     Nothing is regraded: the automatic verdicts, overrides and answers come from ``grades.json``.
+    The scores given are the whole of the hand scores, as in ``grade --written-scores``: a score of an
+    earlier file that this one leaves out is dropped (that answer waits for its score again), so one
+    file, kept and added to (``answers/written-scores.csv`` is its template), is the record.
     ``out_dir`` may be ``report_dir`` itself (each file is replaced atomically).
 
     Returns:
@@ -893,6 +907,7 @@ def score_written(report_dir, out_dir, written_scores: list) -> list:
         raise MergeError(f"{folder} is the report of one shard: combine the shards with merge-grades first")
     results = [NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
                for items in report["students"].values() for item in items]
+    _drop_hand_scores(results)  # the scores file given is the whole of the hand scores, as in `grade`
     extra = {key: report[key] for key in ("merged_from",) if key in report}
     _write_reports(results, out_dir, report["exercises"], report.get("seed"), report["all_students"], None,
                    written_scores, {"shard": None, **extra})

@@ -14,9 +14,10 @@ file for the instructor, ``answers/09.w1.md`` and ``answers/09.w1.csv`` (:func:`
 every character a student typed escaped for Markdown and for spreadsheets).
 
 **Scores.** The instructor's scores come back in a CSV, ``student,question,points,comment``
-(:func:`read_written_scores`); ``transformer-course score-written`` (and ``grade`` /
-``merge-grades`` with ``--written-scores``) applies them (:func:`apply_written_scores`) and
-rewrites the reports, so the totals, the Canvas column and Gradescope's results include them.
+(:func:`read_written_scores`; ``answers/written-scores.csv`` is the template, as Excel saves it or
+not); ``transformer-course score-written`` (and ``grade`` / ``merge-grades`` with
+``--written-scores``) applies them (:func:`apply_written_scores`) as the whole of the hand scores
+and rewrites the reports, so the totals, the Canvas column and Gradescope's results include them.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ from .safe_text import markdown_text, spreadsheet_cell
 
 __all__ = ["WrittenQuestion", "WrittenScoreError", "ANSWER_PLACEHOLDER", "SCORE_COLUMNS", "written_id_of",
            "questions_of", "answers_of", "capped_answer", "status_of", "write_answer_files", "read_written_scores",
-           "apply_written_scores", "MAX_ANSWER_CHARACTERS"]
+           "apply_written_scores", "MAX_ANSWER_CHARACTERS", "SCORES_TEMPLATE"]
 
 ANSWER_PLACEHOLDER = "YOUR ANSWER HERE"  # nbgrader's text in a released answer cell
 SCORE_COLUMNS = ["student", "question", "points", "comment"]
+SCORES_TEMPLATE = "written-scores.csv"  # in answers/: every student and question, points to fill in
 MAX_ANSWER_CHARACTERS = 20_000  # an answer longer than this is cut (the rest is noted) in every report
 _GRADE_ID = re.compile(r"^written_(\d\d)_(\d+)$")
 _QUESTION_ID = re.compile(r"^(\d\d)\.w(\d+)$")
@@ -158,7 +160,9 @@ def status_of(answer: str | None) -> tuple[str, str]:
 
 
 def write_answer_files(results: list, out_dir) -> list[Path]:
-    """Write ``answers/<question>.md`` and ``.csv`` in ``out_dir``: every student's answer to each question.
+    """Write ``answers/<question>.md`` and ``.csv`` in ``out_dir``: every student's answer to each question;
+    and ``answers/written-scores.csv``, the scores file to fill in (a row per student and question, the
+    points empty: :func:`read_written_scores` leaves a row out until its points are filled).
 
     Args:
         results: :class:`~transformer_course.grading.grader.NotebookResult` items, whose ``answers``
@@ -201,43 +205,86 @@ def write_answer_files(results: list, out_dir) -> list[Path]:
         for suffix, text in ((".md", "\n".join(lines) + "\n"), (".csv", table.getvalue())):
             write_text_atomically(folder / f"{question}{suffix}", text)
             written.append(folder / f"{question}{suffix}")
+    if by_question:  # the scores file to fill in: a row per student and question, points left empty
+        template = io.StringIO()
+        writer = csv.writer(template)
+        writer.writerow(SCORE_COLUMNS)
+        for question, rows in sorted(by_question.items()):
+            writer.writerows([spreadsheet_cell(student), question, "", ""] for student, _, _ in rows)
+        write_text_atomically(folder / SCORES_TEMPLATE, template.getvalue())
+        written.append(folder / SCORES_TEMPLATE)
     return sorted(written)
+
+
+_SAVE_AS = ("save it as CSV with commas between columns (Excel: File > Save As > \"CSV UTF-8 (Comma delimited)\"; "
+            "LibreOffice: field delimiter ,)")
 
 
 def read_written_scores(path) -> list[dict]:
     """The rows of a written-scores CSV: ``[{"student", "question", "points", "comment"}, ...]``.
 
+    The file as spreadsheets save it is read: UTF-8 with or without Excel's byte-order mark, and
+    columns separated by commas or, as Excel saves "CSV" in locales whose decimal mark is a comma,
+    by semicolons (the header decides which). A row whose points are empty is not scored yet and is
+    left out, so the template :func:`write_answer_files` writes can be filled in a bit at a time.
+
     Args:
         path: a CSV with the header ``student,question,points,comment``; ``student`` is the name as
             the report shows it, ``question`` an id such as ``09.w1``, ``points`` a non-negative
-            integer, ``comment`` optional feedback for the student.
+            integer in ASCII digits, ``comment`` optional feedback for the student (a comment
+            holding the separator must be quoted, as spreadsheets do).
+
+    Returns:
+        the scored rows, in the file's order, each with its ``row`` number and ``path``.
 
     Raises:
-        WrittenScoreError: a wrong header, a question id that is not one, points that are not a
-            non-negative integer, or a student and question scored twice; the message names the
-            row. (Unknown students and questions, and points above a question's maximum, are
-            checked against the report by :func:`apply_written_scores`.)
+        WrittenScoreError: a file that is not UTF-8, a wrong header, a row with more columns than
+            the header (an unquoted separator in a comment) or with no student, a question id that
+            is not one, points that are not a non-negative integer (``²`` or a full-width ``２``
+            included), or a student and question scored twice; the message names the row and, for
+            the file's form, how to save it. (Unknown students and questions, and points above a
+            question's maximum, are checked against the report by :func:`apply_written_scores`.)
+
+    Example:
+        >>> read_written_scores("scores.csv")  # doctest: +SKIP
+        [{'student': 'ada', 'question': '09.w1', 'points': 2, 'comment': 'good', 'row': 2, 'path': 'scores.csv'}]
     """
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames != SCORE_COLUMNS:
-            raise WrittenScoreError(f"{path}: the header must be {','.join(SCORE_COLUMNS)}; "
-                                    f"received {reader.fieldnames}")
-        rows, seen = [], set()
-        for number, row in enumerate(reader, start=2):
-            question, text = (row["question"] or "").strip(), (row["points"] or "").strip()
-            if not _QUESTION_ID.match(question):
-                raise WrittenScoreError(f"{path}, row {number}: {row['question']!r} is not a written question's id "
-                                        "(like 09.w1)")
-            if not text.isdigit():
-                raise WrittenScoreError(f"{path}, row {number}: points must be a non-negative integer; "
-                                        f"received {row['points']!r}")
-            key = (row["student"], question)
-            if key in seen:
-                raise WrittenScoreError(f"{path}, row {number}: {row['student']} {question} is scored twice")
-            seen.add(key)
-            rows.append({"student": row["student"], "question": question, "points": int(text),
-                         "comment": (row["comment"] or "").strip(), "row": number, "path": str(path)})
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            text = handle.read()
+    except UnicodeDecodeError as error:
+        raise WrittenScoreError(f"{path} is not UTF-8 (byte {error.start} cannot be read): {_SAVE_AS}") from None
+    first_line = text.splitlines()[0] if text.strip() else ""
+    delimiter = ";" if first_line.split(";") == SCORE_COLUMNS else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    if reader.fieldnames != SCORE_COLUMNS:
+        raise WrittenScoreError(f"{path}: the header must be {','.join(SCORE_COLUMNS)}; received {first_line!r}; "
+                                f"{_SAVE_AS}")
+    rows, seen = [], set()
+    for number, row in enumerate(reader, start=2):
+        if None in row:  # DictReader's key for the fields past the header's
+            raise WrittenScoreError(f"{path}, row {number}: {len(SCORE_COLUMNS) + len(row[None])} columns, the header "
+                                    f"has {len(SCORE_COLUMNS)}: a comment holding {delimiter!r} must be in quotes "
+                                    "(a spreadsheet saves it so); the extra text was "
+                                    f"{delimiter.join(row[None])!r}")
+        student, question = (row["student"] or "").strip(), (row["question"] or "").strip()
+        text = (row["points"] or "").strip()
+        if not student:
+            raise WrittenScoreError(f"{path}, row {number}: no student named")
+        if not _QUESTION_ID.match(question):
+            raise WrittenScoreError(f"{path}, row {number}: {row['question']!r} is not a written question's id "
+                                    "(like 09.w1)")
+        if not text:
+            continue  # not scored yet
+        if not re.fullmatch(r"[0-9]+", text):
+            raise WrittenScoreError(f"{path}, row {number}: points must be a non-negative integer in the digits "
+                                    f"0-9; received {row['points']!r}")
+        key = (student, question)
+        if key in seen:
+            raise WrittenScoreError(f"{path}, row {number}: {student} {question} is scored twice")
+        seen.add(key)
+        rows.append({"student": student, "question": question, "points": int(text),
+                     "comment": (row["comment"] or "").strip(), "row": number, "path": str(path)})
     return rows
 
 

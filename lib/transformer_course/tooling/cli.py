@@ -385,8 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     overrides_help = "an overrides.csv (student,exercise,points,reason): points set by hand, kept on every regrade"
     grade.add_argument("--overrides", metavar="CSV", help=overrides_help)
-    written_help = ("a written-scores CSV (student,question,points,comment): the instructor's scores of the answers "
-                    "in words (answers/ holds every answer to each question)")
+    written_help = ("a written-scores CSV (student,question,points,comment; answers/written-scores.csv is the "
+                    "template): the instructor's scores of the answers in words, the whole of them (an earlier "
+                    "file's scores it leaves out are dropped)")
     grade.add_argument("--written-scores", metavar="CSV", help=written_help)
     notebooks_help = "one assignment: only these notebooks, by number (e.g. 04,05); default: every notebook"
     grade.add_argument("--notebooks", type=_notebooks, metavar="NN,NN", help=notebooks_help)
