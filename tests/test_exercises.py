@@ -703,3 +703,12 @@ def test_a_numpy_scalar_loss_is_judged_after_the_boundary_as_the_check_judges_it
             returned = tuple(style(x) for x in expected) if isinstance(expected, tuple) else style(expected)
             assert exercise.judge(arguments, returned, expected) is None, (label, style)  # the check
             assert exercise.judge(arguments, decode(encode(plain_value(returned))), expected) is None, (label, style)
+
+
+def test_a_passing_check_says_it_ran_the_public_cases_and_that_new_ones_grade(capsys):
+    from transformer_course.grading.references import _one_hot_encode_reference
+
+    check("01.1", _one_hot_encode_reference)
+    printed = capsys.readouterr().out
+    assert printed.startswith("✓ Exercise 01.1: ") and "public cases match" in printed, printed
+    assert "Graded on new cases of the same kind (2 points)." in printed, printed

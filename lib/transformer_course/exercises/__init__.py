@@ -5,8 +5,9 @@ In a notebook, after an exercise cell::
     from transformer_course.exercises import check
     check("04.1", scaled_dot_product_attention)
 
-prints one verdict: ``✓`` with the points, or what is wrong — expected vs received shape or
-dtype, the first differing value and where, a mask leak — or "not attempted yet" for a stub that
+prints one verdict: ``✓`` when the public cases match (graded on new cases, which it says), or what
+is wrong — expected vs received shape or dtype, the first differing value and where, a mask leak —
+or "not attempted yet" for a stub that
 still raises ``NotImplementedError``. It never shows a traceback, runs offline in well under a
 second, and never raises (whatever the student's function does).
 
@@ -131,8 +132,23 @@ def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
 
 
 def check(exercise_id: str, candidate) -> None:
-    """Print a friendly verdict for the student's ``candidate``; see :func:`evaluate`."""
-    print(evaluate(exercise_id, candidate))
+    """Print a friendly verdict for the student's ``candidate`` on the exercise's public cases.
+
+    A pass says what it is: the public cases match, and the grade comes from new cases of the same
+    kind (the grader's, drawn at grading time), so a function written to the public cases alone does
+    not earn the points. Anything else prints :func:`evaluate`'s verdict.
+
+    Example:
+        >>> check("04.2", None)  # doctest: +ELLIPSIS
+        … Exercise 04.2: expected a function ...
+    """
+    verdict = evaluate(exercise_id, candidate)
+    if verdict.passed:
+        count = len(public_cases(exercise_id))
+        print(f"✓ Exercise {exercise_id}: {EXERCISES[exercise_id].title} — all {count} public cases match. "
+              f"Graded on new cases of the same kind ({verdict.max_points} points).")
+    else:
+        print(verdict)
 
 
 def _shown(value, indent="    ", full=True) -> str:
