@@ -51,6 +51,9 @@ class Exercise:
         compared: optional callable ``(arguments) -> bool array`` over the output's leading axes:
             only those entries are compared (a language model's logits at real tokens, not at
             padding); the shapes must still match.
+        partial_credit: bool, whether the grader gives the share of the secret cases passed when
+            some fail (it does only where an exercise has three secret cases or more); False keeps
+            the exercise all or nothing, for one whose cases are one idea tried several times.
     """
 
     id: str
@@ -63,6 +66,7 @@ class Exercise:
     hint: Callable | None = None
     properties: Callable | None = None
     compared: Callable | None = None
+    partial_credit: bool = True
 
     @property
     def notebook(self) -> str:
@@ -474,7 +478,8 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              hint=_masked_max_hint),
     Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, output_names=("the pooled vectors",),
              hint=_masked_mean_hint),
-    Exercise("07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",)),
+    Exercise("07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",),
+             partial_credit=False),  # each case is the same mask at another length: one idea
     Exercise("07.2", "greedy decoding", "greedy_decode", 3, output_names=("the decoded ids",), hint=_greedy_hint),
     Exercise("07.3", "teacher forcing and the padding-masked loss", "teacher_forcing_loss", 2,
              output_names=("the decoder inputs", "the labels", "the loss"), hint=hints.teacher_forcing_loss_hint),

@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 from ..exercises import EXERCISES
+from .reports import points_sum
 from .safe_text import spreadsheet_cell
 
 __all__ = ["OverrideError", "read_overrides", "check_students", "apply_overrides", "canvas_gradebook",
@@ -162,7 +163,7 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str | 
     writer.writerow(["Points Possible", "", "", "", "", *(sum(points[e] for e in items) for _, items in columns)])
     for row in roster:
         mine = scores.get(row["folder"])
-        cells = ["" if mine is None else sum(mine.get(e, 0) for e in items) for _, items in columns]
+        cells = ["" if mine is None else points_sum(mine.get(e, 0) for e in items) for _, items in columns]
         writer.writerow([*(spreadsheet_cell(row[name]) for name in ROSTER_COLUMNS[1:]), *cells])
     unmatched = sorted((set(scores) - set(folders)) | (set(folders) - set(scores)))
     return table.getvalue(), unmatched
@@ -202,7 +203,7 @@ def gradescope_results(report, student: str, notebooks: list[str] | None = None)
                           "score": float(x["points"]), "max_score": float(x["max_points"]),
                           "status": "passed" if x["points"] == x["max_points"] else "failed",
                           "output": output, "visibility": "visible"})
-    score = sum(test["score"] for test in tests)
+    score = float(points_sum(test["score"] for test in tests))
     maximum = sum(test["max_score"] for test in tests)
     for test in tests:  # what a student's code printed is shown as text, never rendered as Markdown or HTML
         test["output_format"] = "text"

@@ -17,10 +17,13 @@ release. For every student and released notebook the grader
    (:mod:`.guard`), and calls the functions there on cases drawn here, at grading time;
 6. compares those outputs with the reference **in this process**, which never runs student code.
 
-Scores are all or nothing per exercise. The cases come from the public seed 0 (the cases a
-student's instant check uses) and a secret seed drawn for each grading run (``--seed`` replays one);
-the seed is recorded in ``grades.json``, which is for the instructor only. The same seed gives the
-same scores.
+An exercise whose function fails some cases scores the share of its **secret** cases it passes
+(:func:`credited_points`; public cases earn nothing, since they are known in advance, and a wrong
+one counts against the share), every failing case listed; an exercise with fewer than three secret
+cases, or marked all or nothing in the catalogue, scores 0 unless every case passes. The cases come
+from the public seed 0 (the cases a student's instant check uses) and a secret seed drawn for each
+grading run (``--seed`` replays one); the seed is recorded in ``grades.json``, which is for the
+instructor only. The same seed gives the same scores.
 
 The grader also reads the code of every cell a student wrote or changed (never running it) and
 flags, for the instructor, code that reaches into the course package, stack frames, builtins, the
@@ -236,9 +239,9 @@ def secret_case_seed(seed: int, student: str, exercise_id: str) -> int:
 @dataclass
 class ExerciseResult:
     exercise: str
-    points: int
+    points: int | float  # a float only for partial credit (:func:`credited_points`, 2 decimals)
     max_points: int
-    status: str  # passed | failed | not attempted | error | not submitted
+    status: str  # passed | partial credit | failed | not attempted | error | not submitted
     message: str
     automatic_points: int | None = None  # set when an instructor's override changed the points
     override: str | None = None  # the override's reason
@@ -457,18 +460,56 @@ def _verdict(exercise, status, message, detail: str | None = None) -> ExerciseRe
                           capped(message), detail=None if detail is None else capped(detail))
 
 
+PARTIAL_CREDIT_MINIMUM_CASES = 3  # fewer secret cases than this: all or nothing
+
+
+def credited_points(points: int, secret_passed: int, secret_total: int, partial_credit: bool = True,
+                    public_failed: int = 0) -> float | int:
+    """The points of an exercise that failed some cases: the share of its secret cases passed.
+
+    Public cases are known in advance, so passing them earns nothing; failing one costs as a
+    secret case does (it joins the count): a function written to the public cases alone scores 0,
+    and one wrong on a public case never gets full points.
+
+    Args:
+        points: int, the exercise's points.
+        secret_passed: int, secret cases whose result matched.
+        secret_total: int, secret cases run.
+        partial_credit: False for an exercise kept all or nothing.
+        public_failed: int, public cases whose result was wrong or whose call raised.
+
+    Returns:
+        ``points * secret_passed / (secret_total + public_failed)`` rounded to 2 decimals (an int
+        when whole); 0 when partial credit is off or the exercise has fewer than
+        ``PARTIAL_CREDIT_MINIMUM_CASES`` secret cases.
+
+    Example:
+        >>> credited_points(3, 2, 3), credited_points(2, 1, 3), credited_points(2, 1, 2)
+        (2, 0.67, 0)
+        >>> credited_points(3, 3, 3, public_failed=1)  # every secret case right, one public case wrong
+        2.25
+    """
+    if not partial_credit or secret_total < PARTIAL_CREDIT_MINIMUM_CASES or secret_passed <= 0:
+        return 0
+    share = round(points * secret_passed / (secret_total + public_failed), 2)
+    return int(share) if share == int(share) else share
+
+
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
     result = partial(_verdict, exercise)
 
     if f"{exercise.id}#load" in timed_out:
         return result("error", f"running the cells `{exercise.function_name}` needs, for the graded calls, ran past "
                                f"the {cell_seconds:.0f} s limit")
+    failures = []  # (secret, verdict) of each case whose result is wrong or whose call raised
     for number, (label, arguments, nonce, key, secret) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
+        if kind == "ok" and _library_module(value):
+            return result("failed", f"`{exercise.function_name}` is the library's own ({value[0]}), not your code")
         if kind in ("raised", "ok"):
             verdict = _case_verdict(exercise, number, label, arguments, kind, value, secret)
             if verdict is not None:
-                return verdict
+                failures.append((secret, verdict))
             continue
         if kind == "no-reply" and key in timed_out:
             return result("error",
@@ -485,7 +526,24 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
                                     "than once — a forged reply")
         if kind == "unencodable":
             return result("failed", f"case {number} ({label}): returned a {value}, not numbers, strings or arrays")
-    return result("passed", f"all {len(cases)} cases match")
+    if not failures:
+        return result("passed", f"all {len(cases)} cases match")
+    secret_total = sum(1 for case in cases if case[4])
+    secret_passed = secret_total - sum(1 for secret, _ in failures if secret)
+    public_failed = sum(1 for secret, _ in failures if not secret)
+    points = credited_points(exercise.points, secret_passed, secret_total, exercise.partial_credit, public_failed)
+    if len(failures) == 1 and not points:
+        return failures[0][1]
+    status = "partial credit" if points else failures[0][1].status
+    message = (f"{len(failures)} of {len(cases)} cases wrong ({secret_passed} of {secret_total} secret cases "
+               "right): " + "; ".join(v.message for _, v in failures))
+    detail = "; ".join(v.detail or v.message for _, v in failures)
+    return ExerciseResult(exercise.id, points, exercise.points, status, capped(message), detail=capped(detail))
+
+
+def _library_module(value) -> bool:
+    """A reply whose function came from the course package, Keras or keras-hub: not the student's code."""
+    return str(value[0]).split(".")[0] in ("transformer_course", "keras", "keras_hub")
 
 
 def _case_verdict(exercise, number, label, arguments, kind, value, secret: bool) -> ExerciseResult | None:
@@ -501,10 +559,7 @@ def _case_verdict(exercise, number, label, arguments, kind, value, secret: bool)
             return _verdict(exercise, "error", f"{case} raised {value}")
         error_type = str(value).split(":", 1)[0].strip()[:100] or "an exception"
         return _verdict(exercise, "error", f"secret {case} raised {error_type}", detail=f"{case} raised {value}")
-    module, received = value
-    if module.split(".")[0] in ("transformer_course", "keras", "keras_hub"):
-        return _verdict(exercise, "failed", f"`{exercise.function_name}` is the library's own ({module}), not your "
-                                            "code")
+    _, received = value
     problem = exercise.judge(arguments, received, references.expected(exercise.id, arguments))
     if not problem:
         return None

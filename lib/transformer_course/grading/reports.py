@@ -18,7 +18,18 @@ from dataclasses import asdict
 from ..exercises import EXERCISES
 from .safe_text import escaped, lookalike_groups, markdown_text, spreadsheet_cell
 
-__all__ = ["report_texts"]
+__all__ = ["report_texts", "points_sum"]
+
+
+def points_sum(values) -> int | float:
+    """The sum of points, some of them partial credit (2 decimals): rounded to 2 decimals, an int when whole.
+
+    Example:
+        >>> points_sum([0.67, 0.67, 0.67, 2])
+        4.01
+    """
+    total = round(sum(values), 2)
+    return int(total) if total == int(total) else total
 
 
 def _similarity_lines(results: list) -> list[str]:
@@ -84,7 +95,7 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
     for student in students:
         points = {x.exercise: x.points for r in by_student[student] for x in r.exercises}
         writer.writerow([spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids],
-                         sum(points.values()), maximum])
+                         points_sum(points.values()), maximum])
     details = {student: [asdict(r) for r in by_student[student]] for student in students}
     lines = ["# Grading report", "", f"{len(students)} student(s), exercises {', '.join(exercise_ids)} "
              f"({maximum} points in all).", ""]
@@ -102,7 +113,7 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
         lines += ["**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
                   "network and with the grading machine's files in reach.", ""]
     for student in students:
-        total = sum(x.points for r in by_student[student] for x in r.exercises)
+        total = points_sum(x.points for r in by_student[student] for x in r.exercises)
         lines += [f"## {markdown_text(shown.get(student, student))}: {total} / {maximum}", "",
                   "| exercise | points | result |", "|---|---|---|"]
         for result in by_student[student]:
