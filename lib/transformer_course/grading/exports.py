@@ -130,8 +130,9 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str | 
             in Canvas) instead of one column for the total.
 
     Returns:
-        ``(csv_text, unmatched)``: the CSV to import (one row per roster student; a student without
-        a submission gets an empty cell, which Canvas leaves ungraded), and the sorted names of the
+        ``(csv_text, unmatched)``: the CSV to import (one row per roster student, the credited points
+        where the report was graded with a due time; a student without a submission gets an empty
+        cell, which Canvas leaves ungraded), and the sorted names of the
         graded folders that are not in the roster and of the roster folders never graded.
 
     Raises:
@@ -144,6 +145,8 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str | 
         raise OverrideError(f"the report holds no exercise of notebooks {', '.join(notebooks)}")
     scores = {student: {x["exercise"]: x["points"] for item in items for x in item["exercises"]}
               for student, items in report["students"].items()}
+    kept = {student: next((item["late_share"] for item in items if item.get("late_share") is not None), 1.0)
+            for student, items in report["students"].items()}  # a late submission's credited share
     with open(roster_path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         if reader.fieldnames != ROSTER_COLUMNS:
@@ -163,7 +166,8 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str | 
     writer.writerow(["Points Possible", "", "", "", "", *(sum(points[e] for e in items) for _, items in columns)])
     for row in roster:
         mine = scores.get(row["folder"])
-        cells = ["" if mine is None else points_sum(mine.get(e, 0) for e in items) for _, items in columns]
+        cells = ["" if mine is None else points_sum([points_sum(mine.get(e, 0) for e in items) * kept[row["folder"]]])
+                 for _, items in columns]
         writer.writerow([*(spreadsheet_cell(row[name]) for name in ROSTER_COLUMNS[1:]), *cells])
     unmatched = sorted((set(scores) - set(folders)) | (set(folders) - set(scores)))
     return table.getvalue(), unmatched

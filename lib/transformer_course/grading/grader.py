@@ -260,6 +260,8 @@ class NotebookResult:
     solutions: dict = field(default_factory=dict)  # exercise id -> the solution cell's normalised tokens
     answers: dict = field(default_factory=dict)  # written question id -> the student's answer (None: no cell)
     accounting: str | None = None  # what kept its memory limit: "cgroup v1", "cgroup v2" or "watchdog"
+    hours_late: float | None = None  # past the due time and any extension (None: graded without a due time)
+    late_share: float | None = None  # the share of the points the late-credit timeline keeps
 
 
 def _exercises_of(release) -> list:
@@ -709,7 +711,8 @@ def _grader_error(student: str, release_path, facts: ReleaseFacts, what: str) ->
 def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(), workers: int = 1,
                  seed: int | None = None, environment: dict | None = None, progress: bool = True,
                  shard: tuple[int, int] | None = None, sandbox: bool = True, overrides: list | None = None,
-                 written_scores: list | None = None, notebooks: list[str] | None = None) -> list:
+                 written_scores: list | None = None, notebooks: list[str] | None = None,
+                 deadline=None) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
 
     Written answers (:mod:`.written`) get 0 points until the instructor scores them; every
@@ -734,6 +737,8 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
             written answers.
         notebooks: the notebooks of one assignment, by number (``["04", "05"]``); None grades
             every released notebook. The reports hold only these notebooks' exercises.
+        deadline: a :class:`.deadlines.Deadline`: each student's hours late and the share of the
+            points kept are recorded, and the reports show the credited total beside the raw one.
 
     Returns:
         list of :class:`NotebookResult`, sorted by student then notebook.
@@ -745,6 +750,7 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
             install; nothing is graded).
         OverrideError, WrittenScoreError: an override or a written score that does not apply
             (the reports are not written).
+        DeadlineError: a student of the class with no submission time (nothing is graded).
     """
     from tqdm.auto import tqdm
 
@@ -772,6 +778,11 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         from .exports import check_students
 
         check_students(overrides, [display_name(student) for student in everyone])
+    if deadline is not None and deadline.missing(display_name(student) for student in mine):
+        from .deadlines import DeadlineError
+
+        raise DeadlineError(f"no submission time for {', '.join(deadline.missing(display_name(s) for s in mine))}: "
+                            "the submission-times file must list every student graded")
     if sandbox and not sandbox_available():
         raise SandboxUnavailable(
             "the grading sandbox needs bubblewrap (`bwrap`; Debian/Ubuntu: apt-get install bubblewrap) and "
@@ -796,6 +807,9 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
                         f"not graded: {refused[student]}")
             row.flags.append(f"not graded: {refused[student]}")
             results.append(row)
+    if deadline is not None:
+        for result in results:
+            result.hours_late, result.late_share = deadline.credit(result.student)
     exercise_ids = [item.id for release in releases for item in facts[release.name].items]
     _write_reports(results, out_dir, exercise_ids, seed, [display_name(student) for student in everyone], overrides,
                    written_scores, {"shard": None if shard is None else {"index": shard[0], "count": shard[1]}})

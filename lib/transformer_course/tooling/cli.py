@@ -200,6 +200,7 @@ def _command_grade(arguments) -> int:
         except (OSError, ValueError) as error:
             print(f"grade: {error}", file=sys.stderr)
             return 2
+    from ..grading.deadlines import DeadlineError
     from ..grading.exports import OverrideError
     from ..grading.written import WrittenScoreError
 
@@ -208,14 +209,40 @@ def _command_grade(arguments) -> int:
         results = grade_folder(arguments.submissions, arguments.out, arguments.release_dir, limits,
                                workers=arguments.workers, seed=seed, progress=not arguments.quiet,
                                shard=shard, sandbox=not arguments.unsafe_no_sandbox, overrides=overrides,
-                               written_scores=written_scores, notebooks=arguments.notebooks)
-    except (FileNotFoundError, ImportError, SandboxUnavailable, OverrideError, WrittenScoreError, OSError) as error:
+                               written_scores=written_scores, notebooks=arguments.notebooks,
+                               deadline=_deadline(arguments))
+    except (FileNotFoundError, ImportError, SandboxUnavailable, OverrideError, WrittenScoreError, DeadlineError,
+            OSError) as error:
         print(f"grade: {error}", file=sys.stderr)
         return 2
     students = {result.student for result in results}
     print(f"graded {len(results)} notebook(s) of {len(students)} student(s); report in {arguments.out}")
     print(f"secret seed {seed} (kept in grades.json; `--seed {seed}` grades with the same cases again)")
     return 0
+
+
+def _deadline(arguments):
+    """The :class:`Deadline` of ``--due`` and its companions (None without ``--due``); raises DeadlineError."""
+    from ..grading.deadlines import (
+        Deadline,
+        DeadlineError,
+        parse_late_credit,
+        parse_time,
+        read_extensions,
+        read_submission_times,
+    )
+
+    companions = [name for name in ("late_credit", "submission_times", "extensions") if getattr(arguments, name)]
+    if arguments.due is None:
+        if companions:
+            raise DeadlineError(f"--{companions[0].replace('_', '-')} needs --due")
+        return None
+    if not arguments.submission_times:
+        raise DeadlineError("--due needs --submission-times (student,submitted): the grader never guesses when a "
+                            "notebook was handed in")
+    return Deadline(parse_time(arguments.due, "--due"), parse_late_credit(arguments.late_credit)
+                    if arguments.late_credit else (), read_submission_times(arguments.submission_times),
+                    read_extensions(arguments.extensions) if arguments.extensions else {})
 
 
 def _overrides(arguments):
@@ -389,6 +416,14 @@ def main(argv: list[str] | None = None) -> int:
                     "template): the instructor's scores of the answers in words, the whole of them (an earlier "
                     "file's scores it leaves out are dropped)")
     grade.add_argument("--written-scores", metavar="CSV", help=written_help)
+    grade.add_argument("--due", metavar="TIME", help="the due time, ISO 8601 with its offset (2026-12-01T23:59+01:00): "
+                       "the reports show each late student's credited total beside the raw one")
+    grade.add_argument("--late-credit", metavar="STEPS", default="",
+                       help="with --due: the share kept by hours or days late, e.g. 24h:0.9,3d:0.5 (past the last "
+                            "step, and with no steps once late at all, nothing is kept)")
+    grade.add_argument("--submission-times", metavar="CSV",
+                       help="with --due: student,submitted (ISO 8601 with offsets), as the platform exports them")
+    grade.add_argument("--extensions", metavar="CSV", help="with --due: student,extra_hours, each student's extra time")
     notebooks_help = "one assignment: only these notebooks, by number (e.g. 04,05); default: every notebook"
     grade.add_argument("--notebooks", type=_notebooks, metavar="NN,NN", help=notebooks_help)
     merge = commands.add_parser("merge-grades", help="combine the reports of `grade --shard K/N` runs into one")
