@@ -89,6 +89,12 @@ print(standardize("The quick, brown Fox! Isn't it?"))
 # | characters | tiny (about a hundred) | long (5–6× words) | none, but meaning must be rebuilt from letters |
 # | subwords | chosen (e.g. 30,000) | in between | rare: an unseen word splits into known pieces |
 #
+# > **The notes say** "unigram or word-level tokenization" for a vocabulary of whole words.
+# > *Unigram* names a subword method, not that: the unigram language-model tokeniser (Kudo, 2018,
+# > *Subword Regularization*, §3.2) starts from many candidate pieces and repeatedly drops those
+# > whose loss lowers the training text's likelihood least, so it belongs in the table's last row
+# > beside BPE and WordPiece (it is SentencePiece's default). Whole words are word-level tokens.
+#
 # Subword tokenisers (BPE, WordPiece) learn pieces from data. The idea fits in a few lines:
 # split a word greedily into the longest pieces found in a vocabulary (WordPiece marks a piece
 # that continues a word with `##`).
