@@ -56,7 +56,7 @@ try:
 except ImportError:  # a student's install: the wheel leaves the references out
     references = None
 from .markup import exercise_id_of, locked_cells
-from .reports import report_texts
+from .reports import points_sum, report_texts
 from .safe_text import display_name
 from .sandbox import Limits, SandboxResult, SandboxUnavailable, graded_snapshot, run_submission, sandbox_available
 from .workers import run_jobs
@@ -493,8 +493,7 @@ def credited_points(points: int, secret_passed: int, secret_total: int, partial_
     """
     if not partial_credit or secret_total < PARTIAL_CREDIT_MINIMUM_CASES or secret_passed <= 0:
         return 0
-    share = round(points * secret_passed / (secret_total + public_failed), 2)
-    return int(share) if share == int(share) else share
+    return points_sum([points * secret_passed / (secret_total + public_failed)])
 
 
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
@@ -778,10 +777,11 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
         from .exports import check_students
 
         check_students(overrides, [display_name(student) for student in everyone])
-    if deadline is not None and deadline.missing(display_name(student) for student in mine):
+    undated = [] if deadline is None else deadline.missing(display_name(student) for student in mine)
+    if undated:
         from .deadlines import DeadlineError
 
-        raise DeadlineError(f"no submission time for {', '.join(deadline.missing(display_name(s) for s in mine))}: "
+        raise DeadlineError(f"no submission time for {', '.join(undated)}: "
                             "the submission-times file must list every student graded")
     if sandbox and not sandbox_available():
         raise SandboxUnavailable(

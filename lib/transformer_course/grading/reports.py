@@ -91,15 +91,17 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
     maximum = sum(maxima.get(e, 0) for e in exercise_ids)
     table = io.StringIO()
     writer = csv.writer(table)
+    totals = {student: points_sum(x.points for r in by_student[student] for x in r.exercises) for student in students}
     late = {student: next(((r.hours_late, r.late_share) for r in by_student[student] if r.late_share is not None),
                           None) for student in students}
-    dated = any(value is not None for value in late.values())  # graded with a due time: credited beside raw
+    credited = {student: points_sum([totals[student] * late[student][1]]) for student in students if late[student]}
+    dated = bool(credited)  # graded with a due time: credited beside raw
     writer.writerow(["student", *exercise_ids, "total", "max", *(["hours_late", "credited"] if dated else [])])
     for student in students:
         points = {x.exercise: x.points for r in by_student[student] for x in r.exercises}
-        total = points_sum(points.values())
+        total = totals[student]
         late_columns = [] if not dated else ["", ""] if late[student] is None else [
-            late[student][0], points_sum([total * late[student][1]])]
+            late[student][0], credited[student]]
         writer.writerow([spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids], total, maximum,
                          *late_columns])
     details = {student: [asdict(r) for r in by_student[student]] for student in students}
@@ -119,11 +121,10 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
         lines += ["**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
                   "network and with the grading machine's files in reach.", ""]
     for student in students:
-        total = points_sum(x.points for r in by_student[student] for x in r.exercises)
-        credited = "" if late[student] is None or not late[student][0] else (
-            f"; credited {points_sum([total * late[student][1]])} ({late[student][0]:g} hours late, "
-            f"{late[student][1]:.0%} kept)")
-        lines += [f"## {markdown_text(shown.get(student, student))}: {total} / {maximum}{credited}", "",
+        total = totals[student]
+        lateness = "" if late[student] is None or not late[student][0] else (
+            f"; credited {credited[student]} ({late[student][0]:g} hours late, {late[student][1]:.0%} kept)")
+        lines += [f"## {markdown_text(shown.get(student, student))}: {total} / {maximum}{lateness}", "",
                   "| exercise | points | result |", "|---|---|---|"]
         for result in by_student[student]:
             for x in result.exercises:
