@@ -776,8 +776,160 @@ for seed in range(3):
 # say the model was "elegantly trained on an unlabeled text dataset" and that it "takes in a
 # prompt, and attempts to complete it": both describe the base model; the ChatGPT-style answer
 # "The capital of France is Paris." comes from the instruction tuning on top.
+
+# %% [markdown]
+# ## 11. A language model is a compressor: the file gets smaller
 #
-# ## 11. The three families the course built
+# Section 3 measured the model in bits per character and called that a code length. Here the
+# model writes the code. **Arithmetic coding** (Witten, Neal and Cleary, 1987, *Arithmetic coding
+# for data compression*) turns any sequence of next-token distributions into bits, within a few
+# bits of $-\sum_t \log_2 p(x_t \mid x_{<t})$ for the whole message (MacKay, 2003, §6.2; Delétang et
+# al., 2024, *Language Modeling Is Compression*, do it with large models):
+#
+# 1. The coder keeps an interval of integers, $[\text{low}, \text{high}]$, at first all of
+#    $[0, 2^{32} - 1]$. Each token's distribution becomes **integer frequencies** summing to $T = 2^{24}$
+#    (every token at least 1, so nothing is impossible to code; padding 0).
+# 2. To code token $s$ of frequency $f_s$, with $c_s$ the frequencies of the tokens before it, the
+#    interval narrows to $s$'s share of it: with $w = \text{high} - \text{low} + 1$,
+#    $$\text{low}' = \text{low} + \lfloor w\,c_s / T \rfloor, \qquad
+#    \text{high}' = \text{low} + \lfloor w\,(c_s + f_s) / T \rfloor - 1.$$
+#    A likely token keeps most of the interval; an unlikely one a sliver.
+# 3. Whenever the interval lies in one half of the range, that leading bit can never change: the
+#    coder writes it and doubles the interval. A token of probability $p$ shrinks the interval by
+#    the factor $p$, so it writes about $-\log_2 p$ bits.
+# 4. The **decoder** holds the same model. At each step it computes the same frequencies, finds
+#    which token's share contains the code it reads, and narrows exactly as the coder did.
+#
+# The decoder must compute *the very same integers* as the coder, or it goes wrong from the first
+# difference on. So both run the model the same way: one step a token through the key/value cache
+# of section 6 (the same compiled function, the same shapes); when the cache is full (256 tokens)
+# both restart it with the last 128 tokens. The frequencies come from the float probabilities by
+# one exact rule (`integer_frequencies`). On another machine, whose arithmetic may differ in the
+# last bit, decoding stops with a checksum error; it never returns wrong text. The file
+# begins with a header: a format version, the model's vocabulary size and context length, and a
+# CRC-32 checksum of the text.
+#
+# The worked example first, by hand: three symbols of frequencies 2, 1, 1 (of 4), the message 0, 2, 1.
+
+# %%
+import inspect
+
+import transformer_course.bpe
+from transformer_course.compression import (
+    ArithmeticEncoder,
+    LineTokenizer,
+    compress,
+    decompress,
+    general_purpose_compressors,
+    integer_frequencies,
+    narrowed,
+)
+from transformer_course.datasets import load_spa_eng
+
+frequencies = [2, 1, 1]
+cumulative, coder = [0, 2, 3, 4], ArithmeticEncoder()
+for symbol in (0, 2, 1):
+    low, high = narrowed(coder.low, coder.high, cumulative, symbol)
+    before = coder.bits_written
+    coder.encode(symbol, frequencies)  # narrows, then writes the settled bits and doubles the interval
+    settled = "".join(map(str, coder.bits[before:]))
+    print(f"symbol {symbol}: [{coder.low:,}, {coder.high:,}] after writing {settled or 'no bit'}; "
+          f"it had narrowed to [{low:,}, {high:,}]")
+code = coder.finish()
+print(f"the code: {''.join(map(str, coder.bits))} ({coder.bits_written} bits: the ideal 1 + 2 + 2, and 2 that "
+      f"pick a point inside the last interval) -> the byte {code.hex()}")
+
+# %% [markdown]
+# Now the model. The file to compress is what section 5 scored, cut to whole reviews: test reviews,
+# one a line. The tokenizer becomes the one the model was trained with, plus one rule: a newline is
+# written as `<|endoftext|>`, which is how the training text separated reviews. The text is cut into
+# a few parts coded side by side (`streams`): the model runs them as one batch, which on this CPU
+# costs little more than one row. Decompressing runs the model again, token by token, and must give
+# back every byte.
+
+# %%
+lines = LineTokenizer(tokenizer, separator_id=END)  # a newline is <|endoftext|>, as between training reviews
+chosen = []
+for text in test_texts:  # whole reviews of section 5's sample, up to the size chosen
+    if chosen and sum(len(review) + 1 for review in chosen) + len(text) + 1 > settings.compression_characters:
+        break
+    chosen.append(text)
+reviews_text = "".join(text + "\n" for text in chosen)
+characters = len(reviews_text)
+started = time.perf_counter()
+packed, coded = compress(reviews_text, model, lines, streams=settings.compression_streams, statistics=True,
+                         progress=True)
+compress_seconds, started = time.perf_counter() - started, time.perf_counter()
+exact = decompress(packed, model, lines, progress=True) == reviews_text
+decompress_seconds = time.perf_counter() - started
+
+# %%
+coded_bits, model_bits = 8 * len(packed) / characters, coded["model_bits"] / characters
+print(f"{len(chosen)} test reviews: {characters:,} characters ({len(reviews_text.encode('utf-8')):,} bytes of UTF-8), "
+      f"{coded['tokens']:,} tokens in {coded['streams']} streams, {coded['restarts']} context restarts")
+print(f"compressed: {len(packed):,} bytes ({coded['header_bytes']} of header) -> {coded_bits:.4f} bits per character")
+print(f"the model's own -log2 p of those tokens: {model_bits:.4f} bits per character; the file is "
+      f"{coded_bits / model_bits - 1:+.3%} larger")
+in_model = coded["model_seconds"] / (coded["model_seconds"] + coded["coder_seconds"])
+print(f"decompressed: {'every byte equal to the original' if exact else 'NOT EQUAL'}; {compress_seconds:.0f} s to "
+      f"compress, {decompress_seconds:.0f} s to decompress ({in_model:.0%} of compressing in the model)")
+report_metric("arithmetic_coder_bits_per_character", coded_bits, f"the model driving an arithmetic coder: bits per "
+              f"character of the compressed file, {len(chosen)} test reviews ({characters:,} characters)")
+report_metric("arithmetic_coder_overhead", coded_bits / model_bits - 1, "the compressed file's size over the model's "
+              "own -log2 p of the tokens, minus 1")
+
+# %% [markdown]
+# The same bytes through four general-purpose compressors, with their speeds, beside the file the
+# model wrote; and section 5's measure (rows of 256 tokens, no context carried across rows) on
+# this sample:
+
+# %%
+general = general_purpose_compressors(reviews_text.encode("utf-8"), repeats=settings.compressor_timing_repeats)
+rows = [(name, sizes["bytes"], sizes["compress_seconds"], sizes["decompress_seconds"])
+        for name, sizes in general.items()]
+rows.append(("this notebook's model + arithmetic coder", len(packed), compress_seconds, decompress_seconds))
+print(f"{'':<42}{'bytes':>9}{'bits/char':>11}{'compress':>13}{'decompress':>13}   (characters a second)")
+for name, size, squeeze, expand in sorted(rows, key=lambda row: row[1]):
+    print(f"{name:<42}{size:>9,}{8 * size / characters:>11.4f}{characters / squeeze:>13,.0f}"
+          f"{characters / expand:>13,.0f}")
+smaller = 1 - len(packed) / general["xz -9e"]["bytes"]
+report_metric("arithmetic_coder_smaller_than_xz", smaller, "the model's compressed file, 1 minus its size over "
+              "xz -9e's, on the same test reviews")
+
+# %%
+sample_inputs, sample_targets = chunks(chosen, "encoding the sample")
+scored = reviews_text[len(tokenizer.decode(sample_inputs[0][:1])):]
+section_5 = bits_per_character(token_log_probabilities(model, sample_inputs, sample_targets), sample_targets,
+                               len(scored))
+print(f"section 5's measure on this sample: {section_5:.4f} bits per character (the coder's contexts: "
+      f"{model_bits:.4f})")
+parameters_bytes = 4 * model.count_params()
+print(f"the decoder needs the model: {model.count_params():,} parameters, {parameters_bytes / 1e6:.1f} MB as "
+      f"float32, {parameters_bytes / len(packed):,.0f} times the compressed file")
+
+# %% [markdown]
+# The model learned IMDB reviews, not English. Two texts of other kinds, coded the same way: English
+# sentences from Tatoeba (the corpus of notebooks 01, 02 and 07: short everyday sentences, no film
+# in sight) and a page of Python, the source of the package's byte-pair encoder.
+
+# %%
+english = list(dict.fromkeys(english for english, _ in load_spa_eng()))
+sentences = "\n".join(np.random.default_rng(0).permutation(english)[:5000])[:settings.other_characters]
+others = {"IMDB test reviews (above)": reviews_text,
+          "Tatoeba English sentences": sentences[:sentences.rfind("\n")],
+          "Python source (transformer_course/bpe.py)": inspect.getsource(transformer_course.bpe)[
+              :settings.other_characters]}
+print(f"{'':<44}{'characters':>11}{'model':>8}{'xz -9e':>8}{'bzip2':>8}   bits per character; the model's "
+      "file over xz's")
+for name, text in others.items():
+    data = packed if name.startswith("IMDB") else compress(text, model, lines, streams=settings.compression_streams)
+    assert name.startswith("IMDB") or decompress(data, model, lines) == text
+    sizes = {key: 8 * value["bytes"] / len(text) for key, value in general_purpose_compressors(text.encode()).items()}
+    print(f"{name:<44}{len(text):>11,}{8 * len(data) / len(text):>8.3f}{sizes['xz -9e']:>8.3f}"
+          f"{sizes['bzip2 -9']:>8.3f}   {8 * len(data) / len(text) / sizes['xz -9e']:.2f}")
+
+# %% [markdown]
+# ## 12. The three families the course built
 #
 # | | encoder-decoder (notebook 07) | encoder-only (notebook 08) | decoder-only (this notebook) |
 # |---|---|---|---|
@@ -801,15 +953,17 @@ for seed in range(3):
 # - Temperature, top-k and top-p reshape the next-token distribution; the measurements show what
 #   each does to variety and repetition.
 # - A base model continues text; instruction tuning and RLHF make it answer.
+# - The model's probabilities drive an arithmetic coder: the file it writes is the model's
+#   bits per character made real, and decompressing needs the very same model.
 #
 # ## Graded exercises
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers. All five are plain NumPy; 09.5, the
+# The rest of the notebook does not depend on your answers. All six are plain NumPy; 09.5, the
 # capstone, puts the pieces of notebooks 04, 05 and this one together into the whole model.
-# Five exercises, 15 points; our estimate of the time they take, not a measurement: about three
-# hours (the capstone about 90 minutes).
+# Six exercises, 17 points; our estimate of the time they take, not a measurement: about three
+# and a half hours (the capstone about 90 minutes).
 #
 # ### Exercise 09.1 — softmax with a temperature (2 points)
 #
@@ -1034,6 +1188,54 @@ else:
           f"{(yours.argmax(-1) == theirs.argmax(-1))[real].mean():.1%} of them")
 
 # %% [markdown]
+# ### Exercise 09.6 — one step of the arithmetic coder: narrowing the interval (2 points)
+#
+# Write `narrow_interval(low, high, frequencies, symbol)`: the interval `[low, high]` (ints,
+# inclusive, $0 \le$ `low` $\le$ `high` $< 2^{32}$) narrowed to `symbol`'s share, as section 11
+# wrote it: with $w$ = `high - low + 1`, $c$ the sum of the frequencies before `symbol` and $f$ its
+# own, $T$ their total, return `(low + w·c // T, low + w·(c + f) // T - 1)` as Python ints.
+# `frequencies` is an int array `(V,)` (a zero marks a token never coded), `symbol` an int with a
+# frequency above 0. Integer arithmetic only: `w · c` reaches $2^{56}$, beyond a float's exact
+# integers. First public case: frequencies `[2, 1, 1]`, symbol 2, the whole interval
+# `[0, 4294967295]` → `(3221225472, 4294967295)`, the top quarter. The cell after the check codes a
+# sentence with your function in place of the package's.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_09_6", "locked": false, "schema_version": 3, "solution": true}
+def narrow_interval(low, high, frequencies, symbol):
+    """The interval [low, high] (ints) narrowed to symbol's share of the int frequencies (V,) -> (low, high)."""
+    ### BEGIN SOLUTION
+    before = int(np.sum(frequencies[:symbol]))
+    through, total = before + int(frequencies[symbol]), int(np.sum(frequencies))
+    width = int(high) - int(low) + 1
+    return int(low) + width * before // total, int(low) + width * through // total - 1
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_09_6", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("09.6", narrow_interval)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("09.6", narrow_interval, seed=7).passed
+### END HIDDEN TESTS
+
+# %%
+try:
+    sentence, fed = lines.encode("This movie was one of the best I have ever seen."), [END]
+    step = CachedLanguageModel(model, settings.chunk_length).next_token_function(np.array([fed], "int32"))
+    yours, theirs, ideal = (0, 2**32 - 1), (0, 2**32 - 1), 0.0
+    for token in sentence:
+        probabilities = step(np.array([fed], "int32"))[0]
+        frequencies = integer_frequencies(probabilities)
+        if (yours[1] - yours[0] + 1) * int(frequencies[token]) < 2**30:  # too narrow: a real coder rescales first
+            break
+        yours = narrow_interval(*yours, frequencies, token)
+        theirs = narrowed(*theirs, np.concatenate([[0], np.cumsum(frequencies)]), token)
+        ideal, fed = ideal - float(np.log2(probabilities[token])), [*fed, token]
+    print(f"{len(fed) - 1} tokens, {tokenizer.decode(fed[1:])!r}: yours [{yours[0]:,}, {yours[1]:,}], the package's "
+          f"[{theirs[0]:,}, {theirs[1]:,}] ({'equal' if yours == theirs else 'DIFFERENT'}); the interval shrank by "
+          f"{np.log2(2**32 / (yours[1] - yours[0] + 1)):.2f} bits, the tokens' -log2 p sum to {ideal:.2f}")
+except NotImplementedError:
+    print("narrow_interval: not attempted yet")
+
+# %% [markdown]
 # ## Exercise (ungraded)
 #
 # Train the same model with `tie_embeddings=False` and compare the parameter count and the test
@@ -1058,4 +1260,26 @@ else:
 # what the longer context (attention over up to a row of tokens) buys on this data; `xz` is a
 # general compressor that learns nothing about English in advance, so beating it shows the models
 # compress text, not what context adds.
+# ### END SOLUTION
+
+# %% [markdown]
+# ## Written question (2 points, graded by your instructor)
+#
+# **Question 09.w2.** Section 11's coder writes the test reviews in about as many bits as the
+# model's $-\sum_t \log_2 p$. Why can no compressor, however clever, write texts drawn from a
+# source in fewer bits on average than that source's own cross-entropy — and what, then, could
+# write *these reviews* in fewer bits than this model does?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_09_2", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# ### BEGIN SOLUTION
+# **Rubric (2 points).** 1 point: the codeword lengths ℓ of any lossless (uniquely decodable) code
+# satisfy Kraft's inequality, Σ 2^(−ℓ) ≤ 1, so q = 2^(−ℓ) is (at most) a distribution, and the
+# expected length under the source p is Σ p·ℓ = H(p) + KL(p ‖ q) ≥ H(p) (Shannon's source coding
+# theorem). The model's bits on real reviews estimate the cross-entropy of the true source against
+# the model; a code does better only if the distribution its lengths imply is closer to the source:
+# it is a better model. 1 point: a better
+# model of these reviews — more training (the curve of section 5 was still falling), a larger model,
+# a longer context, or a model adapted to the text as it is read (as `xz` adapts) — or the same
+# model with more context carried across the streams; not a cleverer coder, which is already within
+# a fraction of a percent of the model's bits.
 # ### END SOLUTION

@@ -133,6 +133,17 @@ def test_perplexity_and_bits_reference_equals_the_package_measures():
                                           bits_per_character(**arguments)), rtol=1e-12)
 
 
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_interval_narrowing_reference_is_the_package_coders_step(seed):
+    from transformer_course.compression import narrowed
+
+    for _, arguments in references._narrow_interval_cases(np.random.default_rng(seed)):
+        cumulative = [0, *np.cumsum(arguments["frequencies"]).tolist()]
+        assert references._narrow_interval_reference(**arguments) == narrowed(
+            arguments["low"], arguments["high"], cumulative, arguments["symbol"])
+
+
 def test_a_first_seen_tie_rule_fails_the_merge_step_public_and_secret_cases_with_a_hint():
     """Sennrich et al.'s code keeps the first pair it counted among equals; the exercise asks for the smallest."""
     from transformer_course.exercises import evaluate

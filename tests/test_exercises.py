@@ -429,6 +429,20 @@ def _gpt_swapped_norm(token_ids, weights, config):
     return references._gpt_reference(token_ids, weights, config, normalize_first=not config["normalize_first"])
 
 
+def _narrowing(low, high, frequencies, symbol, high_minus=1, width_plus=1, floats=False, shift=0,
+               from_new_low=False):
+    """09.6 with one usual slip: high not inclusive, the width one short, float division, the share's start
+    counting the symbol itself, or the new high computed from the new low."""
+    cumulative = [0, *np.cumsum(frequencies).tolist()]
+    total, width = cumulative[-1], high - low + width_plus
+    below = cumulative[symbol + shift]  # shift 1: np.cumsum without its leading 0, the symbol counted in its own start
+    through = below + int(frequencies[symbol])
+    if floats:
+        return low + width * below / total, low + width * through / total - 1
+    new_low = low + width * below // total
+    return new_low, (new_low if from_new_low else low) + width * through // total - high_minus
+
+
 @pytest.mark.parametrize("exercise_id, mistake, words", [
     ("01.2", _lstm_forget_gate_first, "input and forget gates are swapped"),
     ("02.1", lambda query, keys, weight: keys @ weight.T @ query, "`weight` transposed"),
@@ -445,6 +459,16 @@ def _gpt_swapped_norm(token_ids, weights, config):
     ("07.6", _adam_with(corrected=False), "not bias-corrected"),
     ("09.3", _step_over_the_whole_cache, "positions after `index` hold stale values"),
     ("09.4", _bits_in_nats, "divide the natural-log sum by ln 2"),
+    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, high_minus=0),
+     "high is inclusive"),
+    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, width_plus=0),
+     "holds high - low + 1 integers"),
+    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, floats=True),
+     "floor division"),
+    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, shift=1),
+     "the sum of the frequencies *before* it"),
+    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, from_new_low=True),
+     "from the old low"),
     ("09.5", _gpt({"causal": False}), "without the causal mask"),
     ("09.5", _gpt({"positions_after_blocks": True}), "added after the blocks"),
     ("09.5", _gpt_swapped_norm, "where the config says"),

@@ -506,6 +506,8 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
     Exercise("09.5", "capstone: the whole GPT forward pass from its weights", "gpt_forward", 5, atol=1e-4,
              output_names=("the logits",), hint=hints.gpt_forward_hint,
              compared=lambda arguments: np.asarray(arguments["token_ids"]) != 0),
+    Exercise("09.6", "one step of the arithmetic coder: narrowing the interval", "narrow_interval", 2,
+             output_names=("the new low", "the new high"), hint=hints.narrow_interval_hint),
     Exercise("10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",),
              hint=_patchify_hint),
     Exercise("10.2", "attention rollout", "roll_out_attention", 3, output_names=("the rollout",), hint=_rollout_hint),

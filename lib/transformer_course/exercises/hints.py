@@ -14,7 +14,8 @@ import numpy as np
 
 __all__ = ["lstm_step_hint", "encode_word_hint", "sinusoidal_hint", "multi_head_attention_hint", "encoder_block_hint",
            "teacher_forcing_loss_hint", "beam_step_hint", "warmup_cosine_hint", "adamw_step_hint",
-           "cached_attention_step_hint", "perplexity_and_bits_hint", "gpt_forward_hint"]
+           "cached_attention_step_hint", "perplexity_and_bits_hint", "gpt_forward_hint",
+           "narrow_interval_hint"]
 
 
 def _same(received, candidate, atol=1e-6) -> bool:
@@ -313,6 +314,38 @@ def perplexity_and_bits_hint(arguments, received, expected):
         return "the bits per character are in nats: divide the natural-log sum by ln 2."
     if np.isclose(bits, -scores[real].sum() / math.log(2) / real.sum(), rtol=1e-5):
         return "that is bits per token: divide by the number of characters, not of tokens."
+    return None
+
+
+def narrow_interval_hint(arguments, received, expected):
+    """09.6: each usual slip of the narrowing, recomputed exactly (the ends are integers near 2**32)."""
+    if not isinstance(received, (tuple, list)) or len(received) != 2:
+        return None
+    try:
+        got = tuple(float(np.asarray(value)) for value in received)
+    except (TypeError, ValueError):
+        return None
+    if any(np.asarray(value).dtype.kind == "f" for value in received):
+        return ("the ends are floats: the coder's interval holds integers. Use floor division `//` on Python "
+                "ints (width * cumulative // total), never `/`.")
+    low, high, symbol = int(arguments["low"]), int(arguments["high"]), int(arguments["symbol"])
+    cumulative = [0, *np.cumsum(np.asarray(arguments["frequencies"], dtype="int64")).tolist()]
+    total, width = cumulative[-1], high - low + 1
+    below, through = cumulative[symbol], cumulative[symbol + 1]
+    variants = [
+        ("the new high is one too large: high is inclusive, so it is low + width * (c + f) // total - 1.",
+         (low + width * below // total, low + width * through // total)),
+        ("the width is one too small: the interval [low, high] holds high - low + 1 integers.",
+         (low + (width - 1) * below // total, low + (width - 1) * through // total - 1)),
+        ("the share starts one symbol late: symbol s starts at the sum of the frequencies *before* it "
+         "(frequencies[:s], 0 for the first symbol; np.cumsum has no leading 0) and ends f[s] later.",
+         (low + width * through // total, low + width * (through + through - below) // total - 1)),
+        ("the new high was computed from the new low: compute both ends from the old low.",
+         (low + width * below // total, low + width * below // total + width * through // total - 1)),
+    ]
+    for message, variant in variants:
+        if variant is not None and variant != tuple(expected) and got == tuple(float(value) for value in variant):
+            return message
     return None
 
 

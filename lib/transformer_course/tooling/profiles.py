@@ -216,6 +216,13 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "temperatures": (0.2, 0.5, 0.8, 1.0, 1.2, 1.5),
             "top_ps": (0.5, 0.7, 0.8, 0.9, 0.95, 1.0),
             "top_ks": (1, 5, 20, 50, 200, 1000),
+            # The model as a compressor (arithmetic coding): whole test reviews of the scored sample up to this
+            # many characters, and two texts of other kinds (Tatoeba's English sentences; the source of the
+            # package's byte-pair encoder) up to other_characters each; streams coded side by side.
+            "compression_characters": 100_000,
+            "other_characters": 15_000,
+            "compression_streams": 8,  # 8 rows a step: about 3x the characters a second of one (benchmarks/)
+            "compressor_timing_repeats": 5,  # each general-purpose compressor timed this often (the median)
         },
         "11": {
             # 09's text and tokens: training and unlabelled reviews less the test split's texts, the first
@@ -324,6 +331,8 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "warmup_steps": 4, "training_updates": 12, "rounds": 2, "max_training_minutes": 2,
            "gpt2_test_reviews": 4, "compressor_reference_reviews": 300, "generation_length": 8, "knob_prompts": 4,
            "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0), "top_ks": (5,),
+           "compression_characters": 1500, "other_characters": 600, "compression_streams": 4,
+           "compressor_timing_repeats": 1,
            "jit_compile": False},  # compiling costs more than one tiny epoch saves
     "11": {"train_reviews": 300, "validation_reviews": 30, "test_reviews": 20, "bpe_reviews": 150, "merges": 200,
            "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},

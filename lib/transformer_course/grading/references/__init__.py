@@ -780,6 +780,33 @@ def _cached_attention_step_cases(rng):
                                         int(rng.integers(1, capacity - 1))))]
 
 
+def _narrow_interval_reference(low, high, frequencies, symbol):
+    cumulative = [0, *np.cumsum(np.asarray(frequencies, dtype="int64")).tolist()]
+    total, width = cumulative[-1], int(high) - int(low) + 1
+    return (int(low) + width * cumulative[symbol] // total, int(low) + width * cumulative[symbol + 1] // total - 1)
+
+
+def _narrow_interval_cases(rng):
+    top = 2**32 - 1
+
+    def case(low, high, size, total_bits):
+        frequencies = rng.integers(1, 2**total_bits // size, size=size).astype("int64")
+        frequencies[int(rng.integers(size))] = 0  # a token the model rules out: never the symbol coded
+        symbol = int(rng.choice(np.flatnonzero(frequencies)))
+        return {"low": int(low), "high": int(high), "frequencies": frequencies, "symbol": symbol}
+
+    low = int(rng.integers(0, 2**30))
+    return [("the worked example: frequencies 2, 1, 1, symbol 2, the whole interval",
+             {"low": 0, "high": top, "frequencies": np.array([2, 1, 1]), "symbol": 2}),
+            ("the first symbol takes the bottom of the interval",
+             {"low": 0, "high": top, "frequencies": np.array([2, 1, 1]), "symbol": 0}),
+            ("an interval that starts above 0, a middle symbol",
+             {"low": 2**30, "high": 3 * 2**30 - 1, "frequencies": np.array([1, 3, 2, 2]), "symbol": 1}),
+            ("random frequencies totalling up to 2**24, an interval inside the middle half",
+             case(low + 2**30, low + 2**31 + int(rng.integers(2**30)), int(rng.integers(5, 40)), 24)),
+            ("random frequencies, the whole interval", case(0, top, int(rng.integers(3, 10)), 16))]
+
+
 def _perplexity_and_bits_reference(log_probabilities, targets, characters):
     real = np.asarray(targets) != 0
     scores = np.asarray(log_probabilities, dtype="float64")[real]
@@ -983,6 +1010,7 @@ _EXERCISES = {
     "09.3": (_cached_attention_step_cases, _cached_attention_step_reference),
     "09.4": (_perplexity_and_bits_cases, _perplexity_and_bits_reference),
     "09.5": (_gpt_cases, _gpt_reference),
+    "09.6": (_narrow_interval_cases, _narrow_interval_reference),
     "10.1": (_patchify_cases, _patchify_reference),
     "10.2": (_rollout_cases, _rollout_reference),
     "11.1": (_rotate_cases, _rotate_reference),
