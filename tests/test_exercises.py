@@ -286,6 +286,24 @@ def _encode_leftmost_first(word, merges):
     return references._encode_left_to_right(word, merges)
 
 
+def _encode_one_merge(word, merges):
+    """03.3 that merges the lowest-rank pair once and stops."""
+    symbols, ranks = list(word), {tuple(merge.split(" ")): rank for rank, merge in enumerate(merges)}
+    pairs = [pair for pair in zip(symbols, symbols[1:]) if pair in ranks]
+    if not pairs:
+        return symbols
+    first, second = min(pairs, key=ranks.get)
+    merged, index = [], 0
+    while index < len(symbols):
+        if index + 1 < len(symbols) and (symbols[index], symbols[index + 1]) == (first, second):
+            merged.append(first + second)
+            index += 2
+        else:
+            merged.append(symbols[index])
+            index += 1
+    return merged
+
+
 def _attention_scaled_by_the_width(query, value, weights, mask=None):
     return references._multi_head_attention_reference(query, value, weights, mask, scale_width=query.shape[-1])
 
@@ -447,6 +465,7 @@ def _narrowing(low, high, frequencies, symbol, high_minus=1, width_plus=1, float
     ("01.2", _lstm_forget_gate_first, "input and forget gates are swapped"),
     ("02.1", lambda query, keys, weight: keys @ weight.T @ query, "`weight` transposed"),
     ("03.3", _encode_leftmost_first, "lowest **rank**"),
+    ("03.3", _encode_one_merge, "look at the new neighbours again"),
     ("04.4", _sines_then_cosines, "interleave them"),
     ("04.5", _attention_scaled_by_the_width, "divide by √H"),
     ("05.3", _encoder_block_swapped_norm, "normalise"),

@@ -110,6 +110,14 @@ def encode_word_hint(arguments, received, expected):
         latest = _merged(latest, pair)
     if received == latest:
         return "the last merge learned was applied first: the lowest rank, the first merge in the list, goes first."
+    ranked = {pair: rank for rank, pair in enumerate(merges)}
+    once = list(word)  # one merge, then no looking again
+    rank, pair = min(((ranked.get(pair, math.inf), pair) for pair in zip(once, once[1:])), default=(math.inf, None))
+    if rank < math.inf:
+        once = _merged(once, pair)
+        if received == once and once != expected:
+            return ("only the first merge was applied: after each merge, look at the new neighbours again and keep "
+                    "merging while some pair is a learned merge.")
     return None
 
 
