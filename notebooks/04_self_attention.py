@@ -64,6 +64,27 @@ from transformer_course.positional import PositionalEmbedding, RelativePositionB
 # %% [markdown]
 # ## 1. One vector per word is not enough
 #
+# The notes open with a restaurant review of three sentences and two things one might want from
+# it: is it positive, and *does this restaurant serve steak?* Count what it takes to hold it
+# with a vector of 1,024 numbers for each word:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+review = ("The restaurant refused to serve me a ham sandwich because it only cooks vegetarian food. "
+          "In the end, they just gave me two slices of bread. Their ambience was just as good as the food and service")
+words = review.split()
+print(f"{len(words)} words x 1,024 numbers = {len(words) * 1024:,} numbers for one short review")
+print(f"a dense layer from those to as many outputs: {(len(words) * 1024) ** 2:,} weights, and another size for "
+      "every other review length")
+
+# %% [markdown]
+# Two problems follow. The size grows with the text and differs from one review to the next, so
+# one layer cannot take them all; the layers of this notebook apply the *same* weights at every
+# position, whatever the length. And the answer about steak lives in "only cooks vegetarian
+# food", far from "restaurant" and behind "it", which refers back to it: what a word means depends
+# on the words around it, and which of them matter depends on the question. Start with the second
+# problem.
+#
 # An embedding table gives a word the same vector in every sentence. "bank" in *the river bank*
 # and in *the bank loan* are the same id, so they get the same row:
 
@@ -443,6 +464,58 @@ print("position 7, dim 0:", round(float(table[7, 0]), 4), "; sin 7 =", round(np.
 # %%
 # NBVAL_CHECK_OUTPUT
 print(np.array2string(table[3], precision=3, suppress_small=True, max_line_width=100, threshold=200))
+
+# %% [markdown]
+# **Why sines and cosines can encode order at all.** The notes ask it, and list what a positional
+# encoding must do: give every position its own vector; keep the same distance between two
+# positions whatever the sentence's length; carry on to sequences longer than any seen; stay
+# bounded; and be deterministic. Each, checked on the course's own table, for 2,000 positions (40
+# times the picture's):
+
+# %%
+long = sinusoidal_encoding(2000, 128).astype("float64")  # positions 0-1999
+squared = (long ** 2).sum(axis=1)
+distance = np.sqrt(np.maximum(squared[:, None] + squared[None, :] - 2 * long @ long.T, 0))  # (2000, 2000)
+print(f"1. unique: the two closest of 2,000 positions are {distance[~np.eye(2000, dtype=bool)].min():.2f} apart")
+print("2. the distance from t to t + k, over every t:", ", ".join(
+    f"k = {k}: {np.diag(distance, k).min():.3f} to {np.diag(distance, k).max():.3f}" for k in (1, 5, 50)))
+print("   position t's vector is the same in a sentence of 50 or 2,000:",
+      np.allclose(sinusoidal_encoding(50, 128), sinusoidal_encoding(2000, 128)[:50]))
+print("3. any position has one: the formula needs only t (2 above holds up to t = 1,999, far past 50)")
+print(f"4. bounded: every value in [{long.min():.0f}, {long.max():.0f}], every vector of length "
+      f"{np.linalg.norm(long, axis=1).min():.3f} to {np.linalg.norm(long, axis=1).max():.3f} (√64 = 8)")
+print("5. deterministic: no parameter, no randomness; two calls equal:",
+      np.array_equal(sinusoidal_encoding(2000, 128), sinusoidal_encoding(2000, 128)))
+
+# %% [markdown]
+# Why criterion 2 holds is the answer to the notes' question. Moving $k$ positions turns each pair
+# of dimensions $(\sin t\omega_i, \cos t\omega_i)$ by the angle $k\omega_i$, whatever $t$ is:
+# $\mathrm{PE}(t + k) = R_k\,\mathrm{PE}(t)$, with $R_k$ one $2 \times 2$ rotation per pair
+# (the angle-sum formulas). So a fixed linear map takes any position to the one $k$ later, and a
+# dot product sees only the offset: $\mathrm{PE}(s) \cdot \mathrm{PE}(t) = \sum_i \cos((s - t)\omega_i)$.
+# Numerically:
+
+# %%
+def rotation(k, dimensions=128):
+    """The (d, d) matrix R_k with PE(t + k) = R_k PE(t) for every t: one 2 x 2 rotation per pair of dimensions."""
+    matrix = np.zeros((dimensions, dimensions))
+    for i, frequency in enumerate(10000 ** (-np.arange(0, dimensions, 2) / dimensions)):
+        cos, sin = np.cos(k * frequency), np.sin(k * frequency)
+        matrix[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[cos, sin], [-sin, cos]]
+    return matrix
+
+
+for k in (1, 7, 300):
+    error = np.abs(long[k:] - long[:-k] @ rotation(k).T).max()
+    print(f"PE(t + {k}) = R_{k} PE(t) for all t up to {1999 - k}: largest difference {error:.1e} (float32 table)")
+dots = long[:1000] @ long[:1000].T
+print("PE(s)·PE(t) depends on s - t alone (every diagonal constant):",
+      max(np.ptp(np.diag(dots, k)) for k in range(0, 1000, 37)) < 1e-3)
+
+# %% [markdown]
+# Notebook 11's **rotary position embedding** (RoFormer, Su et al., 2021) uses this rotation
+# directly: instead of adding $\mathrm{PE}(t)$ to the input, it rotates each query and key by its
+# position's angles, so the score $q_s \cdot k_t$ depends on the offset $s - t$ by construction.
 
 # %% [markdown]
 # Two alternatives. A **learned position embedding** (BERT) is a second embedding table indexed

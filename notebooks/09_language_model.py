@@ -34,6 +34,8 @@
 #   text — measured, not described;
 # - how far this model is from GPT-3, in numbers; OpenAI's GPT-2 loaded into the course's own
 #   decoder; and what separates a base model from an instruction-tuned one.
+# - a language model **is** a compressor: its probabilities drive an **arithmetic coder** that writes
+#   test reviews into a file smaller than `xz`'s, and decompresses it byte for byte.
 #
 # **Prerequisites:** notebook 04 (the causal mask), notebook 05 (the encoder block), notebook 07
 # (the decoder block, greedy and beam search).
@@ -43,6 +45,8 @@
 # is used: the 25,000 training reviews and the archive's 50,000 unlabelled reviews to learn from
 # (labels ignored), and the first `test_reviews` test reviews to measure the model: 2,500 in the
 # full profile. They come shuffled, so this is a fixed random sample.
+# Section 11 also compresses English sentences from the Tatoeba Project (https://tatoeba.org), as
+# packaged by manythings.org/anki (the pairs of notebook 07); licensed CC-BY 2.0 FR.
 
 # %%
 import subprocess
@@ -814,7 +818,7 @@ for seed in range(3):
 # %%
 import inspect
 
-import transformer_course.bpe
+import transformer_course.masks
 from transformer_course.compression import (
     ArithmeticEncoder,
     LineTokenizer,
@@ -910,14 +914,14 @@ print(f"the decoder needs the model: {model.count_params():,} parameters, {param
 # %% [markdown]
 # The model learned IMDB reviews, not English. Two texts of other kinds, coded the same way: English
 # sentences from Tatoeba (the corpus of notebooks 01, 02 and 07: short everyday sentences, no film
-# in sight) and a page of Python, the source of the package's byte-pair encoder.
+# in sight) and a page of Python, the source of the package's masks.
 
 # %%
 english = list(dict.fromkeys(english for english, _ in load_spa_eng()))
 sentences = "\n".join(np.random.default_rng(0).permutation(english)[:5000])[:settings.other_characters]
 others = {"IMDB test reviews (above)": reviews_text,
           "Tatoeba English sentences": sentences[:sentences.rfind("\n")],
-          "Python source (transformer_course/bpe.py)": inspect.getsource(transformer_course.bpe)[
+          "Python source (transformer_course/masks.py)": inspect.getsource(transformer_course.masks)[
               :settings.other_characters]}
 print(f"{'':<44}{'characters':>11}{'model':>8}{'xz -9e':>8}{'bzip2':>8}   bits per character; the model's "
       "file over xz's")

@@ -191,6 +191,24 @@ def test_the_line_tokenizer_writes_each_newline_as_the_separator(model_and_token
     ids = lines.encode(text)
     assert ids.count(end) == 3 and lines.decode(ids) == text
     assert decompress(compress(text, model, lines), model, lines) == text
+    with pytest.raises(ValueError, match="line 2 of the text encodes to the separator id"):
+        lines.encode("a film\nthe <|endoftext|> token")
+
+
+def test_a_tokenizer_that_does_not_give_the_text_back_is_refused(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+
+    class Lossy:
+        special_ids = tokenizer.special_ids
+
+        def encode(self, text):
+            return tokenizer.encode(text.lower())
+
+        def decode(self, ids):
+            return tokenizer.decode(ids)
+
+    with pytest.raises(ValueError, match="does not give this text back"):
+        compress("The Film", model, Lossy())
 
 
 def test_the_general_purpose_compressors_round_trip_and_shrink_repetitive_text():

@@ -443,8 +443,9 @@ def compress(text: str, model, tokenizer, *, start_id: int | None = None, stream
     Raises:
         TypeError: for a ``text`` that is not a str, or a model without a cache or a tokenizer without
             encode/decode.
-        ValueError: for a tokenizer whose ids fall outside the model's vocabulary (or use id 0), no
-            ``start_id`` to begin with, or ``streams`` < 1.
+        ValueError: for a tokenizer whose ids fall outside the model's vocabulary (or use id 0), or that
+            does not give the text back (``decode(encode(text)) != text``), no ``start_id`` to begin
+            with, or ``streams`` < 1.
 
     Example:
         >>> data = compress("a good film", model, tokenizer)          # doctest: +SKIP
@@ -464,6 +465,9 @@ def compress(text: str, model, tokenizer, *, start_id: int | None = None, stream
     if bad:
         raise ValueError(f"the tokenizer gives ids outside the model's vocabulary 1..{vocabulary_size - 1} "
                          f"(e.g. {bad[0]}): they are not the same model and tokenizer.")
+    if tokenizer.decode(token_ids) != text:
+        raise ValueError("the tokenizer does not give this text back (decode(encode(text)) differs from it): "
+                         "it cannot be compressed losslessly with this tokenizer.")
     parts = _streams(token_ids, streams) if token_ids else []
     encoders = [ArithmeticEncoder() for _ in parts]
     bits = {"model": 0.0, "frequency": 0.0}
@@ -613,9 +617,19 @@ class LineTokenizer:
         self.special_ids = getattr(tokenizer, "special_ids", {})
 
     def encode(self, text: str) -> list[int]:
+        """The ids of ``text``: each line's, ``separator_id`` between them.
+
+        Raises:
+            ValueError: for a line that itself encodes to ``separator_id`` (it holds the separator's own
+                text, such as ``<|endoftext|>``): it would decode as a newline.
+        """
         ids = []
         for index, line in enumerate(text.split("\n")):
-            ids += ([self.separator_id] if index else []) + list(self.tokenizer.encode(line))
+            encoded = list(self.tokenizer.encode(line))
+            if self.separator_id in encoded:
+                raise ValueError(f"line {index + 1} of the text encodes to the separator id {self.separator_id} "
+                                 "(it holds the separator token's own text), which would decode as a newline.")
+            ids += ([self.separator_id] if index else []) + encoded
         return ids
 
     def decode(self, ids) -> str:

@@ -331,7 +331,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "warmup_steps": 4, "training_updates": 12, "rounds": 2, "max_training_minutes": 2,
            "gpt2_test_reviews": 4, "compressor_reference_reviews": 300, "generation_length": 8, "knob_prompts": 4,
            "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0), "top_ks": (5,),
-           "compression_characters": 1500, "other_characters": 600, "compression_streams": 4,
+           "compression_characters": 600, "other_characters": 300, "compression_streams": 4,
            "compressor_timing_repeats": 1,
            "jit_compile": False},  # compiling costs more than one tiny epoch saves
     "11": {"train_reviews": 300, "validation_reviews": 30, "test_reviews": 20, "bpe_reviews": 150, "merges": 200,
