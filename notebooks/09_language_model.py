@@ -510,6 +510,19 @@ for name, values in variants.items():
     print(f"{name:<10}" + "".join(f"{values[0, i]:9.3f}" for i in top_ids) + f"   {int((values[0] > 0).sum()):,}")
 
 # %% [markdown]
+# The notes show the same reading for GPT-3 (OpenAI's playground, `text-davinci-002`, continuing a
+# list of the ethical risks of generative AI): five candidate next words with their probabilities,
+# "offensive = 26%" chosen, and the line "Total: −1.35 logprob on 1 tokens (50.48% probability
+# covered in top 5 logits)". The logprob is a natural logarithm: $e^{-1.35} = 0.259$, the 26% of
+# the word it picked. The same two numbers for our model's distribution above (its most likely token
+# chosen, as greedy decoding would):
+
+# %%
+ranked = np.sort(distribution[0])[::-1]
+print(f"Total: {np.log(ranked[0]):.2f} logprob on 1 tokens ({100 * ranked[:5].sum():.2f}% probability covered "
+      f"in top 5 logits); as bits: {-np.log2(ranked[0]):.2f}")
+
+# %% [markdown]
 # ### What the knobs do, measured
 #
 # `knob_prompts` openings of test reviews (their first `prompt_length` tokens), continued for
@@ -748,19 +761,37 @@ if gpt2 is not None:
 # continues text the way its training text goes on. Ask it a question and it writes what tends
 # to follow a question in its data. The notes show it: a base model given "What is the capital
 # of France?" goes on with more questions ("What is France's largest city? What is France's
-# population?"), a list as it might appear on a quiz page. Our model, given a question:
+# population?"), a list as it might appear on a quiz page. The notes' two other prompts ask for
+# more: the instructions the *Guardian* gave GPT-3 for its op-ed "A robot wrote this entire
+# article" (2020), and a question PaLM (Chowdhery et al., 2022) answered with a chain of
+# reasoning ("300 miles per hour is about 480 km/h. This is about the speed of a commercial
+# airplane … The answer is \"yes\"."). Our model, given each (two seeds):
 
 # %%
-question = np.array([[END, *tokenizer.encode("What is the capital of France?")]], dtype="int32")
-for seed in range(3):
-    ids = sample_decode(next_token_function(question), question, end_id=END, max_length=settings.generation_length,
-                        temperature=0.8, top_p=0.9, seed=seed)
-    print(f"seed {seed}:", tokenizer.decode(ids[0, 1:][ids[0, 1:] != 0]).replace("\n", " "))
+notes_prompts = {
+    "question": "What is the capital of France?",
+    "op-ed": "Please write a short op-ed around 500 words. Keep the language simple and concise. Focus on why "
+             "humans have nothing to fear from AI.",
+    "reasoning": "Jennifer looked out her window and sees a really cool cloud below her. She unbuckles her seatbelt "
+                 "and heads to the bathroom. Is Jennifer probably traveling more than 300 miles per hour relative "
+                 "to the earth?",
+}
+for name, text in notes_prompts.items():
+    fits = settings.chunk_length - settings.generation_length - 1  # the whole prompt in the full profile
+    question = np.array([[END, *tokenizer.encode(text)[-fits:]]], dtype="int32")
+    for seed in range(2):
+        ids = sample_decode(next_token_function(question), question, end_id=END, max_length=settings.generation_length,
+                            temperature=0.8, top_p=0.9, seed=seed)
+        continuation = ids[0, question.shape[1]:]
+        print(f"{name} (seed {seed}): …", " ".join(tokenizer.decode(continuation[continuation != 0]).split()))
 
 # %% [markdown]
-# In the stored run none of the three continuations answers. Each goes on as a film review would
-# (seed 1: "He meets a lawyer … It is a brilliant film."): the model has only ever seen
-# reviews, and it continues text the way reviews go on.
+# In the stored run none of the six continuations answers, writes an op-ed or reasons. Each goes on
+# as a film review would: the model has only ever seen reviews, and it continues text the way
+# reviews go on. GPT-3's op-ed needed both more than a base model and more than one sample: the
+# *Guardian* ran eight of its outputs and edited the best parts together (its editor's note), and
+# PaLM's answer came after it was shown worked examples of the same form (chain-of-thought
+# prompting; Wei et al., 2022) — a prompt, not an instruction-following model.
 #
 # An **instruction-tuned** model is a base model trained further to follow instructions (Ouyang
 # et al., 2022, *Training language models to follow instructions with human feedback*, the
@@ -1221,10 +1252,12 @@ assert evaluate_hidden("09.6", narrow_interval, seed=7).passed
 ### END HIDDEN TESTS
 
 # %%
+sentence, fed = lines.encode("This movie was one of the best I have ever seen."), [END]
+step = CachedLanguageModel(model, settings.chunk_length).next_token_function(np.array([fed], "int32"))
+yours, theirs, ideal = (0, 2**32 - 1), (0, 2**32 - 1), 0.0
+
+# %%
 try:
-    sentence, fed = lines.encode("This movie was one of the best I have ever seen."), [END]
-    step = CachedLanguageModel(model, settings.chunk_length).next_token_function(np.array([fed], "int32"))
-    yours, theirs, ideal = (0, 2**32 - 1), (0, 2**32 - 1), 0.0
     for token in sentence:
         probabilities = step(np.array([fed], "int32"))[0]
         frequencies = integer_frequencies(probabilities)
@@ -1286,4 +1319,29 @@ except NotImplementedError:
 # a longer context, or a model adapted to the text as it is read (as `xz` adapts) — or the same
 # model with more context carried across the streams; not a cleverer coder, which is already within
 # a fraction of a percent of the model's bits.
+# ### END SOLUTION
+
+# %% [markdown]
+# ## Written question (2 points, graded by your instructor)
+#
+# **Question 09.w3.** The notes quote Tom Dietterich (2019): for a system to *understand*, it must
+# link the world to concepts, states and actions, and understanding is a spectrum, not a yes or
+# no. Section 10 showed a model that writes review-like English and answers no question. Name one
+# observable behaviour that would place a language model further along that spectrum than ours, and
+# one experiment you could run on a model like this notebook's to look for it. What would the
+# experiment's result *not* tell you?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "written_09_3", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# ### BEGIN SOLUTION
+# **Rubric (2 points).** There is no single right answer; the points are for a testable claim and
+# an honest limit. 1 point: a behaviour that can be checked from outside and goes beyond
+# continuing text in style — e.g. consistent answers to paraphrases of one question, correct
+# predictions about a situation never written down in the training text (the notes' water and
+# blow-dryer), or acting on a described state — with an experiment a student could run: held-out
+# probes scored by the model's probabilities (as 08 probes facts with masked words), paraphrase
+# consistency, or a counterfactual edit of a prompt and its effect. 1 point: what it leaves open —
+# passing a probe shows the behaviour on those probes only (the text may hold the answer verbatim,
+# which a lookup in the training data can check), and behaviour alone does not settle whether the
+# model links words to the world rather than to other words; the answer names the confound its own
+# experiment leaves.
 # ### END SOLUTION

@@ -26,6 +26,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 FIGURE = re.compile(r"(?<![\w.§×/])[−+-]?(\d[\d,]*(?:\.\d+)?)(%?)")
 NAMED = re.compile(r"(?i)\bnotebooks? (\d\d)\b(?: and (\d\d))?|\b(\d\d)'s\b")
 SENTENCES = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z*(])|\n\s*[-*] |\n\s*\n")
+LICENSE = re.compile(r"\bCC[- ]BY(?:-[A-Z]{2})* \d\.\d\b")  # "CC-BY 2.0 FR": a licence's version, not a figure
 
 # (quoting notebook, figure): what it is, when it is no record's value.
 NOT_FROM_A_RECORD = {
@@ -69,7 +70,7 @@ def _explained(figure, own, named):
 
 def _quotes(text, own):
     """(sentence, named notebook, figure) for each decimal or percentage figure in a sentence naming another."""
-    for sentence in SENTENCES.split(text):
+    for sentence in SENTENCES.split(LICENSE.sub("", text)):
         named = {group for match in NAMED.finditer(sentence) for group in match.groups() if group and group != own}
         for match in FIGURE.finditer(sentence):
             number, percent = match.groups()
