@@ -80,7 +80,7 @@ def test_an_out_of_memory_kill_the_watchdog_never_saw_is_reported(monkeypatch):
     kernel goes on — the result says the limit was broken, even when no poll of the watchdog saw it."""
     from transformer_course.grading import watchdog
 
-    monkeypatch.setattr(watchdog._Watchdog, "_poll_until_done", lambda self: self.done.wait())  # it never looks
+    monkeypatch.setattr(watchdog.Watchdog, "_poll_until_done", lambda self: self.done.wait())  # it never looks
     own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
     problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
     assert stopped is not None and stopped.startswith("the sandbox used more than 800 MiB of memory"), (problems,
@@ -94,7 +94,7 @@ def test_a_watchdog_that_fails_stops_the_kernel(monkeypatch):
     def broken(_pid):
         raise RuntimeError("/proc could not be read")
 
-    monkeypatch.setattr(watchdog, "_process_tree", broken)
+    monkeypatch.setattr(watchdog, "process_tree", broken)
     problems, stopped = _run_cells("import time\ntime.sleep(10)", sandbox=SANDBOX, cell_seconds=8)
     assert stopped == "the grader's watchdog failed (RuntimeError), so the kernel was stopped", (problems, stopped)
 
@@ -301,9 +301,9 @@ def test_socket_buffers_count_against_the_memory_limit():
 
 
 def _own_users() -> bool:
-    from transformer_course.grading.confinement import _own_users_available
+    from transformer_course.grading.confinement import own_users_available
 
-    return _own_users_available()
+    return own_users_available()
 
 
 @pytest.mark.skipif(not (SANDBOX and _own_users()),

@@ -111,3 +111,34 @@ def test_the_import_graph_of_the_package_is_at_most_seven_modules_deep():
 
     deepest = max((longest(module) for module in graph), key=len)
     assert len(deepest) <= 7, " -> ".join(deepest)
+
+
+def test_no_two_modules_of_the_package_import_each_other_in_a_circle():
+    """An import circle (each module reaching the other, directly or through others) makes a module's
+    meaning depend on import order; the package has none, imports inside functions included."""
+    # `from . import x` names the module's own package too: that is not an import of its __init__'s code.
+    graph = {name: {imported for imported in imports if not name.startswith(imported + ".")}
+             for name, imports in _package_imports().items()}
+    circles = []
+    for start in graph:
+        seen, stack = set(), list(graph[start])
+        while stack:
+            module = stack.pop()
+            if module == start:
+                circles.append(start)
+                break
+            if module not in seen:
+                seen.add(module)
+                stack.extend(graph.get(module, ()))
+    assert circles == []
+
+
+def test_no_grading_module_imports_a_private_name_of_another():
+    """Each grading module uses its siblings through their public names only."""
+    private = []
+    for path in sorted((PACKAGE / "grading").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                private += [f"{path.name}: {alias.name}" for alias in node.names
+                            if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert private == []

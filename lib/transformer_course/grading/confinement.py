@@ -17,8 +17,6 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
-from .snapshot import _package_folder, package_snapshot
-
 __all__ = ["Limits", "SandboxUnavailable", "sandbox_available", "sandbox_command", "KERNEL_ENVIRONMENT"]
 
 # The only variables a kernel gets from the grader's environment (when set there).
@@ -180,7 +178,7 @@ runpy.run_module("ipykernel_launcher", run_name="__main__")
 """
 
 
-def _launcher(limits: Limits) -> list[str]:
+def launcher(limits: Limits) -> list[str]:
     """Python, with the process and file-size caps and the seccomp filter set, starting ``ipykernel``.
 
     A filter that cannot be installed stops the launch: the kernel never runs without it.
@@ -199,16 +197,17 @@ SOCKETS = "/run/kernel"
 SOCKETS_BYTES = 64 * 2**10
 
 
-def sandbox_command(workdir: str, environment: dict, limits: Limits | None = None,
-                    package: Path | None = None) -> list[str]:
+def sandbox_command(workdir: str, environment: dict, mounts: list[tuple[Path, Path]],
+                    limits: Limits | None = None) -> list[str]:
     """The ``bwrap`` command line that starts a kernel in the sandbox (see the module docstring).
 
     Args:
         workdir: str, the folder of the kernel's connection file, mounted read-only.
         environment: the kernel's whole environment.
+        mounts: ``(copy, installed folder)`` pairs: each copy mounted read-only over the folder it
+            stands in for (the package snapshots of :mod:`.snapshot`).
         limits: :class:`Limits` (the default limits when None): the tmpfs sizes and the caps
             set before the kernel starts.
-        package: the copy of the package mounted over it (default :func:`package_snapshot`).
 
     Returns:
         list of str, ending with the Python command that starts ``ipykernel``.
@@ -228,17 +227,18 @@ def sandbox_command(workdir: str, environment: dict, limits: Limits | None = Non
             command += ["--ro-bind", path, path]
     for path in _readonly_paths():
         command += ["--ro-bind", path, path]
-    command += ["--ro-bind", str(package or package_snapshot()), str(_package_folder())]
+    for copy, installed in mounts:
+        command += ["--ro-bind", str(copy), str(installed)]
     command += ["--ro-bind", workdir, workdir, "--chdir", HOME]
     # The tree built, its root and /dev become read-only: only the home, /tmp, /dev/shm and the socket
     # folder (their own capped tmpfs mounts) stay writable, so nothing uncounted can be written.
     command += ["--remount-ro", "/dev", "--remount-ro", "/"]
     for key, value in environment.items():
         command += ["--setenv", key, value]
-    return [*command, "--", *_launcher(limits)]
+    return [*command, "--", *launcher(limits)]
 
 
-def _kernel_environment(home: str, extra: dict | None) -> dict:
+def kernel_environment(home: str, extra: dict | None) -> dict:
     """The allow-listed environment of a kernel: nothing else of the grader's reaches it."""
     environment = {key: os.environ[key] for key in KERNEL_ENVIRONMENT if key in os.environ}
     environment.update({key: str(value) for key, value in (extra or {}).items() if key in KERNEL_ENVIRONMENT})
@@ -257,7 +257,7 @@ SANDBOX_USERS = range(1_500_000_000, 1_600_000_000)
 
 
 @lru_cache(maxsize=1)
-def _own_users_available() -> bool:
+def own_users_available() -> bool:
     """True where the grader is root with ``setpriv``, and bubblewrap and Python run as another user."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None or not sandbox_available():
         return False
@@ -271,11 +271,11 @@ def _own_users_available() -> bool:
         return False
 
 
-def _kernels_folder() -> str | None:
+def kernels_folder() -> str | None:
     """Where the kernels' folders and the package snapshots are made: the usual temporary folder, or, where
     each sandbox runs as a user of its own, a folder those users can pass through (not list) on a path
     they can pass through: ``/tmp/transformer-course-kernels`` (mode 0711, the grader's)."""
-    if not _own_users_available():
+    if not own_users_available():
         return None
     folder = Path("/tmp/transformer-course-kernels")
     folder.mkdir(mode=0o711, exist_ok=True)
@@ -286,16 +286,16 @@ def _kernels_folder() -> str | None:
     return str(folder)
 
 
-def _sandbox_user() -> int | None:
+def sandbox_user() -> int | None:
     """A fresh user id outside the sandbox for one kernel, or None where each sandbox cannot have its own."""
-    if not _own_users_available():
+    if not own_users_available():
         return None
     import secrets
 
     return SANDBOX_USERS[secrets.randbelow(len(SANDBOX_USERS))]
 
 
-def _prelude(group, user: int | None, workdir: str) -> list[str]:
+def prelude(group, user: int | None, workdir: str) -> list[str]:
     """What runs as the grader before bubblewrap: join the control group, hand the kernel's folder (its
     connection file) to the sandbox's user, and become that user. [] where there is nothing to do."""
     if group is None and user is None:

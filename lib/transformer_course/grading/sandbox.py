@@ -78,16 +78,16 @@ from .confinement import (
     SOCKETS,
     Limits,
     SandboxUnavailable,
-    _kernel_environment,
-    _kernels_folder,
-    _launcher,
-    _prelude,
-    _sandbox_user,
+    kernel_environment,
+    kernels_folder,
+    launcher,
+    prelude,
     sandbox_available,
     sandbox_command,
+    sandbox_user,
 )
-from .snapshot import GRADED_MODULES, graded_snapshot, package_snapshot
-from .watchdog import _out_of_memory, _process_tree, _Watchdog
+from .snapshot import GRADED_MODULES, graded_snapshot, package_folder, package_snapshot
+from .watchdog import Watchdog, out_of_memory_reason, process_tree
 
 __all__ = ["Limits", "SandboxResult", "run_submission", "sandbox_available", "sandbox_command", "SandboxUnavailable",
            "KERNEL_ENVIRONMENT", "package_snapshot", "graded_snapshot", "GRADED_MODULES"]
@@ -314,7 +314,7 @@ def _sandbox_root(manager: KernelManager, seconds: float) -> str:
     process, host_root = manager.provisioner.process, os.stat("/").st_dev
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and process.poll() is None:
-        parents = _process_tree(process.pid)[2]
+        parents = process_tree(process.pid)[2]
         for pid in sorted(parents, key=lambda pid: parents[pid] != process.pid):  # bubblewrap's child first
             root = f"/proc/{pid}/root"
             try:
@@ -333,7 +333,7 @@ def _working_folder():
     ``shutil.rmtree`` recurses in Python and gives up on folders nested thousands deep; ``rm -rf``
     does not. A folder that cannot be removed is left behind rather than stopping the batch.
     """
-    workdir = tempfile.mkdtemp(prefix="submission-", dir=_kernels_folder())
+    workdir = tempfile.mkdtemp(prefix="submission-", dir=kernels_folder())
     try:
         yield workdir
     finally:
@@ -370,19 +370,20 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
     """
     result = SandboxResult(isolated=sandbox)
     with _working_folder() as workdir:
-        env = _kernel_environment(HOME if sandbox else workdir, environment)
+        env = kernel_environment(HOME if sandbox else workdir, environment)
         manager = _SandboxedKernelManager(transport="ipc", ip=f"{SOCKETS}/kernel" if sandbox else f"{workdir}/kernel")
         manager.connection_file = str(Path(workdir, "connection.json"))
         group = cgroups.create(limits.memory_mb, limits.processes + 2) if sandbox else None  # + bubblewrap's two
         if sandbox:
-            user = _sandbox_user()
-            manager.launch_prefix = _prelude(group, user, workdir) + sandbox_command(workdir, env, limits, package)
+            user = sandbox_user()
+            mounts = [(package or package_snapshot(), package_folder())]
+            manager.launch_prefix = prelude(group, user, workdir) + sandbox_command(workdir, env, mounts, limits)
             result.accounting = group.kind if group else "watchdog"
         else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
             env["PYTHONPATH"] = str((package or package_snapshot()).parent)
-            manager.launch_prefix = _launcher(limits)
-        watchdog, client = _Watchdog(manager, limits, deadline, group), None
+            manager.launch_prefix = launcher(limits)
+        watchdog, client = Watchdog(manager, limits, deadline, group), None
         try:
             # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
             # grader's: replies come through the kernel protocol.
@@ -406,7 +407,7 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             _run_all(manager, client, notebook, requests, limits, result)
         except _KernelStopped:
             result.stopped = watchdog.reason or (
-                _out_of_memory(limits, group) if group is not None and group.out_of_memory()
+                out_of_memory_reason(limits, group) if group is not None and group.out_of_memory()
                 else "the kernel died (it crashed or was killed)")
         except zmq.Again:
             result.stopped = watchdog.reason or (f"the kernel stopped answering: it sent a message larger than "
@@ -423,7 +424,7 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             if not result.stopped and group is not None and group.out_of_memory():
                 # The out-of-memory killer stopped a process of the sandbox (a child: the kernel went on)
                 # after the watchdog's last poll: the limit was broken all the same, and the report says so.
-                result.stopped = _out_of_memory(limits, group)
+                result.stopped = out_of_memory_reason(limits, group)
             if client is not None:
                 client.stop_channels()
             try:

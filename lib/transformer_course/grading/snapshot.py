@@ -17,10 +17,12 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["package_snapshot", "graded_snapshot", "GRADED_MODULES"]
+from .confinement import kernels_folder  # where kernels' folders are made: the confinement decides
+
+__all__ = ["package_folder", "package_snapshot", "graded_snapshot", "GRADED_MODULES"]
 
 
-def _package_folder() -> Path:
+def package_folder() -> Path:
     """The folder of the installed ``transformer_course`` package (a checkout's ``lib/`` when editable)."""
     return Path(__file__).resolve().parents[1]
 
@@ -32,12 +34,10 @@ def _make_snapshot(prefix: str, stubbed: Callable[[Path], str | None]) -> Path:
     ``stubbed(relative_path)`` gives the text that replaces a module (None keeps it). Made in a
     temporary folder removed at exit; the checkout's ``__pycache__`` folders are left out.
     """
-    from .confinement import _kernels_folder  # where kernels' folders are made: the confinement decides
-
-    root = Path(tempfile.mkdtemp(prefix=prefix, dir=_kernels_folder()))
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=kernels_folder()))
     atexit.register(shutil.rmtree, root, True)
     snapshot = root / "transformer_course"
-    shutil.copytree(_package_folder(), snapshot, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), symlinks=False)
+    shutil.copytree(package_folder(), snapshot, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), symlinks=False)
     for path in snapshot.rglob("*.py"):
         text = stubbed(path.relative_to(snapshot))
         if text is not None:

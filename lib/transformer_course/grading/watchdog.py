@@ -19,7 +19,7 @@ from jupyter_client.manager import KernelManager
 from .confinement import HOME, Limits
 
 
-def _process_tree(pid: int) -> tuple[int, int, dict[int, int]]:
+def process_tree(pid: int) -> tuple[int, int, dict[int, int]]:
     """``(resident bytes, processes and threads, {descendant pid: its parent pid})`` of ``pid`` and all its descendants.
 
     The resident bytes are the sum of each process's resident size (``/proc/PID/statm``), which
@@ -70,7 +70,7 @@ def _memory_bytes(pid: int, parents: dict[int, int]) -> int:
 
     Args:
         pid: int, the root of the process tree.
-        parents: dict, descendant pid -> its parent's pid, as :func:`_process_tree` returns.
+        parents: dict, descendant pid -> its parent's pid, as :func:`process_tree` returns.
 
     Returns:
         int, bytes.
@@ -124,7 +124,23 @@ def _tmpfs_bytes(root: str) -> int:
 
 
 
-class _Watchdog(threading.Thread):
+class Watchdog(threading.Thread):
+    """A thread that watches one kernel and kills it at its first breach of the limits.
+
+    Every 0.1 s it reads the kernel's process tree: past the notebook's deadline, a control group
+    that killed a process for memory, resident memory plus the sandbox's tmpfs files over
+    ``limits.memory_mb``, or more than ``limits.processes`` processes and threads, it sets
+    ``reason`` (a sentence for the report) and kills the kernel. A watchdog that fails to look kills
+    the kernel too (fail closed). Stop it with ``done.set()``.
+
+    Args:
+        manager: the kernel's ``KernelManager`` (its provisioner's process is watched).
+        limits: :class:`.confinement.Limits`.
+        deadline: ``time.monotonic()`` value the notebook must finish by (default: now plus
+            ``limits.notebook_seconds``).
+        group: the kernel's control group (:mod:`.cgroups`), or None unconfined.
+    """
+
     def __init__(self, manager: KernelManager, limits: Limits, deadline: float | None = None, group=None):
         super().__init__(daemon=True)
         self.manager, self.limits, self.group = manager, limits, group
@@ -146,13 +162,13 @@ class _Watchdog(threading.Thread):
             process = getattr(self.manager.provisioner, "process", None)
             if process is None or process.poll() is not None:
                 continue
-            resident, tasks, parents = _process_tree(process.pid)
+            resident, tasks, parents = process_tree(process.pid)
             stored = _tmpfs_bytes(self.sandbox_root) if self.sandbox_root else 0
             most = self.limits.memory_mb * 2**20
             if time.monotonic() > self.deadline:
                 self.reason = f"the notebook ran past its {self.limits.notebook_seconds:.0f} s limit"
             elif self.group is not None and self.group.out_of_memory():  # a process of the sandbox was killed
-                self.reason = _out_of_memory(self.limits, self.group)
+                self.reason = out_of_memory_reason(self.limits, self.group)
             elif resident + stored > most and _memory_bytes(process.pid, parents) + stored > most:
                 self.reason = (f"the kernel used more than {self.limits.memory_mb} MiB of memory "
                                "(its processes and its files in /tmp, /dev/shm and its home)")
@@ -163,7 +179,8 @@ class _Watchdog(threading.Thread):
                 return
 
 
-def _out_of_memory(limits: Limits, group) -> str:
+def out_of_memory_reason(limits: Limits, group) -> str:
+    """The report's sentence for a sandbox whose control group ``group`` killed a process for memory."""
     return (f"the sandbox used more than {limits.memory_mb} MiB of memory (its {group.kind} counts every page its "
             "processes are charged for: their memory, their files, kernel objects)")
 
