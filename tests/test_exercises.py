@@ -367,6 +367,14 @@ def _heads_flattened_unmoved(query, value, weights, mask=None):
         + weights["output_bias"]
 
 
+def _mask_on_the_queries(x, weights, mask=None, normalize_first=False):
+    """05.3 with the padding mask on the query axis, mask[:, :, None]: each real position attends to every key,
+    padding keys included, and a padding position to none (its output is taken as 0 here; any value makes the
+    mistake)."""
+    everything = references._encoder_block_reference(x, weights, None, normalize_first)
+    return everything if mask is None else np.where(np.asarray(mask, bool)[..., None], everything, 0.0)
+
+
 def _norm_on_the_output(x, weights, mask=None, normalize_first=False):
     x = np.asarray(x, "float64")
     allowed = None if mask is None else np.broadcast_to(np.asarray(mask, bool)[:, None, :],
@@ -501,6 +509,7 @@ def _narrowing(low, high, frequencies, symbol, high_minus=1, width_plus=1, float
     ("04.4", _positions_from_one, "positions start at 1"),
     ("04.5", _heads_flattened_unmoved, "flattened in the wrong order"),
     ("05.3", _norm_on_the_output, "x + LayerNorm(F(x))"),
+    ("05.3", _mask_on_the_queries, "applied to the queries, not the keys"),
     ("07.3", _loss_masked_by_the_inputs, "the mask came from the decoder inputs"),
     ("07.4", _penalty_one_longer, "the length penalty used a length of"),
     ("07.5", _warmup_one_step_longer, "went above the peak"),

@@ -232,7 +232,16 @@ def encoder_block_hint(arguments, received, expected):
     if mask is not None:
         variants.append(("padding took part in attention: build the attention mask (B, T, T) from `mask`, so no "
                          "query attends to a padding key.", _block(x, weights, None, first)))
-    return _first_match(received, variants, atol=1e-5)
+    found = _first_match(received, variants, atol=1e-5)
+    if found is None and mask is not None:
+        # At the real positions, attention over every key: the mask went on the queries (rows), which only
+        # changes the padding positions' own outputs.
+        real = np.broadcast_to(np.asarray(mask, dtype=bool)[:, :, None], x.shape)
+        found = _first_match(received, [(
+            "the mask was applied to the queries, not the keys: at the real positions every query still attends to "
+            "the padding keys. Mask the key axis, mask[:, None, :] broadcast to (B, T, T), so no query attends to a "
+            "padding key.", _block(x, weights, None, first))], atol=1e-5, where=real)
+    return found
 
 
 def _gpt(token_ids, weights, config, causal=True, positions_after=False, final_norm=True, normalize_first=None):
