@@ -169,3 +169,37 @@ def test_window_means_recover_each_window_from_the_running_means_keras_logs():
     np.testing.assert_allclose([mean for _, mean in trace.points], [1.5, 3.5, 15.0, 35.0])
     with pytest.raises(ValueError, match="every"):
         WindowMeans("loss", every=0)
+
+
+def test_gradient_of_matches_a_hand_derivative_for_one_value_and_a_list():
+    from transformer_course.training import gradient_of
+
+    x = np.array([[1.0, -2.0], [0.5, 3.0]], dtype="float32")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(gradient_of(lambda v: keras.ops.sum(v ** 3), x)),
+                               3 * x ** 2, rtol=1e-6)
+    first, second = gradient_of(lambda pair: keras.ops.sum(pair[0] * pair[1]), [x, 2 * x])
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(first), 2 * x, rtol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(second), x, rtol=1e-6)
+
+
+def test_gradient_of_reaches_a_recurrent_layers_initial_state():
+    """d(sum of h_1)/d h_0 for a SimpleRNN of one step with no input: U^T (1 - h_1^2), by hand."""
+    from transformer_course.training import gradient_of
+
+    layer = keras.layers.SimpleRNN(3)
+    inputs = np.zeros((1, 1, 2), dtype="float32")
+    start = np.array([[0.1, -0.2, 0.3]], dtype="float32")
+    layer(inputs, initial_state=[start])
+    recurrent = keras.ops.convert_to_numpy(layer.cell.recurrent_kernel)
+    bias = keras.ops.convert_to_numpy(layer.cell.bias)
+    h1 = np.tanh(start @ recurrent + bias)
+    expected = (1 - h1 ** 2) @ recurrent.T
+    gradient = gradient_of(lambda state: keras.ops.sum(layer(inputs, initial_state=[state])), start)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(gradient), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_of_refuses_a_function_that_is_not_scalar():
+    from transformer_course.training import gradient_of
+
+    with pytest.raises(ValueError, match="must return a scalar"):
+        gradient_of(lambda v: v * 2, np.ones(3, dtype="float32"))

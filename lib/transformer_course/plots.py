@@ -1,4 +1,4 @@
-"""Plots the notebooks show: training curves, accuracy against length, one-hot grids, attention."""
+"""Plots the notebooks show: training curves, accuracy against length, one-hot grids, attention, an unrolled RNN."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["plot_training_curves", "plot_accuracy_by_length", "plot_one_hot", "plot_attention"]
+__all__ = ["plot_training_curves", "plot_accuracy_by_length", "plot_one_hot", "plot_attention", "plot_unrolled_network"]
 
 
 def _axes(axes, count: int = 1, width: float = 5.0):
@@ -191,3 +191,55 @@ def plot_attention(weights, source_labels=None, target_labels=None, title: str =
     if title:
         axis.set_title(title)
     return axis
+
+
+def plot_unrolled_network(steps: int = 4, axis=None):
+    """Draw a recurrent network unrolled over ``steps`` time steps, with backpropagation through time.
+
+    One box per step (the same cell, the same weights), its input x_t below and its loss L_t
+    above; black arrows carry the state h_t forward, red dashed arrows the gradient of
+    L = Σ_t L_t back through the states (Werbos, 1990, *Backpropagation through time: what it does
+    and how to do it*).
+
+    Args:
+        steps: int >= 1, the number of time steps drawn.
+        axis: a matplotlib axis to draw on (default: a new figure).
+
+    Returns:
+        The matplotlib axis.
+
+    Raises:
+        ValueError: if ``steps`` is not a positive integer.
+
+    Example:
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> plot_unrolled_network(3).get_title()
+        'unrolled over 3 steps: one cell, one set of weights'
+    """
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"`steps` must be a positive integer; received {steps!r}.")
+    from matplotlib.patches import FancyBboxPatch
+
+    axis = _axes(axis, width=1.9 * steps + 1.2)
+    arrow = {"arrowstyle": "->", "lw": 1.4}
+    for t in range(1, steps + 1):
+        x = 1.9 * t
+        axis.add_patch(FancyBboxPatch((x - 0.45, 0.6), 0.9, 0.8, boxstyle="round,pad=0.05",
+                                      facecolor="#dde8f5", edgecolor="black"))
+        axis.text(x, 1.0, "cell", ha="center", va="center")
+        axis.annotate("", (x, 0.6), (x, 0.0), arrowprops=arrow)
+        axis.text(x, -0.2, f"$x_{t}$", ha="center", va="center")
+        axis.annotate("", (x, 2.0), (x, 1.4), arrowprops=arrow)
+        axis.text(x, 2.2, f"$L_{t}$", ha="center", va="center")
+        axis.annotate("", (x - 0.5, 1.1), (x - 1.4, 1.1), arrowprops=arrow)
+        axis.text(x - 0.95, 1.25, f"$h_{t - 1}$", ha="center", va="bottom", fontsize="small")
+        axis.annotate("", (x - 1.4, 0.85), (x - 0.5, 0.85), arrowprops={**arrow, "color": "red", "linestyle": "--"})
+    axis.text(1.9 * steps + 0.9, 1.0, "…", ha="center", va="center")
+    axis.text(0.3, -0.45, "red, dashed: the gradient of the loss passed back one step, ∂L/∂h", color="red",
+              fontsize="small", ha="left", va="center")
+    axis.set(xlim=(0.2, 1.9 * steps + 1.2), ylim=(-0.5, 2.5),
+             title=f"unrolled over {steps} steps: one cell, one set of weights")
+    axis.axis("off")
+    return axis
+

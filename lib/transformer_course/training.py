@@ -25,7 +25,8 @@ import numpy as np
 
 from ._validation import check_integer
 
-__all__ = ["fit_best", "EpochScores", "WindowMeans", "WarmupCosineDecay", "WarmupLinearDecay", "RoundOrder"]
+__all__ = ["fit_best", "EpochScores", "WindowMeans", "WarmupCosineDecay", "WarmupLinearDecay", "RoundOrder",
+           "gradient_of"]
 
 
 class RoundOrder:
@@ -353,3 +354,62 @@ def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: s
         "epoch_seconds": [end - begin for begin, end in zip(starts, best.ends)], "stopped_by": best.stopped_by,
     }
     return model, history, facts
+
+
+def gradient_of(function: Callable, values):
+    """The gradient of a scalar ``function(values)`` with respect to ``values``, on any Keras backend.
+
+    Keras 3 has no backend-neutral gradient call; this one dispatches to the backend's own automatic
+    differentiation: ``tf.GradientTape`` (TensorFlow), ``jax.grad`` (JAX) or ``torch.autograd.grad``
+    (PyTorch). Used to measure how much gradient reaches an input or a state (notebook 01's
+    backpropagation through time, notebook 05's depth).
+
+    Args:
+        function: callable taking ``values`` and returning a scalar tensor, built from ``keras.ops``
+            and Keras layers (any backend's ops work on their own backend).
+        values: one float array or tensor, or a list of them (any shapes).
+
+    Returns:
+        The gradient in the structure of ``values``: one tensor, or a list of tensors, each the shape
+        of its value (backend tensors; ``keras.ops.convert_to_numpy`` turns them into arrays).
+
+    Raises:
+        ValueError: if ``function`` does not return a scalar.
+        NotImplementedError: on a backend other than these three.
+
+    Example:
+        >>> import numpy as np
+        >>> gradient = gradient_of(lambda x: keras.ops.sum(x ** 2), np.array([1.0, -2.0], "float32"))
+        >>> keras.ops.convert_to_numpy(gradient).tolist()
+        [2.0, -4.0]
+    """
+    backend = keras.backend.backend()
+    as_list = isinstance(values, (list, tuple))
+    tensors = [keras.ops.convert_to_tensor(value) for value in (values if as_list else [values])]
+
+    def scalar(arguments):
+        result = function(list(arguments) if as_list else arguments[0])
+        if tuple(keras.ops.shape(result)) != ():
+            raise ValueError(f"`function` must return a scalar; it returned shape {tuple(keras.ops.shape(result))}.")
+        return result
+
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            result = scalar(tensors)
+        gradients = tape.gradient(result, tensors)
+    elif backend == "jax":
+        import jax
+
+        gradients = list(jax.grad(lambda arguments: scalar(arguments))(tensors))
+    elif backend == "torch":
+        import torch
+
+        tensors = [tensor.detach().requires_grad_(True) for tensor in tensors]
+        gradients = list(torch.autograd.grad(scalar(tensors), tensors))
+    else:
+        raise NotImplementedError(f"gradient_of supports the tensorflow, jax and torch backends; received {backend!r}.")
+    return gradients if as_list else gradients[0]
+
