@@ -442,8 +442,8 @@ report_metric("llama_gain_bits_per_character", float(np.mean(differences)),
 #   is the arm's seed 0). The grid is coarse (factors of 2); one component at a time (rotary
 #   positions alone, RMSNorm alone, SwiGLU alone, grouped queries alone) is not measured: within
 #   this notebook's hour it would cost four more arms.
-# - **Scale.** About 2.5 million tokens each, a fifth of notebook 09's training (whose model
-#   reached 1.69 bits per character): both models are early in training, where the best rate is
+# - **Scale.** About 2.5 million tokens each, fewer than notebook 09's model read: both models
+#   are early in training, where the best rate is
 #   high and a ranking can still change. Narang et al., 2021 (*Do Transformer Modifications
 #   Transfer Across Implementations and Applications?*) found most published modifications did
 #   not help once re-implemented, and GLU variants among the few that did, at far larger budgets
