@@ -101,6 +101,10 @@ def test_notebook_09_runs_its_gpt2_section_on_a_local_copy_of_a_preset(tmp_path,
     monkeypatch.setenv("COURSE_PROFILE", "smoke")
     root = Path(__file__).resolve().parents[1]
     notebook = nbformat.read(root / "notebooks" / "09_language_model.ipynb", as_version=4)
+    # Sections 1 to 9 (GPT-2 is section 9); the sections after it run in the notebook's own smoke test.
+    after = next(index for index, cell in enumerate(notebook.cells)
+                 if cell.cell_type == "markdown" and cell.source.startswith("## 10."))
+    notebook.cells = notebook.cells[:after]
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"

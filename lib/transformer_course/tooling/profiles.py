@@ -305,13 +305,13 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
            "sweep_lengths": (6,),  # one length runs every code path with half the sweep's models
            "sweep_train_size": 200, "sweep_test_size": 40, "sweep_units": 16, "sweep_batch_size": 50,
            "sweep_epochs": 1, "sweep_patience": 1},
-    "03": {"imdb_reviews": 1000, "bpe_merges": 300, "word_vector_reviews": 100},
+    "03": {"imdb_reviews": 1000, "bpe_merges": 300, "word_vector_reviews": 30},
     "04": {"scaling_samples": 200},
     "05": {},
     "06": {"train_reviews": 800, "test_reviews": 400, "model": {"embed_dim": 32, "intermediate_dim": 16}, "epochs": 1,
            "patience": 1, "baseline_epochs": 1,
            "jit_compile": False},  # compiling every bucket shape costs more than it saves here
-    "07": {"pairs": 3000, "source_vocabulary_size": 2000, "target_vocabulary_size": 2000,
+    "07": {"pairs": 1500, "source_vocabulary_size": 2000, "target_vocabulary_size": 2000,
            "model": {"embed_dim": 32, "intermediate_dim": 64, "num_heads": 2, "num_layers": 1},
            "batch_size": 64, "warmup_steps": 10,
            "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
