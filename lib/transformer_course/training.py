@@ -362,7 +362,7 @@ def gradient_of(function: Callable, values):
     Keras 3 has no backend-neutral gradient call; this one dispatches to the backend's own automatic
     differentiation: ``tf.GradientTape`` (TensorFlow), ``jax.grad`` (JAX) or ``torch.autograd.grad``
     (PyTorch). Used to measure how much gradient reaches an input or a state (notebook 01's
-    backpropagation through time, notebook 05's depth).
+    backpropagation through time).
 
     Args:
         function: callable taking ``values`` and returning a scalar tensor, built from ``keras.ops``
@@ -403,7 +403,7 @@ def gradient_of(function: Callable, values):
     elif backend == "jax":
         import jax
 
-        gradients = list(jax.grad(lambda arguments: scalar(arguments))(tensors))
+        gradients = list(jax.grad(scalar)(tensors))
     elif backend == "torch":
         import torch
 

@@ -229,19 +229,18 @@ def encoder_block_hint(arguments, received, expected):
                 ("the LayerNorm was applied to the sub-layer's output, x + LayerNorm(F(x)): pre-norm normalises the "
                  "sub-layer's input, x + F(LayerNorm(x)); post-norm the sum, LayerNorm(x + F(x)).",
                  _block(x, weights, key_mask, first, norm_output=True))]
-    if mask is not None:
-        variants.append(("padding took part in attention: build the attention mask (B, T, T) from `mask`, so no "
-                         "query attends to a padding key.", _block(x, weights, None, first)))
-    found = _first_match(received, variants, atol=1e-5)
-    if found is None and mask is not None:
-        # At the real positions, attention over every key: the mask went on the queries (rows), which only
-        # changes the padding positions' own outputs.
-        real = np.broadcast_to(np.asarray(mask, dtype=bool)[:, :, None], x.shape)
-        found = _first_match(received, [(
-            "the mask was applied to the queries, not the keys: at the real positions every query still attends to "
-            "the padding keys. Mask the key axis, mask[:, None, :] broadcast to (B, T, T), so no query attends to a "
-            "padding key.", _block(x, weights, None, first))], atol=1e-5, where=real)
-    return found
+    if mask is None:
+        return _first_match(received, variants, atol=1e-5)
+    unmasked = _block(x, weights, None, first)
+    variants.append(("padding took part in attention: build the attention mask (B, T, T) from `mask`, so no "
+                     "query attends to a padding key.", unmasked))
+    # Equal to attention over every key at the real positions only: the mask went on the queries (rows), which
+    # changes nothing but the padding positions' own outputs.
+    real = np.broadcast_to(np.asarray(mask, dtype=bool)[:, :, None], x.shape)
+    return _first_match(received, variants, atol=1e-5) or _first_match(received, [(
+        "the mask was applied to the queries, not the keys: at the real positions every query still attends to "
+        "the padding keys. Mask the key axis, mask[:, None, :] broadcast to (B, T, T), so no query attends to a "
+        "padding key.", unmasked)], atol=1e-5, where=real)
 
 
 def _gpt(token_ids, weights, config, causal=True, positions_after=False, final_norm=True, normalize_first=None):
