@@ -1,10 +1,22 @@
-"""Test-wide settings: every test and every nbval-run notebook uses the smoke profile, and every
-temporary file (TensorFlow's autograph leaves one per traced function) goes into one folder of the
-test run's own, removed when the run ends."""
+"""Test-wide settings, for the course's tests (``tests/``), the grader's (``grader/tests/``) and the
+notebooks nbval runs: every test and notebook uses the smoke profile; every temporary file
+(TensorFlow's autograph leaves one per traced function) goes into one folder of the test run's own,
+removed when the run ends; and the ``tensorflow`` marker.
 
+A test module that needs Keras on TensorFlow (tf.data pipelines, the grader's kernels, the wheel's
+notebooks, the TensorFlow start-up log) says so with ``pytestmark = pytest.mark.tensorflow``.
+``pytest -m "not tensorflow"`` deselects it anywhere; where TensorFlow is not installed (the
+noxfile's jax and torch sessions) it is not even collected, since importing it would fail: the
+marker is read from the module's source, which is never imported.
+"""
+
+import ast
+import importlib.util
 import os
 import shutil
 import tempfile
+from functools import cache
+from pathlib import Path
 
 from transformer_course.datasets import pin_data_directory
 
@@ -23,3 +35,31 @@ tempfile.tempdir = _TEMPORARY_FOLDER
 
 def pytest_unconfigure(config):
     shutil.rmtree(_TEMPORARY_FOLDER, ignore_errors=True)
+
+
+# Each test worker (pytest-xdist) and the notebook kernels it starts share the machine's cores with the
+# other workers: TensorFlow's thread pools, as wide as the machine by default, are narrowed to each
+# worker's share (on 2 cores with 2 workers, notebooks 07 and 10 ran in 0.91 of the time with one
+# thread each). Set before TensorFlow starts; a value already in the environment is kept.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
+TENSORFLOW_INSTALLED = importlib.util.find_spec("tensorflow") is not None
+
+
+@cache
+def marked_tensorflow(path: Path) -> bool:
+    """Whether the test module at ``path`` assigns ``pytestmark`` a value that names the ``tensorflow`` marker."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == "pytestmark" for target in node.targets):
+            return any(isinstance(part, ast.Attribute) and part.attr == "tensorflow" for part in ast.walk(node.value))
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config):
+    if (not TENSORFLOW_INSTALLED and collection_path.suffix == ".py" and collection_path.name.startswith("test_")
+            and marked_tensorflow(collection_path)):
+        return True
+    return None

@@ -49,7 +49,8 @@ BACKEND_NOTEBOOKS = {
 SMOKE_NOTEBOOKS = ["notebooks/01_seq2seq_lstm.ipynb", "notebooks/04_self_attention.ipynb",
                    "notebooks/07_transformer_translation.ipynb", "notebooks/08_bert_pretraining.ipynb"]
 # Unit tests only: the notebooks, the release and grading of all ten are the default suite's job.
-UNIT_TESTS = ["tests", "--ignore=tests/test_course_release.py", "--ignore=tests/test_release_reruns.py"]
+UNIT_TESTS = ["tests", "grader/tests", "--ignore=grader/tests/test_course_release.py",
+              "--ignore=grader/tests/test_release_reruns.py"]
 
 
 def _pinned(without: tuple[str, ...]) -> list[str]:
@@ -74,7 +75,7 @@ def _test_stack(session, stack: list[str], notebooks: list[str]) -> None:
     # skips its section on several devices; the test that needs JAX skips too).
     replaced = ("tensorflow", "keras", "tensorflow-text", "keras-hub", "numpy", "jax")
     session.install(*stack, *_pinned(without=replaced))
-    session.install("--no-deps", "-e", ".")
+    session.install("--no-deps", "-e", ".", "-e", "grader")  # the grader: the notebooks' hidden tests import it
     session.run("python", "-m", "pip", "check")
     session.run("python", "-m", "pytest", "-q", *UNIT_TESTS, *notebooks, env=_environment())
 
@@ -97,11 +98,11 @@ def colab_2026(session):
 @nox.parametrize("backend", ["jax", "torch"], ids=["jax", "torch"])
 def backend(session, backend):
     """The unit tests not marked ``tensorflow`` and notebooks 01, 02, 04, 10 (jax) or 04, 10 (torch), with no
-    TensorFlow installed (tests/conftest.py leaves the marked modules uncollected)."""
+    TensorFlow installed (conftest.py leaves the marked modules uncollected)."""
     frameworks = {"jax": ["jax[cpu]"], "torch": ["torch==2.13.0"]}[backend]
     without = ("tensorflow", "tensorflow-text", "keras-hub", "nbgrader", *(("jax",) if backend == "torch" else ()))
     session.install(*frameworks, *_pinned(without=without))
-    session.install("--no-deps", "-e", ".")
+    session.install("--no-deps", "-e", ".", "-e", "grader")  # without nbgrader: its tests are marked tensorflow
     environment = {**_environment(), "KERAS_BACKEND": backend}
     session.run("python", "-c", "import importlib.util as u, sys; sys.exit(u.find_spec('tensorflow') is not None)")
     session.run("python", "-m", "pytest", "-q", "-m", "not tensorflow", *UNIT_TESTS, *BACKEND_NOTEBOOKS[backend],
@@ -130,5 +131,5 @@ def layers(session, backend):
 def python(session):
     """The unit tests on another Python, with the pinned versions."""
     session.install("-r", "requirements.txt")
-    session.install("--no-deps", "-e", ".")
+    session.install("--no-deps", "-e", ".", "-e", "grader")
     session.run("python", "-m", "pytest", "-q", *UNIT_TESTS, env=_environment())

@@ -1,7 +1,7 @@
 """Importing Keras in the graded kernel: the audit hook's cost, against a plain import and another commit's hook.
 
 Every notebook's graded kernel imports Keras (and so TensorFlow) under the hook of
-:mod:`transformer_course.grading.guard`, which walks the stack on every event that builds code;
+:mod:`transformer_course_grader.guard`, which walks the stack on every event that builds code;
 importing TensorFlow raises about 20,000 of them (``typing`` compiles each forward reference), and
 reading a frame's code is itself an audited event. Each arm imports ``keras`` in a fresh process,
 with a frame of a notebook cell (``<cell 1>``) at the bottom of the stack, as in the graded kernel;
@@ -24,7 +24,7 @@ from pathlib import Path
 from transformer_course.tooling.runtime import hardware
 
 ROOT = Path(__file__).resolve().parents[1]
-GUARD = "lib/transformer_course/grading/guard.py"
+GUARD = "grader/lib/transformer_course_grader/guard.py"
 
 CHILD = """
 import importlib.util, os, site, sys, time

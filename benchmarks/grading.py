@@ -7,7 +7,7 @@ The class holds two submissions of each notebook with exercises (01-10; or ``--n
 one notebook only): one the instructor's solved notebook, one the untouched release, so both full
 runs and "not attempted" runs are timed, and the rate is what a class handing in every notebook
 sees. Each submission runs in its own sandboxed kernel in
-the smoke profile, exactly as ``transformer-course grade`` runs it. Prints submissions/minute for
+the smoke profile, exactly as ``transformer-course-grader grade`` runs it. Prints submissions/minute for
 each worker count, and the time of one submission of every notebook that has exercises (the
 target is at most 60 s each). Needs ``COURSE_DATA_DIR`` pointing at a filled data cache.
 
@@ -36,9 +36,9 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from transformer_course.datasets import pin_data_directory
-from transformer_course.grading.grader import grade_folder
-from transformer_course.grading.sandbox import Limits, sandbox_available
 from transformer_course.tooling.runtime import hardware
+from transformer_course_grader.grader import grade_folder
+from transformer_course_grader.sandbox import Limits, sandbox_available
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
 Each case is a student's program for an exercise and the answer it may copy (the grader's reference
 or the package's implementation); each detector gives a score in [0, 1] for "the program copies the
 answer": the grader's containment of the answer's 5-token sequences after its normalisation
-(:mod:`transformer_course.grading.similarity`), and copydetect's share of the answer's fingerprints
+(:mod:`transformer_course_grader.similarity`), and copydetect's share of the answer's fingerprints
 found in the program (``CodeFingerprint`` with k=25 characters, window 1, the defaults of its
 command line; copydetect tokenises with Pygments, renaming variables and literals). The copies
 should score high, the honest answers written independently low.
@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 
 from transformer_course import decoding, masks
-from transformer_course.grading import references
-from transformer_course.grading.similarity import containment, normalise, strip_no_ops
+from transformer_course_grader import references
+from transformer_course_grader.similarity import containment, normalise, strip_no_ops
 
 # Each answer with its imports, as the grader reads a known answer (the statements it needs).
 CAUSAL = "import numpy as np\n" + inspect.getsource(references._causal_reference).replace("_causal_reference",

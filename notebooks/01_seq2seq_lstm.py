@@ -514,7 +514,7 @@ from transformer_course.exercises import check
 
 check("01.1", one_hot_encode)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("01.1", one_hot_encode, seed=7).passed
 ### END HIDDEN TESTS

@@ -402,7 +402,7 @@ from transformer_course.exercises import check
 
 check("02.1", luong_general_score)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("02.1", luong_general_score, seed=7).passed
 ### END HIDDEN TESTS

@@ -576,7 +576,7 @@ from transformer_course.exercises import check
 
 check("03.1", vectorize)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("03.1", vectorize, seed=7).passed
 ### END HIDDEN TESTS

@@ -602,7 +602,7 @@ from transformer_course.exercises import check
 
 check("04.1", scaled_dot_product_attention)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("04.1", scaled_dot_product_attention, seed=7).passed
 ### END HIDDEN TESTS

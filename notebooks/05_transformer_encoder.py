@@ -297,7 +297,7 @@ from transformer_course.exercises import check
 
 check("05.1", layer_norm)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("05.1", layer_norm, seed=7).passed
 ### END HIDDEN TESTS

@@ -437,7 +437,7 @@ from transformer_course.exercises import check
 
 check("06.1", masked_max_pool)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("06.1", masked_max_pool, seed=7).passed
 ### END HIDDEN TESTS

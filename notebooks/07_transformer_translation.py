@@ -564,7 +564,7 @@ from transformer_course.exercises import check
 
 check("07.1", causal_mask)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("07.1", causal_mask, seed=7).passed
 ### END HIDDEN TESTS

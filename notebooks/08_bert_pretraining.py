@@ -1214,7 +1214,7 @@ from transformer_course.exercises import check
 
 check("08.1", masked_lm_loss)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("08.1", masked_lm_loss, seed=7).passed
 ### END HIDDEN TESTS

@@ -1061,7 +1061,7 @@ from transformer_course.exercises import check
 
 check("09.1", softmax_with_temperature)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("09.1", softmax_with_temperature, seed=7).passed
 ### END HIDDEN TESTS

@@ -619,7 +619,7 @@ from transformer_course.exercises import check
 
 check("10.1", patchify)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("10.1", patchify, seed=7).passed
 ### END HIDDEN TESTS

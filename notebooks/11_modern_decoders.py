@@ -778,7 +778,7 @@ from transformer_course.exercises import check
 
 check("11.1", rotate_positions)
 ### BEGIN HIDDEN TESTS
-from transformer_course.grading import evaluate_hidden
+from transformer_course_grader import evaluate_hidden
 
 assert evaluate_hidden("11.1", rotate_positions, seed=7).passed
 ### END HIDDEN TESTS

@@ -5,7 +5,7 @@ import pytest
 
 import transformer_course.exercises as exercises
 from transformer_course.exercises import EXERCISES, check, evaluate
-from transformer_course.grading import evaluate_hidden, references
+from transformer_course_grader import evaluate_hidden, references
 
 
 def _reference(exercise_id):
@@ -174,7 +174,7 @@ def test_the_stored_public_cases_are_those_the_references_give():
 
     from transformer_course.exercises.values import decode
 
-    regenerate = ("run: python -c 'from transformer_course.grading.references import write_public_cases; "
+    regenerate = ("run: python -c 'from transformer_course_grader.references import write_public_cases; "
                   "write_public_cases()'")
     stored = json.loads(references.PUBLIC_CASES.read_text(encoding="utf-8"))
     computed = json.loads(references.public_cases())
@@ -204,7 +204,7 @@ def test_students_see_no_reference_or_case_generator():
 
 def test_the_instructors_hidden_tests_draw_more_cases_from_the_references():
     """The source notebooks' hidden tests call evaluate_hidden(..., seed=7): other cases, the same verdicts."""
-    from transformer_course.grading import evaluate_hidden
+    from transformer_course_grader import evaluate_hidden
 
     assert evaluate_hidden("07.1", _reference("07.1"), seed=7).passed
     wrong = evaluate_hidden("06.1", lambda values, mask: values.max(axis=1), seed=7)
@@ -657,7 +657,7 @@ def _thirty_percent(token_ids, corrupted, labels, arguments):
     (_thirty_percent, "expected 15%"),
 ], ids=lambda value: getattr(value, "__name__", "message"))
 def test_bert_corruption_mistakes_fail_on_public_and_secret_cases(change, message):
-    from transformer_course.grading import evaluate_hidden
+    from transformer_course_grader import evaluate_hidden
 
     for verdict in (evaluate("08.3", _bert_corruption_variant(change)),
                     evaluate_hidden("08.3", _bert_corruption_variant(change), seed=11)):
@@ -666,7 +666,7 @@ def test_bert_corruption_mistakes_fail_on_public_and_secret_cases(change, messag
 
 @pytest.mark.parametrize("seed", [3, 11, 12345])
 def test_right_bert_corruption_answers_pass_at_any_seed(seed):
-    from transformer_course.grading import evaluate_hidden
+    from transformer_course_grader import evaluate_hidden
 
     assert evaluate_hidden("08.3", _reference("08.3"), seed=seed).passed
 
@@ -687,7 +687,7 @@ def _equal(first, second) -> bool:
 def test_a_lookup_table_of_the_public_outputs_fails_the_secret_cases(exercise_id):
     """The grading cases are drawn from the secret seed: remembering the public answers earns nothing."""
     from transformer_course.exercises.catalog import public_cases
-    from transformer_course.grading import evaluate_hidden
+    from transformer_course_grader import evaluate_hidden
 
     table = [(arguments, references.answer(exercise_id, arguments)) for _, arguments, _ in public_cases(exercise_id)]
 
@@ -758,7 +758,7 @@ def test_a_numpy_scalar_loss_is_judged_after_the_boundary_as_the_check_judges_it
 
 
 def test_a_passing_check_says_it_ran_the_public_cases_and_that_new_ones_grade(capsys):
-    from transformer_course.grading.references import _one_hot_encode_reference
+    from transformer_course_grader.references import _one_hot_encode_reference
 
     check("01.1", _one_hot_encode_reference)
     printed = capsys.readouterr().out

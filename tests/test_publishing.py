@@ -6,8 +6,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_course.tooling.cli import main
 from transformer_course.tooling.publishing import Publication, publication, stamp
+from transformer_course_grader.cli import main  # `release` stamps the setting
 
 pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
 

@@ -3,7 +3,7 @@
 A function that moves leaves its old dotted name behind in docstrings and guides
 (``positional.rotary_embedding`` once outlived its move to ``rotary``). The checks here:
 
-* each Sphinx cross-reference in a docstring of the package (``:func:`~transformer_course.x.y```,
+* each Sphinx cross-reference in a docstring of the package or the grader (``:func:`~transformer_course.x.y```,
   ``:class:``, ``:mod:``, ``:meth:``, ``:data:``) and each backticked ``transformer_course.x.y`` in
   the guides (``docs/*.md``, the README) resolves, by import and attribute, and a function or
   class it names is defined in the module named, or listed in that module's ``__all__`` (a name
@@ -20,8 +20,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lib" / "transformer_course"
-ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc):`~?(transformer_course(?:\.\w+)+)`")
-BACKTICKED = re.compile(r"`(transformer_course(?:\.\w+)+)`")
+GRADER = ROOT / "grader" / "lib" / "transformer_course_grader"
+ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc):`~?(transformer_course(?:_grader)?(?:\.\w+)+)`")
+BACKTICKED = re.compile(r"`(transformer_course(?:_grader)?(?:\.\w+)+)`")
 
 
 def _resolves(dotted):
@@ -57,10 +58,10 @@ def _docstrings(path):
 
 def _cited():
     cited = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")) + sorted(GRADER.rglob("*.py")):
         for line, text in _docstrings(path):
             cited += [(f"{path.relative_to(ROOT)}:{line}", match) for match in ROLE.findall(text)]
-    for path in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]:
+    for path in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "grader" / "README.md"]:
         text = path.read_text(encoding="utf-8")
         cited += [(str(path.relative_to(ROOT)), match) for match in BACKTICKED.findall(text) + ROLE.findall(text)]
     return cited
@@ -83,7 +84,7 @@ def test_the_guides_counts_of_notebooks_exercises_and_points_are_the_catalogs():
     notebooks = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
     exercises, points = len(EXERCISES), sum(exercise.points for exercise in EXERCISES.values())
     words = {10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen"}
-    for path in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]:
+    for path in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "grader" / "README.md"]:
         text = " ".join(path.read_text(encoding="utf-8").split())
         for count in re.findall(r"\b(\d+) (?:graded )?exercises\b", text):
             assert int(count) == exercises, f"{path.name} says {count} exercises; the catalog holds {exercises}"

@@ -1,6 +1,7 @@
-"""The package's two parts: no subject module imports the machinery (``tooling``), read from every
-import statement; importing a layer module loads none of it; the notebook helpers are reachable
-from the package itself."""
+"""The package's parts: no subject module imports the machinery (``tooling``) or the exercises, and no
+module at all imports the grader (a distribution of its own), read from every import statement;
+importing a layer module loads none of the machinery; the notebook helpers are reachable from the
+package itself."""
 
 import ast
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "transformer_course"
 # Every module but the machinery's own and the package's __init__ (which re-exports the notebook
-# helpers lazily); the exercises and the grader may use each other, the subject neither.
+# helpers lazily); the subject does not use the exercises.
 OUTSIDE_TOOLING = sorted(path for path in PACKAGE.rglob("*.py") if path.parent != PACKAGE / "tooling"
                          and path != PACKAGE / "__init__.py")
 SUBJECT = [path for path in OUTSIDE_TOOLING if path.parent == PACKAGE]
@@ -40,7 +41,7 @@ def test_the_rule_is_read_from_real_imports():
     """The reader resolves relative imports: the runner's own imports of the machinery are seen."""
     assert "transformer_course.tooling.results" in _imported_modules(PACKAGE / "tooling" / "runner.py")
     assert "transformer_course._quiet_keras" in _imported_modules(PACKAGE / "masks.py")
-    assert "transformer_course.exercises.values" in _imported_modules(PACKAGE / "grading" / "protocol.py")
+    assert "transformer_course.exercises.values" in _imported_modules(PACKAGE / "exercises" / "catalog.py")
 
 
 def _reached(path: Path, parts: tuple[str, ...]) -> list[str]:
@@ -54,8 +55,15 @@ def test_nothing_outside_the_machinery_imports_it(path):
 
 
 @pytest.mark.parametrize("path", SUBJECT, ids=lambda path: str(path.relative_to(PACKAGE)))
-def test_no_subject_module_imports_the_grader_or_the_exercises(path):
-    reached = _reached(path, ("grading", "exercises"))
+def test_no_subject_module_imports_the_exercises(path):
+    reached = _reached(path, ("exercises",))
+    assert not reached, f"{path.relative_to(PACKAGE)} imports {reached}"
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda path: str(path.relative_to(PACKAGE)))
+def test_no_module_of_the_course_package_imports_the_grader(path):
+    """The grader is a distribution of its own (``grader/``) that students never install."""
+    reached = sorted(name for name in _imported_modules(path) if name.split(".")[0] == "transformer_course_grader")
     assert not reached, f"{path.relative_to(PACKAGE)} imports {reached}"
 
 
@@ -131,14 +139,3 @@ def test_no_two_modules_of_the_package_import_each_other_in_a_circle():
                 seen.add(module)
                 stack.extend(graph.get(module, ()))
     assert circles == []
-
-
-def test_no_grading_module_imports_a_private_name_of_another():
-    """Each grading module uses its siblings through their public names only."""
-    private = []
-    for path in sorted((PACKAGE / "grading").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                private += [f"{path.name}: {alias.name}" for alias in node.names
-                            if alias.name.startswith("_") and not alias.name.startswith("__")]
-    assert private == []

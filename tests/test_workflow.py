@@ -8,7 +8,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-from transformer_course.tooling.cli import main, read_seed_file  # noqa: E402
+from transformer_course_grader.cli import main, read_seed_file  # noqa: E402
 
 WORKFLOW = Path(__file__).resolve().parents[1] / ".github" / "workflows" / "grade.yml"
 
@@ -47,7 +47,7 @@ def test_every_shard_reads_the_plans_seed_file_and_no_input_is_pasted_into_a_scr
     download = next(step for step in jobs["grade"]["steps"]
                     if step.get("uses", "").startswith("actions/download-artifact"))
     assert download["with"]["name"] == upload["with"]["name"]
-    grade = next(step for step in jobs["grade"]["steps"] if "transformer-course grade" in step.get("run", ""))
+    grade = next(step for step in jobs["grade"]["steps"] if "transformer-course-grader grade" in step.get("run", ""))
     assert f"--seed-file {download['with']['path']}/seed.txt" in grade["run"]
     for job in jobs.values():
         for step in job["steps"]:
@@ -89,7 +89,7 @@ def test_the_site_workflow_publishes_the_site_its_test_read():
 
 def test_every_push_is_linted_and_unit_tested_at_the_pinned_versions():
     """The checks workflow runs on push and pull request; its ruff and pre-commit's are requirements.txt's;
-    its unit tests are the nox sessions' (tests/, less the two files that run every notebook)."""
+    its unit tests are the nox sessions' (tests/ and grader/tests/, less the two files that run every notebook)."""
     import re
 
     root = WORKFLOW.parents[2]
@@ -102,5 +102,6 @@ def test_every_push_is_linted_and_unit_tested_at_the_pinned_versions():
     hooks = yaml.safe_load((root / ".pre-commit-config.yaml").read_text(encoding="utf-8"))["repos"]
     assert [(repo["rev"], [hook["id"] for hook in repo["hooks"]]) for repo in hooks] == [(f"v{pinned}", ["ruff"])]
     tests = next(step["run"] for step in workflow["jobs"]["unit-tests"]["steps"] if "pytest" in step.get("run", ""))
-    unit_tests = re.search(r"^UNIT_TESTS = \[(.*)\]$", (root / "noxfile.py").read_text(encoding="utf-8"), re.M).group(1)
+    unit_tests = re.search(r"^UNIT_TESTS = \[(.*?)\]$", (root / "noxfile.py").read_text(encoding="utf-8"),
+                           re.M | re.S).group(1)
     assert tests.split("pytest -q ", 1)[1].split() == re.findall(r'"([^"]+)"', unit_tests)

@@ -7,14 +7,15 @@ The package has three parts:
   ``classifier``, ``translation``, ``language_model``, ``pretraining``, ``bert`` and ``electra``,
   ``vision``), ``word_vectors``, ``decoding``, ``generation``, ``bpe``, ``text``, ``training``,
   ``parallel``, ``metrics``, ``plots``, ``datasets``;
-* **the exercises and the grader** — ``exercises`` (the catalogue and students' ``check``) and
-  ``grading`` (release and grade);
+* **the exercises** — ``exercises``: the catalogue and students' ``check`` (the grader, which
+  releases and grades, is a distribution of its own, ``transformer_course_grader``, that imports
+  this package; nothing here imports it);
 * **the machinery** — the ``tooling`` subpackage: run profiles (``tooling.profiles``), notebook
   start-up and hardware records (``tooling.runtime``), result records (``tooling.results``), the
   headless runner, the command line, publishing and the website.
 
-The rule: **no subject module imports** ``tooling``, ``exercises`` or ``grading``, and nothing
-outside ``tooling`` imports it (``tests/test_tooling.py`` reads every import). A reader who opens
+The rule: **no subject module imports** ``tooling`` or ``exercises``, nothing outside ``tooling``
+imports ``tooling``, and no module imports the grader (``tests/test_tooling.py`` reads every import). A reader who opens
 ``masks.py`` finds the mask and nothing of notebook start-up, git or progress bars; the quiet
 TensorFlow import the layer modules share is ``_backend`` (standard library only).
 

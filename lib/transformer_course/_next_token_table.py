@@ -1,7 +1,7 @@
 """The smallest next-token model: a table of bigram probabilities (the exercises' decoding cases).
 
 It lives in a module of its own, which imports only NumPy, because graded calls need it where the
-rest of the package is out of reach (:mod:`transformer_course.grading.sandbox`); the course
+rest of the package is out of reach (:mod:`transformer_course_grader.sandbox`); the course
 imports it from :mod:`transformer_course.decoding`.
 """
 

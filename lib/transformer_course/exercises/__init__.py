@@ -94,7 +94,7 @@ def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
         candidate: the student's function (or ``None`` if they have not written one).
         cases: optional ``[(label, keyword arguments, expected output), ...]``; default: the
             exercise's public cases. (The instructor's hidden tests pass cases drawn from the
-            grader's references: :func:`transformer_course.grading.evaluate_hidden`.)
+            grader's references: :func:`transformer_course_grader.evaluate_hidden`.)
 
     Returns:
         :class:`Verdict`. Never raises for anything the candidate does.

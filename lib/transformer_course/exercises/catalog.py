@@ -4,7 +4,7 @@ Every exercise is a plain NumPy/Python function, so a check runs in milliseconds
 no download and no GPU. A student's instant check runs the function on the exercise's public
 cases, stored with their expected outputs in ``public_cases.json`` beside this file. The
 references and the generators of the secret grading cases are not here: they live only in the
-grader (:mod:`transformer_course.grading.references`).
+grader (:mod:`transformer_course_grader.references`).
 """
 
 from __future__ import annotations

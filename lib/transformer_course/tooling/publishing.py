@@ -11,7 +11,7 @@ there. Both addresses come from one place, the project's ``pyproject.toml``:
 * every Colab link opens the **student version**, ``release/NN_name.ipynb``, at that tag;
 * every Colab install line installs ``transformer-course @ git+<repository>@v<version>``.
 
-``transformer-course release`` stamps the source notebooks and the README before it writes the
+``transformer-course-grader release`` stamps the source notebooks and the README before it writes the
 student versions, and ``release --check`` fails while any of them disagrees with the setting.
 """
 

@@ -161,7 +161,7 @@ def load_records(results_dir: str | os.PathLike) -> list[dict]:
     return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
 
 
-# The full-profile records as of the last `transformer-course release`, shipped inside the package so
+# The full-profile records as of the last `transformer-course-grader release`, shipped inside the package so
 # that a notebook run from a pip install or in Colab (no results/ folder) still reads them.
 PACKAGED_RECORDS = Path(__file__).parent.parent / "records"
 
@@ -176,7 +176,7 @@ def load_record(notebook: str, results_dir: str | os.PathLike | None = None) -> 
     """The record of ``notebook``'s last full-profile run, or None if there is none.
 
     Reads ``results_dir`` first (a checkout's own, freshest records), then the copy shipped in the
-    package (``PACKAGED_RECORDS``, written by ``transformer-course release``).
+    package (``PACKAGED_RECORDS``, written by ``transformer-course-grader release``).
 
     Args:
         notebook: str, the notebook's file stem (``"01_seq2seq_lstm"``).

@@ -1,0 +1,430 @@
+"""Near-identical solutions: between students, and against the course package's own implementations.
+
+A heuristic, for the instructor to read, never a score. A copy with the names changed and the
+comments rewritten is still a copy. What is compared for an exercise is its **program**: the graded
+function and the statements it needs — its helpers (in other cells, or in a module the notebook
+wrote), constants and imports (:mod:`.slicing`) — not whole cells, so an answer spread over cells
+and a copy pasted below the untouched stub are compared whole, and nothing else dilutes them. A
+program is **normalised** with Python's own tokenizer: comments, docstrings and blank lines are
+dropped, every local name becomes ``N``, every number ``0`` and every string ``S``; keywords,
+operators, attribute names (``.tril``) and builtins (``range``) are kept, because they are what a
+solution *does*, and an imported name is **resolved** to what it imports (``np.tril``,
+``numpy.tril`` and ``tril`` after ``from numpy import tril`` read alike). Two programs are compared
+by the **Jaccard similarity** of their sets of 5-token sequences (shingles): 1.0 for the same code
+under other names, near 0 for unrelated code. The package's implementation is read two ways, its
+function alone and its function with the helpers and imports of its module that it uses, and a
+program is as close to it as to the closer of the two.
+
+Before a program is normalised, statements that change nothing are **dropped** (:func:`strip_no_ops`):
+``pass``, a bare constant or name, and an assignment in a function to a local name that nothing in
+it reads — padding that would dilute a copy.
+
+Every exercise is compared with **known answers** (:func:`known_answers`): the package's
+implementation where there is one (:data:`PACKAGE_IMPLEMENTATIONS`), the grader's reference (with
+the helpers of its module it uses), and the instructor's solution in the course's source notebooks
+where the checkout holds them. A student's program is listed beside a known answer when it
+*contains* that much of it — the share of the answer's 5-token sequences found in the program — so
+a copy that carries extra helpers or padding is still a copy.
+
+Students are compared pairwise (Jaccard), and those at or above :data:`SIMILARITY_THRESHOLD` are
+listed as **groups** (the connected students: five students sharing one program are one line, not
+ten pairs), at most :data:`MAX_GROUPS` per exercise. **Short natural answers are not listed as
+copies**, by two rules: a program shorter than :data:`MIN_SHINGLES` 5-token sequences is not
+compared between students, nor a known answer that short; and a group holding
+:data:`COMMON_SHARE` of the students who answered an exercise, or more (three students at least), is
+*the usual answer* — many students reaching one short program independently, as with
+``x.reshape(b, t, h, d).transpose(0, 2, 1, 3)`` — and is reported as a count, not as a group to read.
+It never changes a score: read the cells and decide.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import io
+import keyword
+import textwrap
+import tokenize
+from functools import cache
+from itertools import combinations
+
+__all__ = ["normalise", "similarity", "containment", "program_text", "strip_no_ops", "known_answers",
+           "SIMILARITY_THRESHOLD", "PACKAGE_IMPLEMENTATIONS", "similar_solutions", "MAX_SOLUTION_TOKENS",
+           "MIN_SHINGLES", "MAX_GROUPS", "COMMON_SHARE"]
+
+SIMILARITY_THRESHOLD = 0.8
+MIN_SHINGLES = 12  # a program with fewer 5-token sequences is a short, natural answer: not compared
+MAX_GROUPS = 25  # groups listed per exercise (the rest counted)
+COMMON_SHARE = 0.1  # a group with this share of the students who answered (3 at least) is the usual answer
+MAX_SOLUTION_TOKENS = 4000  # a solution's normalised tokens kept in grades.json (more is cut)
+SHINGLE = 5
+# The package function each exercise's answer mirrors (what a student could copy by hand).
+PACKAGE_IMPLEMENTATIONS = {
+    "01.1": "transformer_course.reversal:one_hot_encode",
+    "03.3": "transformer_course.bpe:BytePairEncoding._encode_piece",
+    "03.4": "transformer_course.word_vectors:skipgram_pairs",
+    "04.1": "transformer_course.attention:scaled_dot_product_attention",
+    "04.4": "transformer_course.positional:sinusoidal_encoding",
+    "07.1": "transformer_course.masks:causal_mask",
+    "07.2": "transformer_course.decoding:greedy_decode",
+    "08.3": "transformer_course.pretraining:mask_tokens",
+    "09.1": "transformer_course.decoding:apply_temperature",
+    "09.2": "transformer_course.decoding:top_p_filter",
+    "10.1": "transformer_course.vision:extract_patches",
+    "10.2": "transformer_course.vision:attention_rollout",
+    "11.1": "transformer_course.rotary:rotary_embedding",
+    "11.2": "transformer_course.transformer:RMSNorm.call",
+}
+_KEPT_NAMES = set(dir(builtins)) | {"np", "numpy", "keras", "ops", "tf", "torch", "jax", "math", "collections", "self"}
+
+
+def _imported_names(source: str) -> dict:
+    """{name: the tokens it stands for} of the imports in ``source``: ``np`` -> numpy, ``tril`` -> numpy . tril."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = " . ".join(alias.name.split(".")).split()
+                else:
+                    names[alias.name.split(".")[0]] = [alias.name.split(".")[0]]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                names[alias.asname or alias.name] = " . ".join([*node.module.split("."), alias.name]).split()
+    return names
+
+
+def normalise(source: str) -> list[str]:
+    """The tokens of ``source`` that say what it does, names and literals abstracted (see the module).
+
+    Args:
+        source: str, Python code (a program or a notebook cell; IPython lines such as ``%time`` are
+            dropped).
+
+    Returns:
+        list of str tokens; empty for code Python's tokenizer cannot read. An import's own tokens are
+        dropped and the names it binds are replaced by what they import.
+
+    Example:
+        >>> normalise("import numpy as np\\nx = np.tril(y)") == normalise("from numpy import tril\\nz = tril(w)")
+        True
+    """
+    lines = [line for line in str(source).splitlines() if not line.lstrip().startswith(("%", "!"))]
+    imported = _imported_names("\n".join(lines))
+    tokens, previous, at_statement_start, in_import = [], "", True, False
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(textwrap.dedent("\n".join(lines)) + "\n").readline):
+            kind, text = token.type, token.string
+            if kind in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER):
+                continue
+            if kind in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                at_statement_start, in_import = True, False
+                continue
+            if at_statement_start and text in ("import", "from"):
+                in_import = True
+            if in_import:  # what an import binds is resolved where the name is used
+                previous = text
+                continue
+            if kind == tokenize.STRING:
+                if not at_statement_start:  # a docstring or a bare string statement says nothing
+                    tokens.append("S")
+            elif kind == tokenize.NUMBER:
+                tokens.append("0")
+            elif kind == tokenize.NAME and previous != "." and text in imported:
+                tokens.extend(imported[text])
+            elif kind == tokenize.NAME:
+                tokens.append(text if keyword.iskeyword(text) or previous == "." or text in _KEPT_NAMES else "N")
+            else:
+                tokens.append(text)
+            at_statement_start = False
+            previous = text
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+    return tokens
+
+
+def _shingles(tokens) -> set:
+    """The 5-token sequences of a normalised token list (the whole list when it is shorter)."""
+    tokens = list(tokens)
+    return {tuple(tokens[i:i + SHINGLE]) for i in range(max(1, len(tokens) - SHINGLE + 1))} if tokens else set()
+
+
+def _jaccard(first: set, second: set) -> float:
+    return len(first & second) / len(first | second) if first and second else 0.0
+
+
+def similarity(first, second) -> float:
+    """Jaccard similarity of two normalised token lists' 5-token shingles, in [0, 1].
+
+    Example:
+        >>> similarity(normalise("def f(x):\\n    return x * 2 + 1"), normalise("def g(y):\\n    return y * 3 + 5"))
+        1.0
+    """
+    return _jaccard(_shingles(first), _shingles(second))
+
+
+def containment(answer, program) -> float:
+    """The share of ``answer``'s 5-token sequences found in ``program`` (normalised token lists), in [0, 1].
+
+    1.0 when the program holds the whole answer, whatever else it holds.
+
+    Example:
+        >>> answer = normalise("def f(x):\n    return x * 2 + 1")
+        >>> containment(answer, normalise("def helper(y):\n    return y\ndef f(x):\n    return x * 2 + 1"))
+        1.0
+    """
+    known = _shingles(answer)
+    return len(known & _shingles(program)) / len(known) if known else 0.0
+
+
+def program_text(program) -> str:
+    """The code of a :class:`.slicing.Program`: its statements, a written module's text in place of the magic."""
+    return "\n".join(unit.writes_body if unit.writes_module else unit.text for unit in program.units)
+
+
+def strip_no_ops(source: str) -> str:
+    """``source`` without the statements that change nothing: ``pass``, a bare constant or name, and, in a
+    function, an assignment to a local name that nothing in the function reads (repeated until none is left).
+
+    Returns ``source`` unchanged where it does not parse.
+
+    Example:
+        >>> print(strip_no_ops("def f(x):\n    unused = 3\n    pass\n    x\n    return x + 1"))
+        def f(x):
+            return x + 1
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source
+
+    def read_names(function) -> set:
+        return {node.id for node in ast.walk(function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+    def no_op(statement, read) -> bool:
+        if isinstance(statement, ast.Pass):
+            return True
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, (ast.Constant, ast.Name)):
+            return True
+        targets = statement.targets if isinstance(statement, ast.Assign) else (
+            [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else [])
+        return bool(targets) and all(isinstance(target, ast.Name) and target.id not in read for target in targets)
+
+    def prune(body, read) -> list:
+        kept = []
+        for statement in body:
+            for field_name in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, field_name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(statement, field_name, prune(inner, read) or [ast.Pass()])
+            if isinstance(statement, ast.Try):
+                for handler in statement.handlers:
+                    handler.body = prune(handler.body, read) or [ast.Pass()]
+            if not no_op(statement, read):
+                kept.append(statement)
+        return kept
+
+    try:
+        for function in [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            while True:
+                before = ast.dump(function)
+                globals_declared = {name for node in ast.walk(function) if isinstance(node, (ast.Global, ast.Nonlocal))
+                                    for name in node.names}
+                function.body = prune(function.body, read_names(function) | globals_declared) or [ast.Pass()]
+                if ast.dump(function) == before:
+                    break
+        return ast.unparse(tree)
+    except (RecursionError, ValueError):
+        return source
+
+
+@cache
+def known_answers(exercise_id: str) -> tuple:
+    """``((where, normalised tokens), ...)``: the answers to ``exercise_id`` a student could copy — the package's
+    implementation (alone and with its module's helpers), the grader's reference (with its module's helpers)
+    and the instructor's solution where the course's source notebooks are beside the package (a checkout)."""
+    from . import references
+
+    found = [("the course package's own implementation", tokens) for tokens in _package_tokens(exercise_id)]
+    reference = references._EXERCISES.get(exercise_id, (None, None))[1]
+    name = getattr(reference, "__name__", "")
+    if name.isidentifier():
+        from .slicing import program_for
+
+        program = program_for(_parsed_references(), 1, name)
+        if not program.missing:
+            found.append(("the grader's reference", tuple(normalise(strip_no_ops(program_text(program))))))
+    solution = _instructors_solution(exercise_id)
+    if solution:
+        found.append(("the instructor's solution", solution))
+    return tuple((where, tokens) for where, tokens in found if len(_shingles(tokens)) >= MIN_SHINGLES)
+
+
+@cache
+def _source_notebook(path):
+    """A source notebook and its cells read by the slicer, once for all of its exercises."""
+    import nbformat
+
+    from .slicing import parse_cells
+
+    notebook = nbformat.read(path, as_version=4)
+    return notebook, parse_cells([cell.source if cell.cell_type == "code" else "" for cell in notebook.cells])
+
+
+@cache
+def _parsed_references():
+    """The grader's references module, read once by the slicer for every exercise's known answer."""
+    from . import references
+    from .slicing import parse_cells
+
+    return parse_cells([inspect.getsource(references)])
+
+
+def _instructors_solution(exercise_id: str) -> tuple:
+    """The normalised program of the instructor's solution to ``exercise_id`` in ``notebooks/`` of a checkout."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[3] / "notebooks"
+    paths = sorted(folder.glob(f"{exercise_id.split('.')[0]}_*.ipynb")) if folder.is_dir() else []
+    if not paths:
+        return ()
+    try:
+        from transformer_course.exercises import EXERCISES
+
+        from .markup import exercise_id_of
+        from .slicing import program_for
+
+        notebook, parsed = _source_notebook(paths[0])
+        check = next((index for index, cell in enumerate(notebook.cells) if exercise_id_of(cell) == exercise_id
+                      and cell.get("metadata", {}).get("nbgrader", {}).get("grade")), None)
+        if check is None:
+            return ()
+        program = program_for(parsed, check, EXERCISES[exercise_id].function_name)
+        return () if program.missing else tuple(normalise(strip_no_ops(program_text(program))))
+    except Exception:  # noqa: BLE001 - a notebook that cannot be read adds no known answer
+        return ()
+
+
+def _package_source(module_name: str, qualified: str) -> tuple[str, str]:
+    """``(the definition's source, its module's source)``, read from the module's file without importing it.
+
+    Importing would run the module (most of the package's modules import Keras, seconds per grading
+    run); the text is all the comparison needs. ``qualified`` is a function's name or ``Class.method``.
+
+    Raises:
+        ImportError: no such module file; LookupError: no such definition in it.
+    """
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise ImportError(f"no source file for {module_name}")
+    with open(spec.origin, encoding="utf-8") as file:
+        module_source = file.read()
+    body, node = ast.parse(module_source).body, None
+    for part in qualified.split("."):
+        node = next((item for item in body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and item.name == part), None)
+        if node is None:
+            raise LookupError(f"{module_name} defines no {qualified}")
+        body = node.body
+    first = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
+    lines = module_source.splitlines(keepends=True)[first - 1:node.end_lineno]
+    return "".join(lines), module_source
+
+
+@cache
+def _package_tokens(exercise_id: str) -> tuple:
+    """The package's implementation of an exercise, read two ways: its function alone, and as a program
+    (the function with its module's helpers and imports). Empty where there is none."""
+    from .slicing import program_for
+
+    target = PACKAGE_IMPLEMENTATIONS.get(exercise_id)
+    if target is None:
+        return ()
+    module_name, _, qualified = target.partition(":")
+    try:
+        function_source, module_source = _package_source(module_name, qualified)
+        function = tuple(normalise(strip_no_ops(textwrap.dedent(function_source))))
+        if "." in qualified:  # a method: its class holds what it uses
+            return (function,)
+        program = program_for([module_source], 1, qualified)
+        return (function,) if program.missing else (function, tuple(normalise(strip_no_ops(program_text(program)))))
+    except (ImportError, LookupError, OSError, SyntaxError, UnicodeDecodeError):
+        return ()
+
+
+def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) -> dict:
+    """Groups of students, and students and the known answers, whose solutions are near-identical.
+
+    Args:
+        solutions: ``{student: {exercise id: normalised tokens (list or space-separated str)}}``.
+        threshold: float, the smallest similarity (between students) or containment (of a known answer) listed.
+
+    Returns:
+        ``{exercise id: {"groups": [(lowest similarity, highest similarity, [students]), ...],
+        "package": [(containment, student, where), ...], "common": [students in each usual answer, ...],
+        "short": int, "more_groups": int}}`` for the exercises with anything listed, closest first; ``short``
+        counts the programs too short to compare between students, ``more_groups`` the groups past
+        :data:`MAX_GROUPS`.
+    """
+    found = {}
+    exercises = sorted({exercise for cells in solutions.values() for exercise in cells})
+    for exercise in exercises:
+        tokens = {student: cells[exercise].split() if isinstance(cells[exercise], str) else list(cells[exercise])
+                  for student, cells in solutions.items() if cells.get(exercise)}
+        shingles = {student: _shingles(own) for student, own in tokens.items()}
+        compared = sorted(student for student, own in shingles.items() if len(own) >= MIN_SHINGLES)
+        links = {(a, b): _jaccard(shingles[a], shingles[b]) for a, b in combinations(compared, 2)}
+        links = {pair: score for pair, score in links.items() if score >= threshold}
+        everyone = _connected(links)
+        common_size = max(3, COMMON_SHARE * len(shingles))
+        common = sorted(len(group[2]) for group in everyone if len(group[2]) >= common_size)[::-1]
+        groups = [group for group in everyone if len(group[2]) < common_size]
+        groups.sort(key=lambda group: (-group[1], -len(group[2]), group[2]))
+        copies = []
+        for where, answer in known_answers(exercise):
+            known = _shingles(answer)
+            for student, own in shingles.items():
+                score = len(known & own) / len(known)
+                if score >= threshold:
+                    copies.append((round(score, 3), student, where))
+        best = {}
+        for score, student, where in sorted(copies, reverse=True):
+            best.setdefault(student, (score, student, where))  # each student once, beside the closest answer
+        copies = sorted(best.values(), key=lambda item: (-item[0], item[1]))
+        if groups or copies or common:
+            found[exercise] = {"groups": groups[:MAX_GROUPS], "package": copies, "common": common,
+                               "short": len(shingles) - len(compared), "more_groups": max(0, len(groups) - MAX_GROUPS)}
+    return found
+
+
+def _connected(links: dict) -> list:
+    """``[(lowest, highest similarity, [students]), ...]``: the connected groups of the linked pairs."""
+    parent: dict = {}
+
+    def root(student):
+        while parent.setdefault(student, student) != student:
+            parent[student] = parent[parent[student]]
+            student = parent[student]
+        return student
+
+    for first, second in links:
+        parent[root(first)] = root(second)
+    members: dict = {}
+    for student in parent:
+        members.setdefault(root(student), []).append(student)
+    groups = []
+    for group in members.values():
+        scores = [score for (first, second), score in links.items() if first in group and second in group]
+        groups.append((round(min(scores), 3), round(max(scores), 3), sorted(group)))
+    return groups

@@ -1,0 +1,81 @@
+"""The Gradescope autograder: the zip holds what Gradescope runs, and run_autograder, in Gradescope's folder
+layout, grades a submission into a results.json (a solved notebook gets every point, an empty upload a reason).
+
+Gradescope's layout (its "Autograder Specifications"): the zip unpacked in ``/autograder/source``, the
+student's files in ``/autograder/submission``, the result in ``/autograder/results/results.json``. Here the
+folder is a temporary one (``AUTOGRADER_ROOT``) and the Python is this environment's (``COURSE_PYTHON``):
+``setup.sh``, which installs them on Gradescope, is checked for what it installs, not run.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from transformer_course.exercises import EXERCISES
+from transformer_course_grader.autograder import write_gradescope_autograder
+
+pytestmark = pytest.mark.tensorflow  # grading runs the notebook in a kernel
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("autograder")
+    archive = write_gradescope_autograder(folder / "autograder.zip", ["04"], ROOT, seed=7)
+    with zipfile.ZipFile(archive) as unpacked:
+        names = unpacked.namelist()
+        modes = {info.filename: info.external_attr >> 16 for info in unpacked.infolist()}
+        unpacked.extractall(folder / "source")
+    for name in ("setup.sh", "run_autograder"):
+        (folder / "source" / name).chmod(0o755)
+    return folder, names, modes
+
+
+def _run(folder, submission_files):
+    root = folder / f"run_{len(list(folder.glob('run_*')))}"
+    (root / "submission").mkdir(parents=True)
+    (root / "results").mkdir()
+    (root / "source").symlink_to(folder / "source")
+    for name, path in submission_files.items():
+        (root / "submission" / name).write_bytes(path.read_bytes())
+    environment = {**os.environ, "AUTOGRADER_ROOT": str(root), "COURSE_PYTHON": sys.executable}
+    subprocess.run(["bash", str(folder / "source" / "run_autograder")], env=environment, check=True, timeout=900)
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def test_the_zip_holds_what_gradescope_runs(autograder):
+    _, names, modes = autograder
+    assert {"setup.sh", "run_autograder", "settings.json", "release/04_self_attention.ipynb",
+            "course/pyproject.toml", "course/requirements.txt",
+            "course/grader/lib/transformer_course_grader/references/__init__.py"} <= set(names)
+    assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
+    assert not any("__pycache__" in name for name in names)
+    setup = (autograder[0] / "source" / "setup.sh").read_text()
+    assert "bubblewrap" in setup and "-r /autograder/source/course/requirements.txt" in setup
+    assert json.loads((autograder[0] / "source" / "settings.json").read_text())["seed"] == 7
+
+
+def test_a_solved_submission_gets_every_point_and_an_empty_one_a_reason(autograder):
+    folder = autograder[0]
+    solved = _run(folder, {"04_self_attention.ipynb": ROOT / "notebooks" / "04_self_attention.ipynb"})
+    points = sum(exercise.points for exercise in EXERCISES.values() if exercise.id.startswith("04."))
+    assert solved["score"] == points, solved
+    assert {test["number"] for test in solved["tests"]} == {key for key in EXERCISES if key.startswith("04.")}
+    assert all(test["status"] == "passed" and test["score"] == test["max_score"] for test in solved["tests"])
+    empty = _run(folder, {})
+    assert empty["score"] == 0 and "no notebook (.ipynb) was submitted" in empty["output"]
+
+
+def test_bad_arguments_are_named(tmp_path):
+    with pytest.raises(ValueError, match="no released notebook 99"):
+        write_gradescope_autograder(tmp_path / "a.zip", ["99"], ROOT)
+    with pytest.raises(ValueError, match="`sandbox` must be one of auto, always, never; received 'maybe'"):
+        write_gradescope_autograder(tmp_path / "a.zip", ["04"], ROOT, sandbox="maybe")
+    with pytest.raises(FileNotFoundError, match="is not a checkout of the course"):
+        write_gradescope_autograder(tmp_path / "a.zip", ["04"], tmp_path)

@@ -1,0 +1,437 @@
+"""The sandbox a submission's kernel runs in: each limit, what the kernel sees, and what it cannot do.
+
+Each test runs a few cells in one kernel, in the bubblewrap sandbox where it exists (the tests of
+what only the sandbox provides are skipped elsewhere), and checks the problems the kernel's cells
+raised and why the kernel was stopped, if it was.
+"""
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from transformer_course_grader.confinement import _SECCOMP_DENIED
+from transformer_course_grader.sandbox import Limits, run_submission, sandbox_available
+from transformer_course_grader.watchdog import _KCMP_SYSCALL
+
+pytestmark = pytest.mark.tensorflow  # as the grading tests: the jax and torch sessions test layers, not the grader
+
+needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot run here")
+SANDBOX = sandbox_available()  # without bubblewrap the limits the watchdog polls are still tested, unconfined
+
+
+def _run_cells(*sources, sandbox=True, **limits):
+    """Run code cells in one (sandboxed) kernel with small limits: (problems, why it was stopped)."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    settings = {"cell_seconds": 20, "notebook_seconds": 60, "memory_mb": 1200, "tmp_mb": 200, "processes": 128,
+                "file_mb": 64, **limits}
+    result = run_submission(notebook, {}, Limits(**settings), sandbox=sandbox)
+    return result.problems, result.stopped
+
+
+# 400 MiB held by the kernel (about 470 MiB with Python and NumPy), then children that share it:
+# each page counts once, so 800 MiB is enough, where summing resident sizes gave twice and more.
+HOLD_MEMORY = "import os, time\nimport numpy as np\nheld = np.ones(400 * 2**20 // 8)"
+FORKED_CHILDREN = ("for _ in range(2):  # multiprocessing's fork: children that share the memory copy-on-write\n"
+                   "    if os.fork() == 0:\n        {work}time.sleep(1)\n        os._exit(0)\ntime.sleep(1.5)")
+SHARED_ADDRESS_SPACE = (
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]\n"
+    "stack = ctypes.create_string_buffer(2**16)\n"
+    "# A child in this process's address space, as a vfork child (subprocess) is until its exec,\n"
+    "# held there for 1 s: it runs sleep(1) on its own stack. CLONE_VM | SIGCHLD.\n"
+    "child = libc.clone(ctypes.cast(libc.sleep, ctypes.c_void_p), ctypes.addressof(stack) + 2**16 - 64,\n"
+    "                   0x100 | 17, 1)\n"
+    "assert child > 0, ctypes.get_errno()\n"
+    "time.sleep(1.5)")
+
+
+def test_memory_shared_with_forked_children_counts_once():
+    problems, stopped = _run_cells(HOLD_MEMORY, FORKED_CHILDREN.format(work=""), "raise ValueError('after')",
+                                   sandbox=SANDBOX, memory_mb=800)
+    assert stopped is None and problems == ["cell 3 raised ValueError: after"]
+    # What a child holds of its own still counts: 2 x 300 MiB more.
+    own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
+    problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
+    assert stopped.startswith(("the kernel used more than 800 MiB of memory",
+                               "the sandbox used more than 800 MiB of memory")), (problems, stopped)
+
+
+def _control_groups_available() -> bool:
+    from transformer_course_grader import cgroups
+
+    group = cgroups.create(memory_mb=64, processes=8)
+    if group is None:
+        return False
+    group.remove()
+    return True
+
+
+@pytest.mark.skipif(not (SANDBOX and _control_groups_available()),
+                    reason="needs the sandbox and a memory control group, which this host does not give the grader")
+def test_an_out_of_memory_kill_the_watchdog_never_saw_is_reported(monkeypatch):
+    """Whichever process of the sandbox the kernel's out-of-memory killer stops — a child, and the
+    kernel goes on — the result says the limit was broken, even when no poll of the watchdog saw it."""
+    from transformer_course_grader import watchdog
+
+    monkeypatch.setattr(watchdog.Watchdog, "_poll_until_done", lambda self: self.done.wait())  # it never looks
+    own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
+    problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
+    assert stopped is not None and stopped.startswith("the sandbox used more than 800 MiB of memory"), (problems,
+                                                                                                        stopped)
+
+
+def test_a_watchdog_that_fails_stops_the_kernel(monkeypatch):
+    """A watchdog that cannot look (an error while polling) fails closed: the kernel is stopped, with the reason."""
+    from transformer_course_grader import watchdog
+
+    def broken(_pid):
+        raise RuntimeError("/proc could not be read")
+
+    monkeypatch.setattr(watchdog, "process_tree", broken)
+    problems, stopped = _run_cells("import time\ntime.sleep(10)", sandbox=SANDBOX, cell_seconds=8)
+    assert stopped == "the grader's watchdog failed (RuntimeError), so the kernel was stopped", (problems, stopped)
+
+
+@pytest.mark.skipif(platform.machine() not in _KCMP_SYSCALL, reason="kcmp(2) is not known for this machine")
+def test_a_child_sharing_the_kernels_address_space_counts_once():
+    problems, stopped = _run_cells(HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')",
+                                   sandbox=SANDBOX, memory_mb=800)
+    assert stopped is None and problems == ["cell 3 raised ValueError: after"]
+
+
+@pytest.mark.skipif(platform.machine() not in _SECCOMP_DENIED, reason="no seccomp filter is known for this machine")
+def test_memory_no_process_size_shows_cannot_be_made():
+    """A System V segment outlives every process attached to it; a memfd file is in no tmpfs folder."""
+    call = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "if libc.{}(0, {}0o1600) == -1:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))")
+    problems, stopped = _run_cells("import os\nos.memfd_create('held')", call.format("shmget", "200 * 2**20, "),
+                                   call.format("msgget", ""), "raise ValueError('the kernel goes on')",
+                                   sandbox=SANDBOX)
+    assert stopped is None
+    assert problems == [*(f"cell {number} raised OSError: [Errno 38] Function not implemented" for number in (1, 2, 3)),
+                        "cell 4 raised ValueError: the kernel goes on"]
+
+
+@needs_sandbox
+def test_the_sandbox_runs_as_nobody_and_shows_no_secret_of_etc():
+    problems, stopped = _run_cells(
+        "import os\n"
+        "raise ValueError(f'uid={os.getuid()} gid={os.getgid()} ' + ' '.join(\n"
+        "    f'{name}={os.path.exists(name)}' for name in ('/etc/shadow', '/etc/gshadow', '/etc/ssl/private')))",
+        "import numpy, matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.savefig('figure.png')\n"
+        "raise ValueError(f'at home: {os.path.exists(\"figure.png\")}')")
+    assert stopped is None
+    assert problems == ["cell 1 raised ValueError: uid=65534 gid=65534 /etc/shadow=False /etc/gshadow=False "
+                        "/etc/ssl/private=False", "cell 2 raised ValueError: at home: True"]
+
+
+@needs_sandbox
+def test_each_tmpfs_folder_is_capped_and_one_file_is_capped():
+    chunks = "for index in range(6):\n    open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))"
+    problems, stopped = _run_cells(f"folder = '/dev/shm'\n{chunks}", f"folder = '/tmp'\n{chunks}",
+                                   f"folder = '.'\n{chunks}",
+                                   "import glob, os\nfor path in glob.glob('/tmp/part*'):\n    os.remove(path)\n"
+                                   "open('/tmp/one', 'wb').write(bytes(65 * 2**20))",
+                                   "raise ValueError('the kernel goes on')", memory_mb=2000)
+    assert stopped is None
+    assert problems[:3] == [f"cell {number} raised OSError: [Errno 28] No space left on device"
+                            for number in (1, 2, 3)]
+    assert problems[3:] == ["cell 4 raised OSError: [Errno 27] File too large",
+                            "cell 5 raised ValueError: the kernel goes on"]
+
+
+@needs_sandbox
+def test_files_in_tmpfs_count_as_the_sandboxs_memory():
+    fill = "for folder in ('/tmp', '/dev/shm', '.'):\n    for index in range(4):\n" \
+           "        open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))\nimport time\ntime.sleep(2)"
+    problems, stopped = _run_cells(fill, memory_mb=400)  # 480 MiB of files, none of it resident memory
+    # The memory control group counts the files where the host gives one; the watchdog's count elsewhere.
+    assert stopped.startswith(("the kernel used more than 400 MiB of memory (its processes and its files",
+                               "the sandbox used more than 400 MiB of memory (its cgroup")), stopped
+    assert _run_cells(fill, memory_mb=1000)[1] is None  # the same files fit a larger budget
+
+
+@needs_sandbox
+def test_processes_and_threads_are_capped():
+    # The cell stays alive while its threads do: a burst that ends within one of the watchdog's
+    # 0.1 s polls can go unseen where Linux exempts the grader (root) from RLIMIT_NPROC.
+    bomb = ("import threading, time\nfor _ in range(1000):\n"
+            "    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\ntime.sleep(5)")
+    problems, stopped = _run_cells(bomb, "raise ValueError('after')")
+    if os.geteuid() == 0 and not _control_groups_here():  # root is exempt from RLIMIT_NPROC: the watchdog stops it
+        assert stopped == "the kernel ran more than 128 processes and threads"
+    else:  # RLIMIT_NPROC, or the control group's pids.max: the kernel is refused the 129th thread and goes on
+        assert stopped is None and "can't start new thread" in problems[0]
+        assert problems[1] == "cell 2 raised ValueError: after"
+
+
+@needs_sandbox
+def test_nothing_on_the_hosts_disk_is_writable():
+    """A file opened, filled and unlinked held host disk that no folder's size showed; now none can be written."""
+    problems, stopped = _run_cells(
+        "import json, os, pathlib, sys\n"
+        "connection = pathlib.Path(next(argument for argument in sys.argv if argument.endswith('.json')))\n"
+        "held = open(connection.parent / 'part', 'wb')",
+        "sockets = pathlib.Path(json.loads(connection.read_text())['ip']).parent\n"
+        "(sockets / 'part').write_bytes(bytes(2**20))",
+        "raise ValueError(f'{len(connection.read_text()) > 0} {sum(path.is_socket() for path in sockets.iterdir())}')")
+    assert stopped is None
+    assert problems[0].startswith("cell 1 raised OSError: [Errno 30] Read-only file system"), problems
+    assert problems[1:] == ["cell 2 raised OSError: [Errno 28] No space left on device",
+                            "cell 3 raised ValueError: True 5"]  # the connection file, and a socket per channel
+
+
+@needs_sandbox
+def test_only_the_home_tmp_shm_and_socket_folder_are_writable():
+    """The sandbox's own root tmpfs, /run and /dev held memory no limit counted; now they are read-only."""
+    places = ["/", "/run", "/dev", "/etc", "/home", "/usr", "/home/student", "/tmp", "/dev/shm", "/run/kernel"]
+    problems, stopped = _run_cells(
+        "import os\n"
+        f"places = {places!r}\n"
+        "writable = []\n"
+        "for place in places:\n"
+        "    try:\n"
+        "        with open(os.path.join(place, 'probe'), 'wb') as file:\n"
+        "            file.write(b'x')\n"
+        "        writable.append(place)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "raise ValueError(' '.join(writable))")
+    assert stopped is None
+    assert problems == ["cell 1 raised ValueError: /home/student /tmp /dev/shm /run/kernel"], problems
+
+
+@needs_sandbox
+def test_kernels_see_a_grader_without_references_and_no_compiled_file_of_the_checkout():
+    import py_compile
+
+    from transformer_course_grader import references
+
+    planted = Path(py_compile.compile(references.__file__))  # the grader's own compiled references, in the checkout
+    assert planted.exists()
+    problems, stopped = _run_cells(
+        "import pathlib, transformer_course_grader\n"
+        "folder = pathlib.Path(transformer_course_grader.__file__).parent\n"
+        "try:\n"
+        "    from transformer_course_grader import references\n"
+        "    refused = 'imported'\n"
+        "except ImportError as error:\n"
+        "    refused = str(error).split(' is ')[0]\n"
+        "source = (folder / 'references' / '__init__.py').read_text()\n"
+        "raise ValueError(f'{refused}; source has expected: {\"def expected\" in source}')")
+    assert stopped is None and problems == [
+        "cell 1 raised ValueError: transformer_course_grader.references; source has expected: False"], problems
+
+
+@pytest.mark.parametrize("name, value", [("memory_mb", 0), ("tmp_mb", -1), ("processes", "many"), ("file_mb", True)])
+def test_limits_must_be_positive_numbers(name, value):
+    with pytest.raises(ValueError, match=f"`{name}` must be a positive number; received {value!r}"):
+        Limits(**{name: value})
+
+
+@needs_sandbox
+def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path):
+    # A fresh process, so that its peak resident memory is the grading alone. The kernel prints
+    # 100 MiB in one message (the grader never receives it, and goes on), then raises an exception
+    # whose text is 100 MiB (its reply never arrives either: the kernel is stopped with the reason).
+    # Received whole, either would add at least twice its size to the grader's memory. The cell limit
+    # leaves the kernel time to build and send the 100 MiB reply on a loaded machine (over 5 s was seen).
+    script = tmp_path / "grade_one.py"
+    script.write_text(
+        "import resource, sys, nbformat\n"
+        "from transformer_course_grader.sandbox import Limits, run_submission\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "cells = ['import sys\\nsys.stdout.write(\"x\" * 100 * 2**20)\\nsys.stdout.flush()',\n"
+        "         'raise ValueError(\"the kernel goes on\")', 'raise ValueError(\"y\" * 100 * 2**20)', 'print(1)']\n"
+        "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
+        "result = run_submission(notebook, {},\n"
+        "                        Limits(cell_seconds=20, notebook_seconds=90, memory_mb=2000, file_mb=64))\n"
+        "print(result.stopped, result.problems, sep='\\n')\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n",
+        encoding="utf-8")
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=170)
+    stopped, problems, added = completed.stdout.splitlines()[-3:]
+    assert stopped == ("the kernel stopped answering: it sent a message larger than 32 MiB, which the grader "
+                       "never receives"), completed
+    assert problems == str(["cell 2 raised ValueError: the kernel goes on",
+                            "cell 3 ran past the 20 s cell limit and was interrupted"])
+    assert int(added) < 32, f"grading raised the grader's peak resident memory by {added} MiB"
+
+
+def _control_groups_here() -> bool:
+    from transformer_course_grader import cgroups
+
+    group = cgroups.create(100, 10)
+    if group is not None:
+        group.remove()
+    return group is not None
+
+
+needs_control_groups = pytest.mark.skipif(not (SANDBOX and _control_groups_here()),
+                                          reason="this host gives the grader no memory control group (neither a "
+                                                 "delegated cgroup v2 subtree nor cgroup v1's memory hierarchy as "
+                                                 "root); the watchdog alone keeps the limits")
+SOCKET_BUFFERS = """import socket
+pairs, total = [], 0
+for _ in range(480):
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 2**30)
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2**30)
+    a.setblocking(False)
+    try:
+        while True:
+            total += a.send(bytes(2**16))
+    except BlockingIOError:
+        pass
+    pairs.append((a, b))
+raise ValueError(f"{total // 2**20} MiB held in socket buffers")"""
+
+
+@needs_control_groups
+def test_socket_buffers_count_against_the_memory_limit():
+    """No process's size shows what socket buffers hold: 3.7 GiB of them under a 700 MiB limit went unseen.
+    The sandbox's memory control group counts them, and its out-of-memory killer stops the kernel."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SOCKET_BUFFERS)])
+    result = run_submission(notebook, {}, Limits(cell_seconds=30, notebook_seconds=90, memory_mb=700, tmp_mb=200))
+    assert result.accounting in ("cgroup v1", "cgroup v2")
+    assert result.stopped and result.stopped.startswith("the sandbox used more than 700 MiB of memory"), result
+    assert not result.problems  # the cell never finished to report what it held
+
+
+def _own_users() -> bool:
+    from transformer_course_grader.confinement import own_users_available
+
+    return own_users_available()
+
+
+@pytest.mark.skipif(not (SANDBOX and _own_users()),
+                    reason="each sandbox can run as a user of its own only where the grader is root with setpriv, "
+                           "and Python and its packages are readable by another user (not under a private /root)")
+def test_each_sandbox_runs_as_a_user_of_its_own_outside():
+    """As the grader's uid, a kernel shared the grader's per-user budgets (epoll watches, keys, pipe pages):
+    exhausting one aborted the grader. Each sandbox now has a user id of its own outside."""
+    import threading
+    import time
+
+    from transformer_course_grader.confinement import SANDBOX_USERS
+
+    seen = set()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(6)")])
+    runs = [threading.Thread(target=run_submission, args=(notebook, {}, Limits(cell_seconds=30, notebook_seconds=60)))
+            for _ in range(2)]
+    for run in runs:
+        run.start()
+    deadline = time.monotonic() + 40
+    while any(run.is_alive() for run in runs) and time.monotonic() < deadline:
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                text = status.read_text()
+            except OSError:
+                continue
+            uid = int(next(line for line in text.splitlines() if line.startswith("Uid:")).split()[1])
+            if "ipykernel" in Path(status.parent, "cmdline").read_bytes().decode(errors="replace") and uid:
+                seen.add(uid)
+        time.sleep(0.5)
+    for run in runs:
+        run.join()
+    assert len(seen) == 2 and all(uid in SANDBOX_USERS for uid in seen), seen
+
+
+@needs_sandbox
+def test_a_flood_of_messages_under_the_size_limit_is_held_in_bounded_memory(tmp_path):
+    # Each message is under the size limit, but ZeroMQ queues a number of messages, not bytes: 1.5 GiB
+    # of 1 MiB messages, sent faster than the grader reads them, once raised the grader's memory by
+    # about 900 MiB. The grader's queue of the kernel's output now holds a few messages.
+    script = tmp_path / "grade_flood.py"
+    script.write_text(
+        "import resource, nbformat\n"
+        "from transformer_course_grader.sandbox import Limits, run_submission\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "cells = ['import sys\\nchunk = \"x\" * 2**20\\nfor _ in range(1536):\\n"
+        "    sys.stdout.write(chunk)\\n    sys.stdout.flush()', 'print(1)']\n"
+        "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
+        "result = run_submission(notebook, {}, Limits(cell_seconds=60, notebook_seconds=120, memory_mb=2000))\n"
+        "print(result.stopped, result.problems, sep='\\n')\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n",
+        encoding="utf-8")
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=170)
+    stopped, problems, added = completed.stdout.splitlines()[-3:]
+    assert stopped == "None" and problems == "[]", completed
+    assert int(added) < 128, f"grading raised the grader's peak resident memory by {added} MiB"
+
+
+@needs_sandbox
+def test_a_link_planted_in_place_of_a_kernel_socket_is_never_followed():
+    """The kernel replaces its sockets by links to a socket of the host, then overruns its cell: the
+    grader interrupts it on the connection it made before any cell ran, and never connects to the link."""
+    import socket
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="host-", dir="/tmp"))  # a socket's path must be short (108 bytes)
+    host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    host.bind(str(folder / "host.sock"))
+    host.listen(8)
+    plant = ("import os\n"
+             "for name in os.listdir('/run/kernel'):\n"
+             "    os.unlink(f'/run/kernel/{name}')\n"
+             f"    os.symlink({str(folder / 'host.sock')!r}, f'/run/kernel/{{name}}')\n")
+    try:
+        problems, stopped = _run_cells(plant, "while True:\n    pass", "raise ValueError('after the interrupt')",
+                                       cell_seconds=3)
+        host.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            host.accept()  # nothing of the grader's ever reached the host's socket
+    finally:
+        host.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert stopped is None, stopped
+    assert problems[0] == "cell 2 ran past the 3 s cell limit and was interrupted"
+    assert problems[-1] == "cell 3 raised ValueError: after the interrupt"
+
+
+@pytest.mark.skipif(platform.machine() not in _SECCOMP_DENIED, reason="no seccomp filter is known for this machine")
+def test_no_keyring_of_the_grader_is_readable():
+    """A secret in the grader's session keyring: the kernel's key calls fail (ENOSYS); it has a keyring of its own."""
+    import ctypes
+
+    numbers = _SECCOMP_DENIED[platform.machine()][1]
+    libc = ctypes.CDLL(None, use_errno=True)
+    planted = libc.syscall(ctypes.c_long(numbers["add_key"]), b"user", b"course-grader-secret", b"planted", 7,
+                           ctypes.c_int(-3))  # KEY_SPEC_SESSION_KEYRING
+    if planted < 0:
+        pytest.skip(f"this host offers no keyring to plant a secret in (errno {ctypes.get_errno()})")
+    try:
+        read = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                "buffer = ctypes.create_string_buffer(64)\n"
+                "found = libc.syscall(ctypes.c_long({request}), b'user', b'course-grader-secret', None, 0)\n"
+                "if found < 0:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n"
+                "libc.syscall(ctypes.c_long({keyctl}), 11, found, buffer, 64)\n"
+                "print(buffer.value)").format(request=numbers["request_key"], keyctl=numbers["keyctl"])
+        problems, stopped = _run_cells(read, "raise ValueError('the kernel goes on')", sandbox=SANDBOX)
+    finally:
+        libc.syscall(ctypes.c_long(numbers["keyctl"]), 21, planted)  # KEYCTL_INVALIDATE
+    assert stopped is None
+    assert problems == ["cell 1 raised OSError: [Errno 38] Function not implemented",
+                        "cell 2 raised ValueError: the kernel goes on"]
+
+
+@needs_sandbox
+def test_no_namespace_of_its_own_and_a_bounded_number_of_open_files():
+    """A tmpfs mounted in a user namespace of the kernel's own is counted nowhere; nor are a socket's buffers,
+    which only the number of open files bounds."""
+    nested = ("import subprocess\n"
+              "done = subprocess.run(['unshare', '-Urm', 'true'], capture_output=True)\n"
+              "assert done.returncode != 0, 'a user namespace of its own'")
+    many = ("import socket\nheld = []\n"
+            "for _ in range(600):\n    held += socket.socketpair()")
+    problems, stopped = _run_cells(nested, many, "raise ValueError('the kernel goes on')")
+    assert stopped is None
+    assert problems == ["cell 2 raised OSError: [Errno 24] Too many open files",
+                        "cell 3 raised ValueError: the kernel goes on"], problems
