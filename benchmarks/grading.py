@@ -108,7 +108,8 @@ def _compare(other: Path, notebooks: list[str], per_notebook: int, repeats: int)
     for _ in range(repeats):
         for workers in (1, 2):
             for name, (root, python) in checkouts.items():
-                done = subprocess.run([python, __file__, "--one-batch", str(root), "--notebook", ",".join(notebooks),
+                script = root / "benchmarks" / "grading.py"  # each checkout's own: the grader's modules moved once
+                done = subprocess.run([python, str(script), "--one-batch", str(root), "--notebook", ",".join(notebooks),
                                        "--per-notebook", str(per_notebook), "--workers", str(workers)],
                                       cwd=root, capture_output=True, text=True)
                 if done.returncode:

@@ -27,8 +27,8 @@ from transformer_course_grader.similarity import containment, normalise, strip_n
 # Each answer with its imports, as the grader reads a known answer (the statements it needs).
 CAUSAL = "import numpy as np\n" + inspect.getsource(references._causal_reference).replace("_causal_reference",
                                                                                            "causal_mask")
-GREEDY_NAME = references._EXERCISES["07.2"][1].__name__
-GREEDY = "import numpy as np\n" + inspect.getsource(references._EXERCISES["07.2"][1]).replace(GREEDY_NAME,
+GREEDY_NAME = references.REGISTRY["07.2"].reference.__name__
+GREEDY = "import numpy as np\n" + inspect.getsource(references.REGISTRY["07.2"].reference).replace(GREEDY_NAME,
                                                                                                "greedy_decode")
 PACKAGE_GREEDY = "import numpy as np\n" + "\n\n".join(inspect.getsource(function) for function in (
     decoding._probabilities, decoding._start, decoding._decode, decoding.greedy_decode))

@@ -571,7 +571,7 @@ print("weights of word 2:", np.round(word_2, 3).tolist())
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# The rest of the notebook does not depend on your answers. Five exercises, 10 points; our
+# The rest of the notebook does not depend on your answers. Six exercises, 12 points; our
 # estimate of the time they take, not a measurement: about 90 minutes (04.5 the longest, about
 # 30).
 #
@@ -699,6 +699,32 @@ def multi_head_attention_forward(query, value, weights, mask=None):
 check("04.5", multi_head_attention_forward)
 ### BEGIN HIDDEN TESTS
 assert evaluate_hidden("04.5", multi_head_attention_forward, seed=7).passed
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 04.6 — the self-attention mask of a padded batch (2 points)
+#
+# Write `self_attention_mask(token_ids, causal)`, the mask section 6 drew, in NumPy: `token_ids`
+# is int `(B, T)` with `0` as padding, `causal` a bool. Return the bool mask `(B, T, T)`, True =
+# may attend: entry `[b, i, j]` is True when positions `i` and `j` of sequence `b` both hold real
+# tokens (a padded query attends to nothing, as `attention_mask` makes it) and, when `causal`,
+# `j ≤ i`. The first public case is section 6's batch, `[[5, 7, 3, 9, 0, 0]]`, causal.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_04_6", "locked": false, "schema_version": 3, "solution": true}
+def self_attention_mask(token_ids, causal):
+    """int (B, T), 0 = padding, and a bool -> bool (B, T, T): query i may attend key j."""
+    ### BEGIN SOLUTION
+    real = np.asarray(token_ids) != 0                          # (B, T)
+    mask = real[:, :, None] & real[:, None, :]                 # both real: (B, T, T)
+    if causal:
+        mask &= np.tril(np.ones((real.shape[1],) * 2, bool))   # key j <= query i
+    return mask
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_04_6", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+check("04.6", self_attention_mask)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("04.6", self_attention_mask, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

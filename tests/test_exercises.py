@@ -469,6 +469,22 @@ def _narrowing(low, high, frequencies, symbol, high_minus=1, width_plus=1, float
     return new_low, (new_low if from_new_low else low) + width * through // total - high_minus
 
 
+def _mask_with(keys_only=False, queries_only=False, strict=False, upper=False, ignore_causal=False):
+    """04.6 with one usual slip: padding masked on the keys or the queries alone, the diagonal left out, the
+    upper triangle, or the `causal` flag not followed."""
+    def self_attention_mask(token_ids, causal):
+        real = np.asarray(token_ids) != 0
+        length = real.shape[1]
+        mask = np.broadcast_to(real[:, None, :] if keys_only else real[:, :, None], (len(real), length, length)).copy()
+        if not (keys_only or queries_only):
+            mask &= real[:, :, None] & real[:, None, :]
+        if causal != ignore_causal:
+            mask &= (np.triu(np.ones((length, length), bool)) if upper
+                     else np.tril(np.ones((length, length), bool), k=-1 if strict else 0))
+        return mask
+    return self_attention_mask
+
+
 @pytest.mark.parametrize("exercise_id, mistake, words", [
     ("01.2", _lstm_forget_gate_first, "input and forget gates are swapped"),
     ("02.1", lambda query, keys, weight: keys @ weight.T @ query, "`weight` transposed"),
@@ -476,6 +492,11 @@ def _narrowing(low, high, frequencies, symbol, high_minus=1, width_plus=1, float
     ("03.3", _encode_one_merge, "look at the new neighbours again"),
     ("04.4", _sines_then_cosines, "interleave them"),
     ("04.5", _attention_scaled_by_the_width, "divide by √H"),
+    ("04.6", _mask_with(keys_only=True), "a padded query attends to nothing"),
+    ("04.6", _mask_with(queries_only=True), "no query may attend to a padded key"),
+    ("04.6", _mask_with(strict=True), "leaves out the diagonal"),
+    ("04.6", _mask_with(upper=True), "the causal part is reversed"),
+    ("04.6", _mask_with(ignore_causal=True), "`causal` is not followed"),
     ("05.3", _encoder_block_swapped_norm, "normalise"),
     ("06.2", _mean_over_every_position, "divided by T"),
     ("07.3", _loss_with_padding, "padding was counted"),

@@ -105,3 +105,28 @@ def test_names_passed_through_are_judged_by_where_they_live(dotted):
     value = getattr(module, name)
     expected = "" if value.__module__ == module_name or name in getattr(module, "__all__", ()) else "lives in"
     assert (_resolves(dotted) == "") == (expected == "")
+
+
+def test_the_students_catalogue_is_generated_from_the_exercises():
+    """docs/students.md holds the catalogue as `transformer-course catalogue --update docs/students.md` writes it."""
+    from transformer_course.exercises import catalogue_table
+    from transformer_course.tooling.cli import CATALOGUE_MARKERS
+
+    text = (ROOT / "docs" / "students.md").read_text(encoding="utf-8")
+    start, end = (text.index(marker) for marker in CATALOGUE_MARKERS)
+    assert text[start + len(CATALOGUE_MARKERS[0]):end].strip() == catalogue_table()
+
+
+def test_the_catalogue_command_rewrites_a_stale_copy_and_refuses_a_guide_without_markers(tmp_path, capsys):
+    from transformer_course.exercises import catalogue_table
+    from transformer_course.tooling.cli import CATALOGUE_MARKERS, main
+
+    guide = tmp_path / "guide.md"
+    guide.write_text(f"Intro.\n\n{CATALOGUE_MARKERS[0]}\n| 01 | stale |\n{CATALOGUE_MARKERS[1]}\n\nEnd.\n")
+    assert main(["catalogue", "--update", str(guide)]) == 0
+    expected = f"Intro.\n\n{CATALOGUE_MARKERS[0]}\n{catalogue_table()}\n{CATALOGUE_MARKERS[1]}\n\nEnd.\n"
+    assert guide.read_text() == expected
+    assert main(["catalogue", "--update", str(guide)]) == 0 and "already up to date" in capsys.readouterr().out
+    (tmp_path / "plain.md").write_text("No markers.\n")
+    assert main(["catalogue", "--update", str(tmp_path / "plain.md")]) == 2
+    assert "must contain the lines" in capsys.readouterr().err

@@ -5,6 +5,7 @@ tests hold it against Keras' layers, the package's layers and models, and the pa
 student graded by it is graded against what the course teaches.
 """
 
+import keras
 import numpy as np
 import pytest
 
@@ -42,6 +43,16 @@ def test_sinusoidal_reference_equals_the_package_table():
     for _, arguments in references.cases("04.4", np.random.default_rng(3)):
         np.testing.assert_allclose(references.expected("04.4", arguments), sinusoidal_encoding(**arguments),
                                    atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 11])
+def test_the_self_attention_mask_reference_equals_the_package_attention_mask(seed):
+    from transformer_course.masks import attention_mask, padding_mask
+
+    for _, arguments in references.cases("04.6", np.random.default_rng(seed)):
+        padding = padding_mask(arguments["token_ids"])
+        package = keras.ops.convert_to_numpy(attention_mask(padding, padding, causal=arguments["causal"]))
+        np.testing.assert_array_equal(references.expected("04.6", arguments), package)
 
 
 def test_multi_head_attention_reference_equals_keras_with_the_same_weights():

@@ -252,10 +252,13 @@ def test_stubs_left_as_released_are_no_solutions_for_the_similarity_section():
     assert list(grader._normalised_solutions(grader._programs(answered, exercises), stubs)) == ["07.2"]
 
 
-def test_every_package_implementation_named_for_the_similarity_section_is_readable():
-    from transformer_course_grader.similarity import PACKAGE_IMPLEMENTATIONS, _package_tokens
+def test_every_package_twin_in_the_registry_is_readable_by_the_similarity_section():
+    from transformer_course_grader.references import REGISTRY
+    from transformer_course_grader.similarity import _package_tokens
 
-    for exercise in PACKAGE_IMPLEMENTATIONS:
+    twins = [exercise for exercise, registration in REGISTRY.items() if registration.twin]
+    assert len(twins) >= 14
+    for exercise in twins:
         assert exercise in EXERCISES and _package_tokens(exercise), exercise
         assert all(len(form) > 20 for form in _package_tokens(exercise)), exercise
 
@@ -293,8 +296,8 @@ def test_a_copy_padded_with_statements_that_change_nothing_or_carrying_extra_hel
     assert _similarity_to_the_package(["import numpy as np", padded], "07.1") >= 0.99
     helper = "def _shape(n):\n    total = 0\n    for i in range(n):\n        total += i * i - 1\n    return total, n"
     assert _similarity_to_the_package(["import numpy as np", helper, source], "07.1") >= 0.99
-    greedy = inspect.getsource(references._EXERCISES["07.2"][1])
-    name = references._EXERCISES["07.2"][1].__name__
+    greedy = inspect.getsource(references.REGISTRY["07.2"].reference)
+    name = references.REGISTRY["07.2"].reference.__name__
     assert _similarity_to_the_package(["import numpy as np", greedy.replace(name, "greedy_decode")], "07.2") >= 0.9
 
 

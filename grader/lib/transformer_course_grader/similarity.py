@@ -20,7 +20,8 @@ Before a program is normalised, statements that change nothing are **dropped** (
 it reads — padding that would dilute a copy.
 
 Every exercise is compared with **known answers** (:func:`known_answers`): the package's
-implementation where there is one (:data:`PACKAGE_IMPLEMENTATIONS`), the grader's reference (with
+implementation where there is one (its ``twin`` in the grader's registry,
+:data:`.references.REGISTRY`), the grader's reference (with
 the helpers of its module it uses), and the instructor's solution in the course's source notebooks
 where the checkout holds them. A student's program is listed beside a known answer when it
 *contains* that much of it — the share of the answer's 5-token sequences found in the program — so
@@ -49,7 +50,7 @@ from functools import cache
 from itertools import combinations
 
 __all__ = ["normalise", "similarity", "containment", "program_text", "strip_no_ops", "known_answers",
-           "SIMILARITY_THRESHOLD", "PACKAGE_IMPLEMENTATIONS", "similar_solutions", "MAX_SOLUTION_TOKENS",
+           "SIMILARITY_THRESHOLD", "package_twin", "similar_solutions", "MAX_SOLUTION_TOKENS",
            "MIN_SHINGLES", "MAX_GROUPS", "COMMON_SHARE"]
 
 SIMILARITY_THRESHOLD = 0.8
@@ -58,23 +59,6 @@ MAX_GROUPS = 25  # groups listed per exercise (the rest counted)
 COMMON_SHARE = 0.1  # a group with this share of the students who answered (3 at least) is the usual answer
 MAX_SOLUTION_TOKENS = 4000  # a solution's normalised tokens kept in grades.json (more is cut)
 SHINGLE = 5
-# The package function each exercise's answer mirrors (what a student could copy by hand).
-PACKAGE_IMPLEMENTATIONS = {
-    "01.1": "transformer_course.reversal:one_hot_encode",
-    "03.3": "transformer_course.bpe:BytePairEncoding._encode_piece",
-    "03.4": "transformer_course.word_vectors:skipgram_pairs",
-    "04.1": "transformer_course.attention:scaled_dot_product_attention",
-    "04.4": "transformer_course.positional:sinusoidal_encoding",
-    "07.1": "transformer_course.masks:causal_mask",
-    "07.2": "transformer_course.decoding:greedy_decode",
-    "08.3": "transformer_course.pretraining:mask_tokens",
-    "09.1": "transformer_course.decoding:apply_temperature",
-    "09.2": "transformer_course.decoding:top_p_filter",
-    "10.1": "transformer_course.vision:extract_patches",
-    "10.2": "transformer_course.vision:attention_rollout",
-    "11.1": "transformer_course.rotary:rotary_embedding",
-    "11.2": "transformer_course.transformer:RMSNorm.call",
-}
 _KEPT_NAMES = set(dir(builtins)) | {"np", "numpy", "keras", "ops", "tf", "torch", "jax", "math", "collections", "self"}
 
 
@@ -246,6 +230,17 @@ def strip_no_ops(source: str) -> str:
         return source
 
 
+def package_twin(exercise_id: str) -> str | None:
+    """``"module:qualified name"`` of the course package's own implementation of ``exercise_id``'s function, or None.
+
+    Read from the grader's registry (:data:`.references.REGISTRY`), where each exercise is declared once.
+    """
+    from . import references
+
+    registration = references.REGISTRY.get(exercise_id)
+    return registration.twin if registration else None
+
+
 @cache
 def known_answers(exercise_id: str) -> tuple:
     """``((where, normalised tokens), ...)``: the answers to ``exercise_id`` a student could copy — the package's
@@ -254,7 +249,8 @@ def known_answers(exercise_id: str) -> tuple:
     from . import references
 
     found = [("the course package's own implementation", tokens) for tokens in _package_tokens(exercise_id)]
-    reference = references._EXERCISES.get(exercise_id, (None, None))[1]
+    registration = references.REGISTRY.get(exercise_id)
+    reference = registration.reference if registration else None
     name = getattr(reference, "__name__", "")
     if name.isidentifier():
         from .slicing import program_for
@@ -348,7 +344,7 @@ def _package_tokens(exercise_id: str) -> tuple:
     (the function with its module's helpers and imports). Empty where there is none."""
     from .slicing import program_for
 
-    target = PACKAGE_IMPLEMENTATIONS.get(exercise_id)
+    target = package_twin(exercise_id)
     if target is None:
         return ()
     module_name, _, qualified = target.partition(":")

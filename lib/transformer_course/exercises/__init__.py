@@ -27,10 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .catalog import EXERCISES, Exercise, public_cases
+from .catalog import EXERCISES, Exercise, catalogue_table, public_cases
 from .compare import compare_outputs
 
-__all__ = ["check", "evaluate", "show_case", "Verdict", "EXERCISES", "Exercise", "compare_outputs", "public_cases"]
+__all__ = ["check", "evaluate", "show_case", "Verdict", "EXERCISES", "Exercise", "compare_outputs", "public_cases",
+           "catalogue_table"]
 
 _TIME_LIMIT_SECONDS = 10
 

@@ -23,7 +23,7 @@ from .compare import compare_outputs
 from .hints import _same
 from .values import decode, plain_value
 
-__all__ = ["Exercise", "EXERCISES", "public_cases"]
+__all__ = ["Exercise", "EXERCISES", "STUDY_MINUTES", "public_cases", "catalogue_table"]
 
 PUBLIC_CASES = Path(__file__).with_name("public_cases.json")
 
@@ -470,6 +470,8 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              hint=hints.sinusoidal_hint),
     Exercise("04.5", "multi-head attention from its weights", "multi_head_attention_forward", 3, atol=1e-5,
              output_names=("the output",), hint=hints.multi_head_attention_hint),
+    Exercise("04.6", "the self-attention mask of a padded batch", "self_attention_mask", 2,
+             output_names=("the mask",), hint=hints.self_attention_mask_hint),
     Exercise("05.1", "layer normalisation", "layer_norm", 2, atol=1e-4, output_names=("the normalised output",)),
     Exercise("05.2", "position-wise feed-forward network", "feed_forward", 2, output_names=("the output",)),
     Exercise("05.3", "a Transformer encoder block from its weights, post- and pre-norm", "encoder_block", 3, atol=1e-5,
@@ -515,3 +517,32 @@ EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
              hint=_rotation_hint),
     Exercise("11.2", "RMSNorm", "rms_norm", 2, output_names=("the normalised array",), hint=_rms_norm_hint),
 ]}
+
+
+# How long a student might spend on each notebook with its exercises, in minutes: our estimate, not a measurement.
+STUDY_MINUTES = {"01": 40, "02": 40, "03": 75, "04": 90, "05": 60, "06": 30, "07": 150, "08": 45, "09": 210, "10": 45,
+                 "11": 45}
+
+
+def catalogue_table() -> str:
+    """The students' catalogue: a Markdown table, one row per notebook, its exercises with their points.
+
+    Generated from :data:`EXERCISES` and :data:`STUDY_MINUTES` into ``docs/students.md``
+    (``transformer-course catalogue --update docs/students.md``; a test fails while it is stale).
+
+    Returns:
+        str, the table's lines, with a first line that counts the exercises and their points.
+
+    Example:
+        >>> catalogue_table().splitlines()[2]
+        '| notebook | exercises (points) | about |'
+    """
+    notebooks = sorted({exercise.notebook for exercise in EXERCISES.values()})
+    points = sum(exercise.points for exercise in EXERCISES.values())
+    lines = [f"{len(EXERCISES)} exercises, {points} points.", "",
+             "| notebook | exercises (points) | about |", "|---|---|---|"]
+    for notebook in notebooks:
+        listed = "; ".join(f"{exercise.id} {exercise.title} ({exercise.points})" for exercise in EXERCISES.values()
+                           if exercise.notebook == notebook)
+        lines.append(f"| {notebook} | {listed} | {STUDY_MINUTES[notebook]} min |")
+    return "\n".join(lines)

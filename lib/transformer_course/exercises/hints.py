@@ -15,7 +15,7 @@ import numpy as np
 __all__ = ["lstm_step_hint", "encode_word_hint", "sinusoidal_hint", "multi_head_attention_hint", "encoder_block_hint",
            "teacher_forcing_loss_hint", "beam_step_hint", "warmup_cosine_hint", "adamw_step_hint",
            "cached_attention_step_hint", "perplexity_and_bits_hint", "gpt_forward_hint",
-           "narrow_interval_hint"]
+           "narrow_interval_hint", "self_attention_mask_hint"]
 
 
 def _same(received, candidate, atol=1e-6) -> bool:
@@ -183,6 +183,28 @@ def multi_head_attention_hint(arguments, received, expected):
     query, value = (np.asarray(arguments[name], dtype="float64") for name in ("query", "value"))
     variants = _attention_variants(query, value, arguments["weights"], arguments["mask"])
     return _first_match(received, variants if arguments["mask"] is not None else variants[:3], atol=1e-5)
+
+
+# --- 04.6: the self-attention mask of a padded batch -------------------------------------------
+
+def self_attention_mask_hint(arguments, received, expected):
+    real = np.asarray(arguments["token_ids"]) != 0  # (B, T)
+    length = real.shape[1]
+    lower = np.tril(np.ones((length, length), dtype=bool))
+    causal_part = lower if arguments["causal"] else np.ones_like(lower)
+    queries, keys = real[:, :, None], real[:, None, :]
+    return _first_match(received, [
+        ("a padded query attends to nothing: mask the rows of padding positions too (a position may attend only "
+         "when it and the key are both real tokens).", np.broadcast_to(keys, expected.shape) & causal_part),
+        ("no query may attend to a padded key: mask the columns of padding positions (only the rows are masked "
+         "here).", np.broadcast_to(queries, expected.shape) & causal_part),
+        ("the causal part leaves out the diagonal: a position may attend to itself, key j <= query i "
+         "(np.tril, not a strict j < i).", queries & keys & np.tril(np.ones_like(lower), k=-1) if arguments["causal"]
+         else None),
+        ("the causal part is reversed: query i may attend keys 0 to i, the lower triangle (np.tril), not the later "
+         "keys.", queries & keys & np.triu(np.ones_like(lower)) if arguments["causal"] else None),
+        ("`causal` is not followed: with causal=True the later keys are masked, with causal=False every real key "
+         "may be attended.", queries & keys & (np.ones_like(lower) if arguments["causal"] else lower))])
 
 
 # --- 05.3 and 09.5: whole blocks and a whole model --------------------------------------------

@@ -8,6 +8,9 @@ per notebook to ``results/``.
 ``transformer-course results [--update-readme README.md]`` prints the table of recorded results,
 or rewrites the README's copy of it.
 
+``transformer-course catalogue [--update docs/students.md]`` prints the students' catalogue of
+exercises (:func:`transformer_course.exercises.catalogue_table`), or rewrites the guide's copy of it.
+
 ``transformer-course site [--output build/site]`` builds the course website from the student
 notebooks and the records (:mod:`transformer_course.tooling.website`) and fails on a broken internal link.
 
@@ -27,7 +30,7 @@ from . import results
 from .profiles import DEFAULT_PROFILE, PROFILE_NAMES
 from .runner import find_notebooks, record_smoke_times, run_notebooks, summary_table
 
-__all__ = ["main", "CELL_TIMEOUTS", "GRADER_COMMANDS"]
+__all__ = ["main", "CELL_TIMEOUTS", "GRADER_COMMANDS", "CATALOGUE_MARKERS"]
 
 # Seconds one cell may run before the runner stops the notebook, per profile. A full-profile
 # training cell legitimately runs for most of an hour (notebook 07 trains for up to 58 minutes in
@@ -82,6 +85,31 @@ def _command_results(arguments) -> int:
     return 0
 
 
+# The lines between which a guide holds the generated catalogue of exercises.
+CATALOGUE_MARKERS = ("<!-- exercise-catalogue:start -->", "<!-- exercise-catalogue:end -->")
+
+
+def _command_catalogue(arguments) -> int:
+    from .._files import write_text_atomically
+    from ..exercises import catalogue_table
+
+    if not arguments.update:
+        print(catalogue_table())
+        return 0
+    path = Path(arguments.update)
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(CATALOGUE_MARKERS[0]), text.find(CATALOGUE_MARKERS[1])
+    if start < 0 or end < start:
+        print(f"catalogue: {path} must contain the lines {CATALOGUE_MARKERS[0]} and {CATALOGUE_MARKERS[1]}",
+              file=sys.stderr)
+        return 2
+    new = f"{text[:start]}{CATALOGUE_MARKERS[0]}\n{catalogue_table()}\n{text[end:]}"
+    if new != text:
+        write_text_atomically(path, new)
+    print(f"{path}: {'updated' if new != text else 'already up to date'}")
+    return 0
+
+
 def _command_site(arguments) -> int:
     from .website import broken_internal_links, build_site
 
@@ -120,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     table.add_argument("--results-dir", default="results")
     table.add_argument("--update-readme", metavar="README", help="rewrite the table in this README")
     table.set_defaults(handler=_command_results)
+
+    catalogue = commands.add_parser("catalogue", help="print the students' catalogue of exercises")
+    catalogue.add_argument("--update", metavar="GUIDE", help="rewrite the catalogue between this guide's markers")
+    catalogue.set_defaults(handler=_command_catalogue)
 
     site = commands.add_parser("site", help="build the course website from release/ into build/site/")
     site.add_argument("--output", default="build/site", help="where the site goes (default: build/site)")

@@ -1,13 +1,12 @@
 """The grader's references and case generators: the answers, and where the cases come from.
 
-Only the grading process uses this package, and **no student's install holds it**: the built
-wheel — what ``pip install`` from the repository or an index brings, on Colab as anywhere —
-leaves it out (``pyproject.toml``'s ``exclude``), so neither the secret-case generators nor the
-references can be imported there; an instructor grades from a checkout of the repository,
-installed with ``pip install -e .``, which holds it. In a checkout, the grading sandbox covers
-this file (and the package's compiled copies) so that no student code can import or read it. The
-references are written here independently of the package's own implementations, which notebooks
-import: a wrapper around a function a student can reach is never the reference itself.
+:data:`REGISTRY` holds the grader's half of every exercise (:class:`Registration`): its case
+generator, its reference and the course package's own implementation of it, if any. Only the
+grader uses this module, and **no student's install holds it**: it ships in the grader's own
+distribution, which students never install, and the grading sandbox mounts a copy of the grader
+over it in which this module is one line that raises ``ImportError``. The references are written
+here independently of the package's own implementations, which notebooks import: a wrapper
+around a function a student can reach is never the reference itself.
 
 Students' instant checks use the public cases (seed 0) stored with their expected outputs in
 ``transformer_course/exercises/public_cases.json``, which :func:`write_public_cases` writes from
@@ -18,6 +17,8 @@ from __future__ import annotations
 
 import math
 import string
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,8 @@ from transformer_course.decoding import NextTokenTable
 from transformer_course.exercises import values as exercise_values
 from transformer_course.exercises.values import encode
 
-__all__ = ["cases", "expected", "answer", "public_cases", "write_public_cases", "PUBLIC_CASES"]
+__all__ = ["Registration", "REGISTRY", "cases", "expected", "answer", "public_cases", "write_public_cases",
+           "PUBLIC_CASES"]
 
 # The course package's file of public cases (students' checks read it), wherever that package is installed.
 PUBLIC_CASES = Path(exercise_values.__file__).resolve().parent / "public_cases.json"
@@ -378,6 +380,38 @@ def _multi_head_attention_cases(rng):
 
 
 # --- 05: the encoder block ------------------------------------------------------------------
+
+def _self_attention_mask_reference(token_ids, causal):
+    ids = np.asarray(token_ids)
+    batch, length = ids.shape
+    mask = np.zeros((batch, length, length), dtype=bool)
+    for b in range(batch):
+        for query in range(length):
+            for key in range(length):
+                both_real = ids[b, query] != 0 and ids[b, key] != 0
+                mask[b, query, key] = both_real and (not causal or key <= query)
+    return mask
+
+
+def _self_attention_mask_cases(rng):
+    def padded_batch(size, length):  # each row: 1 to `length` real tokens, then padding (id 0)
+        ids = rng.integers(1, 50, size=(size, length)).astype("int32")
+        for row in ids:
+            row[int(rng.integers(1, length + 1)):] = 0
+        return ids
+
+    causal_first = bool(rng.integers(2))
+    return [("the lesson's batch, four words and two padding, causal",
+             {"token_ids": np.array([[5, 7, 3, 9, 0, 0]], dtype="int32"), "causal": True}),
+            ("a padded batch, causal" if causal_first else "a padded batch, not causal",
+             {"token_ids": padded_batch(int(rng.integers(2, 4)), int(rng.integers(3, 8))), "causal": causal_first}),
+            ("a padded batch, not causal" if causal_first else "a padded batch, causal",
+             {"token_ids": padded_batch(int(rng.integers(2, 4)), int(rng.integers(3, 8))), "causal": not causal_first}),
+            ("one sequence without padding, causal",
+             {"token_ids": rng.integers(1, 50, size=(1, int(rng.integers(2, 6)))).astype("int32"), "causal": True}),
+            ("one token, not causal", {"token_ids": rng.integers(1, 50, size=(1, 1)).astype("int32"),
+                                       "causal": False})]
+
 
 def _layer_norm_reference(x, gamma, beta, epsilon=1e-5):
     mean = x.mean(axis=-1, keepdims=True)
@@ -980,54 +1014,88 @@ def _rms_norm_cases(rng):
 
 
 # exercise id -> (case generator: rng -> [(label, arguments)], reference: arguments -> output)
-_EXERCISES = {
-    "01.1": (_one_hot_cases, _one_hot_encode_reference),
-    "01.2": (_lstm_step_cases, _lstm_step_reference),
-    "02.1": (lambda rng: _score_cases(rng, True), _luong_general_reference),
-    "02.2": (lambda rng: _score_cases(rng, False), _bahdanau_reference),
-    "03.1": (_vectorize_cases, _vectorize_reference),
-    "03.2": (_merge_step_cases, _merge_step_reference),
-    "03.3": (_encode_word_cases, _encode_word_reference),
-    "03.4": (_skipgram_pairs_cases, _skipgram_pairs_reference),
-    "04.1": (_attention_cases, _attention_reference),
-    "04.2": (_split_cases, _split_heads_reference),
-    "04.3": (_merge_cases, _merge_heads_reference),
-    "04.4": (_sinusoidal_cases, _sinusoidal_reference),
-    "04.5": (_multi_head_attention_cases, _multi_head_attention_reference),
-    "05.1": (_layer_norm_cases, _layer_norm_reference),
-    "05.2": (_feed_forward_cases, _feed_forward_reference),
-    "05.3": (_encoder_block_cases, _encoder_block_reference),
-    "06.1": (_pooling_cases, _masked_max_reference),
-    "06.2": (_pooling_cases, _masked_mean_reference),
-    "07.1": (_causal_cases, _causal_reference),
-    "07.2": (_greedy_cases, _greedy_reference),
-    "07.3": (_teacher_forcing_loss_cases, _teacher_forcing_loss_reference),
-    "07.4": (_beam_step_cases, _beam_step_reference),
-    "07.5": (_warmup_cosine_cases, _warmup_cosine_reference),
-    "07.6": (_adamw_step_cases, _adamw_step_reference),
-    "08.1": (_masked_lm_loss_cases, _masked_lm_loss_reference),
-    "08.3": (_bert_corruption_cases, _bert_corruption_reference),
-    "09.1": (_temperature_cases, _temperature_reference),
-    "09.2": (_nucleus_cases, _nucleus_reference),
-    "09.3": (_cached_attention_step_cases, _cached_attention_step_reference),
-    "09.4": (_perplexity_and_bits_cases, _perplexity_and_bits_reference),
-    "09.5": (_gpt_cases, _gpt_reference),
-    "09.6": (_narrow_interval_cases, _narrow_interval_reference),
-    "10.1": (_patchify_cases, _patchify_reference),
-    "10.2": (_rollout_cases, _rollout_reference),
-    "11.1": (_rotate_cases, _rotate_reference),
-    "11.2": (_rms_norm_cases, _rms_norm_reference),
+@dataclass(frozen=True)
+class Registration:
+    """The grader's half of one exercise: what no student's install holds.
+
+    The other half, which students' checks read, is the course package's catalogue entry
+    (:class:`transformer_course.exercises.Exercise`: title, function name, points, tolerance,
+    hints); the public cases students check against are derived from this half
+    (:func:`write_public_cases`), and so are similarity's known answers (:mod:`..similarity`).
+
+    Attributes:
+        cases: callable ``(numpy Generator) -> [(label, keyword arguments), ...]``: seed 0 gives the
+            public cases, each student's secret seed their own; every size and value comes from the
+            generator.
+        reference: callable ``(**arguments) -> output``, written here independently of the package.
+        twin: optional ``"module:qualified name"`` of the course package's own implementation of the
+            same function: a student's copy of it is flagged in the report.
+        answer: optional callable ``(**arguments) -> output``, for an exercise judged by properties
+            (its right answers are random): one independently written right answer, whose output
+            :func:`answer` gives; where None, :func:`answer` gives the reference's output.
+    """
+
+    cases: Callable
+    reference: Callable
+    twin: str | None = None
+    answer: Callable | None = None
+
+
+# Every exercise the grader grades, by id: the one table the references, the public cases and similarity's known
+# answers are read from.
+REGISTRY = {
+    "01.1": Registration(_one_hot_cases, _one_hot_encode_reference, twin="transformer_course.reversal:one_hot_encode"),
+    "01.2": Registration(_lstm_step_cases, _lstm_step_reference),
+    "02.1": Registration(lambda rng: _score_cases(rng, True), _luong_general_reference),
+    "02.2": Registration(lambda rng: _score_cases(rng, False), _bahdanau_reference),
+    "03.1": Registration(_vectorize_cases, _vectorize_reference),
+    "03.2": Registration(_merge_step_cases, _merge_step_reference),
+    "03.3": Registration(_encode_word_cases, _encode_word_reference,
+                        twin="transformer_course.bpe:BytePairEncoding._encode_piece"),
+    "03.4": Registration(_skipgram_pairs_cases, _skipgram_pairs_reference,
+                        twin="transformer_course.word_vectors:skipgram_pairs"),
+    "04.1": Registration(_attention_cases, _attention_reference,
+                        twin="transformer_course.attention:scaled_dot_product_attention"),
+    "04.2": Registration(_split_cases, _split_heads_reference),
+    "04.3": Registration(_merge_cases, _merge_heads_reference),
+    "04.4": Registration(_sinusoidal_cases, _sinusoidal_reference,
+                        twin="transformer_course.positional:sinusoidal_encoding"),
+    "04.5": Registration(_multi_head_attention_cases, _multi_head_attention_reference),
+    "04.6": Registration(_self_attention_mask_cases, _self_attention_mask_reference,
+                        twin="transformer_course.masks:attention_mask"),
+    "05.1": Registration(_layer_norm_cases, _layer_norm_reference),
+    "05.2": Registration(_feed_forward_cases, _feed_forward_reference),
+    "05.3": Registration(_encoder_block_cases, _encoder_block_reference),
+    "06.1": Registration(_pooling_cases, _masked_max_reference),
+    "06.2": Registration(_pooling_cases, _masked_mean_reference),
+    "07.1": Registration(_causal_cases, _causal_reference, twin="transformer_course.masks:causal_mask"),
+    "07.2": Registration(_greedy_cases, _greedy_reference, twin="transformer_course.decoding:greedy_decode"),
+    "07.3": Registration(_teacher_forcing_loss_cases, _teacher_forcing_loss_reference),
+    "07.4": Registration(_beam_step_cases, _beam_step_reference),
+    "07.5": Registration(_warmup_cosine_cases, _warmup_cosine_reference),
+    "07.6": Registration(_adamw_step_cases, _adamw_step_reference),
+    "08.1": Registration(_masked_lm_loss_cases, _masked_lm_loss_reference),
+    "08.3": Registration(_bert_corruption_cases, _bert_corruption_reference,
+                        twin="transformer_course.pretraining:mask_tokens", answer=_bert_corruption_answer),
+    "09.1": Registration(_temperature_cases, _temperature_reference,
+                        twin="transformer_course.decoding:apply_temperature"),
+    "09.2": Registration(_nucleus_cases, _nucleus_reference, twin="transformer_course.decoding:top_p_filter"),
+    "09.3": Registration(_cached_attention_step_cases, _cached_attention_step_reference),
+    "09.4": Registration(_perplexity_and_bits_cases, _perplexity_and_bits_reference),
+    "09.5": Registration(_gpt_cases, _gpt_reference),
+    "09.6": Registration(_narrow_interval_cases, _narrow_interval_reference),
+    "10.1": Registration(_patchify_cases, _patchify_reference, twin="transformer_course.vision:extract_patches"),
+    "10.2": Registration(_rollout_cases, _rollout_reference, twin="transformer_course.vision:attention_rollout"),
+    "11.1": Registration(_rotate_cases, _rotate_reference, twin="transformer_course.rotary:rotary_embedding"),
+    "11.2": Registration(_rms_norm_cases, _rms_norm_reference, twin="transformer_course.transformer:RMSNorm.call"),
 }
-
-
-# Exercises judged by properties: their reference describes what a right answer shows, and this is one right answer.
-_ANSWERS = {"08.3": _bert_corruption_answer}
 
 
 def answer(exercise_id: str, arguments: dict):
     """A right answer's output on ``arguments``: the reference output, or for an exercise judged by
     its properties (its outputs are random) one independently written right answer."""
-    return _ANSWERS.get(exercise_id, lambda **kwargs: expected(exercise_id, kwargs))(**arguments)
+    registration = REGISTRY[exercise_id]
+    return registration.answer(**arguments) if registration.answer else registration.reference(**arguments)
 
 
 def cases(exercise_id: str, rng) -> list:
@@ -1036,12 +1104,12 @@ def cases(exercise_id: str, rng) -> list:
     Raises:
         KeyError: for an unknown exercise id.
     """
-    return _EXERCISES[exercise_id][0](rng)
+    return REGISTRY[exercise_id].cases(rng)
 
 
 def expected(exercise_id: str, arguments: dict):
     """The reference output of ``exercise_id`` on ``arguments``."""
-    return _EXERCISES[exercise_id][1](**arguments)
+    return REGISTRY[exercise_id].reference(**arguments)
 
 
 def public_cases() -> str:
@@ -1053,7 +1121,7 @@ def public_cases() -> str:
     import json
 
     table = {}
-    for exercise_id in _EXERCISES:
+    for exercise_id in REGISTRY:
         table[exercise_id] = [[label, encode(arguments), encode(expected(exercise_id, arguments))]
                               for label, arguments in cases(exercise_id, np.random.default_rng(0))]
     return json.dumps(table, indent=1, sort_keys=True) + "\n"
