@@ -137,7 +137,7 @@ def _compare(other: Path, notebooks: list[str], per_notebook: int, repeats: int)
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notebook", default="all",
-                        help="the notebook id graded in the throughput runs, "
+                        help="the notebook ids graded in the throughput runs, comma-separated (05,07), "
                              "or 'all' (default): every one with exercises")
     parser.add_argument("--per-notebook", type=int, default=2, help="submissions of each notebook (default: 2)")
     parser.add_argument("--against", type=Path, help="another checkout: compare the two graders side by side")
@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     if arguments.one_batch:
         _one_batch(arguments.one_batch, arguments.notebook.split(","), arguments.per_notebook, arguments.workers)
         return 0
-    notebooks = _with_exercises() if arguments.notebook == "all" else [arguments.notebook]
+    notebooks = _with_exercises() if arguments.notebook == "all" else arguments.notebook.split(",")
     if arguments.against:
         if not sandbox_available():
             parser.error("--against compares sandboxed grading, and bubblewrap is not available here")
