@@ -3,6 +3,9 @@ notebooks nbval runs: every test and notebook uses the smoke profile; every temp
 (TensorFlow's autograph leaves one per traced function) goes into one folder of the test run's own,
 removed when the run ends; and the ``tensorflow`` marker.
 
+The ``import_graph`` fixture reads a package's imports from its source, for the tests that hold the
+course package and the grader to their shapes (``tests/test_tooling.py``, ``grader/tests/test_structure.py``).
+
 A test module that needs Keras on TensorFlow (tf.data pipelines, the grader's kernels, the wheel's
 notebooks, the TensorFlow start-up log) says so with ``pytestmark = pytest.mark.tensorflow``.
 ``pytest -m "not tensorflow"`` deselects it anywhere; where TensorFlow is not installed (the
@@ -17,6 +20,9 @@ import shutil
 import tempfile
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from transformer_course.datasets import pin_data_directory
 
@@ -63,3 +69,63 @@ def pytest_ignore_collect(collection_path: Path, config):
             and marked_tensorflow(collection_path)):
         return True
     return None
+
+
+def _imports(path: Path, root: Path, top_level_only: bool = False) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every import statement of ``path``, a module of the package at ``root``
+    (whose folder name is the package's), relative imports resolved inside it; with ``top_level_only``,
+    only the imports that run when the module is imported (not those inside functions)."""
+    package = [root.name, *path.parent.relative_to(root).parts]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    statements = [node for statement in tree.body for node in (
+        ast.walk(statement) if isinstance(statement, (ast.If, ast.Try)) else [statement])] if top_level_only \
+        else ast.walk(tree)
+    found = []
+    for node in statements:
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            found.append((".".join([*base, *([node.module] if node.module else [])]),
+                          [alias.name for alias in node.names]))
+    return found
+
+
+def _imported_modules(path: Path, root: Path, top_level_only: bool = False) -> set[str]:
+    """Every dotted name an import statement of ``path`` reaches: each module, and each module.name it imports."""
+    return {name for module, names in _imports(path, root, top_level_only)
+            for name in [module, *(f"{module}.{alias}" for alias in names)]}
+
+
+def _module_graph(root: Path, top_level_only: bool = False) -> dict[str, set[str]]:
+    """Module name -> the package's own modules it imports (``from . import x`` naming the module's own
+    package is not an import of that package's ``__init__``)."""
+    paths = {".".join([root.name, *path.relative_to(root).with_suffix("").parts]).removesuffix(".__init__"): path
+             for path in root.rglob("*.py")}
+    return {name: {imported for imported in _imported_modules(path, root, top_level_only)
+                   if imported in paths and imported != name and not name.startswith(imported + ".")}
+            for name, path in paths.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[str]:
+    """The modules of ``graph`` that reach themselves through their imports, directly or through others."""
+    circles = []
+    for start in graph:
+        seen, stack = set(), list(graph[start])
+        while stack:
+            module = stack.pop()
+            if module == start:
+                circles.append(start)
+                break
+            if module not in seen:
+                seen.add(module)
+                stack.extend(graph.get(module, ()))
+    return circles
+
+
+@pytest.fixture(scope="session")
+def import_graph():
+    """The import reader: ``imports(path, root)``, ``imported_modules(path, root)``, ``module_graph(root)``
+    and ``circles(graph)``, each taking ``top_level_only`` where it reads a file."""
+    return SimpleNamespace(imports=_imports, imported_modules=_imported_modules, module_graph=_module_graph,
+                           circles=_circles)

@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_course.tooling.publishing import Publication, publication, stamp
+from transformer_course.tooling.publishing import Publication, publication, publication_targets, stamp
 from transformer_course_grader.cli import main  # `release` stamps the setting
 
 pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
@@ -39,6 +39,19 @@ def test_the_website_and_kaggle_addresses_follow_the_setting():
 def test_a_setting_colab_cannot_open_is_refused_by_name(repository):
     with pytest.raises(ValueError, match=r"`repository` must be a GitHub address.*\[project.urls\] Repository"):
         Publication(repository, "v1.0.0")
+
+
+def test_the_stamped_files_are_the_numbered_notebooks_their_scripts_and_the_readme(tmp_path):
+    root = tmp_path / "course"
+    (root / "notebooks").mkdir(parents=True)
+    for name in ["02_b.ipynb", "01_a.ipynb", "01_a.py", "scratch.ipynb", "1_short.py"]:
+        (root / "notebooks" / name).write_text("")
+    assert publication_targets(root / "notebooks") == (None, [])  # no pyproject.toml: not a checkout
+    (root / "pyproject.toml").write_text("")
+    (root / "README.md").write_text("")
+    found_root, files = publication_targets(root / "notebooks")
+    assert found_root == root.resolve()
+    assert [path.name for path in files] == ["01_a.ipynb", "02_b.ipynb", "01_a.py", "README.md"]
 
 
 def test_the_checkout_setting_and_the_installed_one_agree():

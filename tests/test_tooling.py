@@ -3,7 +3,6 @@ module at all imports the grader (a distribution of its own), read from every im
 importing a layer module loads none of the machinery; the notebook helpers are reachable from the
 package itself."""
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -18,52 +17,43 @@ OUTSIDE_TOOLING = sorted(path for path in PACKAGE.rglob("*.py") if path.parent !
 SUBJECT = [path for path in OUTSIDE_TOOLING if path.parent == PACKAGE]
 
 
-def _imported_modules(path: Path, top_level_only: bool = False) -> set[str]:
-    """Every module an import statement of `path` names, relative ones resolved inside the package
-    (with `top_level_only`, only the imports that run when the module is imported, not those in functions)."""
-    package = ["transformer_course", *path.parent.relative_to(PACKAGE).parts]
-    names = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    statements = [node for statement in tree.body for node in (
-        ast.walk(statement) if isinstance(statement, (ast.If, ast.Try)) else [statement])] if top_level_only \
-        else ast.walk(tree)
-    for node in statements:
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
-            module = ".".join([*base, *([node.module] if node.module else [])])
-            names |= {module} | {f"{module}.{alias.name}" for alias in node.names}
-    return names
-
-
-def test_the_rule_is_read_from_real_imports():
+def test_the_rule_is_read_from_real_imports(import_graph):
     """The reader resolves relative imports: the runner's own imports of the machinery are seen."""
-    assert "transformer_course.tooling.results" in _imported_modules(PACKAGE / "tooling" / "runner.py")
-    assert "transformer_course._quiet_keras" in _imported_modules(PACKAGE / "masks.py")
-    assert "transformer_course.exercises.values" in _imported_modules(PACKAGE / "exercises" / "catalog.py")
+    def imported(path):
+        return import_graph.imported_modules(path, PACKAGE)
+
+    assert "transformer_course.tooling.results" in imported(PACKAGE / "tooling" / "runner.py")
+    assert "transformer_course._quiet_keras" in imported(PACKAGE / "masks.py")
+    assert "transformer_course.exercises.values" in imported(PACKAGE / "exercises" / "catalog.py")
+    graph = import_graph.module_graph(PACKAGE)
+    assert "transformer_course.tooling.results" in graph["transformer_course.tooling.runner"]
 
 
-def _reached(path: Path, parts: tuple[str, ...]) -> list[str]:
-    return sorted(name for name in _imported_modules(path) for part in parts
-                  if name == f"transformer_course.{part}" or name.startswith(f"transformer_course.{part}."))
+@pytest.fixture
+def reached(import_graph):
+    """reached(path, parts): the modules under transformer_course.<part> that ``path`` imports, sorted."""
+    def reached(path: Path, parts: tuple[str, ...]) -> list[str]:
+        return sorted(name for name in import_graph.imported_modules(path, PACKAGE) for part in parts
+                      if name == f"transformer_course.{part}" or name.startswith(f"transformer_course.{part}."))
+    return reached
 
 
 @pytest.mark.parametrize("path", OUTSIDE_TOOLING, ids=lambda path: str(path.relative_to(PACKAGE)))
-def test_nothing_outside_the_machinery_imports_it(path):
-    assert not _reached(path, ("tooling",)), f"{path.relative_to(PACKAGE)} imports {_reached(path, ('tooling',))}"
+def test_nothing_outside_the_machinery_imports_it(path, reached):
+    assert not reached(path, ("tooling",)), f"{path.relative_to(PACKAGE)} imports {reached(path, ('tooling',))}"
 
 
 @pytest.mark.parametrize("path", SUBJECT, ids=lambda path: str(path.relative_to(PACKAGE)))
-def test_no_subject_module_imports_the_exercises(path):
-    reached = _reached(path, ("exercises",))
-    assert not reached, f"{path.relative_to(PACKAGE)} imports {reached}"
+def test_no_subject_module_imports_the_exercises(path, reached):
+    found = reached(path, ("exercises",))
+    assert not found, f"{path.relative_to(PACKAGE)} imports {found}"
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda path: str(path.relative_to(PACKAGE)))
-def test_no_module_of_the_course_package_imports_the_grader(path):
+def test_no_module_of_the_course_package_imports_the_grader(path, import_graph):
     """The grader is a distribution of its own (``grader/``) that students never install."""
-    reached = sorted(name for name in _imported_modules(path) if name.split(".")[0] == "transformer_course_grader")
+    reached = sorted(name for name in import_graph.imported_modules(path, PACKAGE)
+                     if name.split(".")[0] == "transformer_course_grader")
     assert not reached, f"{path.relative_to(PACKAGE)} imports {reached}"
 
 
@@ -90,25 +80,17 @@ def test_the_notebook_helpers_come_from_the_package():
 MODEL_MODULES = ("seq2seq", "classifier", "translation", "language_model", "bert", "electra", "vision")
 
 
-def _package_imports(top_level_only: bool = False) -> dict[str, set[str]]:
-    """Module name -> the package's modules it imports."""
-    paths = {".".join(["transformer_course", *path.relative_to(PACKAGE).with_suffix("").parts]).removesuffix(
-        ".__init__"): path for path in PACKAGE.rglob("*.py")}
-    return {name: {imported for imported in _imported_modules(path, top_level_only)
-                   if imported in paths and imported != name} for name, path in paths.items()}
-
-
 @pytest.mark.parametrize("model", MODEL_MODULES)
-def test_no_model_module_imports_another(model):
+def test_no_model_module_imports_another(model, import_graph):
     """Each model sits beside the others: what two models share (pooling, blocks, activations) is a layer module."""
     others = {f"transformer_course.{other}" for other in MODEL_MODULES if other != model}
-    reached = sorted(_package_imports()[f"transformer_course.{model}"] & others)
+    reached = sorted(import_graph.module_graph(PACKAGE)[f"transformer_course.{model}"] & others)
     assert not reached, f"{model} imports {reached}"
 
 
-def test_the_import_graph_of_the_package_is_at_most_seven_modules_deep():
+def test_the_import_graph_of_the_package_is_at_most_seven_modules_deep(import_graph):
     """Counted on the imports that run when a module is imported (a function's own import runs later)."""
-    graph = _package_imports(top_level_only=True)
+    graph = import_graph.module_graph(PACKAGE, top_level_only=True)
     assert "transformer_course.attention" in graph["transformer_course.transformer"]
 
     def longest(module, seen=()):
@@ -121,21 +103,8 @@ def test_the_import_graph_of_the_package_is_at_most_seven_modules_deep():
     assert len(deepest) <= 7, " -> ".join(deepest)
 
 
-def test_no_two_modules_of_the_package_import_each_other_in_a_circle():
+def test_no_two_modules_of_the_package_import_each_other_in_a_circle(import_graph):
     """An import circle (each module reaching the other, directly or through others) makes a module's
     meaning depend on import order; the package has none, imports inside functions included."""
-    # `from . import x` names the module's own package too: that is not an import of its __init__'s code.
-    graph = {name: {imported for imported in imports if not name.startswith(imported + ".")}
-             for name, imports in _package_imports().items()}
-    circles = []
-    for start in graph:
-        seen, stack = set(), list(graph[start])
-        while stack:
-            module = stack.pop()
-            if module == start:
-                circles.append(start)
-                break
-            if module not in seen:
-                seen.add(module)
-                stack.extend(graph.get(module, ()))
-    assert circles == []
+    assert import_graph.circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c"]
+    assert import_graph.circles(import_graph.module_graph(PACKAGE)) == []

@@ -16,24 +16,15 @@ from pathlib import Path
 __all__ = ["main", "read_seed_file"]
 
 
-def _publication_targets(notebooks_dir: Path) -> tuple[Path | None, list[Path]]:
-    """The checkout that holds ``notebooks_dir`` (None outside one) and the files carrying Colab links."""
-    root = notebooks_dir.resolve().parent
-    if not (root / "pyproject.toml").is_file():
-        return None, []
-    files = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")) + sorted(notebooks_dir.glob("[0-9][0-9]_*.py"))
-    return root, files + [path for path in [root / "README.md"] if path.is_file()]
-
-
 def _command_release(arguments) -> int:
     from transformer_course.tooling import write_text_atomically
-    from transformer_course.tooling.publishing import publication, run_time_line, stamp
+    from transformer_course.tooling.publishing import publication, publication_targets, run_time_line, stamp
 
     from .markup import MarkupError, release_folder
 
     notebooks_dir = Path(arguments.notebooks_dir)
     try:
-        root, targets = _publication_targets(notebooks_dir)
+        root, targets = publication_targets(notebooks_dir)
         setting = publication(root)
         results_dir = (root or notebooks_dir.resolve().parent) / "results"
 

@@ -90,7 +90,7 @@ CATALOGUE_MARKERS = ("<!-- exercise-catalogue:start -->", "<!-- exercise-catalog
 
 
 def _command_catalogue(arguments) -> int:
-    from .._files import write_text_atomically
+    from .._files import replace_between_markers, write_text_atomically
     from ..exercises import catalogue_table
 
     if not arguments.update:
@@ -98,12 +98,11 @@ def _command_catalogue(arguments) -> int:
         return 0
     path = Path(arguments.update)
     text = path.read_text(encoding="utf-8")
-    start, end = text.find(CATALOGUE_MARKERS[0]), text.find(CATALOGUE_MARKERS[1])
-    if start < 0 or end < start:
-        print(f"catalogue: {path} must contain the lines {CATALOGUE_MARKERS[0]} and {CATALOGUE_MARKERS[1]}",
-              file=sys.stderr)
+    try:
+        new = replace_between_markers(text, CATALOGUE_MARKERS, catalogue_table(), where=str(path))
+    except ValueError as error:
+        print(f"catalogue: {error}", file=sys.stderr)
         return 2
-    new = f"{text[:start]}{CATALOGUE_MARKERS[0]}\n{catalogue_table()}\n{text[end:]}"
     if new != text:
         write_text_atomically(path, new)
     print(f"{path}: {'updated' if new != text else 'already up to date'}")

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["Publication", "publication", "stamp", "run_time_line", "COLAB_LINK", "COLAB_INSTALL", "RUN_TIME"]
+__all__ = ["Publication", "publication", "publication_targets", "stamp", "run_time_line", "COLAB_LINK",
+           "COLAB_INSTALL", "RUN_TIME"]
 
 # A Colab link to a notebook of this course, whatever repository, ref and folder it names now.
 COLAB_LINK = re.compile(
@@ -116,6 +117,31 @@ def publication(project_root: str | Path | None = None) -> Publication:
     if not repository or not version:
         raise ValueError(f"{where} has no [project.urls] Repository or no version; Colab links need both.")
     return Publication(repository=repository, ref=f"v{version}")
+
+
+def publication_targets(notebooks_dir: str | Path) -> tuple[Path | None, list[Path]]:
+    """The checkout that holds ``notebooks_dir`` and the files of it that carry Colab links.
+
+    Args:
+        notebooks_dir: str or Path, a folder of source notebooks (``notebooks/`` of a checkout).
+
+    Returns:
+        (root, files): ``root`` the checkout (the folder above ``notebooks_dir``, holding a
+        ``pyproject.toml``), or None outside one, with ``files`` then empty; ``files`` the
+        numbered notebooks (``NN_*.ipynb``), their paired scripts (``NN_*.py``) and the README,
+        sorted, the files :func:`stamp` is applied to.
+
+    Example:
+        >>> root, files = publication_targets("notebooks")  # doctest: +SKIP
+        >>> [path.name for path in files][-1]  # doctest: +SKIP
+        'README.md'
+    """
+    notebooks_dir = Path(notebooks_dir)
+    root = notebooks_dir.resolve().parent
+    if not (root / "pyproject.toml").is_file():
+        return None, []
+    files = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")) + sorted(notebooks_dir.glob("[0-9][0-9]_*.py"))
+    return root, files + [path for path in [root / "README.md"] if path.is_file()]
 
 
 def _duration(seconds: float) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._files import write_text_atomically
+from .._files import replace_between_markers, write_text_atomically
 
 __all__ = [
     "METRICS_FILE_VARIABLE",
@@ -29,7 +29,6 @@ __all__ = [
     "load_record",
     "headline",
     "results_table",
-    "replace_results_table",
     "update_readme_table",
 ]
 
@@ -239,18 +238,6 @@ def results_table(records: list[dict], for_students: bool = False) -> str:
     return "\n".join(lines)
 
 
-def replace_results_table(text: str, replacement: str, where: str = "the text") -> str:
-    """``text`` with its results-table block, both marker lines included, replaced by ``replacement``.
-
-    Raises:
-        ValueError: if ``text`` lacks the two marker lines (``where`` names it in the message).
-    """
-    start, end = text.find(_TABLE_START), text.find(_TABLE_END)
-    if start < 0 or end < start:
-        raise ValueError(f"{where} must contain the lines {_TABLE_START} and {_TABLE_END}.")
-    return text[:start] + replacement + text[end + len(_TABLE_END):]
-
-
 def update_readme_table(readme: str | os.PathLike, results_dir: str | os.PathLike) -> bool:
     """Regenerate the table between the README's results-table markers.
 
@@ -263,7 +250,7 @@ def update_readme_table(readme: str | os.PathLike, results_dir: str | os.PathLik
     path = Path(readme)
     text = path.read_text(encoding="utf-8")
     table = results_table(load_records(results_dir))
-    new = replace_results_table(text, f"{_TABLE_START}\n{table}\n{_TABLE_END}", where=str(path))
+    new = replace_between_markers(text, (_TABLE_START, _TABLE_END), table, where=str(path))
     if new != text:
-        path.write_text(new, encoding="utf-8")
+        write_text_atomically(path, new)
     return new != text
