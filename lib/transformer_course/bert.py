@@ -35,7 +35,7 @@ from ._validation import check_integer, check_model_sizes, check_rate
 from .masks import masked_softmax, padding_mask
 from .pooling import ClassTokenOutput, GatherPositions
 from .positional import PositionalEmbedding, SegmentEmbedding
-from .transformer import TiedTokenDistribution, TransformerEncoder, gelu_approximate
+from .transformer import BertStyleEncoder, TiedTokenDistribution, gelu_approximate
 
 __all__ = ["BertPretrainer", "build_bert_pretrainer", "build_bert_classifier", "build_bert_encoder",
            "build_token_tagger", "build_span_finder", "SegmentEmbedding", "GatherPositions", "SpanHead",
@@ -43,7 +43,7 @@ __all__ = ["BertPretrainer", "build_bert_pretrainer", "build_bert_classifier", "
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
-class BertPretrainer(keras.Model):
+class BertPretrainer(BertStyleEncoder, keras.Model):
     """A BERT-style encoder with its pre-training heads (Devlin et al., 2019, §3.1, Figure 2).
 
     The input representation is the sum of a token embedding, a learned position embedding and
@@ -57,10 +57,12 @@ class BertPretrainer(keras.Model):
     * Next-sentence head: the ``[CLS]`` output → dense (tanh), the **pooled** output → softmax
       over NotNext (0) / IsNext (1).
 
-    A functional model with its parts as attributes, read by :meth:`encode`, the fine-tuning
-    builders below and :mod:`transformer_course.bert_checkpoints`: ``token_embedding``
-    (tokens and positions), ``segment_embedding``, ``embedding_norm``, ``embedding_dropout``,
-    ``encoder_blocks`` (a list) and ``pooler`` (None without the next-sentence head).
+    A functional model with its parts as attributes, read by ``encode`` (of
+    :class:`~transformer_course.transformer.BertStyleEncoder`, the body it shares with ELECTRA's
+    discriminator), the fine-tuning builders below and :mod:`transformer_course.bert_checkpoints`:
+    ``token_embedding`` (tokens and positions), ``segment_embedding``, ``embedding_norm``,
+    ``embedding_dropout``, ``encoder_blocks`` (a list) and ``pooler`` (None without the
+    next-sentence head).
     ``get_config`` returns the arguments below, so a ``.keras`` file reloads with no
     ``custom_objects``.
 
@@ -109,17 +111,9 @@ class BertPretrainer(keras.Model):
         token_embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
         segment_embedding = SegmentEmbedding(2, embed_dim, name="segment_embedding")
         x = segment_embedding(token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
-        # Each layer made just before its first call: layers draw their random seeds when made.
-        embedding_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")
-        x = embedding_norm(x)
-        embedding_dropout = keras.layers.Dropout(dropout, name="embedding_dropout")
-        x = embedding_dropout(x)
-        encoder_blocks = []
-        for index in range(num_layers):
-            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
-                                                     activation=activation, layer_norm_epsilon=1e-12,
-                                                     name=f"encoder_{index + 1}"))
-            x = encoder_blocks[-1](x)
+        x, embedding_norm, embedding_dropout, encoder_blocks = self.build_body(
+            x, num_layers=num_layers, intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=dropout,
+            activation=activation)
         masked = GatherPositions(name="mlm_gather")([x, inputs["mask_positions"]])  # (B, P, E)
         masked = keras.layers.Dense(embed_dim, activation=activation, name="mlm_transform")(masked)
         masked = keras.layers.LayerNormalization(epsilon=1e-12, name="mlm_norm")(masked)
@@ -140,23 +134,6 @@ class BertPretrainer(keras.Model):
         self.embed_dim, self.num_heads, self.intermediate_dim = embed_dim, num_heads, intermediate_dim
         self.num_layers, self.dropout, self.next_sentence = num_layers, dropout, next_sentence
         self.activation = activation
-
-    def encode(self, inputs):
-        r"""The encoder alone (embeddings and blocks, these very layers) on new inputs.
-
-        Args:
-            inputs: ``{"token_ids": int (B, T), "segment_ids": int (B, T)}``, tensors or
-                symbolic ``keras.Input``\ s (to build a new model on the shared layers).
-
-        Returns:
-            float ``(B, T, E)``, the last block's vector at every position, carrying the padding
-            mask (token id 0) as its Keras mask.
-        """
-        x = self.segment_embedding(self.token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
-        x = self.embedding_dropout(self.embedding_norm(x))
-        for block in self.encoder_blocks:
-            x = block(x)
-        return x
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,
@@ -185,7 +162,7 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
 CLASSIFIER_POOLINGS = ("cls", "mean")
 
 
-def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: float = 0.1,
+def build_bert_classifier(pretrainer: BertStyleEncoder, num_classes: int, dropout: float = 0.1,
                           name: str | None = None, pooling: str = "cls") -> keras.Model:
     """A classifier on a (pre-trained) BERT-style encoder: its pooled ``[CLS]`` output, or the mean of its outputs.
 
@@ -213,6 +190,7 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
         ``(B, num_classes)``. Padding (token id 0) changes no prediction.
 
     Raises:
+        TypeError: if ``pretrainer`` is not a :class:`~transformer_course.transformer.BertStyleEncoder`.
         ValueError: for a non-positive ``num_classes``, a ``dropout`` outside [0, 1) or an
             unknown ``pooling``.
 
@@ -226,7 +204,7 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
     if pooling not in CLASSIFIER_POOLINGS:
         raise ValueError(f"`pooling` must be one of {CLASSIFIER_POOLINGS}; received {pooling!r}.")
     inputs = _text_inputs()
-    x = pretrainer.encode(inputs)
+    x = _encoder(pretrainer).encode(inputs)
     if pooling == "mean":
         pooled = keras.layers.GlobalAveragePooling1D(name="mean_output")(x, mask=padding_mask(inputs["token_ids"]))
     else:
@@ -239,7 +217,7 @@ def build_bert_classifier(pretrainer: keras.Model, num_classes: int, dropout: fl
                                        dtype="float32")(pooled)
     return keras.Model(inputs, probabilities, name=name)
 
-def build_bert_encoder(pretrainer: keras.Model, name: str | None = None) -> keras.Model:
+def build_bert_encoder(pretrainer: BertStyleEncoder, name: str | None = None) -> keras.Model:
     """The encoder of a BERT-style pretrainer alone: its last block's vector at every position.
 
     The new model **shares** the pretrainer's embedding and encoder layers; use it to read the
@@ -254,6 +232,9 @@ def build_bert_encoder(pretrainer: keras.Model, name: str | None = None) -> kera
         ``(B, T, E)``, carrying the padding mask (token id 0) as its Keras mask; the vectors at
         padding positions are computed but mean nothing.
 
+    Raises:
+        TypeError: if ``pretrainer`` is not a :class:`~transformer_course.transformer.BertStyleEncoder`.
+
     Example:
         >>> pretrainer = build_bert_pretrainer(50, 8, 2, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
         >>> encoder = build_bert_encoder(pretrainer)
@@ -262,7 +243,19 @@ def build_bert_encoder(pretrainer: keras.Model, name: str | None = None) -> kera
         (1, 8, 8)
     """
     inputs = _text_inputs()
-    return keras.Model(inputs, pretrainer.encode(inputs), name=name)
+    return keras.Model(inputs, _encoder(pretrainer).encode(inputs), name=name)
+
+
+def _encoder(pretrainer) -> BertStyleEncoder:
+    """``pretrainer`` itself, once it is checked to be a BERT-style encoder (a BERT or ELECTRA pre-trainer).
+
+    Raises:
+        TypeError: naming what was received instead.
+    """
+    if not isinstance(pretrainer, BertStyleEncoder):
+        raise TypeError("`pretrainer` must be a BERT-style encoder (a BertPretrainer, an ElectraPretrainer or a "
+                        f"converted checkpoint); received {type(pretrainer).__name__}.")
+    return pretrainer
 
 
 def _text_inputs() -> dict:
@@ -270,7 +263,7 @@ def _text_inputs() -> dict:
             "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids")}
 
 
-def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 0.1,
+def build_token_tagger(pretrainer: BertStyleEncoder, num_tags: int, dropout: float = 0.1,
                        name: str | None = None) -> keras.Model:
     """A tag for every token (named-entity-recognition style) on a (pre-trained) BERT-style encoder.
 
@@ -290,6 +283,9 @@ def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 
         ``keras.Model`` from ``{"token_ids", "segment_ids"}`` (int ``(B, T)``) to float32
         ``(B, T, num_tags)``.
 
+    Raises:
+        TypeError: if ``pretrainer`` is not a :class:`~transformer_course.transformer.BertStyleEncoder`.
+
     Example:
         >>> pretrainer = build_bert_pretrainer(50, 8, 2, embed_dim=8, num_heads=2, intermediate_dim=16)
         >>> build_token_tagger(pretrainer, num_tags=3).output_shape
@@ -298,7 +294,7 @@ def build_token_tagger(pretrainer: keras.Model, num_tags: int, dropout: float = 
     num_tags = check_integer("num_tags", num_tags)
     check_rate("dropout", dropout)
     inputs = _text_inputs()
-    x = keras.layers.Dropout(dropout, name="tagger_dropout")(pretrainer.encode(inputs))
+    x = keras.layers.Dropout(dropout, name="tagger_dropout")(_encoder(pretrainer).encode(inputs))
     return keras.Model(inputs, keras.layers.Dense(num_tags, activation="softmax", name="tagger_output",
                                                   dtype="float32")(x), name=name)
 
@@ -347,7 +343,7 @@ class SpanHead(keras.layers.Layer):
         return (inputs_shape[0], inputs_shape[1]), (inputs_shape[0], inputs_shape[1])
 
 
-def build_span_finder(pretrainer: keras.Model, name: str | None = None) -> keras.Model:
+def build_span_finder(pretrainer: BertStyleEncoder, name: str | None = None) -> keras.Model:
     """Question-answering style span extraction on a (pre-trained) BERT-style encoder.
 
     Args:
@@ -359,6 +355,9 @@ def build_span_finder(pretrainer: keras.Model, name: str | None = None) -> keras
         ``{"start": float32 (B, T), "end": float32 (B, T)}``: the probability that the span
         starts / ends at each position (0 on padding).
 
+    Raises:
+        TypeError: if ``pretrainer`` is not a :class:`~transformer_course.transformer.BertStyleEncoder`.
+
     Example:
         >>> import numpy as np
         >>> finder = build_span_finder(build_bert_pretrainer(50, 8, 2, embed_dim=8, num_heads=2, intermediate_dim=16))
@@ -367,5 +366,5 @@ def build_span_finder(pretrainer: keras.Model, name: str | None = None) -> keras
         (['end', 'start'], (1, 4))
     """
     inputs = _text_inputs()
-    start, end = SpanHead(name="span_head")(pretrainer.encode(inputs))
+    start, end = SpanHead(name="span_head")(_encoder(pretrainer).encode(inputs))
     return keras.Model(inputs, {"start": start, "end": end}, name=name)

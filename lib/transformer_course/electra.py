@@ -25,10 +25,10 @@ discriminator's width (§3.2 finds 1/4 to 1/2 best). The discriminator never see
   discriminator's floor (the loss of one constant guess at the replaced-token rate), the rate
   as a training metric, and its held-out loss, floor, ROC AUC and recall.
 
-The discriminator has :class:`~transformer_course.bert.BertPretrainer`'s parts and names
-(``token_embedding``, ``segment_embedding``, ``embedding_norm``, ``encoder_blocks``, ``encode``,
-``pooler = None``), so :func:`~transformer_course.bert.build_bert_classifier` fine-tunes it as it
-fine-tunes a BERT-style encoder.
+The discriminator is a :class:`~transformer_course.transformer.BertStyleEncoder`, the body
+:class:`~transformer_course.bert.BertPretrainer` is built on too (``pooler = None``: it trains
+none), so :func:`~transformer_course.bert.build_bert_classifier` fine-tunes it as it fine-tunes a
+BERT-style encoder.
 
 Shape letters: B batch, T positions, P masked positions per row, V vocabulary, E width.
 """
@@ -47,7 +47,7 @@ from .masks import padding_mask
 from .pooling import GatherPositions
 from .positional import PositionalEmbedding, SegmentEmbedding
 from .pretraining import PretrainingBatches, gather_selected, mask_tokens
-from .transformer import TiedTokenDistribution, TransformerEncoder
+from .transformer import BertStyleEncoder, TiedTokenDistribution, TransformerEncoder
 
 __all__ = ["ElectraPretrainer", "ReplaceWithSamples", "ReplacedTokenDetectionLoss", "ElectraBatches",
            "electra_inputs", "constant_guess_loss", "replaced_rate", "detection_quality", "DISCRIMINATOR_WEIGHT"]
@@ -156,7 +156,7 @@ class ReplacedTokenDetectionLoss(keras.losses.Loss):
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
-class ElectraPretrainer(keras.Model):
+class ElectraPretrainer(BertStyleEncoder, keras.Model):
     """ELECTRA's generator and discriminator, trained together (Clark et al., 2020, §2 and §3.2).
 
     * Shared: the token + position embedding (``token_embedding``) and the segment embedding.
@@ -243,15 +243,9 @@ class ElectraPretrainer(keras.Model):
         corrupted, replaced = ReplaceWithSamples(seed, name="replace_with_samples")(
             generator, inputs["original_ids"], inputs["mask_positions"], inputs["mask_labels"])
         x = segment_embedding(token_embedding(corrupted), segment_ids=inputs["segment_ids"])
-        embedding_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")
-        embedding_dropout = keras.layers.Dropout(dropout, name="embedding_dropout")
-        x = embedding_dropout(embedding_norm(x))
-        encoder_blocks = []
-        for index in range(num_layers):
-            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
-                                                     activation=activation, layer_norm_epsilon=1e-12,
-                                                     name=f"encoder_{index + 1}"))
-            x = encoder_blocks[-1](x)
+        x, embedding_norm, embedding_dropout, encoder_blocks = self.build_body(
+            x, num_layers=num_layers, intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=dropout,
+            activation=activation)
         replaced_probability = keras.layers.Dense(1, activation="sigmoid", name="discriminator_head",
                                                   dtype="float32")(x)[..., 0]
         real = ops.cast(padding_mask(inputs["original_ids"]), "float32")
@@ -267,22 +261,6 @@ class ElectraPretrainer(keras.Model):
         self.num_layers, self.dropout, self.activation, self.seed = num_layers, dropout, activation, seed
         self.generator_fraction, self.generator_layers = generator_fraction, generator_layers
         self.generator_width = generator_width
-
-    def encode(self, inputs):
-        r"""The discriminator alone (embeddings and blocks, these very layers) on new inputs.
-
-        Args:
-            inputs: ``{"token_ids": int (B, T), "segment_ids": int (B, T)}``, tensors or symbolic
-                ``keras.Input``\ s.
-
-        Returns:
-            float ``(B, T, E)``, carrying the padding mask (token id 0) as its Keras mask.
-        """
-        x = self.segment_embedding(self.token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
-        x = self.embedding_dropout(self.embedding_norm(x))
-        for block in self.encoder_blocks:
-            x = block(x)
-        return x
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,

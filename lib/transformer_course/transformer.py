@@ -2,6 +2,9 @@
 
 * :class:`TransformerEncoder`, :class:`TransformerDecoder` — Vaswani et al.'s blocks (post- or
   pre-norm), equal to keras-hub's.
+* :class:`BertStyleEncoder` — the encoder body BERT pre-trains and ELECTRA's discriminator is
+  (LayerNorm and dropout on the summed embeddings, then a stack of post-norm encoder blocks), built
+  once for both models and run on new inputs by its :meth:`~BertStyleEncoder.encode`.
 * :class:`RMSNorm`, :class:`SwiGLUFeedForward`, :class:`LlamaDecoder` — what today's decoders
   changed: a norm without centring or bias, a gated feed-forward, and a pre-norm block of both
   around grouped-query attention with rotary positions.
@@ -29,8 +32,8 @@ from ._validation import check_integer, check_rate
 from .attention import GroupedQueryAttention, MultiHeadAttention
 from .masks import combine_masks, key_mask
 
-__all__ = ["TransformerEncoder", "TransformerDecoder", "TokenDistribution", "TiedTokenDistribution", "gelu_approximate",
-           "RMSNorm", "SwiGLUFeedForward", "LlamaDecoder"]
+__all__ = ["TransformerEncoder", "TransformerDecoder", "BertStyleEncoder", "TokenDistribution", "TiedTokenDistribution",
+           "gelu_approximate", "RMSNorm", "SwiGLUFeedForward", "LlamaDecoder"]
 
 
 class _TransformerBlock(keras.layers.Layer):
@@ -210,6 +213,76 @@ class TransformerEncoder(_TransformerBlock):
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)
 
+
+class BertStyleEncoder:
+    r"""The encoder body of BERT (Devlin et al., 2019, §3) and of ELECTRA's discriminator (Clark et al., 2020, §2).
+
+    The summed token, position and segment embeddings go through LayerNorm and dropout (BERT's
+    "Input/Output Representations"), then ``num_layers`` post-norm :class:`TransformerEncoder`
+    blocks. :class:`~transformer_course.bert.BertPretrainer` and
+    :class:`~transformer_course.electra.ElectraPretrainer` derive from this class (before
+    ``keras.Model``): each builds its body with :meth:`build_body` on its own embeddings and keeps
+    the parts as attributes, and :meth:`encode` runs those very layers on new inputs, which is
+    how the fine-tuning builders of :mod:`transformer_course.bert` put a head on either model.
+
+    Attributes a deriving model sets after ``keras.Model.__init__``: ``token_embedding`` (a
+    :class:`~transformer_course.positional.PositionalEmbedding`), ``segment_embedding`` (a
+    :class:`~transformer_course.positional.SegmentEmbedding`), ``embedding_norm``,
+    ``embedding_dropout``, ``encoder_blocks`` (a list) and ``pooler`` (a dense layer, or None
+    when the model trains none).
+
+    Example:
+        >>> from transformer_course.bert import BertPretrainer
+        >>> model = BertPretrainer(100, 16, 3, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=2)
+        >>> isinstance(model, BertStyleEncoder), len(model.encoder_blocks)
+        (True, 2)
+    """
+
+    @staticmethod
+    def build_body(embedded, *, num_layers: int, intermediate_dim: int, num_heads: int, dropout: float,
+                   activation, layer_norm_epsilon: float = 1e-12) -> tuple:
+        """Make the body's layers, each just before its first call, and run them on ``embedded``.
+
+        Args:
+            embedded: float ``(B, T, E)``, the summed embeddings (symbolic, inside a functional
+                model's construction), carrying the padding mask as its Keras mask.
+            num_layers, intermediate_dim, num_heads: ints, the blocks and their sizes.
+            dropout: float in [0, 1), of the embeddings and inside every block.
+            activation: the blocks' feed-forward activation (a function).
+            layer_norm_epsilon: float, of every LayerNorm; BERT's 1e-12 by default.
+
+        Returns:
+            ``(x, embedding_norm, embedding_dropout, encoder_blocks)``: the last block's output
+            ``(B, T, E)`` and the layers, named ``embedding_norm``, ``embedding_dropout`` and
+            ``encoder_1`` … ``encoder_<num_layers>``.
+        """
+        embedding_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="embedding_norm")
+        embedding_dropout = keras.layers.Dropout(dropout, name="embedding_dropout")
+        x = embedding_dropout(embedding_norm(embedded))
+        encoder_blocks = []
+        for index in range(num_layers):  # each block made just before its first call: it draws its seeds when made
+            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
+                                                     activation=activation, layer_norm_epsilon=layer_norm_epsilon,
+                                                     name=f"encoder_{index + 1}"))
+            x = encoder_blocks[-1](x)
+        return x, embedding_norm, embedding_dropout, encoder_blocks
+
+    def encode(self, inputs):
+        r"""The encoder alone (embeddings and blocks, these very layers) on new inputs.
+
+        Args:
+            inputs: ``{"token_ids": int (B, T), "segment_ids": int (B, T)}``, tensors or
+                symbolic ``keras.Input``\ s (to build a new model on the shared layers).
+
+        Returns:
+            float ``(B, T, E)``, the last block's vector at every position, carrying the padding
+            mask (token id 0) as its Keras mask.
+        """
+        x = self.segment_embedding(self.token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
+        x = self.embedding_dropout(self.embedding_norm(x))
+        for block in self.encoder_blocks:
+            x = block(x)
+        return x
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
