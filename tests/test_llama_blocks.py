@@ -55,6 +55,54 @@ def test_grouped_query_attention_equals_keras_with_copied_weights():
                                numpy(reference(X, X, use_causal_mask=True)), atol=1e-6)
 
 
+def test_grouped_query_attention_takes_the_padding_masks_as_keras_does_and_multi_head_attention_does():
+    """One mask convention for both layers: Keras' padding masks, given or filled from the inputs' masks."""
+    reference = keras.layers.GroupQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+    ours = GroupedQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+    reference(X, SOURCE)
+    ours(X, SOURCE)
+    ours.set_weights(reference.get_weights())
+    query_padding = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
+    source_padding = np.array([[1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 0]], bool)
+    masks = {"query_mask": query_padding, "value_mask": source_padding}
+    np.testing.assert_allclose(numpy(ours(X, SOURCE, **masks)), numpy(reference(X, SOURCE, **masks)), atol=1e-6)
+    # Filled by Keras from an embedding's mask, as for MultiHeadAttention.
+    ids = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 16, mask_zero=True)(ids)
+    model = keras.Model(ids, ours(embedded, embedded))
+    tokens = np.array([[3, 4, 5, 0, 0, 0], [1, 2, 3, 4, 5, 6]], "int32")
+    vectors = numpy(model.layers[1](tokens))
+    padding = tokens != 0
+    np.testing.assert_allclose(numpy(model(tokens))[padding],
+                               numpy(ours(vectors, vectors, query_mask=padding, value_mask=padding))[padding],
+                               atol=1e-6)
+
+
+def test_grouped_query_attention_fused_and_written_out_agree_and_weights_come_back():
+    """The fused kernel (no weights, no dropout) and the written-out softmax give one output."""
+    layer = GroupedQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=2, rotary_max_wavelength=1e4)
+    fused = layer(X, X, use_causal_mask=True)
+    written_out, weights = layer(X, X, use_causal_mask=True, return_attention_scores=True)
+    np.testing.assert_allclose(numpy(fused), numpy(written_out), atol=1e-5)
+    assert tuple(weights.shape) == (2, 4, 6, 6)
+    np.testing.assert_allclose(numpy(weights).sum(-1), 1.0, atol=1e-5)
+    assert np.all(numpy(weights)[..., np.triu_indices(6, 1)[0], np.triu_indices(6, 1)[1]] == 0)
+
+
+@pytest.mark.parametrize("layer_class", [GroupedQueryAttention, MultiHeadAttention])
+def test_reading_a_cache_as_it_is_projects_no_keys_or_values(layer_class):
+    """Cross-attention reads the source's keys and values from the cache: the inputs are not projected again."""
+    layer = (GroupedQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+             if layer_class is GroupedQueryAttention else MultiHeadAttention(num_heads=4, key_dim=4))
+    whole = numpy(layer(X, SOURCE))
+    cache = layer.initial_cache(2, 7)
+    _, cache = layer(SOURCE[:, :1], SOURCE, cache=cache, cache_update_index=0)  # writes the 7 source positions
+    wrong_width = np.zeros((2, 7, 3), "float32")  # would fail in a projection of width 16
+    read, unchanged = layer(X, wrong_width, cache=cache)
+    np.testing.assert_allclose(numpy(read), whole, atol=1e-5)
+    np.testing.assert_array_equal(numpy(unchanged), numpy(cache))
+
+
 def test_one_key_value_head_per_query_head_is_multi_head_attention():
     grouped = GroupedQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=4)
     heads = MultiHeadAttention(num_heads=4, key_dim=4)

@@ -80,6 +80,44 @@ def _project(inputs, kernel, bias):
     return projected if bias is None else projected + bias
 
 
+def _heads_mask(query, key_length, query_mask, key_padding_mask, attention_mask, use_causal_mask, offset):
+    """The one mask both attention layers attend with: ``(B, 1, T, S)`` bool, broadcast over the heads, or None.
+
+    Every source is AND-ed: the query's padding mask (a padded query reads nothing), the keys'
+    padding mask, the causal mask (query t sits at position ``offset + t`` among the S keys, as
+    in cached generation) and the caller's ``attention_mask`` ``(B, T, S)``.
+    """
+    causal = (ops.expand_dims(causal_mask(ops.shape(query)[1], key_length, offset=offset), 0)
+              if use_causal_mask else None)
+    mask = masks.combine_masks(masks.attention_mask(query_mask, key_padding_mask), causal, attention_mask)
+    return None if mask is None else ops.expand_dims(mask, 1)
+
+
+def _attend(q, k, v, head_mask, dropout_layer, training, return_weights):
+    """Scaled dot-product attention of every head at once, the fused kernel when nothing else is asked for.
+
+    Args:
+        q: float ``(B, T, N, H)``; k: ``(B, S, N, H)``; v: ``(B, S, N, H_v)`` (grouped keys and
+            values already repeated to N heads).
+        head_mask: bool ``(B, 1, T, S)`` or None (:func:`_heads_mask`).
+        dropout_layer: the layer's ``keras.layers.Dropout``, on the weights when ``training``.
+        return_weights: bool, also return the weights.
+
+    Returns:
+        ``(output, weights)``: float ``(B, T, N, H_v)``, and ``(B, N, T, S)`` (before dropout, as
+        Keras' layer returns them) or None. Without weights and without dropout the backend's
+        fused ``ops.dot_product_attention`` computes the output; otherwise the weights are
+        computed once and the (dropped) weights multiply the values once.
+    """
+    use_dropout = dropout_layer.rate > 0 and training
+    if not (return_weights or use_dropout):
+        return ops.dot_product_attention(q, k, v, mask=head_mask, scale=1.0 / math.sqrt(q.shape[-1])), None
+    q, k, v = (ops.transpose(tensor, (0, 2, 1, 3)) for tensor in (q, k, v))  # (B, N, T or S, H)
+    weights = masked_softmax(ops.matmul(q, ops.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1]), head_mask)
+    read = dropout_layer(weights, training=training) if use_dropout else weights
+    return ops.transpose(ops.matmul(read, v), (0, 2, 1, 3)), weights
+
+
 @keras.saving.register_keras_serializable(package="transformer_course")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention, written out; same call signature and weights as Keras' layer.
@@ -251,28 +289,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
         # 2. One (B, T, S) mask from every source, AND-ed; broadcast over the heads. With a cache,
         #    the causal mask is offset: query t sits at position cache_update_index + t.
-        causal = None
-        if use_causal_mask:
-            offset = 0 if cache_update_index is None else cache_update_index
-            causal = ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset=offset), 0)
-        padding = masks.attention_mask(query_mask, masks.combine_masks(value_mask, key_mask))  # (B, T, S)
-        mask = masks.combine_masks(padding, causal, attention_mask)
-        head_mask = None if mask is None else ops.expand_dims(mask, 1)  # (B, 1, T, S)
+        offset = 0 if cache_update_index is None else cache_update_index
+        head_mask = _heads_mask(q, ops.shape(k)[1], query_mask, masks.combine_masks(value_mask, key_mask),
+                                attention_mask, use_causal_mask, offset)  # (B, 1, T, S)
 
-        # 3. Attend in every head at once.
-        use_dropout = self.dropout > 0 and training
-        if return_attention_scores or use_dropout:
-            output, weights = scaled_dot_product_attention(
-                ops.transpose(q, (0, 2, 1, 3)), ops.transpose(k, (0, 2, 1, 3)),
-                ops.transpose(v, (0, 2, 1, 3)), head_mask,
-            )  # (B, N, T, H_v), (B, N, T, S)
-            if use_dropout:
-                output = ops.matmul(self.dropout_layer(weights, training=training), ops.transpose(v, (0, 2, 1, 3)))
-            output = ops.transpose(output, (0, 2, 1, 3))  # (B, T, N, H_v)
-        else:
-            # The same computation through the backend's fused kernel (faster, no weights kept).
-            output = ops.dot_product_attention(q, k, v, mask=head_mask, scale=1.0 / math.sqrt(self.key_dim))
-            weights = None
+        # 3. Attend in every head at once (the backend's fused kernel when no weights are kept).
+        output, weights = _attend(q, k, v, head_mask, self.dropout_layer, training, return_attention_scores)
 
         # 4. Concatenate the heads and project back to the model width with W_O.
         output = ops.einsum("btnh,nhe->bte", output, self.output_kernel)  # (B, T, E)
@@ -346,18 +368,27 @@ class GroupedQueryAttention(keras.layers.Layer):
         kernel_initializer, bias_initializer: Keras initializers.
         **kwargs: passed to ``keras.layers.Layer``.
 
-    Call arguments:
+    Call arguments (the masks as :class:`MultiHeadAttention` takes them: one convention for both):
         query: float ``(B, T, E)``.
         value: float ``(B, S, E)``; ``key`` defaults to it.
+        query_mask, value_mask, key_mask: optional bool ``(B, T)`` / ``(B, S)`` padding masks;
+            when omitted, the inputs' Keras masks are used. With a cache the key and value
+            masks are ignored: they describe the inputs, not the cache.
         attention_mask: optional bool ``(B, T, S)``, True = may attend.
         use_causal_mask: bool, forbid later positions (offset by ``cache_update_index``).
         cache: optional float ``(B, 2, L, G, H)`` (:meth:`initial_cache`); with
-            ``cache_update_index``, the new keys and values are written at that position first,
-            and rotary positions start there.
+            ``cache_update_index``, the new keys and values are projected and written at that
+            position first, and rotary positions start there; without it the cache is read as it
+            is and ``key``/``value`` are not projected.
         training: bool, apply dropout.
+        return_attention_scores: bool, also return the weights ``(B, N, T, S)``.
 
     Returns:
-        float ``(B, T, E)``, and the updated cache when ``cache`` is given.
+        float ``(B, T, E)``, then the weights if ``return_attention_scores``, then the updated
+        cache when ``cache`` is given. Without weights and dropout the backend's fused
+        ``ops.dot_product_attention`` computes it, as in Keras' layer; a query with nothing
+        to attend to (a padded query) then gets uniform weights, and its output is not used
+        downstream.
 
     Raises:
         ValueError: for non-positive sizes, G not dividing N, a ``dropout`` outside [0, 1), or
@@ -410,37 +441,40 @@ class GroupedQueryAttention(keras.layers.Layer):
                                              (*query_shape[:-1], heads, head_dim))
         super().build(query_shape)
 
-    def call(self, query, value, key=None, attention_mask=None, use_causal_mask=False, cache=None,
-             cache_update_index=None, training=None):
+    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
+             use_causal_mask=False, cache=None, cache_update_index=None, training=None,
+             return_attention_scores=False):
         if cache_update_index is not None and cache is None:
             raise ValueError("`cache_update_index` needs a `cache` to write into; received cache=None.")
         key = value if key is None else key
+        if key is value:
+            key_mask = None  # the same sequence: its mask is value_mask
         start = 0 if cache_update_index is None else cache_update_index
         q = self.query_dense(query)  # (B, T, N, H)
-        k = self.key_dense(key)  # (B, S, G, H)
-        v = self.value_dense(value)
         if self.rotary_max_wavelength is not None:
             q = rotary_embedding(q, start, self.rotary_max_wavelength)
-            k = rotary_embedding(k, start, self.rotary_max_wavelength)
+        if cache is not None and cache_update_index is None:
+            k, v = cache[:, 0], cache[:, 1]  # the cache as it is: nothing to project
+        else:
+            k, v = self.key_dense(key), self.value_dense(value)  # (B, S, G, H)
+            if self.rotary_max_wavelength is not None:
+                k = rotary_embedding(k, start, self.rotary_max_wavelength)
         if cache is not None:
             if cache_update_index is not None:
                 offset = (0, cache_update_index, 0, 0)
                 k = ops.slice_update(cache[:, 0], offset, ops.cast(k, cache.dtype))
                 v = ops.slice_update(cache[:, 1], offset, ops.cast(v, cache.dtype))
-            else:
-                k, v = cache[:, 0], cache[:, 1]
             cache = ops.stack([k, v], axis=1)
+            value_mask = key_mask = None  # padding masks describe the inputs, not the cache
         repeats = self.num_query_heads // self.num_key_value_heads
         k, v = ops.repeat(k, repeats, axis=2), ops.repeat(v, repeats, axis=2)  # each group's heads share them
-        causal = (ops.expand_dims(causal_mask(ops.shape(q)[1], ops.shape(k)[1], offset=start), 0)
-                  if use_causal_mask else None)
-        mask = masks.combine_masks(causal, attention_mask)
-        heads_first = [ops.transpose(tensor, (0, 2, 1, 3)) for tensor in (q, k, v)]  # (B, N, T or S, H)
-        output, weights = scaled_dot_product_attention(*heads_first, None if mask is None else ops.expand_dims(mask, 1))
-        if self.dropout > 0 and training:
-            output = ops.matmul(self.dropout_layer(weights, training=training), heads_first[2])
-        output = self.output_dense(ops.transpose(output, (0, 2, 1, 3)))  # (B, T, N, H) -> (B, T, E)
-        return output if cache is None else (output, cache)
+        head_mask = _heads_mask(q, ops.shape(k)[1], query_mask, masks.combine_masks(value_mask, key_mask),
+                                attention_mask, use_causal_mask, start)  # (B, 1, T, S)
+        output, weights = _attend(q, k, v, head_mask, self.dropout_layer, training, return_attention_scores)
+        output = self.output_dense(output)  # (B, T, N, H) -> (B, T, E)
+        results = (output, weights) if return_attention_scores else (output,)
+        results = results if cache is None else (*results, cache)
+        return results[0] if len(results) == 1 else results
 
     def initial_cache(self, batch_size, length, dtype=None):
         """An empty key/value cache for ``length`` positions: zeros ``(B, 2, L, G, H)``, G/N of multi-head's."""
