@@ -82,19 +82,19 @@ from transformer_course.decoding import (
 )
 from transformer_course.generation import CachedLanguageModel
 from transformer_course.gpt2_checkpoints import PresetUnavailableError, load_gpt2_preset
-from transformer_course.language_model import (
-    RowBatches,
+from transformer_course.language_model import build_language_model, forward_weights
+from transformer_course.metrics import (
+    MaskedCrossEntropy,
     bits_per_character,
-    build_language_model,
     compressor_bits_per_character,
-    forward_weights,
+    distinct_n,
+    masked_accuracy,
     perplexity,
-    running_text_chunks,
+    repetition_rate,
     token_log_probabilities,
 )
-from transformer_course.metrics import MaskedCrossEntropy, distinct_n, masked_accuracy, repetition_rate
 from transformer_course.ngram import BigramModel, UnigramModel
-from transformer_course.training import WarmupCosineDecay, fit_best
+from transformer_course.training import RowBatches, WarmupCosineDecay, fit_best, running_text_chunks
 
 # %% [markdown]
 # ## 1. The chain rule

@@ -75,18 +75,10 @@ from transformer_course.bpe import BytePairEncoding
 from transformer_course.datasets import load_imdb, load_imdb_unlabelled
 from transformer_course.decoding import greedy_decode
 from transformer_course.generation import CachedLanguageModel
-from transformer_course.language_model import (
-    LanguageModel,
-    RowBatches,
-    bits_per_character,
-    build_language_model,
-    language_model_classifier,
-    running_text_chunks,
-    token_log_probabilities,
-)
-from transformer_course.metrics import MaskedCrossEntropy
+from transformer_course.language_model import LanguageModel, build_language_model, language_model_classifier
+from transformer_course.metrics import MaskedCrossEntropy, bits_per_character, token_log_probabilities
 from transformer_course.rotary import rotary_embedding
-from transformer_course.training import WarmupCosineDecay, fit_best
+from transformer_course.training import RowBatches, WarmupCosineDecay, fit_best, running_text_chunks
 from transformer_course.transformer import LlamaDecoder, RMSNorm, SwiGLUFeedForward, gelu_approximate
 
 # %% [markdown]

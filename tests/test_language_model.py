@@ -86,7 +86,7 @@ def test_excluded_ids_are_never_generated_and_rows_still_sum_to_one():
 
 
 def test_running_text_chunks_join_texts_with_a_separator_and_shift_targets_by_one():
-    from transformer_course.language_model import running_text_chunks
+    from transformer_course.training import running_text_chunks
 
     inputs, targets = running_text_chunks([[5, 6, 7, 0, 0], [8, 9, 0, 0, 0]], chunk_length=3, separator_id=2)
     # stream: 5 6 7 2 8 9 2 -> inputs of 3, targets one place later
@@ -101,7 +101,7 @@ def test_running_text_chunks_join_texts_with_a_separator_and_shift_targets_by_on
 
 
 def test_token_log_probabilities_pick_the_target_and_skip_padding():
-    from transformer_course.language_model import perplexity, token_log_probabilities
+    from transformer_course.metrics import perplexity, token_log_probabilities
 
     keras.utils.set_random_seed(0)
     model = build_language_model(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=1)
@@ -120,7 +120,7 @@ def test_token_log_probabilities_pick_the_target_and_skip_padding():
 
 
 def test_bits_per_character_is_the_summed_code_length_over_the_characters():
-    from transformer_course.language_model import bits_per_character
+    from transformer_course.metrics import bits_per_character
 
     scores = np.log(np.array([[0.5, 0.25, 1.0], [0.125, 1.0, 1.0]]))  # padding targets hold 0 (log 1)
     targets = np.array([[4, 5, 6], [7, 0, 0]])
@@ -132,7 +132,7 @@ def test_bits_per_character_is_the_summed_code_length_over_the_characters():
 
 
 def test_compressors_find_repetition_and_cannot_compress_random_bytes_much():
-    from transformer_course.language_model import compressor_bits_per_character
+    from transformer_course.metrics import compressor_bits_per_character
 
     repeated = compressor_bits_per_character("the film was good. " * 500)
     rng = np.random.default_rng(0)
@@ -146,7 +146,7 @@ def test_compressors_find_repetition_and_cannot_compress_random_bytes_much():
 
 
 def test_row_batches_go_on_where_the_last_epoch_ended_and_cover_every_row_each_pass():
-    from transformer_course.language_model import RowBatches
+    from transformer_course.training import RowBatches
 
     inputs = np.arange(10)[:, None] * np.ones((1, 3), "int32")
     batches = RowBatches(inputs, inputs + 1, batch_size=4, batches_per_epoch=2, seed=3)
@@ -205,3 +205,18 @@ def test_beam_search_through_the_cache_keeps_what_beam_search_keeps_recomputing(
         expected, _ = beam_search(after(prompt), prompt[-1], 2, 10, beams, 0.6)
         np.testing.assert_array_equal(row[:len(expected)], expected)
         assert not row[len(expected):].any()
+
+
+@pytest.mark.parametrize("name", ["token_log_probabilities", "perplexity", "bits_per_character",
+                                  "compressor_bits_per_character", "RowBatches", "running_text_chunks"])
+def test_a_name_that_moved_out_of_the_language_model_still_imports_with_a_warning(name):
+    import importlib
+
+    from transformer_course import language_model
+
+    new_home = importlib.import_module(f"transformer_course.{language_model.MOVED[name]}")
+    with pytest.warns(DeprecationWarning, match=rf"language_model\.{name} moved to transformer_course\."):
+        old = getattr(language_model, name)
+    assert old is getattr(new_home, name) and name in new_home.__all__
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        language_model.no_such_name  # noqa: B018

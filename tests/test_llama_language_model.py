@@ -71,6 +71,20 @@ def test_cached_steps_equal_the_whole_model_with_g_heads_in_each_cache(groups):
     np.testing.assert_allclose(next_tokens(IDS[1:, :4])[0, 1:], whole[1, 3, 1:] / whole[1, 3, 1:].sum(), atol=1e-5)
 
 
+def test_the_rotary_wavelength_reaches_every_blocks_attention_and_survives_the_config():
+    default, long = llama(), llama(rotary_max_wavelength=500_000.0)  # Llama 3's base
+    assert default.rotary_max_wavelength == 10_000.0
+    assert {block.attention.rotary_max_wavelength for block in long.decoder_blocks} == {500_000.0}
+    assert LanguageModel.from_config(long.get_config()).decoder_blocks[1].attention.rotary_max_wavelength == 500_000.0
+    long.set_weights(default.get_weights())  # the same weights: only the positions' rotation differs
+    assert not np.allclose(numpy(long(IDS)), numpy(default(IDS)), atol=1e-4)
+    np.testing.assert_allclose(numpy(long(IDS))[:, 0], numpy(default(IDS))[:, 0], atol=1e-5)  # position 0: no turn
+    with pytest.raises(ValueError, match="`rotary_max_wavelength` must be a positive number; received 0"):
+        llama(rotary_max_wavelength=0)
+    with pytest.raises(ValueError, match="`rotary_max_wavelength` is an option of architecture='llama'"):
+        LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, rotary_max_wavelength=1e4)
+
+
 def test_options_of_the_other_architecture_are_refused_by_name():
     with pytest.raises(ValueError, match="`architecture` must be one of"):
         LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, architecture="mamba")

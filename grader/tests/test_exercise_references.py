@@ -136,7 +136,7 @@ def test_cached_attention_steps_equal_causal_attention_over_the_whole_sequence()
 
 
 def test_perplexity_and_bits_reference_equals_the_package_measures():
-    from transformer_course.language_model import bits_per_character, perplexity
+    from transformer_course.metrics import bits_per_character, perplexity
 
     for _, arguments in references.cases("09.4", np.random.default_rng(2)):
         ours = references.expected("09.4", arguments)

@@ -4,6 +4,13 @@
   probabilities at every position out: ``PositionalEmbedding`` + ``TransformerDecoder`` blocks
   with causal self-attention only + an output layer tied to the token embedding.
 
+Its scores live with the other metrics (:func:`~transformer_course.metrics.token_log_probabilities`,
+:func:`~transformer_course.metrics.perplexity`, :func:`~transformer_course.metrics.bits_per_character`)
+and its training rows with the other training helpers
+(:func:`~transformer_course.training.running_text_chunks`,
+:class:`~transformer_course.training.RowBatches`); the old names here still work, with a
+DeprecationWarning.
+
 Shape letters: B batch, T sequence length, E model width, V vocabulary.
 
 References:
@@ -16,27 +23,35 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
 # isort: split
-import bz2
-import lzma
-import math
-import zlib
+import importlib
+import warnings
 
 import keras
 import numpy as np
 from keras import ops
 
 from ._validation import check_integer, check_model_sizes, renamed, renamed_config
-from .masks import PADDING_ID
 from .pooling import LastTokenPooling
 from .positional import PositionalEmbedding, TokenEmbedding
-from .training import RoundOrder
 from .transformer import LlamaDecoder, RMSNorm, TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
 ARCHITECTURES = ("gpt", "llama")
+LLAMA_ROTARY_MAX_WAVELENGTH = 10_000.0  # Touvron et al., 2023, as RoFormer (Su et al., 2021, §3.4.2)
 
-__all__ = ["LanguageModel", "build_language_model", "language_model_classifier", "forward_weights",
-           "running_text_chunks", "token_log_probabilities", "perplexity", "bits_per_character",
-           "compressor_bits_per_character", "RowBatches"]
+__all__ = ["LanguageModel", "build_language_model", "language_model_classifier", "forward_weights"]
+
+# Names that moved to the module of their kind: still importable from here, with a DeprecationWarning.
+MOVED = {"token_log_probabilities": "metrics", "perplexity": "metrics", "bits_per_character": "metrics",
+         "compressor_bits_per_character": "metrics", "RowBatches": "training", "running_text_chunks": "training"}
+
+
+def __getattr__(name):
+    if name not in MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = MOVED[name]
+    warnings.warn(f"transformer_course.language_model.{name} moved to transformer_course.{module}.{name}; "
+                  f"import it from there (this name will go in the next release).", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -80,6 +95,9 @@ class LanguageModel(keras.Model):
             blocks' and must keep their defaults with it.
         num_key_value_heads: int G dividing N, the key/value heads of ``"llama"`` blocks (None:
             G = N, multi-head attention); must stay None with ``"gpt"``.
+        rotary_max_wavelength: float > 0, the longest wavelength of the rotary positions of
+            ``"llama"`` blocks (None: Llama's 10,000; keras-hub calls it ``rope_max_wavelength``,
+            Llama 3 uses 500,000); must stay None with ``"gpt"``.
         **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
 
     Call arguments:
@@ -92,7 +110,8 @@ class LanguageModel(keras.Model):
     Raises:
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), ``num_heads`` not
             dividing ``embed_dim``, an unknown ``architecture``, or a GPT option given to a
-            ``"llama"`` model (or ``num_key_value_heads`` to a ``"gpt"`` one).
+            ``"llama"`` model (or ``num_key_value_heads`` or ``rotary_max_wavelength`` to a ``"gpt"``
+            one), or a ``rotary_max_wavelength`` that is not a positive number.
 
     Example:
         >>> model = LanguageModel(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2)
@@ -107,12 +126,14 @@ class LanguageModel(keras.Model):
     def __init__(self, vocabulary_size=None, sequence_length=None, *, embed_dim=256, intermediate_dim=1024,
                  num_heads=4, num_layers=2, dropout=0.1, tie_embeddings=True, normalize_first=False, final_norm=False,
                  activation="relu", layer_norm_epsilon=1e-5, architecture="gpt", num_key_value_heads=None,
-                 vocab_size=None, **kwargs):
+                 rotary_max_wavelength=None, vocab_size=None, **kwargs):
         vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
         check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size,
                           sequence_length=sequence_length, num_layers=num_layers)
-        llama = _check_architecture(architecture, num_key_value_heads, normalize_first=normalize_first,
-                                    final_norm=final_norm, activation=activation)
+        llama = _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength,
+                                    normalize_first=normalize_first, final_norm=final_norm, activation=activation)
+        if llama and rotary_max_wavelength is None:
+            rotary_max_wavelength = LLAMA_ROTARY_MAX_WAVELENGTH
         activation = keras.activations.get(activation)
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         if llama:  # positions enter inside attention (rotary), none in the embeddings
@@ -124,6 +145,7 @@ class LanguageModel(keras.Model):
         for index in range(num_layers):
             if llama:
                 block = LlamaDecoder(intermediate_dim, num_heads, num_key_value_heads or num_heads, dropout=dropout,
+                                     rotary_max_wavelength=rotary_max_wavelength,
                                      layer_norm_epsilon=layer_norm_epsilon, name=f"decoder_{index + 1}")
             else:
                 block = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, activation=activation,
@@ -154,6 +176,7 @@ class LanguageModel(keras.Model):
         self.dropout, self.tie_embeddings, self.normalize_first = dropout, tie_embeddings, normalize_first
         self.activation, self.layer_norm_epsilon = activation, layer_norm_epsilon
         self.architecture, self.num_key_value_heads = architecture, num_key_value_heads
+        self.rotary_max_wavelength = rotary_max_wavelength
 
     def output_distribution(self, hidden):
         """The output layer on decoder states: float ``(B, T, E)`` -> float32 ``(B, T, V)``.
@@ -205,7 +228,7 @@ class LanguageModel(keras.Model):
                 "final_norm": self.final_norm is not None and self.architecture == "gpt",
                 "activation": keras.activations.serialize(self.activation),
                 "layer_norm_epsilon": self.layer_norm_epsilon, "architecture": self.architecture,
-                "num_key_value_heads": self.num_key_value_heads}
+                "num_key_value_heads": self.num_key_value_heads, "rotary_max_wavelength": self.rotary_max_wavelength}
 
     @classmethod
     def from_config(cls, config):
@@ -213,15 +236,21 @@ class LanguageModel(keras.Model):
         return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
 
 
-def _check_architecture(architecture, num_key_value_heads, **gpt_options) -> bool:
+def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength, **gpt_options) -> bool:
     """True for a ``"llama"`` model; a ValueError for an unknown architecture or an option it does not take."""
     if architecture not in ARCHITECTURES:
         raise ValueError(f"`architecture` must be one of {ARCHITECTURES}; received {architecture!r}.")
     if architecture == "gpt":
-        if num_key_value_heads is not None:
-            raise ValueError("`num_key_value_heads` is an option of architecture='llama' (grouped-query attention); "
-                             f"received {num_key_value_heads!r} with architecture='gpt'.")
+        for name, value, what in (("num_key_value_heads", num_key_value_heads, "grouped-query attention"),
+                                  ("rotary_max_wavelength", rotary_max_wavelength, "rotary positions")):
+            if value is not None:
+                raise ValueError(f"`{name}` is an option of architecture='llama' ({what}); received {value!r} with "
+                                 "architecture='gpt'.")
         return False
+    if rotary_max_wavelength is not None and (isinstance(rotary_max_wavelength, bool)
+                                              or not isinstance(rotary_max_wavelength, (int, float))
+                                              or not rotary_max_wavelength > 0):
+        raise ValueError(f"`rotary_max_wavelength` must be a positive number; received {rotary_max_wavelength!r}.")
     defaults = {"normalize_first": False, "final_norm": False, "activation": "relu"}
     activation = keras.activations.get(gpt_options["activation"])
     gpt_options = {**gpt_options, "activation": getattr(activation, "__name__", activation)}
@@ -361,210 +390,3 @@ def forward_weights(model: LanguageModel) -> tuple[dict, dict]:
     return weights, config
 
 
-def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Join texts into one running text and cut it into training rows for next-token prediction.
-
-    Every text's real tokens (padding, id 0, dropped) are followed by ``separator_id``, the texts
-    are joined end to end, and the stream is cut into rows of ``chunk_length`` inputs; each
-    row's targets are the same tokens moved one place left, so row r's last target is row r + 1's
-    first input. No row is padded except the last, whose missing targets are 0 (padding, which
-    the masked loss and metrics skip).
-
-    Args:
-        token_ids: int ``(N, T)`` padded with 0, or a list of 1-D int sequences.
-        chunk_length: int L >= 1, tokens a row reads.
-        separator_id: int > 0, the id written after every text (an end-of-text token), so the
-            model sees where one text stops and the next begins.
-
-    Returns:
-        ``(inputs, targets)``: int32 ``(R, L)`` each, R = ceil((tokens - 1) / L), where tokens
-        counts the real tokens and separators.
-
-    Raises:
-        ValueError: for a non-positive ``chunk_length`` or ``separator_id``, or texts that hold
-            fewer than 2 tokens in all.
-    """
-    chunk_length = check_integer("chunk_length", chunk_length)
-    separator_id = check_integer("separator_id", separator_id)
-    pieces = []
-    for row in token_ids:
-        row = np.asarray(row, dtype="int64").ravel()
-        pieces.extend([row[row != PADDING_ID], [separator_id]])
-    stream = np.concatenate(pieces) if pieces else np.zeros(0, "int64")
-    if len(stream) < 2:
-        raise ValueError("`token_ids` must hold at least 2 tokens in all (separators included); "
-                         f"received {len(stream)}.")
-    rows = -(-(len(stream) - 1) // chunk_length)
-    padded = np.zeros(rows * chunk_length + 1, dtype="int32")
-    padded[:len(stream)] = stream
-    inputs = padded[:-1].reshape(rows, chunk_length)
-    targets = padded[1:].reshape(rows, chunk_length)
-    return inputs, targets
-
-
-def token_log_probabilities(model: keras.Model, inputs, targets, batch_size: int = 32) -> np.ndarray:
-    """The natural-log probability the model gives each target token, batch by batch.
-
-    Only the probability of the true next token is kept from each ``(b, L, V)`` output, so the
-    whole test set can be scored without holding every distribution in memory.
-
-    Args:
-        model: a language model from :func:`build_language_model` (int ``(B, L)`` -> ``(B, L, V)``).
-        inputs: int ``(R, L)`` token ids.
-        targets: int ``(R, L)``, the next token at each position; 0 = padding (not scored).
-        batch_size: int, rows per forward pass.
-
-    Returns:
-        float64 ``(R, L)``: log P(target | inputs up to that position); 0.0 where the target is
-        padding.
-
-    Raises:
-        ValueError: if ``inputs`` and ``targets`` differ in shape or are not 2-D.
-    """
-    inputs, targets = np.asarray(inputs, dtype="int32"), np.asarray(targets, dtype="int32")
-    if inputs.shape != targets.shape or inputs.ndim != 2:
-        raise ValueError(f"`inputs` and `targets` must both have shape (rows, length); received {inputs.shape} "
-                         f"and {targets.shape}.")
-    batch_size = check_integer("batch_size", batch_size)
-    scores = np.zeros(targets.shape, dtype="float64")
-    for start in range(0, len(inputs), batch_size):
-        rows = slice(start, start + batch_size)
-        probabilities = model(inputs[rows], training=False)  # (b, L, V)
-        chosen = ops.take_along_axis(probabilities, ops.expand_dims(targets[rows], -1), axis=-1)[..., 0]
-        chosen = ops.convert_to_numpy(ops.cast(chosen, "float32")).astype("float64")
-        scores[rows] = np.where(targets[rows] != PADDING_ID, np.log(np.maximum(chosen, np.finfo("float32").tiny)), 0.0)
-    return scores
-
-
-def perplexity(log_probabilities, targets) -> float:
-    """exp of the mean negative log-likelihood over the real (non-padding) target tokens.
-
-    Args:
-        log_probabilities: float ``(R, L)`` from :func:`token_log_probabilities`.
-        targets: int ``(R, L)``; 0 = padding, left out of the mean.
-
-    Returns:
-        float >= 1. A model that spreads its probability evenly over V words scores V.
-
-    Raises:
-        ValueError: if there is no real target token.
-    """
-    real = np.asarray(targets) != PADDING_ID
-    if not real.any():
-        raise ValueError("`targets` holds no real token (all padding): perplexity is undefined.")
-    return float(np.exp(-np.asarray(log_probabilities, dtype="float64")[real].mean()))
-
-
-def bits_per_character(log_probabilities, targets, characters: int) -> float:
-    """The model's code length of a text: summed negative log-likelihood in bits, per character.
-
-    A language model is a compressor: an arithmetic coder driven by its next-token probabilities
-    writes a text in (almost exactly) ``-sum log2 p`` bits. Dividing by the characters the
-    scored tokens cover gives a number independent of the tokeniser, comparable with any other
-    model — and with general-purpose compressors on the same text
-    (:func:`compressor_bits_per_character`).
-
-    Args:
-        log_probabilities: float ``(R, L)`` natural-log probabilities from
-            :func:`token_log_probabilities`; padding targets hold 0 and add nothing.
-        targets: int ``(R, L)``; 0 = padding, not counted.
-        characters: int > 0, the number of characters (Unicode code points) of the text the
-            real targets spell out.
-
-    Returns:
-        float, bits per character.
-
-    Raises:
-        ValueError: for ``characters`` below 1, or targets without a real token.
-
-    Example:
-        >>> round(bits_per_character(np.log([[0.5, 0.25]]), np.array([[5, 6]]), characters=3), 6)
-        1.0
-    """
-    characters = check_integer("characters", characters)
-    real = np.asarray(targets) != PADDING_ID
-    if not real.any():
-        raise ValueError("`targets` holds no real token (all padding): there is nothing to score.")
-    return float(-np.asarray(log_probabilities, dtype="float64")[real].sum() / math.log(2) / characters)
-
-
-def compressor_bits_per_character(text: str) -> dict[str, float]:
-    """Bits per character of ``text`` after three general-purpose compressors of Python's standard library.
-
-    The text is encoded as UTF-8 and compressed whole with ``zlib`` (level 9, DEFLATE: LZ77 and
-    Huffman codes), ``bz2`` (level 9, the Burrows-Wheeler transform) and ``lzma`` (preset
-    ``9 | PRESET_EXTREME``, the xz format: LZ77 with range coding); each result is the compressed
-    size in bits divided by the characters of ``text``. A language model's
-    :func:`bits_per_character` on the same text is the fair comparison.
-
-    Args:
-        text: str, non-empty.
-
-    Returns:
-        dict ``{"zlib -9": float, "bz2 -9": float, "xz -9e": float}``, bits per character.
-
-    Raises:
-        ValueError: for an empty ``text``; TypeError for a ``text`` that is not a str.
-
-    Example:
-        >>> scores = compressor_bits_per_character("the film was good. " * 200)
-        >>> scores["xz -9e"] < 1.0  # a repeated sentence compresses to almost nothing
-        True
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"`text` must be a str; received {type(text).__name__}.")
-    if not text:
-        raise ValueError("`text` must not be empty.")
-    data = text.encode("utf-8")
-    sizes = {"zlib -9": len(zlib.compress(data, 9)), "bz2 -9": len(bz2.compress(data, 9)),
-             "xz -9e": len(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))}
-    return {name: 8 * size / len(text) for name, size in sizes.items()}
-
-
-class RowBatches(keras.utils.PyDataset):
-    """Shuffled batches of (inputs, targets) rows, in "epochs" of a chosen number of batches.
-
-    Training on a token budget rather than in whole passes: each epoch is ``batches_per_epoch``
-    full batches, the next epoch goes on where the last one ended, and a new shuffled pass begins
-    whenever one runs out. With rounds shorter than a pass, :func:`~transformer_course.training.fit_best`
-    validates (and can stop or checkpoint) several times a pass. Works with every Keras backend.
-
-    Args:
-        inputs, targets: int ``(R, L)`` each, e.g. from :func:`running_text_chunks`.
-        batch_size: int >= 1.
-        batches_per_epoch: int >= 1, or None for one pass over the rows an epoch (the last batch
-            may be smaller).
-        seed: int >= 0, seeds the order.
-
-    Yields:
-        ``(inputs, targets)``: int32 ``(batch_size, L)`` each.
-
-    Raises:
-        ValueError: for rows of different shapes, or a non-positive ``batch_size`` or
-            ``batches_per_epoch``.
-
-    Example:
-        >>> batches = RowBatches(np.ones((10, 4)), np.ones((10, 4)), batch_size=4, batches_per_epoch=2)
-        >>> len(batches), batches[0][0].shape
-        (2, (4, 4))
-    """
-
-    def __init__(self, inputs, targets, batch_size: int, batches_per_epoch: int | None = None, seed: int = 0,
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.inputs, self.targets = np.asarray(inputs, "int32"), np.asarray(targets, "int32")
-        if self.inputs.shape != self.targets.shape or self.inputs.ndim != 2 or not len(self.inputs):
-            raise ValueError(f"`inputs` and `targets` must both have shape (rows, length), rows >= 1; received "
-                             f"{self.inputs.shape} and {self.targets.shape}.")
-        self.rounds = RoundOrder(len(self.inputs), batch_size, batches_per_epoch,
-                                 np.random.default_rng(check_integer("seed", seed, minimum=0)))
-
-    def __len__(self):
-        return len(self.rounds)
-
-    def __getitem__(self, index):
-        rows = self.rounds.batch(index)
-        return self.inputs[rows], self.targets[rows]
-
-    def on_epoch_end(self):
-        self.rounds.end_epoch()

@@ -1,5 +1,9 @@
 """Metrics the course reports.
 
+A language model's scores (notebooks 09 and 11): :func:`token_log_probabilities` of a test text,
+its :func:`perplexity` per token and its :func:`bits_per_character`, beside general-purpose
+compressors' (:func:`compressor_bits_per_character`) on the same text.
+
 Sequence-to-sequence accuracy comes in two strengths: **element accuracy** counts every output
 step that is right, **sequence accuracy** counts a sequence only if every step is right.
 
@@ -12,11 +16,16 @@ from __future__ import annotations
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
 # isort: split
+import bz2
+import lzma
+import math
+import zlib
+
 import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_rate
+from ._validation import check_integer, check_rate
 from .masks import PADDING_ID, padding_mask
 
 __all__ = [
@@ -29,6 +38,10 @@ __all__ = [
     "corpus_bleu",
     "distinct_n",
     "repetition_rate",
+    "token_log_probabilities",
+    "perplexity",
+    "bits_per_character",
+    "compressor_bits_per_character",
 ]
 
 
@@ -291,3 +304,123 @@ def repetition_rate(texts, n: int = 4) -> float:
     rates = [1.0 - len(set(grams)) / len(grams)
              for grams in (_ngrams(tokens, n) for tokens in _token_lists("texts", texts)) if grams]
     return float(np.mean(rates)) if rates else 0.0
+
+
+def token_log_probabilities(model: keras.Model, inputs, targets, batch_size: int = 32) -> np.ndarray:
+    """The natural-log probability the model gives each target token, batch by batch.
+
+    Only the probability of the true next token is kept from each ``(b, L, V)`` output, so the
+    whole test set can be scored without holding every distribution in memory.
+
+    Args:
+        model: a language model from
+            :func:`~transformer_course.language_model.build_language_model` (int ``(B, L)`` -> ``(B, L, V)``).
+        inputs: int ``(R, L)`` token ids.
+        targets: int ``(R, L)``, the next token at each position; 0 = padding (not scored).
+        batch_size: int, rows per forward pass.
+
+    Returns:
+        float64 ``(R, L)``: log P(target | inputs up to that position); 0.0 where the target is
+        padding.
+
+    Raises:
+        ValueError: if ``inputs`` and ``targets`` differ in shape or are not 2-D.
+    """
+    inputs, targets = np.asarray(inputs, dtype="int32"), np.asarray(targets, dtype="int32")
+    if inputs.shape != targets.shape or inputs.ndim != 2:
+        raise ValueError(f"`inputs` and `targets` must both have shape (rows, length); received {inputs.shape} "
+                         f"and {targets.shape}.")
+    batch_size = check_integer("batch_size", batch_size)
+    scores = np.zeros(targets.shape, dtype="float64")
+    for start in range(0, len(inputs), batch_size):
+        rows = slice(start, start + batch_size)
+        probabilities = model(inputs[rows], training=False)  # (b, L, V)
+        chosen = ops.take_along_axis(probabilities, ops.expand_dims(targets[rows], -1), axis=-1)[..., 0]
+        chosen = ops.convert_to_numpy(ops.cast(chosen, "float32")).astype("float64")
+        scores[rows] = np.where(targets[rows] != PADDING_ID, np.log(np.maximum(chosen, np.finfo("float32").tiny)), 0.0)
+    return scores
+
+
+def perplexity(log_probabilities, targets) -> float:
+    """exp of the mean negative log-likelihood over the real (non-padding) target tokens.
+
+    Args:
+        log_probabilities: float ``(R, L)`` from :func:`token_log_probabilities`.
+        targets: int ``(R, L)``; 0 = padding, left out of the mean.
+
+    Returns:
+        float >= 1. A model that spreads its probability evenly over V words scores V.
+
+    Raises:
+        ValueError: if there is no real target token.
+    """
+    real = np.asarray(targets) != PADDING_ID
+    if not real.any():
+        raise ValueError("`targets` holds no real token (all padding): perplexity is undefined.")
+    return float(np.exp(-np.asarray(log_probabilities, dtype="float64")[real].mean()))
+
+
+def bits_per_character(log_probabilities, targets, characters: int) -> float:
+    """The model's code length of a text: summed negative log-likelihood in bits, per character.
+
+    A language model is a compressor: an arithmetic coder driven by its next-token probabilities
+    writes a text in (almost exactly) ``-sum log2 p`` bits. Dividing by the characters the
+    scored tokens cover gives a number independent of the tokeniser, comparable with any other
+    model — and with general-purpose compressors on the same text
+    (:func:`compressor_bits_per_character`).
+
+    Args:
+        log_probabilities: float ``(R, L)`` natural-log probabilities from
+            :func:`token_log_probabilities`; padding targets hold 0 and add nothing.
+        targets: int ``(R, L)``; 0 = padding, not counted.
+        characters: int > 0, the number of characters (Unicode code points) of the text the
+            real targets spell out.
+
+    Returns:
+        float, bits per character.
+
+    Raises:
+        ValueError: for ``characters`` below 1, or targets without a real token.
+
+    Example:
+        >>> round(bits_per_character(np.log([[0.5, 0.25]]), np.array([[5, 6]]), characters=3), 6)
+        1.0
+    """
+    characters = check_integer("characters", characters)
+    real = np.asarray(targets) != PADDING_ID
+    if not real.any():
+        raise ValueError("`targets` holds no real token (all padding): there is nothing to score.")
+    return float(-np.asarray(log_probabilities, dtype="float64")[real].sum() / math.log(2) / characters)
+
+
+def compressor_bits_per_character(text: str) -> dict[str, float]:
+    """Bits per character of ``text`` after three general-purpose compressors of Python's standard library.
+
+    The text is encoded as UTF-8 and compressed whole with ``zlib`` (level 9, DEFLATE: LZ77 and
+    Huffman codes), ``bz2`` (level 9, the Burrows-Wheeler transform) and ``lzma`` (preset
+    ``9 | PRESET_EXTREME``, the xz format: LZ77 with range coding); each result is the compressed
+    size in bits divided by the characters of ``text``. A language model's
+    :func:`bits_per_character` on the same text is the fair comparison.
+
+    Args:
+        text: str, non-empty.
+
+    Returns:
+        dict ``{"zlib -9": float, "bz2 -9": float, "xz -9e": float}``, bits per character.
+
+    Raises:
+        ValueError: for an empty ``text``; TypeError for a ``text`` that is not a str.
+
+    Example:
+        >>> scores = compressor_bits_per_character("the film was good. " * 200)
+        >>> scores["xz -9e"] < 1.0  # a repeated sentence compresses to almost nothing
+        True
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"`text` must be a str; received {type(text).__name__}.")
+    if not text:
+        raise ValueError("`text` must not be empty.")
+    data = text.encode("utf-8")
+    sizes = {"zlib -9": len(zlib.compress(data, 9)), "bz2 -9": len(bz2.compress(data, 9)),
+             "xz -9e": len(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))}
+    return {name: 8 * size / len(text) for name, size in sizes.items()}

@@ -23,10 +23,11 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 import numpy as np
 
+from ._ids import PADDING_ID
 from ._validation import check_integer
 
 __all__ = ["fit_best", "EpochScores", "WindowMeans", "WarmupCosineDecay", "WarmupLinearDecay", "RoundOrder",
-           "gradient_of"]
+           "RowBatches", "running_text_chunks", "gradient_of"]
 
 
 class RoundOrder:
@@ -37,7 +38,7 @@ class RoundOrder:
     the last one ended, and a batch that runs past the end of a pass takes its last rows from the
     next pass's new order: training cut into rounds of a chosen length. The row-picking half of
     :class:`~transformer_course.pretraining.PretrainingBatches` and
-    :class:`~transformer_course.language_model.RowBatches`.
+    :class:`RowBatches`.
 
     Args:
         rows: int >= 1, the number of rows.
@@ -80,6 +81,96 @@ class RoundOrder:
         self.start += self.batches_per_epoch * self.batch_size
         while self.start >= self.rows and len(self.order) > self.rows:  # drop finished passes
             self.order, self.start = self.order[self.rows:], self.start - self.rows
+
+
+class RowBatches(keras.utils.PyDataset):
+    """Shuffled batches of (inputs, targets) rows, in "epochs" of a chosen number of batches.
+
+    Training on a token budget rather than in whole passes: each epoch is ``batches_per_epoch``
+    full batches, the next epoch goes on where the last one ended, and a new shuffled pass begins
+    whenever one runs out. With rounds shorter than a pass, :func:`~transformer_course.training.fit_best`
+    validates (and can stop or checkpoint) several times a pass. Works with every Keras backend.
+
+    Args:
+        inputs, targets: int ``(R, L)`` each, e.g. from :func:`running_text_chunks`.
+        batch_size: int >= 1.
+        batches_per_epoch: int >= 1, or None for one pass over the rows an epoch (the last batch
+            may be smaller).
+        seed: int >= 0, seeds the order.
+
+    Yields:
+        ``(inputs, targets)``: int32 ``(batch_size, L)`` each.
+
+    Raises:
+        ValueError: for rows of different shapes, or a non-positive ``batch_size`` or
+            ``batches_per_epoch``.
+
+    Example:
+        >>> batches = RowBatches(np.ones((10, 4)), np.ones((10, 4)), batch_size=4, batches_per_epoch=2)
+        >>> len(batches), batches[0][0].shape
+        (2, (4, 4))
+    """
+
+    def __init__(self, inputs, targets, batch_size: int, batches_per_epoch: int | None = None, seed: int = 0,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.inputs, self.targets = np.asarray(inputs, "int32"), np.asarray(targets, "int32")
+        if self.inputs.shape != self.targets.shape or self.inputs.ndim != 2 or not len(self.inputs):
+            raise ValueError(f"`inputs` and `targets` must both have shape (rows, length), rows >= 1; received "
+                             f"{self.inputs.shape} and {self.targets.shape}.")
+        self.rounds = RoundOrder(len(self.inputs), batch_size, batches_per_epoch,
+                                 np.random.default_rng(check_integer("seed", seed, minimum=0)))
+
+    def __len__(self):
+        return len(self.rounds)
+
+    def __getitem__(self, index):
+        rows = self.rounds.batch(index)
+        return self.inputs[rows], self.targets[rows]
+
+    def on_epoch_end(self):
+        self.rounds.end_epoch()
+
+
+def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Join texts into one running text and cut it into training rows for next-token prediction.
+
+    Every text's real tokens (padding, id 0, dropped) are followed by ``separator_id``, the texts
+    are joined end to end, and the stream is cut into rows of ``chunk_length`` inputs; each
+    row's targets are the same tokens moved one place left, so row r's last target is row r + 1's
+    first input. No row is padded except the last, whose missing targets are 0 (padding, which
+    the masked loss and metrics skip).
+
+    Args:
+        token_ids: int ``(N, T)`` padded with 0, or a list of 1-D int sequences.
+        chunk_length: int L >= 1, tokens a row reads.
+        separator_id: int > 0, the id written after every text (an end-of-text token), so the
+            model sees where one text stops and the next begins.
+
+    Returns:
+        ``(inputs, targets)``: int32 ``(R, L)`` each, R = ceil((tokens - 1) / L), where tokens
+        counts the real tokens and separators.
+
+    Raises:
+        ValueError: for a non-positive ``chunk_length`` or ``separator_id``, or texts that hold
+            fewer than 2 tokens in all.
+    """
+    chunk_length = check_integer("chunk_length", chunk_length)
+    separator_id = check_integer("separator_id", separator_id)
+    pieces = []
+    for row in token_ids:
+        row = np.asarray(row, dtype="int64").ravel()
+        pieces.extend([row[row != PADDING_ID], [separator_id]])
+    stream = np.concatenate(pieces) if pieces else np.zeros(0, "int64")
+    if len(stream) < 2:
+        raise ValueError("`token_ids` must hold at least 2 tokens in all (separators included); "
+                         f"received {len(stream)}.")
+    rows = -(-(len(stream) - 1) // chunk_length)
+    padded = np.zeros(rows * chunk_length + 1, dtype="int32")
+    padded[:len(stream)] = stream
+    inputs = padded[:-1].reshape(rows, chunk_length)
+    targets = padded[1:].reshape(rows, chunk_length)
+    return inputs, targets
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
