@@ -65,8 +65,12 @@ def marked_tensorflow(path: Path) -> bool:
 
 
 def pytest_ignore_collect(collection_path: Path, config):
-    if (not TENSORFLOW_INSTALLED and collection_path.suffix == ".py" and collection_path.name.startswith("test_")
-            and marked_tensorflow(collection_path)):
+    if (
+        not TENSORFLOW_INSTALLED
+        and collection_path.suffix == ".py"
+        and collection_path.name.startswith("test_")
+        and marked_tensorflow(collection_path)
+    ):
         return True
     return None
 
@@ -77,34 +81,51 @@ def _imports(path: Path, root: Path, top_level_only: bool = False) -> list[tuple
     only the imports that run when the module is imported (not those inside functions)."""
     package = [root.name, *path.parent.relative_to(root).parts]
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    statements = [node for statement in tree.body for node in (
-        ast.walk(statement) if isinstance(statement, (ast.If, ast.Try)) else [statement])] if top_level_only \
+    statements = (
+        [
+            node
+            for statement in tree.body
+            for node in (ast.walk(statement) if isinstance(statement, (ast.If, ast.Try)) else [statement])
+        ]
+        if top_level_only
         else ast.walk(tree)
+    )
     found = []
     for node in statements:
         if isinstance(node, ast.Import):
             found += [(alias.name, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
-            found.append((".".join([*base, *([node.module] if node.module else [])]),
-                          [alias.name for alias in node.names]))
+            base = package[: len(package) - node.level + 1] if node.level else []
+            found.append(
+                (".".join([*base, *([node.module] if node.module else [])]), [alias.name for alias in node.names])
+            )
     return found
 
 
 def _imported_modules(path: Path, root: Path, top_level_only: bool = False) -> set[str]:
     """Every dotted name an import statement of ``path`` reaches: each module, and each module.name it imports."""
-    return {name for module, names in _imports(path, root, top_level_only)
-            for name in [module, *(f"{module}.{alias}" for alias in names)]}
+    return {
+        name
+        for module, names in _imports(path, root, top_level_only)
+        for name in [module, *(f"{module}.{alias}" for alias in names)]
+    }
 
 
 def _module_graph(root: Path, top_level_only: bool = False) -> dict[str, set[str]]:
     """Module name -> the package's own modules it imports (``from . import x`` naming the module's own
     package is not an import of that package's ``__init__``)."""
-    paths = {".".join([root.name, *path.relative_to(root).with_suffix("").parts]).removesuffix(".__init__"): path
-             for path in root.rglob("*.py")}
-    return {name: {imported for imported in _imported_modules(path, root, top_level_only)
-                   if imported in paths and imported != name and not name.startswith(imported + ".")}
-            for name, path in paths.items()}
+    paths = {
+        ".".join([root.name, *path.relative_to(root).with_suffix("").parts]).removesuffix(".__init__"): path
+        for path in root.rglob("*.py")
+    }
+    return {
+        name: {
+            imported
+            for imported in _imported_modules(path, root, top_level_only)
+            if imported in paths and imported != name and not name.startswith(imported + ".")
+        }
+        for name, path in paths.items()
+    }
 
 
 def _circles(graph: dict[str, set[str]]) -> list[str]:
@@ -127,5 +148,6 @@ def _circles(graph: dict[str, set[str]]) -> list[str]:
 def import_graph():
     """The import reader: ``imports(path, root)``, ``imported_modules(path, root)``, ``module_graph(root)``
     and ``circles(graph)``, each taking ``top_level_only`` where it reads a file."""
-    return SimpleNamespace(imports=_imports, imported_modules=_imported_modules, module_graph=_module_graph,
-                           circles=_circles)
+    return SimpleNamespace(
+        imports=_imports, imported_modules=_imported_modules, module_graph=_module_graph, circles=_circles
+    )

@@ -41,16 +41,28 @@ COLAB_2026 = ["tensorflow==2.20.0", "keras==3.13.2", "tensorflow-text==2.20.1", 
 # Notebooks that run on the backend too, in the smoke profile (01 and 02 on torch: not yet, their
 # cells convert tensors that require grad with NumPy).
 BACKEND_NOTEBOOKS = {
-    "jax": ["notebooks/01_seq2seq_lstm.ipynb", "notebooks/02_attention_seq2seq.ipynb",
-            "notebooks/04_self_attention.ipynb", "notebooks/10_vision_transformer.ipynb"],
+    "jax": [
+        "notebooks/01_seq2seq_lstm.ipynb",
+        "notebooks/02_attention_seq2seq.ipynb",
+        "notebooks/04_self_attention.ipynb",
+        "notebooks/10_vision_transformer.ipynb",
+    ],
     "torch": ["notebooks/04_self_attention.ipynb", "notebooks/10_vision_transformer.ipynb"],
 }
 # 08 uses keras-hub's WordPiece vocabulary and tokenizer, whose versions move with TensorFlow's.
-SMOKE_NOTEBOOKS = ["notebooks/01_seq2seq_lstm.ipynb", "notebooks/04_self_attention.ipynb",
-                   "notebooks/07_transformer_translation.ipynb", "notebooks/08_bert_pretraining.ipynb"]
+SMOKE_NOTEBOOKS = [
+    "notebooks/01_seq2seq_lstm.ipynb",
+    "notebooks/04_self_attention.ipynb",
+    "notebooks/07_transformer_translation.ipynb",
+    "notebooks/08_bert_pretraining.ipynb",
+]
 # Unit tests only: the notebooks, the release and grading of all ten are the default suite's job.
-UNIT_TESTS = ["tests", "grader/tests", "--ignore=grader/tests/test_course_release.py",
-              "--ignore=grader/tests/test_release_reruns.py"]
+UNIT_TESTS = [
+    "tests",
+    "grader/tests",
+    "--ignore=grader/tests/test_course_release.py",
+    "--ignore=grader/tests/test_release_reruns.py",
+]
 
 
 def _pinned(without: tuple[str, ...]) -> list[str]:
@@ -90,8 +102,11 @@ def versions(session, pair):
 @nox.session(name="colab-2026", python="3.13")
 def colab_2026(session):
     """Unit tests and notebooks 01, 04, 07, 08, 09, 11 (smoke) on Colab's 2026 stack."""
-    _test_stack(session, COLAB_2026, [*SMOKE_NOTEBOOKS, "notebooks/09_language_model.ipynb",
-                                      "notebooks/11_modern_decoders.ipynb"])
+    _test_stack(
+        session,
+        COLAB_2026,
+        [*SMOKE_NOTEBOOKS, "notebooks/09_language_model.ipynb", "notebooks/11_modern_decoders.ipynb"],
+    )
 
 
 @nox.session(name="backend", python="3.11")
@@ -105,13 +120,28 @@ def backend(session, backend):
     session.install("--no-deps", "-e", ".", "-e", "grader")  # without nbgrader: its tests are marked tensorflow
     environment = {**_environment(), "KERAS_BACKEND": backend}
     session.run("python", "-c", "import importlib.util as u, sys; sys.exit(u.find_spec('tensorflow') is not None)")
-    session.run("python", "-m", "pytest", "-q", "-m", "not tensorflow", *UNIT_TESTS, *BACKEND_NOTEBOOKS[backend],
-                env=environment)
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-m",
+        "not tensorflow",
+        *UNIT_TESTS,
+        *BACKEND_NOTEBOOKS[backend],
+        env=environment,
+    )
 
 
 # The layer and model contract and the layers' own tests: the push workflow's job on each backend.
-LAYER_TESTS = ["tests/test_layers.py", "tests/test_llama_language_model.py", "tests/test_attention.py",
-               "tests/test_transformer.py", "tests/test_llama_blocks.py", "tests/test_positional.py"]
+LAYER_TESTS = [
+    "tests/test_layers.py",
+    "tests/test_llama_language_model.py",
+    "tests/test_attention.py",
+    "tests/test_transformer.py",
+    "tests/test_llama_blocks.py",
+    "tests/test_positional.py",
+]
 
 
 @nox.session(name="layers", python="3.11")
@@ -123,8 +153,22 @@ def layers(session, backend):
     without = ("tensorflow", "tensorflow-text", "keras-hub", "nbgrader", *(("jax",) if backend == "torch" else ()))
     session.install(*frameworks, *_pinned(without=without))
     session.install("--no-deps", "-e", ".")
-    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-n", "auto",
-                "-m", "not tensorflow", *LAYER_TESTS, env={**_environment(), "KERAS_BACKEND": backend})
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-n",
+        "auto",
+        "-m",
+        "not tensorflow",
+        *LAYER_TESTS,
+        env={**_environment(), "KERAS_BACKEND": backend},
+    )
 
 
 @nox.session(name="python", python=["3.12", "3.13"])

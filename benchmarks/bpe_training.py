@@ -41,8 +41,11 @@ def main(argv=None) -> int:
     ours = BytePairEncoding.train(texts, num_merges=arguments.merges)
     ours_seconds = time.perf_counter() - started
     reference = hugging_face()
-    trainer = tokenizers.trainers.BpeTrainer(vocab_size=256 + arguments.merges, show_progress=False,
-                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=256 + arguments.merges,
+        show_progress=False,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
     started = time.perf_counter()
     reference.train_from_iterator(texts, trainer)
     reference_seconds = time.perf_counter() - started
@@ -60,13 +63,19 @@ def main(argv=None) -> int:
     tokens = sum(map(len, ours_ids))
 
     machine = hardware()
-    print(f"Byte-level BPE, {arguments.merges:,} merges learned from {len(texts):,} IMDB training reviews; encoding "
-          f"{len(sample):,} test reviews ({tokens:,} tokens, ids equal both ways)")
+    print(
+        f"Byte-level BPE, {arguments.merges:,} merges learned from {len(texts):,} IMDB training reviews; encoding "
+        f"{len(sample):,} test reviews ({tokens:,} tokens, ids equal both ways)"
+    )
     print(f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; tokenizers {tokenizers.__version__}")
-    print(f"  training   ours {ours_seconds:7.1f} s   Hugging Face {reference_seconds:6.1f} s   "
-          f"ours / theirs x{ours_seconds / reference_seconds:.1f}   (target: ours <= 120 s)")
-    print(f"  encoding   ours {tokens / ours_encode:9,.0f} tokens/s   Hugging Face {tokens / reference_encode:11,.0f} "
-          f"tokens/s   theirs / ours x{ours_encode / reference_encode:.1f}")
+    print(
+        f"  training   ours {ours_seconds:7.1f} s   Hugging Face {reference_seconds:6.1f} s   "
+        f"ours / theirs x{ours_seconds / reference_seconds:.1f}   (target: ours <= 120 s)"
+    )
+    print(
+        f"  encoding   ours {tokens / ours_encode:9,.0f} tokens/s   Hugging Face {tokens / reference_encode:11,.0f} "
+        f"tokens/s   theirs / ours x{ours_encode / reference_encode:.1f}"
+    )
     return 0
 
 

@@ -54,8 +54,9 @@ def main() -> None:
     settings = profile("full").notebook("09")
     train, test = load_imdb()
     learned = BytePairEncoding.train(train.texts[:3000], settings.merges, special_tokens=["<|endoftext|>"])
-    tokenizer = BytePairEncoding.from_vocabulary_and_merges(*learned.vocabulary_and_merges(),
-                                                            special_tokens=["<|endoftext|>"], id_offset=1)
+    tokenizer = BytePairEncoding.from_vocabulary_and_merges(
+        *learned.vocabulary_and_merges(), special_tokens=["<|endoftext|>"], id_offset=1
+    )
     keras.utils.set_random_seed(0)
     model = build_language_model(tokenizer.vocabulary_size, settings.chunk_length, **settings.model)
     text = ""
@@ -70,11 +71,13 @@ def main() -> None:
     shares, seconds = {}, {}
     arms = {}
     for streams in (1, arguments.streams):
+
         def coded(streams=streams):
             started = time.perf_counter()
             _, facts = compress(text, model, tokenizer, streams=streams, statistics=True)
-            shares.setdefault(streams, []).append(facts["model_seconds"] / (facts["model_seconds"]
-                                                                           + facts["coder_seconds"]))
+            shares.setdefault(streams, []).append(
+                facts["model_seconds"] / (facts["model_seconds"] + facts["coder_seconds"])
+            )
             return time.perf_counter() - started
 
         def decoded(streams=streams):
@@ -91,17 +94,22 @@ def main() -> None:
         for name, arm in arms.items():
             seconds[name].append(arm())
     machine = hardware()
-    print(f"notebook 09's model ({model.count_params():,} parameters, random weights: no checkpoint is read here), "
-          f"{len(text):,} characters of IMDB test reviews, median of {arguments.repeats} (arms interleaved), "
-          f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, Keras {keras.__version__} on "
-          f"{keras.backend.backend()}, {machine['processor']}, {machine['cpu_count']} CPUs")
+    print(
+        f"notebook 09's model ({model.count_params():,} parameters, random weights: no checkpoint is read here), "
+        f"{len(text):,} characters of IMDB test reviews, median of {arguments.repeats} (arms interleaved), "
+        f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, Keras {keras.__version__} on "
+        f"{keras.backend.backend()}, {machine['processor']}, {machine['cpu_count']} CPUs"
+    )
     base = statistics.median(seconds["compress, cache, 1 stream"])
     for name, values in seconds.items():
         median = statistics.median(values)
         streams = int(name.split(", ")[-1].split()[0])
-        share = (f"; {statistics.median(shares[streams]):.0%} of the time in the model, "
-                 f"{1 - statistics.median(shares[streams]):.0%} in the coder"
-                 if name.startswith("compress, cache") else "")
+        share = (
+            f"; {statistics.median(shares[streams]):.0%} of the time in the model, "
+            f"{1 - statistics.median(shares[streams]):.0%} in the coder"
+            if name.startswith("compress, cache")
+            else ""
+        )
         print(f"  {name:<32} {len(text) / median:8,.0f} characters/s  {base / median:5.2f}x one cached stream{share}")
 
 

@@ -58,10 +58,22 @@ ARMS = {"masked LM": "mlm", "ELECTRA": "electra"}
 def pretrainer(kind, vocabulary_size, settings, dropout):
     """A fresh encoder with its pre-training head(s): the masked LM's or ELECTRA's."""
     if kind == "mlm":
-        return build_bert_pretrainer(vocabulary_size, settings.sequence_length, settings.max_predictions,
-                                     **settings.model, dropout=dropout, next_sentence=False)
-    return ElectraPretrainer(vocabulary_size, settings.sequence_length, settings.max_predictions, **settings.model,
-                             dropout=dropout, generator_fraction=0.25)
+        return build_bert_pretrainer(
+            vocabulary_size,
+            settings.sequence_length,
+            settings.max_predictions,
+            **settings.model,
+            dropout=dropout,
+            next_sentence=False,
+        )
+    return ElectraPretrainer(
+        vocabulary_size,
+        settings.sequence_length,
+        settings.max_predictions,
+        **settings.model,
+        dropout=dropout,
+        generator_fraction=0.25,
+    )
 
 
 def compiled(model, kind, updates, settings):
@@ -74,16 +86,28 @@ def compiled(model, kind, updates, settings):
     else:
         losses = {"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()}
         weights = {"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT}
-    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=losses, loss_weights=weights,
-                  jit_compile=settings.jit_compile)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
+        loss=losses,
+        loss_weights=weights,
+        jit_compile=settings.jit_compile,
+    )
     return model
 
 
 def batches(kind, segments, vocabulary_size, settings, per_round):
     kind_of_batches = PretrainingBatches if kind == "mlm" else ElectraBatches
     arguments = (segments, None, None) if kind == "mlm" else (segments, None)
-    return kind_of_batches(*arguments, settings.batch_size, vocabulary_size, MASK, (CLS, SEP),
-                           settings.max_predictions, seed=0, batches_per_epoch=per_round)
+    return kind_of_batches(
+        *arguments,
+        settings.batch_size,
+        vocabulary_size,
+        MASK,
+        (CLS, SEP),
+        settings.max_predictions,
+        seed=0,
+        batches_per_epoch=per_round,
+    )
 
 
 def pretrain(kind, segments, vocabulary_size, settings, minutes, timing_steps):
@@ -101,8 +125,12 @@ def pretrain(kind, segments, vocabulary_size, settings, minutes, timing_steps):
     model = compiled(pretrainer(kind, vocabulary_size, settings, 0.0), kind, per_round * rounds, settings)
     started = time.perf_counter()
     history = model.fit(batches(kind, segments, vocabulary_size, settings, per_round), epochs=rounds, verbose=2)
-    return model, {"seconds_per_update": seconds_per_update, "updates": per_round * rounds,
-                   "seconds": time.perf_counter() - started, "last_loss": history.history["loss"][-1]}
+    return model, {
+        "seconds_per_update": seconds_per_update,
+        "updates": per_round * rounds,
+        "seconds": time.perf_counter() - started,
+        "last_loss": history.history["loss"][-1],
+    }
 
 
 def main() -> int:
@@ -119,11 +147,13 @@ def main() -> int:
     minutes = options.minutes if options.profile == "full" else 0.05
 
     held_out, texts = pretraining_text(settings)
-    texts = texts if settings.pretraining_reviews is None else texts[:settings.pretraining_reviews - len(held_out)]
+    texts = texts if settings.pretraining_reviews is None else texts[: settings.pretraining_reviews - len(held_out)]
     vocabulary, tokenize = word_pieces(settings, texts)
     segments = contiguous_segments(tokenize(texts), settings.sequence_length, CLS, SEP)
-    trained = {name: pretrain(kind, segments, len(vocabulary), settings, minutes, options.timing_steps)
-               for name, kind in ARMS.items()}
+    trained = {
+        name: pretrain(kind, segments, len(vocabulary), settings, minutes, options.timing_steps)
+        for name, kind in ARMS.items()
+    }
 
     train, test = load_imdb()
     if options.profile == "smoke":
@@ -131,12 +161,13 @@ def main() -> int:
         test = type(test)(test.texts[:300], test.labels[:300])
 
     def inputs(split_texts):
-        return pack_single(tokenize([text.replace("<br />", " ") for text in split_texts]), CLS, SEP,
-                           settings.sequence_length)
+        return pack_single(
+            tokenize([text.replace("<br />", " ") for text in split_texts]), CLS, SEP, settings.sequence_length
+        )
 
     labelled, test_inputs = inputs(train.texts), inputs(test.texts)
     order = np.random.default_rng(1234).permutation(len(train.labels))  # notebook 08's split
-    validation_rows, pool = order[:settings.label_validation_reviews], order[settings.label_validation_reviews:]
+    validation_rows, pool = order[: settings.label_validation_reviews], order[settings.label_validation_reviews :]
     test_rows = np.arange(min(settings.test_sample, len(test.labels)))
 
     def take(data, rows):
@@ -154,37 +185,65 @@ def main() -> int:
             encoder.set_weights(trained[name][0].get_weights())
             model = build_bert_classifier(encoder, 2, dropout=settings.classifier_dropout, pooling="mean")
             steps = -(-len(chosen) // settings.fine_tune_batch_size)
-            epochs = int(np.clip(np.ceil(settings.fine_tune_updates / steps), settings.fine_tune_min_epochs,
-                                 settings.fine_tune_max_epochs))
+            epochs = int(
+                np.clip(
+                    np.ceil(settings.fine_tune_updates / steps),
+                    settings.fine_tune_min_epochs,
+                    settings.fine_tune_max_epochs,
+                )
+            )
             schedule = WarmupLinearDecay(learning_rate, int(settings.warmup_fraction * steps * epochs), steps * epochs)
-            model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
-                          loss="sparse_categorical_crossentropy", metrics=["accuracy"],
-                          jit_compile=settings.jit_compile)
-            model, history, facts = fit_best(model, (take(labelled, chosen), train.labels[chosen]),
-                                             (take(labelled, validation_rows), train.labels[validation_rows]),
-                                             epochs=epochs, patience=settings.fine_tune_patience,
-                                             batch_size=settings.fine_tune_batch_size, validation_batch_size=256)
-            test_accuracy = model.evaluate(take(test_inputs, test_rows), test.labels[test_rows], batch_size=256,
-                                           verbose=0)[1]
-            runs[name, size, seed, learning_rate] = (history.history["val_accuracy"][facts["best_epoch"] - 1],
-                                                     float(test_accuracy), time.perf_counter() - started)
+            model.compile(
+                optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
+                loss="sparse_categorical_crossentropy",
+                metrics=["accuracy"],
+                jit_compile=settings.jit_compile,
+            )
+            model, history, facts = fit_best(
+                model,
+                (take(labelled, chosen), train.labels[chosen]),
+                (take(labelled, validation_rows), train.labels[validation_rows]),
+                epochs=epochs,
+                patience=settings.fine_tune_patience,
+                batch_size=settings.fine_tune_batch_size,
+                validation_batch_size=256,
+            )
+            test_accuracy = model.evaluate(
+                take(test_inputs, test_rows), test.labels[test_rows], batch_size=256, verbose=0
+            )[1]
+            runs[name, size, seed, learning_rate] = (
+                history.history["val_accuracy"][facts["best_epoch"] - 1],
+                float(test_accuracy),
+                time.perf_counter() - started,
+            )
         return runs[name, size, seed, learning_rate]
 
     grid_labels = 1000 if options.profile == "full" else settings.grid_labels
-    rate = {name: max(settings.learning_rates, key=lambda r, name=name: fine_tune(name, grid_labels, 0, r)[0])
-            for name in ARMS}
-    accuracy = {(name, size): np.array([fine_tune(name, size, seed, rate[name])[1] for seed in seeds])
-                for size in (label_sizes if options.profile == "full" else [settings.grid_labels]) for name in ARMS}
+    rate = {
+        name: max(settings.learning_rates, key=lambda r, name=name: fine_tune(name, grid_labels, 0, r)[0])
+        for name in ARMS
+    }
+    accuracy = {
+        (name, size): np.array([fine_tune(name, size, seed, rate[name])[1] for seed in seeds])
+        for size in (label_sizes if options.profile == "full" else [settings.grid_labels])
+        for name in ARMS
+    }
 
     machine = hardware()
-    print(f"\nELECTRA against the masked LM at equal pre-training minutes ({options.profile} profile of notebook 08): "
-          f"{len(segments):,} pre-training inputs of {settings.sequence_length}; encoder {settings.model}")
-    print(f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
-          f"TensorFlow {tf.__version__}, NumPy {np.__version__}")
+    print(
+        f"\nELECTRA against the masked LM at equal pre-training minutes ({options.profile} profile of notebook 08): "
+        f"{len(segments):,} pre-training inputs of {settings.sequence_length}; encoder {settings.model}"
+    )
+    print(
+        f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
+        f"TensorFlow {tf.__version__}, NumPy {np.__version__}"
+    )
     for name, (model, facts) in trained.items():
-        print(f"  {name:<9} {model.count_params():>9,} parameters while pre-training, "
-              f"{facts['seconds_per_update']:.3f} s an update -> {facts['updates']:,} updates "
-              f"({facts['seconds'] / 60:.1f} min of training), last round's loss {facts['last_loss']:.3f}")
+        print(
+            f"  {name:<9} {model.count_params():>9,} parameters while pre-training, "
+            f"{facts['seconds_per_update']:.3f} s an update -> {facts['updates']:,} updates "
+            f"({facts['seconds'] / 60:.1f} min of training), last round's loss {facts['last_loss']:.3f}"
+        )
     for name in ARMS:
         grid = ", ".join(f"{r:g}: {fine_tune(name, grid_labels, 0, r)[0]:.2%}" for r in settings.learning_rates)
         print(f"  {name:<9} validation accuracy by fine-tuning rate (seed 0): {grid} -> {rate[name]:g}")
@@ -195,14 +254,20 @@ def main() -> int:
         for name, scores in (("masked LM", mlm), ("ELECTRA", electra)):
             print(f"      {name:<9} {', '.join(f'{value:.2%}' for value in scores)}  (mean {scores.mean():.2%})")
         seconds = [runs[key][2] for key in runs if key[1] == size]
-        print(f"      fine-tuning runs at {size:,} labels: {np.mean(seconds):.0f} s each on average "
-              f"(compiling and scoring included, {len(seconds)} runs)")
+        print(
+            f"      fine-tuning runs at {size:,} labels: {np.mean(seconds):.0f} s each on average "
+            f"(compiling and scoring included, {len(seconds)} runs)"
+        )
         differences = (electra - mlm) * 100
-        print(f"      ELECTRA minus masked LM, per seed: {', '.join(f'{d:+.1f}' for d in differences)} points "
-              f"(mean {differences.mean():+.1f})")
+        print(
+            f"      ELECTRA minus masked LM, per seed: {', '.join(f'{d:+.1f}' for d in differences)} points "
+            f"(mean {differences.mean():+.1f})"
+        )
         if record is not None and f"fine_tuned_{size}_scratch" in record["metrics"]:
-            print(f"      from scratch, notebook 08's recorded run (same protocol and seeds): "
-                  f"{record['metrics'][f'fine_tuned_{size}_scratch']['value']:.2%}")
+            print(
+                f"      from scratch, notebook 08's recorded run (same protocol and seeds): "
+                f"{record['metrics'][f'fine_tuned_{size}_scratch']['value']:.2%}"
+            )
     return 0
 
 

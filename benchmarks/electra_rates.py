@@ -61,17 +61,36 @@ from transformer_course.tooling.runtime import hardware
 from transformer_course.training import WarmupCosineDecay
 
 PAD, UNK, CLS, SEP, MASK = range(5)  # the reserved tokens, first in the vocabulary, as in notebook 08
-ARMS = (("ELECTRA", 1e-3, 0.25), ("ELECTRA", 5e-4, 0.25), ("ELECTRA", 2.5e-4, 0.25), ("ELECTRA", 5e-4, 1 / 3),
-        ("masked LM", 1e-3, None), ("masked LM", 5e-4, None), ("masked LM", 2.5e-4, None))
+ARMS = (
+    ("ELECTRA", 1e-3, 0.25),
+    ("ELECTRA", 5e-4, 0.25),
+    ("ELECTRA", 2.5e-4, 0.25),
+    ("ELECTRA", 5e-4, 1 / 3),
+    ("masked LM", 1e-3, None),
+    ("masked LM", 5e-4, None),
+    ("masked LM", 2.5e-4, None),
+)
 WARMUP_SHARE, DECAY_SHARE = 0.2, 0.15
 
 
 def new_model(objective, vocabulary_size, settings, generator_fraction):
     if objective == "masked LM":
-        return build_bert_pretrainer(vocabulary_size, settings.sequence_length, settings.max_predictions,
-                                     **settings.model, dropout=0.0, next_sentence=False)
-    return ElectraPretrainer(vocabulary_size, settings.sequence_length, settings.max_predictions, **settings.model,
-                             dropout=0.0, generator_fraction=generator_fraction)
+        return build_bert_pretrainer(
+            vocabulary_size,
+            settings.sequence_length,
+            settings.max_predictions,
+            **settings.model,
+            dropout=0.0,
+            next_sentence=False,
+        )
+    return ElectraPretrainer(
+        vocabulary_size,
+        settings.sequence_length,
+        settings.max_predictions,
+        **settings.model,
+        dropout=0.0,
+        generator_fraction=generator_fraction,
+    )
 
 
 def compiled(model, objective, peak, updates, settings):
@@ -81,19 +100,41 @@ def compiled(model, objective, peak, updates, settings):
     if objective == "masked LM":
         arguments = {"loss": {"mlm": MaskedCrossEntropy()}, "metrics": {"mlm": [masked_accuracy]}}
     else:
-        arguments = {"loss": {"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
-                     "loss_weights": {"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT}}
-    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), jit_compile=settings.jit_compile,
-                  **arguments)
+        arguments = {
+            "loss": {"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
+            "loss_weights": {"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT},
+        }
+    model.compile(
+        optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), jit_compile=settings.jit_compile, **arguments
+    )
     return model
 
 
 def batches(objective, segments, vocabulary_size, settings, per_epoch=None):
     if objective == "masked LM":
-        return PretrainingBatches(segments, None, None, settings.batch_size, vocabulary_size, MASK, (CLS, SEP),
-                                  settings.max_predictions, seed=0, batches_per_epoch=per_epoch)
-    return ElectraBatches(segments, None, settings.batch_size, vocabulary_size, MASK, (CLS, SEP),
-                          settings.max_predictions, seed=0, batches_per_epoch=per_epoch)
+        return PretrainingBatches(
+            segments,
+            None,
+            None,
+            settings.batch_size,
+            vocabulary_size,
+            MASK,
+            (CLS, SEP),
+            settings.max_predictions,
+            seed=0,
+            batches_per_epoch=per_epoch,
+        )
+    return ElectraBatches(
+        segments,
+        None,
+        settings.batch_size,
+        vocabulary_size,
+        MASK,
+        (CLS, SEP),
+        settings.max_predictions,
+        seed=0,
+        batches_per_epoch=per_epoch,
+    )
 
 
 def step_seconds(kinds, segments, vocabulary_size, settings, timing_steps):
@@ -129,15 +170,21 @@ def run_arm(objective, peak, fraction, updates, segments, held_out, vocabulary_s
         inputs, targets = held_out["masked LM"]
         loss, accuracy = model.evaluate(inputs, targets, batch_size=256, verbose=0)[:2]
         scores = {"loss": float(loss), "accuracy": float(accuracy)}
-    return {"updates": quarters * 4, "seconds": trained_seconds, "warmup": max(1, int(WARMUP_SHARE * quarters * 4)),
-            "trace": trace, **scores}
+    return {
+        "updates": quarters * 4,
+        "seconds": trained_seconds,
+        "warmup": max(1, int(WARMUP_SHARE * quarters * 4)),
+        "trace": trace,
+        **scores,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="full", choices=("full", "smoke"))
-    parser.add_argument("--updates", type=int, default=400,
-                        help="each arm's compute, in masked-LM updates (the smoke profile: 8)")
+    parser.add_argument(
+        "--updates", type=int, default=400, help="each arm's compute, in masked-LM updates (the smoke profile: 8)"
+    )
     parser.add_argument("--timing-steps", type=int, default=10)
     options = parser.parse_args()
     settings = profile(options.profile).notebook("08")
@@ -145,49 +192,69 @@ def main() -> int:
     started = time.perf_counter()
 
     held_out, texts = pretraining_text(settings)
-    texts = texts if settings.pretraining_reviews is None else texts[:settings.pretraining_reviews - len(held_out)]
+    texts = texts if settings.pretraining_reviews is None else texts[: settings.pretraining_reviews - len(held_out)]
     vocabulary, tokenize = word_pieces(settings, texts)
     segments = contiguous_segments(tokenize(texts), settings.sequence_length, CLS, SEP)
     validation = contiguous_segments(tokenize(held_out), settings.sequence_length, CLS, SEP)
-    validation = validation[:settings.validation_segments]  # notebook 08's held-out inputs and blanks (seed 1)
-    masked, labels, selected = mask_tokens(validation, np.random.default_rng(1), len(vocabulary), MASK,
-                                           unselectable_token_ids=(PAD, CLS, SEP, MASK))
+    validation = validation[: settings.validation_segments]  # notebook 08's held-out inputs and blanks (seed 1)
+    masked, labels, selected = mask_tokens(
+        validation, np.random.default_rng(1), len(vocabulary), MASK, unselectable_token_ids=(PAD, CLS, SEP, MASK)
+    )
     positions, position_labels = gather_selected(selected, labels, settings.max_predictions)
     blanks = {"token_ids": masked, "segment_ids": np.zeros_like(masked), "mask_positions": positions}
-    held_out_inputs = {"masked LM": (blanks, {"mlm": position_labels}),
-                       "ELECTRA": electra_inputs(validation, np.random.default_rng(1), len(vocabulary), MASK,
-                                                 (PAD, CLS, SEP, MASK), settings.max_predictions)[0]}
+    held_out_inputs = {
+        "masked LM": (blanks, {"mlm": position_labels}),
+        "ELECTRA": electra_inputs(
+            validation, np.random.default_rng(1), len(vocabulary), MASK, (PAD, CLS, SEP, MASK), settings.max_predictions
+        )[0],
+    }
     prepared = time.perf_counter() - started
 
     machine = hardware()
-    print(f"Pre-training rate check for notebook 08 ({options.profile} profile): {len(segments):,} inputs of "
-          f"{settings.sequence_length}, encoder {dict(settings.model)}, batch {settings.batch_size}; each arm the "
-          f"time of {reference_updates:,} masked-LM updates; warm-up {WARMUP_SHARE:.0%} of an arm's updates, the "
-          f"last {DECAY_SHARE:.0%} decay; held out: {len(validation):,} inputs")
-    print(f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
-          f"TensorFlow {tf.__version__}, NumPy {np.__version__}; data and vocabulary {prepared:.0f} s", flush=True)
+    print(
+        f"Pre-training rate check for notebook 08 ({options.profile} profile): {len(segments):,} inputs of "
+        f"{settings.sequence_length}, encoder {dict(settings.model)}, batch {settings.batch_size}; each arm the "
+        f"time of {reference_updates:,} masked-LM updates; warm-up {WARMUP_SHARE:.0%} of an arm's updates, the "
+        f"last {DECAY_SHARE:.0%} decay; held out: {len(validation):,} inputs"
+    )
+    print(
+        f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
+        f"TensorFlow {tf.__version__}, NumPy {np.__version__}; data and vocabulary {prepared:.0f} s",
+        flush=True,
+    )
     kinds = list(dict.fromkeys((objective, fraction) for objective, _, fraction in ARMS))
     seconds = step_seconds(kinds, segments, len(vocabulary), settings, options.timing_steps)
     reference = seconds["masked LM", None]
-    print(f"one update, median of {options.timing_steps} interleaved: " + ", ".join(
-        f"{objective}{f' (generator {fraction:.2f})' if fraction else ''} {value:.3f} s ({value / reference:.2f}x)"
-        for (objective, fraction), value in seconds.items()), flush=True)
+    print(
+        f"one update, median of {options.timing_steps} interleaved: "
+        + ", ".join(
+            f"{objective}{f' (generator {fraction:.2f})' if fraction else ''} {value:.3f} s ({value / reference:.2f}x)"
+            for (objective, fraction), value in seconds.items()
+        ),
+        flush=True,
+    )
     for objective, peak, fraction in ARMS:
         updates = max(4, round(reference_updates * reference / seconds[objective, fraction]))
         facts = run_arm(objective, peak, fraction, updates, segments, held_out_inputs, len(vocabulary), settings)
         name = f"{objective}, peak {peak:.2g}" + (f", generator {fraction:.2f} wide" if fraction else "")
-        line = (f"  {name:<44} {facts['updates']:>5,} updates (warm-up {facts['warmup']:,}), "
-                f"{facts['seconds'] / 60:.1f} min")
+        line = (
+            f"  {name:<44} {facts['updates']:>5,} updates (warm-up {facts['warmup']:,}), "
+            f"{facts['seconds'] / 60:.1f} min"
+        )
         if objective == "ELECTRA":
-            line += (f"\n      discriminator held out: loss {facts['loss']:.4f} against its floor {facts['floor']:.4f} "
-                     f"(replaced rate {facts['rate']:.3f}): "
-                     f"{abs(facts['below_floor']):.1%} {'below' if facts['below_floor'] > 0 else 'above'} it; "
-                     f"AUC {facts['auc']:.3f}, recall {facts['recall']:.1%}; generator accuracy "
-                     f"{facts['generator_accuracy']:.1%}"
-                     f"\n      training loss by quarter: {', '.join(f'{value:.4f}' for value in facts['trace'])}")
+            line += (
+                f"\n      discriminator held out: loss {facts['loss']:.4f} against its floor {facts['floor']:.4f} "
+                f"(replaced rate {facts['rate']:.3f}): "
+                f"{abs(facts['below_floor']):.1%} {'below' if facts['below_floor'] > 0 else 'above'} it; "
+                f"AUC {facts['auc']:.3f}, recall {facts['recall']:.1%}; generator accuracy "
+                f"{facts['generator_accuracy']:.1%}"
+                f"\n      training loss by quarter: {', '.join(f'{value:.4f}' for value in facts['trace'])}"
+            )
         else:
-            line += (f"\n      held-out blanks: accuracy {facts['accuracy']:.1%}, loss {facts['loss']:.3f}; "
-                     f"training loss by quarter: {', '.join(f'{value:.3f}' for value in facts['trace'])}")
+            line += (
+                f"\n      held-out blanks: accuracy {facts['accuracy']:.1%}, loss {facts['loss']:.3f}; "
+                f"training loss by quarter: {', '.join(f'{value:.3f}' for value in facts['trace'])}"
+            )
         print(line, flush=True)
     print(f"whole run {(time.perf_counter() - started) / 60:.1f} min")
     return 0

@@ -48,8 +48,7 @@ class GumbelMaxSamples(ReplaceWithSamples):
 
     def draw(self, probabilities):
         log_probabilities = ops.log(ops.clip(ops.stop_gradient(ops.cast(probabilities, "float32")), 1e-20, 1.0))
-        uniform = keras.random.uniform(ops.shape(log_probabilities), minval=1e-10, maxval=1.0,
-                                       seed=self.seed_generator)
+        uniform = keras.random.uniform(ops.shape(log_probabilities), minval=1e-10, maxval=1.0, seed=self.seed_generator)
         return ops.cast(ops.argmax(log_probabilities - ops.log(-ops.log(uniform)), axis=-1), "int32")
 
 
@@ -67,33 +66,41 @@ def main() -> int:
     models = {}
     for name, sampler in (("ELECTRA", None), ("ELECTRA, Gumbel-max", GumbelMaxSamples)):
         keras.utils.set_random_seed(0)
-        model = ElectraPretrainer(vocabulary, length, chosen, **settings.model, dropout=0.0,
-                                  generator_fraction=settings.generator_fraction)
+        model = ElectraPretrainer(
+            vocabulary, length, chosen, **settings.model, dropout=0.0, generator_fraction=settings.generator_fraction
+        )
         if sampler is not None:  # the same model, its sampling layer drawing the other way
             layer = model.get_layer("replace_with_samples")
             layer.draw = types.MethodType(sampler.draw, layer)
-        model.compile(optimizer="adamw", loss={"generator": MaskedCrossEntropy(),
-                                               "discriminator": ReplacedTokenDetectionLoss()},
-                      loss_weights={"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT},
-                      jit_compile=settings.jit_compile)
+        model.compile(
+            optimizer="adamw",
+            loss={"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
+            loss_weights={"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT},
+            jit_compile=settings.jit_compile,
+        )
         models[name] = model
     steps = {"masked LM": lambda: mlm.train_on_batch(*mlm_batches[0])}
     for name, model in models.items():
         steps[name] = lambda model=model: model.train_on_batch(*electra_batches[0])
     probabilities = keras.ops.softmax(keras.random.normal((batch, chosen, vocabulary), seed=1) * 3.0)
-    samplers = {"sampler: inverse cumulative sum": ReplaceWithSamples(seed=0).draw,
-                "sampler: Gumbel-max": GumbelMaxSamples(seed=0).draw}
+    samplers = {
+        "sampler: inverse cumulative sum": ReplaceWithSamples(seed=0).draw,
+        "sampler: Gumbel-max": GumbelMaxSamples(seed=0).draw,
+    }
     for function in steps.values():
         function(), function()  # compile
-    sampler_calls = {name: (lambda draw=draw: ops.convert_to_numpy(draw(probabilities)))
-                     for name, draw in samplers.items()}
+    sampler_calls = {
+        name: (lambda draw=draw: ops.convert_to_numpy(draw(probabilities))) for name, draw in samplers.items()
+    }
     for function in sampler_calls.values():
         function()
     seconds = interleaved_seconds({**steps, **sampler_calls}, repeats=15)
     machine = hardware()
-    print(f"ELECTRA's step against the masked LM's at notebook 08's sizes ({settings.model}, vocabulary "
-          f"{vocabulary:,}, batch {batch}, {length} positions, {chosen} chosen); XLA {settings.jit_compile}; "
-          "median of 15 interleaved rounds")
+    print(
+        f"ELECTRA's step against the masked LM's at notebook 08's sizes ({settings.model}, vocabulary "
+        f"{vocabulary:,}, batch {batch}, {length} positions, {chosen} chosen); XLA {settings.jit_compile}; "
+        "median of 15 interleaved rounds"
+    )
     print(f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}")
     median = {name: float(np.median(values)) for name, values in seconds.items()}
     for name, value in median.items():

@@ -49,16 +49,33 @@ def one_run(settings, data, labels, epochs, jit_compile):
     keras.backend.clear_session()
     keras.utils.set_random_seed(0)
     started = time.perf_counter()
-    encoder = build_bert_pretrainer(VOCABULARY_SIZE, settings.sequence_length, settings.max_predictions,
-                                    **settings.model, dropout=settings.encoder_dropout, next_sentence=False)
+    encoder = build_bert_pretrainer(
+        VOCABULARY_SIZE,
+        settings.sequence_length,
+        settings.max_predictions,
+        **settings.model,
+        dropout=settings.encoder_dropout,
+        next_sentence=False,
+    )
     model = build_bert_classifier(encoder, num_classes=2, dropout=settings.classifier_dropout, pooling="mean")
     steps = -(-labels // settings.fine_tune_batch_size)
     schedule = WarmupLinearDecay(3e-4, steps, steps * epochs)
-    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=jit_compile)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=jit_compile,
+    )
     training = ({key: value[:labels] for key, value in data["train"][0].items()}, data["train"][1][:labels])
-    model, _, facts = fit_best(model, training, data["validation"], epochs=epochs, patience=epochs,
-                               batch_size=settings.fine_tune_batch_size, validation_batch_size=256)
+    model, _, facts = fit_best(
+        model,
+        training,
+        data["validation"],
+        epochs=epochs,
+        patience=epochs,
+        batch_size=settings.fine_tune_batch_size,
+        validation_batch_size=256,
+    )
     fitted = time.perf_counter() - started
     model.evaluate(*data["test"], batch_size=256, verbose=0)
     return facts["epoch_seconds"], fitted, time.perf_counter() - started
@@ -70,23 +87,32 @@ def main(argv=None) -> int:
     arguments = parser.parse_args(argv)
     settings = profile("full").notebook("08")
     rng = np.random.default_rng(0)
-    data = {name: (random_reviews(rng, count, settings.sequence_length), rng.integers(0, 2, count))
-            for name, count in (("train", 6000), ("validation", 1000), ("test", 5000))}
+    data = {
+        name: (random_reviews(rng, count, settings.sequence_length), rng.integers(0, 2, count))
+        for name, count in (("train", 6000), ("validation", 1000), ("test", 5000))
+    }
     machine = hardware()
-    print(f"Notebook 08's fine-tuning run with and without XLA: {settings.model}, inputs of "
-          f"{settings.sequence_length}, batches of {settings.fine_tune_batch_size}; 1,000 validation and 5,000 "
-          "scored reviews")
-    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
-          f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
+    print(
+        f"Notebook 08's fine-tuning run with and without XLA: {settings.model}, inputs of "
+        f"{settings.sequence_length}, batches of {settings.fine_tune_batch_size}; 1,000 validation and 5,000 "
+        "scored reviews"
+    )
+    print(
+        f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}"
+    )
     for labels, epochs in ((1000, 6), (6000, 2)):
         totals = {True: [], False: []}
         for _ in range(arguments.repeats):
             for jit_compile in (True, False):
                 epoch_seconds, fitted, total = one_run(settings, data, labels, epochs, jit_compile)
                 totals[jit_compile].append(total)
-                print(f"  {labels:>5,} labels, {epochs} epochs, XLA {jit_compile!s:<5}: epochs "
-                      f"{', '.join(f'{value:.1f}' for value in epoch_seconds)} s; fit {fitted:.1f} s, "
-                      f"with scoring {total:.1f} s", flush=True)
+                print(
+                    f"  {labels:>5,} labels, {epochs} epochs, XLA {jit_compile!s:<5}: epochs "
+                    f"{', '.join(f'{value:.1f}' for value in epoch_seconds)} s; fit {fitted:.1f} s, "
+                    f"with scoring {total:.1f} s",
+                    flush=True,
+                )
         ratio = statistics.median(totals[False]) / statistics.median(totals[True])
         print(f"  {labels:>5,} labels: a whole run without XLA takes {ratio:.2f}x the time with it")
     return 0

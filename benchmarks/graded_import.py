@@ -42,8 +42,12 @@ print(time.perf_counter() - start)
 
 
 def _seconds(guard: str) -> float:
-    run = subprocess.run([sys.executable, "-c", CHILD, guard], capture_output=True, text=True,
-                         env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"})
+    run = subprocess.run(
+        [sys.executable, "-c", CHILD, guard],
+        capture_output=True,
+        text=True,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
+    )
     if run.returncode:
         raise RuntimeError(run.stderr[-2000:])
     return float(run.stdout.split()[-1])
@@ -56,23 +60,31 @@ def main() -> None:
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         other = Path(folder) / "guard_other.py"
-        other.write_text(subprocess.run(["git", "show", f"{arguments.against}:{GUARD}"], cwd=ROOT, check=True,
-                                        capture_output=True, text=True).stdout, encoding="utf-8")
-        arms = {"plain import": "none", "this checkout's hook": str(ROOT / GUARD),
-                f"hook at {arguments.against}": str(other)}
+        other.write_text(
+            subprocess.run(
+                ["git", "show", f"{arguments.against}:{GUARD}"], cwd=ROOT, check=True, capture_output=True, text=True
+            ).stdout,
+            encoding="utf-8",
+        )
+        arms = {
+            "plain import": "none",
+            "this checkout's hook": str(ROOT / GUARD),
+            f"hook at {arguments.against}": str(other),
+        }
         seconds = {name: [] for name in arms}
         _seconds("none")  # a first import fills the file cache
         for _ in range(arguments.repeats):
             for name, guard in arms.items():
                 seconds[name].append(_seconds(guard))
     plain, machine = statistics.median(seconds["plain import"]), hardware()
-    print(f"import keras in a fresh process, median of {arguments.repeats} (arms alternating), "
-          f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {machine['processor']}, "
-          f"{machine['cpu_count']} CPUs")
+    print(
+        f"import keras in a fresh process, median of {arguments.repeats} (arms alternating), "
+        f"{time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}, {machine['processor']}, "
+        f"{machine['cpu_count']} CPUs"
+    )
     for name, values in seconds.items():
         median = statistics.median(values)
-        print(f"  {name:<28} {median:6.2f} s  {median / plain:5.2f}x plain   "
-              f"({', '.join(f'{v:.2f}' for v in values)})")
+        print(f"  {name:<28} {median:6.2f} s  {median / plain:5.2f}x plain   ({', '.join(f'{v:.2f}' for v in values)})")
 
 
 if __name__ == "__main__":

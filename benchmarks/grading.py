@@ -57,8 +57,13 @@ def _submissions(folder: Path, notebook: str, count: int, first: int = 0, root: 
 
 
 def _with_exercises() -> list[str]:
-    return sorted({p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
-                   if '"grade_id": "exercise_' in p.read_text(encoding="utf-8")})
+    return sorted(
+        {
+            p.name[:2]
+            for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+            if '"grade_id": "exercise_' in p.read_text(encoding="utf-8")
+        }
+    )
 
 
 def _one_batch(root: Path, notebooks: list[str], per_notebook: int, workers: int) -> None:
@@ -73,27 +78,42 @@ def _one_batch(root: Path, notebooks: list[str], per_notebook: int, workers: int
         for index, notebook in enumerate(notebooks):
             _submissions(scratch / "batch", notebook, per_notebook, first=index * per_notebook, root=root)
         start = time.perf_counter()
-        results = grade_folder(scratch / "batch", scratch / "report", root / "release",
-                               Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144),
-                               workers=workers, progress=False, sandbox=True)
+        results = grade_folder(
+            scratch / "batch",
+            scratch / "report",
+            root / "release",
+            Limits(cell_seconds=300, notebook_seconds=900, memory_mb=6144),
+            workers=workers,
+            progress=False,
+            sandbox=True,
+        )
         seconds = time.perf_counter() - start
     solved = []  # the exercises (not the written answers) of the notebook each solved submission handed in
     for result in results:
         number = int(result.student.split("_")[1])
         if number % per_notebook % 2 == 0 and result.notebook.startswith(notebooks[number // per_notebook] + "_"):
             solved += [x for x in result.exercises if not x.exercise.split(".")[1].startswith("w")]
-    print(json.dumps({"seconds": seconds, "points": sum(x.points for x in solved),
-                      "max": sum(x.max_points for x in solved)}))
+    print(
+        json.dumps(
+            {"seconds": seconds, "points": sum(x.points for x in solved), "max": sum(x.max_points for x in solved)}
+        )
+    )
 
 
 def _environment_python(checkout: Path) -> str:
     """The Python of ``checkout``'s own environment, which must import the package from ``checkout``."""
     python = checkout / ".venv" / "bin" / "python"
     if not python.exists():
-        raise SystemExit(f"--against: {checkout} has no environment of its own ({python}); make one with "
-                         f"python3 -m venv {checkout}/.venv && {checkout}/.venv/bin/pip install -e {checkout}")
-    found = subprocess.run([str(python), "-c", "import transformer_course; print(transformer_course.__file__)"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+        raise SystemExit(
+            f"--against: {checkout} has no environment of its own ({python}); make one with "
+            f"python3 -m venv {checkout}/.venv && {checkout}/.venv/bin/pip install -e {checkout}"
+        )
+    found = subprocess.run(
+        [str(python), "-c", "import transformer_course; print(transformer_course.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     if not Path(found).resolve().is_relative_to((checkout / "lib").resolve()):
         raise SystemExit(f"--against: {python} imports the package from {found}, not from {checkout}/lib")
     return str(python)
@@ -101,44 +121,71 @@ def _environment_python(checkout: Path) -> str:
 
 def _compare(other: Path, notebooks: list[str], per_notebook: int, repeats: int) -> int:
     """Sandboxed throughput of this checkout and of ``other``, alternating; prints the ratios."""
-    checkouts = {"this checkout": (ROOT, _environment_python(ROOT)),
-                 other.name: (other.resolve(), _environment_python(other.resolve()))}
+    checkouts = {
+        "this checkout": (ROOT, _environment_python(ROOT)),
+        other.name: (other.resolve(), _environment_python(other.resolve())),
+    }
     seconds = {(name, workers): [] for name in checkouts for workers in (1, 2)}
     points = {}
     for _ in range(repeats):
         for workers in (1, 2):
             for name, (root, python) in checkouts.items():
                 script = root / "benchmarks" / "grading.py"  # each checkout's own: the grader's modules moved once
-                done = subprocess.run([python, str(script), "--one-batch", str(root), "--notebook", ",".join(notebooks),
-                                       "--per-notebook", str(per_notebook), "--workers", str(workers)],
-                                      cwd=root, capture_output=True, text=True)
+                done = subprocess.run(
+                    [
+                        python,
+                        str(script),
+                        "--one-batch",
+                        str(root),
+                        "--notebook",
+                        ",".join(notebooks),
+                        "--per-notebook",
+                        str(per_notebook),
+                        "--workers",
+                        str(workers),
+                    ],
+                    cwd=root,
+                    capture_output=True,
+                    text=True,
+                )
                 if done.returncode:
                     raise SystemExit(f"grading with {name} ({root}) failed:\n{done.stderr[-4000:]}")
                 outcome = json.loads(done.stdout.strip().splitlines()[-1])
                 seconds[name, workers].append(outcome["seconds"])
-                print(f"  ({name}, {workers} worker(s): {outcome['seconds']:.0f} s, "
-                      f"{outcome['points']} of {outcome['max']} points)", file=sys.stderr, flush=True)
+                print(
+                    f"  ({name}, {workers} worker(s): {outcome['seconds']:.0f} s, "
+                    f"{outcome['points']} of {outcome['max']} points)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 points[name] = (outcome["points"], outcome["max"])
     submissions = per_notebook * len(notebooks)
     machine = hardware()
-    print(f"Grading {submissions} submissions ({per_notebook} of each of notebooks {', '.join(notebooks)}; "
-          f"half solved, half untouched), smoke profile, bubblewrap sandbox, {repeats} round(s), best round kept")
+    print(
+        f"Grading {submissions} submissions ({per_notebook} of each of notebooks {', '.join(notebooks)}; "
+        f"half solved, half untouched), smoke profile, bubblewrap sandbox, {repeats} round(s), best round kept"
+    )
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores")
     for name, (got, most) in points.items():
         print(f"  {name}: the solved submissions got {got} of {most} exercise points")
     for workers in (1, 2):
         rates = {name: submissions / min(seconds[name, workers]) * 60 for name in checkouts}
         this, that = rates.values()
-        print(f"  {workers} worker(s): this checkout {this:5.1f}/min, {other.name} {that:5.1f}/min, "
-              f"this / other: x{this / that:.2f}")
+        print(
+            f"  {workers} worker(s): this checkout {this:5.1f}/min, {other.name} {that:5.1f}/min, "
+            f"this / other: x{this / that:.2f}"
+        )
     return 0
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--notebook", default="all",
-                        help="the notebook ids graded in the throughput runs, comma-separated (05,07), "
-                             "or 'all' (default): every one with exercises")
+    parser.add_argument(
+        "--notebook",
+        default="all",
+        help="the notebook ids graded in the throughput runs, comma-separated (05,07), "
+        "or 'all' (default): every one with exercises",
+    )
     parser.add_argument("--per-notebook", type=int, default=2, help="submissions of each notebook (default: 2)")
     parser.add_argument("--against", type=Path, help="another checkout: compare the two graders side by side")
     parser.add_argument("--repeats", type=int, default=1, help="rounds of the comparison (default: 1)")
@@ -164,23 +211,38 @@ def main(argv=None) -> int:
         for notebook in _with_exercises():
             _submissions(scratch / f"single_{notebook}", notebook, 1)
             start = time.perf_counter()
-            grade_folder(scratch / f"single_{notebook}", scratch / f"report_{notebook}", release, limits,
-                         progress=False, sandbox=sandbox_available())
+            grade_folder(
+                scratch / f"single_{notebook}",
+                scratch / f"report_{notebook}",
+                release,
+                limits,
+                progress=False,
+                sandbox=sandbox_available(),
+            )
             singles[notebook] = time.perf_counter() - start
         for index, notebook in enumerate(notebooks):
             _submissions(scratch / "batch", notebook, arguments.per_notebook, first=index * arguments.per_notebook)
         rates = {}
         for workers in (1, 2):
-            for sandbox in ([True, False] if sandbox_available() else [False]):
+            for sandbox in [True, False] if sandbox_available() else [False]:
                 start = time.perf_counter()
-                grade_folder(scratch / "batch", scratch / f"report_{workers}_{sandbox}", release, limits,
-                             workers=workers, progress=False, sandbox=sandbox)
+                grade_folder(
+                    scratch / "batch",
+                    scratch / f"report_{workers}_{sandbox}",
+                    release,
+                    limits,
+                    workers=workers,
+                    progress=False,
+                    sandbox=sandbox,
+                )
                 rates[workers, sandbox] = submissions / (time.perf_counter() - start) * 60
 
     machine = hardware()
-    print(f"Grading {submissions} submissions ({arguments.per_notebook} of each of notebooks {', '.join(notebooks)}; "
-          "half solved, half untouched), smoke profile, bubblewrap sandbox "
-          f"{'on' if sandbox_available() else 'UNAVAILABLE (graded unconfined)'}")
+    print(
+        f"Grading {submissions} submissions ({arguments.per_notebook} of each of notebooks {', '.join(notebooks)}; "
+        "half solved, half untouched), smoke profile, bubblewrap sandbox "
+        f"{'on' if sandbox_available() else 'UNAVAILABLE (graded unconfined)'}"
+    )
     print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores")
     for (workers, sandbox), rate in rates.items():
         where = "sandbox   " if sandbox else "unconfined"

@@ -48,18 +48,24 @@ def main(argv=None) -> int:
     chosen = rng.choice(len(train.texts), size=arguments.reviews, replace=False)
     texts = [train.texts[i] for i in chosen]
     labels = np.asarray(train.labels)[chosen].astype("float32")
-    vectorizer = keras.layers.TextVectorization(max_tokens=20000, output_sequence_length=SEQUENCE_LENGTH,
-                                                standardize=standardize_review)
+    vectorizer = keras.layers.TextVectorization(
+        max_tokens=20000, output_sequence_length=SEQUENCE_LENGTH, standardize=standardize_review
+    )
     vectorizer.adapt(texts)
 
     setups = {}
-    for name, buckets, xla in [("padded", None, False), ("padded+xla", None, True),
-                               ("bucketed", BUCKETS, False), ("bucketed+xla", BUCKETS, True)]:
+    for name, buckets, xla in [
+        ("padded", None, False),
+        ("padded+xla", None, True),
+        ("bucketed", BUCKETS, False),
+        ("bucketed+xla", BUCKETS, True),
+    ]:
         keras.utils.set_random_seed(0)
         model = build_sentiment_classifier(20000, SEQUENCE_LENGTH)
         model.compile(optimizer="rmsprop", loss="binary_crossentropy", metrics=["accuracy"], jit_compile=xla)
-        data = vectorized_batches(texts, labels, vectorizer, arguments.batch, bucket_boundaries=buckets,
-                                  shuffle=True, seed=0)
+        data = vectorized_batches(
+            texts, labels, vectorizer, arguments.batch, bucket_boundaries=buckets, shuffle=True, seed=0
+        )
         model.fit(data, epochs=1, verbose=0)  # trace, compile every bucket shape, fill the cache
         setups[name] = (model, data)
 
@@ -72,11 +78,15 @@ def main(argv=None) -> int:
 
     machine = hardware()
     lengths = [int(np.count_nonzero(row)) for row in vectorizer(texts[:1024]).numpy()]
-    print(f"IMDB Transformer classifier, training throughput: {arguments.reviews} reviews per epoch, "
-          f"batch {arguments.batch}, {arguments.repeats} interleaved timed epochs per set-up "
-          f"(mean review length {np.mean(lengths):.0f} tokens after the cut at {SEQUENCE_LENGTH})")
-    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
-          f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
+    print(
+        f"IMDB Transformer classifier, training throughput: {arguments.reviews} reviews per epoch, "
+        f"batch {arguments.batch}, {arguments.repeats} interleaved timed epochs per set-up "
+        f"(mean review length {np.mean(lengths):.0f} tokens after the cut at {SEQUENCE_LENGTH})"
+    )
+    print(
+        f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}"
+    )
     rates = {name: arguments.reviews / statistics.median(values) for name, values in seconds.items()}
     for name, rate in rates.items():
         print(f"  {name:<13} {rate:8.1f} examples/s   x{rate / rates['padded']:.2f} vs padded")

@@ -59,25 +59,33 @@ def main(argv=None) -> int:
     for prompt_length in arguments.prompts:
         prompts = rng.integers(1, vocabulary_size, size=(arguments.batch, prompt_length)).astype("int32")
         # Both are called within this iteration (B023 warns of closures called after the loop moves on).
-        decoders = {"recompute": lambda: greedy_decode(recompute, prompts, None, arguments.steps),  # noqa: B023
-                    "cached": lambda: greedy_decode(cached.next_token_function(prompts), prompts, None,  # noqa: B023
-                                                    arguments.steps)}
+        decoders = {
+            "recompute": lambda: greedy_decode(recompute, prompts, None, arguments.steps),  # noqa: B023
+            "cached": lambda: greedy_decode(cached.next_token_function(prompts), prompts, None, arguments.steps),  # noqa: B023
+        }
         np.testing.assert_array_equal(decoders["recompute"](), decoders["cached"]())  # also warms both up
         seconds = interleaved_seconds(decoders, arguments.repeats)
-        rates[prompt_length] = {name: arguments.batch * arguments.steps / statistics.median(values)
-                                for name, values in seconds.items()}
+        rates[prompt_length] = {
+            name: arguments.batch * arguments.steps / statistics.median(values) for name, values in seconds.items()
+        }
 
     machine = hardware()
-    print(f"Language model generation: E={settings.model.embed_dim}, F={settings.model.intermediate_dim}, "
-          f"{settings.model.num_heads} heads, "
-          f"{settings.model.num_layers} block(s), vocabulary {vocabulary_size:,}; batch {arguments.batch}, "
-          f"{arguments.steps} new tokens each, {arguments.repeats} interleaved repeats; outputs identical")
-    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
-          f"Keras {keras.__version__} ({keras.backend.backend()})")
+    print(
+        f"Language model generation: E={settings.model.embed_dim}, F={settings.model.intermediate_dim}, "
+        f"{settings.model.num_heads} heads, "
+        f"{settings.model.num_layers} block(s), vocabulary {vocabulary_size:,}; batch {arguments.batch}, "
+        f"{arguments.steps} new tokens each, {arguments.repeats} interleaved repeats; outputs identical"
+    )
+    print(
+        f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
+        f"Keras {keras.__version__} ({keras.backend.backend()})"
+    )
     for prompt_length, rate in rates.items():
-        print(f"  prompt {prompt_length:>4}: recompute {rate['recompute']:8.1f} tokens/s   "
-              f"cached {rate['cached']:8.1f} "
-              f"tokens/s   x{rate['cached'] / rate['recompute']:.2f}")
+        print(
+            f"  prompt {prompt_length:>4}: recompute {rate['recompute']:8.1f} tokens/s   "
+            f"cached {rate['cached']:8.1f} "
+            f"tokens/s   x{rate['cached'] / rate['recompute']:.2f}"
+        )
     return 0
 
 

@@ -48,21 +48,28 @@ def main(argv=None) -> int:
 
     settings = profile("full").notebook("08")
     vocabulary, length, chosen = settings.vocabulary_size, settings.sequence_length, settings.max_predictions
-    batches = [_batch(np.random.default_rng(step), settings.batch_size, length, vocabulary, chosen)
-               for step in range(arguments.steps)]
+    batches = [
+        _batch(np.random.default_rng(step), settings.batch_size, length, vocabulary, chosen)
+        for step in range(arguments.steps)
+    ]
     models = {}
     for name, predictions in (("all positions", length), ("chosen only", chosen)):
         keras.utils.set_random_seed(0)
-        model = build_bert_pretrainer(vocabulary, length, predictions, **settings.model, dropout=0.0,
-                                      next_sentence=False)
-        model.compile(optimizer=keras.optimizers.AdamW(1e-4), loss={"mlm": MaskedCrossEntropy()},
-                      jit_compile=settings.jit_compile)
+        model = build_bert_pretrainer(
+            vocabulary, length, predictions, **settings.model, dropout=0.0, next_sentence=False
+        )
+        model.compile(
+            optimizer=keras.optimizers.AdamW(1e-4), loss={"mlm": MaskedCrossEntropy()}, jit_compile=settings.jit_compile
+        )
         models[name] = model
     models["chosen only"].set_weights(models["all positions"].get_weights())
 
-    losses = {name: float(model.evaluate(*batches[0][name], verbose=0, batch_size=settings.batch_size,
-                                         return_dict=True)["loss"])
-              for name, model in models.items()}
+    losses = {
+        name: float(
+            model.evaluate(*batches[0][name], verbose=0, batch_size=settings.batch_size, return_dict=True)["loss"]
+        )
+        for name, model in models.items()
+    }
     if not np.isclose(losses["all positions"], losses["chosen only"], rtol=1e-4):
         raise AssertionError(f"the two losses differ: {losses}")
 
@@ -70,6 +77,7 @@ def main(argv=None) -> int:
         def train():
             for batch in batches:
                 models[name].train_on_batch(*batch[name])
+
         return train
 
     functions = {name: trainer(name) for name in models}
@@ -80,17 +88,23 @@ def main(argv=None) -> int:
     rates = {name: tokens / statistics.median(values) for name, values in seconds.items()}
 
     machine = hardware()
-    print(f"Masked-LM pre-training steps: vocabulary {vocabulary:,}, inputs of {length} tokens, "
-          f"batch {settings.batch_size}, "
-          f"E={settings.model.embed_dim}, F={settings.model.intermediate_dim}, {settings.model.num_heads} heads, "
-          f"{settings.model.num_layers} "
-          f"block(s), XLA {settings.jit_compile}; {arguments.steps} steps x {arguments.repeats} interleaved repeats; "
-          f"loss on one batch equal both ways ({losses['all positions']:.4f})")
-    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
-          f"Keras {keras.__version__} ({keras.backend.backend()})")
+    print(
+        f"Masked-LM pre-training steps: vocabulary {vocabulary:,}, inputs of {length} tokens, "
+        f"batch {settings.batch_size}, "
+        f"E={settings.model.embed_dim}, F={settings.model.intermediate_dim}, {settings.model.num_heads} heads, "
+        f"{settings.model.num_layers} "
+        f"block(s), XLA {settings.jit_compile}; {arguments.steps} steps x {arguments.repeats} interleaved repeats; "
+        f"loss on one batch equal both ways ({losses['all positions']:.4f})"
+    )
+    print(
+        f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
+        f"Keras {keras.__version__} ({keras.backend.backend()})"
+    )
     print(f"  all positions ({length} scored an input): {rates['all positions']:9.0f} tokens/s")
-    print(f"  chosen only   ({chosen} scored an input):  {rates['chosen only']:9.0f} tokens/s   "
-          f"x{rates['chosen only'] / rates['all positions']:.2f}")
+    print(
+        f"  chosen only   ({chosen} scored an input):  {rates['chosen only']:9.0f} tokens/s   "
+        f"x{rates['chosen only'] / rates['all positions']:.2f}"
+    )
     return 0
 
 
@@ -104,10 +118,16 @@ def _batch(rng, batch_size, length, vocabulary, max_predictions):
     every_label = np.zeros_like(token_ids)  # the same scored positions, at their places in the input
     np.put_along_axis(every_label, positions, position_labels, axis=1)  # unused slots: label 0 at [CLS]
     every_position = np.arange(length, dtype="int32")[None].repeat(batch_size, 0)
-    return {"all positions": ({"token_ids": masked, "segment_ids": segment_ids, "mask_positions": every_position},
-                    {"mlm": every_label}),
-            "chosen only": ({"token_ids": masked, "segment_ids": segment_ids, "mask_positions": positions},
-                       {"mlm": position_labels})}
+    return {
+        "all positions": (
+            {"token_ids": masked, "segment_ids": segment_ids, "mask_positions": every_position},
+            {"mlm": every_label},
+        ),
+        "chosen only": (
+            {"token_ids": masked, "segment_ids": segment_ids, "mask_positions": positions},
+            {"mlm": position_labels},
+        ),
+    }
 
 
 if __name__ == "__main__":

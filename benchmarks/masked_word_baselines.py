@@ -47,21 +47,27 @@ def pretraining_text(settings):
     test_texts = set(test.texts)
     distinct = list(dict.fromkeys(text for text in train.texts + load_imdb_unlabelled() if text not in test_texts))
     documents = [distinct[i].replace("<br />", " ") for i in np.random.default_rng(0).permutation(len(distinct))]
-    return documents[:settings.validation_reviews], documents[settings.validation_reviews:]
+    return documents[: settings.validation_reviews], documents[settings.validation_reviews :]
 
 
 def word_pieces(settings, texts):
     """(vocabulary, tokenize): notebook 08's WordPiece vocabulary, computed on its first ``vocab_sample`` pre-training
     reviews, and a function from texts to one list of ids each (no special tokens)."""
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-        tf.data.Dataset.from_tensor_slices(texts[:settings.vocab_sample]).batch(1000),
-        vocabulary_size=settings.vocabulary_size, lowercase=True, strip_accents=True,
-        reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+        tf.data.Dataset.from_tensor_slices(texts[: settings.vocab_sample]).batch(1000),
+        vocabulary_size=settings.vocabulary_size,
+        lowercase=True,
+        strip_accents=True,
+        reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+    )
     tokenizer = keras_hub.tokenizers.WordPieceTokenizer(vocabulary=vocabulary, lowercase=True, strip_accents=True)
 
     def tokenize(batch_of_texts):
-        return [row for ids in tf.data.Dataset.from_tensor_slices(batch_of_texts).batch(2000).map(tokenizer)
-                for row in ids.to_list()]
+        return [
+            row
+            for ids in tf.data.Dataset.from_tensor_slices(batch_of_texts).batch(2000).map(tokenizer)
+            for row in ids.to_list()
+        ]
 
     return vocabulary, tokenize
 
@@ -86,9 +92,10 @@ def main() -> int:
     best_before, best_after = best_next(left, word, size), best_next(right, word, size)
     best_both = best_next(left.astype("int64") * size + right, word, size)
 
-    blanks = contiguous_segments(tokenize(held_out), settings.sequence_length, CLS, SEP)[:settings.validation_segments]
-    masked, labels, selected = mask_tokens(blanks, np.random.default_rng(1), size, MASK,
-                                           unselectable_token_ids=(PAD, CLS, SEP, MASK))
+    blanks = contiguous_segments(tokenize(held_out), settings.sequence_length, CLS, SEP)[: settings.validation_segments]
+    masked, labels, selected = mask_tokens(
+        blanks, np.random.default_rng(1), size, MASK, unselectable_token_ids=(PAD, CLS, SEP, MASK)
+    )
     positions, position_labels = gather_selected(selected, labels, settings.max_predictions)  # the scored ones
     hits = {"most frequent token": 0, "token before": 0, "tokens on both sides": 0}
     rows, slots = np.nonzero(position_labels)
@@ -97,19 +104,24 @@ def main() -> int:
         answer, before, after = blanks[row, column], masked[row, column - 1], masked[row, column + 1]
         guess_before = best_before.get(int(before), most_frequent) if before != MASK else most_frequent
         guess_after = best_after.get(int(after)) if after != MASK else None
-        guess_both = (best_both.get(int(before) * size + int(after)) if MASK not in (before, after) else None) or \
-            (guess_before if before != MASK and int(before) in best_before else guess_after or most_frequent)
+        guess_both = (best_both.get(int(before) * size + int(after)) if MASK not in (before, after) else None) or (
+            guess_before if before != MASK and int(before) in best_before else guess_after or most_frequent
+        )
         hits["most frequent token"] += answer == most_frequent
         hits["token before"] += answer == guess_before
         hits["tokens on both sides"] += answer == guess_both
 
     machine = hardware()
-    print(f"Count-table yardsticks for notebook 08's masked-LM accuracy: WordPiece vocabulary {size:,}; tables from "
-          f"{len(segments):,} pre-training inputs of {settings.sequence_length} ({len(texts):,} reviews); "
-          f"{len(rows):,} "
-          f"blanks in {len(blanks):,} held-out inputs (mask_tokens, seed 1: the notebook's held-out blanks)")
-    print(f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
-          f"keras-hub {keras_hub.__version__}, NumPy {np.__version__}")
+    print(
+        f"Count-table yardsticks for notebook 08's masked-LM accuracy: WordPiece vocabulary {size:,}; tables from "
+        f"{len(segments):,} pre-training inputs of {settings.sequence_length} ({len(texts):,} reviews); "
+        f"{len(rows):,} "
+        f"blanks in {len(blanks):,} held-out inputs (mask_tokens, seed 1: the notebook's held-out blanks)"
+    )
+    print(
+        f"machine: {machine['processor']}, {machine['cpu_count']} CPU cores; Keras {keras.__version__}, "
+        f"keras-hub {keras_hub.__version__}, NumPy {np.__version__}"
+    )
     for name, count in hits.items():
         print(f"  {name:<22} {count / len(rows):6.1%} of the blanks")
     return 0

@@ -53,25 +53,34 @@ def main(argv=None) -> int:
     key_dim = arguments.width // arguments.heads
 
     keras.utils.set_random_seed(0)
-    inputs = tf.constant(np.random.default_rng(0).normal(
-        size=(arguments.batch, arguments.length, arguments.width)).astype("float32"))
+    inputs = tf.constant(
+        np.random.default_rng(0).normal(size=(arguments.batch, arguments.length, arguments.width)).astype("float32")
+    )
     groups = max(1, arguments.heads // 4)
     pairs = {  # layer: (Keras' layer, ours, call arguments)
-        "MultiHeadAttention": (keras.layers.MultiHeadAttention(num_heads=arguments.heads, key_dim=key_dim),
-                               MultiHeadAttention(num_heads=arguments.heads, key_dim=key_dim), {}),
+        "MultiHeadAttention": (
+            keras.layers.MultiHeadAttention(num_heads=arguments.heads, key_dim=key_dim),
+            MultiHeadAttention(num_heads=arguments.heads, key_dim=key_dim),
+            {},
+        ),
         "GroupedQueryAttention": (
-            keras.layers.GroupQueryAttention(head_dim=key_dim, num_query_heads=arguments.heads,
-                                             num_key_value_heads=groups),
+            keras.layers.GroupQueryAttention(
+                head_dim=key_dim, num_query_heads=arguments.heads, num_key_value_heads=groups
+            ),
             GroupedQueryAttention(head_dim=key_dim, num_query_heads=arguments.heads, num_key_value_heads=groups),
-            {"use_causal_mask": True}),
+            {"use_causal_mask": True},
+        ),
     }
     steps = {}
     for name, (reference, ours, call_arguments) in pairs.items():
         reference(inputs, inputs)
         ours(inputs, inputs)
         ours.set_weights(reference.get_weights())
-        np.testing.assert_allclose(ours(inputs, inputs, **call_arguments).numpy(),
-                                   reference(inputs, inputs, **call_arguments).numpy(), atol=1e-4)
+        np.testing.assert_allclose(
+            ours(inputs, inputs, **call_arguments).numpy(),
+            reference(inputs, inputs, **call_arguments).numpy(),
+            atol=1e-4,
+        )
         steps[(name, "keras")] = compiled_step(reference, inputs, **call_arguments)
         steps[(name, "ours")] = compiled_step(ours, inputs, **call_arguments)
     for step in steps.values():  # trace and warm up
@@ -86,16 +95,22 @@ def main(argv=None) -> int:
             times[name].append(time.perf_counter() - start)
 
     machine = hardware()
-    print(f"forward+backward, B={arguments.batch} T={arguments.length} E={arguments.width} N={arguments.heads} "
-          f"(G={groups} key/value heads for grouped queries), {arguments.repeats} interleaved repeats")
-    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
-          f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
+    print(
+        f"forward+backward, B={arguments.batch} T={arguments.length} E={arguments.width} N={arguments.heads} "
+        f"(G={groups} key/value heads for grouped queries), {arguments.repeats} interleaved repeats"
+    )
+    print(
+        f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}"
+    )
     medians = {name: statistics.median(values) for name, values in times.items()}
     for layer in pairs:
         print(layer)
         for side in ("keras", "ours"):
-            print(f"  {side:<6} median {1000 * medians[(layer, side)]:8.1f} ms  "
-                  f"(min {1000 * min(times[(layer, side)]):.1f} ms)")
+            print(
+                f"  {side:<6} median {1000 * medians[(layer, side)]:8.1f} ms  "
+                f"(min {1000 * min(times[(layer, side)]):.1f} ms)"
+            )
         ratio = medians[(layer, "ours")] / medians[(layer, "keras")]
         print(f"  ratio ours / keras = {ratio:.3f}  (target <= 1.10: {'met' if ratio <= 1.10 else 'NOT met'})")
     return 0

@@ -25,38 +25,70 @@ from transformer_course_grader import references
 from transformer_course_grader.similarity import containment, normalise, strip_no_ops
 
 # Each answer with its imports, as the grader reads a known answer (the statements it needs).
-CAUSAL = "import numpy as np\n" + inspect.getsource(references._causal_reference).replace("_causal_reference",
-                                                                                           "causal_mask")
+CAUSAL = "import numpy as np\n" + inspect.getsource(references._causal_reference).replace(
+    "_causal_reference", "causal_mask"
+)
 GREEDY_NAME = references.REGISTRY["07.2"].reference.__name__
-GREEDY = "import numpy as np\n" + inspect.getsource(references.REGISTRY["07.2"].reference).replace(GREEDY_NAME,
-                                                                                               "greedy_decode")
-PACKAGE_GREEDY = "import numpy as np\n" + "\n\n".join(inspect.getsource(function) for function in (
-    decoding._probabilities, decoding._start, decoding._decode, decoding.greedy_decode))
+GREEDY = "import numpy as np\n" + inspect.getsource(references.REGISTRY["07.2"].reference).replace(
+    GREEDY_NAME, "greedy_decode"
+)
+PACKAGE_GREEDY = "import numpy as np\n" + "\n\n".join(
+    inspect.getsource(function)
+    for function in (decoding._probabilities, decoding._start, decoding._decode, decoding.greedy_decode)
+)
 IMPORT, HEADER, BODY = CAUSAL.split("\n", 2)
 
 CASES = [
     # (name, is a copy, the answer, the student's program)
     ("causal: verbatim", True, CAUSAL, CAUSAL),
-    ("causal: padded with no-op statements", True, CAUSAL,
-     IMPORT + "\n" + HEADER + "\n" + "".join(f"    unused_{n} = {n}\n    pass\n" for n in range(12)) + BODY),
-    ("causal: renamed, numpy imported as numpy", True, CAUSAL,
-     re.sub(r"\blength\b", "size", CAUSAL).replace("import numpy as np", "import numpy").replace("np.", "numpy.")),
-    ("greedy: verbatim with a helper of its own", True, GREEDY,
-     "def _shape(n):\n    total = 0\n    for i in range(n):\n        total += i * i - 1\n"
-     "    return total, n\n\n" + GREEDY),
-    ("greedy: the package's, renamed", True, PACKAGE_GREEDY,
-     PACKAGE_GREEDY.replace("decoded", "ids").replace("finished", "done")),
-    ("causal: honest, a loop", False, CAUSAL,
-     "import numpy as np\ndef causal_mask(length):\n    mask = np.zeros((length, length), dtype=bool)\n"
-     "    for row in range(length):\n        mask[row, :row + 1] = True\n    return mask"),
-    ("greedy: honest", False, GREEDY,
-     "import numpy as np\ndef greedy_decode(next_token_probabilities, start_ids, end_id, max_length):\n"
-     "    decoded = np.asarray(start_ids)[:, None]\n    for _ in range(max_length):\n"
-     "        step = next_token_probabilities(decoded).argmax(-1)\n"
-     "        decoded = np.concatenate([decoded, step[:, None]], 1)\n"
-     "        if (step == end_id).all():\n            break\n    return decoded"),
-    ("causal: the package's masks.causal_mask, honest against the reference", False, CAUSAL,
-     "from keras import ops\n" + inspect.getsource(masks.causal_mask)),
+    (
+        "causal: padded with no-op statements",
+        True,
+        CAUSAL,
+        IMPORT + "\n" + HEADER + "\n" + "".join(f"    unused_{n} = {n}\n    pass\n" for n in range(12)) + BODY,
+    ),
+    (
+        "causal: renamed, numpy imported as numpy",
+        True,
+        CAUSAL,
+        re.sub(r"\blength\b", "size", CAUSAL).replace("import numpy as np", "import numpy").replace("np.", "numpy."),
+    ),
+    (
+        "greedy: verbatim with a helper of its own",
+        True,
+        GREEDY,
+        "def _shape(n):\n    total = 0\n    for i in range(n):\n        total += i * i - 1\n"
+        "    return total, n\n\n" + GREEDY,
+    ),
+    (
+        "greedy: the package's, renamed",
+        True,
+        PACKAGE_GREEDY,
+        PACKAGE_GREEDY.replace("decoded", "ids").replace("finished", "done"),
+    ),
+    (
+        "causal: honest, a loop",
+        False,
+        CAUSAL,
+        "import numpy as np\ndef causal_mask(length):\n    mask = np.zeros((length, length), dtype=bool)\n"
+        "    for row in range(length):\n        mask[row, :row + 1] = True\n    return mask",
+    ),
+    (
+        "greedy: honest",
+        False,
+        GREEDY,
+        "import numpy as np\ndef greedy_decode(next_token_probabilities, start_ids, end_id, max_length):\n"
+        "    decoded = np.asarray(start_ids)[:, None]\n    for _ in range(max_length):\n"
+        "        step = next_token_probabilities(decoded).argmax(-1)\n"
+        "        decoded = np.concatenate([decoded, step[:, None]], 1)\n"
+        "        if (step == end_id).all():\n            break\n    return decoded",
+    ),
+    (
+        "causal: the package's masks.causal_mask, honest against the reference",
+        False,
+        CAUSAL,
+        "from keras import ops\n" + inspect.getsource(masks.causal_mask),
+    ),
 ]
 
 

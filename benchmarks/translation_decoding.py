@@ -55,8 +55,9 @@ def main(argv=None) -> int:
     architecture = settings.model  # as notebook 07's, but with the output layer's own weights (untied)
     vocabulary = (settings.source_vocabulary_size, settings.target_vocabulary_size)
     keras.utils.set_random_seed(0)
-    model = build_translation_model(*vocabulary, 40, max(arguments.steps, 12),
-                                    **{**architecture, "tie_embeddings": False})
+    model = build_translation_model(
+        *vocabulary, 40, max(arguments.steps, 12), **{**architecture, "tie_embeddings": False}
+    )
     rng = np.random.default_rng(0)
     lengths = rng.integers(4, 16, size=arguments.batch)
     source = np.zeros((arguments.batch, 16), dtype="int32")
@@ -86,9 +87,12 @@ def main(argv=None) -> int:
 
         def next_token_probabilities(decoded):
             beams = len(decoded)
-            probabilities = model.decode(keras.ops.convert_to_tensor(decoded, dtype="int32"),
-                                         keras.ops.repeat(encoded, beams, axis=0),
-                                         keras.ops.repeat(source_mask, beams, axis=0), last_only=True).probabilities
+            probabilities = model.decode(
+                keras.ops.convert_to_tensor(decoded, dtype="int32"),
+                keras.ops.repeat(encoded, beams, axis=0),
+                keras.ops.repeat(source_mask, beams, axis=0),
+                last_only=True,
+            ).probabilities
             probabilities = keras.ops.convert_to_numpy(probabilities[:, 0, :])
             probabilities[:, PADDING_ID] = 0.0
             return probabilities
@@ -101,8 +105,12 @@ def main(argv=None) -> int:
     cached_beams = decoders["beam, cached (width 4)"]()
     for row, expected in zip(cached_beams, decoders["beam, uncached (width 4)"]()):
         np.testing.assert_array_equal(row[: len(expected)], expected)
-    sentences = {"greedy, recompute": arguments.batch, "greedy, cached": arguments.batch,
-                 "beam, uncached (width 4)": arguments.beam_sentences, "beam, cached (width 4)": arguments.batch}
+    sentences = {
+        "greedy, recompute": arguments.batch,
+        "greedy, cached": arguments.batch,
+        "beam, uncached (width 4)": arguments.beam_sentences,
+        "beam, cached (width 4)": arguments.batch,
+    }
 
     for decode in decoders.values():
         decode()  # trace and warm up
@@ -110,8 +118,10 @@ def main(argv=None) -> int:
 
     model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy])
     pairs = 64 * 20
-    inputs = {"source_ids": rng.integers(1, vocabulary[0], size=(pairs, 12)).astype("int32"),
-              "target_ids": rng.integers(1, vocabulary[1], size=(pairs, 12)).astype("int32")}
+    inputs = {
+        "source_ids": rng.integers(1, vocabulary[0], size=(pairs, 12)).astype("int32"),
+        "target_ids": rng.integers(1, vocabulary[1], size=(pairs, 12)).astype("int32"),
+    }
     labels = rng.integers(1, vocabulary[1], size=(pairs, 12)).astype("int32")
     model.fit(inputs, labels, batch_size=64, epochs=1, verbose=0)
     start = time.perf_counter()
@@ -119,16 +129,22 @@ def main(argv=None) -> int:
     training_rate = pairs / (time.perf_counter() - start)
 
     machine = hardware()
-    print(f"Translator decoding: E={architecture.embed_dim}, F={architecture.intermediate_dim}, "
-          f"{architecture.num_heads} heads, {architecture.num_layers} block(s) a side, "
-          f"vocabularies {vocabulary[0]:,}/{vocabulary[1]:,}; "
-          f"{arguments.steps} tokens per sentence, {arguments.repeats} interleaved repeats")
-    print(f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
-          f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
+    print(
+        f"Translator decoding: E={architecture.embed_dim}, F={architecture.intermediate_dim}, "
+        f"{architecture.num_heads} heads, {architecture.num_layers} block(s) a side, "
+        f"vocabularies {vocabulary[0]:,}/{vocabulary[1]:,}; "
+        f"{arguments.steps} tokens per sentence, {arguments.repeats} interleaved repeats"
+    )
+    print(
+        f"machine: {machine['accelerator'] or machine['processor']}, {machine['cpu_count']} CPU cores; "
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}"
+    )
     rates = {name: sentences[name] / statistics.median(values) for name, values in seconds.items()}
     for name, rate in rates.items():
-        print(f"  {name:<22} {rate:8.1f} sentences/s  (x{rate / rates['greedy, recompute']:.2f} vs recompute; "
-              f"{sentences[name]} sentences)")
+        print(
+            f"  {name:<22} {rate:8.1f} sentences/s  (x{rate / rates['greedy, recompute']:.2f} vs recompute; "
+            f"{sentences[name]} sentences)"
+        )
     print(f"  training               {training_rate:8.1f} sentence pairs/s (batches of 64, 12 tokens a side)")
     return 0
 

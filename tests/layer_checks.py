@@ -47,10 +47,11 @@ def subject_modules() -> list:
     """Every public module at the package's top level: the subject, not the tooling, exercises or grading
     (the :data:`TENSORFLOW_MODULES` only where TensorFlow is installed)."""
     with_tensorflow = importlib.util.find_spec("tensorflow") is not None
-    return [importlib.import_module(f"transformer_course.{info.name}")
-            for info in pkgutil.iter_modules(transformer_course.__path__)
-            if not info.ispkg and not info.name.startswith("_")
-            and (with_tensorflow or info.name not in TENSORFLOW_MODULES)]
+    return [
+        importlib.import_module(f"transformer_course.{info.name}")
+        for info in pkgutil.iter_modules(transformer_course.__path__)
+        if not info.ispkg and not info.name.startswith("_") and (with_tensorflow or info.name not in TENSORFLOW_MODULES)
+    ]
 
 
 def _symbolic(value):
@@ -62,8 +63,7 @@ def _outputs(result):
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
-def check_layer(make_layer, inputs: tuple, call_kwargs: dict | None = None, tmp_path=None,
-                atol: float = 1e-6) -> None:
+def check_layer(make_layer, inputs: tuple, call_kwargs: dict | None = None, tmp_path=None, atol: float = 1e-6) -> None:
     """Run the four checks of the module docstring on ``make_layer()`` and ``inputs``.
 
     Args:
@@ -161,8 +161,9 @@ def check_model(make_model, inputs, tmp_path, atol: float = 1e-6) -> None:
         np.testing.assert_allclose(first, second, atol=atol)
 
     # 3. one training step moves every weight
-    floats = [value for value in keras.tree.flatten(model.outputs)
-              if "float" in keras.backend.standardize_dtype(value.dtype)]
+    floats = [
+        value for value in keras.tree.flatten(model.outputs) if "float" in keras.backend.standardize_dtype(value.dtype)
+    ]
     _check_one_step_moves_every_weight(model.inputs, floats, inputs, len(keras.tree.flatten(inputs)[0]))
 
 

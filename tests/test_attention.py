@@ -11,7 +11,6 @@ from transformer_course.masks import attention_mask, causal_mask, keras_mask
 B, T, S, E, N = 2, 5, 7, 8, 2
 
 
-
 @pytest.fixture
 def data():
     generator = np.random.default_rng(0)
@@ -45,11 +44,17 @@ def test_equal_to_keras(data, masking, with_scores):
     if "padding" in masking:
         mask = to_numpy(attention_mask(query_padding, value_padding))
     causal = "causal" in masking
-    expected = reference(query, value, attention_mask=mask, use_causal_mask=causal,
-                         return_attention_scores=with_scores)  # the same code path in both
-    got = ours(query, value, query_mask=query_padding if mask is not None else None,
-               value_mask=value_padding if mask is not None else None,
-               use_causal_mask=causal, return_attention_scores=with_scores)
+    expected = reference(
+        query, value, attention_mask=mask, use_causal_mask=causal, return_attention_scores=with_scores
+    )  # the same code path in both
+    got = ours(
+        query,
+        value,
+        query_mask=query_padding if mask is not None else None,
+        value_mask=value_padding if mask is not None else None,
+        use_causal_mask=causal,
+        return_attention_scores=with_scores,
+    )
     # Rows of padded queries attend to nothing. Ours gives them zero weights (the mask contract);
     # so does Keras from 3.10 on, but Keras 3.8 spreads them evenly over the keys. On such a Keras
     # only the rows of real queries are compared; they must agree exactly on every version.
@@ -57,8 +62,9 @@ def test_equal_to_keras(data, masking, with_scores):
     if "padding" in masking and not _keras_zeroes_fully_masked_rows():
         compared = query_padding  # (B, T): real queries only
     if with_scores:
-        np.testing.assert_allclose(np.moveaxis(to_numpy(got[1]), 1, 2)[compared],
-                                   np.moveaxis(to_numpy(expected[1]), 1, 2)[compared], atol=1e-5)
+        np.testing.assert_allclose(
+            np.moveaxis(to_numpy(got[1]), 1, 2)[compared], np.moveaxis(to_numpy(expected[1]), 1, 2)[compared], atol=1e-5
+        )
         got, expected = got[0], expected[0]
     np.testing.assert_allclose(to_numpy(got)[compared], to_numpy(expected)[compared], atol=1e-5)
 
@@ -84,8 +90,14 @@ def test_equal_to_keras_with_an_explicit_attention_mask_and_a_separate_key(data)
 def test_masked_keys_and_future_positions_get_no_weight(data):
     query, _, query_padding, _ = data
     _, ours = _pair(query, query)
-    _, weights = ours(query, query, query_mask=query_padding, value_mask=query_padding,
-                      use_causal_mask=True, return_attention_scores=True)
+    _, weights = ours(
+        query,
+        query,
+        query_mask=query_padding,
+        value_mask=query_padding,
+        use_causal_mask=True,
+        return_attention_scores=True,
+    )
     weights = to_numpy(weights)  # (B, N, T, S)
     future = ~np.tril(np.ones((T, T), bool))
     assert weights[:, :, future].max() < 1e-6
@@ -133,8 +145,11 @@ def test_scaled_dot_product_attention_matches_a_loop():
 
 @pytest.mark.parametrize(
     "arguments, message",
-    [(dict(num_heads=0, key_dim=4), "`num_heads`"), (dict(num_heads=2, key_dim=-1), "`key_dim`"),
-     (dict(num_heads=2, key_dim=4, dropout=1.0), "`dropout` must be in")],
+    [
+        (dict(num_heads=0, key_dim=4), "`num_heads`"),
+        (dict(num_heads=2, key_dim=-1), "`key_dim`"),
+        (dict(num_heads=2, key_dim=4, dropout=1.0), "`dropout` must be in"),
+    ],
 )
 def test_bad_arguments(arguments, message):
     with pytest.raises(ValueError, match=message):

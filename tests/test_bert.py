@@ -20,8 +20,16 @@ MASK, CLS, SEP = 3, 1, 2
 
 
 def small_bert(**overrides):
-    arguments = dict(vocabulary_size=40, sequence_length=12, max_predictions=3, embed_dim=16, num_heads=2,
-                     intermediate_dim=32, num_layers=2, dropout=0.1)
+    arguments = dict(
+        vocabulary_size=40,
+        sequence_length=12,
+        max_predictions=3,
+        embed_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        num_layers=2,
+        dropout=0.1,
+    )
     return build_bert_pretrainer(**{**arguments, **overrides})
 
 
@@ -61,8 +69,9 @@ def test_padding_changes_nothing_on_real_tokens():
     padded["segment_ids"] = np.pad(inputs["segment_ids"], ((0, 0), (0, 4)))
     short, long = model(inputs), model(padded)
     for key in ("mlm", "nsp"):
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(short[key]), keras.ops.convert_to_numpy(long[key]),
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(short[key]), keras.ops.convert_to_numpy(long[key]), atol=1e-5
+        )
 
 
 def test_the_classifier_shares_the_encoder():
@@ -80,9 +89,16 @@ def test_pretraining_batches_mask_afresh_every_epoch_and_train_the_pretrainer():
 
     inputs = bert_inputs(rows=10, length=12, seed=5)
     inputs["token_ids"][:, 5] = SEP
-    batches = PretrainingBatches(inputs["token_ids"], inputs["segment_ids"], np.arange(10) % 2, batch_size=4,
-                                 vocabulary_size=40, mask_token_id=MASK, special_token_ids=(CLS, SEP),
-                                 max_predictions=3)
+    batches = PretrainingBatches(
+        inputs["token_ids"],
+        inputs["segment_ids"],
+        np.arange(10) % 2,
+        batch_size=4,
+        vocabulary_size=40,
+        mask_token_id=MASK,
+        special_token_ids=(CLS, SEP),
+        max_predictions=3,
+    )
     assert len(batches) == 3
     features, labels = batches[0]
     assert features["mask_positions"].shape == labels["mlm"].shape == (4, 3)
@@ -109,16 +125,25 @@ def test_token_tagger_and_span_finder_heads_shapes_padding_and_round_trip(tmp_pa
         assert (values[0, 6:] == 0).all()
     finder.save(tmp_path / "finder.keras")
     reloaded = keras.models.load_model(tmp_path / "finder.keras")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(inputs)["start"]),
-                               keras.ops.convert_to_numpy(spans["start"]), atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(reloaded(inputs)["start"]), keras.ops.convert_to_numpy(spans["start"]), atol=1e-6
+    )
 
 
 def test_masked_lm_only_pretrainer_trains_and_its_classifier_gets_a_fresh_pooler(tmp_path):
     model = small_bert(next_sentence=False)
     assert set(model.output) == {"mlm"} and not any(layer.name == "pooler" for layer in model.layers)
     token_ids = contiguous_segments([np.arange(5, 40)] * 3, 12, CLS, SEP)
-    batches = PretrainingBatches(token_ids, None, None, batch_size=4, vocabulary_size=40, mask_token_id=MASK,
-                                 special_token_ids=(CLS, SEP), max_predictions=3)
+    batches = PretrainingBatches(
+        token_ids,
+        None,
+        None,
+        batch_size=4,
+        vocabulary_size=40,
+        mask_token_id=MASK,
+        special_token_ids=(CLS, SEP),
+        max_predictions=3,
+    )
     features, labels = batches[0]
     assert set(labels) == {"mlm"} and (features["segment_ids"] == 0).all()
     model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy()})
@@ -136,8 +161,9 @@ def test_a_mean_pooled_classifier_reads_the_mean_of_the_real_positions_and_ignor
     classifier = build_bert_classifier(model, num_classes=2, dropout=0.0, pooling="mean")
     assert not any(layer.name == "pooler" for layer in classifier.layers)
     padded = {key: np.pad(value, ((0, 0), (0, 4))) for key, value in features.items()}
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(classifier(features)),
-                               keras.ops.convert_to_numpy(classifier(padded)), atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(classifier(features)), keras.ops.convert_to_numpy(classifier(padded)), atol=1e-5
+    )
     # the same as the softmax layer on the hand-computed mean of the encoder's outputs at the real positions
     encoded = keras.ops.convert_to_numpy(build_bert_encoder(model)(padded))
     real = (padded["token_ids"] != 0)[..., None]
@@ -146,8 +172,9 @@ def test_a_mean_pooled_classifier_reads_the_mean_of_the_real_positions_and_ignor
     np.testing.assert_allclose(keras.ops.convert_to_numpy(classifier(padded)), expected, atol=1e-5)
     classifier.save(tmp_path / "mean.keras")
     reloaded = keras.models.load_model(tmp_path / "mean.keras")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(padded)),
-                               keras.ops.convert_to_numpy(classifier(padded)), atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(reloaded(padded)), keras.ops.convert_to_numpy(classifier(padded)), atol=1e-6
+    )
     with pytest.raises(ValueError, match="`pooling` must be one of .*received 'max'"):
         build_bert_classifier(model, num_classes=2, pooling="max")
 
@@ -156,15 +183,23 @@ def test_encoder_outputs_do_not_depend_on_padding_and_approximate_gelu_round_tri
     model = small_bert(dropout=0.0, activation=gelu_approximate)
     encoder = build_bert_encoder(model)
     inputs = bert_inputs(rows=2, length=8)
-    short = keras.ops.convert_to_numpy(encoder({"token_ids": inputs["token_ids"],
-                                                "segment_ids": inputs["segment_ids"]}))
-    long = keras.ops.convert_to_numpy(encoder({"token_ids": np.pad(inputs["token_ids"], ((0, 0), (0, 4))),
-                                               "segment_ids": np.pad(inputs["segment_ids"], ((0, 0), (0, 4)))}))
+    short = keras.ops.convert_to_numpy(
+        encoder({"token_ids": inputs["token_ids"], "segment_ids": inputs["segment_ids"]})
+    )
+    long = keras.ops.convert_to_numpy(
+        encoder(
+            {
+                "token_ids": np.pad(inputs["token_ids"], ((0, 0), (0, 4))),
+                "segment_ids": np.pad(inputs["segment_ids"], ((0, 0), (0, 4))),
+            }
+        )
+    )
     np.testing.assert_allclose(long[:, :8], short, atol=1e-5)
     model.save(tmp_path / "approximate.keras")
     reloaded = keras.models.load_model(tmp_path / "approximate.keras")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(inputs)["mlm"]),
-                               keras.ops.convert_to_numpy(model(inputs)["mlm"]), atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(reloaded(inputs)["mlm"]), keras.ops.convert_to_numpy(model(inputs)["mlm"]), atol=1e-6
+    )
     np.testing.assert_allclose(float(gelu_approximate(keras.ops.convert_to_tensor(1.0))), 0.8411920, atol=1e-6)
 
 
@@ -173,8 +208,11 @@ def test_the_pretrainer_names_its_parts_and_reloads_as_itself(tmp_path):
     assert [block.name for block in model.encoder_blocks] == ["encoder_1", "encoder_2"] and model.pooler is None
     assert small_bert().pooler.name == "pooler"
     features = {key: value for key, value in bert_inputs().items() if key != "mask_positions"}
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model.encode(features)),
-                               keras.ops.convert_to_numpy(build_bert_encoder(model)(features)), atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(model.encode(features)),
+        keras.ops.convert_to_numpy(build_bert_encoder(model)(features)),
+        atol=1e-6,
+    )
     model.save(tmp_path / "mlm.keras")
     reloaded = keras.models.load_model(tmp_path / "mlm.keras")
     assert type(reloaded) is type(model) and reloaded.pooler is None and not reloaded.next_sentence

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from transformer_course.bpe import BytePairEncoding, bytes_to_unicode, pre_tokenize
 
 CORPUS = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog", "the mat and the log"] * 3 + [
-    "catalogue of cats, café au lait — naïve 🐈‍⬛ cats!"]
+    "catalogue of cats, café au lait — naïve 🐈‍⬛ cats!"
+]
 # Sennrich et al. (2016, §3.1): low ×5, lower ×2, newest ×6, widest ×3; each word a text of its own.
 SENNRICH = ["low"] * 5 + ["lower"] * 2 + ["newest"] * 6 + ["widest"] * 3
 FIXTURE = "The cat  sat\t on  the mat — café 🐈‍⬛ naïve\n\n  end  \u00a0ünïcödé 日本語 123,456!!"
@@ -33,8 +34,9 @@ def test_trained_merges_equal_hugging_face_trainer_where_ties_agree():
     ours = BytePairEncoding.train(SENNRICH, num_merges=12)
     reference = tokenizers.Tokenizer(tokenizers.models.BPE())
     reference.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    trainer = tokenizers.trainers.BpeTrainer(vocab_size=256 + 12, show_progress=False,
-                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=256 + 12, show_progress=False, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet()
+    )
     reference.train_from_iterator(SENNRICH, trainer)
     merges = [" ".join(m) if isinstance(m, list) else m for m in json.loads(reference.to_str())["model"]["merges"]]
     assert ours.vocabulary_and_merges()[1] == merges
@@ -80,8 +82,9 @@ def _shared():
 
 
 def test_training_never_merges_across_a_special_token_or_a_pre_token_boundary():
-    bpe = BytePairEncoding.train(["ab<|endoftext|>ab<|endoftext|>ab", "x y x y"], num_merges=10,
-                                 special_tokens=["<|endoftext|>"])
+    bpe = BytePairEncoding.train(
+        ["ab<|endoftext|>ab<|endoftext|>ab", "x y x y"], num_merges=10, special_tokens=["<|endoftext|>"]
+    )
     tokens = {bpe.vocabulary[index] for index in range(256, len(bpe.vocabulary))}
     assert b"ab" in tokens and not any(b"<|" in token or b"b<" in token for token in tokens)
     assert not any(token.strip() != token.lstrip(b" ") or b" " in token.strip() for token in tokens)

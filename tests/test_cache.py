@@ -14,17 +14,16 @@ from transformer_course.transformer import TransformerDecoder
 B, T, S, E, N, F = 2, 6, 5, 16, 4, 32
 
 
-
 @pytest.fixture
 def sequences():
     generator = np.random.default_rng(3)
-    return (generator.normal(size=(B, T, E)).astype("float32"),
-            generator.normal(size=(B, S, E)).astype("float32"))
+    return (generator.normal(size=(B, T, E)).astype("float32"), generator.normal(size=(B, S, E)).astype("float32"))
 
 
 def test_causal_mask_with_an_offset_places_the_queries_later():
-    np.testing.assert_array_equal(to_numpy(causal_mask(2, 5, offset=2)),
-                                  [[True, True, True, False, False], [True, True, True, True, False]])
+    np.testing.assert_array_equal(
+        to_numpy(causal_mask(2, 5, offset=2)), [[True, True, True, False, False], [True, True, True, True, False]]
+    )
     with pytest.raises(ValueError, match="`offset`"):
         causal_mask(2, 5, offset=-1)
 
@@ -36,7 +35,7 @@ def test_cached_self_attention_one_position_at_a_time_equals_the_whole_sequence(
     cache = attention.initial_cache(B, T)
     assert tuple(cache.shape) == (B, 2, T, N, E // N)
     for position in range(T):
-        step = target[:, position:position + 1]
+        step = target[:, position : position + 1]
         output, cache = attention(step, step, use_causal_mask=True, cache=cache, cache_update_index=position)
         np.testing.assert_allclose(to_numpy(output)[:, 0], full[:, position], atol=1e-5)
     # the cache now holds every position's key projection
@@ -92,8 +91,9 @@ def test_cached_decoder_steps_equal_the_full_decoder(sequences, normalize_first,
     else:
         caches = dict(self_attention_cache=decoder.initial_caches(B, T))
     for position in range(T):
-        outputs = decoder(target[:, position:position + 1], self_attention_cache_update_index=position, **caches,
-                          **context)
+        outputs = decoder(
+            target[:, position : position + 1], self_attention_cache_update_index=position, **caches, **context
+        )
         caches["self_attention_cache"] = outputs[1]
         np.testing.assert_allclose(to_numpy(outputs[0])[:, 0], full[:, position], atol=1e-4)
     assert len(outputs) == (3 if with_cross_attention else 2)

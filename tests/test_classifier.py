@@ -14,8 +14,9 @@ from transformer_course.classifier import (
 
 # A model on raw strings needs TensorFlow whatever the Keras backend: TextVectorization and the
 # review standardisation run on tf.strings. The other backends' sessions have no TensorFlow.
-needs_tensorflow = pytest.mark.skipif(find_spec("tensorflow") is None,
-                                      reason="string models need TensorFlow (TextVectorization, tf.strings)")
+needs_tensorflow = pytest.mark.skipif(
+    find_spec("tensorflow") is None, reason="string models need TensorFlow (TextVectorization, tf.strings)"
+)
 
 
 def test_masked_max_pooling_ignores_padded_positions():
@@ -45,25 +46,39 @@ def test_prepend_class_token():
 @pytest.mark.parametrize("pooling", ["max", "cls"])
 def test_prediction_does_not_depend_on_padding(positions, pooling):
     keras.utils.set_random_seed(0)
-    model = build_sentiment_classifier(100, 20, embed_dim=16, num_heads=2, intermediate_dim=8,
-                                       positions=positions, pooling=pooling)
+    model = build_sentiment_classifier(
+        100, 20, embed_dim=16, num_heads=2, intermediate_dim=8, positions=positions, pooling=pooling
+    )
     short = np.array([[5, 17, 3, 99, 2]], dtype="int32")
     padded = np.pad(short, ((0, 0), (0, 12)))
     # convert_to_numpy: on the torch backend outputs require grad, and NumPy refuses them.
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(short)), keras.ops.convert_to_numpy(model(padded)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(model(short)), keras.ops.convert_to_numpy(model(padded)), atol=1e-6
+    )
 
 
 def test_output_shape_and_layer_names():
     model = build_sentiment_classifier(100, 20, embed_dim=16, num_heads=2, intermediate_dim=8, num_layers=2)
     assert model(np.ones((3, 7), "int32")).shape == (3, 1)
     assert [layer.name for layer in model.layers[1:]] == [
-        "embedding", "encoder_1", "encoder_2", "pooling", "dropout", "output"]
+        "embedding",
+        "encoder_1",
+        "encoder_2",
+        "pooling",
+        "dropout",
+        "output",
+    ]
 
 
-@pytest.mark.parametrize("argument, value, message", [
-    ("pooling", "mean", "pooling"), ("num_heads", 3, "num_heads"), ("dropout", 1.0, "dropout"),
-    ("vocabulary_size", 0, "vocabulary_size")])
+@pytest.mark.parametrize(
+    "argument, value, message",
+    [
+        ("pooling", "mean", "pooling"),
+        ("num_heads", 3, "num_heads"),
+        ("dropout", 1.0, "dropout"),
+        ("vocabulary_size", 0, "vocabulary_size"),
+    ],
+)
 def test_bad_arguments_are_named(argument, value, message):
     kwargs = dict(vocabulary_size=100, sequence_length=20, embed_dim=16)
     kwargs[argument] = value
@@ -77,8 +92,9 @@ def test_keras_file_round_trip(tmp_path, pooling):
     ids = np.array([[5, 17, 3, 0, 0], [1, 2, 3, 4, 5]], dtype="int32")
     model.save(tmp_path / "classifier.keras")
     reloaded = keras.models.load_model(tmp_path / "classifier.keras")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(ids)), keras.ops.convert_to_numpy(reloaded(ids)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(model(ids)), keras.ops.convert_to_numpy(reloaded(ids)), atol=1e-6
+    )
 
 
 def _end_to_end():
@@ -86,11 +102,13 @@ def _end_to_end():
     from transformer_course.text import standardize_review
 
     keras.utils.set_random_seed(0)
-    vectorizer = keras.layers.TextVectorization(max_tokens=50, output_sequence_length=12,
-                                                standardize=standardize_review)
+    vectorizer = keras.layers.TextVectorization(
+        max_tokens=50, output_sequence_length=12, standardize=standardize_review
+    )
     vectorizer.adapt(["a good film", "a bad film<br />really bad", "good acting, good story"])
     return build_end_to_end_classifier(
-        vectorizer, build_sentiment_classifier(50, 12, embed_dim=8, num_heads=2, intermediate_dim=4))
+        vectorizer, build_sentiment_classifier(50, 12, embed_dim=8, num_heads=2, intermediate_dim=4)
+    )
 
 
 @needs_tensorflow
@@ -116,8 +134,10 @@ def test_predict_sentiment_accepts_any_string():
 
 
 @needs_tensorflow
-@pytest.mark.parametrize("reviews, message", [(42, "`reviews` must be"), (["fine", None], r"`reviews\[1\]`"),
-                                               (b"bytes", "`reviews` must be")])
+@pytest.mark.parametrize(
+    "reviews, message",
+    [(42, "`reviews` must be"), (["fine", None], r"`reviews\[1\]`"), (b"bytes", "`reviews` must be")],
+)
 def test_predict_sentiment_names_bad_input(reviews, message):
     from transformer_course.classifier import predict_sentiment
 

@@ -45,10 +45,20 @@ def _digests(folder: Path) -> dict:
 def test_run_reports_each_notebook_and_continues_after_a_failure(project, capsys):
     notebooks = project / "notebooks"
     before = _digests(notebooks)
-    code = cli.main([
-        "run", "--profile", "full", "--quiet", "--notebooks-dir", str(notebooks),
-        "--build-dir", str(project / "build"), "--results-dir", str(project / "results"),
-    ])
+    code = cli.main(
+        [
+            "run",
+            "--profile",
+            "full",
+            "--quiet",
+            "--notebooks-dir",
+            str(notebooks),
+            "--build-dir",
+            str(project / "build"),
+            "--results-dir",
+            str(project / "results"),
+        ]
+    )
     output = capsys.readouterr().out
     assert code == 1
     table = output.split("\n\n")[0]
@@ -73,11 +83,22 @@ def test_run_reports_each_notebook_and_continues_after_a_failure(project, capsys
 
 
 def test_smoke_run_of_chosen_notebooks_writes_no_records(project, capsys):
-    code = cli.main([
-        "run", "03", "01_first", "--profile", "smoke", "--quiet",
-        "--notebooks-dir", str(project / "notebooks"), "--build-dir", str(project / "build"),
-        "--results-dir", str(project / "results"),
-    ])
+    code = cli.main(
+        [
+            "run",
+            "03",
+            "01_first",
+            "--profile",
+            "smoke",
+            "--quiet",
+            "--notebooks-dir",
+            str(project / "notebooks"),
+            "--build-dir",
+            str(project / "build"),
+            "--results-dir",
+            str(project / "results"),
+        ]
+    )
     output = capsys.readouterr().out
     assert code == 0
     assert output.index("03_third") < output.index("01_first")  # in the order given
@@ -102,8 +123,20 @@ def test_a_dead_kernel_fails_only_its_notebook(tmp_path, capsys):
     notebooks.mkdir()
     _write(notebooks, "01_dies.ipynb", ["import os\nos._exit(1)"])
     _write(notebooks, "02_fine.ipynb", PASSING)
-    code = cli.main(["run", "--profile", "smoke", "--quiet", "--notebooks-dir", str(notebooks),
-                     "--build-dir", str(tmp_path / "build"), "--results-dir", str(tmp_path / "results")])
+    code = cli.main(
+        [
+            "run",
+            "--profile",
+            "smoke",
+            "--quiet",
+            "--notebooks-dir",
+            str(notebooks),
+            "--build-dir",
+            str(tmp_path / "build"),
+            "--results-dir",
+            str(tmp_path / "results"),
+        ]
+    )
     output = capsys.readouterr().out
     assert code == 1
     assert re.search(r"01_dies\s+FAILED", output) and re.search(r"02_fine\s+PASSED", output)
@@ -113,13 +146,31 @@ def test_a_dead_kernel_fails_only_its_notebook(tmp_path, capsys):
 def test_a_relative_data_directory_means_where_the_command_was_typed(tmp_path, monkeypatch, capsys):
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    _write(notebooks, "01_where.ipynb",
-           ["from transformer_course.datasets import cache_directory\nprint(cache_directory())"])
+    _write(
+        notebooks,
+        "01_where.ipynb",
+        ["from transformer_course.datasets import cache_directory\nprint(cache_directory())"],
+    )
     (tmp_path / "cache").mkdir()
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("COURSE_DATA_DIR", "cache")  # relative to tmp_path, not to notebooks/
-    assert cli.main(["run", "--profile", "smoke", "--quiet", "--notebooks-dir", "notebooks",
-                     "--build-dir", "build", "--results-dir", "results"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                "--profile",
+                "smoke",
+                "--quiet",
+                "--notebooks-dir",
+                "notebooks",
+                "--build-dir",
+                "build",
+                "--results-dir",
+                "results",
+            ]
+        )
+        == 0
+    )
     executed = nbformat.read(tmp_path / "build" / "01_where.ipynb", 4)
     assert executed.cells[1].outputs[0]["text"].strip() == str((tmp_path / "cache").resolve())
 
@@ -136,18 +187,34 @@ def test_executed_copies_keep_no_info_records_and_kernels_keep_their_temporary_f
     info = "I0000 00:00:1795326692.705483    2294 device_compiler.h:188] Compiled cluster using XLA!"
     warning = "W0000 00:00:1795326692.705483    2294 gpu_device.cc:2344] Cannot dlopen some GPU libraries."
     cells = [
-        "import os, sys, tempfile\n"
-        f"sys.stderr.write({info!r} + '\\n' + {warning!r} + '\\n')",
+        f"import os, sys, tempfile\nsys.stderr.write({info!r} + '\\n' + {warning!r} + '\\n')",
         "import time; time.sleep(0.5)\n"
         "handle = tempfile.NamedTemporaryFile(prefix='__autograph_generated_file', suffix='.py', delete=False)\n"
         "print(os.path.dirname(handle.name))",
     ]
     _write(notebooks, "01_logs.ipynb", cells)
-    cli.main(["run", "--profile", "smoke", "--quiet", "--notebooks-dir", str(notebooks),
-              "--build-dir", str(tmp_path / "build"), "--results-dir", str(tmp_path / "results")])
+    cli.main(
+        [
+            "run",
+            "--profile",
+            "smoke",
+            "--quiet",
+            "--notebooks-dir",
+            str(notebooks),
+            "--build-dir",
+            str(tmp_path / "build"),
+            "--results-dir",
+            str(tmp_path / "results"),
+        ]
+    )
     executed = nbformat.read(tmp_path / "build" / "01_logs.ipynb", as_version=4)
-    stderr = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code"
-                     for o in c.outputs if o.get("name") == "stderr")
+    stderr = "".join(
+        o.get("text", "")
+        for c in executed.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.get("name") == "stderr"
+    )
     assert info not in stderr and warning in stderr
     kernel_temporary = Path(executed.cells[2].outputs[0]["text"].strip())
     assert kernel_temporary != Path(tempfile.gettempdir()) and not kernel_temporary.exists()
@@ -160,19 +227,25 @@ def test_progress_bars_are_stored_as_their_last_drawing():
 
     assert collapse_progress_bars("\r0epoch [00:00]\r  0%| 0/3\r100%| 3/3\r\nafter\n") == "100%| 3/3\nafter\n"
     cell = nbformat.v4.new_code_cell("fit()")
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)
-                    for text in ("\r0epoch [00:00]", "\r  0%| 0/60", "\r 50%| 30/60", "\r100%| 60/60", "\n60 epochs\n")]
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=text)
+        for text in ("\r0epoch [00:00]", "\r  0%| 0/60", "\r 50%| 30/60", "\r100%| 60/60", "\n60 epochs\n")
+    ]
     cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text="W warning\n"))
     notebook = nbformat.v4.new_notebook(cells=[cell])
     clean_outputs(notebook)
     assert [(output["name"], output["text"]) for output in notebook.cells[0].outputs] == [
-        ("stdout", "100%| 60/60\n60 epochs\n"), ("stderr", "W warning\n")]
+        ("stdout", "100%| 60/60\n60 epochs\n"),
+        ("stderr", "W warning\n"),
+    ]
 
 
-@pytest.mark.parametrize("profile, flags, expected",
-                         [("full", [], 7200), ("smoke", [], 900), ("full", ["--timeout", "60"], 60)])
-def test_a_full_profile_cell_may_train_for_an_hour_and_a_smoke_cell_may_not_hang(project, monkeypatch, profile, flags,
-                                                                                  expected):
+@pytest.mark.parametrize(
+    "profile, flags, expected", [("full", [], 7200), ("smoke", [], 900), ("full", ["--timeout", "60"], 60)]
+)
+def test_a_full_profile_cell_may_train_for_an_hour_and_a_smoke_cell_may_not_hang(
+    project, monkeypatch, profile, flags, expected
+):
     received = {}
 
     def fake_run(paths, profile_name, build_dir, results_dir, timeout, progress):

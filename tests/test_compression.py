@@ -101,17 +101,27 @@ def test_code_length_is_the_sum_of_minus_log2_p():
 @pytest.fixture(scope="module")
 def model_and_tokenizer():
     learned = BytePairEncoding.train(TEXTS, 40, special_tokens=["<|endoftext|>"])
-    tokenizer = BytePairEncoding.from_vocabulary_and_merges(*learned.vocabulary_and_merges(),
-                                                            special_tokens=["<|endoftext|>"], id_offset=1)
+    tokenizer = BytePairEncoding.from_vocabulary_and_merges(
+        *learned.vocabulary_and_merges(), special_tokens=["<|endoftext|>"], id_offset=1
+    )
     keras.utils.set_random_seed(0)
-    model = build_language_model(tokenizer.vocabulary_size, 16, embed_dim=16, num_heads=2, intermediate_dim=32,
-                                 num_layers=1)
+    model = build_language_model(
+        tokenizer.vocabulary_size, 16, embed_dim=16, num_heads=2, intermediate_dim=32, num_layers=1
+    )
     return model, tokenizer
 
 
-@pytest.mark.parametrize("text", ["", "a", "the film was good", "très bien — ¿qué? 映画 🎬👍",
-                                  "a text longer than the model's sixteen-token context: " + TEXTS[0] * 3],
-                         ids=["empty", "one character", "ascii", "non-ascii and emoji", "longer than the context"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        "the film was good",
+        "très bien — ¿qué? 映画 🎬👍",
+        "a text longer than the model's sixteen-token context: " + TEXTS[0] * 3,
+    ],
+    ids=["empty", "one character", "ascii", "non-ascii and emoji", "longer than the context"],
+)
 def test_round_trips_exactly_and_codes_within_a_few_bytes_of_the_models_bits(model_and_tokenizer, text):
     model, tokenizer = model_and_tokenizer
     data, statistics = compress(text, model, tokenizer, statistics=True)
@@ -145,12 +155,14 @@ def test_data_that_does_not_decode_is_a_clear_error_never_wrong_text(model_and_t
     with pytest.raises(CompressedDataError, match="does not match the checksum"):
         decompress(bytes(damaged), model, tokenizer)
     keras.utils.set_random_seed(1)  # the same architecture, other weights
-    other = build_language_model(tokenizer.vocabulary_size, 16, embed_dim=16, num_heads=2, intermediate_dim=32,
-                                 num_layers=1)
+    other = build_language_model(
+        tokenizer.vocabulary_size, 16, embed_dim=16, num_heads=2, intermediate_dim=32, num_layers=1
+    )
     with pytest.raises(CompressedDataError, match="does not match the checksum"):
         decompress(data, other, tokenizer)
-    wider = build_language_model(tokenizer.vocabulary_size, 32, embed_dim=16, num_heads=2, intermediate_dim=32,
-                                 num_layers=1)
+    wider = build_language_model(
+        tokenizer.vocabulary_size, 32, embed_dim=16, num_heads=2, intermediate_dim=32, num_layers=1
+    )
     with pytest.raises(CompressedDataError, match="context length 16"):
         decompress(data, wider, tokenizer)
 

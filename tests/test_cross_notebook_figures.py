@@ -35,7 +35,7 @@ NOT_FROM_A_RECORD = {
 # Stored outputs that quote a record as it stood when their notebook ran, until that notebook runs again.
 STALE_OUTPUTS = {
     "11": "11's recorded run (2026-11-26) printed 08's record of its previous edition; 11's next full run reads "
-          "08's record again",
+    "08's record again",
 }
 
 
@@ -49,8 +49,11 @@ def _record_values(notebook_id):
 
 def _matches(value, decimals, percent, candidates):
     """True when a candidate, or a hundred times it (a fraction shown in percent or points), rounds to `value`."""
-    return any(abs(round(shown, decimals) - value) < 0.5 * 10 ** -decimals + 1e-9
-               for candidate in candidates for shown in (candidate, candidate * 100.0))
+    return any(
+        abs(round(shown, decimals) - value) < 0.5 * 10**-decimals + 1e-9
+        for candidate in candidates
+        for shown in (candidate, candidate * 100.0)
+    )
 
 
 def _explained(figure, own, named):
@@ -105,9 +108,16 @@ def test_markdown_quotes_no_figure_that_a_record_holds_otherwise(path):
     assert _unexplained(path, {"markdown"}) == []
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=STALE_OUTPUTS[path.name[:2]]))
-    if path.name[:2] in STALE_OUTPUTS else path for path in NOTEBOOKS], ids=lambda path: path.name[:2])
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=STALE_OUTPUTS[path.name[:2]]))
+        if path.name[:2] in STALE_OUTPUTS
+        else path
+        for path in NOTEBOOKS
+    ],
+    ids=lambda path: path.name[:2],
+)
 def test_stored_outputs_quote_other_notebooks_records_as_they_are(path):
     assert _unexplained(path, {"code"}) == []
 
@@ -124,11 +134,13 @@ def test_the_check_catches_a_stale_quote_and_passes_a_current_one(tmp_path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name[:2])
 def test_a_run_time_quoted_in_prose_is_the_recorded_runs(path):
     record = list((ROOT / "results").glob(f"{path.name[:2]}_*.json"))
-    text = "".join("".join(cell["source"]) for cell in json.loads(path.read_text())["cells"]
-                   if cell["cell_type"] == "markdown")
+    text = "".join(
+        "".join(cell["source"]) for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "markdown"
+    )
     for minutes in re.findall(r"(\d+(?:\.\d+)?) minutes in all", text):
         assert record, f"{path.name} quotes a run of {minutes} minutes but has no record"
         recorded = json.loads(record[0].read_text())["seconds"] / 60
         decimals = len(minutes.split(".")[1]) if "." in minutes else 0
         assert round(recorded, decimals) == float(minutes), (
-            f"{path.name} says {minutes} minutes in all; its record says {recorded:.1f}")
+            f"{path.name} says {minutes} minutes in all; its record says {recorded:.1f}"
+        )

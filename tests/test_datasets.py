@@ -42,6 +42,7 @@ PAIRS = [("Go.", "Ve."), ("Hi.", "Hola."), ("Where is it?", "¿Dónde está?")]
 def _imdb_archive() -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+
         def add(name: str, text: str):
             data = text.encode("utf-8")
             info = tarfile.TarInfo(name)
@@ -137,8 +138,12 @@ def _files_in(folder: Path) -> list[str]:
 def test_imdb_download_converts_into_the_cache_layout(server, tmp_path):
     source = _source(server, "aclImdb_v1.tar.gz", records=None)
     train, test = load_imdb(tmp_path, source=source, progress=False)
-    assert _files_in(tmp_path) == ["downloads/aclImdb_v1.tar.gz", "imdb/test.csv.gz", "imdb/train.csv.gz",
-                                   "imdb/unsup.csv.gz"]
+    assert _files_in(tmp_path) == [
+        "downloads/aclImdb_v1.tar.gz",
+        "imdb/test.csv.gz",
+        "imdb/train.csv.gz",
+        "imdb/unsup.csv.gz",
+    ]
     expected = {
         split: sorted((text, int(label == "pos")) for (s, label, _, _), text in REVIEWS.items() if s == split)
         for split in ("train", "test")
@@ -334,6 +339,7 @@ def test_conversion_reproduces_the_real_unlabelled_file(tmp_path):
     assert len(texts) == 50_000 and texts[0] and texts[-1]
     archive = tmp_path / "aclImdb_v1.tar.gz"
     with tarfile.open(archive, mode="w:gz", compresslevel=1) as tar:
+
         def add(name, text):
             data = text.encode("utf-8")
             info = tarfile.TarInfo(name)

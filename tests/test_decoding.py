@@ -10,28 +10,38 @@ PAD, START, END, A, B = 0, 1, 2, 3, 4
 
 def table_model(table):
     """A toy model: next-token probabilities looked up by the ids decoded so far."""
+
     def next_token_probabilities(decoded):
         rows = []
         for sequence in decoded:
             key = tuple(int(i) for i in sequence if i != PAD)
             rows.append(table.get(key, [0, 0, 1.0, 0, 0]))  # unknown prefix: end
         return np.array(rows)
+
     return next_token_probabilities
 
 
 # Greedy takes A (0.5) first and ends with probability 0.5 * 0.35 * ...; B first then END has 0.36.
-TRAP = table_model({
-    (START,): [0, 0, 0.1, 0.5, 0.4],
-    (START, A): [0, 0, 0.3, 0.35, 0.35],
-    (START, B): [0, 0, 0.9, 0.05, 0.05],
-    (START, A, A): [0, 0, 0.5, 0.25, 0.25],
-    (START, A, B): [0, 0, 0.5, 0.25, 0.25],
-})
+TRAP = table_model(
+    {
+        (START,): [0, 0, 0.1, 0.5, 0.4],
+        (START, A): [0, 0, 0.3, 0.35, 0.35],
+        (START, B): [0, 0, 0.9, 0.05, 0.05],
+        (START, A, A): [0, 0, 0.5, 0.25, 0.25],
+        (START, A, B): [0, 0, 0.5, 0.25, 0.25],
+    }
+)
 
 
 def test_greedy_follows_the_most_likely_id_and_pads_finished_rows():
-    model = table_model({(START,): [0, 0, 0, 1, 0], (START, A): [0, 0, 0, 0, 1],
-                         (START, B): [0, 0, 1, 0, 0], (START, A, B): [0, 0, 1, 0, 0]})
+    model = table_model(
+        {
+            (START,): [0, 0, 0, 1, 0],
+            (START, A): [0, 0, 0, 0, 1],
+            (START, B): [0, 0, 1, 0, 0],
+            (START, A, B): [0, 0, 1, 0, 0],
+        }
+    )
     decoded = greedy_decode(model, start_ids=[START, START], end_id=END, max_length=10)
     np.testing.assert_array_equal(decoded, [[START, A, B, END], [START, A, B, END]])
     mixed = table_model({(START,): [0, 0, 1, 0, 0], (B,): [0, 0, 0, 1, 0], (B, A): [0, 0, 1, 0, 0]})
@@ -66,9 +76,14 @@ def test_length_penalty_normalises_the_score():
     assert score == pytest.approx(math.log(0.4 * 0.9) / ((5 + generated) / 6))
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (dict(max_length=0), "`max_length`"), (dict(beam_width=0), "`beam_width`"), (dict(alpha=-1.0), "`alpha`"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (dict(max_length=0), "`max_length`"),
+        (dict(beam_width=0), "`beam_width`"),
+        (dict(alpha=-1.0), "`alpha`"),
+    ],
+)
 def test_beam_search_checks_its_arguments(arguments, message):
     settings = dict(start_id=START, end_id=END, max_length=5, beam_width=2, alpha=0.6) | arguments
     with pytest.raises(ValueError, match=message):
@@ -82,6 +97,7 @@ def test_a_model_returning_the_wrong_shape_is_named():
 
 def prefix_model(vocabulary, end_bias):
     """Deterministic probabilities that depend on the whole prefix: a seeded draw per prefix."""
+
     def next_token_probabilities(decoded):
         rows = []
         for sequence in decoded:
@@ -91,6 +107,7 @@ def prefix_model(vocabulary, end_bias):
             weights[END] = 0.02 * weights[END] + end_bias * len(sequence)  # ends grow likelier with length
             rows.append(weights / weights.sum())
         return np.array(rows)
+
     return next_token_probabilities
 
 
@@ -116,8 +133,9 @@ class CachedPrefixModel:
         self.state = [self.state[p] for p in parents]
 
 
-@pytest.mark.parametrize("beam_width, alpha, end_bias",
-                         [(1, 0.0, 0.05), (2, 0.6, 0.05), (4, 0.6, 0.02), (3, 1.0, 0.0), (5, 0.6, 0.01)])
+@pytest.mark.parametrize(
+    "beam_width, alpha, end_bias", [(1, 0.0, 0.05), (2, 0.6, 0.05), (4, 0.6, 0.02), (3, 1.0, 0.0), (5, 0.6, 0.01)]
+)
 def test_batch_beam_search_keeps_exactly_what_beam_search_keeps(beam_width, alpha, end_bias):
     starts = [START, START, A, B, START]
     uncached = prefix_model(9, end_bias)
@@ -129,7 +147,7 @@ def test_batch_beam_search_keeps_exactly_what_beam_search_keeps(beam_width, alph
         expected, expected_score = beam_search(uncached, start, END, 8, beam_width, alpha)
         generated = ids[row][: len(expected)]
         np.testing.assert_array_equal(generated, expected)
-        assert not ids[row][len(expected):].any()  # padding after the winner
+        assert not ids[row][len(expected) :].any()  # padding after the winner
         assert scores[row] == pytest.approx(expected_score)
     np.testing.assert_array_equal(cached_ids, ids)
     np.testing.assert_allclose(cached_scores, scores)
@@ -186,11 +204,14 @@ def test_top_k_and_top_p_keep_the_expected_ids():
         top_p_filter(FIXED, 1.5)
 
 
-@pytest.mark.parametrize("sampler, ours", [
-    ("TopKSampler(k=3)", lambda p: top_k_filter(p, 3)),
-    ("TopPSampler(p=0.6)", lambda p: top_p_filter(p, 0.6)),
-    ("TopPSampler(p=0.9)", lambda p: top_p_filter(p, 0.9)),
-])
+@pytest.mark.parametrize(
+    "sampler, ours",
+    [
+        ("TopKSampler(k=3)", lambda p: top_k_filter(p, 3)),
+        ("TopPSampler(p=0.6)", lambda p: top_p_filter(p, 0.6)),
+        ("TopPSampler(p=0.9)", lambda p: top_p_filter(p, 0.9)),
+    ],
+)
 def test_filtered_distributions_equal_keras_hub_samplers(sampler, ours):
     keras_hub = pytest.importorskip("keras_hub")  # noqa: F841 - read by the eval below
     import keras
@@ -214,7 +235,7 @@ def test_seeded_sampling_is_reproducible_and_stops_rows_at_their_end():
     for row in first:
         ends = np.flatnonzero(row[1:] == 5)
         if ends.size:
-            assert not row[1 + ends[0] + 1:].any()  # padding after the end id
+            assert not row[1 + ends[0] + 1 :].any()  # padding after the end id
     assert set(np.unique(first[:, 1:])) <= {0, 1, 2, 3, 4, 5}
 
 
@@ -231,6 +252,7 @@ def test_greedy_and_sampling_continue_prompts_and_may_run_without_an_end_id():
     sampled = sample_decode(NextTokenTable(table), prompts, end_id=None, max_length=6, temperature=0.01, seed=0)
     assert sampled.shape == (2, 8)
     np.testing.assert_array_equal(sampled[:, :2], prompts)
-    with pytest.raises(ValueError,
-                       match=r"`start_ids` must be an int, \(batch,\) start ids or \(batch, length\) prompts"):
+    with pytest.raises(
+        ValueError, match=r"`start_ids` must be an int, \(batch,\) start ids or \(batch, length\) prompts"
+    ):
         greedy_decode(NextTokenTable(table), np.zeros((1, 1, 2), int), end_id=None, max_length=2)

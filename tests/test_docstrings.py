@@ -15,8 +15,9 @@ MODULES = subject_modules()
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda module: module.__name__.rsplit(".", 1)[-1])
 def test_the_docstring_examples_run(module):
-    results = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, report=False,
-                              verbose=False)
+    results = doctest.testmod(
+        module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, report=False, verbose=False
+    )
     assert results.failed == 0, f"{results.failed} of {results.attempted} examples failed (run doctest for details)"
 
 
@@ -28,7 +29,12 @@ def _needs_an_example(value) -> bool:
 
 
 def test_every_public_layer_model_and_builder_has_an_example():
-    missing = [f"{module.__name__}.{name}" for module in MODULES for name in getattr(module, "__all__", ())
-               if getattr(getattr(module, name), "__module__", None) == module.__name__
-               and _needs_an_example(getattr(module, name)) and ">>>" not in (getattr(module, name).__doc__ or "")]
+    missing = [
+        f"{module.__name__}.{name}"
+        for module in MODULES
+        for name in getattr(module, "__all__", ())
+        if getattr(getattr(module, name), "__module__", None) == module.__name__
+        and _needs_an_example(getattr(module, name))
+        and ">>>" not in (getattr(module, name).__doc__ or "")
+    ]
     assert not missing, f"give these an Example section: {missing}"

@@ -35,8 +35,13 @@ def inputs():
         for position, label in zip(POSITIONS[row], LABELS[row]):
             if label:
                 masked[row, position] = MASK
-    return {"token_ids": masked, "original_ids": ORIGINAL, "segment_ids": np.zeros_like(ORIGINAL),
-            "mask_positions": POSITIONS, "mask_labels": LABELS}
+    return {
+        "token_ids": masked,
+        "original_ids": ORIGINAL,
+        "segment_ids": np.zeros_like(ORIGINAL),
+        "mask_positions": POSITIONS,
+        "mask_labels": LABELS,
+    }
 
 
 def test_samples_replace_only_the_chosen_positions_and_a_draw_of_the_original_counts_as_original():
@@ -45,8 +50,9 @@ def test_samples_replace_only_the_chosen_positions_and_a_draw_of_the_original_co
     probabilities[0, 1, 20] = 1.0  # certain of another token at position 4: a replacement
     probabilities[0, 2, 21] = 1.0  # an unused slot (label 0, position 0): must change nothing
     probabilities[1, :, 22] = 1.0
-    corrupted, replaced = (numpy(value) for value in ReplaceWithSamples(seed=0)(probabilities, ORIGINAL, POSITIONS,
-                                                                                LABELS))
+    corrupted, replaced = (
+        numpy(value) for value in ReplaceWithSamples(seed=0)(probabilities, ORIGINAL, POSITIONS, LABELS)
+    )
     expected = ORIGINAL.copy()
     expected[0, 4] = 20
     expected[1, [1, 3, 6]] = 22
@@ -73,8 +79,9 @@ def test_the_loss_equals_a_hand_computation_and_padding_never_counts():
 
 def test_the_pretrainer_shares_embeddings_and_its_discriminator_never_sees_mask(tmp_path):
     keras.utils.set_random_seed(0)
-    model = ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=2, dropout=0.0,
-                              seed=3)
+    model = ElectraPretrainer(
+        V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=2, dropout=0.0, seed=3
+    )
     outputs = model(inputs())
     assert tuple(outputs["generator"].shape) == (2, P, V)
     assert tuple(outputs["discriminator"].shape) == (2, T, 3)
@@ -104,19 +111,32 @@ def test_no_gradient_flows_from_the_discriminators_loss_into_the_generator():
 def test_one_training_step_moves_both_encoders_and_the_discriminator_fine_tunes_as_bert():
     keras.utils.set_random_seed(0)
     model = ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, num_layers=1, dropout=0.0)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2),
-                  loss={"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
-                  loss_weights={"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT})
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss={"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
+        loss_weights={"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT},
+    )
     rng = np.random.default_rng(0)
-    masked, labels, selected = mask_tokens(ORIGINAL, rng, V, MASK, mask_token_rate=1.0, random_token_rate=0.0,
-                                           unselectable_token_ids=(0, 1, 2))
+    masked, labels, selected = mask_tokens(
+        ORIGINAL, rng, V, MASK, mask_token_rate=1.0, random_token_rate=0.0, unselectable_token_ids=(0, 1, 2)
+    )
     positions, position_labels = gather_selected(selected, labels, P)
     before = [numpy(weight).copy() for weight in model.trainable_weights]
-    model.train_on_batch({"token_ids": masked, "original_ids": ORIGINAL, "segment_ids": np.zeros_like(ORIGINAL),
-                          "mask_positions": positions, "mask_labels": position_labels},
-                         {"generator": position_labels, "discriminator": np.zeros((2,), "float32")})
-    moved = {weight.path.split("/")[0] for weight, old in zip(model.trainable_weights, before)
-             if not np.allclose(numpy(weight), old)}
+    model.train_on_batch(
+        {
+            "token_ids": masked,
+            "original_ids": ORIGINAL,
+            "segment_ids": np.zeros_like(ORIGINAL),
+            "mask_positions": positions,
+            "mask_labels": position_labels,
+        },
+        {"generator": position_labels, "discriminator": np.zeros((2,), "float32")},
+    )
+    moved = {
+        weight.path.split("/")[0]
+        for weight, old in zip(model.trainable_weights, before)
+        if not np.allclose(numpy(weight), old)
+    }
     assert {"generator_1", "encoder_1", "discriminator_head", "token_embedding"} <= moved
     classifier = build_bert_classifier(model, 2)
     assert classifier({"token_ids": ORIGINAL, "segment_ids": np.zeros_like(ORIGINAL)}).shape == (2, 2)
@@ -125,7 +145,6 @@ def test_one_training_step_moves_both_encoders_and_the_discriminator_fine_tunes_
 def test_bad_sizes_are_refused_by_name():
     with pytest.raises(ValueError, match="generator_fraction"):
         ElectraPretrainer(V, T, P, embed_dim=16, num_heads=4, intermediate_dim=32, generator_fraction=0.0)
-
 
 
 def test_electra_batches_mask_every_scored_position_and_nothing_else():
@@ -219,8 +238,10 @@ class _Judge:
 
 
 def test_detection_quality_scores_a_perfect_judge_and_a_constant_guess():
-    batch = {"original_ids": np.tile(np.arange(1, 11, dtype="int32"), (6, 1)),
-             "mask_labels": np.array([[7, 3], [7, 0], [4, 4], [7, 7], [1, 0], [2, 7]], "int32")}
+    batch = {
+        "original_ids": np.tile(np.arange(1, 11, dtype="int32"), (6, 1)),
+        "mask_labels": np.array([[7, 3], [7, 0], [4, 4], [7, 7], [1, 0], [2, 7]], "int32"),
+    }
     batch["token_ids"] = batch["original_ids"]
     perfect = detection_quality(_Judge(lambda label: np.where(label > 0, 0.999, 0.001)), batch, batch_size=4)
     assert perfect["rate"] == pytest.approx(0.2) and perfect["floor"] == pytest.approx(constant_guess_loss(0.2))

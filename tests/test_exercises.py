@@ -174,8 +174,9 @@ def test_the_stored_public_cases_are_those_the_references_give():
 
     from transformer_course.exercises.values import decode
 
-    regenerate = ("run: python -c 'from transformer_course_grader.references import write_public_cases; "
-                  "write_public_cases()'")
+    regenerate = (
+        "run: python -c 'from transformer_course_grader.references import write_public_cases; write_public_cases()'"
+    )
     stored = json.loads(references.PUBLIC_CASES.read_text(encoding="utf-8"))
     computed = json.loads(references.public_cases())
     assert sorted(stored) == sorted(computed), regenerate
@@ -268,9 +269,18 @@ def _nucleus_below_p(probabilities, p):  # keeps a token while the mass above is
 
 def _lstm_forget_gate_first(x, h, c, kernel, recurrent_kernel, bias):
     units = h.shape[-1]
-    order = np.r_[units:2 * units, 0:units, 2 * units:4 * units]  # f, i, c, o read as i, f, c, o
-    return references.expected("01.2", {"x": x, "h": h, "c": c, "kernel": kernel[:, order],
-                                        "recurrent_kernel": recurrent_kernel[:, order], "bias": bias[order]})
+    order = np.r_[units : 2 * units, 0:units, 2 * units : 4 * units]  # f, i, c, o read as i, f, c, o
+    return references.expected(
+        "01.2",
+        {
+            "x": x,
+            "h": h,
+            "c": c,
+            "kernel": kernel[:, order],
+            "recurrent_kernel": recurrent_kernel[:, order],
+            "bias": bias[order],
+        },
+    )
 
 
 def _sines_then_cosines(length, depth):
@@ -313,14 +323,24 @@ def _encoder_block_swapped_norm(x, weights, mask=None, normalize_first=False):
 
 
 def _step_over_the_whole_cache(query, key, value, key_cache, value_cache, index):
-    _, keys, values = references.expected("09.3", {"query": query, "key": key, "value": value, "key_cache": key_cache,
-                                                   "value_cache": value_cache, "index": index})
+    _, keys, values = references.expected(
+        "09.3",
+        {
+            "query": query,
+            "key": key,
+            "value": value,
+            "key_cache": key_cache,
+            "value_cache": value_cache,
+            "index": index,
+        },
+    )
     return references.expected("04.1", {"query": query, "key": keys, "value": values, "mask": None})[0], keys, values
 
 
 def _bits_in_nats(log_probabilities, targets, characters):
-    perplexity, bits = references.expected("09.4", {"log_probabilities": log_probabilities, "targets": targets,
-                                                    "characters": characters})
+    perplexity, bits = references.expected(
+        "09.4", {"log_probabilities": log_probabilities, "targets": targets, "characters": characters}
+    )
     return perplexity, bits * np.log(2)
 
 
@@ -331,8 +351,14 @@ def _loss_with_padding(target_ids, probabilities):
 
 
 def _finished_not_normalised(scores, log_probabilities, beam_width, end_id, step, alpha):
-    arguments = {"scores": scores, "log_probabilities": log_probabilities, "beam_width": beam_width,
-                 "end_id": end_id, "step": step, "alpha": alpha}
+    arguments = {
+        "scores": scores,
+        "log_probabilities": log_probabilities,
+        "beam_width": beam_width,
+        "end_id": end_id,
+        "step": step,
+        "alpha": alpha,
+    }
     parents, tokens, kept, ended, ended_scores = references.expected("07.4", arguments)
     return parents, tokens, kept, ended, ended_scores * ((5 + step) / 6) ** alpha
 
@@ -340,8 +366,13 @@ def _finished_not_normalised(scores, log_probabilities, beam_width, end_id, step
 def _skipgram_window(reach_change):
     def pairs(token_ids, window):
         reach = window + reach_change
-        return [(token_ids[i], token_ids[j]) for i in range(len(token_ids)) for j in range(len(token_ids))
-                if 0 < abs(i - j) <= reach]
+        return [
+            (token_ids[i], token_ids[j])
+            for i in range(len(token_ids))
+            for j in range(len(token_ids))
+            if 0 < abs(i - j) <= reach
+        ]
+
     return pairs
 
 
@@ -363,8 +394,10 @@ def _heads_flattened_unmoved(query, value, weights, mask=None):
     scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     context = scores / scores.sum(axis=-1, keepdims=True) @ v  # (B, N, T, H)
     batch, heads, length, width = context.shape
-    return context.reshape(batch, length, heads * width) @ weights["output_kernel"].reshape(heads * width, -1) \
+    return (
+        context.reshape(batch, length, heads * width) @ weights["output_kernel"].reshape(heads * width, -1)
         + weights["output_bias"]
+    )
 
 
 def _mask_on_the_queries(x, weights, mask=None, normalize_first=False):
@@ -377,19 +410,22 @@ def _mask_on_the_queries(x, weights, mask=None, normalize_first=False):
 
 def _norm_on_the_output(x, weights, mask=None, normalize_first=False):
     x = np.asarray(x, "float64")
-    allowed = None if mask is None else np.broadcast_to(np.asarray(mask, bool)[:, None, :],
-                                                        (x.shape[0], x.shape[1], x.shape[1]))
+    allowed = (
+        None
+        if mask is None
+        else np.broadcast_to(np.asarray(mask, bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
+    )
 
     def norm(values, parameters):
         return references._layer_norm_reference(values, parameters["gamma"], parameters["beta"], 1e-5)
 
     def feedforward(values):
         ff = weights["feedforward"]
-        return np.maximum(values @ ff["hidden_kernel"] + ff["hidden_bias"], 0) @ ff["output_kernel"] \
-            + ff["output_bias"]
+        return np.maximum(values @ ff["hidden_kernel"] + ff["hidden_bias"], 0) @ ff["output_kernel"] + ff["output_bias"]
 
-    x = x + norm(references._multi_head_attention_reference(x, x, weights["attention"], allowed),
-                 weights["attention_norm"])
+    x = x + norm(
+        references._multi_head_attention_reference(x, x, weights["attention"], allowed), weights["attention_norm"]
+    )
     return x + norm(feedforward(x), weights["feedforward_norm"])
 
 
@@ -400,50 +436,88 @@ def _loss_masked_by_the_inputs(target_ids, probabilities):
 
 
 def _penalty_one_longer(scores, log_probabilities, beam_width, end_id, step, alpha):
-    parents, tokens, kept, ended, ended_scores = references.expected("07.4", {
-        "scores": scores, "log_probabilities": log_probabilities, "beam_width": beam_width, "end_id": end_id,
-        "step": step, "alpha": alpha})
+    parents, tokens, kept, ended, ended_scores = references.expected(
+        "07.4",
+        {
+            "scores": scores,
+            "log_probabilities": log_probabilities,
+            "beam_width": beam_width,
+            "end_id": end_id,
+            "step": step,
+            "alpha": alpha,
+        },
+    )
     return parents, tokens, kept, ended, ended_scores * ((5 + step) / 6) ** alpha / ((6 + step) / 6) ** alpha
 
 
 def _warmup_one_step_longer(steps, peak, warmup_steps, decay_steps, final_fraction):
-    rates = references.expected("07.5", {"steps": steps, "peak": peak, "warmup_steps": warmup_steps,
-                                         "decay_steps": decay_steps, "final_fraction": final_fraction})
+    rates = references.expected(
+        "07.5",
+        {
+            "steps": steps,
+            "peak": peak,
+            "warmup_steps": warmup_steps,
+            "decay_steps": decay_steps,
+            "final_fraction": final_fraction,
+        },
+    )
     return np.where(steps <= warmup_steps, peak * (steps + 1) / warmup_steps, rates)
 
 
 def _cache_written_one_later(query, key, value, key_cache, value_cache, index):
     key_cache, value_cache = np.array(key_cache, "float64"), np.array(value_cache, "float64")
-    key_cache[:, :, index + 1:index + 2], value_cache[:, :, index + 1:index + 2] = key, value
-    keys, values = key_cache[:, :, :index + 1], value_cache[:, :, :index + 1]
+    key_cache[:, :, index + 1 : index + 2], value_cache[:, :, index + 1 : index + 2] = key, value
+    keys, values = key_cache[:, :, : index + 1], value_cache[:, :, : index + 1]
     scores = query @ np.swapaxes(keys, -1, -2) / np.sqrt(query.shape[-1])
     scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return scores / scores.sum(axis=-1, keepdims=True) @ values, key_cache, value_cache
 
 
 def _warmup_from_zero(steps, peak, warmup_steps, decay_steps, final_fraction):
-    rates = references.expected("07.5", {"steps": steps, "peak": peak, "warmup_steps": warmup_steps,
-                                         "decay_steps": decay_steps, "final_fraction": final_fraction})
+    rates = references.expected(
+        "07.5",
+        {
+            "steps": steps,
+            "peak": peak,
+            "warmup_steps": warmup_steps,
+            "decay_steps": decay_steps,
+            "final_fraction": final_fraction,
+        },
+    )
     return np.where(steps < warmup_steps, peak * steps / warmup_steps, rates)
 
 
 def _adam_with_l2(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
-    return references.expected("07.6", {"parameters": parameters, "gradients": gradients + weight_decay * parameters,
-                                        "m": m, "v": v, "step": step, "learning_rate": learning_rate,
-                                        "beta_1": beta_1, "beta_2": beta_2, "epsilon": epsilon, "weight_decay": 0.0})
+    return references.expected(
+        "07.6",
+        {
+            "parameters": parameters,
+            "gradients": gradients + weight_decay * parameters,
+            "m": m,
+            "v": v,
+            "step": step,
+            "learning_rate": learning_rate,
+            "beta_1": beta_1,
+            "beta_2": beta_2,
+            "epsilon": epsilon,
+            "weight_decay": 0.0,
+        },
+    )
 
 
 def _adam_with(epsilon_inside=False, corrected=True, decay_without_rate=False, decay_after_step=False):
     """An AdamW step in float32 with one of the usual mistakes: ε inside the square root, no bias correction,
     the decay without the learning rate, or the decay applied after the step."""
+
     def step_function(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
         parameters, gradients, m, v = (np.asarray(value, "float32") for value in (parameters, gradients, m, v))
         m = beta_1 * m + (1 - beta_1) * gradients
-        v = beta_2 * v + (1 - beta_2) * gradients ** 2
-        rate = learning_rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step) if corrected else learning_rate
+        v = beta_2 * v + (1 - beta_2) * gradients**2
+        rate = learning_rate * np.sqrt(1 - beta_2**step) / (1 - beta_1**step) if corrected else learning_rate
         adam = rate * m / (np.sqrt(v + epsilon) if epsilon_inside else np.sqrt(v) + epsilon)
         factor = 1 - weight_decay if decay_without_rate else 1 - learning_rate * weight_decay
         return ((parameters - adam) * factor if decay_after_step else parameters * factor - adam), m, v
+
     return step_function
 
 
@@ -455,8 +529,7 @@ def _gpt_swapped_norm(token_ids, weights, config):
     return references._gpt_reference(token_ids, weights, config, normalize_first=not config["normalize_first"])
 
 
-def _narrowing(low, high, frequencies, symbol, high_minus=1, width_plus=1, floats=False, shift=0,
-               from_new_low=False):
+def _narrowing(low, high, frequencies, symbol, high_minus=1, width_plus=1, floats=False, shift=0, from_new_low=False):
     """09.6 with one usual slip: high not inclusive, the width one short, float division, the share's start
     counting the symbol itself, or the new high computed from the new low."""
     cumulative = [0, *np.cumsum(frequencies).tolist()]
@@ -472,6 +545,7 @@ def _narrowing(low, high, frequencies, symbol, high_minus=1, width_plus=1, float
 def _mask_with(keys_only=False, queries_only=False, strict=False, upper=False, ignore_causal=False):
     """04.6 with one usual slip: padding masked on the keys or the queries alone, the diagonal left out, the
     upper triangle, or the `causal` flag not followed."""
+
     def self_attention_mask(token_ids, causal):
         real = np.asarray(token_ids) != 0
         length = real.shape[1]
@@ -479,65 +553,91 @@ def _mask_with(keys_only=False, queries_only=False, strict=False, upper=False, i
         if not (keys_only or queries_only):
             mask &= real[:, :, None] & real[:, None, :]
         if causal != ignore_causal:
-            mask &= (np.triu(np.ones((length, length), bool)) if upper
-                     else np.tril(np.ones((length, length), bool), k=-1 if strict else 0))
+            mask &= (
+                np.triu(np.ones((length, length), bool))
+                if upper
+                else np.tril(np.ones((length, length), bool), k=-1 if strict else 0)
+            )
         return mask
+
     return self_attention_mask
 
 
-@pytest.mark.parametrize("exercise_id, mistake, words", [
-    ("01.2", _lstm_forget_gate_first, "input and forget gates are swapped"),
-    ("02.1", lambda query, keys, weight: keys @ weight.T @ query, "`weight` transposed"),
-    ("03.3", _encode_leftmost_first, "lowest **rank**"),
-    ("03.3", _encode_one_merge, "look at the new neighbours again"),
-    ("04.4", _sines_then_cosines, "interleave them"),
-    ("04.5", _attention_scaled_by_the_width, "divide by √H"),
-    ("04.6", _mask_with(keys_only=True), "a padded query attends to nothing"),
-    ("04.6", _mask_with(queries_only=True), "no query may attend to a padded key"),
-    ("04.6", _mask_with(strict=True), "leaves out the diagonal"),
-    ("04.6", _mask_with(upper=True), "the causal part is reversed"),
-    ("04.6", _mask_with(ignore_causal=True), "`causal` is not followed"),
-    ("05.3", _encoder_block_swapped_norm, "normalise"),
-    ("06.2", _mean_over_every_position, "divided by T"),
-    ("07.3", _loss_with_padding, "padding was counted"),
-    ("07.4", _finished_not_normalised, "not length-normalised"),
-    ("07.5", _warmup_from_zero, "step 0 got a rate of 0"),
-    ("07.6", _adam_with_l2, "went through the gradient"),
-    ("07.6", _adam_with(epsilon_inside=True), "ε went inside the square root"),
-    ("07.6", _adam_with(corrected=False), "not bias-corrected"),
-    ("09.3", _step_over_the_whole_cache, "positions after `index` hold stale values"),
-    ("09.4", _bits_in_nats, "divide the natural-log sum by ln 2"),
-    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, high_minus=0),
-     "high is inclusive"),
-    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, width_plus=0),
-     "holds high - low + 1 integers"),
-    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, floats=True),
-     "floor division"),
-    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, shift=1),
-     "the sum of the frequencies *before* it"),
-    ("09.6", lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, from_new_low=True),
-     "from the old low"),
-    ("09.5", _gpt({"causal": False}), "without the causal mask"),
-    ("09.5", _gpt({"positions_after_blocks": True}), "added after the blocks"),
-    ("09.5", _gpt_swapped_norm, "where the config says"),
-    ("04.2", lambda x, num_heads: x.reshape(x.shape[0], num_heads, x.shape[1], -1), "reshape to (B, T, N, H) first"),
-    ("04.3", lambda x: x.reshape(x.shape[0], x.shape[2], -1), "transpose (B, N, T, H) to (B, T, N, H)"),
-    ("06.1", lambda values, mask: values.max(axis=1), "padding positions took part"),
-    ("09.1", _softmax_with_one_global_maximum, "each row's own maximum"),
-    ("09.2", _nucleus_below_p, "at most p (<="),
-    ("03.4", _skipgram_window(-1), "only `window` - 1 positions"),
-    ("03.4", _skipgram_window(+1), "`window` + 1 positions"),
-    ("04.4", _positions_from_one, "positions start at 1"),
-    ("04.5", _heads_flattened_unmoved, "flattened in the wrong order"),
-    ("05.3", _norm_on_the_output, "x + LayerNorm(F(x))"),
-    ("05.3", _mask_on_the_queries, "applied to the queries, not the keys"),
-    ("07.3", _loss_masked_by_the_inputs, "the mask came from the decoder inputs"),
-    ("07.4", _penalty_one_longer, "the length penalty used a length of"),
-    ("07.5", _warmup_one_step_longer, "went above the peak"),
-    ("07.6", _adam_with(decay_without_rate=True), "left out the learning rate"),
-    ("07.6", _adam_with(decay_after_step=True), "applied after the step"),
-    ("09.3", _cache_written_one_later, "the new key was written at position"),
-])
+@pytest.mark.parametrize(
+    "exercise_id, mistake, words",
+    [
+        ("01.2", _lstm_forget_gate_first, "input and forget gates are swapped"),
+        ("02.1", lambda query, keys, weight: keys @ weight.T @ query, "`weight` transposed"),
+        ("03.3", _encode_leftmost_first, "lowest **rank**"),
+        ("03.3", _encode_one_merge, "look at the new neighbours again"),
+        ("04.4", _sines_then_cosines, "interleave them"),
+        ("04.5", _attention_scaled_by_the_width, "divide by √H"),
+        ("04.6", _mask_with(keys_only=True), "a padded query attends to nothing"),
+        ("04.6", _mask_with(queries_only=True), "no query may attend to a padded key"),
+        ("04.6", _mask_with(strict=True), "leaves out the diagonal"),
+        ("04.6", _mask_with(upper=True), "the causal part is reversed"),
+        ("04.6", _mask_with(ignore_causal=True), "`causal` is not followed"),
+        ("05.3", _encoder_block_swapped_norm, "normalise"),
+        ("06.2", _mean_over_every_position, "divided by T"),
+        ("07.3", _loss_with_padding, "padding was counted"),
+        ("07.4", _finished_not_normalised, "not length-normalised"),
+        ("07.5", _warmup_from_zero, "step 0 got a rate of 0"),
+        ("07.6", _adam_with_l2, "went through the gradient"),
+        ("07.6", _adam_with(epsilon_inside=True), "ε went inside the square root"),
+        ("07.6", _adam_with(corrected=False), "not bias-corrected"),
+        ("09.3", _step_over_the_whole_cache, "positions after `index` hold stale values"),
+        ("09.4", _bits_in_nats, "divide the natural-log sum by ln 2"),
+        (
+            "09.6",
+            lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, high_minus=0),
+            "high is inclusive",
+        ),
+        (
+            "09.6",
+            lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, width_plus=0),
+            "holds high - low + 1 integers",
+        ),
+        (
+            "09.6",
+            lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, floats=True),
+            "floor division",
+        ),
+        (
+            "09.6",
+            lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, shift=1),
+            "the sum of the frequencies *before* it",
+        ),
+        (
+            "09.6",
+            lambda low, high, frequencies, symbol: _narrowing(low, high, frequencies, symbol, from_new_low=True),
+            "from the old low",
+        ),
+        ("09.5", _gpt({"causal": False}), "without the causal mask"),
+        ("09.5", _gpt({"positions_after_blocks": True}), "added after the blocks"),
+        ("09.5", _gpt_swapped_norm, "where the config says"),
+        (
+            "04.2",
+            lambda x, num_heads: x.reshape(x.shape[0], num_heads, x.shape[1], -1),
+            "reshape to (B, T, N, H) first",
+        ),
+        ("04.3", lambda x: x.reshape(x.shape[0], x.shape[2], -1), "transpose (B, N, T, H) to (B, T, N, H)"),
+        ("06.1", lambda values, mask: values.max(axis=1), "padding positions took part"),
+        ("09.1", _softmax_with_one_global_maximum, "each row's own maximum"),
+        ("09.2", _nucleus_below_p, "at most p (<="),
+        ("03.4", _skipgram_window(-1), "only `window` - 1 positions"),
+        ("03.4", _skipgram_window(+1), "`window` + 1 positions"),
+        ("04.4", _positions_from_one, "positions start at 1"),
+        ("04.5", _heads_flattened_unmoved, "flattened in the wrong order"),
+        ("05.3", _norm_on_the_output, "x + LayerNorm(F(x))"),
+        ("05.3", _mask_on_the_queries, "applied to the queries, not the keys"),
+        ("07.3", _loss_masked_by_the_inputs, "the mask came from the decoder inputs"),
+        ("07.4", _penalty_one_longer, "the length penalty used a length of"),
+        ("07.5", _warmup_one_step_longer, "went above the peak"),
+        ("07.6", _adam_with(decay_without_rate=True), "left out the learning rate"),
+        ("07.6", _adam_with(decay_after_step=True), "applied after the step"),
+        ("09.3", _cache_written_one_later, "the new key was written at position"),
+    ],
+)
 def test_usual_mistakes_get_a_hint(exercise_id, mistake, words):
     verdict = evaluate(exercise_id, mistake)
     assert verdict.status == "failed" and "Hint:" in verdict.message and words in verdict.message, verdict.message
@@ -548,13 +648,19 @@ def _gpt_final_norm_by_layout(token_ids, weights, config):
     return references._gpt_reference(token_ids, kept, config)
 
 
-@pytest.mark.parametrize("mistake", [
-    _gpt_final_norm_by_layout,
-    lambda token_ids, weights, config: references._gpt_reference(token_ids, weights,
-                                                                 {**config, "layer_norm_epsilon": 1e-5}),
-    lambda token_ids, weights, config: references._gpt_reference(
-        token_ids, weights, {**config, "activation": "gelu_approximate" if config["normalize_first"] else "relu"}),
-], ids=["final norm by layout", "epsilon hard-coded", "activation by layout"])
+@pytest.mark.parametrize(
+    "mistake",
+    [
+        _gpt_final_norm_by_layout,
+        lambda token_ids, weights, config: references._gpt_reference(
+            token_ids, weights, {**config, "layer_norm_epsilon": 1e-5}
+        ),
+        lambda token_ids, weights, config: references._gpt_reference(
+            token_ids, weights, {**config, "activation": "gelu_approximate" if config["normalize_first"] else "relu"}
+        ),
+    ],
+    ids=["final norm by layout", "epsilon hard-coded", "activation by layout"],
+)
 def test_09_5_settings_read_off_the_layout_fail(mistake):
     # The layout, the activation, the final norm and epsilon are independent settings: an answer that
     # infers one from another fails the public cases and every seed of the hidden ones.
@@ -581,7 +687,7 @@ def _beam_step(ties_reversed=False, stop_at_minus_infinity=True):
         candidates = (scores[:, None] + log_probabilities).ravel()
         order = np.argsort(candidates, kind="stable")[::-1] if ties_reversed else np.argsort(-candidates, kind="stable")
         live, finished = [], []
-        for flat in order[:2 * beam_width]:
+        for flat in order[: 2 * beam_width]:
             if stop_at_minus_infinity and not np.isfinite(candidates[flat]):
                 break
             parent, token = divmod(int(flat), vocabulary)
@@ -593,13 +699,22 @@ def _beam_step(ties_reversed=False, stop_at_minus_infinity=True):
                     break
         parents, tokens, kept = (np.array(column) for column in zip(*live)) if live else (np.array([]),) * 3
         ended, ended_scores = (np.array(column) for column in zip(*finished)) if finished else (np.array([]),) * 2
-        return parents.astype("int64"), tokens.astype("int64"), kept.astype("float64"), ended.astype("int64"), \
-            ended_scores.astype("float64")
+        return (
+            parents.astype("int64"),
+            tokens.astype("int64"),
+            kept.astype("float64"),
+            ended.astype("int64"),
+            ended_scores.astype("float64"),
+        )
+
     return beam_step
 
 
-@pytest.mark.parametrize("mistake", [_beam_step(ties_reversed=True), _beam_step(stop_at_minus_infinity=False)],
-                         ids=["ties: the higher k x V + v first", "no stop at -inf"])
+@pytest.mark.parametrize(
+    "mistake",
+    [_beam_step(ties_reversed=True), _beam_step(stop_at_minus_infinity=False)],
+    ids=["ties: the higher k x V + v first", "no stop at -inf"],
+)
 def test_07_4_cases_hold_a_tie_and_an_impossible_extension(mistake):
     assert evaluate("07.4", mistake).status == "failed"
     assert not any(evaluate_hidden("07.4", mistake, seed=seed).passed for seed in range(10))
@@ -640,10 +755,12 @@ def test_a_hint_never_turns_an_odd_answer_into_a_crash():
 
 # --- 08.3: judged by properties, since every right answer is a different random draw ------------
 
+
 def _bert_corruption_variant(change):
     def answer(**arguments):
         corrupted, labels = references.answer("08.3", arguments)
         return change(np.asarray(arguments["token_ids"]), corrupted.copy(), labels.copy(), arguments)
+
     return answer
 
 
@@ -670,18 +787,24 @@ def _thirty_percent(token_ids, corrupted, labels, arguments):
     return np.where(chosen, arguments["mask_token_id"], token_ids), np.where(chosen, token_ids, 0)
 
 
-@pytest.mark.parametrize("change, message", [
-    (_everything_masked, "replaced by [MASK]"),
-    (_padding_chosen, "never chosen"),
-    (_labels_everywhere, "of the tokens that may be chosen were chosen"),
-    (_unchosen_changed, "was not chosen (label 0), but its token changed"),
-    (_thirty_percent, "expected 15%"),
-], ids=lambda value: getattr(value, "__name__", "message"))
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (_everything_masked, "replaced by [MASK]"),
+        (_padding_chosen, "never chosen"),
+        (_labels_everywhere, "of the tokens that may be chosen were chosen"),
+        (_unchosen_changed, "was not chosen (label 0), but its token changed"),
+        (_thirty_percent, "expected 15%"),
+    ],
+    ids=lambda value: getattr(value, "__name__", "message"),
+)
 def test_bert_corruption_mistakes_fail_on_public_and_secret_cases(change, message):
     from transformer_course_grader import evaluate_hidden
 
-    for verdict in (evaluate("08.3", _bert_corruption_variant(change)),
-                    evaluate_hidden("08.3", _bert_corruption_variant(change), seed=11)):
+    for verdict in (
+        evaluate("08.3", _bert_corruption_variant(change)),
+        evaluate_hidden("08.3", _bert_corruption_variant(change), seed=11),
+    ):
         assert verdict.status == "failed" and message in verdict.message, verdict.message
 
 
@@ -695,11 +818,18 @@ def test_right_bert_corruption_answers_pass_at_any_seed(seed):
 def _equal(first, second) -> bool:
     """Deep equality of two case arguments: dicts, lists, tuples, arrays and next-token tables."""
     if isinstance(first, dict) or isinstance(second, dict):
-        return (isinstance(first, dict) and isinstance(second, dict) and first.keys() == second.keys()
-                and all(_equal(first[key], second[key]) for key in first))
+        return (
+            isinstance(first, dict)
+            and isinstance(second, dict)
+            and first.keys() == second.keys()
+            and all(_equal(first[key], second[key]) for key in first)
+        )
     if isinstance(first, (list, tuple)) and first and isinstance(first[0], (dict, list, tuple)):
-        return (isinstance(second, (list, tuple)) and len(first) == len(second)
-                and all(_equal(a, b) for a, b in zip(first, second)))
+        return (
+            isinstance(second, (list, tuple))
+            and len(first) == len(second)
+            and all(_equal(a, b) for a, b in zip(first, second))
+        )
     first, second = (getattr(value, "table", value) for value in (first, second))
     return np.array_equal(np.asarray(first), np.asarray(second))
 
@@ -737,12 +867,32 @@ def _scalar_results():
     and a 0-d tensor."""
     import keras
 
-    values = {f"np.{name}": getattr(np, name)(3) for name in ("float16", "float32", "float64", "longdouble", "int8",
-                                                             "int16", "int32", "int64", "uint8", "uint64")}
-    values |= {"np.bool_": np.bool_(True), "0-d float32 array": np.array(1.5, dtype=np.float32),
-               "0-d int64 array": np.array(7), "float": 1.5, "int": 7, "bool": True, "negative float": -0.25,
-               "tensor": keras.ops.convert_to_tensor(np.float32(2.5)),
-               "float64 in a tuple": (np.float64(0.5), np.float32(2.0))}
+    values = {
+        f"np.{name}": getattr(np, name)(3)
+        for name in (
+            "float16",
+            "float32",
+            "float64",
+            "longdouble",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "uint64",
+        )
+    }
+    values |= {
+        "np.bool_": np.bool_(True),
+        "0-d float32 array": np.array(1.5, dtype=np.float32),
+        "0-d int64 array": np.array(7),
+        "float": 1.5,
+        "int": 7,
+        "bool": True,
+        "negative float": -0.25,
+        "tensor": keras.ops.convert_to_tensor(np.float32(2.5)),
+        "float64 in a tuple": (np.float64(0.5), np.float32(2.0)),
+    }
     return values
 
 
@@ -756,8 +906,11 @@ def test_every_scalar_crosses_the_kernel_boundary_with_its_shape_and_value(name)
     result = _scalar_results()[name]
     local = plain_value(result)
     received = decode(encode(local))
-    for before, after in zip(local if isinstance(local, tuple) else (local,),
-                             received if isinstance(received, tuple) else (received,), strict=True):
+    for before, after in zip(
+        local if isinstance(local, tuple) else (local,),
+        received if isinstance(received, tuple) else (received,),
+        strict=True,
+    ):
         assert np.shape(after) == np.shape(before) == ()
         assert np.asarray(after).dtype == np.asarray(before).dtype or type(after) is type(before)
         np.testing.assert_equal(np.asarray(after), np.asarray(before))

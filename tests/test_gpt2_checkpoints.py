@@ -22,8 +22,15 @@ VOCABULARY = 300
 @pytest.fixture(scope="module")
 def backbone():
     keras.utils.set_random_seed(4)
-    return keras_hub.models.GPT2Backbone(vocabulary_size=VOCABULARY, num_layers=2, num_heads=2, hidden_dim=16,
-                                        intermediate_dim=32, max_sequence_length=40, dropout=0.0)
+    return keras_hub.models.GPT2Backbone(
+        vocabulary_size=VOCABULARY,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=40,
+        dropout=0.0,
+    )
 
 
 def _log_softmax(logits):
@@ -78,8 +85,9 @@ def test_the_converted_model_round_trips_through_a_keras_file(backbone, tmp_path
     ours.save(tmp_path / "gpt2.keras")
     restored = keras.models.load_model(tmp_path / "gpt2.keras")
     ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6]], dtype="int32")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(restored(ids)), keras.ops.convert_to_numpy(ours(ids)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(restored(ids)), keras.ops.convert_to_numpy(ours(ids)), atol=1e-6
+    )
     assert restored.get_layer("decoder_1").normalize_first and restored.get_layer("final_norm") is not None
 
 
@@ -94,22 +102,39 @@ def test_notebook_09_runs_its_gpt2_section_on_a_local_copy_of_a_preset(tmp_path,
     vocabulary, merges = BytePairEncoding.train(corpus, num_merges=40).vocabulary_and_merges()
     vocabulary["<|endoftext|>"] = len(vocabulary)
     keras.utils.set_random_seed(1)
-    keras_hub.models.GPT2Backbone(vocabulary_size=len(vocabulary), num_layers=1, num_heads=2, hidden_dim=8,
-                                  intermediate_dim=16, max_sequence_length=256).save_to_preset(tmp_path / "preset")
+    keras_hub.models.GPT2Backbone(
+        vocabulary_size=len(vocabulary),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=256,
+    ).save_to_preset(tmp_path / "preset")
     keras_hub.tokenizers.GPT2Tokenizer(vocabulary=vocabulary, merges=merges).save_to_preset(tmp_path / "preset")
     monkeypatch.setenv("COURSE_GPT2_PRESET", str(tmp_path / "preset"))
     monkeypatch.setenv("COURSE_PROFILE", "smoke")
     root = Path(__file__).resolve().parents[1]
     notebook = nbformat.read(root / "notebooks" / "09_language_model.ipynb", as_version=4)
     # Sections 1 to 9 (GPT-2 is section 9); the sections after it run in the notebook's own smoke test.
-    after = next(index for index, cell in enumerate(notebook.cells)
-                 if cell.cell_type == "markdown" and cell.source.startswith("## 10."))
+    after = next(
+        index
+        for index, cell in enumerate(notebook.cells)
+        if cell.cell_type == "markdown" and cell.source.startswith("## 10.")
+    )
     notebook.cells = notebook.cells[:after]
-    NotebookClient(notebook, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    text = "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
-                   for output in cell.outputs)
+    NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    text = "".join(
+        output.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
+    )
     assert "is not loaded here" not in text
-    for expected in ("GPT-2 in the course's decoder", "seed 1: This is a story about me and my brothers",
-                     "bits per character of the first", "GPT-2 ", "recomputed", "cached"):
+    for expected in (
+        "GPT-2 in the course's decoder",
+        "seed 1: This is a story about me and my brothers",
+        "bits per character of the first",
+        "GPT-2 ",
+        "recomputed",
+        "cached",
+    ):
         assert expected in text, expected

@@ -11,8 +11,9 @@ from transformer_course.language_model import build_language_model
 
 def small_language_model(num_layers, tie_embeddings=True, seed=0):
     keras.utils.set_random_seed(seed)
-    return build_language_model(30, 16, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=num_layers,
-                                tie_embeddings=tie_embeddings)
+    return build_language_model(
+        30, 16, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=num_layers, tie_embeddings=tie_embeddings
+    )
 
 
 def recomputing(model):
@@ -40,11 +41,12 @@ def test_cached_generation_equals_recomputing_token_for_token(num_layers, tie_em
     cached = greedy_decode(cached_steps(), prompt[:, -1], 2, 12)
     recomputed = greedy_decode(from_prompt(recomputing(model)), prompt[:, -1], 2, 12)
     np.testing.assert_array_equal(cached, recomputed)
-    seeded = [sample_decode(cached_steps(), prompt[:, -1], 2, 12, temperature=0.9, top_p=0.9, seed=4)
-              for _ in range(2)]
+    seeded = [sample_decode(cached_steps(), prompt[:, -1], 2, 12, temperature=0.9, top_p=0.9, seed=4) for _ in range(2)]
     np.testing.assert_array_equal(seeded[0], seeded[1])
-    np.testing.assert_array_equal(seeded[0], sample_decode(from_prompt(recomputing(model)), prompt[:, -1], 2, 12,
-                                                           temperature=0.9, top_p=0.9, seed=4))
+    np.testing.assert_array_equal(
+        seeded[0],
+        sample_decode(from_prompt(recomputing(model)), prompt[:, -1], 2, 12, temperature=0.9, top_p=0.9, seed=4),
+    )
 
 
 def test_the_language_model_is_causal():
@@ -59,7 +61,7 @@ def test_the_language_model_is_causal():
     prompt, caches = model.call_with_cache(ids[:, :3], caches, 0)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(prompt), before[:, :3], atol=1e-5)
     for position in (3, 4):
-        step, caches = model.call_with_cache(ids[:, position:position + 1], caches, position, last_only=True)
+        step, caches = model.call_with_cache(ids[:, position : position + 1], caches, position, last_only=True)
         np.testing.assert_allclose(keras.ops.convert_to_numpy(step)[:, 0], before[:, position], atol=1e-5)
 
 
@@ -78,8 +80,14 @@ def test_excluded_ids_are_never_generated_and_rows_still_sum_to_one():
     probabilities = next_token(prompt)
     assert (probabilities[:, :3] == 0).all()
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
-    sampled = sample_decode(CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(1,)), prompt,
-                            None, 12, temperature=1.5, seed=0)
+    sampled = sample_decode(
+        CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(1,)),
+        prompt,
+        None,
+        12,
+        temperature=1.5,
+        seed=0,
+    )
     assert not np.isin(sampled[:, 3:], [0, 1]).any()
     with pytest.raises(ValueError, match="excluded_ids"):
         CachedLanguageModel(model, 16).next_token_function(prompt, excluded_ids=(30,))(prompt)
@@ -168,8 +176,17 @@ def test_the_model_names_its_parts_and_a_gpt2_layout_reloads_as_itself(tmp_path)
     from transformer_course.transformer import gelu_approximate
 
     keras.utils.set_random_seed(0)
-    model = build_language_model(30, 16, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2,
-                                 normalize_first=True, final_norm=True, activation=gelu_approximate)
+    model = build_language_model(
+        30,
+        16,
+        embed_dim=16,
+        intermediate_dim=32,
+        num_heads=2,
+        num_layers=2,
+        normalize_first=True,
+        final_norm=True,
+        activation=gelu_approximate,
+    )
     assert [block.name for block in model.decoder_blocks] == ["decoder_1", "decoder_2"]
     assert model.final_norm.name == "final_norm" and model.token_embedding.name == "token_embedding"
     assert build_language_model(30, 16, embed_dim=16, intermediate_dim=32, num_heads=2).final_norm is None
@@ -178,8 +195,9 @@ def test_the_model_names_its_parts_and_a_gpt2_layout_reloads_as_itself(tmp_path)
     reloaded = keras.models.load_model(tmp_path / "model.keras")
     assert type(reloaded) is type(model) and reloaded.activation is gelu_approximate
     assert len(reloaded.weights) == len(model.weights)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(ids)), keras.ops.convert_to_numpy(model(ids)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(reloaded(ids)), keras.ops.convert_to_numpy(model(ids)), atol=1e-6
+    )
     with pytest.raises(TypeError):
         build_language_model(30, 16, 16)
 
@@ -191,24 +209,41 @@ def test_beam_search_through_the_cache_keeps_what_beam_search_keeps_recomputing(
     prompts, beams = np.array([[3, 7, 5], [4, 4, 9]]), 3
     rows = np.repeat(prompts, beams, axis=0)  # row b * K + k: beam k of prompt b
     next_tokens = CachedLanguageModel(model, 16).next_token_function(rows)
-    cached, _ = batch_beam_search(lambda decoded: next_tokens(np.concatenate([rows[:, :-1], decoded], axis=1)),
-                                  prompts[:, -1], 2, 10, beams, 0.6, reorder=next_tokens.reorder)
+    cached, _ = batch_beam_search(
+        lambda decoded: next_tokens(np.concatenate([rows[:, :-1], decoded], axis=1)),
+        prompts[:, -1],
+        2,
+        10,
+        beams,
+        0.6,
+        reorder=next_tokens.reorder,
+    )
     assert cached.shape[0] == len(prompts)
     recomputed = recomputing(model)
 
     def after(prompt):
         """Next-token probabilities of every row continuing ``prompt``, the model rerun on the whole text."""
-        return lambda decoded: recomputed(np.concatenate([np.repeat(prompt[None, :-1], len(decoded), axis=0),
-                                                          decoded], axis=1))
+        return lambda decoded: recomputed(
+            np.concatenate([np.repeat(prompt[None, :-1], len(decoded), axis=0), decoded], axis=1)
+        )
 
     for row, prompt in zip(cached, prompts):
         expected, _ = beam_search(after(prompt), prompt[-1], 2, 10, beams, 0.6)
-        np.testing.assert_array_equal(row[:len(expected)], expected)
-        assert not row[len(expected):].any()
+        np.testing.assert_array_equal(row[: len(expected)], expected)
+        assert not row[len(expected) :].any()
 
 
-@pytest.mark.parametrize("name", ["token_log_probabilities", "perplexity", "bits_per_character",
-                                  "compressor_bits_per_character", "RowBatches", "running_text_chunks"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "token_log_probabilities",
+        "perplexity",
+        "bits_per_character",
+        "compressor_bits_per_character",
+        "RowBatches",
+        "running_text_chunks",
+    ],
+)
 def test_a_name_that_moved_out_of_the_language_model_still_imports_with_a_warning(name):
     import importlib
 

@@ -39,8 +39,11 @@ STATES = (rng.normal(size=(B, E)).astype("float32"), rng.normal(size=(B, E)).ast
 # class -> (make the layer, positional inputs, call keyword arguments)
 EXAMPLES = {
     attention.MultiHeadAttention: (lambda: attention.MultiHeadAttention(2, 4), (FEATURES, SOURCE), {}),
-    attention.GroupedQueryAttention: (lambda: attention.GroupedQueryAttention(4, 4, 2, rotary_max_wavelength=1e4),
-                                      (FEATURES, FEATURES), {"use_causal_mask": True}),
+    attention.GroupedQueryAttention: (
+        lambda: attention.GroupedQueryAttention(4, 4, 2, rotary_max_wavelength=1e4),
+        (FEATURES, FEATURES),
+        {"use_causal_mask": True},
+    ),
     transformer.RMSNorm: (transformer.RMSNorm, (FEATURES,), {}),
     transformer.SwiGLUFeedForward: (lambda: transformer.SwiGLUFeedForward(12), (FEATURES,), {}),
     transformer.LlamaDecoder: (lambda: transformer.LlamaDecoder(12, 4, 2), (FEATURES,), {}),
@@ -50,31 +53,48 @@ EXAMPLES = {
     pooling.ClassTokenOutput: (pooling.ClassTokenOutput, (FEATURES,), {}),
     positional.PositionalEmbedding: (lambda: positional.PositionalEmbedding(T, V, E), (IDS,), {}),
     positional.TokenEmbedding: (lambda: positional.TokenEmbedding(V, E), (IDS,), {}),
-    positional.RelativePositionBias: (lambda: positional.RelativePositionBias(2, 3),
-                                      (rng.normal(size=(B, 2, T, T)).astype("float32"),), {}),
-    positional.SegmentEmbedding: (lambda: positional.SegmentEmbedding(2, E), (FEATURES, (IDS > 2).astype("int32")),
-                                   {}),
-    pooling.GatherPositions: (pooling.GatherPositions, ((FEATURES, np.array([[0, 2], [1, 4]], "int32")),),
-                                  {}),
+    positional.RelativePositionBias: (
+        lambda: positional.RelativePositionBias(2, 3),
+        (rng.normal(size=(B, 2, T, T)).astype("float32"),),
+        {},
+    ),
+    positional.SegmentEmbedding: (lambda: positional.SegmentEmbedding(2, E), (FEATURES, (IDS > 2).astype("int32")), {}),
+    pooling.GatherPositions: (pooling.GatherPositions, ((FEATURES, np.array([[0, 2], [1, 4]], "int32")),), {}),
     bert.SpanHead: (bert.SpanHead, (FEATURES,), {}),
     seq2seq.LSTMDecoder: (lambda: seq2seq.LSTMDecoder(units=E, n_features=V, output_length=3), (STATES,), {}),
-    seq2seq.AttentionLSTMDecoder: (lambda: seq2seq.AttentionLSTMDecoder(units=E, n_features=V, output_length=3),
-                                   (SOURCE, STATES), {}),
+    seq2seq.AttentionLSTMDecoder: (
+        lambda: seq2seq.AttentionLSTMDecoder(units=E, n_features=V, output_length=3),
+        (SOURCE, STATES),
+        {},
+    ),
     seq2seq_attention.LuongDotAttention: (seq2seq_attention.LuongDotAttention, (STATES[0], SOURCE), {}),
     seq2seq_attention.LuongGeneralAttention: (seq2seq_attention.LuongGeneralAttention, (STATES[0], SOURCE), {}),
     seq2seq_attention.BahdanauAttention: (lambda: seq2seq_attention.BahdanauAttention(6), (STATES[0], SOURCE), {}),
     transformer.TransformerEncoder: (lambda: transformer.TransformerEncoder(16, 2), (FEATURES,), {}),
     transformer.TransformerDecoder: (lambda: transformer.TransformerDecoder(16, 2), (FEATURES, SOURCE), {}),
     transformer.TokenDistribution: (lambda: transformer.TokenDistribution(V), (FEATURES,), {}),
-    transformer.TiedTokenDistribution: (lambda: transformer.TiedTokenDistribution(V),
-                                        (rng.normal(size=(B, T, V)).astype("float32"),), {}),
-    vision.PatchEmbedding: (lambda: vision.PatchEmbedding(patch_size=2, embed_dim=E),
-                            (rng.normal(size=(B, 4, 4, 1)).astype("float32"),), {}),
+    transformer.TiedTokenDistribution: (
+        lambda: transformer.TiedTokenDistribution(V),
+        (rng.normal(size=(B, T, V)).astype("float32"),),
+        {},
+    ),
+    vision.PatchEmbedding: (
+        lambda: vision.PatchEmbedding(patch_size=2, embed_dim=E),
+        (rng.normal(size=(B, 4, 4, 1)).astype("float32"),),
+        {},
+    ),
     vision.ClassTokenAndPositions: (vision.ClassTokenAndPositions, (FEATURES,), {}),
     # The generator is certain of each draw, so the outputs do not depend on the random state.
-    electra.ReplaceWithSamples: (lambda: electra.ReplaceWithSamples(seed=0),
-                                 (np.eye(V, dtype="float32")[[[6, 7], [8, 9]]], IDS,
-                                  np.array([[0, 2], [1, 4]], "int32"), np.array([[3, 0], [2, 5]], "int32")), {}),
+    electra.ReplaceWithSamples: (
+        lambda: electra.ReplaceWithSamples(seed=0),
+        (
+            np.eye(V, dtype="float32")[[[6, 7], [8, 9]]],
+            IDS,
+            np.array([[0, 2], [1, 4]], "int32"),
+            np.array([[3, 0], [2, 5]], "int32"),
+        ),
+        {},
+    ),
 }
 
 
@@ -100,36 +120,68 @@ WEIGHT_COUNTS = {
     bert.SpanHead: 2 * E,  # a start vector and an end vector, no bias (Devlin et al., 2019, §4.2)
     vision.PatchEmbedding: 2 * 2 * 1 * E + E,  # a 2 x 2 patch of one channel to E, and a bias
     vision.ClassTokenAndPositions: E + (T + 1) * E,  # the [CLS] vector, and a position for it and each token
-    **{layer: 0 for layer in (pooling.MaskedGlobalMaxPooling1D, pooling.LastTokenPooling, pooling.PrependClassToken,
-                              pooling.ClassTokenOutput, pooling.GatherPositions, seq2seq_attention.LuongDotAttention,
-                              electra.ReplaceWithSamples)},
+    **{
+        layer: 0
+        for layer in (
+            pooling.MaskedGlobalMaxPooling1D,
+            pooling.LastTokenPooling,
+            pooling.PrependClassToken,
+            pooling.ClassTokenOutput,
+            pooling.GatherPositions,
+            seq2seq_attention.LuongDotAttention,
+            electra.ReplaceWithSamples,
+        )
+    },
 }
 
 # class -> (make the model, its inputs); every model small and without dropout, so outputs are deterministic.
 MODEL_EXAMPLES = {
     language_model.LanguageModel: (
-        lambda: language_model.LanguageModel(V, T, embed_dim=E, intermediate_dim=16, num_heads=2, num_layers=2,
-                                             dropout=0.0, normalize_first=True, final_norm=True), IDS),
+        lambda: language_model.LanguageModel(
+            V,
+            T,
+            embed_dim=E,
+            intermediate_dim=16,
+            num_heads=2,
+            num_layers=2,
+            dropout=0.0,
+            normalize_first=True,
+            final_norm=True,
+        ),
+        IDS,
+    ),
     translation.TranslationModel: (
-        lambda: translation.TranslationModel(V, V + 2, S, T, embed_dim=E, intermediate_dim=16, num_heads=2,
-                                             num_layers=2, dropout=0.0),
-        {"source_ids": IDS[:, :S], "target_ids": IDS[:, ::-1].copy()}),
+        lambda: translation.TranslationModel(
+            V, V + 2, S, T, embed_dim=E, intermediate_dim=16, num_heads=2, num_layers=2, dropout=0.0
+        ),
+        {"source_ids": IDS[:, :S], "target_ids": IDS[:, ::-1].copy()},
+    ),
     bert.BertPretrainer: (
         lambda: bert.BertPretrainer(V, T, 2, embed_dim=E, num_heads=2, intermediate_dim=16, num_layers=2, dropout=0.0),
-        {"token_ids": IDS, "segment_ids": (IDS > 2).astype("int32"), "mask_positions": np.array([[1, 2], [0, 4]],
-                                                                                                   "int32")}),
-    word_vectors.SkipGram: (lambda: word_vectors.SkipGram(V, E),
-                            {"centre": np.array([3, 4], "int32"),
-                             "context": np.array([[4, 5, 1], [3, 2, 7]], "int32")}),
+        {
+            "token_ids": IDS,
+            "segment_ids": (IDS > 2).astype("int32"),
+            "mask_positions": np.array([[1, 2], [0, 4]], "int32"),
+        },
+    ),
+    word_vectors.SkipGram: (
+        lambda: word_vectors.SkipGram(V, E),
+        {"centre": np.array([3, 4], "int32"), "context": np.array([[4, 5, 1], [3, 2, 7]], "int32")},
+    ),
     vision.VisionTransformer: (
-        lambda: vision.VisionTransformer(4, 1, 2, 3, embed_dim=E, num_heads=2, intermediate_dim=16, num_layers=2,
-                                         dropout=0.0), rng.normal(size=(B, 4, 4, 1)).astype("float32")),
+        lambda: vision.VisionTransformer(
+            4, 1, 2, 3, embed_dim=E, num_heads=2, intermediate_dim=16, num_layers=2, dropout=0.0
+        ),
+        rng.normal(size=(B, 4, 4, 1)).astype("float32"),
+    ),
 }
 # Models the contract leaves to their own tests, with the reason.
-NOT_IN_THE_CONTRACT = {"Translator": "strings in and out through TextVectorization, TensorFlow only "
-                                     "(tests/test_translation.py round-trips it)",
-                       "ElectraPretrainer": "its discriminator reads random draws, so two calls differ "
-                                            "(tests/test_electra.py rebuilds it from its config and trains it)"}
+NOT_IN_THE_CONTRACT = {
+    "Translator": "strings in and out through TextVectorization, TensorFlow only "
+    "(tests/test_translation.py round-trips it)",
+    "ElectraPretrainer": "its discriminator reads random draws, so two calls differ "
+    "(tests/test_electra.py rebuilds it from its config and trains it)",
+}
 
 
 def _registered(kind):
@@ -138,9 +190,14 @@ def _registered(kind):
     found = set()
     for module in subject_modules():
         for name, value in vars(module).items():
-            if (inspect.isclass(value) and value.__module__ == module.__name__ and not name.startswith("_")
-                    and issubclass(value, kind) and (kind is keras.Model or not issubclass(value, keras.Model))
-                    and keras.saving.get_registered_object(keras.saving.get_registered_name(value)) is value):
+            if (
+                inspect.isclass(value)
+                and value.__module__ == module.__name__
+                and not name.startswith("_")
+                and issubclass(value, kind)
+                and (kind is keras.Model or not issubclass(value, keras.Model))
+                and keras.saving.get_registered_object(keras.saving.get_registered_name(value)) is value
+            ):
                 found.add(value)
     return found
 
@@ -169,8 +226,11 @@ def test_a_layers_weights_are_as_many_as_its_architecture_says(layer_class):
 
 
 def test_every_registered_model_has_an_example():
-    missing = sorted(model.__name__ for model in _registered(keras.Model) - set(MODEL_EXAMPLES)
-                     if model.__name__ not in NOT_IN_THE_CONTRACT)
+    missing = sorted(
+        model.__name__
+        for model in _registered(keras.Model) - set(MODEL_EXAMPLES)
+        if model.__name__ not in NOT_IN_THE_CONTRACT
+    )
     assert not missing, f"add these models to MODEL_EXAMPLES: {missing}"
 
 
@@ -188,8 +248,13 @@ def test_the_modules_left_out_on_other_backends_are_exactly_those_that_import_te
             if isinstance(statement, (ast.FunctionDef, ast.ClassDef)):
                 continue  # runs when called, not at import
             for node in ast.walk(statement):
-                modules = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                           else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                modules = (
+                    [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
                 called = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "import_tensorflow_quietly"
                 if called or any(module.split(".")[0] == "tensorflow" for module in modules):
                     importing.add(path.stem)

@@ -24,8 +24,7 @@ def test_rotary_embedding_equals_keras_hubs_and_scores_see_only_offsets():
     x = rng.normal(size=(2, 7, 3, 8)).astype("float32")
     reference = keras_hub.layers.RotaryEmbedding(max_wavelength=10_000, sequence_axis=1, feature_axis=-1)
     for start in (0, 5):
-        np.testing.assert_allclose(numpy(rotary_embedding(x, start)), numpy(reference(x, start_index=start)),
-                                   atol=1e-6)
+        np.testing.assert_allclose(numpy(rotary_embedding(x, start)), numpy(reference(x, start_index=start)), atol=1e-6)
 
 
 def test_a_rotated_query_and_key_score_by_their_offset_alone():
@@ -49,10 +48,12 @@ def test_grouped_query_attention_equals_keras_with_copied_weights():
     ours.set_weights(reference.get_weights())
     mask = rng.random((2, 6, 7)) > 0.3
     np.testing.assert_allclose(numpy(ours(X, SOURCE)), numpy(reference(X, SOURCE)), atol=1e-6)
-    np.testing.assert_allclose(numpy(ours(X, SOURCE, attention_mask=mask)),
-                               numpy(reference(X, SOURCE, attention_mask=mask)), atol=1e-6)
-    np.testing.assert_allclose(numpy(ours(X, X, use_causal_mask=True)),
-                               numpy(reference(X, X, use_causal_mask=True)), atol=1e-6)
+    np.testing.assert_allclose(
+        numpy(ours(X, SOURCE, attention_mask=mask)), numpy(reference(X, SOURCE, attention_mask=mask)), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        numpy(ours(X, X, use_causal_mask=True)), numpy(reference(X, X, use_causal_mask=True)), atol=1e-6
+    )
 
 
 def test_grouped_query_attention_takes_the_padding_masks_as_keras_does_and_multi_head_attention_does():
@@ -73,9 +74,11 @@ def test_grouped_query_attention_takes_the_padding_masks_as_keras_does_and_multi
     tokens = np.array([[3, 4, 5, 0, 0, 0], [1, 2, 3, 4, 5, 6]], "int32")
     vectors = numpy(model.layers[1](tokens))
     padding = tokens != 0
-    np.testing.assert_allclose(numpy(model(tokens))[padding],
-                               numpy(ours(vectors, vectors, query_mask=padding, value_mask=padding))[padding],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        numpy(model(tokens))[padding],
+        numpy(ours(vectors, vectors, query_mask=padding, value_mask=padding))[padding],
+        atol=1e-6,
+    )
 
 
 def test_grouped_query_attention_fused_and_written_out_agree_and_weights_come_back():
@@ -92,8 +95,11 @@ def test_grouped_query_attention_fused_and_written_out_agree_and_weights_come_ba
 @pytest.mark.parametrize("layer_class", [GroupedQueryAttention, MultiHeadAttention])
 def test_reading_a_cache_as_it_is_projects_no_keys_or_values(layer_class):
     """Cross-attention reads the source's keys and values from the cache: the inputs are not projected again."""
-    layer = (GroupedQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=2)
-             if layer_class is GroupedQueryAttention else MultiHeadAttention(num_heads=4, key_dim=4))
+    layer = (
+        GroupedQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=2)
+        if layer_class is GroupedQueryAttention
+        else MultiHeadAttention(num_heads=4, key_dim=4)
+    )
     whole = numpy(layer(X, SOURCE))
     cache = layer.initial_cache(2, 7)
     _, cache = layer(SOURCE[:, :1], SOURCE, cache=cache, cache_update_index=0)  # writes the 7 source positions
@@ -109,8 +115,9 @@ def test_one_key_value_head_per_query_head_is_multi_head_attention():
     grouped(X, X)
     heads(X, X)
     grouped.set_weights(heads.get_weights())
-    np.testing.assert_allclose(numpy(grouped(X, X, use_causal_mask=True)), numpy(heads(X, X, use_causal_mask=True)),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        numpy(grouped(X, X, use_causal_mask=True)), numpy(heads(X, X, use_causal_mask=True)), atol=1e-6
+    )
     with pytest.raises(ValueError, match="must divide `num_query_heads`"):
         GroupedQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=3)
 
@@ -124,8 +131,13 @@ def test_a_cache_holds_the_key_value_heads_only_and_cached_steps_equal_the_whole
     first, cache = layer(X[:, :3], X[:, :3], use_causal_mask=True, cache=cache, cache_update_index=0)
     steps = [numpy(first)]
     for position in range(3, 6):
-        step, cache = layer(X[:, position:position + 1], X[:, position:position + 1], use_causal_mask=True,
-                            cache=cache, cache_update_index=position)
+        step, cache = layer(
+            X[:, position : position + 1],
+            X[:, position : position + 1],
+            use_causal_mask=True,
+            cache=cache,
+            cache_update_index=position,
+        )
         steps.append(numpy(step))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), whole, atol=1e-5)
 
@@ -143,7 +155,7 @@ def test_rms_norm_equals_keras_where_keras_has_it():
 
 def test_rms_norm_rescales_without_centring_and_swiglu_is_its_formula():
     normalised = numpy(RMSNorm(0.0)(X))
-    np.testing.assert_allclose(np.sqrt((normalised ** 2).mean(-1)), 1.0, atol=1e-5)  # unit root mean square
+    np.testing.assert_allclose(np.sqrt((normalised**2).mean(-1)), 1.0, atol=1e-5)  # unit root mean square
     assert np.abs(normalised.mean(-1)).max() > 1e-2  # the mean is not removed, as LayerNorm would
     feedforward = SwiGLUFeedForward(24)
     output = numpy(feedforward(X))
@@ -158,8 +170,13 @@ def test_the_llama_block_equals_keras_hubs_with_the_same_weights_cached_or_not()
     pytest.importorskip("keras_hub")
     from keras_hub.src.models.llama.llama_decoder import LlamaTransformerDecoder
 
-    reference = LlamaTransformerDecoder(intermediate_dim=24, num_query_heads=4, num_key_value_heads=2,
-                                        rope_max_wavelength=10_000, layer_norm_epsilon=1e-6)
+    reference = LlamaTransformerDecoder(
+        intermediate_dim=24,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        rope_max_wavelength=10_000,
+        layer_norm_epsilon=1e-6,
+    )
     block = LlamaDecoder(24, 4, 2)
     reference(X)
     block(X)
@@ -173,7 +190,8 @@ def test_the_llama_block_equals_keras_hubs_with_the_same_weights_cached_or_not()
     prefix, cache = block(X[:, :4], self_attention_cache=cache, self_attention_cache_update_index=0)
     steps = [numpy(prefix)]
     for position in (4, 5):
-        step, cache = block(X[:, position:position + 1], self_attention_cache=cache,
-                            self_attention_cache_update_index=position)
+        step, cache = block(
+            X[:, position : position + 1], self_attention_cache=cache, self_attention_cache_update_index=position
+        )
         steps.append(numpy(step))
     np.testing.assert_allclose(np.concatenate(steps, axis=1)[0], numpy(block(X))[0], atol=1e-5)

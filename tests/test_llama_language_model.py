@@ -26,8 +26,18 @@ IDS = np.array([[5, 6, 7, 8, 9, 10, 11, 12, 0, 0], [3, 1, 4, 1, 5, 9, 2, 6, 5, 3
 
 def llama(**options):
     keras.utils.set_random_seed(0)
-    return LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, num_layers=2, dropout=0.0,
-                         architecture="llama", num_key_value_heads=options.pop("num_key_value_heads", 2), **options)
+    return LanguageModel(
+        V,
+        T,
+        embed_dim=16,
+        intermediate_dim=24,
+        num_heads=4,
+        num_layers=2,
+        dropout=0.0,
+        architecture="llama",
+        num_key_value_heads=options.pop("num_key_value_heads", 2),
+        **options,
+    )
 
 
 def numpy(x):
@@ -40,8 +50,22 @@ def test_a_llama_model_is_made_of_llama_blocks_without_a_position_table(tmp_path
     assert all(isinstance(block, LlamaDecoder) for block in model.decoder_blocks)
     assert not any("position" in weight.path for weight in model.weights)
     small = np.array([[3, 4, 5, 0, 0], [1, 2, 3, 4, 5]], dtype="int32")  # the layer contract's sizes: V = 11, E = 8
-    check_model(lambda: LanguageModel(11, 5, embed_dim=8, intermediate_dim=12, num_heads=2, num_layers=2, dropout=0.0,
-                                      architecture="llama", num_key_value_heads=1), small, tmp_path, atol=1e-5)
+    check_model(
+        lambda: LanguageModel(
+            11,
+            5,
+            embed_dim=8,
+            intermediate_dim=12,
+            num_heads=2,
+            num_layers=2,
+            dropout=0.0,
+            architecture="llama",
+            num_key_value_heads=1,
+        ),
+        small,
+        tmp_path,
+        atol=1e-5,
+    )
 
 
 def test_later_tokens_never_change_earlier_probabilities_and_padding_stays_out():
@@ -63,7 +87,7 @@ def test_cached_steps_equal_the_whole_model_with_g_heads_in_each_cache(groups):
     probabilities, caches = model.call_with_cache(IDS[:, :3], caches, 0)
     steps = [numpy(probabilities)]
     for position in range(3, IDS.shape[1]):
-        probabilities, caches = model.call_with_cache(IDS[:, position:position + 1], caches, position)
+        probabilities, caches = model.call_with_cache(IDS[:, position : position + 1], caches, position)
         steps.append(numpy(probabilities))
     np.testing.assert_allclose(np.concatenate(steps, axis=1)[1], whole[1], atol=1e-5)
     np.testing.assert_allclose(np.concatenate(steps, axis=1)[0, :8], whole[0, :8], atol=1e-5)
@@ -155,8 +179,12 @@ def test_lora_on_the_attention_projections_starts_as_the_identity_and_trains_onl
     model.token_embedding.trainable = model.final_norm.trainable = False
     for block in model.decoder_blocks:
         block.attention_norm.trainable = block.feedforward_norm.trainable = block.feedforward.trainable = False
-        for projection in (block.attention.query_dense, block.attention.key_dense, block.attention.value_dense,
-                           block.attention.output_dense):
+        for projection in (
+            block.attention.query_dense,
+            block.attention.key_dense,
+            block.attention.value_dense,
+            block.attention.output_dense,
+        ):
             projection.enable_lora(2)
     np.testing.assert_allclose(numpy(classifier(IDS)), before, atol=1e-6)  # B starts at zero
     names = sorted({weight.path.rsplit("/", 1)[-1] for weight in classifier.trainable_weights})
@@ -175,8 +203,13 @@ def test_training_steps_run_under_no_distribution():
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is not installed")
 def test_data_parallel_on_four_virtual_devices_gives_one_devices_losses():
     environment = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-    finished = subprocess.run([sys.executable, "-m", "transformer_course.parallel", "--steps", "3", "--batch-size",
-                               "8"], env=environment, capture_output=True, text=True, timeout=300)
+    finished = subprocess.run(
+        [sys.executable, "-m", "transformer_course.parallel", "--steps", "3", "--batch-size", "8"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert finished.returncode == 0, finished.stderr[-2000:]
     result = json.loads(finished.stdout.strip().splitlines()[-1])
     assert len(result["devices"]) == 4

@@ -95,8 +95,12 @@ def test_masked_cross_entropy_smooths_labels_and_skips_padding():
     np.testing.assert_allclose(plain, float(masked_loss(labels, probabilities)), rtol=1e-5)
     np.testing.assert_allclose(plain, -(np.log(0.2) + np.log(0.3)) / 2, rtol=1e-5)
     smoothed = float(MaskedCrossEntropy(label_smoothing=0.1)(labels, probabilities))
-    by_hand = np.mean([0.9 * -np.log(p[t]) + 0.1 * -np.mean(np.log(p))
-                       for p, t in ((probabilities[0, 0], 1), (probabilities[0, 1], 2))])
+    by_hand = np.mean(
+        [
+            0.9 * -np.log(p[t]) + 0.1 * -np.mean(np.log(p))
+            for p, t in ((probabilities[0, 0], 1), (probabilities[0, 1], 2))
+        ]
+    )
     np.testing.assert_allclose(smoothed, by_hand, rtol=1e-5)
     assert keras.losses.deserialize(keras.losses.serialize(MaskedCrossEntropy(0.1))).label_smoothing == 0.1
     with pytest.raises(ValueError, match="label_smoothing"):
@@ -104,6 +108,7 @@ def test_masked_cross_entropy_smooths_labels_and_skips_padding():
 
 
 # --- diversity and repetition of generated text (notebook 09) ------------------------------
+
 
 def test_distinct_n_counts_over_the_whole_set_and_ignores_padding():
     from transformer_course.metrics import distinct_n

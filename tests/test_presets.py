@@ -8,8 +8,9 @@ from transformer_course import bert_checkpoints, gpt2_checkpoints
 from transformer_course._presets import PresetUnavailableError
 
 
-@pytest.mark.parametrize("load", [bert_checkpoints.load_bert_preset, gpt2_checkpoints.load_gpt2_preset],
-                         ids=["bert", "gpt2"])
+@pytest.mark.parametrize(
+    "load", [bert_checkpoints.load_bert_preset, gpt2_checkpoints.load_gpt2_preset], ids=["bert", "gpt2"]
+)
 def test_a_preset_that_cannot_be_loaded_raises_one_clear_error_with_its_cause_whole(tmp_path, load):
     missing = str(tmp_path / ("no_such_preset_" + "x" * 200))
     with pytest.raises(PresetUnavailableError, match="could not be loaded") as raised:

@@ -29,14 +29,18 @@ def batch(seed=0, rows=500, length=220):
 
 
 def rates(original, masked, selected):
-    return {"selected": selected.sum() / np.isin(original, (0, CLS, SEP), invert=True).sum(),
-            "mask": np.mean(masked[selected] == MASK), "unchanged": np.mean(masked[selected] == original[selected])}
+    return {
+        "selected": selected.sum() / np.isin(original, (0, CLS, SEP), invert=True).sum(),
+        "mask": np.mean(masked[selected] == MASK),
+        "unchanged": np.mean(masked[selected] == original[selected]),
+    }
 
 
 def test_bert_rates_over_a_hundred_thousand_tokens():
     ids = batch()
-    masked, labels, selected = mask_tokens(ids, np.random.default_rng(1), VOCABULARY, MASK,
-                                           unselectable_token_ids=(0, CLS, SEP))
+    masked, labels, selected = mask_tokens(
+        ids, np.random.default_rng(1), VOCABULARY, MASK, unselectable_token_ids=(0, CLS, SEP)
+    )
     measured = rates(ids, masked, selected)
     assert np.isin(ids, (0, CLS, SEP), invert=True).sum() > 100_000
     assert measured["selected"] == pytest.approx(0.15, abs=0.01)
@@ -47,8 +51,9 @@ def test_bert_rates_over_a_hundred_thousand_tokens():
 
 def test_padding_and_special_tokens_are_never_selected_and_labels_sit_at_selected_positions_only():
     ids = batch(seed=2)
-    masked, labels, selected = mask_tokens(ids, np.random.default_rng(3), VOCABULARY, MASK,
-                                           unselectable_token_ids=(0, CLS, SEP))
+    masked, labels, selected = mask_tokens(
+        ids, np.random.default_rng(3), VOCABULARY, MASK, unselectable_token_ids=(0, CLS, SEP)
+    )
     assert not selected[np.isin(ids, (0, CLS, SEP))].any()
     np.testing.assert_array_equal(masked[~selected], ids[~selected])
     np.testing.assert_array_equal(labels[selected], ids[selected])
@@ -71,8 +76,13 @@ def test_same_statistics_as_keras_hub_masked_lm_mask_generator():
     keras_hub = pytest.importorskip("keras_hub")
     ids = batch(seed=4)
     generator = keras_hub.layers.MaskedLMMaskGenerator(
-        vocabulary_size=VOCABULARY, mask_selection_rate=0.15, mask_token_id=MASK, unselectable_token_ids=[0, CLS, SEP],
-        mask_token_rate=0.8, random_token_rate=0.1)
+        vocabulary_size=VOCABULARY,
+        mask_selection_rate=0.15,
+        mask_token_id=MASK,
+        unselectable_token_ids=[0, CLS, SEP],
+        mask_token_rate=0.8,
+        random_token_rate=0.1,
+    )
     keras.utils.set_random_seed(0)  # keras-hub draws from Keras' global generator: fixed, so the test cannot flake
     output = generator(ids.astype("int32"))
     theirs, positions = np.asarray(output["token_ids"]), output["mask_positions"]
@@ -169,8 +179,17 @@ def test_contiguous_segments_read_the_documents_as_one_stream_without_padding():
 
 def test_batches_per_epoch_cuts_pretraining_into_rounds_that_go_on_where_they_ended():
     token_ids = np.tile(np.arange(10, 22, dtype="int32")[:, None], (1, 6))  # row r holds 10 + r everywhere
-    batches = PretrainingBatches(token_ids, None, None, batch_size=4, vocabulary_size=40, mask_token_id=MASK,
-                                 special_token_ids=(CLS, SEP), max_predictions=2, batches_per_epoch=2)
+    batches = PretrainingBatches(
+        token_ids,
+        None,
+        None,
+        batch_size=4,
+        vocabulary_size=40,
+        mask_token_id=MASK,
+        special_token_ids=(CLS, SEP),
+        max_predictions=2,
+        batches_per_epoch=2,
+    )
     assert len(batches) == 2
     seen = []
     for _ in range(3):  # 3 rounds of 2 batches of 4 = 24 rows = two whole passes over the 12 rows
@@ -187,10 +206,14 @@ def test_pack_single_pads_short_texts_and_keeps_head_and_tail_of_long_ones():
     from transformer_course.pretraining import pack_single
 
     packed = pack_single([[7, 8], list(range(10, 20)), []], cls_id=CLS, sep_id=SEP, sequence_length=8)
-    np.testing.assert_array_equal(packed["token_ids"], [
-        [CLS, 7, 8, SEP, 0, 0, 0, 0],
-        [CLS, 10, 15, 16, 17, 18, 19, SEP],  # room for 6: the first 1 (a quarter, rounded down), the last 5
-        [CLS, SEP, 0, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(
+        packed["token_ids"],
+        [
+            [CLS, 7, 8, SEP, 0, 0, 0, 0],
+            [CLS, 10, 15, 16, 17, 18, 19, SEP],  # room for 6: the first 1 (a quarter, rounded down), the last 5
+            [CLS, SEP, 0, 0, 0, 0, 0, 0],
+        ],
+    )
     assert packed["token_ids"].dtype == np.int32 and not packed["segment_ids"].any()
     assert packed["segment_ids"].shape == (3, 8)
     whole_head = pack_single([list(range(10, 20))], CLS, SEP, 8, head_fraction=1.0)["token_ids"][0]

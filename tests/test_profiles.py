@@ -55,8 +55,13 @@ def test_the_architecture_is_one_read_only_group_a_builder_takes_whole():
     from transformer_course.language_model import build_language_model
 
     settings = profile("smoke").notebook("09")
-    assert dict(settings.model) == {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1,
-                                    "dropout": 0.0}  # the smoke sizes, and the full profile's dropout
+    assert dict(settings.model) == {
+        "embed_dim": 32,
+        "num_heads": 2,
+        "intermediate_dim": 64,
+        "num_layers": 1,
+        "dropout": 0.0,
+    }  # the smoke sizes, and the full profile's dropout
     assert settings.model.embed_dim == settings.model["embed_dim"] == 32
     assert build_language_model(100, settings.chunk_length, **settings.model).count_params() > 0
     with pytest.raises(TypeError):

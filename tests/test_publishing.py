@@ -17,22 +17,28 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_links_and_install_line_follow_the_setting():
     setting = Publication("https://github.com/someone/course-fork", "v2.3.0")
     assert setting.colab_link("04_self_attention.ipynb") == (
-        "https://colab.research.google.com/github/someone/course-fork/blob/v2.3.0/release/04_self_attention.ipynb")
+        "https://colab.research.google.com/github/someone/course-fork/blob/v2.3.0/release/04_self_attention.ipynb"
+    )
     assert setting.requirement == "transformer-course @ git+https://github.com/someone/course-fork@v2.3.0"
-    old = ("[badge](https://colab.research.google.com/github/a/b/blob/main/notebooks/04_self_attention.ipynb)\n"
-           '"transformer-course @ git+https://github.com/a/b@v0.0.1"')
-    assert stamp(old, setting) == (f"[badge]({setting.colab_link('04_self_attention.ipynb')})\n"
-                                   f'"{setting.requirement}"')
+    old = (
+        "[badge](https://colab.research.google.com/github/a/b/blob/main/notebooks/04_self_attention.ipynb)\n"
+        '"transformer-course @ git+https://github.com/a/b@v0.0.1"'
+    )
+    assert stamp(old, setting) == (f'[badge]({setting.colab_link("04_self_attention.ipynb")})\n"{setting.requirement}"')
     assert stamp(stamp(old, setting), setting) == stamp(old, setting)
 
 
 def test_the_website_and_kaggle_addresses_follow_the_setting():
     setting = Publication("https://github.com/Some-Org/deep-course", "v2.0.1")
     assert setting.site_address == "https://some-org.github.io/deep-course/"
-    assert Publication("https://github.com/Some-Org/some-org.github.io", "v1").site_address == "https://some-org.github.io/"
+    assert (
+        Publication("https://github.com/Some-Org/some-org.github.io", "v1").site_address
+        == "https://some-org.github.io/"
+    )
     assert setting.kaggle_link("04_self_attention.ipynb") == (
         "https://kaggle.com/kernels/welcome?src=https://github.com/Some-Org/deep-course/blob/v2.0.1/release/"
-        "04_self_attention.ipynb")
+        "04_self_attention.ipynb"
+    )
 
 
 @pytest.mark.parametrize("repository", ["https://gitlab.com/a/b", "github.com/a/b", ""])
@@ -66,8 +72,10 @@ def test_release_stamps_a_changed_setting_into_sources_readme_and_release(tmp_pa
         shutil.copy(ROOT / "notebooks" / name, tmp_path / "notebooks" / name)
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    moved = pyproject.replace('Repository = "https://github.com/transformer-course/transformer-course"',
-                              'Repository = "https://github.com/a-university/attention-course"')
+    moved = pyproject.replace(
+        'Repository = "https://github.com/transformer-course/transformer-course"',
+        'Repository = "https://github.com/a-university/attention-course"',
+    )
     assert moved != pyproject
     (tmp_path / "pyproject.toml").write_text(moved, encoding="utf-8")
     arguments = ["release", "--notebooks-dir", str(tmp_path / "notebooks"), "--out", str(tmp_path / "release")]
@@ -76,8 +84,12 @@ def test_release_stamps_a_changed_setting_into_sources_readme_and_release(tmp_pa
     assert main(arguments) == 0
     assert main([*arguments, "--check"]) == 0
     link = "https://colab.research.google.com/github/a-university/attention-course/blob/v0.1.0/release/04_self_attention.ipynb"
-    for path in ("README.md", "notebooks/04_self_attention.py", "notebooks/04_self_attention.ipynb",
-                 "release/04_self_attention.ipynb"):
+    for path in (
+        "README.md",
+        "notebooks/04_self_attention.py",
+        "notebooks/04_self_attention.ipynb",
+        "release/04_self_attention.ipynb",
+    ):
         text = (tmp_path / path).read_text(encoding="utf-8")
         assert link in text and "github.com/transformer-course" not in text, path
     released = nbformat.read(tmp_path / "release" / "04_self_attention.ipynb", as_version=4)
@@ -108,8 +120,10 @@ def test_smoke_times_are_recorded_beside_the_records_not_among_them(tmp_path):
     from transformer_course.tooling.results import load_records
     from transformer_course.tooling.runner import NotebookRun, record_smoke_times
 
-    runs = [NotebookRun(path=Path("notebooks/01_a.ipynb"), status="passed", seconds=12.34),
-            NotebookRun(path=Path("notebooks/02_b.ipynb"), status="failed", seconds=1.0)]
+    runs = [
+        NotebookRun(path=Path("notebooks/01_a.ipynb"), status="passed", seconds=12.34),
+        NotebookRun(path=Path("notebooks/02_b.ipynb"), status="failed", seconds=1.0),
+    ]
     path = record_smoke_times(runs, tmp_path)
     import json
 

@@ -36,7 +36,7 @@ def _resolves(dotted):
         owner, value = module, module
         for index, name in enumerate(parts[cut:]):
             if not hasattr(value, name):
-                return f"{'.'.join(parts[:cut + index])} has no {name!r}"
+                return f"{'.'.join(parts[: cut + index])} has no {name!r}"
             owner, value = value, getattr(value, name)
         if owner is module and cut < len(parts) and (callable(value) or isinstance(value, type)):
             defined_in = getattr(value, "__module__", module.__name__)
@@ -90,14 +90,16 @@ def test_the_guides_counts_of_notebooks_exercises_and_points_are_the_catalogs():
             assert int(count) == exercises, f"{path.name} says {count} exercises; the catalog holds {exercises}"
         for count in re.findall(r"\b(\d+) exercises, (\d+) points\b", text):
             assert int(count[1]) == points, f"{path.name} says {count[1]} points; the catalog's sum is {points}"
-        for count in re.findall(r"(?<!Keras )\b(\d+|ten|eleven|twelve|thirteen) notebooks\b", text,
-                                flags=re.IGNORECASE):
+        for count in re.findall(
+            r"(?<!Keras )\b(\d+|ten|eleven|twelve|thirteen) notebooks\b", text, flags=re.IGNORECASE
+        ):
             said = int(count) if count.isdigit() else {word: number for number, word in words.items()}[count.lower()]
             assert said == notebooks, f"{path.name} says {count} notebooks; there are {notebooks}"
 
 
-@pytest.mark.parametrize("dotted", ["transformer_course.bert.gelu_approximate",
-                                    "transformer_course.bert_checkpoints.PresetUnavailableError"])
+@pytest.mark.parametrize(
+    "dotted", ["transformer_course.bert.gelu_approximate", "transformer_course.bert_checkpoints.PresetUnavailableError"]
+)
 def test_names_passed_through_are_judged_by_where_they_live(dotted):
     # Either defined there or exported there: both are fine; passing through an import is not.
     module_name, name = dotted.rsplit(".", 1)
@@ -114,7 +116,7 @@ def test_the_students_catalogue_is_generated_from_the_exercises():
 
     text = (ROOT / "docs" / "students.md").read_text(encoding="utf-8")
     start, end = (text.index(marker) for marker in CATALOGUE_MARKERS)
-    assert text[start + len(CATALOGUE_MARKERS[0]):end].strip() == catalogue_table()
+    assert text[start + len(CATALOGUE_MARKERS[0]) : end].strip() == catalogue_table()
 
 
 def test_the_catalogue_command_rewrites_a_stale_copy_and_refuses_a_guide_without_markers(tmp_path, capsys):

@@ -49,9 +49,13 @@ def test_report_metric_rejects_non_numbers(value):
 
 def test_record_and_table(tmp_path):
     path = results.write_record(
-        tmp_path, "01_example", profile="full",
+        tmp_path,
+        "01_example",
+        profile="full",
         metrics={"acc": {"value": 0.98125, "description": "test accuracy", "headline": True}},
-        seconds=125.0, hardware={"accelerator": None, "cpu_count": 2}, versions={"keras": "3.15.1"},
+        seconds=125.0,
+        hardware={"accelerator": None, "cpu_count": 2},
+        versions={"keras": "3.15.1"},
         commit={"commit": "a" * 40, "dirty": False},
     )
     record = json.loads(path.read_text())
@@ -89,8 +93,10 @@ def test_integer_metrics_are_printed_and_recorded_as_integers(tmp_path, monkeypa
     monkeypatch.setenv(results.METRICS_FILE_VARIABLE, str(target))
     results.report_metric("best_epoch", np.int64(5), "epoch with the best validation loss")
     results.report_metric("accuracy", 0.5)
-    assert capsys.readouterr().out.splitlines() == ["best_epoch = 5  (epoch with the best validation loss)",
-                                                    "accuracy = 0.5000"]
+    assert capsys.readouterr().out.splitlines() == [
+        "best_epoch = 5  (epoch with the best validation loss)",
+        "accuracy = 0.5000",
+    ]
     entries = [json.loads(line) for line in target.read_text().splitlines()]
     assert entries[0]["value"] == 5 and isinstance(entries[0]["value"], int)
     assert results.format_value(5) == "5" and results.format_value(0.5) == "0.50"
@@ -101,9 +107,14 @@ def test_integer_metrics_are_printed_and_recorded_as_integers(tmp_path, monkeypa
 def test_a_pipe_in_a_description_does_not_split_the_table_row():
     from transformer_course.tooling import results
 
-    record = {"notebook": "07_x", "profile": "full", "seconds": 60.0, "commit": "abc",
-              "hardware": {"cpu_count": 2, "accelerator": None},
-              "metrics": {"bleu": {"value": 29.91, "description": "BLEU (nrefs:1|tok:13a)", "headline": True}}}
+    record = {
+        "notebook": "07_x",
+        "profile": "full",
+        "seconds": 60.0,
+        "commit": "abc",
+        "hardware": {"cpu_count": 2, "accelerator": None},
+        "metrics": {"bleu": {"value": 29.91, "description": "BLEU (nrefs:1|tok:13a)", "headline": True}},
+    }
     row = results.results_table([record]).splitlines()[-1]
     assert row.count(" | ") == 6 and "nrefs:1\\|tok:13a" in row and "| 29.91 |" in row
 
@@ -130,11 +141,22 @@ def test_atomic_writes_give_files_ordinary_permissions(tmp_path):
 def test_a_headline_read_against_another_metric_shows_both():
     from transformer_course.tooling import results
 
-    record = {"notebook": "08_x", "profile": "full", "seconds": 60.0, "commit": "abc",
-              "hardware": {"cpu_count": 2, "accelerator": None},
-              "metrics": {"fine_tuned_1000_pretrained": {"value": 0.81234, "description": "pre-trained, 1,000 labels",
-                                                         "headline": True, "read_against": "fine_tuned_1000_scratch"},
-                          "fine_tuned_1000_scratch": {"value": 0.71234, "description": "from scratch, 1,000 labels"}}}
+    record = {
+        "notebook": "08_x",
+        "profile": "full",
+        "seconds": 60.0,
+        "commit": "abc",
+        "hardware": {"cpu_count": 2, "accelerator": None},
+        "metrics": {
+            "fine_tuned_1000_pretrained": {
+                "value": 0.81234,
+                "description": "pre-trained, 1,000 labels",
+                "headline": True,
+                "read_against": "fine_tuned_1000_scratch",
+            },
+            "fine_tuned_1000_scratch": {"value": 0.71234, "description": "from scratch, 1,000 labels"},
+        },
+    }
     row = results.results_table([record]).splitlines()[-1]
     assert "| pre-trained, 1,000 labels | 0.8123 vs 0.7123 (from scratch, 1,000 labels) |" in row
     del record["metrics"]["fine_tuned_1000_scratch"]

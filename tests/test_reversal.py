@@ -57,8 +57,14 @@ def test_reversal_dataset_is_reproducible_per_seed():
 
 @pytest.mark.parametrize(
     "argument, value",
-    [("train_size", 0), ("test_size", -5), ("n_timesteps_in", 0), ("n_features", 1),
-     ("train_size", 2.5), ("n_features", True)],
+    [
+        ("train_size", 0),
+        ("test_size", -5),
+        ("n_timesteps_in", 0),
+        ("n_features", 1),
+        ("train_size", 2.5),
+        ("n_features", True),
+    ],
 )
 def test_invalid_sizes_name_the_argument(argument, value):
     arguments = dict(train_size=10, test_size=10, n_timesteps_in=4, n_features=10)

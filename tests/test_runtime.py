@@ -60,8 +60,11 @@ GPU_WARNINGS_AND_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("records", [INTEL_TF_221, AMD_TF_221, INTEL_TF_216, GPU_INFO],
-                         ids=["intel-tf2.21", "amd-tf2.21", "intel-tf2.16", "gpu"])
+@pytest.mark.parametrize(
+    "records",
+    [INTEL_TF_221, AMD_TF_221, INTEL_TF_216, GPU_INFO],
+    ids=["intel-tf2.21", "amd-tf2.21", "intel-tf2.16", "gpu"],
+)
 def test_startup_info_records_are_dropped_whatever_the_machine(records):
     assert runtime.drop_info_records("\n".join(records) + "\n") == ""
 
@@ -70,24 +73,43 @@ def test_warnings_errors_and_other_lines_are_kept_in_order():
     python_warning = "/usr/lib/python3/site-packages/x.py:12: UserWarning: a Python warning"
     # A line that follows an INFO record and starts no record of its own continues that record,
     # so the plain line here comes first; Python's own warnings and tracebacks are never swallowed.
-    mixed = ["a line that is no log record", *INTEL_TF_221, GPU_WARNINGS_AND_ERRORS[0], *GPU_INFO,
-             *GPU_WARNINGS_AND_ERRORS[1:], *INTEL_TF_216, python_warning, INTEL_TF_216[1],
-             "Traceback (most recent call last):"]
+    mixed = [
+        "a line that is no log record",
+        *INTEL_TF_221,
+        GPU_WARNINGS_AND_ERRORS[0],
+        *GPU_INFO,
+        *GPU_WARNINGS_AND_ERRORS[1:],
+        *INTEL_TF_216,
+        python_warning,
+        INTEL_TF_216[1],
+        "Traceback (most recent call last):",
+    ]
     kept = runtime.drop_info_records("\n".join(mixed)).splitlines()
-    assert kept == ["a line that is no log record", *GPU_WARNINGS_AND_ERRORS, python_warning,
-                    "Traceback (most recent call last):"]
+    assert kept == [
+        "a line that is no log record",
+        *GPU_WARNINGS_AND_ERRORS,
+        python_warning,
+        "Traceback (most recent call last):",
+    ]
 
 
 def test_a_warning_record_spanning_two_lines_is_kept_whole():
-    record = ["W0000 00:00:1727000000.1   1 gpu_device.cc:2344] Cannot dlopen some GPU libraries.",
-              "Please make sure the missing libraries are installed."]
+    record = [
+        "W0000 00:00:1727000000.1   1 gpu_device.cc:2344] Cannot dlopen some GPU libraries.",
+        "Please make sure the missing libraries are installed.",
+    ]
     assert runtime.drop_info_records("\n".join(INTEL_TF_221 + record)).splitlines() == record
 
 
 def test_start_notebook_prints_its_settings_and_nothing_on_stderr():
     code = "import transformer_course as tc; s = tc.start_notebook('01', seed=3); print(s.n_features)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={"COURSE_PROFILE": "smoke", "PATH": ""}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"COURSE_PROFILE": "smoke", "PATH": ""},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "Profile: smoke (quick check; numbers mean nothing)"
@@ -172,8 +194,13 @@ def _assert_no_startup_info(stderr: str) -> None:
 
 
 def _python(code: str, **environment) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={"COURSE_PROFILE": "smoke", "PATH": "", **environment})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COURSE_PROFILE": "smoke", "PATH": "", **environment},
+    )
 
 
 def test_importing_the_modules_that_load_tensorflow_prints_nothing_on_stderr():
@@ -187,10 +214,14 @@ def test_a_notebook_that_needs_tensorflow_says_so_under_another_backend():
     done = _python("import transformer_course as tc; tc.start_notebook('06')", KERAS_BACKEND="jax")
     assert done.returncode != 0
     assert "Notebook 06 needs the TensorFlow backend" in done.stderr and "'jax'" in done.stderr
-    assert "tensorflow" not in _python(
-        "import sys, transformer_course._backend as b; "
-        "print(b.configured_keras_backend(), 'tensorflow' in sys.modules)",
-        KERAS_BACKEND="jax").stdout
+    assert (
+        "tensorflow"
+        not in _python(
+            "import sys, transformer_course._backend as b; "
+            "print(b.configured_keras_backend(), 'tensorflow' in sys.modules)",
+            KERAS_BACKEND="jax",
+        ).stdout
+    )
 
 
 def test_the_configured_backend_is_read_without_importing_keras(tmp_path, monkeypatch):
@@ -207,8 +238,10 @@ def test_the_configured_backend_is_read_without_importing_keras(tmp_path, monkey
 
 def test_hardware_names_the_gpus_that_jax_or_pytorch_see(monkeypatch):
     """A run on the JAX or PyTorch backend records the GPU it ran on, not only the host's processor."""
-    gpu, cpu = (types.SimpleNamespace(platform=kind, device_kind=name) for kind, name in
-                (("gpu", "NVIDIA H100 80GB HBM3"), ("cpu", "cpu")))
+    gpu, cpu = (
+        types.SimpleNamespace(platform=kind, device_kind=name)
+        for kind, name in (("gpu", "NVIDIA H100 80GB HBM3"), ("cpu", "cpu"))
+    )
     monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     monkeypatch.setitem(sys.modules, "jax", types.SimpleNamespace(devices=lambda: [gpu, gpu]))

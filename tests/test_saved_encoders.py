@@ -48,8 +48,14 @@ def test_a_saved_bert_pretrainer_loads_and_gives_its_outputs(saved):
 def test_a_saved_electra_pretrainer_loads_and_gives_its_outputs(saved):
     model = keras.models.load_model(DATA / "electra_pretrainer.keras")
     assert type(model) is ElectraPretrainer and isinstance(model, BertStyleEncoder)
-    outputs = model({**INPUTS, "original_ids": TOKEN_IDS, "mask_positions": MASK_POSITIONS,
-                     "mask_labels": np.take_along_axis(TOKEN_IDS, MASK_POSITIONS, axis=1)})
+    outputs = model(
+        {
+            **INPUTS,
+            "original_ids": TOKEN_IDS,
+            "mask_positions": MASK_POSITIONS,
+            "mask_labels": np.take_along_axis(TOKEN_IDS, MASK_POSITIONS, axis=1),
+        }
+    )
     np.testing.assert_allclose(_numpy(outputs["generator"]), saved["electra_generator"], atol=TOLERANCE)
     np.testing.assert_allclose(_numpy(model.encode(INPUTS)), saved["electra_encoded"], atol=TOLERANCE)
     assert build_bert_classifier(model, 3, pooling="mean")(INPUTS).shape == (2, 3)
@@ -60,8 +66,18 @@ def test_a_saved_electra_pretrainer_loads_and_gives_its_outputs(saved):
 def test_built_from_the_same_seed_today_the_weights_are_the_saved_ones(name):
     keras.utils.set_random_seed(0)
     bert = BertPretrainer(12, 6, 2, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=2, dropout=0.1)
-    electra = ElectraPretrainer(12, 6, 2, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=2,
-                                generator_fraction=0.5, dropout=0.1, seed=3)
+    electra = ElectraPretrainer(
+        12,
+        6,
+        2,
+        embed_dim=8,
+        num_heads=2,
+        intermediate_dim=16,
+        num_layers=2,
+        generator_fraction=0.5,
+        dropout=0.1,
+        seed=3,
+    )
     built = {"bert_pretrainer": bert, "electra_pretrainer": electra}[name]
     loaded = keras.models.load_model(DATA / f"{name}.keras")
     assert [weight.path for weight in built.weights] == [weight.path for weight in loaded.weights]

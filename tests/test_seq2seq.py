@@ -165,8 +165,9 @@ def test_attention_decoder_never_attends_to_masked_source_positions():
     changed = encoder_outputs.copy()
     changed[0, 4:] = 50.0  # what sits in the padding cannot matter
     probabilities_changed, _ = decoder(changed, states, encoder_mask=mask)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(probabilities_changed)[0],
-                               keras.ops.convert_to_numpy(probabilities)[0], atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(probabilities_changed)[0], keras.ops.convert_to_numpy(probabilities)[0], atol=1e-6
+    )
 
 
 def test_attention_decoder_rejects_unknown_score():

@@ -23,7 +23,6 @@ def inputs():
     return query, value, mask
 
 
-
 @pytest.mark.parametrize("kind", LAYERS)
 def test_shapes_and_weights_sum_to_one(kind, inputs):
     query, value, _ = inputs

@@ -20,12 +20,15 @@ def decoded(tensor):
 
 def test_review_standardisation_removes_line_breaks_and_punctuation():
     assert decoded(standardize_review(tf.constant(["Great!<br /><br />A MUST-see.<br/>Yes"]))) == [
-        "great  a mustsee yes"]
+        "great  a mustsee yes"
+    ]
 
 
 def test_translation_standardisation_keeps_spanish_marks_and_accents():
     assert decoded(standardize_translation(tf.constant(["¿Dónde está el BAÑO?", "¡Qué día, Ángel!"]))) == [
-        "¿ dónde está el baño", "¡ qué día ángel"]
+        "¿ dónde está el baño",
+        "¡ qué día ángel",
+    ]
 
 
 def test_translation_standardisation_keeps_start_and_end_markers():
@@ -46,7 +49,8 @@ def test_buckets_pad_to_their_boundary_and_keep_every_example():
     sequences = [np.arange(1, n + 1) for n in (3, 5, 9, 2, 12, 7)]
     dataset = tf.data.Dataset.from_generator(
         lambda: ((s, len(s)) for s in sequences),
-        output_signature=(tf.TensorSpec((None,), tf.int64), tf.TensorSpec((), tf.int64)))
+        output_signature=(tf.TensorSpec((None,), tf.int64), tf.TensorSpec((), tf.int64)),
+    )
     seen = []
     for ids, lengths in bucket_by_length(dataset, boundaries=[5, 10, 13], batch_size=2):
         assert ids.shape[1] in (4, 9, 12)
@@ -73,8 +77,11 @@ def test_vectorized_batches_know_their_length_and_keep_every_review(boundaries):
     vectorizer = keras.layers.TextVectorization(output_sequence_length=8)
     vectorizer.adapt(texts)
     batches = vectorized_batches(texts, [0, 1, 0, 1, 0, 1], vectorizer, 2, bucket_boundaries=boundaries, shuffle=True)
-    seen = [(int(np.count_nonzero(row)), int(label))
-            for ids, labels in batches for row, label in zip(ids.numpy(), labels.numpy())]
+    seen = [
+        (int(np.count_nonzero(row)), int(label))
+        for ids, labels in batches
+        for row, label in zip(ids.numpy(), labels.numpy())
+    ]
     assert sorted(seen) == sorted((len(text.split()), label) for text, label in zip(texts, [0, 1, 0, 1, 0, 1]))
     assert int(batches.cardinality()) == sum(1 for _ in batches)
 
@@ -121,6 +128,8 @@ def test_running_text_keeps_sentence_marks_as_tokens_and_apostrophes_inside_word
 
     texts = tf.constant(["Great film!<br />I didn't-like (the) END...", 'A "must-see"; 10/10:\u2028wow?'])
     assert [text.decode() for text in standardize_running_text(texts).numpy()] == [
-        "great film ! i didn't like ( the ) end . . .", 'a " must see " ; 10 10 : wow ?']
+        "great film ! i didn't like ( the ) end . . .",
+        'a " must see " ; 10 10 : wow ?',
+    ]
     with pytest.raises(TypeError, match="must hold strings"):
         standardize_running_text(tf.constant([1, 2]))

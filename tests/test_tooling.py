@@ -12,13 +12,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "lib" / "transformer_course"
 # Every module but the machinery's own and the package's __init__ (which re-exports the notebook
 # helpers lazily); the subject does not use the exercises.
-OUTSIDE_TOOLING = sorted(path for path in PACKAGE.rglob("*.py") if path.parent != PACKAGE / "tooling"
-                         and path != PACKAGE / "__init__.py")
+OUTSIDE_TOOLING = sorted(
+    path for path in PACKAGE.rglob("*.py") if path.parent != PACKAGE / "tooling" and path != PACKAGE / "__init__.py"
+)
 SUBJECT = [path for path in OUTSIDE_TOOLING if path.parent == PACKAGE]
 
 
 def test_the_rule_is_read_from_real_imports(import_graph):
     """The reader resolves relative imports: the runner's own imports of the machinery are seen."""
+
     def imported(path):
         return import_graph.imported_modules(path, PACKAGE)
 
@@ -32,9 +34,15 @@ def test_the_rule_is_read_from_real_imports(import_graph):
 @pytest.fixture
 def reached(import_graph):
     """reached(path, parts): the modules under transformer_course.<part> that ``path`` imports, sorted."""
+
     def reached(path: Path, parts: tuple[str, ...]) -> list[str]:
-        return sorted(name for name in import_graph.imported_modules(path, PACKAGE) for part in parts
-                      if name == f"transformer_course.{part}" or name.startswith(f"transformer_course.{part}."))
+        return sorted(
+            name
+            for name in import_graph.imported_modules(path, PACKAGE)
+            for part in parts
+            if name == f"transformer_course.{part}" or name.startswith(f"transformer_course.{part}.")
+        )
+
     return reached
 
 
@@ -52,14 +60,19 @@ def test_no_subject_module_imports_the_exercises(path, reached):
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda path: str(path.relative_to(PACKAGE)))
 def test_no_module_of_the_course_package_imports_the_grader(path, import_graph):
     """The grader is a distribution of its own (``grader/``) that students never install."""
-    reached = sorted(name for name in import_graph.imported_modules(path, PACKAGE)
-                     if name.split(".")[0] == "transformer_course_grader")
+    reached = sorted(
+        name
+        for name in import_graph.imported_modules(path, PACKAGE)
+        if name.split(".")[0] == "transformer_course_grader"
+    )
     assert not reached, f"{path.relative_to(PACKAGE)} imports {reached}"
 
 
 def test_a_layer_module_loads_nothing_of_the_machinery():
-    code = ("import sys, transformer_course.masks, transformer_course.attention; "
-            "print(sorted(name for name in sys.modules if name.startswith('transformer_course.tooling')))")
+    code = (
+        "import sys, transformer_course.masks, transformer_course.attention; "
+        "print(sorted(name for name in sys.modules if name.startswith('transformer_course.tooling')))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -96,8 +109,7 @@ def test_the_import_graph_of_the_package_is_at_most_seven_modules_deep(import_gr
     def longest(module, seen=()):
         if module in seen:  # a cycle (an import inside a function): not a floor
             return []
-        return [module, *max((longest(imported, (*seen, module)) for imported in graph[module]), key=len,
-                             default=[])]
+        return [module, *max((longest(imported, (*seen, module)) for imported in graph[module]), key=len, default=[])]
 
     deepest = max((longest(module) for module in graph), key=len)
     assert len(deepest) <= 7, " -> ".join(deepest)

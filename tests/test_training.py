@@ -38,8 +38,7 @@ def test_the_best_epoch_is_kept_and_patience_stops_training():
 def test_patience_counts_only_the_epochs_after_start_from_epoch():
     # The validation loss is lowest after epoch 1 and rises after it: patience 2 alone stops after epoch 3;
     # with the first 4 epochs not counted (a warm-up), the run goes on to epoch 4 + 2 = 6 and still keeps epoch 1.
-    _, history, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=20, patience=2, start_from_epoch=4,
-                                 batch_size=16)
+    _, history, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=20, patience=2, start_from_epoch=4, batch_size=16)
     assert facts["epochs"] == len(history.history["val_loss"]) == 6 and facts["stopped_by"] == "patience"
     assert facts["best_epoch"] == 1
 
@@ -55,8 +54,9 @@ def test_the_budget_stops_before_an_epoch_that_would_end_past_it():
     ticks = itertools.count(0, 10)  # every epoch takes 10 s on this clock
     clock = lambda: float(next(ticks))  # noqa: E731
     # 30 s budget: epochs end at 10, 20, 30; a fourth would end at 40, so training stops after three.
-    _, _, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=20, patience=20, budget_minutes=0.5, clock=clock,
-                           batch_size=16)
+    _, _, facts = fit_best(
+        _model(), TRAIN, VALIDATION, epochs=20, patience=20, budget_minutes=0.5, clock=clock, batch_size=16
+    )
     assert facts["epochs"] == 3 and facts["stopped_by"] == "budget"
     assert facts["epoch_seconds"] == [10.0, 10.0, 10.0] and facts["seconds"] == 30.0
 
@@ -65,8 +65,9 @@ def test_the_last_planned_epoch_is_reported_as_the_end_not_as_the_budget_or_pati
     ticks = itertools.count(0, 10)
     clock = lambda: float(next(ticks))  # noqa: E731
     # Three epochs planned, 30 s budget: after the third a fourth would not fit, but none was planned.
-    _, _, facts = fit_best(_model(), TRAIN, VALIDATION, epochs=3, patience=2, budget_minutes=0.5, clock=clock,
-                           batch_size=16)
+    _, _, facts = fit_best(
+        _model(), TRAIN, VALIDATION, epochs=3, patience=2, budget_minutes=0.5, clock=clock, batch_size=16
+    )
     assert facts["epochs"] == 3 and facts["stopped_by"] == "epochs"
 
 
@@ -78,12 +79,15 @@ def test_checkpoints_of_the_two_profiles_never_share_a_file(tmp_path):
         checkpoint_path("../model", tmp_path)
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"epochs": 0}, "`epochs` must be an integer >= 1; received 0"),
-    ({"patience": 1.5}, "`patience` must be an integer >= 1; received 1.5"),
-    ({"budget_minutes": 0}, "`budget_minutes` must be a positive number"),
-    ({"start_from_epoch": -1}, "`start_from_epoch` must be an integer >= 0; received -1"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"epochs": 0}, "`epochs` must be an integer >= 1; received 0"),
+        ({"patience": 1.5}, "`patience` must be an integer >= 1; received 1.5"),
+        ({"budget_minutes": 0}, "`budget_minutes` must be a positive number"),
+        ({"start_from_epoch": -1}, "`start_from_epoch` must be an integer >= 0; received -1"),
+    ],
+)
 def test_bad_arguments_are_named(arguments, message):
     with pytest.raises(ValueError, match=message):
         fit_best(_model(), TRAIN, VALIDATION, **{"epochs": 2, "patience": 1, **arguments})
@@ -149,8 +153,12 @@ def test_warmup_linear_decay_rises_then_falls_to_zero_and_round_trips():
     assert [float(restored(step)) for step in (3, 70)] == [float(schedule(step)) for step in (3, 70)]
     no_warmup = WarmupLinearDecay(1.0, warmup_steps=0, total_steps=4)
     np.testing.assert_allclose([float(no_warmup(step)) for step in range(5)], [1.0, 0.75, 0.5, 0.25, 0.0])
-    for arguments, name in (((0.0, 1, 2), "peak"), ((1e-3, -1, 2), "warmup_steps"), ((1e-3, 5, 5), "total_steps"),
-                            ((1e-3, 1, 2.5), "total_steps")):
+    for arguments, name in (
+        ((0.0, 1, 2), "peak"),
+        ((1e-3, -1, 2), "warmup_steps"),
+        ((1e-3, 5, 5), "total_steps"),
+        ((1e-3, 1, 2.5), "total_steps"),
+    ):
         with pytest.raises(ValueError, match=name):
             WarmupLinearDecay(*arguments)
 
@@ -162,7 +170,7 @@ def test_window_means_recover_each_window_from_the_running_means_keras_logs():
     for epoch, values in enumerate(([1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 20.0, 30.0, 40.0])):
         trace.on_epoch_begin(epoch)
         for batch, _ in enumerate(values):
-            trace.on_train_batch_end(batch, {"masked_accuracy": np.mean(values[:batch + 1])})  # Keras' running mean
+            trace.on_train_batch_end(batch, {"masked_accuracy": np.mean(values[: batch + 1])})  # Keras' running mean
     # epoch 1: windows (1, 2) and (3, 4), update 5 left over; epoch 2 starts afresh: (10, 20), (30, 40)
     assert trace.updates == 9
     np.testing.assert_allclose([update for update, _ in trace.points], [2, 4, 7, 9])
@@ -175,8 +183,9 @@ def test_gradient_of_matches_a_hand_derivative_for_one_value_and_a_list():
     from transformer_course.training import gradient_of
 
     x = np.array([[1.0, -2.0], [0.5, 3.0]], dtype="float32")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(gradient_of(lambda v: keras.ops.sum(v ** 3), x)),
-                               3 * x ** 2, rtol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(gradient_of(lambda v: keras.ops.sum(v**3), x)), 3 * x**2, rtol=1e-6
+    )
     first, second = gradient_of(lambda pair: keras.ops.sum(pair[0] * pair[1]), [x, 2 * x])
     np.testing.assert_allclose(keras.ops.convert_to_numpy(first), 2 * x, rtol=1e-6)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(second), x, rtol=1e-6)
@@ -193,7 +202,7 @@ def test_gradient_of_reaches_a_recurrent_layers_initial_state():
     recurrent = keras.ops.convert_to_numpy(layer.cell.recurrent_kernel)
     bias = keras.ops.convert_to_numpy(layer.cell.bias)
     h1 = np.tanh(start @ recurrent + bias)
-    expected = (1 - h1 ** 2) @ recurrent.T
+    expected = (1 - h1**2) @ recurrent.T
     gradient = gradient_of(lambda state: keras.ops.sum(layer(inputs, initial_state=[state])), start)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(gradient), expected, rtol=1e-5, atol=1e-6)
 

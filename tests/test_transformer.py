@@ -12,7 +12,6 @@ from transformer_course.transformer import TransformerDecoder, TransformerEncode
 E, F, N = 16, 32, 4
 
 
-
 def _mask_of(x):
     return keras_mask(x)
 
@@ -110,21 +109,22 @@ def test_source_padding_changes_nothing(pair):
     decoder = TransformerDecoder(intermediate_dim=F, num_heads=N)
     padded = np.concatenate([source, np.full((2, 3, E), 7.0, "float32")], axis=1)  # 3 padding positions
     mask = np.array([[True] * 7 + [False] * 3] * 2)
-    np.testing.assert_allclose(to_numpy(decoder(target, padded, encoder_padding_mask=mask)),
-                               to_numpy(decoder(target, source)), atol=1e-5)
+    np.testing.assert_allclose(
+        to_numpy(decoder(target, padded, encoder_padding_mask=mask)), to_numpy(decoder(target, source)), atol=1e-5
+    )
     _, weights = decoder(target, padded, encoder_padding_mask=mask, return_attention_scores=True)
     assert to_numpy(weights)[..., 7:].max() < 1e-6
 
 
 def test_cross_attention_uses_the_source_mask_from_mask_zero():
     source_tokens = np.array([[5, 6, 7, 0, 0, 0, 0]])  # 3 real source tokens
-    target_tokens = np.array([[1, 2, 3, 4, 5]])         # 5 real target tokens
+    target_tokens = np.array([[1, 2, 3, 4, 5]])  # 5 real target tokens
     source = PositionalEmbedding(7, 10, E)(source_tokens)
     target = PositionalEmbedding(5, 10, E)(target_tokens)
     _, weights = TransformerDecoder(intermediate_dim=F, num_heads=N)(target, source, return_attention_scores=True)
     weights = to_numpy(weights)  # (B, N, T, S)
-    assert weights[..., 3:].max() < 1e-6           # no target position looks at source padding
-    assert weights[..., :3].min() > 0              # and every one looks at the real source tokens
+    assert weights[..., 3:].max() < 1e-6  # no target position looks at source padding
+    assert weights[..., :3].min() > 0  # and every one looks at the real source tokens
 
 
 def test_a_decoder_with_cross_attention_needs_an_encoder_sequence(pair):
@@ -180,10 +180,13 @@ def test_decoder_equal_to_keras_hub(pair, normalize_first, with_padding):
     ours.set_weights(reference.get_weights())
     masks = {}
     if with_padding:
-        masks = dict(decoder_padding_mask=np.array([[True] * 3 + [False] * 2, [True] * 5]),
-                     encoder_padding_mask=np.array([[True] * 7, [True] * 4 + [False] * 3]))
-    np.testing.assert_allclose(to_numpy(ours(target, source, **masks)),
-                               to_numpy(reference(target, source, **masks)), atol=1e-5)
+        masks = dict(
+            decoder_padding_mask=np.array([[True] * 3 + [False] * 2, [True] * 5]),
+            encoder_padding_mask=np.array([[True] * 7, [True] * 4 + [False] * 3]),
+        )
+    np.testing.assert_allclose(
+        to_numpy(ours(target, source, **masks)), to_numpy(reference(target, source, **masks)), atol=1e-5
+    )
 
 
 def _sublayers(layer):
@@ -230,11 +233,14 @@ def test_every_dropout_and_smoothing_rate_is_checked_one_way(rate):
     from transformer_course.transformer import TransformerDecoder
 
     makers = {
-        "dropout": [lambda: MultiHeadAttention(num_heads=2, key_dim=4, dropout=rate),
-                    lambda: TransformerEncoder(intermediate_dim=F, num_heads=2, dropout=rate),
-                    lambda: TransformerDecoder(intermediate_dim=F, num_heads=2, dropout=rate),
-                    lambda: build_sentiment_classifier(vocabulary_size=50, sequence_length=8, embed_dim=8, num_heads=2,
-                                                       dropout=rate)],
+        "dropout": [
+            lambda: MultiHeadAttention(num_heads=2, key_dim=4, dropout=rate),
+            lambda: TransformerEncoder(intermediate_dim=F, num_heads=2, dropout=rate),
+            lambda: TransformerDecoder(intermediate_dim=F, num_heads=2, dropout=rate),
+            lambda: build_sentiment_classifier(
+                vocabulary_size=50, sequence_length=8, embed_dim=8, num_heads=2, dropout=rate
+            ),
+        ],
         "label_smoothing": [lambda: MaskedCrossEntropy(label_smoothing=rate)],
     }
     for name, constructors in makers.items():

@@ -17,9 +17,17 @@ SOURCE_LENGTH, TARGET_LENGTH = 8, 9
 
 def small_model(num_layers=2, seed=0, source_vocabulary_size=30, target_vocabulary_size=40, tie_embeddings=False):
     keras.utils.set_random_seed(seed)
-    return build_translation_model(source_vocabulary_size, target_vocabulary_size, SOURCE_LENGTH, TARGET_LENGTH,
-                                   embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=num_layers,
-                                   tie_embeddings=tie_embeddings)
+    return build_translation_model(
+        source_vocabulary_size,
+        target_vocabulary_size,
+        SOURCE_LENGTH,
+        TARGET_LENGTH,
+        embed_dim=16,
+        intermediate_dim=32,
+        num_heads=2,
+        num_layers=num_layers,
+        tie_embeddings=tie_embeddings,
+    )
 
 
 def last_position_probabilities(model, source_ids, decoded):
@@ -39,6 +47,7 @@ def uncached_greedy(model, source_ids, start_id, end_id, max_length):
 
 def uncached_beam_search(model, source_ids, start_id, end_id, max_length, beam_width, alpha):
     """Beam search for one source (S,), the whole model rerun on every beam's prefix at every step."""
+
     def next_token_probabilities(decoded):
         return last_position_probabilities(model, np.repeat(source_ids[None], len(decoded), axis=0), decoded)
 
@@ -94,7 +103,7 @@ def test_cached_batched_beam_search_equals_uncached_beam_search_per_sentence(num
     for row, ids in zip(decoded, source):
         expected = uncached_beam_search(model, ids, 2, 3, TARGET_LENGTH - 1, beam_width, alpha)
         np.testing.assert_array_equal(row[: len(expected)], expected)
-        assert not row[len(expected):].any()
+        assert not row[len(expected) :].any()
 
 
 def test_the_cached_next_tokens_of_a_prefix_fed_at_once_are_the_models_after_its_last_token():
@@ -118,15 +127,19 @@ def test_incremental_decoder_checks_max_length():
 
 
 def make_translator():
-    source = keras.layers.TextVectorization(max_tokens=30, output_sequence_length=SOURCE_LENGTH,
-                                            standardize=standardize_translation)
-    target = keras.layers.TextVectorization(max_tokens=40, output_sequence_length=TARGET_LENGTH,
-                                            standardize=standardize_translation)
+    source = keras.layers.TextVectorization(
+        max_tokens=30, output_sequence_length=SOURCE_LENGTH, standardize=standardize_translation
+    )
+    target = keras.layers.TextVectorization(
+        max_tokens=40, output_sequence_length=TARGET_LENGTH, standardize=standardize_translation
+    )
     source.adapt(["I like cats", "where is the station", "good morning"])
-    target.adapt(["[start] me gustan los gatos [end]", "[start] ¿ dónde está la estación [end]",
-                  "[start] buenos días [end]"])
-    model = small_model(1, source_vocabulary_size=source.vocabulary_size(),
-                        target_vocabulary_size=target.vocabulary_size())
+    target.adapt(
+        ["[start] me gustan los gatos [end]", "[start] ¿ dónde está la estación [end]", "[start] buenos días [end]"]
+    )
+    model = small_model(
+        1, source_vocabulary_size=source.vocabulary_size(), target_vocabulary_size=target.vocabulary_size()
+    )
     return Translator(source, target, model, max_length=TARGET_LENGTH - 1)
 
 
@@ -232,18 +245,25 @@ def test_the_model_names_its_parts_and_reloads_as_itself(tie_embeddings, tmp_pat
     # and step by step through the caches, position after position
     self_caches, cross_caches = model.initial_caches(encoded, 3)
     for position in range(3):
-        step = model.decode(inputs["target_ids"][:, position:position + 1], source_mask=source_mask,
-                            start_index=position, self_attention_caches=self_caches,
-                            cross_attention_caches=cross_caches, last_only=True)
+        step = model.decode(
+            inputs["target_ids"][:, position : position + 1],
+            source_mask=source_mask,
+            start_index=position,
+            self_attention_caches=self_caches,
+            cross_attention_caches=cross_caches,
+            last_only=True,
+        )
         self_caches = step.self_attention_caches
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(step.probabilities)[:, 0], expected[:, position],
-                                   atol=1e-5)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(step.probabilities)[:, 0], expected[:, position], atol=1e-5
+        )
     model.save(tmp_path / "model.keras")
     reloaded = keras.models.load_model(tmp_path / "model.keras")
     assert type(reloaded) is type(model) and reloaded.tie_embeddings == tie_embeddings
     assert len(reloaded.weights) == len(model.weights)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(inputs)),
-                               keras.ops.convert_to_numpy(model(inputs)), atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(reloaded(inputs)), keras.ops.convert_to_numpy(model(inputs)), atol=1e-6
+    )
 
 
 def test_sizes_come_first_and_everything_else_by_keyword():

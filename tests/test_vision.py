@@ -7,8 +7,9 @@ import pytest
 from transformer_course.vision import attention_rollout, extract_patches
 
 
-@pytest.mark.parametrize("shape, patch_size",
-                         [((2, 8, 8, 1), 2), ((1, 8, 8, 1), 4), ((3, 6, 9, 3), 3), ((1, 8, 8, 1), 1)])
+@pytest.mark.parametrize(
+    "shape, patch_size", [((2, 8, 8, 1), 2), ((1, 8, 8, 1), 4), ((3, 6, 9, 3), 3), ((1, 8, 8, 1), 1)]
+)
 def test_patches_equal_keras_extract_patches(shape, patch_size):
     images = np.random.default_rng(0).normal(size=shape).astype("float32")
     ours = extract_patches(images, patch_size)
@@ -52,8 +53,17 @@ from transformer_course.vision import (  # noqa: E402
 
 
 def small_vit(**overrides):
-    arguments = dict(image_size=8, channels=1, patch_size=2, num_classes=10, embed_dim=16, num_heads=2,
-                     intermediate_dim=32, num_layers=2, dropout=0.1)
+    arguments = dict(
+        image_size=8,
+        channels=1,
+        patch_size=2,
+        num_classes=10,
+        embed_dim=16,
+        num_heads=2,
+        intermediate_dim=32,
+        num_layers=2,
+        dropout=0.1,
+    )
     return VisionTransformer(**{**arguments, **overrides})
 
 
@@ -82,8 +92,9 @@ def test_patch_embedding_is_a_linear_map_of_extract_patches():
     embedding = PatchEmbedding(4, 6)
     embedding(images)
     kernel, bias = embedding.projection.get_weights()
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(embedding(images)),
-                               extract_patches(images, 4) @ kernel + bias, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(embedding(images)), extract_patches(images, 4) @ kernel + bias, atol=1e-5
+    )
 
 
 def test_bad_images_and_sizes_get_clear_errors_naming_both_numbers():
@@ -115,8 +126,11 @@ def test_class_token_goes_first_and_positions_are_added():
 
 def test_vision_transformer_shapes_layers_and_a_training_step():
     model = small_vit()
-    assert [layer.name for layer in model.layers][1:4] == ["patch_embedding", "class_token_and_positions",
-                                                          "embedding_dropout"]
+    assert [layer.name for layer in model.layers][1:4] == [
+        "patch_embedding",
+        "class_token_and_positions",
+        "embedding_dropout",
+    ]
     images, labels = digits_like(16), np.arange(16) % 10
     probabilities = keras.ops.convert_to_numpy(model(images))
     assert probabilities.shape == (16, 10) and probabilities.dtype == np.float32
@@ -156,8 +170,12 @@ def test_shift_images_moves_pixels_and_fills_with_zeros():
     shifted = shift_images(images, np.random.default_rng(1), max_shift=1)
     assert shifted.shape == images.shape and shifted.dtype == images.dtype
     for original, moved in zip(images[..., 0], shifted[..., 0]):
-        matches = [(down, right) for down in (-1, 0, 1) for right in (-1, 0, 1)
-                   if np.array_equal(moved, np.pad(original, 1)[1 - down:5 - down, 1 - right:5 - right])]
+        matches = [
+            (down, right)
+            for down in (-1, 0, 1)
+            for right in (-1, 0, 1)
+            if np.array_equal(moved, np.pad(original, 1)[1 - down : 5 - down, 1 - right : 5 - right])
+        ]
         assert matches, "each image is its original moved by at most one pixel, zeros shifted in"
     with pytest.raises(ValueError, match="`max_shift` must be smaller than the image"):
         shift_images(images, np.random.default_rng(0), max_shift=4)

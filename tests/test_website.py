@@ -66,24 +66,37 @@ def test_every_page_is_built_and_every_internal_link_resolves(site):
 def test_the_link_check_reports_a_missing_page_and_a_missing_anchor(tmp_path):
     (tmp_path / "index.html").write_text(
         '<a href="page.html#here">ok</a><a href="gone.html">gone</a><a href="page.html#nowhere">no anchor</a>'
-        '<img src="_images/figure.png"><a href="https://example.org/x">elsewhere</a>', encoding="utf-8")
+        '<img src="_images/figure.png"><a href="https://example.org/x">elsewhere</a>',
+        encoding="utf-8",
+    )
     (tmp_path / "page.html").write_text('<section id="here"></section>', encoding="utf-8")
     assert broken_internal_links(tmp_path) == [
-        "index.html -> gone.html", "index.html -> page.html#nowhere", "index.html -> _images/figure.png"]
+        "index.html -> gone.html",
+        "index.html -> page.html#nowhere",
+        "index.html -> _images/figure.png",
+    ]
 
 
 def test_every_link_of_the_readme_and_the_guides_names_a_file_and_heading_of_the_repository(tmp_path):
     assert broken_repository_links(ROOT) == []
     (tmp_path / "docs").mkdir()
     (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "README.md").write_text("# Course\n\n## Tested with\n\n[here](#tested-with) [gone](#nowhere) "
-                                        "[guide](docs/grading.md#secret-cases) [elsewhere](https://example.org/x)\n")
-    (tmp_path / "docs" / "grading.md").write_text("# Grading\n\n## Secret cases\n\n[back](../README.md) "
-                                                  "[missing](../lib/gone.py) [outside](../../x.md)\n")
+    (tmp_path / "README.md").write_text(
+        "# Course\n\n## Tested with\n\n[here](#tested-with) [gone](#nowhere) "
+        "[guide](docs/grading.md#secret-cases) [elsewhere](https://example.org/x)\n"
+    )
+    (tmp_path / "docs" / "grading.md").write_text(
+        "# Grading\n\n## Secret cases\n\n[back](../README.md) [missing](../lib/gone.py) [outside](../../x.md)\n"
+    )
     assert broken_repository_links(tmp_path) == [
-        "README.md -> #nowhere", "docs/start.md (missing)", "docs/students.md (missing)",
+        "README.md -> #nowhere",
+        "docs/start.md (missing)",
+        "docs/students.md (missing)",
         "docs/grading.md -> ../lib/gone.py",
-        "docs/grading.md -> ../../x.md", "docs/maintaining.md (missing)", "benchmarks/README.md (missing)"]
+        "docs/grading.md -> ../../x.md",
+        "docs/maintaining.md (missing)",
+        "benchmarks/README.md (missing)",
+    ]
 
 
 def test_the_start_page_gives_each_notebooks_recorded_times_and_the_results_page_speaks_to_students(site):
@@ -93,8 +106,10 @@ def test_the_start_page_gives_each_notebooks_recorded_times_and_the_results_page
     record = json.loads((ROOT / "results" / "07_transformer_translation.json").read_text(encoding="utf-8"))
     smoke = json.loads((ROOT / "results" / "smoke" / "seconds.json").read_text(encoding="utf-8"))
     # the table's row of notebook 07, cell after cell: its title, then its two recorded times
-    assert (f"English→Spanish\n{_duration(record['seconds'])}\n"
-            f"{_duration(smoke['07_transformer_translation']['seconds'])}\n") in start
+    assert (
+        f"English→Spanish\n{_duration(record['seconds'])}\n"
+        f"{_duration(smoke['07_transformer_translation']['seconds'])}\n"
+    ) in start
     assert "Colab in three steps" in start
     assert 'href="students.html"' in (site / "start.html").read_text(encoding="utf-8")  # docs/students.md
     assert "the whole GPT forward pass" in _visible_text(site / "students.html")
@@ -125,8 +140,13 @@ def test_the_site_carries_the_lesson_and_no_solution(site):
     # The scan reads code as written: a line of lesson code from every notebook is found in it.
     for name in NOTEBOOKS:
         released = nbformat.read(ROOT / "release" / f"{name}.ipynb", as_version=4)
-        lesson = next(line.strip() for cell in released.cells if cell.cell_type == "code"
-                      for line in cell.source.splitlines() if len(line.strip()) >= 24)
+        lesson = next(
+            line.strip()
+            for cell in released.cells
+            if cell.cell_type == "code"
+            for line in cell.source.splitlines()
+            if len(line.strip()) >= 24
+        )
         assert lesson in text, f"{name}: lesson code not found on the site: {lesson!r}"
     from transformer_course_grader.markup import solution_lines  # the check of what reaches students is the grader's
 
@@ -174,9 +194,19 @@ def browser():
     # Chromium puts a socket in TMPDIR, whose path must stay short (the test run's own TMPDIR is deep).
     short = tempfile.mkdtemp(prefix="chromium-", dir="/tmp" if os.path.isdir("/tmp") else None)
     with playwright.sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=BROWSER, env={**os.environ, "TMPDIR": short}, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-            "--disable-background-networking", "--disable-component-update"])
+        launched = driver.chromium.launch(
+            executable_path=BROWSER,
+            env={**os.environ, "TMPDIR": short},
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-sync",
+                "--disable-background-networking",
+                "--disable-component-update",
+            ],
+        )
         yield launched
         launched.close()
     shutil.rmtree(short, ignore_errors=True)
@@ -203,10 +233,13 @@ def _open(browser, address, page_name, width, height, problems):
     with an empty badge, so that every error left is the site's own."""
     page = browser.new_page(viewport={"width": width, "height": height})
     badge = '<svg xmlns="http://www.w3.org/2000/svg" width="117" height="20"/>'
-    page.route(lambda url: not url.startswith(address),
-               lambda route: route.fulfill(status=200, content_type="image/svg+xml", body=badge))
-    page.on("console", lambda message: problems.append(f"{page_name}: {message.text}")
-            if message.type == "error" else None)
+    page.route(
+        lambda url: not url.startswith(address),
+        lambda route: route.fulfill(status=200, content_type="image/svg+xml", body=badge),
+    )
+    page.on(
+        "console", lambda message: problems.append(f"{page_name}: {message.text}") if message.type == "error" else None
+    )
     page.on("pageerror", lambda error: problems.append(f"{page_name}: {error}"))
     page.goto(address + page_name, wait_until="networkidle")
     return page
@@ -226,8 +259,10 @@ def test_the_site_in_a_browser(browser, address):
 
     lesson = _open(browser, address, "04_self_attention.html", 1280, 900, problems)
     # Sphinx writes each formula as an element of classes "math notranslate"; MathJax typesets it inside.
-    lesson.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
-                             " && document.querySelectorAll('.math.notranslate .MathJax').length > 0")
+    lesson.wait_for_function(
+        "window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
+        " && document.querySelectorAll('.math.notranslate .MathJax').length > 0"
+    )
     formulas = lesson.eval_on_selector_all(".math.notranslate", "nodes => nodes.length")
     typeset = lesson.eval_on_selector_all(".math.notranslate .MathJax", "nodes => nodes.length")
     assert formulas > 0 and typeset == formulas, f"{typeset} of {formulas} formulas typeset"
@@ -249,10 +284,13 @@ def test_the_site_in_a_browser(browser, address):
         if page_name.removesuffix(".html") in NOTEBOOKS:  # the same page at desktop width, laid out again
             page.set_viewport_size({"width": 1280, "height": 900})
             # Code and outputs wrap at the page's width, or scroll: no line is cut.
-            clipped = page.eval_on_selector_all("article pre", "blocks => blocks.filter(block => "
-                                                "block.scrollWidth > block.clientWidth + 1 && "
-                                                "!['auto', 'scroll'].includes(getComputedStyle(block).overflowX))"
-                                                ".map(block => block.textContent.slice(0, 80))")
+            clipped = page.eval_on_selector_all(
+                "article pre",
+                "blocks => blocks.filter(block => "
+                "block.scrollWidth > block.clientWidth + 1 && "
+                "!['auto', 'scroll'].includes(getComputedStyle(block).overflowX))"
+                ".map(block => block.textContent.slice(0, 80))",
+            )
             assert not clipped, f"{page_name}: code or output cut at the page's width: {clipped}"
         page.close()
     assert not problems, f"console errors: {problems}"

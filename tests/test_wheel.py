@@ -35,8 +35,14 @@ NOTEBOOK = "04_self_attention.ipynb"
 
 
 def _run(*command, cwd, timeout=600):
-    done = subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONNOUSERSITE": "1", "COURSE_PROFILE": "smoke"})
+    done = subprocess.run(
+        [str(part) for part in command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONNOUSERSITE": "1", "COURSE_PROFILE": "smoke"},
+    )
     assert done.returncode == 0, f"{command} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 
@@ -46,8 +52,9 @@ def _environment(folder: Path, name: str, wheels: list[Path]) -> Path:
     environment = folder / name
     _run(sys.executable, "-m", "venv", "--without-pip", environment, cwd=folder)
     python = environment / "bin" / "python"
-    site_packages = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                              cwd=folder).strip())
+    site_packages = Path(
+        _run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=folder).strip()
+    )
     (site_packages / "course_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     _run(sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--quiet", *wheels, cwd=folder)
     return environment / "bin"
@@ -68,12 +75,18 @@ def installed(tmp_path_factory):
             shutil.copy2(ROOT / name, source / name)
     for project in (source, source / "grader"):
         _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", folder / "dist", project, cwd=folder)
-    wheels = {"course": next((folder / "dist").glob("transformer_course-*.whl")),
-              "grader": next((folder / "dist").glob("transformer_course_grader-*.whl"))}
+    wheels = {
+        "course": next((folder / "dist").glob("transformer_course-*.whl")),
+        "grader": next((folder / "dist").glob("transformer_course_grader-*.whl")),
+    }
     work = folder / "elsewhere"
     work.mkdir()
-    return {**wheels, "work": work, "student": _environment(folder, "student", [wheels["course"]]),
-            "instructor": _environment(folder, "instructor", [wheels["course"], wheels["grader"]])}
+    return {
+        **wheels,
+        "work": work,
+        "student": _environment(folder, "student", [wheels["course"]]),
+        "instructor": _environment(folder, "instructor", [wheels["course"], wheels["grader"]]),
+    }
 
 
 def test_the_course_wheel_ships_the_package_and_its_license_and_nothing_of_the_grader(installed):
@@ -83,10 +96,14 @@ def test_the_course_wheel_ships_the_package_and_its_license_and_nothing_of_the_g
     assert "transformer_course/exercises/catalog.py" in names
     assert not [name for name in names if name.startswith(("tests/", "notebooks/", "release/", "grader/"))]
     # No student's install holds the grader, its references or its secret-case generators.
-    assert not [name for name in names if name.startswith("transformer_course_grader") or "/grading/" in name
-                or "references" in name], names
-    refused = subprocess.run([python, "-c", "import transformer_course_grader"], cwd=work, capture_output=True,
-                             text=True)
+    assert not [
+        name
+        for name in names
+        if name.startswith("transformer_course_grader") or "/grading/" in name or "references" in name
+    ], names
+    refused = subprocess.run(
+        [python, "-c", "import transformer_course_grader"], cwd=work, capture_output=True, text=True
+    )
     assert refused.returncode != 0 and "ModuleNotFoundError" in refused.stderr
     location = _run(python, "-c", "import transformer_course; print(transformer_course.__file__)", cwd=work)
     assert str(ROOT) not in location and "site-packages" in location
@@ -95,31 +112,55 @@ def test_the_course_wheel_ships_the_package_and_its_license_and_nothing_of_the_g
 
 
 def test_the_students_install_checks_runs_a_released_notebook_and_sends_grading_to_the_grader(installed):
-    python, command, work = installed["student"] / "python", installed["student"] / "transformer-course", \
-        installed["work"]
-    verdict = _run(python, "-c", "import numpy as np\nfrom transformer_course.exercises import check\n"
-                   "check('07.1', lambda length: np.tril(np.ones((length, length), bool)))", cwd=work)
+    python, command, work = (
+        installed["student"] / "python",
+        installed["student"] / "transformer-course",
+        installed["work"],
+    )
+    verdict = _run(
+        python,
+        "-c",
+        "import numpy as np\nfrom transformer_course.exercises import check\n"
+        "check('07.1', lambda length: np.tril(np.ones((length, length), bool)))",
+        cwd=work,
+    )
     assert "✓" in verdict
-    refused = subprocess.run([command, "grade", "submissions", "--out", "report"], cwd=work, capture_output=True,
-                             text=True)
+    refused = subprocess.run(
+        [command, "grade", "submissions", "--out", "report"], cwd=work, capture_output=True, text=True
+    )
     assert refused.returncode == 2 and "transformer-course-grader grade" in refused.stderr, refused.stderr
     assert not (work / "report").exists()
     # A student's notebook (the release: no hidden tests) runs to its end.
     (work / "student-release").mkdir()
     shutil.copy(ROOT / "release" / NOTEBOOK, work / "student-release" / NOTEBOOK)
-    table = _run(command, "run", "04", "--profile", "smoke", "--quiet", "--notebooks-dir", "student-release",
-                 "--build-dir", "build", cwd=work)
+    table = _run(
+        command,
+        "run",
+        "04",
+        "--profile",
+        "smoke",
+        "--quiet",
+        "--notebooks-dir",
+        "student-release",
+        "--build-dir",
+        "build",
+        cwd=work,
+    )
     assert "PASSED" in table
 
 
 def test_the_grader_wheel_installs_beside_the_course_releases_and_grades(installed):
-    python, command, work = installed["instructor"] / "python", installed["instructor"] / "transformer-course-grader", \
-        installed["work"]
+    python, command, work = (
+        installed["instructor"] / "python",
+        installed["instructor"] / "transformer-course-grader",
+        installed["work"],
+    )
     names = zipfile.ZipFile(installed["grader"]).namelist()
     assert "transformer_course_grader/references/__init__.py" in names and "transformer_course_grader/cli.py" in names
     assert not [name for name in names if name.startswith(("tests/", "transformer_course/"))], names
-    location = _run(python, "-c", "import transformer_course_grader; print(transformer_course_grader.__file__)",
-                    cwd=work)
+    location = _run(
+        python, "-c", "import transformer_course_grader; print(transformer_course_grader.__file__)", cwd=work
+    )
     assert str(ROOT) not in location and "site-packages" in location
     _run(sys.executable, "-m", "pip", "--python", python, "check", cwd=work)
     (work / "notebooks").mkdir()
@@ -131,8 +172,18 @@ def test_the_grader_wheel_installs_beside_the_course_releases_and_grades(install
     (work / "submissions" / "instructor").mkdir(parents=True)
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / "submissions" / "instructor" / NOTEBOOK)
     confinement = [] if shutil.which("bwrap") else ["--unsafe-no-sandbox"]
-    _run(command, "grade", "submissions", "--out", "report", "--release-dir", "release", "--quiet", *confinement,
-         cwd=work)
+    _run(
+        command,
+        "grade",
+        "submissions",
+        "--out",
+        "report",
+        "--release-dir",
+        "release",
+        "--quiet",
+        *confinement,
+        cwd=work,
+    )
     with open(work / "report" / "grades.csv", encoding="utf-8") as handle:
         [row] = list(csv.DictReader(handle))
     assert row["student"] == "instructor" and float(row["total"]) == float(row["max"]) > 0, row

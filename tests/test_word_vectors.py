@@ -15,8 +15,12 @@ from transformer_course.word_vectors import (
 
 
 def pairs_by_hand(row, window):
-    return [(row[i], row[j]) for i in range(len(row)) for j in range(len(row))
-            if i != j and abs(i - j) <= window and row[i] and row[j]]
+    return [
+        (row[i], row[j])
+        for i in range(len(row))
+        for j in range(len(row))
+        if i != j and abs(i - j) <= window and row[i] and row[j]
+    ]
 
 
 @pytest.mark.parametrize("window", [1, 2, 4])

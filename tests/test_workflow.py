@@ -22,8 +22,11 @@ def _run_plan(jobs, tmp_path, shards):
     step = next(step for step in jobs["plan"]["steps"] if step.get("id") == "plan")
     outputs = tmp_path / "github_output"
     outputs.write_text("")
-    environment = {**os.environ, "GITHUB_OUTPUT": str(outputs),
-                   **{name: value.replace("${{ inputs.shards }}", shards) for name, value in step["env"].items()}}
+    environment = {
+        **os.environ,
+        "GITHUB_OUTPUT": str(outputs),
+        **{name: value.replace("${{ inputs.shards }}", shards) for name, value in step["env"].items()},
+    }
     done = subprocess.run(["bash", "-c", step["run"]], cwd=tmp_path, env=environment, capture_output=True, text=True)
     return done, outputs.read_text()
 
@@ -44,8 +47,9 @@ def test_the_plan_refuses_a_number_of_shards_that_is_not_one_or_more(jobs, tmp_p
 
 def test_every_shard_reads_the_plans_seed_file_and_no_input_is_pasted_into_a_script(jobs):
     upload = next(step for step in jobs["plan"]["steps"] if step.get("uses", "").startswith("actions/upload-artifact"))
-    download = next(step for step in jobs["grade"]["steps"]
-                    if step.get("uses", "").startswith("actions/download-artifact"))
+    download = next(
+        step for step in jobs["grade"]["steps"] if step.get("uses", "").startswith("actions/download-artifact")
+    )
     assert download["with"]["name"] == upload["with"]["name"]
     grade = next(step for step in jobs["grade"]["steps"] if "transformer-course-grader grade" in step.get("run", ""))
     assert f"--seed-file {download['with']['path']}/seed.txt" in grade["run"]
@@ -98,10 +102,13 @@ def test_every_push_is_linted_and_unit_tested_at_the_pinned_versions():
     assert "push" in triggers and "pull_request" in triggers
     pinned = re.search(r"^ruff==(\S+)$", (root / "requirements.txt").read_text(encoding="utf-8"), re.M).group(1)
     lint = " ".join(step.get("run", "") for step in workflow["jobs"]["lint"]["steps"])
-    assert "grep -E '^ruff==' requirements.txt" in lint and "ruff check ." in lint
+    assert "grep -E '^ruff==' requirements.txt" in lint and "ruff check ." in lint and "ruff format --check ." in lint
     hooks = yaml.safe_load((root / ".pre-commit-config.yaml").read_text(encoding="utf-8"))["repos"]
-    assert [(repo["rev"], [hook["id"] for hook in repo["hooks"]]) for repo in hooks] == [(f"v{pinned}", ["ruff"])]
+    assert [(repo["rev"], [hook["id"] for hook in repo["hooks"]]) for repo in hooks] == [
+        (f"v{pinned}", ["ruff", "ruff-format"])
+    ]
     tests = next(step["run"] for step in workflow["jobs"]["unit-tests"]["steps"] if "pytest" in step.get("run", ""))
-    unit_tests = re.search(r"^UNIT_TESTS = \[(.*?)\]$", (root / "noxfile.py").read_text(encoding="utf-8"),
-                           re.M | re.S).group(1)
+    unit_tests = re.search(
+        r"^UNIT_TESTS = \[(.*?)\]$", (root / "noxfile.py").read_text(encoding="utf-8"), re.M | re.S
+    ).group(1)
     assert tests.split("pytest -q ", 1)[1].split() == re.findall(r'"([^"]+)"', unit_tests)

@@ -10,8 +10,13 @@ from transformer_course_grader.markup import solution_lines  # noqa: F401 - the 
 
 ROOT = Path(__file__).resolve().parents[2]
 # The course notebooks that hold graded exercises, by number ("01", ...).
-WITH_EXERCISES = sorted({path.name[:2] for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
-                         if '"grade_id": "exercise_' in path.read_text(encoding="utf-8")})
+WITH_EXERCISES = sorted(
+    {
+        path.name[:2]
+        for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+        if '"grade_id": "exercise_' in path.read_text(encoding="utf-8")
+    }
+)
 
 
 def _metadata(grade_id: str, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
@@ -33,6 +38,7 @@ def check_cell(exercise_id: str, points: int, source: str):
     """A locked, graded code cell for ``exercise_id`` worth ``points``."""
     notebook, number = exercise_id.split(".")
     cell = nbformat.v4.new_code_cell(source)
-    cell.metadata["nbgrader"] = _metadata(f"check_{notebook}_{number}", solution=False, grade=True, locked=True,
-                                          points=points)
+    cell.metadata["nbgrader"] = _metadata(
+        f"check_{notebook}_{number}", solution=False, grade=True, locked=True, points=points
+    )
     return cell

@@ -51,9 +51,15 @@ def _run(folder, submission_files):
 
 def test_the_zip_holds_what_gradescope_runs(autograder):
     _, names, modes = autograder
-    assert {"setup.sh", "run_autograder", "settings.json", "release/04_self_attention.ipynb",
-            "course/pyproject.toml", "course/requirements.txt",
-            "course/grader/lib/transformer_course_grader/references/__init__.py"} <= set(names)
+    assert {
+        "setup.sh",
+        "run_autograder",
+        "settings.json",
+        "release/04_self_attention.ipynb",
+        "course/pyproject.toml",
+        "course/requirements.txt",
+        "course/grader/lib/transformer_course_grader/references/__init__.py",
+    } <= set(names)
     assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
     assert not any("__pycache__" in name for name in names)
     setup = (autograder[0] / "source" / "setup.sh").read_text()

@@ -48,10 +48,14 @@ def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
     assert {exercise.split(".")[0] for exercise in EXERCISES} == set(numbers)  # no exercise without its notebook
     for path in notebooks:
         cells = nbformat.read(path, as_version=4).cells
-        solutions = [exercise_id_of(c) for c in cells
-                     if c.metadata.get("nbgrader", {}).get("solution") and written_id_of(c) is None]
-        checks = [exercise_id_of(c) for c in cells
-                  if c.metadata.get("nbgrader", {}).get("grade") and written_id_of(c) is None]
+        solutions = [
+            exercise_id_of(c)
+            for c in cells
+            if c.metadata.get("nbgrader", {}).get("solution") and written_id_of(c) is None
+        ]
+        checks = [
+            exercise_id_of(c) for c in cells if c.metadata.get("nbgrader", {}).get("grade") and written_id_of(c) is None
+        ]
         catalogued = sorted(e for e in EXERCISES if e.startswith(path.name[:2] + "."))
         assert len(catalogued) >= 2, path.name
         assert sorted(solutions) == catalogued and sorted(checks) == catalogued, (path.name, solutions, checks)
@@ -68,8 +72,11 @@ def _without_lesson_cells(path: Path, out: Path, release: Path) -> None:
     exercises = grader._exercises_of(nbformat.read(release, as_version=4))
     needed = {unit.cell for program in grader._programs(notebook, exercises).values() for unit in program.units}
     first_code = next(cell for cell in notebook.cells if cell.cell_type == "code")
-    notebook.cells = [cell for index, cell in enumerate(notebook.cells) if cell.cell_type != "code"
-                      or cell is first_code or cell.metadata.get("nbgrader") or index in needed]
+    notebook.cells = [
+        cell
+        for index, cell in enumerate(notebook.cells)
+        if cell.cell_type != "code" or cell is first_code or cell.metadata.get("nbgrader") or index in needed
+    ]
     nbformat.write(notebook, out)
 
 
@@ -89,11 +96,13 @@ def graded(tmp_path_factory):
     for notebook in WITH_EXERCISES:
         released = next((ROOT / "release").glob(f"{notebook}_*.ipynb"))
         shutil.copy(released, release)
-        _without_lesson_cells(ROOT / "notebooks" / released.name, root / "submissions" / "instructor" / released.name,
-                              released)
+        _without_lesson_cells(
+            ROOT / "notebooks" / released.name, root / "submissions" / "instructor" / released.name, released
+        )
         _without_lesson_cells(released, root / "submissions" / "untouched" / released.name, released)
-    results = grade_folder(root / "submissions", root / "report", release, LIMITS, workers=2, progress=False,
-                           sandbox=sandbox_available())
+    results = grade_folder(
+        root / "submissions", root / "report", release, LIMITS, workers=2, progress=False, sandbox=sandbox_available()
+    )
     return {(r.student, r.notebook[:2]): r for r in results}
 
 
@@ -107,8 +116,11 @@ def test_notebooks_from_06_on_end_with_a_written_question():
         questions = questions_of(notebook)
         assert bool(questions) == (path.name[:2] >= "06"), path.name
         if questions:
-            answer = next(cell for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade_id")
-                          == questions[-1].grade_id)
+            answer = next(
+                cell
+                for cell in notebook.cells
+                if cell.metadata.get("nbgrader", {}).get("grade_id") == questions[-1].grade_id
+            )
             assert notebook.cells[-1] is answer and "Rubric" in answer.source, path.name
 
 
@@ -144,8 +156,11 @@ def test_release_keeps_the_lesson_outputs_and_leaks_no_solution(notebook):
     released, text = nbformat.read(path, as_version=4), path.read_text(encoding="utf-8")
     solution_lines = solution_lines_of(source)
     assert solution_lines  # something to look for: the scan cannot pass for want of it
-    assert all(json.dumps(line)[1:-1] in source_text or line in source_text for line in solution_lines
-               for source_text in [next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb")).read_text(encoding="utf-8")])
+    assert all(
+        json.dumps(line)[1:-1] in source_text or line in source_text
+        for line in solution_lines
+        for source_text in [next((ROOT / "notebooks").glob(f"{notebook}_*.ipynb")).read_text(encoding="utf-8")]
+    )
     leaked = [line for line in solution_lines if json.dumps(line)[1:-1] in text or line in text]
     assert not leaked, f"solution lines in the release: {leaked[:3]}"
     assert "✓ Exercise" not in text and "\\u2713 Exercise" not in text

@@ -23,10 +23,12 @@ DUE = "2026-12-01T23:59+01:00"
 
 
 def test_the_timeline_keeps_its_share_by_hours_late_after_each_students_extension():
-    times = {"ada": parse_time("2026-12-02T00:00Z"),  # 1 h 1 min late: the due time is 22:59 UTC
-             "bo": parse_time("2026-12-03T23:00+01:00"),  # 47 h late
-             "cy": parse_time("2026-12-03T23:00+01:00"),  # the same, with 48 extra hours: on time
-             "di": parse_time("2026-12-20T12:00+01:00")}  # past the timeline's last step
+    times = {
+        "ada": parse_time("2026-12-02T00:00Z"),  # 1 h 1 min late: the due time is 22:59 UTC
+        "bo": parse_time("2026-12-03T23:00+01:00"),  # 47 h late
+        "cy": parse_time("2026-12-03T23:00+01:00"),  # the same, with 48 extra hours: on time
+        "di": parse_time("2026-12-20T12:00+01:00"),
+    }  # past the timeline's last step
     deadline = Deadline(parse_time(DUE), parse_late_credit("24h:0.9,3d:0.5"), times, {"cy": 48.0})
     assert deadline.credit("ada") == (1.02, 0.9)
     assert deadline.credit("bo") == (47.02, 0.5)
@@ -35,21 +37,27 @@ def test_the_timeline_keeps_its_share_by_hours_late_after_each_students_extensio
     assert Deadline(parse_time(DUE), (), times, {}).credit("ada") == (1.02, 0.0)  # no steps: nothing once late
 
 
-@pytest.mark.parametrize("text, message", [
-    ("2026-12-01T23:59", "has no offset from UTC; write it as 2026-12-01T23:59\\+00:00"),
-    ("tomorrow", "is not an ISO 8601 time"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("2026-12-01T23:59", "has no offset from UTC; write it as 2026-12-01T23:59\\+00:00"),
+        ("tomorrow", "is not an ISO 8601 time"),
+    ],
+)
 def test_a_time_without_its_offset_or_not_a_time_is_refused(text, message):
     with pytest.raises(DeadlineError, match=message):
         parse_time(text, "--due")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("24:0.9", "'24:0.9' is not a step like 24h:0.9"),
-    ("24h:1.5", "above 1"),
-    ("3d:0.5,24h:0.9", "the hours must grow"),
-    ("24h:0.5,3d:0.9", "the shares must not"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("24:0.9", "'24:0.9' is not a step like 24h:0.9"),
+        ("24h:1.5", "above 1"),
+        ("3d:0.5,24h:0.9", "the hours must grow"),
+        ("24h:0.5,3d:0.9", "the shares must not"),
+    ],
+)
 def test_a_timeline_that_is_not_one_is_refused(text, message):
     with pytest.raises(DeadlineError, match=message):
         parse_late_credit(text)
@@ -69,15 +77,34 @@ def test_the_platforms_files_are_read_and_their_mistakes_named_by_row(tmp_path):
 
 def test_a_class_graded_with_a_due_time_shows_raw_and_credited_side_by_side(course, tmp_path):  # noqa: F811
     root = course["root"]
-    times = {"ada": parse_time("2026-12-02T12:00+01:00"), "bo": parse_time("2026-12-01T12:00+01:00"),
-             "cy": parse_time("2026-12-04T12:00+01:00")}
+    times = {
+        "ada": parse_time("2026-12-02T12:00+01:00"),
+        "bo": parse_time("2026-12-01T12:00+01:00"),
+        "cy": parse_time("2026-12-04T12:00+01:00"),
+    }
     deadline = Deadline(parse_time(DUE), parse_late_credit("24h:0.5"), times, {"cy": 72.0})
     with pytest.raises(DeadlineError, match="no submission time for bo, cy: the submission-times file must list"):
-        grade_folder(root / "class", tmp_path / "refused", root / "release", workers=1, seed=3, progress=False,
-                     sandbox=False, deadline=Deadline(deadline.due, deadline.steps, {"ada": times["ada"]}, {}))
+        grade_folder(
+            root / "class",
+            tmp_path / "refused",
+            root / "release",
+            workers=1,
+            seed=3,
+            progress=False,
+            sandbox=False,
+            deadline=Deadline(deadline.due, deadline.steps, {"ada": times["ada"]}, {}),
+        )
     assert not (tmp_path / "refused").exists()
-    grade_folder(root / "class", tmp_path / "report", root / "release", workers=1, seed=3, progress=False,
-                 sandbox=False, deadline=deadline)
+    grade_folder(
+        root / "class",
+        tmp_path / "report",
+        root / "release",
+        workers=1,
+        seed=3,
+        progress=False,
+        sandbox=False,
+        deadline=deadline,
+    )
     scores = tmp_path / "scores.csv"
     scores.write_text("student,question,points,comment\nada,11.w1,2,\nbo,11.w1,2,\n", encoding="utf-8")
     score_written(tmp_path / "report", tmp_path / "report", read_written_scores(scores))  # the dates survive it
@@ -97,8 +124,16 @@ def test_the_command_line_refuses_a_due_time_without_submission_times(course, tm
     from transformer_course_grader.cli import main
 
     root = course["root"]
-    common = ["grade", str(root / "class"), "--out", str(tmp_path / "out"), "--release-dir", str(root / "release"),
-              "--unsafe-no-sandbox", "--quiet"]
+    common = [
+        "grade",
+        str(root / "class"),
+        "--out",
+        str(tmp_path / "out"),
+        "--release-dir",
+        str(root / "release"),
+        "--unsafe-no-sandbox",
+        "--quiet",
+    ]
     assert main([*common, "--due", DUE]) == 2
     assert "--due needs --submission-times" in capsys.readouterr().err
     assert main([*common, "--late-credit", "24h:0.5"]) == 2

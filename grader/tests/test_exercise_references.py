@@ -41,8 +41,7 @@ def test_sinusoidal_reference_equals_the_package_table():
     from transformer_course.positional import sinusoidal_encoding
 
     for _, arguments in references.cases("04.4", np.random.default_rng(3)):
-        np.testing.assert_allclose(references.expected("04.4", arguments), sinusoidal_encoding(**arguments),
-                                   atol=1e-6)
+        np.testing.assert_allclose(references.expected("04.4", arguments), sinusoidal_encoding(**arguments), atol=1e-6)
 
 
 @pytest.mark.parametrize("seed", [0, 3, 11])
@@ -63,11 +62,13 @@ def test_multi_head_attention_reference_equals_keras_with_the_same_weights():
         heads, head_width = weights["query_kernel"].shape[1:]
         layer = keras.layers.MultiHeadAttention(heads, head_width)
         layer(arguments["query"], arguments["value"])
-        layer.set_weights([weights[f"{name}_{part}"] for name in ("query", "key", "value", "output")
-                           for part in ("kernel", "bias")])
+        layer.set_weights(
+            [weights[f"{name}_{part}"] for name in ("query", "key", "value", "output") for part in ("kernel", "bias")]
+        )
         ours = references.expected("04.5", arguments)
-        theirs = layer(arguments["query"].astype("float32"), arguments["value"].astype("float32"),
-                       attention_mask=arguments["mask"])
+        theirs = layer(
+            arguments["query"].astype("float32"), arguments["value"].astype("float32"), attention_mask=arguments["mask"]
+        )
         np.testing.assert_allclose(ours, keras.ops.convert_to_numpy(theirs), atol=1e-5, err_msg=label)
 
 
@@ -77,12 +78,20 @@ def test_encoder_block_reference_equals_the_package_encoder_at_real_tokens(norma
 
     for label, arguments in references.cases("05.3", np.random.default_rng(7)):
         x, weights, mask = arguments["x"], arguments["weights"], arguments["mask"]
-        block = TransformerEncoder(weights["feedforward"]["hidden_kernel"].shape[1],
-                                   weights["attention"]["query_kernel"].shape[1], normalize_first=normalize_first)
+        block = TransformerEncoder(
+            weights["feedforward"]["hidden_kernel"].shape[1],
+            weights["attention"]["query_kernel"].shape[1],
+            normalize_first=normalize_first,
+        )
         block(x.astype("float32"))
         for layer, parameters in ((block.attention, weights["attention"]),):
-            layer.set_weights([parameters[f"{name}_{part}"] for name in ("query", "key", "value", "output")
-                               for part in ("kernel", "bias")])
+            layer.set_weights(
+                [
+                    parameters[f"{name}_{part}"]
+                    for name in ("query", "key", "value", "output")
+                    for part in ("kernel", "bias")
+                ]
+            )
         for norm, name in ((block.attention_norm, "attention_norm"), (block.feedforward_norm, "feedforward_norm")):
             norm.set_weights([weights[name]["gamma"], weights[name]["beta"]])
         feedforward = weights["feedforward"]
@@ -94,10 +103,14 @@ def test_encoder_block_reference_equals_the_package_encoder_at_real_tokens(norma
         np.testing.assert_allclose(ours[real], theirs[real], atol=1e-5, err_msg=label)
 
 
-@pytest.mark.parametrize("options", [
-    {"normalize_first": False, "final_norm": False},
-    {"normalize_first": True, "final_norm": True, "activation": "gelu_approximate"},
-], ids=["post-norm, relu", "pre-norm, final norm, gelu"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"normalize_first": False, "final_norm": False},
+        {"normalize_first": True, "final_norm": True, "activation": "gelu_approximate"},
+    ],
+    ids=["post-norm, relu", "pre-norm, final norm, gelu"],
+)
 def test_the_capstone_reference_is_the_package_language_model_on_its_own_weights(options):
     """The weight dictionary students receive (``forward_weights``) run through the reference gives the model's
     next-token distribution at every real token (padding rows are not compared)."""
@@ -108,8 +121,12 @@ def test_the_capstone_reference_is_the_package_language_model_on_its_own_weights
 
     if options.get("activation") == "gelu_approximate":
         options = {**options, "activation": gelu_approximate}
-    model = _randomised(build_language_model(25, 9, embed_dim=12, intermediate_dim=20, num_heads=3, num_layers=2,
-                                             dropout=0.0, **options), seed=1)
+    model = _randomised(
+        build_language_model(
+            25, 9, embed_dim=12, intermediate_dim=20, num_heads=3, num_layers=2, dropout=0.0, **options
+        ),
+        seed=1,
+    )
     token_ids = np.array([[5, 3, 9, 1, 24, 7, 2, 8], [4, 4, 17, 0, 0, 0, 0, 0], [11, 0, 0, 0, 0, 0, 0, 0]])
     weights, config = forward_weights(model)
     logits = references.expected("09.5", {"token_ids": token_ids, "weights": weights, "config": config})
@@ -126,9 +143,17 @@ def test_cached_attention_steps_equal_causal_attention_over_the_whole_sequence()
     key_cache, value_cache = rng.normal(size=(2, batch, heads, length, width))  # stale values
     steps = []
     for index in range(length):
-        output, key_cache, value_cache = references.expected("09.3", {
-            "query": q[:, :, index:index + 1], "key": k[:, :, index:index + 1], "value": v[:, :, index:index + 1],
-            "key_cache": key_cache, "value_cache": value_cache, "index": index})
+        output, key_cache, value_cache = references.expected(
+            "09.3",
+            {
+                "query": q[:, :, index : index + 1],
+                "key": k[:, :, index : index + 1],
+                "value": v[:, :, index : index + 1],
+                "key_cache": key_cache,
+                "value_cache": value_cache,
+                "index": index,
+            },
+        )
         steps.append(output)
     causal = np.tril(np.ones((length, length), dtype=bool))
     whole, _ = references.expected("04.1", {"query": q, "key": k, "value": v, "mask": causal})
@@ -140,9 +165,11 @@ def test_perplexity_and_bits_reference_equals_the_package_measures():
 
     for _, arguments in references.cases("09.4", np.random.default_rng(2)):
         ours = references.expected("09.4", arguments)
-        np.testing.assert_allclose(ours, (perplexity(arguments["log_probabilities"], arguments["targets"]),
-                                          bits_per_character(**arguments)), rtol=1e-12)
-
+        np.testing.assert_allclose(
+            ours,
+            (perplexity(arguments["log_probabilities"], arguments["targets"]), bits_per_character(**arguments)),
+            rtol=1e-12,
+        )
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -152,7 +179,8 @@ def test_the_interval_narrowing_reference_is_the_package_coders_step(seed):
     for _, arguments in references._narrow_interval_cases(np.random.default_rng(seed)):
         cumulative = [0, *np.cumsum(arguments["frequencies"]).tolist()]
         assert references._narrow_interval_reference(**arguments) == narrowed(
-            arguments["low"], arguments["high"], cumulative, arguments["symbol"])
+            arguments["low"], arguments["high"], cumulative, arguments["symbol"]
+        )
 
 
 def test_a_first_seen_tie_rule_fails_the_merge_step_public_and_secret_cases_with_a_hint():
@@ -170,8 +198,9 @@ def test_a_first_seen_tie_rule_fails_the_merge_step_public_and_secret_cases_with
 
     for seed in (0, 5, 11, 23, 99):
         verdict = evaluate_hidden("03.2", first_seen, seed=seed)
-        assert verdict.status == "failed" and "tie" in verdict.message and "weight it" not in verdict.message, \
+        assert verdict.status == "failed" and "tie" in verdict.message and "weight it" not in verdict.message, (
             verdict.message
+        )
     assert not evaluate("03.2", first_seen).passed
 
 
@@ -201,9 +230,17 @@ def test_beam_steps_make_the_package_beam_search():
         for step in range(1, max_length + 1):
             with np.errstate(divide="ignore"):
                 log_probabilities = np.log(NextTokenTable(table)(beams))
-            parents, tokens, kept, ended, ended_scores = references.expected("07.4", {
-                "scores": scores, "log_probabilities": log_probabilities, "beam_width": width, "end_id": end_id,
-                "step": step, "alpha": 0.6})
+            parents, tokens, kept, ended, ended_scores = references.expected(
+                "07.4",
+                {
+                    "scores": scores,
+                    "log_probabilities": log_probabilities,
+                    "beam_width": width,
+                    "end_id": end_id,
+                    "step": step,
+                    "alpha": 0.6,
+                },
+            )
             finished += [(score, np.append(beams[parent], end_id)) for parent, score in zip(ended, ended_scores)]
             if len(finished) >= width or not len(parents):
                 break
@@ -223,8 +260,12 @@ def test_the_schedule_reference_equals_the_package_warmup_cosine_decay():
 
     for seed in range(3):
         for _, arguments in references.cases("07.5", np.random.default_rng(seed)):
-            schedule = WarmupCosineDecay(arguments["peak"], arguments["warmup_steps"], arguments["decay_steps"],
-                                         final_fraction=arguments["final_fraction"])
+            schedule = WarmupCosineDecay(
+                arguments["peak"],
+                arguments["warmup_steps"],
+                arguments["decay_steps"],
+                final_fraction=arguments["final_fraction"],
+            )
             theirs = keras.ops.convert_to_numpy(schedule(arguments["steps"]))
             np.testing.assert_allclose(references.expected("07.5", arguments), theirs, rtol=2e-6, atol=1e-9)
 
@@ -241,9 +282,21 @@ def test_adamw_steps_equal_keras_adamw_on_the_same_gradients(weight_decay):
     for step in range(1, 6):
         gradients = rng.normal(size=start.shape)
         optimizer.apply_gradients([(keras.ops.convert_to_tensor(gradients.astype("float32")), variable)])
-        parameters, m, v = references.expected("07.6", {
-            "parameters": parameters, "gradients": gradients, "m": m, "v": v, "step": step, "learning_rate": 1e-2,
-            "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7, "weight_decay": weight_decay})
+        parameters, m, v = references.expected(
+            "07.6",
+            {
+                "parameters": parameters,
+                "gradients": gradients,
+                "m": m,
+                "v": v,
+                "step": step,
+                "learning_rate": 1e-2,
+                "beta_1": 0.9,
+                "beta_2": 0.999,
+                "epsilon": 1e-7,
+                "weight_decay": weight_decay,
+            },
+        )
         np.testing.assert_allclose(parameters, keras.ops.convert_to_numpy(variable), atol=2e-6)
 
 
@@ -270,12 +323,19 @@ def _package_model_forward(token_ids, weights, config):
 
     vocabulary, width = weights["token_embedding"].shape
     block = weights["blocks"][0]
-    model = build_language_model(vocabulary, weights["position_embedding"].shape[0], embed_dim=width,
-                                 intermediate_dim=block["feedforward"]["hidden_kernel"].shape[1],
-                                 num_heads=config["num_heads"], num_layers=len(weights["blocks"]), dropout=0.0,
-                                 normalize_first=config["normalize_first"], final_norm="final_norm" in weights,
-                                 activation=gelu_approximate if config["activation"] == "gelu_approximate" else "relu",
-                                 layer_norm_epsilon=config["layer_norm_epsilon"])
+    model = build_language_model(
+        vocabulary,
+        weights["position_embedding"].shape[0],
+        embed_dim=width,
+        intermediate_dim=block["feedforward"]["hidden_kernel"].shape[1],
+        num_heads=config["num_heads"],
+        num_layers=len(weights["blocks"]),
+        dropout=0.0,
+        normalize_first=config["normalize_first"],
+        final_norm="final_norm" in weights,
+        activation=gelu_approximate if config["activation"] == "gelu_approximate" else "relu",
+        layer_norm_epsilon=config["layer_norm_epsilon"],
+    )
 
     def assign(variables, values):  # the two share forward_weights' layout: walk them side by side
         if isinstance(variables, dict):
@@ -294,21 +354,31 @@ def _package_model_forward(token_ids, weights, config):
 
 def _variables_by_name(model):
     """The model's variables in the layout of ``forward_weights``."""
+
     def block(decoder):
         attention = decoder.self_attention
-        return {"attention": {f"{name}_{part}": getattr(attention, f"{name}_{part}")
-                              for name in ("query", "key", "value", "output") for part in ("kernel", "bias")},
-                "attention_norm": {"gamma": decoder.self_attention_norm.gamma,
-                                   "beta": decoder.self_attention_norm.beta},
-                "feedforward": {"hidden_kernel": decoder.feedforward_hidden.kernel,
-                                "hidden_bias": decoder.feedforward_hidden.bias,
-                                "output_kernel": decoder.feedforward_output.kernel,
-                                "output_bias": decoder.feedforward_output.bias},
-                "feedforward_norm": {"gamma": decoder.feedforward_norm.gamma, "beta": decoder.feedforward_norm.beta}}
+        return {
+            "attention": {
+                f"{name}_{part}": getattr(attention, f"{name}_{part}")
+                for name in ("query", "key", "value", "output")
+                for part in ("kernel", "bias")
+            },
+            "attention_norm": {"gamma": decoder.self_attention_norm.gamma, "beta": decoder.self_attention_norm.beta},
+            "feedforward": {
+                "hidden_kernel": decoder.feedforward_hidden.kernel,
+                "hidden_bias": decoder.feedforward_hidden.bias,
+                "output_kernel": decoder.feedforward_output.kernel,
+                "output_bias": decoder.feedforward_output.bias,
+            },
+            "feedforward_norm": {"gamma": decoder.feedforward_norm.gamma, "beta": decoder.feedforward_norm.beta},
+        }
 
-    names = {"token_embedding": model.token_embedding.token_embedding.embeddings,
-             "position_embedding": model.token_embedding.position_embedding.embeddings,
-             "blocks": [block(decoder) for decoder in model.decoder_blocks], "output_bias": model.output_layer.bias}
+    names = {
+        "token_embedding": model.token_embedding.token_embedding.embeddings,
+        "position_embedding": model.token_embedding.position_embedding.embeddings,
+        "blocks": [block(decoder) for decoder in model.decoder_blocks],
+        "output_bias": model.output_layer.bias,
+    }
     if model.final_norm is not None:
         names["final_norm"] = {"gamma": model.final_norm.gamma, "beta": model.final_norm.beta}
     return names
@@ -326,15 +396,17 @@ def _keras_adamw_step(parameters, gradients, m, v, step, learning_rate, beta_1, 
     """One step of Keras' own AdamW on float32 variables, from the given moments and step number."""
     keras = pytest.importorskip("keras")
     variable = keras.Variable(np.asarray(parameters, "float32"))
-    optimizer = keras.optimizers.AdamW(learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
-                                       weight_decay=weight_decay)
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, weight_decay=weight_decay
+    )
     optimizer.build([variable])
     optimizer._momentums[0].assign(np.asarray(m, "float32"))
     optimizer._velocities[0].assign(np.asarray(v, "float32"))
     optimizer.iterations.assign(step - 1)
     optimizer.apply_gradients([(keras.ops.convert_to_tensor(np.asarray(gradients, "float32")), variable)])
-    return tuple(keras.ops.convert_to_numpy(value) for value in (variable, optimizer._momentums[0],
-                                                                   optimizer._velocities[0]))
+    return tuple(
+        keras.ops.convert_to_numpy(value) for value in (variable, optimizer._momentums[0], optimizer._velocities[0])
+    )
 
 
 @pytest.mark.parametrize("seed", range(8))

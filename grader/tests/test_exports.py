@@ -18,11 +18,19 @@ from transformer_course_grader.reports import report_texts
 
 def _results():
     def row(student, first, second):
-        return NotebookResult(student, "07_tiny.ipynb", [
-            ExerciseResult("07.1", first, 1, "passed" if first else "failed",
-                           "all match" if first else "case 1 differs"),
-            ExerciseResult("07.2", second, 3, "passed" if second else "error",
-                           "ok" if second else "raised ValueError")])
+        return NotebookResult(
+            student,
+            "07_tiny.ipynb",
+            [
+                ExerciseResult(
+                    "07.1", first, 1, "passed" if first else "failed", "all match" if first else "case 1 differs"
+                ),
+                ExerciseResult(
+                    "07.2", second, 3, "passed" if second else "error", "ok" if second else "raised ValueError"
+                ),
+            ],
+        )
+
     return [row("ada", 1, 3), row("bob", 0, 3), row("=cy", 1, 0)]
 
 
@@ -32,8 +40,9 @@ def _shards(tmp_path, results):
     students = sorted({result.student for result in results})
     for index in (1, 2):
         mine = [result for result in results if (students.index(result.student) % 2) + 1 == index]
-        csv_text, json_text, markdown = report_texts(mine, ["07.1", "07.2"], 99, {
-            "shard": {"index": index, "count": 2}, "all_students": students})
+        csv_text, json_text, markdown = report_texts(
+            mine, ["07.1", "07.2"], 99, {"shard": {"index": index, "count": 2}, "all_students": students}
+        )
         folder = tmp_path / f"shard{index}"
         folder.mkdir(parents=True)
         (folder / "grades.json").write_text(json_text)
@@ -59,14 +68,17 @@ def test_overrides_set_points_keep_the_automatic_score_and_survive_a_regrade(tmp
         assert "1 / 1 (set by hand; automatic 0: accepted after review)" in report
 
 
-@pytest.mark.parametrize("rows, header, problem", [
-    ([("bob", "07.1", 1, "ok")], "name,exercise,points,reason", "header"),
-    ([("bob", "99.1", 1, "ok")], None, "unknown exercise"),
-    ([("bob", "07.1", 2, "ok")], None, "from 0 to 1"),
-    ([("bob", "07.1", "one", "ok")], None, "from 0 to 1"),
-    ([("bob", "07.1", 1, " ")], None, "reason"),
-    ([("bob", "07.1", 1, "ok"), ("bob", "07.1", 0, "again")], None, "twice"),
-])
+@pytest.mark.parametrize(
+    "rows, header, problem",
+    [
+        ([("bob", "07.1", 1, "ok")], "name,exercise,points,reason", "header"),
+        ([("bob", "99.1", 1, "ok")], None, "unknown exercise"),
+        ([("bob", "07.1", 2, "ok")], None, "from 0 to 1"),
+        ([("bob", "07.1", "one", "ok")], None, "from 0 to 1"),
+        ([("bob", "07.1", 1, " ")], None, "reason"),
+        ([("bob", "07.1", 1, "ok"), ("bob", "07.1", 0, "again")], None, "twice"),
+    ],
+)
 def test_a_bad_overrides_file_is_refused_naming_the_row(tmp_path, rows, header, problem):
     with pytest.raises(OverrideError, match=problem):
         read_overrides(_overrides(tmp_path, rows, header or "student,exercise,points,reason"))
@@ -81,9 +93,11 @@ def test_an_override_for_a_student_outside_the_class_is_refused(tmp_path):
 def test_canvas_gradebook_has_canvas_columns_a_points_row_and_reports_unmatched_names(tmp_path):
     merge_grades(_shards(tmp_path, _results()), tmp_path / "out")
     roster = tmp_path / "roster.csv"
-    roster.write_text("folder,Student,ID,SIS User ID,SIS Login ID,Section\n"
-                      "ada,Lovelace Ada,101,s101,ada,Monday\nbob,Bob B,102,s102,bob,Tuesday\n"
-                      "dee,Dee D,103,s103,dee,Monday\n")
+    roster.write_text(
+        "folder,Student,ID,SIS User ID,SIS Login ID,Section\n"
+        "ada,Lovelace Ada,101,s101,ada,Monday\nbob,Bob B,102,s102,bob,Tuesday\n"
+        "dee,Dee D,103,s103,dee,Monday\n"
+    )
     text, unmatched = canvas_gradebook(tmp_path / "out", roster, "Transformer course", "4242")
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Transformer course (4242)"]
@@ -110,7 +124,7 @@ def test_gradescope_results_hold_the_documented_fields(tmp_path):
 
 # --- near-identical solutions -----------------------------------------------------------------
 
-HONEST = '''def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
+HONEST = """def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
     rng = np.random.default_rng(seed)
     token_ids = np.asarray(token_ids)
     chosen = ~np.isin(token_ids, [0, *special_ids]) & (rng.random(token_ids.shape) < 0.15)
@@ -118,8 +132,8 @@ HONEST = '''def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id,
     corrupted = np.where(chosen & (action < 0.8), mask_token_id, token_ids)
     randomized = chosen & (action >= 0.8) & (action < 0.9)
     corrupted[randomized] = rng.integers(0, vocabulary_size, size=int(randomized.sum()))
-    return corrupted, np.where(chosen, token_ids, 0)'''
-RENAMED = '''def bert_corruption(ids, s, v, m, specials):
+    return corrupted, np.where(chosen, token_ids, 0)"""
+RENAMED = """def bert_corruption(ids, s, v, m, specials):
     # my own work, honestly
     generator = np.random.default_rng(s)
     ids = np.asarray(ids)
@@ -128,8 +142,8 @@ RENAMED = '''def bert_corruption(ids, s, v, m, specials):
     out = np.where(picked & (draw < 0.8), m, ids)
     swap = picked & (draw >= 0.8) & (draw < 0.9)
     out[swap] = generator.integers(0, v, size=int(swap.sum()))
-    return out, np.where(picked, ids, 0)'''
-LOOPS = '''def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
+    return out, np.where(picked, ids, 0)"""
+LOOPS = """def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
     rng = np.random.default_rng(seed)
     corrupted = np.array(token_ids, copy=True)
     labels = np.zeros_like(corrupted)
@@ -144,7 +158,7 @@ LOOPS = '''def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, 
                 corrupted[row, column] = mask_token_id
             elif roll < 0.9:
                 corrupted[row, column] = rng.integers(vocabulary_size)
-    return corrupted, labels'''
+    return corrupted, labels"""
 
 
 def test_a_renamed_copy_is_listed_and_independent_honest_solutions_are_not():
@@ -154,8 +168,10 @@ def test_a_renamed_copy_is_listed_and_independent_honest_solutions_are_not():
     from transformer_course_grader.similarity import normalise, similar_solutions
 
     copied_from_the_package = inspect.getsource(mask_tokens).replace("token_ids", "ids").replace("rng", "generator")
-    solutions = {name: {"08.3": normalise(source)} for name, source in
-                 (("ana", HONEST), ("ben", RENAMED), ("cal", LOOPS), ("dot", copied_from_the_package))}
+    solutions = {
+        name: {"08.3": normalise(source)}
+        for name, source in (("ana", HONEST), ("ben", RENAMED), ("cal", LOOPS), ("dot", copied_from_the_package))
+    }
     found = similar_solutions(solutions)["08.3"]
     assert [group for _, _, group in found["groups"]] == [["ana", "ben"]]
     assert [student for _, student, _ in found["package"]] == ["dot"]
@@ -166,15 +182,20 @@ def test_students_sharing_one_program_are_one_group_and_short_answers_are_not_co
     alike is the usual answer, counted, not listed; a one-line program is not compared at all."""
     from transformer_course_grader.similarity import MIN_SHINGLES, normalise, similar_solutions
 
-    usual = normalise("def split_heads(x, heads):\n    b, t, e = x.shape\n"
-                      "    return x.reshape(b, t, heads, e // heads).transpose(0, 2, 1, 3)")
+    usual = normalise(
+        "def split_heads(x, heads):\n    b, t, e = x.shape\n"
+        "    return x.reshape(b, t, heads, e // heads).transpose(0, 2, 1, 3)"
+    )
     tiny = normalise("def f(n):\n    return n + 1")
     assert len(tiny) - 4 < MIN_SHINGLES <= len(usual) - 4
     solutions = {}
     for n in range(60):
         own = [f"t{n}_{i}" for i in range(40)]  # everyone's own program...
-        solutions[f"student{n:02d}"] = {"08.3": normalise(HONEST) if n < 5 else own,  # ...but five who share one
-                                        "04.2": usual if n < 30 else own, "01.1": tiny}
+        solutions[f"student{n:02d}"] = {
+            "08.3": normalise(HONEST) if n < 5 else own,  # ...but five who share one
+            "04.2": usual if n < 30 else own,
+            "01.1": tiny,
+        }
     found = similar_solutions(solutions)
     assert found["08.3"]["groups"] == [(1.0, 1.0, [f"student{n:02d}" for n in range(5)])]
     assert found["04.2"]["groups"] == [] and found["04.2"]["common"] == [30]
@@ -200,9 +221,16 @@ def _two_assignments():
     """ada and bob hand in notebook 07 (week 1) and notebook 09 (week 2)."""
     results = _results()[:2]
     for student, points in (("ada", 3), ("bob", 1)):
-        results.append(NotebookResult(student, "09_tiny.ipynb", [
-            ExerciseResult("09.1", min(points, 2), 2, "passed" if points >= 2 else "failed", "x"),
-            ExerciseResult("09.w1", 1, 2, "graded by hand", "fair")]))
+        results.append(
+            NotebookResult(
+                student,
+                "09_tiny.ipynb",
+                [
+                    ExerciseResult("09.1", min(points, 2), 2, "passed" if points >= 2 else "failed", "x"),
+                    ExerciseResult("09.w1", 1, 2, "graded by hand", "fair"),
+                ],
+            )
+        )
     return results
 
 
@@ -211,8 +239,12 @@ def test_an_assignment_is_merged_and_exported_alone_or_one_column_per_exercise(t
     folders = []
     for index in (1, 2):
         mine = [result for result in results if (result.student == "ada") == (index == 1)]
-        _, json_text, _ = report_texts(mine, ["07.1", "07.2", "09.1", "09.w1"], 99, {
-            "shard": {"index": index, "count": 2}, "all_students": ["ada", "bob"]})
+        _, json_text, _ = report_texts(
+            mine,
+            ["07.1", "07.2", "09.1", "09.w1"],
+            99,
+            {"shard": {"index": index, "count": 2}, "all_students": ["ada", "bob"]},
+        )
         (tmp_path / f"shard{index}").mkdir()
         (tmp_path / f"shard{index}" / "grades.json").write_text(json_text)
         folders.append(tmp_path / f"shard{index}")
@@ -229,7 +261,9 @@ def test_an_assignment_is_merged_and_exported_alone_or_one_column_per_exercise(t
     assert rows[0][5:] == ["Course: 07.1", "Course: 07.2", "Course: 09.1", "Course: 09.w1"]
     assert rows[1][5:] == ["1", "3", "2", "2"] and rows[3][5:] == ["0", "3", "1", "1"]
     assert [test["number"] for test in gradescope_results(tmp_path / "all", "bob", notebooks=["09"])["tests"]] == [
-        "09.1", "09.w1"]
+        "09.1",
+        "09.w1",
+    ]
     with pytest.raises(OverrideError, match="no exercise of notebooks 05"):
         canvas_gradebook(tmp_path / "all", roster, "Week 3", "89", notebooks=["05"])
 

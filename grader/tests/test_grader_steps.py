@@ -30,8 +30,11 @@ def release():
     """A released notebook: a lesson cell, exercise 07.1's stub and its locked check cell (with its checksum)."""
     pytest.importorskip("nbgrader")
     source = nbformat.v4.new_notebook()
-    source.cells = [nbformat.v4.new_code_cell("import numpy as np"), solution_cell("07.1", SOLUTION),
-                    check_cell("07.1", 1, 'check("07.1", causal_mask)')]
+    source.cells = [
+        nbformat.v4.new_code_cell("import numpy as np"),
+        solution_cell("07.1", SOLUTION),
+        check_cell("07.1", 1, 'check("07.1", causal_mask)'),
+    ]
     return release_notebook(source)
 
 
@@ -41,14 +44,18 @@ def copy_of(notebook):
 
 def test_read_submission_reads_a_regular_utf8_file_and_nothing_else(tmp_path):
     good = tmp_path / "good.ipynb"
-    good.write_text("{\"cells\": []}", encoding="utf-8")
-    assert grader.read_submission(good) == "{\"cells\": []}"
+    good.write_text('{"cells": []}', encoding="utf-8")
+    assert grader.read_submission(good) == '{"cells": []}'
     (tmp_path / "link.ipynb").symlink_to(good)
     os.mkfifo(tmp_path / "fifo.ipynb")  # opened without waiting for a writer
     (tmp_path / "folder.ipynb").mkdir()
     (tmp_path / "latin1.ipynb").write_bytes("José".encode("latin-1"))
-    for name, message in (("link.ipynb", "symbolic link"), ("fifo.ipynb", "not a regular file"),
-                          ("folder.ipynb", "not a regular file"), ("latin1.ipynb", "not UTF-8")):
+    for name, message in (
+        ("link.ipynb", "symbolic link"),
+        ("fifo.ipynb", "not a regular file"),
+        ("folder.ipynb", "not a regular file"),
+        ("latin1.ipynb", "not UTF-8"),
+    ):
         with pytest.raises(grader.SubmissionError, match=message):
             grader.read_submission(tmp_path / name)
     with pytest.raises(grader.SubmissionError, match="larger than"):
@@ -84,35 +91,56 @@ def test_locked_cells_edited_deleted_or_copied_are_restored_and_flagged(release)
 def test_the_program_of_a_function_is_what_it_needs_as_its_check_cell_sees_it(release):
     from transformer_course_grader.slicing import program_for
 
-    cells = ["import numpy as np\nimport transformer_course as tc\nsettings = tc.start_notebook('07')",
-             "SIZE = 3\nmodel = tc.build(settings)\nSCALE = SIZE * 2",
-             "%%writefile helpers.py\nimport numpy as np\ndef ones(n):\n    return np.ones((n, n))\n",
-             "import functools, helpers\n@functools.cache\ndef lower(n):\n    return np.tril(helpers.ones(n)) * SCALE",
-             "def causal_mask(length):\n    return lower(length) > 0",
-             "check('07.1', causal_mask)",
-             "causal_mask = tc.masks.causal_mask  # after the check: not what is graded"]
+    cells = [
+        "import numpy as np\nimport transformer_course as tc\nsettings = tc.start_notebook('07')",
+        "SIZE = 3\nmodel = tc.build(settings)\nSCALE = SIZE * 2",
+        "%%writefile helpers.py\nimport numpy as np\ndef ones(n):\n    return np.ones((n, n))\n",
+        "import functools, helpers\n@functools.cache\ndef lower(n):\n    return np.tril(helpers.ones(n)) * SCALE",
+        "def causal_mask(length):\n    return lower(length) > 0",
+        "check('07.1', causal_mask)",
+        "causal_mask = tc.masks.causal_mask  # after the check: not what is graded",
+    ]
     program = program_for(cells, check_cell=5, function_name="causal_mask")
     assert [(unit.cell, unit.text.splitlines()[0]) for unit in program.units] == [
-        (0, "import numpy as np"), (1, "SIZE = 3"), (1, "SCALE = SIZE * 2"),
-        (2, "get_ipython().run_cell_magic('writefile', 'helpers.py', 'import numpy as np\\ndef ones(n):\\n    "
-            "return np.ones((n, n))\\n')"),
-        (3, "import functools, helpers"), (3, "@functools.cache"), (4, "def causal_mask(length):")]
+        (0, "import numpy as np"),
+        (1, "SIZE = 3"),
+        (1, "SCALE = SIZE * 2"),
+        (
+            2,
+            "get_ipython().run_cell_magic('writefile', 'helpers.py', 'import numpy as np\\ndef ones(n):\\n    "
+            "return np.ones((n, n))\\n')",
+        ),
+        (3, "import functools, helpers"),
+        (3, "@functools.cache"),
+        (4, "def causal_mask(length):"),
+    ]
     assert program.writefiles() == {"helpers.py": cells[2].split("\n", 1)[1]}
     assert program.package_import is None and program.missing is None
     # A name a top-level statement reads is its binding before that statement; a body's, before the check.
     cells = ["x = 1", "y = x + 1", "x = 5", "def f():\n    return x + y", "g = f"]
-    assert [unit.text for unit in program_for(cells, 5, "g").units] == ["x = 1", "y = x + 1", "x = 5",
-                                                                       "def f():\n    return x + y", "g = f"]
-    assert [unit.text for unit in program_for(cells[:2] + cells[3:], 4, "f").units] == ["x = 1", "y = x + 1",
-                                                                                       "def f():\n    return x + y"]
-    wrapper = program_for(["from transformer_course import masks", "def f(n):\n    return masks.causal_mask(n)"],
-                          2, "f")
+    assert [unit.text for unit in program_for(cells, 5, "g").units] == [
+        "x = 1",
+        "y = x + 1",
+        "x = 5",
+        "def f():\n    return x + y",
+        "g = f",
+    ]
+    assert [unit.text for unit in program_for(cells[:2] + cells[3:], 4, "f").units] == [
+        "x = 1",
+        "y = x + 1",
+        "def f():\n    return x + y",
+    ]
+    wrapper = program_for(
+        ["from transformer_course import masks", "def f(n):\n    return masks.causal_mask(n)"], 2, "f"
+    )
     assert wrapper.package_import == (0, "transformer_course.masks")
     inner = program_for(["def f(n):\n    import transformer_course.masks as m\n    return m.causal_mask(n)"], 1, "f")
     assert inner.package_import == (0, "transformer_course.masks")
     broken = program_for(["def f(n)\n    return n", "f"], 1, "f")
-    assert broken.missing == "`f` is not defined in any cell before its check: cell 1 does not parse " \
-                             "(SyntaxError: expected ':')"
+    assert (
+        broken.missing == "`f` is not defined in any cell before its check: cell 1 does not parse "
+        "(SyntaxError: expected ':')"
+    )
 
 
 GUARDED = """
@@ -132,42 +160,60 @@ except Exception as error:
 FROZEN_REFUSED = "ImportError Frozen object named 'runpy' is invalid"
 
 
-@pytest.mark.parametrize("statement, outcome", [
-    ("import marshal\nmarshal.loads(marshal.dumps((lambda: 0).__code__))", "(marshal.loads)"),
-    ("(lambda: 0).__code__.replace(co_name='f')", "(code.__new__)"),
-    ("exec('x = 1')", "(compile, of <string>)"),
-    ("eval(compile('1', 'x', 'eval'))", "(compile, of x)"),
-    ("import runpy\nopen('copied.py', 'w').write('x = 1')\nrunpy.run_path('copied.py')", "(compile, of copied.py)"),
-    ("open('sneaky.py', 'w').write('x = 1')\nimport sneaky", "(compile, of"),
-    ("import pickle\npickle.loads(b'\\x80\\x04c' + b'transformer_course.masks\\ncausal_mask\\n.')",
-     "graded code may not import the course package or its grader (transformer_course.masks)"),
-    ("import ctypes\nctypes.string_at(id(1), 8)", "graded code may not call ctypes.string_at"),
-    # The frozen-module loader unmarshals only the interpreter's own modules, never bytes it is handed
-    # (it reports the hook's refusal as an ImportError of its own: no code object comes back).
-    ("import _imp, marshal\n_imp.get_frozen_object('runpy', marshal.dumps((lambda: 0).__code__))", FROZEN_REFUSED),
-    ("import _frozen_importlib as b, _imp, marshal\n"
-     "b._call_with_frames_removed(_imp.get_frozen_object, 'runpy', marshal.dumps((lambda: 0).__code__))",
-     FROZEN_REFUSED),
-    # Honest: the standard library imported afresh (its own files), namedtuple at call time of a
-    # library that builds code, and a module the notebook wrote, imported with exactly its text.
-    ("import json.tool, colorsys\ncolorsys.rgb_to_hsv(1, 0, 0)", "ran"),
-    # Frozen standard-library modules, which Python 3.13 unmarshals when they are first imported.
-    ("import runpy, zipimport, importlib.util\nimportlib.util.find_spec('json')", "ran"),
-    ("open('helpers.py', 'w').write('def ones(n):\\n    return [1] * n\\n')\nimport helpers\nhelpers.ones(2)",
-     "ran"),
-    # The standard library's class factories build their methods' code: not the submission's.
-    ("from dataclasses import dataclass, field\n@dataclass\nclass P:\n    x: int = 0\n"
-     "    ys: list = field(default_factory=list)\nP(1)", "ran"),
-    ("from collections import namedtuple\nP = namedtuple('P', 'x y')\nP(1, 2)", "ran"),
-    ("from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\nP(1)", "ran"),
-    ("import enum\nclass Kind(enum.Enum):\n    PAD = 0\nKind.PAD", "ran"),
-])
+@pytest.mark.parametrize(
+    "statement, outcome",
+    [
+        ("import marshal\nmarshal.loads(marshal.dumps((lambda: 0).__code__))", "(marshal.loads)"),
+        ("(lambda: 0).__code__.replace(co_name='f')", "(code.__new__)"),
+        ("exec('x = 1')", "(compile, of <string>)"),
+        ("eval(compile('1', 'x', 'eval'))", "(compile, of x)"),
+        ("import runpy\nopen('copied.py', 'w').write('x = 1')\nrunpy.run_path('copied.py')", "(compile, of copied.py)"),
+        ("open('sneaky.py', 'w').write('x = 1')\nimport sneaky", "(compile, of"),
+        (
+            "import pickle\npickle.loads(b'\\x80\\x04c' + b'transformer_course.masks\\ncausal_mask\\n.')",
+            "graded code may not import the course package or its grader (transformer_course.masks)",
+        ),
+        ("import ctypes\nctypes.string_at(id(1), 8)", "graded code may not call ctypes.string_at"),
+        # The frozen-module loader unmarshals only the interpreter's own modules, never bytes it is handed
+        # (it reports the hook's refusal as an ImportError of its own: no code object comes back).
+        ("import _imp, marshal\n_imp.get_frozen_object('runpy', marshal.dumps((lambda: 0).__code__))", FROZEN_REFUSED),
+        (
+            "import _frozen_importlib as b, _imp, marshal\n"
+            "b._call_with_frames_removed(_imp.get_frozen_object, 'runpy', marshal.dumps((lambda: 0).__code__))",
+            FROZEN_REFUSED,
+        ),
+        # Honest: the standard library imported afresh (its own files), namedtuple at call time of a
+        # library that builds code, and a module the notebook wrote, imported with exactly its text.
+        ("import json.tool, colorsys\ncolorsys.rgb_to_hsv(1, 0, 0)", "ran"),
+        # Frozen standard-library modules, which Python 3.13 unmarshals when they are first imported.
+        ("import runpy, zipimport, importlib.util\nimportlib.util.find_spec('json')", "ran"),
+        (
+            "open('helpers.py', 'w').write('def ones(n):\\n    return [1] * n\\n')\nimport helpers\nhelpers.ones(2)",
+            "ran",
+        ),
+        # The standard library's class factories build their methods' code: not the submission's.
+        (
+            "from dataclasses import dataclass, field\n@dataclass\nclass P:\n    x: int = 0\n"
+            "    ys: list = field(default_factory=list)\nP(1)",
+            "ran",
+        ),
+        ("from collections import namedtuple\nP = namedtuple('P', 'x y')\nP(1, 2)", "ran"),
+        ("from typing import NamedTuple\nclass P(NamedTuple):\n    x: int\nP(1)", "ran"),
+        ("import enum\nclass Kind(enum.Enum):\n    PAD = 0\nKind.PAD", "ran"),
+    ],
+)
 def test_the_graded_kernels_hook_refuses_code_built_at_run_time_and_nothing_honest(tmp_path, statement, outcome):
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-c", GUARDED, str(tmp_path)], input=statement, capture_output=True,
-                         text=True, cwd=tmp_path, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", GUARDED, str(tmp_path)],
+        input=statement,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert outcome in run.stdout, (run.stdout, run.stderr[-2000:])
     assert outcome in ("ran", FROZEN_REFUSED) or "graded code may not" in run.stdout
 
@@ -190,8 +236,9 @@ def test_one_reply_is_judged_against_the_reference_in_the_graders_process():
     cases = [("length 3", {"length": 3}, "n" * 32, "07.1#0", False)]
     right = encode(np.tril(np.ones((3, 3), dtype=bool)))
     wrong = encode(np.ones((3, 3), dtype=bool))
-    assert grader._judge(exercise, cases, {"07.1#0": f"{'n' * 32} ok __main__ {right}"}, stopped=None).status \
-        == "passed"
+    assert (
+        grader._judge(exercise, cases, {"07.1#0": f"{'n' * 32} ok __main__ {right}"}, stopped=None).status == "passed"
+    )
     verdict = grader._judge(exercise, cases, {"07.1#0": f"{'n' * 32} ok __main__ {wrong}"}, stopped=None)
     assert (verdict.status, verdict.points) == ("failed", 0)
     assert grader._judge(exercise, cases, {}, stopped=None).status == "error"  # no reply at all
@@ -207,10 +254,22 @@ def test_a_worker_that_dies_costs_only_the_job_it_held(workers):
 
     jobs = [signal.SIGCHLD, signal.SIGABRT, signal.SIGCHLD, signal.SIGKILL, signal.SIGCHLD, -1, signal.SIGCHLD]
     finished = []
-    results = run_jobs(signal.raise_signal, jobs, workers, on_death=lambda job, how: f"job {int(job)}: {how}",
-                       done=lambda: finished.append(1))
-    assert results == [None, "job 6: killed by SIGABRT", None, "job 9: killed by SIGKILL", None,
-                       "job -1: exited with status 1", None]  # raise_signal(-1) raises ValueError in the worker
+    results = run_jobs(
+        signal.raise_signal,
+        jobs,
+        workers,
+        on_death=lambda job, how: f"job {int(job)}: {how}",
+        done=lambda: finished.append(1),
+    )
+    assert results == [
+        None,
+        "job 6: killed by SIGABRT",
+        None,
+        "job 9: killed by SIGKILL",
+        None,
+        "job -1: exited with status 1",
+        None,
+    ]  # raise_signal(-1) raises ValueError in the worker
     assert len(finished) == len(jobs)
 
 
@@ -222,8 +281,9 @@ def test_workers_must_be_a_positive_int(workers):
         run_jobs(abs, [1], workers, on_death=lambda job, how: None)
 
 
-@pytest.mark.parametrize("release_path", sorted((ROOT / "release").glob("[0-9][0-9]_*.ipynb")),
-                         ids=lambda path: path.name[:2])
+@pytest.mark.parametrize(
+    "release_path", sorted((ROOT / "release").glob("[0-9][0-9]_*.ipynb")), ids=lambda path: path.name[:2]
+)
 def test_what_grading_needs_of_each_release_reaches_a_grading_process(release_path):
     """Every released notebook's facts are worked out once and sent to the workers: they must pickle."""
     import pickle
@@ -238,11 +298,16 @@ def test_what_grading_needs_of_each_release_reaches_a_grading_process(release_pa
 def test_stubs_left_as_released_are_no_solutions_for_the_similarity_section():
     """Two students who both left an exercise untouched are not near-identical: the stub is not compared."""
     pytest.importorskip("nbgrader")
-    source = nbformat.v4.new_notebook(cells=[
-        solution_cell("07.1", "def causal_mask(length):\n    ### BEGIN SOLUTION\n    return None\n"
-                              "    ### END SOLUTION"),
-        solution_cell("07.2", "def greedy_decode(a, b, c, d):\n    ### BEGIN SOLUTION\n    return a\n"
-                              "    ### END SOLUTION")])
+    source = nbformat.v4.new_notebook(
+        cells=[
+            solution_cell(
+                "07.1", "def causal_mask(length):\n    ### BEGIN SOLUTION\n    return None\n    ### END SOLUTION"
+            ),
+            solution_cell(
+                "07.2", "def greedy_decode(a, b, c, d):\n    ### BEGIN SOLUTION\n    return a\n    ### END SOLUTION"
+            ),
+        ]
+    )
     release = release_notebook(source)
     answered = nbformat.from_dict(json.loads(json.dumps(release)))
     answered.cells[1].source = "def greedy_decode(a, b, c, d):\n    return [a, b]"
@@ -317,17 +382,25 @@ def test_copies_of_the_package_are_listed_however_they_are_spread_or_renamed():
     renamed = renamed.replace("key_length", "width").replace("def causal_mask", "def causal_mask")
     assert _similarity_to_the_package(["import keras", stub, renamed], "07.1") >= 0.9
     source = inspect.getsource(decoding)
-    helpers = [inspect.getsource(decoding._probabilities), inspect.getsource(decoding._start),
-               inspect.getsource(decoding._decode)]
-    copied = ["from collections.abc import Callable\nimport numpy as np\nPADDING_ID = 0",
-              "def check_integer(name, value):\n    return int(value)", *helpers,
-              inspect.getsource(decoding.greedy_decode)]
+    helpers = [
+        inspect.getsource(decoding._probabilities),
+        inspect.getsource(decoding._start),
+        inspect.getsource(decoding._decode),
+    ]
+    copied = [
+        "from collections.abc import Callable\nimport numpy as np\nPADDING_ID = 0",
+        "def check_integer(name, value):\n    return int(value)",
+        *helpers,
+        inspect.getsource(decoding.greedy_decode),
+    ]
     assert "def _decode" in source and _similarity_to_the_package(copied, "07.2") >= 0.8
-    honest = ("def greedy_decode(next_token_probabilities, start_ids, end_id, max_length):\n"
-              "    decoded = np.asarray(start_ids)[:, None]\n"
-              "    for _ in range(max_length):\n"
-              "        decoded = np.concatenate([decoded, next_token_probabilities(decoded).argmax(-1)[:, None]], 1)\n"
-              "    return decoded")
+    honest = (
+        "def greedy_decode(next_token_probabilities, start_ids, end_id, max_length):\n"
+        "    decoded = np.asarray(start_ids)[:, None]\n"
+        "    for _ in range(max_length):\n"
+        "        decoded = np.concatenate([decoded, next_token_probabilities(decoded).argmax(-1)[:, None]], 1)\n"
+        "    return decoded"
+    )
     assert _similarity_to_the_package(["import numpy as np", honest], "07.2") < 0.5
 
 
@@ -341,24 +414,27 @@ def _program_texts(cells, function_name="f"):
 
 def test_a_star_import_comes_with_a_function_that_reads_a_name_it_may_bind():
     assert _program_texts(["from numpy import *", "def f(n):\n    return tril(ones((n, n), dtype=bool))"]) == [
-        "from numpy import *", "def f(n):\n    return tril(ones((n, n), dtype=bool))"]
+        "from numpy import *",
+        "def f(n):\n    return tril(ones((n, n), dtype=bool))",
+    ]
     # After the name's last explicit binding only: an earlier star import is shadowed by it.
-    assert _program_texts(["from math import *", "import numpy as np", "from numpy import *",
-                           "def f(n):\n    return np.eye(n)"]) == [
-        "import numpy as np", "from numpy import *", "def f(n):\n    return np.eye(n)"]
+    assert _program_texts(
+        ["from math import *", "import numpy as np", "from numpy import *", "def f(n):\n    return np.eye(n)"]
+    ) == ["import numpy as np", "from numpy import *", "def f(n):\n    return np.eye(n)"]
     # A star import of a module the notebook wrote comes with the statement that wrote it.
     written = "%%writefile helpers.py\ndef lower(n):\n    return n\n"
     texts = _program_texts([written, "from helpers import *", "def f(n):\n    return lower(n)"])
     assert texts[1:] == ["from helpers import *", "def f(n):\n    return lower(n)"] and "writefile" in texts[0]
     # The course package's exports are known: a star import of a module that does not bind `np` is left out...
-    assert _program_texts(["import numpy as np", "from transformer_course.plots import *",
-                           "def f(n):\n    return np.eye(n)"]) == ["import numpy as np",
-                                                                  "def f(n):\n    return np.eye(n)"]
+    assert _program_texts(
+        ["import numpy as np", "from transformer_course.plots import *", "def f(n):\n    return np.eye(n)"]
+    ) == ["import numpy as np", "def f(n):\n    return np.eye(n)"]
     # ...and one that binds the name the function reads is the package's code.
     from transformer_course_grader.slicing import program_for
 
-    program = program_for(["from transformer_course.masks import *", "def f(n):\n    return causal_mask(n)", "c"],
-                          2, "f")
+    program = program_for(
+        ["from transformer_course.masks import *", "def f(n):\n    return causal_mask(n)", "c"], 2, "f"
+    )
     assert program.package_import == (0, "transformer_course.masks.*")
 
 
@@ -373,13 +449,16 @@ def test_a_cell_magic_that_runs_its_body_as_python_is_read_as_that_body(magics):
     assert _program_texts(["%%writefile other.txt\nnot python", cell])[0] == "import numpy as np"
 
 
-@pytest.mark.parametrize("writer", [
-    "open('helpers.py', 'w').write({text!r})",
-    "open('helpers.py', mode='w').write({text!r})",
-    "with open('helpers.py', 'w') as file:\n    file.write({text!r})",
-    "from pathlib import Path\nPath('helpers.py').write_text({text!r})",
-    "import pathlib\npathlib.Path('helpers.py').write_text({text!r})",
-])
+@pytest.mark.parametrize(
+    "writer",
+    [
+        "open('helpers.py', 'w').write({text!r})",
+        "open('helpers.py', mode='w').write({text!r})",
+        "with open('helpers.py', 'w') as file:\n    file.write({text!r})",
+        "from pathlib import Path\nPath('helpers.py').write_text({text!r})",
+        "import pathlib\npathlib.Path('helpers.py').write_text({text!r})",
+    ],
+)
 def test_a_module_written_with_open_comes_with_the_function_that_imports_it(writer):
     from transformer_course_grader.slicing import program_for
 
@@ -412,41 +491,43 @@ def test_the_slicer_is_bounded_in_statements_and_time():
         parse_cells(["x = 1", "y = 2"], budget_seconds=0)
 
 
-@pytest.mark.parametrize("source, reason", [
-    # The hook's own globals, from sys.modules or from a refused call's traceback.
-    ("import sys\nguard = sys.modules['transformer_course_grader.guard']", "uses sys.modules"),
-    ("try:\n    exec('1')\nexcept Exception as error:\n    frame = error.__traceback__.tb_frame",
-     "calls exec()"),
-    ("def f(error):\n    return error.__traceback__.tb_frame.f_back.f_globals", "reads .__traceback__"),
-    # A builtin swapped by name, the builtins reached through a namespace.
-    ("import builtins\nbuiltins.open = lambda *a: None", "imports builtins"),
-    ("globals()['__builtins__'].open = print", "calls globals()"),
-    ("namespace = {}\nnamespace['__builtins__'] = None", "names __builtins__"),
-    # An import-system finder serving a module from a written file.
-    ("import sys\nsys.meta_path.insert(0, object())", "uses sys.meta_path"),
-    ("from sys import meta_path", "imports sys.meta_path"),
-    ("import importlib.machinery", "imports importlib.machinery"),
-    ("open('_decimal.py', 'w').write(TEXT)", "opens a file for writing"),
-    ("open(NAME, 'w').write(TEXT)", "opens a file for writing"),
-    # A helper's code swapped through a closure or a function's attributes.
-    ("def f():\n    pass\nf.__code__ = g.__code__", "reads .__code__"),
-    ("cell = helper.__closure__[0]", "reads .__closure__"),
-    ("def f(x):\n    return x\nf = type(f)(g.__code__, {})", "reads .__code__"),
-    # Code carried as data, however it is unpacked and run.
-    ("import zlib\nSOURCE = zlib.decompress(b'" + "x" * 5000 + "')", "holds a constant of 5,000 characters"),
-    ("import marshal", "imports marshal"),
-    ("import pickle\npickle.loads(DATA)", "imports pickle"),
-    ("import ctypes", "imports ctypes"),
-    ("eval(TEXT)", "calls eval()"),
-    ("compile(TEXT, 'x', 'exec')", "calls compile()"),
-    ("getattr(module, 'ex' + 'ec')", "calls getattr() with a name computed"),
-    ("getattr(dataclasses, '_create_fn')", "calls getattr() on _create_fn"),
-    ("import dataclasses\nmake = dataclasses._create_fn", "reads dataclasses._create_fn"),
-    ("from dataclasses import _create_fn", "imports _create_fn from dataclasses"),
-    ("class Point:\n    __annotations__ = {'x=print(1)#': int}", "uses __annotations__"),
-    ("import subprocess", "imports subprocess"),
-    ("import os\nos.system('python -c 1')", "uses os.system"),
-])
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        # The hook's own globals, from sys.modules or from a refused call's traceback.
+        ("import sys\nguard = sys.modules['transformer_course_grader.guard']", "uses sys.modules"),
+        ("try:\n    exec('1')\nexcept Exception as error:\n    frame = error.__traceback__.tb_frame", "calls exec()"),
+        ("def f(error):\n    return error.__traceback__.tb_frame.f_back.f_globals", "reads .__traceback__"),
+        # A builtin swapped by name, the builtins reached through a namespace.
+        ("import builtins\nbuiltins.open = lambda *a: None", "imports builtins"),
+        ("globals()['__builtins__'].open = print", "calls globals()"),
+        ("namespace = {}\nnamespace['__builtins__'] = None", "names __builtins__"),
+        # An import-system finder serving a module from a written file.
+        ("import sys\nsys.meta_path.insert(0, object())", "uses sys.meta_path"),
+        ("from sys import meta_path", "imports sys.meta_path"),
+        ("import importlib.machinery", "imports importlib.machinery"),
+        ("open('_decimal.py', 'w').write(TEXT)", "opens a file for writing"),
+        ("open(NAME, 'w').write(TEXT)", "opens a file for writing"),
+        # A helper's code swapped through a closure or a function's attributes.
+        ("def f():\n    pass\nf.__code__ = g.__code__", "reads .__code__"),
+        ("cell = helper.__closure__[0]", "reads .__closure__"),
+        ("def f(x):\n    return x\nf = type(f)(g.__code__, {})", "reads .__code__"),
+        # Code carried as data, however it is unpacked and run.
+        ("import zlib\nSOURCE = zlib.decompress(b'" + "x" * 5000 + "')", "holds a constant of 5,000 characters"),
+        ("import marshal", "imports marshal"),
+        ("import pickle\npickle.loads(DATA)", "imports pickle"),
+        ("import ctypes", "imports ctypes"),
+        ("eval(TEXT)", "calls eval()"),
+        ("compile(TEXT, 'x', 'exec')", "calls compile()"),
+        ("getattr(module, 'ex' + 'ec')", "calls getattr() with a name computed"),
+        ("getattr(dataclasses, '_create_fn')", "calls getattr() on _create_fn"),
+        ("import dataclasses\nmake = dataclasses._create_fn", "reads dataclasses._create_fn"),
+        ("from dataclasses import _create_fn", "imports _create_fn from dataclasses"),
+        ("class Point:\n    __annotations__ = {'x=print(1)#': int}", "uses __annotations__"),
+        ("import subprocess", "imports subprocess"),
+        ("import os\nos.system('python -c 1')", "uses os.system"),
+    ],
+)
 def test_the_source_policy_refuses_what_builds_code_or_reaches_internals(source, reason):
     from transformer_course_grader.policy import problems_in
 
@@ -454,23 +535,27 @@ def test_the_source_policy_refuses_what_builds_code_or_reaches_internals(source,
     assert any(problem.reason.startswith(reason) for problem in problems), problems
 
 
-@pytest.mark.parametrize("source", [
-    "from dataclasses import dataclass, field\n@dataclass\nclass Beam:\n    ids: list = field(default_factory=list)",
-    "from collections import namedtuple\nBeam = namedtuple('Beam', 'ids score')",
-    "from typing import NamedTuple\nclass Beam(NamedTuple):\n    ids: list\n    score: float",
-    "import enum\nclass Kind(enum.Enum):\n    PAD = 0",
-    "calls = 0\ndef f(x):\n    global calls\n    calls += 1\n    return x",
-    "import functools\n@functools.lru_cache(maxsize=None)\ndef table(n):\n    return n",
-    "from numpy import *\ndef f(n):\n    return tril(ones((n, n)))",
-    "def clean(text):\n    return text.replace('a', 'b').lower()",
-    "class Cache:\n    def __init__(self):\n        self._items = {}\n"
-    "    def get(self, key):\n        return self._items[key]",
-    "import sys\nEPSILON = sys.float_info.epsilon",
-    "import math, itertools\nLOG2 = math.log(2)\nPAIRS = list(itertools.combinations(range(3), 2))",
-    "if __name__ == '__main__':\n    print('run')",
-    "with open('notes.txt', 'w') as file:\n    file.write('scratch')",
-    "print(getattr(model, 'name', None))",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from dataclasses import dataclass, field\n@dataclass\nclass Beam:\n    ids: list = "
+        "field(default_factory=list)",
+        "from collections import namedtuple\nBeam = namedtuple('Beam', 'ids score')",
+        "from typing import NamedTuple\nclass Beam(NamedTuple):\n    ids: list\n    score: float",
+        "import enum\nclass Kind(enum.Enum):\n    PAD = 0",
+        "calls = 0\ndef f(x):\n    global calls\n    calls += 1\n    return x",
+        "import functools\n@functools.lru_cache(maxsize=None)\ndef table(n):\n    return n",
+        "from numpy import *\ndef f(n):\n    return tril(ones((n, n)))",
+        "def clean(text):\n    return text.replace('a', 'b').lower()",
+        "class Cache:\n    def __init__(self):\n        self._items = {}\n"
+        "    def get(self, key):\n        return self._items[key]",
+        "import sys\nEPSILON = sys.float_info.epsilon",
+        "import math, itertools\nLOG2 = math.log(2)\nPAIRS = list(itertools.combinations(range(3), 2))",
+        "if __name__ == '__main__':\n    print('run')",
+        "with open('notes.txt', 'w') as file:\n    file.write('scratch')",
+        "print(getattr(model, 'name', None))",
+    ],
+)
 def test_the_source_policy_lets_every_honest_style_through(source):
     from transformer_course_grader.policy import problems_in
 
@@ -484,8 +569,11 @@ def test_every_instructors_solution_passes_the_source_policy():
         notebook = nbformat.read(path, as_version=4)
         facts = grader.release_facts(notebook)
         programs = grader._programs(notebook, facts.exercises)
-        refused |= {exercise.id: why for exercise in facts.exercises
-                    if (why := grader._not_graded(exercise, programs[exercise.id]))}
+        refused |= {
+            exercise.id: why
+            for exercise in facts.exercises
+            if (why := grader._not_graded(exercise, programs[exercise.id]))
+        }
     assert not refused
 
 
@@ -514,12 +602,15 @@ def test_a_notebook_under_a_near_name_is_graded_and_named(tmp_path):
         (exact / name).write_text("{}", encoding="utf-8")
     assert locate_submission(exact / release_name) == (
         exact / release_name,
-        [f"graded {release_name}; also in the folder: 04_self_attention-Copy1.ipynb (not graded)"])
+        [f"graded {release_name}; also in the folder: 04_self_attention-Copy1.ipynb (not graded)"],
+    )
     other = tmp_path / "other"
     other.mkdir()
     (other / "05_transformer_encoder.ipynb").write_text("{}", encoding="utf-8")
     assert locate_submission(other / release_name) == (
-        None, ["the folder holds 05_transformer_encoder.ipynb, none of them 04_self_attention.ipynb"])
+        None,
+        ["the folder holds 05_transformer_encoder.ipynb, none of them 04_self_attention.ipynb"],
+    )
     assert locate_submission(tmp_path / "missing" / release_name) == (None, [])
 
 
@@ -539,8 +630,11 @@ def _judged(exercise_id, wrong):
     for number, (label, arguments, secret) in enumerate(grader._cases(EXERCISES[exercise_id], 7, "ada"), start=1):
         nonce, key = f"{number:032x}", f"{exercise_id}#{number}"
         cases.append((label, arguments, nonce, key, secret))
-        replies[key] = (f"{nonce} raised ValueError: an edge case" if number in wrong else
-                        f"{nonce} ok __main__ {encode(references.expected(exercise_id, arguments))}")
+        replies[key] = (
+            f"{nonce} raised ValueError: an edge case"
+            if number in wrong
+            else f"{nonce} ok __main__ {encode(references.expected(exercise_id, arguments))}"
+        )
     return grader._judge(exercise, cases, replies, stopped=None)
 
 
@@ -553,8 +647,10 @@ def test_a_function_wrong_on_some_secret_cases_gets_their_share_with_every_failu
 
 
 def test_passing_only_the_public_cases_earns_nothing_and_a_wrong_public_case_costs_its_share():
-    assert (_judged("03.2", wrong={6, 7, 8, 9, 10}).points, _judged("03.2", wrong={6, 7, 8, 9, 10}).status) \
-        == (0, "error")
+    assert (_judged("03.2", wrong={6, 7, 8, 9, 10}).points, _judged("03.2", wrong={6, 7, 8, 9, 10}).status) == (
+        0,
+        "error",
+    )
     assert _judged("03.2", wrong={1}).points == 1.67  # 2 points x 5 secret right / (5 secret + 1 public wrong)
 
 

@@ -57,18 +57,26 @@ def source_notebook():
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_markdown_cell("# A tiny lecture"),
-        nbformat.v4.new_code_cell("import numpy as np\nfrom transformer_course.exercises import check\n"
-                                  "print('the lesson')", execution_count=1,
-                                  outputs=[nbformat.v4.new_output("stream", text="the lesson\n")]),
+        nbformat.v4.new_code_cell(
+            "import numpy as np\nfrom transformer_course.exercises import check\nprint('the lesson')",
+            execution_count=1,
+            outputs=[nbformat.v4.new_output("stream", text="the lesson\n")],
+        ),
         solution_cell("07.1", CAUSAL),
-        check_cell("07.1", 1, 'check("07.1", causal_mask)\n'
-                              '### BEGIN HIDDEN TESTS\nassert causal_mask(3).sum() == 6\n### END HIDDEN TESTS'),
+        check_cell(
+            "07.1",
+            1,
+            'check("07.1", causal_mask)\n'
+            "### BEGIN HIDDEN TESTS\nassert causal_mask(3).sum() == 6\n### END HIDDEN TESTS",
+        ),
         solution_cell("07.2", GREEDY),
         check_cell("07.2", 3, 'check("07.2", greedy_decode)'),
-        nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint(2 + 2)",
-                                  outputs=[nbformat.v4.new_output("stream", text="4\n")]),
-        nbformat.v4.new_code_cell("print('later cells use the package')",
-                                  outputs=[nbformat.v4.new_output("stream", text="x\n")]),
+        nbformat.v4.new_code_cell(
+            "# NBVAL_CHECK_OUTPUT\nprint(2 + 2)", outputs=[nbformat.v4.new_output("stream", text="4\n")]
+        ),
+        nbformat.v4.new_code_cell(
+            "print('later cells use the package')", outputs=[nbformat.v4.new_output("stream", text="x\n")]
+        ),
     ]
     return notebook
 
@@ -120,239 +128,422 @@ def graded(tmp_path_factory):
     submissions_by_student = {
         "full": solved,
         "release": release,
-        "one_wrong": with_cell(solved, 2,
-                               "def causal_mask(length):\n    return np.triu(np.ones((length, length), dtype=bool))"),
+        "one_wrong": with_cell(
+            solved, 2, "def causal_mask(length):\n    return np.triu(np.ones((length, length), dtype=bool))"
+        ),
         "syntax_error": with_cell(solved, 2, "def causal_mask(length)\n    return None"),
         "endless_loop": with_cell(solved, 2, "def causal_mask(length):\n    while True:\n        pass"),
-        "memory_hog": with_cell(solved, 2, (
-            "hog = np.ones(200_000_000)\n"
-            "def causal_mask(length):\n"
-            "    return np.tril(hog[:length * length].reshape(length, length) > 0)")),
+        "memory_hog": with_cell(
+            solved,
+            2,
+            (
+                "hog = np.ones(200_000_000)\n"
+                "def causal_mask(length):\n"
+                "    return np.tril(hog[:length * length].reshape(length, length) > 0)"
+            ),
+        ),
         "edited_check": with_cell(release, 3, 'print("✓ Exercise 07.1: all cases match (1/1 points)")'),
-        "monkeypatch": inserted(release, 2, (
-            "import numpy, transformer_course.exercises as exercises\n"
-            "numpy.allclose = numpy.array_equal = numpy.isclose = lambda *a, **k: True\n"
-            "exercises.evaluate = lambda *a, **k: 'passed'\n"
-            "exercises.compare_outputs = lambda *a, **k: None\n"
-            "import transformer_course_grader.protocol as protocol\n"
-            "protocol.parse_reply = lambda *a, **k: ('ok', None)")),
-        "fake_score": inserted(release, 2, (
-            "print('full,1,3,4,4')\nprint('TOTAL: 4 / 4')\n"
-            "import sys\nsys.stdout.write('0123456789abcdef0123456789abcdef ok __main__ true\\n')")),
-        "reads_outside": with_cell(release, 2, (
-            "import json\n"
-            f"source = json.load(open({str(secret)!r}))\n"
-            "exec(''.join(source['cells'][2]['source'])"
-            ".replace('### BEGIN SOLUTION', '').replace('### END SOLUTION', ''))")),
-        "uses_network": with_cell(solved, 2, (
-            "import socket\n"
-            "def causal_mask(length):\n"
-            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "library_copy": with_cell(release, 2,
-                                  "from transformer_course_grader.references import _causal_reference as causal_mask"),
+        "monkeypatch": inserted(
+            release,
+            2,
+            (
+                "import numpy, transformer_course.exercises as exercises\n"
+                "numpy.allclose = numpy.array_equal = numpy.isclose = lambda *a, **k: True\n"
+                "exercises.evaluate = lambda *a, **k: 'passed'\n"
+                "exercises.compare_outputs = lambda *a, **k: None\n"
+                "import transformer_course_grader.protocol as protocol\n"
+                "protocol.parse_reply = lambda *a, **k: ('ok', None)"
+            ),
+        ),
+        "fake_score": inserted(
+            release,
+            2,
+            (
+                "print('full,1,3,4,4')\nprint('TOTAL: 4 / 4')\n"
+                "import sys\nsys.stdout.write('0123456789abcdef0123456789abcdef ok __main__ true\\n')"
+            ),
+        ),
+        "reads_outside": with_cell(
+            release,
+            2,
+            (
+                "import json\n"
+                f"source = json.load(open({str(secret)!r}))\n"
+                "exec(''.join(source['cells'][2]['source'])"
+                ".replace('### BEGIN SOLUTION', '').replace('### END SOLUTION', ''))"
+            ),
+        ),
+        "uses_network": with_cell(
+            solved,
+            2,
+            (
+                "import socket\n"
+                "def causal_mask(length):\n"
+                f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "library_copy": with_cell(
+            release, 2, "from transformer_course_grader.references import _causal_reference as causal_mask"
+        ),
         # Honest answers written in ordinary but unexpected ways.
-        "tensor_answer": with_cell(solved, 2, (
-            "import keras\n"
-            "def causal_mask(length):\n"
-            "    return keras.ops.convert_to_tensor(np.tril(np.ones((length, length), dtype=bool)))")),
-        "prints_no_newline": with_cell(solved, 2, (
-            "def causal_mask(length):\n"
-            "    print('building a mask of', length, end=' ')\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "tensor_answer": with_cell(
+            solved,
+            2,
+            (
+                "import keras\n"
+                "def causal_mask(length):\n"
+                "    return keras.ops.convert_to_tensor(np.tril(np.ones((length, length), dtype=bool)))"
+            ),
+        ),
+        "prints_no_newline": with_cell(
+            solved,
+            2,
+            (
+                "def causal_mask(length):\n"
+                "    print('building a mask of', length, end=' ')\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
         "answer_below_stub": inserted(release, 3, CAUSAL),
         "big_outputs": _with_outputs(solved, 60 * 2**20),  # ran every cell and saved 60 MiB of figures
         # Dishonest ones.
-        "wrapper": with_cell(release, 2, (
-            "from transformer_course import masks\n"
-            "def causal_mask(length):\n"
-            "    return np.asarray(masks.causal_mask(length))")),
+        "wrapper": with_cell(
+            release,
+            2,
+            (
+                "from transformer_course import masks\n"
+                "def causal_mask(length):\n"
+                "    return np.asarray(masks.causal_mask(length))"
+            ),
+        ),
         # The package's own code, reached every way a determined student tried: each earns nothing for 07.1.
-        "resolve_name": with_cell(solved, 2, (
-            "import pkgutil\n"
-            "def causal_mask(length):\n"
-            "    return np.asarray(pkgutil.resolve_name('transformer_' + 'course.masks:causal_mask')(length))")),
-        "builtins_import": with_cell(solved, 2, (
-            "causal_mask = getattr(vars()['__builtins__'], '__imp' + 'ort__')('transformer_course.masks', "
-            "fromlist=['causal_mask']).causal_mask")),
-        "unpickled_reference": with_cell(solved, 2, (
-            "import pickle\n"
-            "causal_mask = pickle.loads(b'\\x80\\x04c' + b'transformer_course.masks\\ncausal_mask\\n.')")),
-        "source_run_from_tmp": with_cell(solved, 2, (
-            "import inspect, re, runpy, tempfile, transformer_course.masks as m\n"
-            "path = tempfile.mkstemp(suffix='.py')[1]\n"
-            "open(path, 'w').write(re.sub(r'from \\.[\\w.]* import .*', 'PADDING_ID = 0', inspect.getsource(m)))\n"
-            "causal_mask = runpy.run_path(path)['causal_mask']")),
-        "decorator_elsewhere": inserted(with_cell(solved, 2, (
-            "@answered_by_the_package\n"
-            "def causal_mask(length):\n"
-            "    raise NotImplementedError")), 2, (
-            "def answered_by_the_package(function):\n"
-            "    from transformer_course import masks\n"
-            "    return lambda length: np.asarray(masks.causal_mask(length))")),
-        "code_object_copy": with_cell(solved, 2, (
-            "import types, transformer_course.masks as m\n"
-            "causal_mask = types.FunctionType(m.causal_mask.__code__, m.causal_mask.__globals__, 'causal_mask')")),
-        "relabelled_module": with_cell(solved, 2, (
-            "from transformer_course.masks import causal_mask\n"
-            "causal_mask.__module__ = '__main__'")),
-        "ipython_syntax": with_cell(solved, 2, (
-            "from transformer_course.masks import causal_mask\n"
-            "here = %pwd")),
-        "grader_detector": with_cell(solved, 2, (
-            "import os\n"
-            "def causal_mask(length):\n"
-            "    if os.environ.get('COURSE_PROFILE') != 'smoke':  # the grader's kernels run the smoke profile\n"
-            "        raise RuntimeError('only the grader gets an answer')\n"
-            "    module = __import__(''.join(['transformer', '_course.masks']), fromlist=['causal_mask'])\n"
-            "    return np.asarray(module.causal_mask(length))")),
+        "resolve_name": with_cell(
+            solved,
+            2,
+            (
+                "import pkgutil\n"
+                "def causal_mask(length):\n"
+                "    return np.asarray(pkgutil.resolve_name('transformer_' + 'course.masks:causal_mask')(length))"
+            ),
+        ),
+        "builtins_import": with_cell(
+            solved,
+            2,
+            (
+                "causal_mask = getattr(vars()['__builtins__'], '__imp' + 'ort__')('transformer_course.masks', "
+                "fromlist=['causal_mask']).causal_mask"
+            ),
+        ),
+        "unpickled_reference": with_cell(
+            solved,
+            2,
+            (
+                "import pickle\n"
+                "causal_mask = pickle.loads(b'\\x80\\x04c' + b'transformer_course.masks\\ncausal_mask\\n.')"
+            ),
+        ),
+        "source_run_from_tmp": with_cell(
+            solved,
+            2,
+            (
+                "import inspect, re, runpy, tempfile, transformer_course.masks as m\n"
+                "path = tempfile.mkstemp(suffix='.py')[1]\n"
+                "open(path, 'w').write(re.sub(r'from \\.[\\w.]* import .*', 'PADDING_ID = 0', inspect.getsource(m)))\n"
+                "causal_mask = runpy.run_path(path)['causal_mask']"
+            ),
+        ),
+        "decorator_elsewhere": inserted(
+            with_cell(solved, 2, ("@answered_by_the_package\ndef causal_mask(length):\n    raise NotImplementedError")),
+            2,
+            (
+                "def answered_by_the_package(function):\n"
+                "    from transformer_course import masks\n"
+                "    return lambda length: np.asarray(masks.causal_mask(length))"
+            ),
+        ),
+        "code_object_copy": with_cell(
+            solved,
+            2,
+            (
+                "import types, transformer_course.masks as m\n"
+                "causal_mask = types.FunctionType(m.causal_mask.__code__, m.causal_mask.__globals__, 'causal_mask')"
+            ),
+        ),
+        "relabelled_module": with_cell(
+            solved, 2, ("from transformer_course.masks import causal_mask\ncausal_mask.__module__ = '__main__'")
+        ),
+        "ipython_syntax": with_cell(solved, 2, ("from transformer_course.masks import causal_mask\nhere = %pwd")),
+        "grader_detector": with_cell(
+            solved,
+            2,
+            (
+                "import os\n"
+                "def causal_mask(length):\n"
+                "    if os.environ.get('COURSE_PROFILE') != 'smoke':  # the grader's kernels run the smoke profile\n"
+                "        raise RuntimeError('only the grader gets an answer')\n"
+                "    module = __import__(''.join(['transformer', '_course.masks']), fromlist=['causal_mask'])\n"
+                "    return np.asarray(module.causal_mask(length))"
+            ),
+        ),
         # Honest ones that lean on the notebook: a helper and a constant from other cells, a cache.
-        "helper_in_another_cell": inserted(with_cell(solved, 2, (
-            "def causal_mask(length):\n"
-            "    return lower_triangle(length) & ALLOWED")), 2, (
-            "ALLOWED = True\n"
-            "def lower_triangle(size):\n"
-            "    return np.tril(np.ones((size, size), dtype=bool))")),
-        "written_module": inserted(with_cell(solved, 2, (
-            "import norm_helpers\n"
-            "def causal_mask(length):\n"
-            "    return norm_helpers.lower(length)")), 2, (
-            "%%writefile norm_helpers.py\n"
-            "import numpy as np\n"
-            "def lower(length):\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))\n")),
-        "tf_function_helper": with_cell(solved, 2, (
-            "import tensorflow as tf\n"
-            "@tf.function\n"
-            "def lower_triangle(length):\n"
-            "    return tf.linalg.band_part(tf.ones((length, length)), -1, 0) > 0\n"
-            "def causal_mask(length):\n"
-            "    return lower_triangle(length).numpy()")),
+        "helper_in_another_cell": inserted(
+            with_cell(solved, 2, ("def causal_mask(length):\n    return lower_triangle(length) & ALLOWED")),
+            2,
+            ("ALLOWED = True\ndef lower_triangle(size):\n    return np.tril(np.ones((size, size), dtype=bool))"),
+        ),
+        "written_module": inserted(
+            with_cell(
+                solved, 2, ("import norm_helpers\ndef causal_mask(length):\n    return norm_helpers.lower(length)")
+            ),
+            2,
+            (
+                "%%writefile norm_helpers.py\n"
+                "import numpy as np\n"
+                "def lower(length):\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))\n"
+            ),
+        ),
+        "tf_function_helper": with_cell(
+            solved,
+            2,
+            (
+                "import tensorflow as tf\n"
+                "@tf.function\n"
+                "def lower_triangle(length):\n"
+                "    return tf.linalg.band_part(tf.ones((length, length)), -1, 0) > 0\n"
+                "def causal_mask(length):\n"
+                "    return lower_triangle(length).numpy()"
+            ),
+        ),
         # The package's own code carried as data, or rebuilt from its text: the grader runs source only.
-        "marshalled_code": with_cell(solved, 2, (
-            "import marshal, types\n"
-            "def _template(length):\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))\n"
-            "causal_mask = types.FunctionType(marshal.loads(marshal.dumps(_template.__code__)), globals())")),
-        "renamed_code": with_cell(solved, 2, (
-            "def _template(length):\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))\n"
-            "causal_mask = type(_template)(_template.__code__.replace(co_name='causal_mask'), globals())")),
-        "text_run_at_call": with_cell(solved, 2, (
-            "SOURCE = 'def causal_mask(length):\\n    return np.tril(np.ones((length, length), dtype=bool))'\n"
-            "def causal_mask(length):\n"
-            "    scope = {'np': np}\n"
-            "    exec(SOURCE, scope)\n"
-            "    return scope['causal_mask'](length)")),
-        "runpy_of_a_written_file": with_cell(solved, 2, (
-            "import runpy\n"
-            "def causal_mask(length):\n"
-            "    open('copied.py', 'w').write('import numpy as np\\ndef f(n):\\n'\n"
-            "                                 '    return np.tril(np.ones((n, n), dtype=bool))')\n"
-            "    return runpy.run_path('copied.py')['f'](length)")),
-        "table_from_the_package": with_cell(solved, 2, (
-            "import transformer_course.masks as masks\n"
-            "TABLE = {n: np.asarray(masks.causal_mask(n)) for n in range(1, 40)}\n"
-            "def causal_mask(length):\n"
-            "    return TABLE[length]")),
-        "cached_answer": with_cell(solved, 2, (
-            "import functools\n"
-            "@functools.cache\n"
-            "def causal_mask(length):\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "reads_the_references": inserted(solved, 2, (
-            "import transformer_course_grader, pathlib\n"
-            "folder = pathlib.Path(transformer_course_grader.__file__).parent / 'references'\n"
-            "print(len((folder / '__init__.py').read_text()))\n"
-            "from transformer_course_grader.references import expected")),
-        "forged_reply": with_cell(solved, 2, (
-            "import sys\n"
-            "def causal_mask(length):\n"
-            "    frame = sys._getframe(1)\n"
-            "    print(frame.f_locals.get('nonce'), 'ok __main__ true')\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "flood": with_cell(solved, 2, (
-            "def causal_mask(length):\n"
-            "    print('x' * 8_000_000, end='')\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "deep_folder": inserted(solved, 2, (
-            "import os\nbase = os.getcwd()\n"
-            "for _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
-            "os.chdir(base)")),
+        "marshalled_code": with_cell(
+            solved,
+            2,
+            (
+                "import marshal, types\n"
+                "def _template(length):\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))\n"
+                "causal_mask = types.FunctionType(marshal.loads(marshal.dumps(_template.__code__)), globals())"
+            ),
+        ),
+        "renamed_code": with_cell(
+            solved,
+            2,
+            (
+                "def _template(length):\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))\n"
+                "causal_mask = type(_template)(_template.__code__.replace(co_name='causal_mask'), globals())"
+            ),
+        ),
+        "text_run_at_call": with_cell(
+            solved,
+            2,
+            (
+                "SOURCE = 'def causal_mask(length):\\n    return np.tril(np.ones((length, length), dtype=bool))'\n"
+                "def causal_mask(length):\n"
+                "    scope = {'np': np}\n"
+                "    exec(SOURCE, scope)\n"
+                "    return scope['causal_mask'](length)"
+            ),
+        ),
+        "runpy_of_a_written_file": with_cell(
+            solved,
+            2,
+            (
+                "import runpy\n"
+                "def causal_mask(length):\n"
+                "    open('copied.py', 'w').write('import numpy as np\\ndef f(n):\\n'\n"
+                "                                 '    return np.tril(np.ones((n, n), dtype=bool))')\n"
+                "    return runpy.run_path('copied.py')['f'](length)"
+            ),
+        ),
+        "table_from_the_package": with_cell(
+            solved,
+            2,
+            (
+                "import transformer_course.masks as masks\n"
+                "TABLE = {n: np.asarray(masks.causal_mask(n)) for n in range(1, 40)}\n"
+                "def causal_mask(length):\n"
+                "    return TABLE[length]"
+            ),
+        ),
+        "cached_answer": with_cell(
+            solved,
+            2,
+            (
+                "import functools\n"
+                "@functools.cache\n"
+                "def causal_mask(length):\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "reads_the_references": inserted(
+            solved,
+            2,
+            (
+                "import transformer_course_grader, pathlib\n"
+                "folder = pathlib.Path(transformer_course_grader.__file__).parent / 'references'\n"
+                "print(len((folder / '__init__.py').read_text()))\n"
+                "from transformer_course_grader.references import expected"
+            ),
+        ),
+        "forged_reply": with_cell(
+            solved,
+            2,
+            (
+                "import sys\n"
+                "def causal_mask(length):\n"
+                "    frame = sys._getframe(1)\n"
+                "    print(frame.f_locals.get('nonce'), 'ok __main__ true')\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "flood": with_cell(
+            solved,
+            2,
+            (
+                "def causal_mask(length):\n"
+                "    print('x' * 8_000_000, end='')\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "deep_folder": inserted(
+            solved,
+            2,
+            (
+                "import os\nbase = os.getcwd()\n"
+                "for _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
+                "os.chdir(base)"
+            ),
+        ),
         "mangled_metadata": _mangled(solved),
         # Honest ones in ordinary Python the reading must follow: each scores what its own check shows.
-        "star_import": with_cell(solved, 2, (
-            "from numpy import *\n"
-            "def causal_mask(length):\n"
-            "    return tril(ones((length, length), dtype=bool))")),
+        "star_import": with_cell(
+            solved,
+            2,
+            ("from numpy import *\ndef causal_mask(length):\n    return tril(ones((length, length), dtype=bool))"),
+        ),
         "time_magic": with_cell(solved, 2, "%%time\n" + CAUSAL),
         "capture_magic": with_cell(solved, 2, "%%capture output\n" + CAUSAL),
-        "open_write_module": inserted(with_cell(solved, 2, (
-            "import mask_helpers\n"
-            "def causal_mask(length):\n"
-            "    return mask_helpers.lower(length)")), 2, (
-            "open('mask_helpers.py', 'w').write('import numpy as np\\ndef lower(length):\\n'\n"
-            "                                   '    return np.tril(np.ones((length, length), dtype=bool))\\n')")),
-        "global_counter": with_cell(solved, 2, (
-            "calls = 0\n\n"
-            "def causal_mask(length):\n"
-            "    global calls\n"
-            "    calls += 1\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "dataclass_helper": with_cell(solved, 2, (
-            "from dataclasses import dataclass\n\n"
-            "@dataclass\n"
-            "class Square:\n"
-            "    size: int\n\n"
-            "def causal_mask(length):\n"
-            "    square = Square(length)\n"
-            "    return np.tril(np.ones((square.size, square.size), dtype=bool))")),
-        "namedtuple_helper": with_cell(solved, 2, (
-            "from collections import namedtuple\n"
-            "Shape = namedtuple('Shape', 'rows columns')\n\n"
-            "def causal_mask(length):\n"
-            "    return np.tril(np.ones(Shape(length, length), dtype=bool))")),
+        "open_write_module": inserted(
+            with_cell(
+                solved, 2, ("import mask_helpers\ndef causal_mask(length):\n    return mask_helpers.lower(length)")
+            ),
+            2,
+            (
+                "open('mask_helpers.py', 'w').write('import numpy as np\\ndef lower(length):\\n'\n"
+                "                                   '    return np.tril(np.ones((length, length), dtype=bool))\\n')"
+            ),
+        ),
+        "global_counter": with_cell(
+            solved,
+            2,
+            (
+                "calls = 0\n\n"
+                "def causal_mask(length):\n"
+                "    global calls\n"
+                "    calls += 1\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "dataclass_helper": with_cell(
+            solved,
+            2,
+            (
+                "from dataclasses import dataclass\n\n"
+                "@dataclass\n"
+                "class Square:\n"
+                "    size: int\n\n"
+                "def causal_mask(length):\n"
+                "    square = Square(length)\n"
+                "    return np.tril(np.ones((square.size, square.size), dtype=bool))"
+            ),
+        ),
+        "namedtuple_helper": with_cell(
+            solved,
+            2,
+            (
+                "from collections import namedtuple\n"
+                "Shape = namedtuple('Shape', 'rows columns')\n\n"
+                "def causal_mask(length):\n"
+                "    return np.tril(np.ones(Shape(length, length), dtype=bool))"
+            ),
+        ),
         # The graded program's source refused before it runs: each way past a runtime hook that was tried.
-        "hook_globals": with_cell(solved, 2, (
-            "import sys\n"
-            "def causal_mask(length):\n"
-            "    sys.modules['transformer_course_grader.guard'].__dict__.clear()\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "traceback_frames": with_cell(solved, 2, (
-            "def causal_mask(length):\n"
-            "    try:\n"
-            "        open('/nonexistent')\n"
-            "    except OSError as error:\n"
-            "        error.__traceback__.tb_frame.f_back.f_globals.clear()\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "builtins_swap": with_cell(solved, 2, (
-            "import builtins\n"
-            "def causal_mask(length):\n"
-            "    builtins.open = lambda *arguments: None\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "meta_path_finder": with_cell(solved, 2, (
-            "import sys\n"
-            "def causal_mask(length):\n"
-            "    sys.meta_path.insert(0, object())\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
-        "compressed_carrier": with_cell(solved, 2, (
-            "import zlib\n"
-            f"PACKED = {bytes(range(256)) * 20!r}\n"
-            "def causal_mask(length):\n"
-            "    zlib.decompress(PACKED)\n"
-            "    return np.tril(np.ones((length, length), dtype=bool))")),
+        "hook_globals": with_cell(
+            solved,
+            2,
+            (
+                "import sys\n"
+                "def causal_mask(length):\n"
+                "    sys.modules['transformer_course_grader.guard'].__dict__.clear()\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "traceback_frames": with_cell(
+            solved,
+            2,
+            (
+                "def causal_mask(length):\n"
+                "    try:\n"
+                "        open('/nonexistent')\n"
+                "    except OSError as error:\n"
+                "        error.__traceback__.tb_frame.f_back.f_globals.clear()\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "builtins_swap": with_cell(
+            solved,
+            2,
+            (
+                "import builtins\n"
+                "def causal_mask(length):\n"
+                "    builtins.open = lambda *arguments: None\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "meta_path_finder": with_cell(
+            solved,
+            2,
+            (
+                "import sys\n"
+                "def causal_mask(length):\n"
+                "    sys.meta_path.insert(0, object())\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
+        "compressed_carrier": with_cell(
+            solved,
+            2,
+            (
+                "import zlib\n"
+                f"PACKED = {bytes(range(256)) * 20!r}\n"
+                "def causal_mask(length):\n"
+                "    zlib.decompress(PACKED)\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))"
+            ),
+        ),
         # Escapes from the sandbox.
-        "reads_the_repository": inserted(solved, 2, (
-            f"open({str(ROOT / 'notebooks' / '04_self_attention.ipynb')!r}).read()")),
+        "reads_the_repository": inserted(
+            solved, 2, (f"open({str(ROOT / 'notebooks' / '04_self_attention.ipynb')!r}).read()")
+        ),
         "reads_git": inserted(solved, 2, f"import os\nos.listdir({str(ROOT / '.git')!r})"),
-        "writes_the_package": inserted(solved, 2, (
-            "import transformer_course\nopen(transformer_course.__file__, 'a').write('# changed')")),
-        "reads_the_environment": inserted(solved, 2, (
-            "import os\nraise ValueError('seen: ' + os.environ.get('GRADER_SECRET', 'nothing'))")),
-        "leaves_a_daemon": inserted(solved, 2, (
-            "import subprocess, sys\n"
-            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', {MARKER!r}], "
-            "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")),
+        "writes_the_package": inserted(
+            solved, 2, ("import transformer_course\nopen(transformer_course.__file__, 'a').write('# changed')")
+        ),
+        "reads_the_environment": inserted(
+            solved, 2, ("import os\nraise ValueError('seen: ' + os.environ.get('GRADER_SECRET', 'nothing'))")
+        ),
+        "leaves_a_daemon": inserted(
+            solved,
+            2,
+            (
+                "import subprocess, sys\n"
+                f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', {MARKER!r}], "
+                "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)"
+            ),
+        ),
     }
     for student, notebook in submissions_by_student.items():
         (submissions / student).mkdir(parents=True)
@@ -374,14 +565,21 @@ def graded(tmp_path_factory):
     out = root / "report"
     os.environ["GRADER_SECRET"] = "s3cr3t-token"  # in the grader's environment, never in a kernel's
     try:
-        results = grade_folder(submissions, out, release_dir, LIMITS, workers=2, progress=False, seed=SEED,
-                               sandbox=SANDBOX)
+        results = grade_folder(
+            submissions, out, release_dir, LIMITS, workers=2, progress=False, seed=SEED, sandbox=SANDBOX
+        )
     finally:
         del os.environ["GRADER_SECRET"]
     server.close()
     by_student = {r.student: r for r in results}
-    return {"root": root, "out": out, "results": by_student, "release_dir": release_dir, "submissions": submissions,
-            "source_dir": source_dir}
+    return {
+        "root": root,
+        "out": out,
+        "results": by_student,
+        "release_dir": release_dir,
+        "submissions": submissions,
+        "source_dir": source_dir,
+    }
 
 
 def outcome(graded, student):
@@ -469,11 +667,16 @@ def test_the_kernel_has_no_network(graded):
 def test_the_librarys_own_function_is_not_the_students_work(graded):
     scores, result = outcome(graded, "library_copy")
     assert scores["07.1"] == (0, "failed")
-    assert ("`causal_mask` needs cell 3, which imports the course package or its grader "
-            "(transformer_course_grader.references._causal_reference)") in result.exercises[0].message
+    assert (
+        "`causal_mask` needs cell 3, which imports the course package or its grader "
+        "(transformer_course_grader.references._causal_reference)"
+    ) in result.exercises[0].message
     # In the student's own kernel the references are not even there:
-    assert any(f"raised {error}" in p for p in result.problems
-               for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), result.problems
+    assert any(
+        f"raised {error}" in p
+        for p in result.problems
+        for error in ("PermissionError", "ImportError", "ModuleNotFoundError")
+    ), result.problems
 
 
 def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
@@ -503,9 +706,12 @@ def test_grading_is_deterministic(graded, tmp_path):
     submissions = tmp_path / "again"
     for student in ("full", "one_wrong", "release"):
         shutil.copytree(graded["submissions"] / student, submissions / student)
-    again = {r.student: [(x.exercise, x.points, x.status, x.message) for x in r.exercises]
-             for r in grade_folder(submissions, tmp_path / "out", graded["release_dir"], LIMITS, progress=False,
-                                   seed=SEED, sandbox=SANDBOX)}
+    again = {
+        r.student: [(x.exercise, x.points, x.status, x.message) for x in r.exercises]
+        for r in grade_folder(
+            submissions, tmp_path / "out", graded["release_dir"], LIMITS, progress=False, seed=SEED, sandbox=SANDBOX
+        )
+    }
     for student, exercises in again.items():
         first = graded["results"][student]
         assert exercises == [(x.exercise, x.points, x.status, x.message) for x in first.exercises]
@@ -523,8 +729,9 @@ def test_release_rejects_broken_markup():
 def test_cli_grade_and_release_report_bad_folders(tmp_path, capsys):
     from transformer_course_grader.cli import main
 
-    assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"),
-                 "--release-dir", str(tmp_path)]) == 2
+    assert (
+        main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"), "--release-dir", str(tmp_path)]) == 2
+    )
     assert "nowhere" in capsys.readouterr().err
     (tmp_path / "subs").mkdir()
     assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--release-dir", str(tmp_path)]) == 2
@@ -539,8 +746,21 @@ def test_cli_grade_writes_the_reports(graded, capsys):
     submissions = graded["root"] / "cli_submissions"
     shutil.copytree(graded["submissions"] / "full", submissions / "full")
     out = graded["root"] / "cli_report"
-    assert main(["grade", str(submissions), "--out", str(out), "--release-dir", str(graded["release_dir"]), "--quiet",
-                 *([] if SANDBOX else ["--unsafe-no-sandbox"])]) == 0
+    assert (
+        main(
+            [
+                "grade",
+                str(submissions),
+                "--out",
+                str(out),
+                "--release-dir",
+                str(graded["release_dir"]),
+                "--quiet",
+                *([] if SANDBOX else ["--unsafe-no-sandbox"]),
+            ]
+        )
+        == 0
+    )
     assert "full,1,3,4,4" in (out / "grades.csv").read_text().splitlines()
     assert "graded 1 notebook(s) of 1 student(s)" in capsys.readouterr().out
 
@@ -551,27 +771,48 @@ def test_reports_escape_what_students_control():
     from transformer_course_grader.reports import report_texts
 
     names = ['=HYPERLINK("http://evil.example","x")', "<img src=x onerror=alert(1)>", "ok\n## 100 / 100 [a](b)"]
-    results = [NotebookResult(student=name, notebook="04_self_attention.ipynb",
-                              exercises=[ExerciseResult("04.1", 0, 3, "error", "raised <script>x</script> | *boom*")],
-                              problems=["cell 3 raised ValueError: ![pixel](http://evil.example/p.png)"])
-               for name in names]
+    results = [
+        NotebookResult(
+            student=name,
+            notebook="04_self_attention.ipynb",
+            exercises=[ExerciseResult("04.1", 0, 3, "error", "raised <script>x</script> | *boom*")],
+            problems=["cell 3 raised ValueError: ![pixel](http://evil.example/p.png)"],
+        )
+        for name in names
+    ]
     csv_text, _, markdown = report_texts(results, ["04.1"])
     students = [row.split(",")[0] for row in csv_text.splitlines()[1:]]
     assert not any(cell.lstrip('"').startswith(("=", "+", "-", "@")) for cell in students), students
     assert "<img" not in markdown and "<script>" not in markdown and "![pixel](" not in markdown
     assert "[a](b)" not in markdown
-    headings = [line for line in markdown.splitlines()
-                if line.startswith("## ") and line != "## Near-identical solutions"]
+    headings = [
+        line for line in markdown.splitlines() if line.startswith("## ") and line != "## Near-identical solutions"
+    ]
     assert len(headings) == 3, headings  # a newline in a folder name starts no heading of its own
     rows = [line for line in markdown.splitlines() if line.startswith("| 04.1")]
     assert all(line.count(" | ") == 2 for line in rows), rows  # no extra table cells
 
 
-@pytest.mark.parametrize("student", ["tensor_answer", "prints_no_newline", "answer_below_stub",
-                                     "helper_in_another_cell", "cached_answer", "written_module",
-                                     "tf_function_helper", "star_import", "time_magic", "capture_magic",
-                                     "open_write_module", "global_counter", "dataclass_helper",
-                                     "namedtuple_helper", "near_name"])
+@pytest.mark.parametrize(
+    "student",
+    [
+        "tensor_answer",
+        "prints_no_newline",
+        "answer_below_stub",
+        "helper_in_another_cell",
+        "cached_answer",
+        "written_module",
+        "tf_function_helper",
+        "star_import",
+        "time_magic",
+        "capture_magic",
+        "open_write_module",
+        "global_counter",
+        "dataclass_helper",
+        "namedtuple_helper",
+        "near_name",
+    ],
+)
 def test_honest_answers_in_unexpected_forms_get_their_marks(graded, student):
     scores, result = outcome(graded, student)
     assert scores["07.1"] == (1, "passed"), result.exercises[0].message
@@ -586,13 +827,16 @@ def test_a_notebook_under_a_near_name_is_graded_and_the_instructor_told(graded):
 POLICY = "graded code is run as the notebook shows it, and may not build code or reach the interpreter's internals"
 
 
-@pytest.mark.parametrize("student, seen", [
-    ("hook_globals", "the interpreter's internals"),
-    ("traceback_frames", "the interpreter's internals"),
-    ("builtins_swap", "imports builtins"),
-    ("meta_path_finder", "uses sys.meta_path"),
-    ("compressed_carrier", "holds a constant of 5,120 characters"),
-])
+@pytest.mark.parametrize(
+    "student, seen",
+    [
+        ("hook_globals", "the interpreter's internals"),
+        ("traceback_frames", "the interpreter's internals"),
+        ("builtins_swap", "imports builtins"),
+        ("meta_path_finder", "uses sys.meta_path"),
+        ("compressed_carrier", "holds a constant of 5,120 characters"),
+    ],
+)
 def test_a_program_that_reaches_the_interpreters_internals_is_refused_from_its_source(graded, student, seen):
     scores, result = outcome(graded, student)
     assert scores == {"07.1": (0, "failed"), "07.2": (3, "passed")}, result.exercises
@@ -601,8 +845,9 @@ def test_a_program_that_reaches_the_interpreters_internals_is_refused_from_its_s
 
 def test_a_wrapper_around_the_package_is_flagged_for_the_instructor(graded):
     scores, result = outcome(graded, "wrapper")
-    assert any("cell 3 reaches into the course package (transformer_course)" in flag for flag in result.flags), \
+    assert any("cell 3 reaches into the course package (transformer_course)" in flag for flag in result.flags), (
         result.flags
+    )
     assert scores == {"07.1": (0, "failed"), "07.2": (0, "not attempted")}
     assert "imports the course package or its grader (transformer_course.masks)" in result.exercises[0].message
     assert not outcome(graded, "full")[1].flags
@@ -611,25 +856,28 @@ def test_a_wrapper_around_the_package_is_flagged_for_the_instructor(graded):
 IMPORTS_THE_PACKAGE = "needs cell 3, which imports the course package or its grader "
 
 
-@pytest.mark.parametrize("student, seen", [
-    # A statement the function needs imports the package: refused before anything runs.
-    ("decorator_elsewhere", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
-    ("code_object_copy", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
-    ("relabelled_module", IMPORTS_THE_PACKAGE + "(transformer_course.masks.causal_mask)"),
-    ("ipython_syntax", IMPORTS_THE_PACKAGE + "(transformer_course.masks.causal_mask)"),
-    ("source_run_from_tmp", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
-    ("table_from_the_package", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
-    # A module loaded by a computed name, code built from data: refused from the source, before it runs
-    # (the graded kernel's audit hook, behind it, would refuse them too).
-    ("resolve_name", "imports pkgutil"),
-    ("builtins_import", "with a name computed at run time"),
-    ("unpickled_reference", "imports pickle"),
-    ("marshalled_code", "imports marshal"),
-    ("renamed_code", "calls globals()"),
-    ("text_run_at_call", "calls exec()"),
-    ("runpy_of_a_written_file", "imports runpy"),
-    ("grader_detector", "calls __import__()"),
-])
+@pytest.mark.parametrize(
+    "student, seen",
+    [
+        # A statement the function needs imports the package: refused before anything runs.
+        ("decorator_elsewhere", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
+        ("code_object_copy", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
+        ("relabelled_module", IMPORTS_THE_PACKAGE + "(transformer_course.masks.causal_mask)"),
+        ("ipython_syntax", IMPORTS_THE_PACKAGE + "(transformer_course.masks.causal_mask)"),
+        ("source_run_from_tmp", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
+        ("table_from_the_package", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
+        # A module loaded by a computed name, code built from data: refused from the source, before it runs
+        # (the graded kernel's audit hook, behind it, would refuse them too).
+        ("resolve_name", "imports pkgutil"),
+        ("builtins_import", "with a name computed at run time"),
+        ("unpickled_reference", "imports pickle"),
+        ("marshalled_code", "imports marshal"),
+        ("renamed_code", "calls globals()"),
+        ("text_run_at_call", "calls exec()"),
+        ("runpy_of_a_written_file", "imports runpy"),
+        ("grader_detector", "calls __import__()"),
+    ],
+)
 def test_the_packages_own_code_earns_nothing_however_it_is_reached(graded, student, seen):
     scores, result = outcome(graded, student)
     assert scores["07.1"][0] == 0 and scores["07.2"] == (3, "passed"), result.exercises
@@ -675,8 +923,9 @@ def test_odd_folder_names_get_rows_and_linked_folders_a_row_with_the_reason(grad
     assert "symbolic link" in result.exercises[0].message and result.flags
     from transformer_course_grader.safe_text import markdown_text
 
-    assert f"## {markdown_text('odd' + chr(92) + 'xff' + chr(92) + 'xfename')}: 4 / 4" in \
-        (graded["out"] / "report.md").read_text(encoding="utf-8")
+    assert f"## {markdown_text('odd' + chr(92) + 'xff' + chr(92) + 'xfename')}: 4 / 4" in (
+        graded["out"] / "report.md"
+    ).read_text(encoding="utf-8")
 
 
 def test_every_run_and_every_student_draws_secret_cases_of_their_own():
@@ -689,10 +938,10 @@ def test_every_run_and_every_student_draws_secret_cases_of_their_own():
     exercise = EXERCISES["04.1"]
     public = references.cases("04.1", __import__("numpy").random.default_rng(0))
     first, second, other = _cases(exercise, 1, "ada"), _cases(exercise, 2, "ada"), _cases(exercise, 1, "bo")
-    assert str(first[:len(public)]) == str(second[:len(public)]) == str(other[:len(public)])  # students' checks
-    assert not any(secret for *_, secret in first[:len(public)]) and all(secret for *_, secret in first[len(public):])
-    assert str(first[len(public):]) != str(second[len(public):])  # the secret ones differ by seed...
-    assert str(first[len(public):]) != str(other[len(public):])  # ...and by student
+    assert str(first[: len(public)]) == str(second[: len(public)]) == str(other[: len(public)])  # students' checks
+    assert not any(secret for *_, secret in first[: len(public)]) and all(secret for *_, secret in first[len(public) :])
+    assert str(first[len(public) :]) != str(second[len(public) :])  # the secret ones differ by seed...
+    assert str(first[len(public) :]) != str(other[len(public) :])  # ...and by student
     assert str(first) == str(_cases(exercise, 1, "ada"))  # and the same seed gives the same cases
 
 
@@ -706,12 +955,23 @@ def test_feedback_on_a_secret_case_names_the_case_and_the_kind_of_error_only():
     raised = _case_verdict(exercise, 3, "random length", {"length": 17}, "raised", "ValueError: length=17", True)
     assert raised.message == "secret case 3 (random length) raised ValueError" and "17" not in raised.message
     assert raised.detail == "case 3 (random length) raised ValueError: length=17"
-    wrong = _case_verdict(exercise, 4, "random length", {"length": 17}, "ok", ("__main__", __import__("numpy").eye(17)),
-                          True)
+    wrong = _case_verdict(
+        exercise, 4, "random length", {"length": 17}, "ok", ("__main__", __import__("numpy").eye(17)), True
+    )
     assert "differs from the reference" in wrong.message and "17" not in wrong.message
     assert "shape" in wrong.detail or "value" in wrong.detail
-    assert _case_verdict(exercise, 4, "random length", {"length": 2}, "ok",
-                         ("__main__", __import__("numpy").tril(__import__("numpy").ones((2, 2), bool))), True) is None
+    assert (
+        _case_verdict(
+            exercise,
+            4,
+            "random length",
+            {"length": 2},
+            "ok",
+            ("__main__", __import__("numpy").tril(__import__("numpy").ones((2, 2), bool))),
+            True,
+        )
+        is None
+    )
 
 
 def test_replies_that_would_exhaust_the_grader_are_refused_quickly():
@@ -750,12 +1010,21 @@ def test_three_shards_merged_give_the_grades_of_one_run(graded, tmp_path, capsys
     submissions = tmp_path / "class"
     for student in ("full", "one_wrong", "release", "corrupt", "missing", "syntax_error"):
         shutil.copytree(graded["submissions"] / student, submissions / student)
-    common = ["--release-dir", str(graded["release_dir"]), "--seed", "777", "--quiet", "--workers", "2",
-              *([] if SANDBOX else ["--unsafe-no-sandbox"])]
+    common = [
+        "--release-dir",
+        str(graded["release_dir"]),
+        "--seed",
+        "777",
+        "--quiet",
+        "--workers",
+        "2",
+        *([] if SANDBOX else ["--unsafe-no-sandbox"]),
+    ]
     assert main(["grade", str(submissions), "--out", str(tmp_path / "whole"), *common]) == 0
     for k in (1, 2, 3):
-        assert main(["grade", str(submissions), "--out", str(tmp_path / f"shard{k}"), "--shard", f"{k}/3",
-                     *common]) == 0
+        assert (
+            main(["grade", str(submissions), "--out", str(tmp_path / f"shard{k}"), "--shard", f"{k}/3", *common]) == 0
+        )
     shards = [str(tmp_path / f"shard{k}") for k in (1, 2, 3)]
     assert main(["merge-grades", *shards, "--out", str(tmp_path / "merged")]) == 0
     whole, merged = (tmp_path / "whole" / "grades.csv").read_text(), (tmp_path / "merged" / "grades.csv").read_text()
@@ -778,8 +1047,13 @@ def test_merging_refuses_shards_that_miss_or_double_a_student(tmp_path):
     def shard(index, students):
         folder = tmp_path / f"s{index}"
         folder.mkdir()
-        report = {"seed": 1, "shard": {"index": index, "count": 2}, "all_students": ["a", "b", "c"],
-                  "exercises": ["07.1"], "students": {name: [] for name in students}}
+        report = {
+            "seed": 1,
+            "shard": {"index": index, "count": 2},
+            "all_students": ["a", "b", "c"],
+            "exercises": ["07.1"],
+            "students": {name: [] for name in students},
+        }
         (folder / "grades.json").write_text(json.dumps(report))
         return folder
 
@@ -788,9 +1062,14 @@ def test_merging_refuses_shards_that_miss_or_double_a_student(tmp_path):
 
 
 @needs_sandbox
-@pytest.mark.parametrize("student, problem", [
-    ("reads_the_repository", "FileNotFoundError"), ("reads_git", "FileNotFoundError"),
-    ("writes_the_package", "OSError|PermissionError")])  # read-only; and not its user's, where it has its own
+@pytest.mark.parametrize(
+    "student, problem",
+    [
+        ("reads_the_repository", "FileNotFoundError"),
+        ("reads_git", "FileNotFoundError"),
+        ("writes_the_package", "OSError|PermissionError"),
+    ],
+)  # read-only; and not its user's, where it has its own
 def test_the_sandbox_shows_only_what_is_allowed(graded, student, problem):
     scores, result = outcome(graded, student)
     assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}  # the honest part still counts
@@ -802,8 +1081,11 @@ def test_the_graders_references_are_out_of_reach(graded):
     scores, result = outcome(graded, "reads_the_references")
     assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}
     # The kernel's copy of the grader holds one line there, which raises: importing it fails.
-    assert any(f"raised {error}" in p for p in result.problems
-               for error in ("PermissionError", "ImportError", "ModuleNotFoundError")), result.problems
+    assert any(
+        f"raised {error}" in p
+        for p in result.problems
+        for error in ("PermissionError", "ImportError", "ModuleNotFoundError")
+    ), result.problems
 
 
 @needs_sandbox
@@ -819,8 +1101,12 @@ def test_nothing_a_submission_starts_outlives_its_sandbox(graded):
     import time
 
     time.sleep(1)
-    alive = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()
-             and MARKER in (entry / "cmdline").read_bytes().decode("utf-8", "replace") if (entry / "cmdline").exists()]
+    alive = [
+        entry
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and MARKER in (entry / "cmdline").read_bytes().decode("utf-8", "replace")
+        if (entry / "cmdline").exists()
+    ]
     assert not alive
 
 
@@ -840,26 +1126,38 @@ def test_without_the_sandbox_grading_refuses_unless_asked(graded, tmp_path, monk
     monkeypatch.setattr(grader, "sandbox_available", lambda: False)
     submissions = tmp_path / "class"
     shutil.copytree(graded["submissions"] / "full", submissions / "full")
-    arguments = ["grade", str(submissions), "--out", str(tmp_path / "out"), "--release-dir", str(graded["release_dir"]),
-                 "--quiet"]
+    arguments = [
+        "grade",
+        str(submissions),
+        "--out",
+        str(tmp_path / "out"),
+        "--release-dir",
+        str(graded["release_dir"]),
+        "--quiet",
+    ]
     assert main(arguments) == 2
     assert "needs bubblewrap" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert main([*arguments, "--unsafe-no-sandbox"]) == 0
     assert "--unsafe-no-sandbox" in (tmp_path / "out" / "report.md").read_text()
 
 
-@pytest.mark.parametrize("source, places", [
-    ("import re\ndef vectorize(text, vocabulary):\n    return re.compile(r'\\w+').findall(text)", []),
-    ("def f(x):\n    return x.modules", []),
-    ("from transformer_course import masks", ["the course package (transformer_course)"]),
-    ("import sys\nsys._getframe(1).f_globals", ["stack frames (_getframe, f_globals)"]),
-    ("import sys\nsys.modules['transformer_course']", ["the course package (transformer_course)",
-                                                       "builtins and the import machinery (sys.modules)"]),
-    ("exec('x = 1')\n__import__('os')", ["builtins and the import machinery (__import__, exec)"]),
-    ("get_ipython().user_ns", ["the IPython shell (get_ipython)"]),
-    ("%timeit f(3)\ndef f(x):\n    return x", []),
-    ("def broken(:", []),
-])
+@pytest.mark.parametrize(
+    "source, places",
+    [
+        ("import re\ndef vectorize(text, vocabulary):\n    return re.compile(r'\\w+').findall(text)", []),
+        ("def f(x):\n    return x.modules", []),
+        ("from transformer_course import masks", ["the course package (transformer_course)"]),
+        ("import sys\nsys._getframe(1).f_globals", ["stack frames (_getframe, f_globals)"]),
+        (
+            "import sys\nsys.modules['transformer_course']",
+            ["the course package (transformer_course)", "builtins and the import machinery (sys.modules)"],
+        ),
+        ("exec('x = 1')\n__import__('os')", ["builtins and the import machinery (__import__, exec)"]),
+        ("get_ipython().user_ns", ["the IPython shell (get_ipython)"]),
+        ("%timeit f(3)\ndef f(x):\n    return x", []),
+        ("def broken(:", []),
+    ],
+)
 def test_the_grader_reads_what_students_wrote(source, places):
     from transformer_course_grader.inspection import reaches
 
@@ -874,10 +1172,13 @@ def test_a_cell_too_large_to_read_is_flagged_not_parsed():
     with pytest.raises(ValueError, match=f"`source` is too large to read: {len(source):,} characters"):
         reaches(source)
     flags = []
-    _flag_reaches(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), nbformat.v4.new_notebook(),
-                  flags)
-    assert flags == [f"cell 1 holds code too large to read ({len(source):,} characters; at most "
-                     f"{MAX_INSPECTED_CHARACTERS:,} are parsed): look at it before trusting its score"]
+    _flag_reaches(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), nbformat.v4.new_notebook(), flags
+    )
+    assert flags == [
+        f"cell 1 holds code too large to read ({len(source):,} characters; at most "
+        f"{MAX_INSPECTED_CHARACTERS:,} are parsed): look at it before trusting its score"
+    ]
     assert reaches(source[:MAX_INSPECTED_CHARACTERS]) == ["the course package (transformer_course)"]
 
 
@@ -903,8 +1204,14 @@ def test_names_that_look_alike_are_flagged_and_shown_with_escapes():
     from transformer_course_grader.reports import report_texts
 
     names = ["alice", "\u0430lice", "bob", "carol"]
-    results = [NotebookResult(student=name, notebook="07_tiny.ipynb",
-                              exercises=[ExerciseResult("07.1", 1, 1, "passed", "all cases match")]) for name in names]
+    results = [
+        NotebookResult(
+            student=name,
+            notebook="07_tiny.ipynb",
+            exercises=[ExerciseResult("07.1", 1, 1, "passed", "all cases match")],
+        )
+        for name in names
+    ]
     _, _, markdown = report_texts(results, ["07.1"])
     assert "**Names that look alike**" in markdown
     assert "- alice, \\\\u0430lice" in markdown, markdown  # markdown_text doubles the escape's backslash
@@ -924,8 +1231,11 @@ def test_student_controlled_texts_in_a_verdict_are_capped():
     from transformer_course.exercises.values import encode
 
     answer = encode(np.tril(np.ones((3, 3), dtype=bool)))
-    for reply in ("raised " + "E" * 5_000_000 + ": boom", "unencodable " + "T" * 1_000_000,
-                  "ok transformer_course." + "m" * 1_000_000 + " " + answer):  # a __module__ of a million characters
+    for reply in (
+        "raised " + "E" * 5_000_000 + ": boom",
+        "unencodable " + "T" * 1_000_000,
+        "ok transformer_course." + "m" * 1_000_000 + " " + answer,
+    ):  # a __module__ of a million characters
         verdict = _judge(EXERCISES["07.1"], cases, {"07.1#0": "0" * 32 + " " + reply}, stopped=None)
         assert len(verdict.message) < MAX_MESSAGE_CHARACTERS + 100 and "more characters cut" in verdict.message
 
@@ -939,9 +1249,15 @@ def test_graded_calls_import_only_the_protocol(tmp_path):
     probe = (
         "from transformer_course_grader.protocol import _serve\n"
         "from transformer_course.exercises.values import decode, encode\n"
-        "from transformer_course.decoding import greedy_decode\n")
-    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(graded_snapshot().parent)})
+        "from transformer_course.decoding import greedy_decode\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(graded_snapshot().parent)},
+    )
     assert "ImportError: transformer_course.decoding is out of reach of graded code" in run.stderr, run.stderr
     assert "line 3" in run.stderr  # the protocol and the value format imported; the subject did not
 
@@ -952,11 +1268,16 @@ def test_one_notebook_limit_covers_both_kernels(graded, tmp_path):
     Each kernel alone stays well inside the limit (the notebook about 12 s, the calls about 8 s of 18), so
     before one limit covered both, both exercises passed."""
     solved = nbformat.read(graded["submissions"] / "full" / "07_tiny.ipynb", as_version=4)
-    slow = with_cell(solved, 2, "import time\ntime.sleep(10)\n" + CAUSAL.replace(
-        "def causal_mask(length):\n", "def causal_mask(length):\n    time.sleep(1)\n"))
+    slow = with_cell(
+        solved,
+        2,
+        "import time\ntime.sleep(10)\n"
+        + CAUSAL.replace("def causal_mask(length):\n", "def causal_mask(length):\n    time.sleep(1)\n"),
+    )
     (tmp_path / "class" / "slow").mkdir(parents=True)
     nbformat.write(slow, tmp_path / "class" / "slow" / "07_tiny.ipynb")
     limits = Limits(cell_seconds=20, notebook_seconds=18, memory_mb=1200)
-    [result] = grade_folder(tmp_path / "class", tmp_path / "out", graded["release_dir"], limits, progress=False,
-                            seed=SEED, sandbox=SANDBOX)
+    [result] = grade_folder(
+        tmp_path / "class", tmp_path / "out", graded["release_dir"], limits, progress=False, seed=SEED, sandbox=SANDBOX
+    )
     assert result.exercises[0].status == "error" and "18 s limit" in result.exercises[0].message, result.exercises

@@ -60,15 +60,23 @@ def _unguarded_calls(source: str, exercise_names: set[str]) -> list[str]:
 
     def catches(handler) -> bool:
         caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-        return handler.type is None or any(isinstance(name, ast.Name) and name.id in {
-            "NotImplementedError", "RuntimeError", "Exception"} for name in caught)
+        return handler.type is None or any(
+            isinstance(name, ast.Name) and name.id in {"NotImplementedError", "RuntimeError", "Exception"}
+            for name in caught
+        )
 
     tree, guarded = ast.parse(source), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Try) and any(catches(handler) for handler in node.handlers):
             guarded |= {id(inner) for statement in node.body for inner in ast.walk(statement)}
-    return [node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id in exercise_names and id(node) not in guarded]
+    return [
+        node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in exercise_names
+        and id(node) not in guarded
+    ]
 
 
 @pytest.mark.parametrize("notebook", WITH_EXERCISES)
@@ -91,8 +99,10 @@ def test_the_guard_check_tells_a_caught_call_from_a_bare_one():
     assert _unguarded_calls("print(causal_mask(3))", names) == ["causal_mask"]
     assert _unguarded_calls("try:\n    x = causal_mask(3)\nexcept ValueError:\n    pass", names) == ["causal_mask"]
     assert _unguarded_calls("try:\n    pass\nexcept NotImplementedError:\n    causal_mask(3)", names) == ["causal_mask"]
-    assert _unguarded_calls("try:\n    x = [causal_mask(n) for n in (2, 3)]\nexcept NotImplementedError:\n    pass",
-                            names) == []
+    assert (
+        _unguarded_calls("try:\n    x = [causal_mask(n) for n in (2, 3)]\nexcept NotImplementedError:\n    pass", names)
+        == []
+    )
     assert _unguarded_calls("try:\n    causal_mask(3)\nexcept (KeyError, Exception):\n    pass", names) == []
     assert _unguarded_calls("other(3)", names) == []
 
@@ -121,11 +131,15 @@ def test_a_release_notebook_survives_its_earlier_cells_run_after_the_exercises(n
     # setup cell, the stubs, then the whole notebook again from its second cell, checks included
     release.cells = [code[0], *stubs, *code[1:]]
     monkeypatch.setenv("COURSE_PROFILE", "smoke")
-    NotebookClient(release, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    body = release.cells[1 + len(stubs):1 + len(stubs) + first_exercise - 1]
+    NotebookClient(
+        release, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    body = release.cells[1 + len(stubs) : 1 + len(stubs) + first_exercise - 1]
     assert not [output for cell in body for output in cell.outputs if output.output_type == "error"]
     # One verdict per check cell: a kernel may deliver a cell's printed text in several stream chunks.
-    verdicts = ["".join(output["text"] for output in cell.outputs if output.output_type == "stream")
-                for cell in release.cells if "check(" in cell.source]
+    verdicts = [
+        "".join(output["text"] for output in cell.outputs if output.output_type == "stream")
+        for cell in release.cells
+        if "check(" in cell.source
+    ]
     assert verdicts and all("not attempted yet" in text for text in verdicts), verdicts

@@ -28,8 +28,15 @@ SANDBOX = sandbox_available()  # without bubblewrap the limits the watchdog poll
 def _run_cells(*sources, sandbox=True, **limits):
     """Run code cells in one (sandboxed) kernel with small limits: (problems, why it was stopped)."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
-    settings = {"cell_seconds": 20, "notebook_seconds": 60, "memory_mb": 1200, "tmp_mb": 200, "processes": 128,
-                "file_mb": 64, **limits}
+    settings = {
+        "cell_seconds": 20,
+        "notebook_seconds": 60,
+        "memory_mb": 1200,
+        "tmp_mb": 200,
+        "processes": 128,
+        "file_mb": 64,
+        **limits,
+    }
     result = run_submission(notebook, {}, Limits(**settings), sandbox=sandbox)
     return result.problems, result.stopped
 
@@ -37,8 +44,10 @@ def _run_cells(*sources, sandbox=True, **limits):
 # 400 MiB held by the kernel (about 470 MiB with Python and NumPy), then children that share it:
 # each page counts once, so 800 MiB is enough, where summing resident sizes gave twice and more.
 HOLD_MEMORY = "import os, time\nimport numpy as np\nheld = np.ones(400 * 2**20 // 8)"
-FORKED_CHILDREN = ("for _ in range(2):  # multiprocessing's fork: children that share the memory copy-on-write\n"
-                   "    if os.fork() == 0:\n        {work}time.sleep(1)\n        os._exit(0)\ntime.sleep(1.5)")
+FORKED_CHILDREN = (
+    "for _ in range(2):  # multiprocessing's fork: children that share the memory copy-on-write\n"
+    "    if os.fork() == 0:\n        {work}time.sleep(1)\n        os._exit(0)\ntime.sleep(1.5)"
+)
 SHARED_ADDRESS_SPACE = (
     "import ctypes\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -49,18 +58,21 @@ SHARED_ADDRESS_SPACE = (
     "child = libc.clone(ctypes.cast(libc.sleep, ctypes.c_void_p), ctypes.addressof(stack) + 2**16 - 64,\n"
     "                   0x100 | 17, 1)\n"
     "assert child > 0, ctypes.get_errno()\n"
-    "time.sleep(1.5)")
+    "time.sleep(1.5)"
+)
 
 
 def test_memory_shared_with_forked_children_counts_once():
-    problems, stopped = _run_cells(HOLD_MEMORY, FORKED_CHILDREN.format(work=""), "raise ValueError('after')",
-                                   sandbox=SANDBOX, memory_mb=800)
+    problems, stopped = _run_cells(
+        HOLD_MEMORY, FORKED_CHILDREN.format(work=""), "raise ValueError('after')", sandbox=SANDBOX, memory_mb=800
+    )
     assert stopped is None and problems == ["cell 3 raised ValueError: after"]
     # What a child holds of its own still counts: 2 x 300 MiB more.
     own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
     problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
-    assert stopped.startswith(("the kernel used more than 800 MiB of memory",
-                               "the sandbox used more than 800 MiB of memory")), (problems, stopped)
+    assert stopped.startswith(
+        ("the kernel used more than 800 MiB of memory", "the sandbox used more than 800 MiB of memory")
+    ), (problems, stopped)
 
 
 def _control_groups_available() -> bool:
@@ -73,8 +85,10 @@ def _control_groups_available() -> bool:
     return True
 
 
-@pytest.mark.skipif(not (SANDBOX and _control_groups_available()),
-                    reason="needs the sandbox and a memory control group, which this host does not give the grader")
+@pytest.mark.skipif(
+    not (SANDBOX and _control_groups_available()),
+    reason="needs the sandbox and a memory control group, which this host does not give the grader",
+)
 def test_an_out_of_memory_kill_the_watchdog_never_saw_is_reported(monkeypatch):
     """Whichever process of the sandbox the kernel's out-of-memory killer stops — a child, and the
     kernel goes on — the result says the limit was broken, even when no poll of the watchdog saw it."""
@@ -83,8 +97,10 @@ def test_an_out_of_memory_kill_the_watchdog_never_saw_is_reported(monkeypatch):
     monkeypatch.setattr(watchdog.Watchdog, "_poll_until_done", lambda self: self.done.wait())  # it never looks
     own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
     problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
-    assert stopped is not None and stopped.startswith("the sandbox used more than 800 MiB of memory"), (problems,
-                                                                                                        stopped)
+    assert stopped is not None and stopped.startswith("the sandbox used more than 800 MiB of memory"), (
+        problems,
+        stopped,
+    )
 
 
 def test_a_watchdog_that_fails_stops_the_kernel(monkeypatch):
@@ -101,22 +117,31 @@ def test_a_watchdog_that_fails_stops_the_kernel(monkeypatch):
 
 @pytest.mark.skipif(platform.machine() not in _KCMP_SYSCALL, reason="kcmp(2) is not known for this machine")
 def test_a_child_sharing_the_kernels_address_space_counts_once():
-    problems, stopped = _run_cells(HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')",
-                                   sandbox=SANDBOX, memory_mb=800)
+    problems, stopped = _run_cells(
+        HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')", sandbox=SANDBOX, memory_mb=800
+    )
     assert stopped is None and problems == ["cell 3 raised ValueError: after"]
 
 
 @pytest.mark.skipif(platform.machine() not in _SECCOMP_DENIED, reason="no seccomp filter is known for this machine")
 def test_memory_no_process_size_shows_cannot_be_made():
     """A System V segment outlives every process attached to it; a memfd file is in no tmpfs folder."""
-    call = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-            "if libc.{}(0, {}0o1600) == -1:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))")
-    problems, stopped = _run_cells("import os\nos.memfd_create('held')", call.format("shmget", "200 * 2**20, "),
-                                   call.format("msgget", ""), "raise ValueError('the kernel goes on')",
-                                   sandbox=SANDBOX)
+    call = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "if libc.{}(0, {}0o1600) == -1:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))"
+    )
+    problems, stopped = _run_cells(
+        "import os\nos.memfd_create('held')",
+        call.format("shmget", "200 * 2**20, "),
+        call.format("msgget", ""),
+        "raise ValueError('the kernel goes on')",
+        sandbox=SANDBOX,
+    )
     assert stopped is None
-    assert problems == [*(f"cell {number} raised OSError: [Errno 38] Function not implemented" for number in (1, 2, 3)),
-                        "cell 4 raised ValueError: the kernel goes on"]
+    assert problems == [
+        *(f"cell {number} raised OSError: [Errno 38] Function not implemented" for number in (1, 2, 3)),
+        "cell 4 raised ValueError: the kernel goes on",
+    ]
 
 
 @needs_sandbox
@@ -126,35 +151,49 @@ def test_the_sandbox_runs_as_nobody_and_shows_no_secret_of_etc():
         "raise ValueError(f'uid={os.getuid()} gid={os.getgid()} ' + ' '.join(\n"
         "    f'{name}={os.path.exists(name)}' for name in ('/etc/shadow', '/etc/gshadow', '/etc/ssl/private')))",
         "import numpy, matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.savefig('figure.png')\n"
-        "raise ValueError(f'at home: {os.path.exists(\"figure.png\")}')")
+        "raise ValueError(f'at home: {os.path.exists(\"figure.png\")}')",
+    )
     assert stopped is None
-    assert problems == ["cell 1 raised ValueError: uid=65534 gid=65534 /etc/shadow=False /etc/gshadow=False "
-                        "/etc/ssl/private=False", "cell 2 raised ValueError: at home: True"]
+    assert problems == [
+        "cell 1 raised ValueError: uid=65534 gid=65534 /etc/shadow=False /etc/gshadow=False /etc/ssl/private=False",
+        "cell 2 raised ValueError: at home: True",
+    ]
 
 
 @needs_sandbox
 def test_each_tmpfs_folder_is_capped_and_one_file_is_capped():
     chunks = "for index in range(6):\n    open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))"
-    problems, stopped = _run_cells(f"folder = '/dev/shm'\n{chunks}", f"folder = '/tmp'\n{chunks}",
-                                   f"folder = '.'\n{chunks}",
-                                   "import glob, os\nfor path in glob.glob('/tmp/part*'):\n    os.remove(path)\n"
-                                   "open('/tmp/one', 'wb').write(bytes(65 * 2**20))",
-                                   "raise ValueError('the kernel goes on')", memory_mb=2000)
+    problems, stopped = _run_cells(
+        f"folder = '/dev/shm'\n{chunks}",
+        f"folder = '/tmp'\n{chunks}",
+        f"folder = '.'\n{chunks}",
+        "import glob, os\nfor path in glob.glob('/tmp/part*'):\n    os.remove(path)\n"
+        "open('/tmp/one', 'wb').write(bytes(65 * 2**20))",
+        "raise ValueError('the kernel goes on')",
+        memory_mb=2000,
+    )
     assert stopped is None
-    assert problems[:3] == [f"cell {number} raised OSError: [Errno 28] No space left on device"
-                            for number in (1, 2, 3)]
-    assert problems[3:] == ["cell 4 raised OSError: [Errno 27] File too large",
-                            "cell 5 raised ValueError: the kernel goes on"]
+    assert problems[:3] == [f"cell {number} raised OSError: [Errno 28] No space left on device" for number in (1, 2, 3)]
+    assert problems[3:] == [
+        "cell 4 raised OSError: [Errno 27] File too large",
+        "cell 5 raised ValueError: the kernel goes on",
+    ]
 
 
 @needs_sandbox
 def test_files_in_tmpfs_count_as_the_sandboxs_memory():
-    fill = "for folder in ('/tmp', '/dev/shm', '.'):\n    for index in range(4):\n" \
-           "        open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))\nimport time\ntime.sleep(2)"
+    fill = (
+        "for folder in ('/tmp', '/dev/shm', '.'):\n    for index in range(4):\n"
+        "        open(f'{folder}/part{index}', 'wb').write(bytes(40 * 2**20))\nimport time\ntime.sleep(2)"
+    )
     problems, stopped = _run_cells(fill, memory_mb=400)  # 480 MiB of files, none of it resident memory
     # The memory control group counts the files where the host gives one; the watchdog's count elsewhere.
-    assert stopped.startswith(("the kernel used more than 400 MiB of memory (its processes and its files",
-                               "the sandbox used more than 400 MiB of memory (its cgroup")), stopped
+    assert stopped.startswith(
+        (
+            "the kernel used more than 400 MiB of memory (its processes and its files",
+            "the sandbox used more than 400 MiB of memory (its cgroup",
+        )
+    ), stopped
     assert _run_cells(fill, memory_mb=1000)[1] is None  # the same files fit a larger budget
 
 
@@ -162,8 +201,10 @@ def test_files_in_tmpfs_count_as_the_sandboxs_memory():
 def test_processes_and_threads_are_capped():
     # The cell stays alive while its threads do: a burst that ends within one of the watchdog's
     # 0.1 s polls can go unseen where Linux exempts the grader (root) from RLIMIT_NPROC.
-    bomb = ("import threading, time\nfor _ in range(1000):\n"
-            "    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\ntime.sleep(5)")
+    bomb = (
+        "import threading, time\nfor _ in range(1000):\n"
+        "    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()\ntime.sleep(5)"
+    )
     problems, stopped = _run_cells(bomb, "raise ValueError('after')")
     if os.geteuid() == 0 and not _control_groups_here():  # root is exempt from RLIMIT_NPROC: the watchdog stops it
         assert stopped == "the kernel ran more than 128 processes and threads"
@@ -181,11 +222,14 @@ def test_nothing_on_the_hosts_disk_is_writable():
         "held = open(connection.parent / 'part', 'wb')",
         "sockets = pathlib.Path(json.loads(connection.read_text())['ip']).parent\n"
         "(sockets / 'part').write_bytes(bytes(2**20))",
-        "raise ValueError(f'{len(connection.read_text()) > 0} {sum(path.is_socket() for path in sockets.iterdir())}')")
+        "raise ValueError(f'{len(connection.read_text()) > 0} {sum(path.is_socket() for path in sockets.iterdir())}')",
+    )
     assert stopped is None
     assert problems[0].startswith("cell 1 raised OSError: [Errno 30] Read-only file system"), problems
-    assert problems[1:] == ["cell 2 raised OSError: [Errno 28] No space left on device",
-                            "cell 3 raised ValueError: True 5"]  # the connection file, and a socket per channel
+    assert problems[1:] == [
+        "cell 2 raised OSError: [Errno 28] No space left on device",
+        "cell 3 raised ValueError: True 5",
+    ]  # the connection file, and a socket per channel
 
 
 @needs_sandbox
@@ -203,7 +247,8 @@ def test_only_the_home_tmp_shm_and_socket_folder_are_writable():
         "        writable.append(place)\n"
         "    except OSError:\n"
         "        pass\n"
-        "raise ValueError(' '.join(writable))")
+        "raise ValueError(' '.join(writable))"
+    )
     assert stopped is None
     assert problems == ["cell 1 raised ValueError: /home/student /tmp /dev/shm /run/kernel"], problems
 
@@ -225,9 +270,11 @@ def test_kernels_see_a_grader_without_references_and_no_compiled_file_of_the_che
         "except ImportError as error:\n"
         "    refused = str(error).split(' is ')[0]\n"
         "source = (folder / 'references' / '__init__.py').read_text()\n"
-        "raise ValueError(f'{refused}; source has expected: {\"def expected\" in source}')")
+        "raise ValueError(f'{refused}; source has expected: {\"def expected\" in source}')"
+    )
     assert stopped is None and problems == [
-        "cell 1 raised ValueError: transformer_course_grader.references; source has expected: False"], problems
+        "cell 1 raised ValueError: transformer_course_grader.references; source has expected: False"
+    ], problems
 
 
 @pytest.mark.parametrize("name, value", [("memory_mb", 0), ("tmp_mb", -1), ("processes", "many"), ("file_mb", True)])
@@ -255,13 +302,16 @@ def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path)
         "                        Limits(cell_seconds=20, notebook_seconds=90, memory_mb=2000, file_mb=64))\n"
         "print(result.stopped, result.problems, sep='\\n')\n"
         "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=170)
     stopped, problems, added = completed.stdout.splitlines()[-3:]
-    assert stopped == ("the kernel stopped answering: it sent a message larger than 32 MiB, which the grader "
-                       "never receives"), completed
-    assert problems == str(["cell 2 raised ValueError: the kernel goes on",
-                            "cell 3 ran past the 20 s cell limit and was interrupted"])
+    assert stopped == (
+        "the kernel stopped answering: it sent a message larger than 32 MiB, which the grader never receives"
+    ), completed
+    assert problems == str(
+        ["cell 2 raised ValueError: the kernel goes on", "cell 3 ran past the 20 s cell limit and was interrupted"]
+    )
     assert int(added) < 32, f"grading raised the grader's peak resident memory by {added} MiB"
 
 
@@ -274,10 +324,12 @@ def _control_groups_here() -> bool:
     return group is not None
 
 
-needs_control_groups = pytest.mark.skipif(not (SANDBOX and _control_groups_here()),
-                                          reason="this host gives the grader no memory control group (neither a "
-                                                 "delegated cgroup v2 subtree nor cgroup v1's memory hierarchy as "
-                                                 "root); the watchdog alone keeps the limits")
+needs_control_groups = pytest.mark.skipif(
+    not (SANDBOX and _control_groups_here()),
+    reason="this host gives the grader no memory control group (neither a "
+    "delegated cgroup v2 subtree nor cgroup v1's memory hierarchy as "
+    "root); the watchdog alone keeps the limits",
+)
 SOCKET_BUFFERS = """import socket
 pairs, total = [], 0
 for _ in range(480):
@@ -311,9 +363,11 @@ def _own_users() -> bool:
     return own_users_available()
 
 
-@pytest.mark.skipif(not (SANDBOX and _own_users()),
-                    reason="each sandbox can run as a user of its own only where the grader is root with setpriv, "
-                           "and Python and its packages are readable by another user (not under a private /root)")
+@pytest.mark.skipif(
+    not (SANDBOX and _own_users()),
+    reason="each sandbox can run as a user of its own only where the grader is root with setpriv, "
+    "and Python and its packages are readable by another user (not under a private /root)",
+)
 def test_each_sandbox_runs_as_a_user_of_its_own_outside():
     """As the grader's uid, a kernel shared the grader's per-user budgets (epoll watches, keys, pipe pages):
     exhausting one aborted the grader. Each sandbox now has a user id of its own outside."""
@@ -324,8 +378,10 @@ def test_each_sandbox_runs_as_a_user_of_its_own_outside():
 
     seen = set()
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(6)")])
-    runs = [threading.Thread(target=run_submission, args=(notebook, {}, Limits(cell_seconds=30, notebook_seconds=60)))
-            for _ in range(2)]
+    runs = [
+        threading.Thread(target=run_submission, args=(notebook, {}, Limits(cell_seconds=30, notebook_seconds=60)))
+        for _ in range(2)
+    ]
     for run in runs:
         run.start()
     deadline = time.monotonic() + 40
@@ -354,13 +410,14 @@ def test_a_flood_of_messages_under_the_size_limit_is_held_in_bounded_memory(tmp_
         "import resource, nbformat\n"
         "from transformer_course_grader.sandbox import Limits, run_submission\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "cells = ['import sys\\nchunk = \"x\" * 2**20\\nfor _ in range(1536):\\n"
+        'cells = [\'import sys\\nchunk = "x" * 2**20\\nfor _ in range(1536):\\n'
         "    sys.stdout.write(chunk)\\n    sys.stdout.flush()', 'print(1)']\n"
         "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
         "result = run_submission(notebook, {}, Limits(cell_seconds=60, notebook_seconds=120, memory_mb=2000))\n"
         "print(result.stopped, result.problems, sep='\\n')\n"
         "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=170)
     stopped, problems, added = completed.stdout.splitlines()[-3:]
     assert stopped == "None" and problems == "[]", completed
@@ -378,13 +435,16 @@ def test_a_link_planted_in_place_of_a_kernel_socket_is_never_followed():
     host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     host.bind(str(folder / "host.sock"))
     host.listen(8)
-    plant = ("import os\n"
-             "for name in os.listdir('/run/kernel'):\n"
-             "    os.unlink(f'/run/kernel/{name}')\n"
-             f"    os.symlink({str(folder / 'host.sock')!r}, f'/run/kernel/{{name}}')\n")
+    plant = (
+        "import os\n"
+        "for name in os.listdir('/run/kernel'):\n"
+        "    os.unlink(f'/run/kernel/{name}')\n"
+        f"    os.symlink({str(folder / 'host.sock')!r}, f'/run/kernel/{{name}}')\n"
+    )
     try:
-        problems, stopped = _run_cells(plant, "while True:\n    pass", "raise ValueError('after the interrupt')",
-                                       cell_seconds=3)
+        problems, stopped = _run_cells(
+            plant, "while True:\n    pass", "raise ValueError('after the interrupt')", cell_seconds=3
+        )
         host.setblocking(False)
         with pytest.raises(BlockingIOError):
             host.accept()  # nothing of the grader's ever reached the host's socket
@@ -403,35 +463,43 @@ def test_no_keyring_of_the_grader_is_readable():
 
     numbers = _SECCOMP_DENIED[platform.machine()][1]
     libc = ctypes.CDLL(None, use_errno=True)
-    planted = libc.syscall(ctypes.c_long(numbers["add_key"]), b"user", b"course-grader-secret", b"planted", 7,
-                           ctypes.c_int(-3))  # KEY_SPEC_SESSION_KEYRING
+    planted = libc.syscall(
+        ctypes.c_long(numbers["add_key"]), b"user", b"course-grader-secret", b"planted", 7, ctypes.c_int(-3)
+    )  # KEY_SPEC_SESSION_KEYRING
     if planted < 0:
         pytest.skip(f"this host offers no keyring to plant a secret in (errno {ctypes.get_errno()})")
     try:
-        read = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-                "buffer = ctypes.create_string_buffer(64)\n"
-                "found = libc.syscall(ctypes.c_long({request}), b'user', b'course-grader-secret', None, 0)\n"
-                "if found < 0:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n"
-                "libc.syscall(ctypes.c_long({keyctl}), 11, found, buffer, 64)\n"
-                "print(buffer.value)").format(request=numbers["request_key"], keyctl=numbers["keyctl"])
+        read = (
+            "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "buffer = ctypes.create_string_buffer(64)\n"
+            "found = libc.syscall(ctypes.c_long({request}), b'user', b'course-grader-secret', None, 0)\n"
+            "if found < 0:\n    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n"
+            "libc.syscall(ctypes.c_long({keyctl}), 11, found, buffer, 64)\n"
+            "print(buffer.value)"
+        ).format(request=numbers["request_key"], keyctl=numbers["keyctl"])
         problems, stopped = _run_cells(read, "raise ValueError('the kernel goes on')", sandbox=SANDBOX)
     finally:
         libc.syscall(ctypes.c_long(numbers["keyctl"]), 21, planted)  # KEYCTL_INVALIDATE
     assert stopped is None
-    assert problems == ["cell 1 raised OSError: [Errno 38] Function not implemented",
-                        "cell 2 raised ValueError: the kernel goes on"]
+    assert problems == [
+        "cell 1 raised OSError: [Errno 38] Function not implemented",
+        "cell 2 raised ValueError: the kernel goes on",
+    ]
 
 
 @needs_sandbox
 def test_no_namespace_of_its_own_and_a_bounded_number_of_open_files():
     """A tmpfs mounted in a user namespace of the kernel's own is counted nowhere; nor are a socket's buffers,
     which only the number of open files bounds."""
-    nested = ("import subprocess\n"
-              "done = subprocess.run(['unshare', '-Urm', 'true'], capture_output=True)\n"
-              "assert done.returncode != 0, 'a user namespace of its own'")
-    many = ("import socket\nheld = []\n"
-            "for _ in range(600):\n    held += socket.socketpair()")
+    nested = (
+        "import subprocess\n"
+        "done = subprocess.run(['unshare', '-Urm', 'true'], capture_output=True)\n"
+        "assert done.returncode != 0, 'a user namespace of its own'"
+    )
+    many = "import socket\nheld = []\nfor _ in range(600):\n    held += socket.socketpair()"
     problems, stopped = _run_cells(nested, many, "raise ValueError('the kernel goes on')")
     assert stopped is None
-    assert problems == ["cell 2 raised OSError: [Errno 24] Too many open files",
-                        "cell 3 raised ValueError: the kernel goes on"], problems
+    assert problems == [
+        "cell 2 raised OSError: [Errno 24] Too many open files",
+        "cell 3 raised ValueError: the kernel goes on",
+    ], problems

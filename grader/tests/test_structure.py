@@ -13,15 +13,21 @@ def _private(name: str) -> bool:
 
 def test_the_reader_sees_the_graders_imports(import_graph):
     imported = dict(import_graph.imports(PACKAGE / "sandbox.py", PACKAGE))
-    assert "transformer_course_grader.snapshot" in imported and "kernel_mounts" in imported[
-        "transformer_course_grader.snapshot"]
+    assert (
+        "transformer_course_grader.snapshot" in imported
+        and "kernel_mounts" in imported["transformer_course_grader.snapshot"]
+    )
 
 
 def test_no_grader_module_imports_a_private_name_of_another_or_of_the_course_package(import_graph):
-    private = [f"{path.name}: {module} {name}" for path in MODULES
-               for module, names in import_graph.imports(path, PACKAGE)
-               if module.split(".")[0] in ("transformer_course", "transformer_course_grader")
-               for name in [module, *(f"{module}.{name}" for name in names)] if _private(name)]
+    private = [
+        f"{path.name}: {module} {name}"
+        for path in MODULES
+        for module, names in import_graph.imports(path, PACKAGE)
+        if module.split(".")[0] in ("transformer_course", "transformer_course_grader")
+        for name in [module, *(f"{module}.{name}" for name in names)]
+        if _private(name)
+    ]
     assert private == []
 
 

@@ -19,14 +19,22 @@ from transformer_course_grader.written import (
 pytestmark = pytest.mark.tensorflow  # as the grading tests
 
 RUBRIC = "### BEGIN SOLUTION\nFull marks: names the seeds' spread. Rubric only the instructor sees.\n### END SOLUTION"
-HOSTILE = ("=HYPERLINK(\"http://x\") It is not a result: the spread is ±6.3.\n\n<script>alert(1)</script> "
-           "| a | table |\n# a heading of my own")
+HOSTILE = (
+    '=HYPERLINK("http://x") It is not a result: the spread is ±6.3.\n\n<script>alert(1)</script> '
+    "| a | table |\n# a heading of my own"
+)
 
 
 def _answer_cell(question, points, source):
     cell = nbformat.v4.new_markdown_cell(source)
-    cell.metadata["nbgrader"] = {"grade_id": f"written_{question}", "solution": True, "grade": True, "locked": False,
-                                 "points": points, "schema_version": 3}
+    cell.metadata["nbgrader"] = {
+        "grade_id": f"written_{question}",
+        "solution": True,
+        "grade": True,
+        "locked": False,
+        "points": points,
+        "schema_version": 3,
+    }
     return cell
 
 
@@ -34,13 +42,17 @@ def _answer_cell(question, points, source):
 def course(tmp_path_factory):
     """A notebook number with no autograded exercise (11) and two written questions, released and answered."""
     root = tmp_path_factory.mktemp("written")
-    source = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("x = 1"),
-        nbformat.v4.new_markdown_cell("**Question 11.w1 (2 points).** Is a gain of 5.3 points with seeds spread ±6.3 "
-                                      "a result?"),
-        _answer_cell("11_1", 2, RUBRIC),
-        nbformat.v4.new_markdown_cell("**Question 11.w2 (3 points).** What would you run to know?"),
-        _answer_cell("11_2", 3, RUBRIC)])
+    source = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("x = 1"),
+            nbformat.v4.new_markdown_cell(
+                "**Question 11.w1 (2 points).** Is a gain of 5.3 points with seeds spread ±6.3 a result?"
+            ),
+            _answer_cell("11_1", 2, RUBRIC),
+            nbformat.v4.new_markdown_cell("**Question 11.w2 (3 points).** What would you run to know?"),
+            _answer_cell("11_2", 3, RUBRIC),
+        ]
+    )
     (root / "source").mkdir()
     nbformat.write(source, root / "source" / "11_tiny.ipynb")
     release_folder(root / "source", root / "release")
@@ -52,8 +64,9 @@ def course(tmp_path_factory):
     for student, notebook in (("ada", answered), ("bo", release), ("cy", deleted)):
         (root / "class" / student).mkdir(parents=True)
         nbformat.write(notebook, root / "class" / student / "11_tiny.ipynb")
-    results = grade_folder(root / "class", root / "report", root / "release", workers=1, seed=3, progress=False,
-                           sandbox=False)
+    results = grade_folder(
+        root / "class", root / "report", root / "release", workers=1, seed=3, progress=False, sandbox=False
+    )
     return {"root": root, "release": release, "results": results}
 
 
@@ -66,8 +79,14 @@ def test_the_release_keeps_the_placeholder_and_drops_the_rubric(course):
 
 def test_an_answer_cell_must_be_markdown_with_its_rubric(tmp_path):
     cell = nbformat.v4.new_code_cell("answer = 42")
-    cell.metadata["nbgrader"] = {"grade_id": "written_11_1", "solution": True, "grade": True, "locked": False,
-                                 "points": 2, "schema_version": 3}
+    cell.metadata["nbgrader"] = {
+        "grade_id": "written_11_1",
+        "solution": True,
+        "grade": True,
+        "locked": False,
+        "points": 2,
+        "schema_version": 3,
+    }
     (tmp_path / "source").mkdir()
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), tmp_path / "source" / "11_bad.ipynb")
     with pytest.raises(MarkupError, match="the answer cell of 11.w1 must be a Markdown cell"):
@@ -77,8 +96,9 @@ def test_an_answer_cell_must_be_markdown_with_its_rubric(tmp_path):
 
 def test_answers_wait_for_the_instructor_and_are_collected_per_question_escaped(course):
     report = course["root"] / "report"
-    statuses = {(r.student, x.exercise): (x.status, x.points, x.max_points) for r in course["results"]
-                for x in r.exercises}
+    statuses = {
+        (r.student, x.exercise): (x.status, x.points, x.max_points) for r in course["results"] for x in r.exercises
+    }
     assert statuses[("ada", "11.w1")] == ("to be graded by hand", 0, 2)
     assert statuses[("bo", "11.w1")][0] == statuses[("ada", "11.w2")][0] == "not attempted"
     assert statuses[("cy", "11.w2")][0] == "not attempted"
@@ -104,8 +124,9 @@ def _scores(path, rows):
 
 
 def test_scores_come_back_into_the_totals_and_both_exports(course, tmp_path):
-    scores = _scores(tmp_path / "scores.csv", [["ada", "11.w1", "2", "Names the spread; good."],
-                                               ["bo", "11.w2", "1", ""]])
+    scores = _scores(
+        tmp_path / "scores.csv", [["ada", "11.w1", "2", "Names the spread; good."], ["bo", "11.w2", "1", ""]]
+    )
     score_written(course["root"] / "report", tmp_path / "scored", read_written_scores(scores))
     rows = {row[0]: row for row in csv.reader((tmp_path / "scored" / "grades.csv").read_text().splitlines())}
     assert rows["ada"][1:] == ["2", "0", "2", "5"] and rows["bo"][1:] == ["0", "1", "1", "5"]
@@ -121,13 +142,15 @@ def test_scores_come_back_into_the_totals_and_both_exports(course, tmp_path):
     assert tests[0]["name"] == "Written answer 11.w1 (graded by hand)" and tests[0]["score"] == 2.0
 
 
-@pytest.mark.parametrize("row, message", [
-    (["dan", "11.w1", "1", ""], "'dan' is not a student of this class"),
-    (["ada", "11.w9", "1", ""], "no graded notebook asks question '11.w9'"),
-    (["ada", "11.w1", "3", ""], "3 points for 11.w1, which is worth 2"),
-])
-def test_a_score_that_does_not_apply_is_refused_naming_its_row_and_nothing_is_written(course, tmp_path, row,
-                                                                                       message):
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        (["dan", "11.w1", "1", ""], "'dan' is not a student of this class"),
+        (["ada", "11.w9", "1", ""], "no graded notebook asks question '11.w9'"),
+        (["ada", "11.w1", "3", ""], "3 points for 11.w1, which is worth 2"),
+    ],
+)
+def test_a_score_that_does_not_apply_is_refused_naming_its_row_and_nothing_is_written(course, tmp_path, row, message):
     shutil.copytree(course["root"] / "report", tmp_path / "report")
     before = (tmp_path / "report" / "grades.json").read_bytes()
     scores = _scores(tmp_path / "scores.csv", [["ada", "11.w2", "1", "fine"], row])
@@ -136,12 +159,15 @@ def test_a_score_that_does_not_apply_is_refused_naming_its_row_and_nothing_is_wr
     assert (tmp_path / "report" / "grades.json").read_bytes() == before
 
 
-@pytest.mark.parametrize("content, message", [
-    ("student,question,points\nada,11.w1,1\n", "the header must be student,question,points,comment"),
-    ("student,question,points,comment\nada,11.1,1,\n", "'11.1' is not a written question's id"),
-    ("student,question,points,comment\nada,11.w1,-1,\n", "points must be a non-negative integer"),
-    ("student,question,points,comment\nada,11.w1,1,\nada,11.w1,2,\n", "row 3: ada 11.w1 is scored twice"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("student,question,points\nada,11.w1,1\n", "the header must be student,question,points,comment"),
+        ("student,question,points,comment\nada,11.1,1,\n", "'11.1' is not a written question's id"),
+        ("student,question,points,comment\nada,11.w1,-1,\n", "points must be a non-negative integer"),
+        ("student,question,points,comment\nada,11.w1,1,\nada,11.w1,2,\n", "row 3: ada 11.w1 is scored twice"),
+    ],
+)
 def test_a_malformed_scores_file_is_refused(tmp_path, content, message):
     path = tmp_path / "scores.csv"
     path.write_text(content)
@@ -149,15 +175,25 @@ def test_a_malformed_scores_file_is_refused(tmp_path, content, message):
         read_written_scores(path)
 
 
-@pytest.mark.parametrize("content, message", [
-    ("student,question,points,comment\nada,11.w1,²,\n",
-     r"row 2: points must be a non-negative integer in the digits 0-9; received '²'"),
-    ("student,question,points,comment\nada,11.w1,２,\n", r"row 2: points must be .* received '２'"),
-    ("student,question,points,comment\nada,11.w1,2,good, but short\n",
-     r"row 2: 5 columns, the header has 4: a comment holding ',' must be in quotes .* ' but short'"),
-    ("student,question,points,comment\n,11.w1,2,\n", "row 2: no student named"),
-    ("student\tquestion\tpoints\tcomment\nada\t11.w1\t2\t\n", r"the header must be .*CSV UTF-8 \(Comma delimited\)"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            "student,question,points,comment\nada,11.w1,²,\n",
+            r"row 2: points must be a non-negative integer in the digits 0-9; received '²'",
+        ),
+        ("student,question,points,comment\nada,11.w1,２,\n", r"row 2: points must be .* received '２'"),
+        (
+            "student,question,points,comment\nada,11.w1,2,good, but short\n",
+            r"row 2: 5 columns, the header has 4: a comment holding ',' must be in quotes .* ' but short'",
+        ),
+        ("student,question,points,comment\n,11.w1,2,\n", "row 2: no student named"),
+        (
+            "student\tquestion\tpoints\tcomment\nada\t11.w1\t2\t\n",
+            r"the header must be .*CSV UTF-8 \(Comma delimited\)",
+        ),
+    ],
+)
 def test_a_score_typed_as_a_spreadsheet_lets_it_through_is_refused_naming_its_row(tmp_path, content, message):
     path = tmp_path / "scores.csv"
     path.write_text(content, encoding="utf-8")
@@ -174,10 +210,11 @@ def test_a_scores_file_not_in_utf8_is_refused_with_how_to_save_it(tmp_path):
 
 def test_scores_saved_by_excel_are_read_with_or_without_the_byte_order_mark_and_semicolons(tmp_path):
     expected = [("ada", "11.w1", 2, "fine; clear"), ("bo", "11.w2", 1, "")]
-    files = {"utf8-bom-comma.csv": '\ufeffstudent,question,points,comment\r\nada,11.w1,2,fine; clear\r\n'
-                                   'bo,11.w2,1,\r\n',
-             "utf8-bom-semicolon.csv": '\ufeffstudent;question;points;comment\r\nada;11.w1;2;"fine; clear"\r\n'
-                                       'bo;11.w2;1;\r\n'}
+    files = {
+        "utf8-bom-comma.csv": "\ufeffstudent,question,points,comment\r\nada,11.w1,2,fine; clear\r\nbo,11.w2,1,\r\n",
+        "utf8-bom-semicolon.csv": '\ufeffstudent;question;points;comment\r\nada;11.w1;2;"fine; clear"\r\n'
+        "bo;11.w2;1;\r\n",
+    }
     for name, content in files.items():
         (tmp_path / name).write_text(content, encoding="utf-8", newline="")
         rows = read_written_scores(tmp_path / name)
@@ -188,8 +225,9 @@ def test_the_template_lists_every_student_and_question_and_is_read_as_it_is_fill
     template = course["root"] / "report" / "answers" / "written-scores.csv"
     rows = list(csv.reader(template.open(newline="")))
     assert rows[0] == ["student", "question", "points", "comment"]
-    assert sorted((row[0], row[1]) for row in rows[1:]) == [(s, q) for s in ("ada", "bo", "cy")
-                                                            for q in ("11.w1", "11.w2")]
+    assert sorted((row[0], row[1]) for row in rows[1:]) == [
+        (s, q) for s in ("ada", "bo", "cy") for q in ("11.w1", "11.w2")
+    ]
     assert read_written_scores(template) == []  # nothing scored yet: every row left out, none refused
     rows = [[*row[:2], "2" if row[:2] == ["ada", "11.w1"] else "", ""] for row in rows[1:]]
     scored = read_written_scores(_scores(tmp_path / "filled.csv", rows))
@@ -200,12 +238,26 @@ def test_a_second_scores_file_replaces_the_first_in_every_command(course, tmp_pa
     first = read_written_scores(_scores(tmp_path / "first.csv", [["ada", "11.w1", "2", "good"]]))
     second = read_written_scores(_scores(tmp_path / "second.csv", [["bo", "11.w2", "1", ""]]))
     score_written(course["root"] / "report", tmp_path / "once", first)
-    twice = {(r.student, x.exercise): (x.points, x.status)
-             for r in score_written(tmp_path / "once", tmp_path / "twice", second) for x in r.exercises}
+    twice = {
+        (r.student, x.exercise): (x.points, x.status)
+        for r in score_written(tmp_path / "once", tmp_path / "twice", second)
+        for x in r.exercises
+    }
     assert twice[("ada", "11.w1")] == (0, "to be graded by hand") and twice[("bo", "11.w2")] == (1, "graded by hand")
-    regraded = {(r.student, x.exercise): (x.points, x.status) for r in grade_folder(
-        course["root"] / "class", tmp_path / "regraded", course["root"] / "release", workers=1, seed=3,
-        progress=False, sandbox=False, written_scores=second) for x in r.exercises}
+    regraded = {
+        (r.student, x.exercise): (x.points, x.status)
+        for r in grade_folder(
+            course["root"] / "class",
+            tmp_path / "regraded",
+            course["root"] / "release",
+            workers=1,
+            seed=3,
+            progress=False,
+            sandbox=False,
+            written_scores=second,
+        )
+        for x in r.exercises
+    }
     assert regraded == twice
 
 
@@ -223,8 +275,14 @@ def test_the_command_line_scores_a_report(course, tmp_path, capsys):
 
 def test_grading_an_assignment_refuses_a_notebook_that_was_not_released(course, tmp_path):
     with pytest.raises(FileNotFoundError, match="no released notebook 12"):
-        grade_folder(course["root"] / "class", tmp_path / "out", course["root"] / "release", notebooks=["11", "12"],
-                     progress=False, sandbox=False)
+        grade_folder(
+            course["root"] / "class",
+            tmp_path / "out",
+            course["root"] / "release",
+            notebooks=["11", "12"],
+            progress=False,
+            sandbox=False,
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -247,16 +305,22 @@ def test_an_answer_is_collected_wherever_an_honest_student_typed_it(course, tmp_
     as_code.cells[2].metadata = dict(release.cells[2].metadata)
     stray = copy()
     stray.cells[2].source = "Jos\u00e9 says no."
-    for student, notebook in (("below", below), ("no_metadata", no_metadata), ("as_code", as_code),
-                              ("stray", stray)):
+    for student, notebook in (("below", below), ("no_metadata", no_metadata), ("as_code", as_code), ("stray", stray)):
         (tmp_path / "class" / student).mkdir(parents=True)
         nbformat.write(notebook, tmp_path / "class" / student / "11_tiny.ipynb")
     path = tmp_path / "class" / "stray" / "11_tiny.ipynb"
     path.write_bytes(path.read_bytes().replace("é".encode(), "é".encode("latin-1")))
     (tmp_path / "class" / "void").mkdir()
     (tmp_path / "class" / "void" / "11_tiny.ipynb").write_text('{"cells": [', encoding="utf-8")
-    results = grade_folder(tmp_path / "class", tmp_path / "report", course["root"] / "release", workers=1, seed=3,
-                           progress=False, sandbox=False)
+    results = grade_folder(
+        tmp_path / "class",
+        tmp_path / "report",
+        course["root"] / "release",
+        workers=1,
+        seed=3,
+        progress=False,
+        sandbox=False,
+    )
     answers = {result.student: result.answers for result in results}
     assert answers["below"]["11.w1"] == "No: the spread is larger than the gain."
     assert answers["no_metadata"]["11.w1"] == "Not yet: run more seeds."

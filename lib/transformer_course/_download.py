@@ -154,16 +154,13 @@ def _ensure_cached(
     if not download_if_missing and not archive_path.exists():
         wanted = " and ".join(str(path.relative_to(root)) for path in paths)
         raise DatasetUnavailableError(
-            f"{source.name} is not in the cache {root}. "
-            + _manual_instructions(source, archive_path, wanted)
+            f"{source.name} is not in the cache {root}. " + _manual_instructions(source, archive_path, wanted)
         )
     archive = download(source, root / "downloads", progress=progress)
     convert(archive, paths[0].parent)
 
 
-def download(
-    source: DataSource, directory: str | os.PathLike, *, progress: bool = True, timeout: float = 60
-) -> Path:
+def download(source: DataSource, directory: str | os.PathLike, *, progress: bool = True, timeout: float = 60) -> Path:
     """Download ``source`` into ``directory`` and verify its sha256; reuse a verified copy.
 
     The bytes go to a temporary file beside the destination and are hashed on the way; the file
@@ -203,10 +200,17 @@ def download(
             with urllib.request.urlopen(source.url, timeout=timeout) as response:
                 length = response.headers.get("Content-Length")
                 total = int(length) if length and length.isdigit() else None
-                with open(temporary, "wb") as stream, tqdm(
-                    total=total, unit="B", unit_scale=True, desc=source.filename,
-                    disable=not progress, leave=False,
-                ) as bar:
+                with (
+                    open(temporary, "wb") as stream,
+                    tqdm(
+                        total=total,
+                        unit="B",
+                        unit_scale=True,
+                        desc=source.filename,
+                        disable=not progress,
+                        leave=False,
+                    ) as bar,
+                ):
                     for chunk in iter(lambda: response.read(_CHUNK_BYTES), b""):
                         stream.write(chunk)
                         digest.update(chunk)

@@ -49,10 +49,15 @@ def renamed(new_name: str, new_value, old_name: str, old_value):
             raise TypeError(f"missing the argument `{new_name}`.")
         return new_value
     if new_value is not None:
-        raise TypeError(f"`{old_name}` is the former name of `{new_name}`: pass one of them; received "
-                        f"{new_name}={new_value!r} and {old_name}={old_value!r}.")
-    warnings.warn(f"`{old_name}` is now called `{new_name}`; the former name will stop working in a later release.",
-                  DeprecationWarning, stacklevel=3)
+        raise TypeError(
+            f"`{old_name}` is the former name of `{new_name}`: pass one of them; received "
+            f"{new_name}={new_value!r} and {old_name}={old_value!r}."
+        )
+    warnings.warn(
+        f"`{old_name}` is now called `{new_name}`; the former name will stop working in a later release.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
     return old_value
 
 
@@ -78,8 +83,11 @@ def check_rate(name: str, value) -> float:
         >>> check_rate("dropout", 0.1)
         0.1
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not 0.0 <= value < 1.0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not 0.0 <= value < 1.0
+    ):
         raise ValueError(f"`{name}` must be in [0, 1); received {value!r}.")
     return float(value)
 
@@ -120,8 +128,9 @@ def check_texts(name: str, value) -> tuple[bool, list]:
     if isinstance(value, str):
         return True, [value]
     if not isinstance(value, (list, tuple)):
-        raise TypeError(f"`{name}` must be a string or a list of strings; "
-                        f"received {type(value).__name__} {value!r:.60}.")
+        raise TypeError(
+            f"`{name}` must be a string or a list of strings; received {type(value).__name__} {value!r:.60}."
+        )
     for index, item in enumerate(value):
         if not isinstance(item, str):
             raise TypeError(f"`{name}[{index}]` must be a string; received {type(item).__name__} {item!r:.60}.")

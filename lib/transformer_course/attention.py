@@ -66,8 +66,7 @@ def scaled_dot_product_attention(query, key, value, mask=None):
     depth = query.shape[-1]
     if depth is not None and key.shape[-1] is not None and depth != key.shape[-1]:
         raise ValueError(
-            f"`query` and `key` must have the same last dimension d_k; received {depth} and "
-            f"{key.shape[-1]}."
+            f"`query` and `key` must have the same last dimension d_k; received {depth} and {key.shape[-1]}."
         )
     scores = ops.matmul(query, ops.swapaxes(key, -1, -2)) / math.sqrt(depth)  # (..., T, S)
     weights = masked_softmax(scores, mask)  # exactly 0 on masked positions
@@ -87,8 +86,9 @@ def _heads_mask(query, key_length, query_mask, key_padding_mask, attention_mask,
     padding mask, the causal mask (query t sits at position ``offset + t`` among the S keys, as
     in cached generation) and the caller's ``attention_mask`` ``(B, T, S)``.
     """
-    causal = (ops.expand_dims(causal_mask(ops.shape(query)[1], key_length, offset=offset), 0)
-              if use_causal_mask else None)
+    causal = (
+        ops.expand_dims(causal_mask(ops.shape(query)[1], key_length, offset=offset), 0) if use_causal_mask else None
+    )
     mask = masks.combine_masks(masks.attention_mask(query_mask, key_padding_mask), causal, attention_mask)
     return None if mask is None else ops.expand_dims(mask, 1)
 
@@ -214,7 +214,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _projection(self, name, input_width, head_width):
         kernel = self.add_weight(
-            name=f"{name}_kernel", shape=(input_width, self.num_heads, head_width),
+            name=f"{name}_kernel",
+            shape=(input_width, self.num_heads, head_width),
             initializer=self.kernel_initializer,
         )
         bias = None
@@ -235,15 +236,16 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_kernel, self.key_bias = self._projection("key", key_shape[-1], self.key_dim)
         self.value_kernel, self.value_bias = self._projection("value", value_shape[-1], self.value_dim)
         self.output_kernel = self.add_weight(
-            name="output_kernel", shape=(self.num_heads, self.value_dim, embed_dim),
+            name="output_kernel",
+            shape=(self.num_heads, self.value_dim, embed_dim),
             initializer=self.kernel_initializer,
         )
         self.output_bias = (
             self.add_weight(name="output_bias", shape=(embed_dim,), initializer=self.bias_initializer)
-            if self.use_bias else None
+            if self.use_bias
+            else None
         )
         super().build(query_shape)
-
 
     def call(
         self,
@@ -290,8 +292,15 @@ class MultiHeadAttention(keras.layers.Layer):
         # 2. One (B, T, S) mask from every source, AND-ed; broadcast over the heads. With a cache,
         #    the causal mask is offset: query t sits at position cache_update_index + t.
         offset = 0 if cache_update_index is None else cache_update_index
-        head_mask = _heads_mask(q, ops.shape(k)[1], query_mask, masks.combine_masks(value_mask, key_mask),
-                                attention_mask, use_causal_mask, offset)  # (B, 1, T, S)
+        head_mask = _heads_mask(
+            q,
+            ops.shape(k)[1],
+            query_mask,
+            masks.combine_masks(value_mask, key_mask),
+            attention_mask,
+            use_causal_mask,
+            offset,
+        )  # (B, 1, T, S)
 
         # 3. Attend in every head at once (the backend's fused kernel when no weights are kept).
         output, weights = _attend(q, k, v, head_mask, self.dropout_layer, training, return_attention_scores)
@@ -320,8 +329,9 @@ class MultiHeadAttention(keras.layers.Layer):
             ValueError: if ``value_dim`` differs from ``key_dim``.
         """
         if self.value_dim != self.key_dim:
-            raise ValueError("a key/value cache needs value_dim == key_dim; "
-                             f"this layer has {self.value_dim} and {self.key_dim}.")
+            raise ValueError(
+                f"a key/value cache needs value_dim == key_dim; this layer has {self.value_dim} and {self.key_dim}."
+            )
         return ops.zeros((batch_size, 2, length, self.num_heads, self.key_dim), dtype=dtype or self.compute_dtype)
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None, **kwargs):
@@ -404,15 +414,26 @@ class GroupedQueryAttention(keras.layers.Layer):
         (1, 3, 8)
     """
 
-    def __init__(self, head_dim, num_query_heads, num_key_value_heads, dropout=0.0, use_bias=True,
-                 rotary_max_wavelength=None, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+    def __init__(
+        self,
+        head_dim,
+        num_query_heads,
+        num_key_value_heads,
+        dropout=0.0,
+        use_bias=True,
+        rotary_max_wavelength=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.head_dim = check_integer("head_dim", head_dim)
         self.num_query_heads = check_integer("num_query_heads", num_query_heads)
         self.num_key_value_heads = check_integer("num_key_value_heads", num_key_value_heads)
         if self.num_query_heads % self.num_key_value_heads:
-            raise ValueError(f"`num_key_value_heads` ({num_key_value_heads}) must divide `num_query_heads` "
-                             f"({num_query_heads}).")
+            raise ValueError(
+                f"`num_key_value_heads` ({num_key_value_heads}) must divide `num_query_heads` ({num_query_heads})."
+            )
         self.dropout = check_rate("dropout", dropout)
         self.use_bias, self.rotary_max_wavelength = use_bias, rotary_max_wavelength
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -422,9 +443,15 @@ class GroupedQueryAttention(keras.layers.Layer):
 
     def _projection(self, name, equation, output_shape, bias_axes, input_shape):
         """One projection as a ``keras.layers.EinsumDense``, so ``enable_lora`` and ``quantize`` apply to it."""
-        layer = keras.layers.EinsumDense(equation, output_shape, bias_axes=bias_axes if self.use_bias else None,
-                                         kernel_initializer=self.kernel_initializer,
-                                         bias_initializer=self.bias_initializer, name=name, dtype=self.dtype_policy)
+        layer = keras.layers.EinsumDense(
+            equation,
+            output_shape,
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            name=name,
+            dtype=self.dtype_policy,
+        )
         layer.supports_masking = True  # the padding mask rides along on the input; attention applies it
         layer.build(input_shape)
         return layer
@@ -437,13 +464,26 @@ class GroupedQueryAttention(keras.layers.Layer):
         key_shape = key_shape or source_shape
         self.key_dense = self._projection("key", "bse,egh->bsgh", (None, groups, head_dim), "gh", key_shape)
         self.value_dense = self._projection("value", "bse,egh->bsgh", (None, groups, head_dim), "gh", source_shape)
-        self.output_dense = self._projection("output", "btnh,nhe->bte", (None, width), "e",
-                                             (*query_shape[:-1], heads, head_dim))
+        self.output_dense = self._projection(
+            "output", "btnh,nhe->bte", (None, width), "e", (*query_shape[:-1], heads, head_dim)
+        )
         super().build(query_shape)
 
-    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None, attention_mask=None,
-             use_causal_mask=False, cache=None, cache_update_index=None, training=None,
-             return_attention_scores=False):
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+        return_attention_scores=False,
+    ):
         if cache_update_index is not None and cache is None:
             raise ValueError("`cache_update_index` needs a `cache` to write into; received cache=None.")
         key = value if key is None else key
@@ -468,8 +508,15 @@ class GroupedQueryAttention(keras.layers.Layer):
             value_mask = key_mask = None  # padding masks describe the inputs, not the cache
         repeats = self.num_query_heads // self.num_key_value_heads
         k, v = ops.repeat(k, repeats, axis=2), ops.repeat(v, repeats, axis=2)  # each group's heads share them
-        head_mask = _heads_mask(q, ops.shape(k)[1], query_mask, masks.combine_masks(value_mask, key_mask),
-                                attention_mask, use_causal_mask, start)  # (B, 1, T, S)
+        head_mask = _heads_mask(
+            q,
+            ops.shape(k)[1],
+            query_mask,
+            masks.combine_masks(value_mask, key_mask),
+            attention_mask,
+            use_causal_mask,
+            start,
+        )  # (B, 1, T, S)
         output, weights = _attend(q, k, v, head_mask, self.dropout_layer, training, return_attention_scores)
         output = self.output_dense(output)  # (B, T, N, H) -> (B, T, E)
         results = (output, weights) if return_attention_scores else (output,)
@@ -478,17 +525,23 @@ class GroupedQueryAttention(keras.layers.Layer):
 
     def initial_cache(self, batch_size, length, dtype=None):
         """An empty key/value cache for ``length`` positions: zeros ``(B, 2, L, G, H)``, G/N of multi-head's."""
-        return ops.zeros((batch_size, 2, length, self.num_key_value_heads, self.head_dim),
-                         dtype=dtype or self.compute_dtype)
+        return ops.zeros(
+            (batch_size, 2, length, self.num_key_value_heads, self.head_dim), dtype=dtype or self.compute_dtype
+        )
 
     def compute_output_shape(self, query_shape, value_shape=None, key_shape=None, **kwargs):
         return tuple(query_shape)
 
     def get_config(self):
         config = super().get_config()
-        config.update(head_dim=self.head_dim, num_query_heads=self.num_query_heads,
-                      num_key_value_heads=self.num_key_value_heads, dropout=self.dropout, use_bias=self.use_bias,
-                      rotary_max_wavelength=self.rotary_max_wavelength,
-                      kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-                      bias_initializer=keras.initializers.serialize(self.bias_initializer))
+        config.update(
+            head_dim=self.head_dim,
+            num_query_heads=self.num_query_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            dropout=self.dropout,
+            use_bias=self.use_bias,
+            rotary_max_wavelength=self.rotary_max_wavelength,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            bias_initializer=keras.initializers.serialize(self.bias_initializer),
+        )
         return config

@@ -37,9 +37,19 @@ from .pooling import ClassTokenOutput, GatherPositions
 from .positional import PositionalEmbedding, SegmentEmbedding
 from .transformer import BertStyleEncoder, TiedTokenDistribution, gelu_approximate
 
-__all__ = ["BertPretrainer", "build_bert_pretrainer", "build_bert_classifier", "build_bert_encoder",
-           "build_token_tagger", "build_span_finder", "SegmentEmbedding", "GatherPositions", "SpanHead",
-           "gelu_approximate", "CLASSIFIER_POOLINGS"]
+__all__ = [
+    "BertPretrainer",
+    "build_bert_pretrainer",
+    "build_bert_classifier",
+    "build_bert_encoder",
+    "build_token_tagger",
+    "build_span_finder",
+    "SegmentEmbedding",
+    "GatherPositions",
+    "SpanHead",
+    "gelu_approximate",
+    "CLASSIFIER_POOLINGS",
+]
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -99,27 +109,57 @@ class BertPretrainer(BertStyleEncoder, keras.Model):
         (2, ['mlm', 'nsp'])
     """
 
-    def __init__(self, vocabulary_size, sequence_length, max_predictions, *, embed_dim=256, num_heads=4,
-                 intermediate_dim=1024, num_layers=4, dropout=0.1, next_sentence=True, activation="gelu", **kwargs):
-        check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size,
-                          sequence_length=sequence_length, max_predictions=max_predictions,
-                          intermediate_dim=intermediate_dim, num_layers=num_layers)
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        max_predictions,
+        *,
+        embed_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        num_layers=4,
+        dropout=0.1,
+        next_sentence=True,
+        activation="gelu",
+        **kwargs,
+    ):
+        check_model_sizes(
+            embed_dim,
+            num_heads,
+            dropout,
+            vocabulary_size=vocabulary_size,
+            sequence_length=sequence_length,
+            max_predictions=max_predictions,
+            intermediate_dim=intermediate_dim,
+            num_layers=num_layers,
+        )
         activation = keras.activations.get(activation)
-        inputs = {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
-                  "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
-                  "mask_positions": keras.Input(shape=(max_predictions,), dtype="int32", name="mask_positions")}
+        inputs = {
+            "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+            "mask_positions": keras.Input(shape=(max_predictions,), dtype="int32", name="mask_positions"),
+        }
         token_embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
         segment_embedding = SegmentEmbedding(2, embed_dim, name="segment_embedding")
         x = segment_embedding(token_embedding(inputs["token_ids"]), segment_ids=inputs["segment_ids"])
         x, embedding_norm, embedding_dropout, encoder_blocks = self.build_body(
-            x, num_layers=num_layers, intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=dropout,
-            activation=activation)
+            x,
+            num_layers=num_layers,
+            intermediate_dim=intermediate_dim,
+            num_heads=num_heads,
+            dropout=dropout,
+            activation=activation,
+        )
         masked = GatherPositions(name="mlm_gather")([x, inputs["mask_positions"]])  # (B, P, E)
         masked = keras.layers.Dense(embed_dim, activation=activation, name="mlm_transform")(masked)
         masked = keras.layers.LayerNormalization(epsilon=1e-12, name="mlm_norm")(masked)
         # Named "mlm" when it is the only output: Keras before 3.10 names a one-output model's outputs by its layers.
-        outputs = {"mlm": TiedTokenDistribution(vocabulary_size, name="mlm_output" if next_sentence else "mlm",
-                                                dtype="float32")(token_embedding(masked, reverse=True))}
+        outputs = {
+            "mlm": TiedTokenDistribution(
+                vocabulary_size, name="mlm_output" if next_sentence else "mlm", dtype="float32"
+            )(token_embedding(masked, reverse=True))
+        }
         pooler = None
         if next_sentence:
             pooler = keras.layers.Dense(embed_dim, activation="tanh", name="pooler")
@@ -129,26 +169,39 @@ class BertPretrainer(BertStyleEncoder, keras.Model):
         self.token_embedding, self.segment_embedding = token_embedding, segment_embedding
         self.embedding_norm, self.embedding_dropout = embedding_norm, embedding_dropout
         self.encoder_blocks, self.pooler = encoder_blocks, pooler
-        self.vocabulary_size, self.sequence_length, self.max_predictions = (vocabulary_size, sequence_length,
-                                                                            max_predictions)
+        self.vocabulary_size, self.sequence_length, self.max_predictions = (
+            vocabulary_size,
+            sequence_length,
+            max_predictions,
+        )
         self.embed_dim, self.num_heads, self.intermediate_dim = embed_dim, num_heads, intermediate_dim
         self.num_layers, self.dropout, self.next_sentence = num_layers, dropout, next_sentence
         self.activation = activation
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,
-                "sequence_length": self.sequence_length, "max_predictions": self.max_predictions,
-                "embed_dim": self.embed_dim, "num_heads": self.num_heads, "intermediate_dim": self.intermediate_dim,
-                "num_layers": self.num_layers, "dropout": self.dropout, "next_sentence": self.next_sentence,
-                "activation": keras.activations.serialize(self.activation)}
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocabulary_size": self.vocabulary_size,
+            "sequence_length": self.sequence_length,
+            "max_predictions": self.max_predictions,
+            "embed_dim": self.embed_dim,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "num_layers": self.num_layers,
+            "dropout": self.dropout,
+            "next_sentence": self.next_sentence,
+            "activation": keras.activations.serialize(self.activation),
+        }
 
     @classmethod
     def from_config(cls, config):
         return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
 
 
-def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predictions: int,
-                          **options) -> BertPretrainer:
+def build_bert_pretrainer(
+    vocabulary_size: int, sequence_length: int, max_predictions: int, **options
+) -> BertPretrainer:
     """A :class:`BertPretrainer`: the three sizes, then its keyword arguments (``embed_dim=``, …).
 
     Example:
@@ -162,8 +215,9 @@ def build_bert_pretrainer(vocabulary_size: int, sequence_length: int, max_predic
 CLASSIFIER_POOLINGS = ("cls", "mean")
 
 
-def build_bert_classifier(pretrainer: BertStyleEncoder, num_classes: int, dropout: float = 0.1,
-                          name: str | None = None, pooling: str = "cls") -> keras.Model:
+def build_bert_classifier(
+    pretrainer: BertStyleEncoder, num_classes: int, dropout: float = 0.1, name: str | None = None, pooling: str = "cls"
+) -> keras.Model:
     """A classifier on a (pre-trained) BERT-style encoder: its pooled ``[CLS]`` output, or the mean of its outputs.
 
     The new model **shares** the pretrainer's embedding and encoder layers (their weights,
@@ -213,9 +267,11 @@ def build_bert_classifier(pretrainer: BertStyleEncoder, num_classes: int, dropou
             pooler = keras.layers.Dense(x.shape[-1], activation="tanh", name="pooler")
         pooled = pooler(ClassTokenOutput(name="cls_output")(x))
     pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
-    probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output",
-                                       dtype="float32")(pooled)
+    probabilities = keras.layers.Dense(num_classes, activation="softmax", name="classifier_output", dtype="float32")(
+        pooled
+    )
     return keras.Model(inputs, probabilities, name=name)
+
 
 def build_bert_encoder(pretrainer: BertStyleEncoder, name: str | None = None) -> keras.Model:
     """The encoder of a BERT-style pretrainer alone: its last block's vector at every position.
@@ -253,18 +309,23 @@ def _encoder(pretrainer) -> BertStyleEncoder:
         TypeError: naming what was received instead.
     """
     if not isinstance(pretrainer, BertStyleEncoder):
-        raise TypeError("`pretrainer` must be a BERT-style encoder (a BertPretrainer, an ElectraPretrainer or a "
-                        f"converted checkpoint); received {type(pretrainer).__name__}.")
+        raise TypeError(
+            "`pretrainer` must be a BERT-style encoder (a BertPretrainer, an ElectraPretrainer or a "
+            f"converted checkpoint); received {type(pretrainer).__name__}."
+        )
     return pretrainer
 
 
 def _text_inputs() -> dict:
-    return {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
-            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids")}
+    return {
+        "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+        "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+    }
 
 
-def build_token_tagger(pretrainer: BertStyleEncoder, num_tags: int, dropout: float = 0.1,
-                       name: str | None = None) -> keras.Model:
+def build_token_tagger(
+    pretrainer: BertStyleEncoder, num_tags: int, dropout: float = 0.1, name: str | None = None
+) -> keras.Model:
     """A tag for every token (named-entity-recognition style) on a (pre-trained) BERT-style encoder.
 
     Each token's output vector goes through dropout and one softmax layer over ``num_tags``
@@ -295,8 +356,9 @@ def build_token_tagger(pretrainer: BertStyleEncoder, num_tags: int, dropout: flo
     check_rate("dropout", dropout)
     inputs = _text_inputs()
     x = keras.layers.Dropout(dropout, name="tagger_dropout")(_encoder(pretrainer).encode(inputs))
-    return keras.Model(inputs, keras.layers.Dense(num_tags, activation="softmax", name="tagger_output",
-                                                  dtype="float32")(x), name=name)
+    return keras.Model(
+        inputs, keras.layers.Dense(num_tags, activation="softmax", name="tagger_output", dtype="float32")(x), name=name
+    )
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

@@ -40,8 +40,9 @@ from .transformer import gelu_approximate
 __all__ = ["bert_pretrainer_from_keras_hub", "load_bert_preset", "download_preset", "PresetUnavailableError"]
 
 
-def bert_pretrainer_from_keras_hub(backbone, max_predictions: int = 20, sequence_length: int | None = None,
-                                   dropout: float = 0.0) -> BertPretrainer:
+def bert_pretrainer_from_keras_hub(
+    backbone, max_predictions: int = 20, sequence_length: int | None = None, dropout: float = 0.0
+) -> BertPretrainer:
     """The course's BERT-style pretrainer holding the weights of a keras-hub ``BertBackbone``.
 
     Args:
@@ -73,15 +74,26 @@ def bert_pretrainer_from_keras_hub(backbone, max_predictions: int = 20, sequence
         raise ValueError(f"`backbone` must have 2 segments, as the course's model; it has {backbone.num_segments}.")
     length = backbone.max_sequence_length if sequence_length is None else int(sequence_length)
     if not 0 < length <= backbone.max_sequence_length:
-        raise ValueError(f"`sequence_length` must be in [1, {backbone.max_sequence_length}] (the backbone's position "
-                         f"table); received {sequence_length!r}.")
-    model = BertPretrainer(backbone.vocabulary_size, length, max_predictions, embed_dim=backbone.hidden_dim,
-                           num_heads=backbone.num_heads, intermediate_dim=backbone.intermediate_dim,
-                           num_layers=backbone.num_layers, dropout=dropout, activation=gelu_approximate)
+        raise ValueError(
+            f"`sequence_length` must be in [1, {backbone.max_sequence_length}] (the backbone's position "
+            f"table); received {sequence_length!r}."
+        )
+    model = BertPretrainer(
+        backbone.vocabulary_size,
+        length,
+        max_predictions,
+        embed_dim=backbone.hidden_dim,
+        num_heads=backbone.num_heads,
+        intermediate_dim=backbone.intermediate_dim,
+        num_layers=backbone.num_layers,
+        dropout=dropout,
+        activation=gelu_approximate,
+    )
     source = backbone.get_layer  # keras-hub's layer names, stable across its releases
     model.token_embedding.token_embedding.set_weights([np.asarray(source("token_embedding").embeddings)])
     model.token_embedding.position_embedding.set_weights(
-        [np.asarray(source("position_embedding").position_embeddings)[:length]])
+        [np.asarray(source("position_embedding").position_embeddings)[:length]]
+    )
     model.segment_embedding.set_weights(source("segment_embedding").get_weights())
     model.embedding_norm.set_weights(source("embeddings_layer_norm").get_weights())
     for index, block in enumerate(model.encoder_blocks):
@@ -90,8 +102,12 @@ def bert_pretrainer_from_keras_hub(backbone, max_predictions: int = 20, sequence
     return model
 
 
-def load_bert_preset(preset: str = "bert_tiny_en_uncased", max_predictions: int = 20,
-                     sequence_length: int | None = None, dropout: float = 0.0):
+def load_bert_preset(
+    preset: str = "bert_tiny_en_uncased",
+    max_predictions: int = 20,
+    sequence_length: int | None = None,
+    dropout: float = 0.0,
+):
     """Download a keras-hub BERT preset and convert it: the model, and its WordPiece vocabulary.
 
     Args:

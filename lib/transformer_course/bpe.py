@@ -124,8 +124,9 @@ class BytePairEncoding:
         self._byte_ids = list(range(256))  # each byte's token id: its value, here
 
     @classmethod
-    def from_vocabulary_and_merges(cls, vocabulary: dict[str, int], merges: Iterable[str],
-                                   special_tokens: Iterable[str] = (), id_offset: int = 0) -> BytePairEncoding:
+    def from_vocabulary_and_merges(
+        cls, vocabulary: dict[str, int], merges: Iterable[str], special_tokens: Iterable[str] = (), id_offset: int = 0
+    ) -> BytePairEncoding:
         """A published byte-level BPE (GPT-2's ``vocab.json`` and ``merges.txt``) with its own ids.
 
         Encoding follows the merges by rank, as always; the ids are the published ones, plus
@@ -176,8 +177,9 @@ class BytePairEncoding:
     # --- training ---------------------------------------------------------------------------
 
     @classmethod
-    def train(cls, texts: Iterable[str], num_merges: int, special_tokens: Iterable[str] = (),
-              progress: bool = False) -> BytePairEncoding:
+    def train(
+        cls, texts: Iterable[str], num_merges: int, special_tokens: Iterable[str] = (), progress: bool = False
+    ) -> BytePairEncoding:
         """Learn ``num_merges`` merges from ``texts`` (fewer if no pair is left to merge).
 
         Counts every pre-token once, then merges the most frequent adjacent pair again and again,
@@ -200,8 +202,13 @@ class BytePairEncoding:
             raise ValueError(f"`num_merges` must be an integer >= 0; received {num_merges!r}.")
         special_tokens = list(special_tokens)
         splitter = cls(special_tokens=special_tokens)
-        counts = collections.Counter(piece for text in texts for part in splitter._split_special(text)
-                                     if part not in splitter.special_ids for piece in pre_tokenize(part))
+        counts = collections.Counter(
+            piece
+            for text in texts
+            for part in splitter._split_special(text)
+            if part not in splitter.special_ids
+            for piece in pre_tokenize(part)
+        )
         words = [list(piece.encode("utf-8")) for piece in counts]  # symbols (token ids) of each distinct pre-token
         frequency = list(counts.values())
         vocabulary = [bytes([byte]) for byte in range(256)]
@@ -273,8 +280,9 @@ class BytePairEncoding:
             return cached
         word = [self._byte_ids[byte] for byte in piece.encode("utf-8")]
         while len(word) > 1:
-            rank, index = min((self.ranks.get(pair, len(self.ranks)), index)
-                              for index, pair in enumerate(zip(word, word[1:])))
+            rank, index = min(
+                (self.ranks.get(pair, len(self.ranks)), index) for index, pair in enumerate(zip(word, word[1:]))
+            )
             if rank == len(self.ranks):
                 break
             target = (word[index], word[index + 1])

@@ -84,8 +84,9 @@ def build_sentiment_classifier(
         >>> build_sentiment_classifier(100, 20, embed_dim=16, num_heads=2, intermediate_dim=8).output_shape
         (None, 1)
     """
-    vocabulary_size = check_integer("vocabulary_size", renamed("vocabulary_size", vocabulary_size, "vocab_size",
-                                                               vocab_size))
+    vocabulary_size = check_integer(
+        "vocabulary_size", renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
+    )
     sequence_length = check_integer("sequence_length", sequence_length)
     embed_dim = check_integer("embed_dim", embed_dim)
     num_layers = check_integer("num_layers", num_layers)

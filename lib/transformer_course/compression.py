@@ -55,9 +55,22 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["narrowed", "ArithmeticEncoder", "ArithmeticDecoder", "CompressedDataError", "CompressionStatistics",
-           "integer_frequencies", "compress", "decompress", "code_length_bits", "FREQUENCY_BITS", "PRECISION",
-           "FORMAT_VERSION", "general_purpose_compressors", "LineTokenizer"]
+__all__ = [
+    "narrowed",
+    "ArithmeticEncoder",
+    "ArithmeticDecoder",
+    "CompressedDataError",
+    "CompressionStatistics",
+    "integer_frequencies",
+    "compress",
+    "decompress",
+    "code_length_bits",
+    "FREQUENCY_BITS",
+    "PRECISION",
+    "FORMAT_VERSION",
+    "general_purpose_compressors",
+    "LineTokenizer",
+]
 
 PRECISION = 32  # bits of the coder's low and high registers
 _TOP = (1 << PRECISION) - 1
@@ -77,8 +90,9 @@ def _cumulative(frequencies) -> np.ndarray:
     """int64 ``(V + 1,)``: 0, then the running sums of the frequencies."""
     frequencies = np.asarray(frequencies, dtype="int64")
     if frequencies.ndim != 1 or frequencies.size == 0 or (frequencies < 0).any():
-        raise ValueError(f"`frequencies` must be a non-empty 1-D array of non-negative integers; received "
-                         f"shape {frequencies.shape}.")
+        raise ValueError(
+            f"`frequencies` must be a non-empty 1-D array of non-negative integers; received shape {frequencies.shape}."
+        )
     cumulative = np.zeros(frequencies.size + 1, dtype="int64")
     np.cumsum(frequencies, out=cumulative[1:])
     if not 0 < cumulative[-1] <= _QUARTER:
@@ -148,8 +162,9 @@ class ArithmeticEncoder:
     def encode_cumulative(self, symbol: int, cumulative: np.ndarray) -> None:
         """:meth:`encode` with the cumulative frequencies already summed: int ``(V + 1,)``, 0 first."""
         if not 0 <= symbol < len(cumulative) - 1 or cumulative[symbol + 1] <= cumulative[symbol]:
-            raise ValueError(f"`symbol` {symbol} has no share: it must index a frequency > 0 of the "
-                             f"{len(cumulative) - 1} given.")
+            raise ValueError(
+                f"`symbol` {symbol} has no share: it must index a frequency > 0 of the {len(cumulative) - 1} given."
+            )
         self.low, self.high = narrowed(self.low, self.high, cumulative, symbol)
         while True:
             if self.high < _HALF:
@@ -264,9 +279,12 @@ def integer_frequencies(probabilities, excluded_ids=(0,), total_bits: int = FREQ
     """
     probabilities = np.asarray(probabilities)
     if probabilities.ndim < 1 or not np.isfinite(probabilities).all() or (probabilities < 0).any():
-        raise ValueError("`probabilities` must be an array (..., V) of finite, non-negative numbers; received "
-                         f"shape {probabilities.shape}" + ("" if probabilities.ndim < 1 else
-                                                           ", with a negative or non-finite value") + ".")
+        raise ValueError(
+            "`probabilities` must be an array (..., V) of finite, non-negative numbers; received "
+            f"shape {probabilities.shape}"
+            + ("" if probabilities.ndim < 1 else ", with a negative or non-finite value")
+            + "."
+        )
     if not 1 <= total_bits <= PRECISION - 2:
         raise ValueError(f"`total_bits` must be between 1 and {PRECISION - 2}; received {total_bits}.")
     kept = np.ones(probabilities.shape[-1], dtype=bool)
@@ -279,8 +297,10 @@ def integer_frequencies(probabilities, excluded_ids=(0,), total_bits: int = FREQ
     left = total - frequencies.sum(axis=-1, keepdims=True)
     np.put_along_axis(frequencies, best, np.take_along_axis(frequencies, best, axis=-1) + left, axis=-1)
     if (np.take_along_axis(frequencies, best, axis=-1) < 1).any():  # floats summing far above 1 (never a softmax)
-        raise ValueError("`probabilities` must sum to about 1 along the last axis; received sums up to "
-                         f"{float(probabilities.astype('float64').sum(axis=-1).max()):.6f}.")
+        raise ValueError(
+            "`probabilities` must sum to about 1 along the last axis; received sums up to "
+            f"{float(probabilities.astype('float64').sum(axis=-1).max()):.6f}."
+        )
     return frequencies
 
 
@@ -322,10 +342,10 @@ class _Context:
     def append(self, token_ids) -> None:
         """Feed each stream its next token: ints ``(B,)``."""
         column = np.asarray(token_ids, dtype="int32")[:, None]
-        self.history = np.concatenate([self.history[:, -self.window:], column], axis=1)
+        self.history = np.concatenate([self.history[:, -self.window :], column], axis=1)
         if self._fed.shape[1] == self.window:  # the cache is full: restart from the last half of the window
             self.restarts += 1
-            self._restart(self.history[:, -(self.window // 2):])
+            self._restart(self.history[:, -(self.window // 2) :])
             return
         self._fed = np.concatenate([self._fed, column], axis=1)
         self._probabilities = self._next(self._fed)
@@ -363,12 +383,15 @@ def _read_varint(data: bytes, position: int, what: str) -> tuple[int, int]:
 def _check_model(model, tokenizer):
     for name in ("sequence_length", "call_with_cache", "initial_caches"):
         if not hasattr(model, name):
-            raise TypeError(f"`model` must be a LanguageModel (with a key/value cache); received "
-                            f"{type(model).__name__}, which has no `{name}`.")
+            raise TypeError(
+                f"`model` must be a LanguageModel (with a key/value cache); received "
+                f"{type(model).__name__}, which has no `{name}`."
+            )
     for name in ("encode", "decode"):
         if not callable(getattr(tokenizer, name, None)):
-            raise TypeError("`tokenizer` must have `encode` and `decode` methods; received "
-                            f"{type(tokenizer).__name__}.")
+            raise TypeError(
+                f"`tokenizer` must have `encode` and `decode` methods; received {type(tokenizer).__name__}."
+            )
 
 
 def _start_id(tokenizer, start_id):
@@ -384,7 +407,7 @@ def _streams(token_ids: list, streams: int) -> list:
     """The token ids cut into ``streams`` contiguous parts of near-equal length (none empty for a non-empty text)."""
     count = max(1, min(streams, len(token_ids)))
     bounds = [len(token_ids) * index // count for index in range(count + 1)]
-    return [token_ids[bounds[index]:bounds[index + 1]] for index in range(count)]
+    return [token_ids[bounds[index] : bounds[index + 1]] for index in range(count)]
 
 
 def _run_streams(parts_or_counts, model, start_id, coders, step, progress: bool, description: str):
@@ -404,8 +427,10 @@ def _run_streams(parts_or_counts, model, start_id, coders, step, progress: bool,
         started = time.perf_counter()
         probabilities = context.probabilities()
         cumulative = _cumulative_rows(integer_frequencies(probabilities))
-        tokens = [step(row, position, cumulative[row], probabilities[row]) if position < lengths[row] else start_id
-                  for row in range(rows)]
+        tokens = [
+            step(row, position, cumulative[row], probabilities[row]) if position < lengths[row] else start_id
+            for row in range(rows)
+        ]
         between = time.perf_counter()
         coder_seconds += between - started
         if position + 1 < longest:
@@ -414,8 +439,16 @@ def _run_streams(parts_or_counts, model, start_id, coders, step, progress: bool,
     return context, model_seconds, coder_seconds
 
 
-def compress(text: str, model, tokenizer, *, start_id: int | None = None, streams: int = 1,
-             statistics: bool = False, progress: bool = False):
+def compress(
+    text: str,
+    model,
+    tokenizer,
+    *,
+    start_id: int | None = None,
+    streams: int = 1,
+    statistics: bool = False,
+    progress: bool = False,
+):
     """Compress ``text`` with a language model: arithmetic coding of its tokens under the model's probabilities.
 
     The text is tokenised; the model reads ``start_id`` and predicts the first token, then each token
@@ -463,11 +496,15 @@ def compress(text: str, model, tokenizer, *, start_id: int | None = None, stream
     token_ids = [int(i) for i in tokenizer.encode(text)]
     bad = [i for i in token_ids if not 0 < i < vocabulary_size]
     if bad:
-        raise ValueError(f"the tokenizer gives ids outside the model's vocabulary 1..{vocabulary_size - 1} "
-                         f"(e.g. {bad[0]}): they are not the same model and tokenizer.")
+        raise ValueError(
+            f"the tokenizer gives ids outside the model's vocabulary 1..{vocabulary_size - 1} "
+            f"(e.g. {bad[0]}): they are not the same model and tokenizer."
+        )
     if tokenizer.decode(token_ids) != text:
-        raise ValueError("the tokenizer does not give this text back (decode(encode(text)) differs from it): "
-                         "it cannot be compressed losslessly with this tokenizer.")
+        raise ValueError(
+            "the tokenizer does not give this text back (decode(encode(text)) differs from it): "
+            "it cannot be compressed losslessly with this tokenizer."
+        )
     parts = _streams(token_ids, streams) if token_ids else []
     encoders = [ArithmeticEncoder() for _ in parts]
     bits = {"model": 0.0, "frequency": 0.0}
@@ -479,34 +516,51 @@ def compress(text: str, model, tokenizer, *, start_id: int | None = None, stream
         bits["frequency"] -= float(np.log2((cumulative[token + 1] - cumulative[token]) / (1 << FREQUENCY_BITS)))
         return token
 
-    context, model_seconds, coder_seconds = (_run_streams(map(len, parts), model, start_id, encoders, step,
-                                                          progress, "compressing")
-                                             if parts else (None, 0.0, 0.0))
+    context, model_seconds, coder_seconds = (
+        _run_streams(map(len, parts), model, start_id, encoders, step, progress, "compressing")
+        if parts
+        else (None, 0.0, 0.0)
+    )
     payloads = [encoder.finish() for encoder in encoders]
     checksum = zlib.crc32(text.encode("utf-8"))
-    header = (MAGIC + bytes([FORMAT_VERSION]) + _varint(vocabulary_size) + _varint(int(model.sequence_length))
-              + _varint(len(parts)) + b"".join(_varint(len(part)) + _varint(len(payload))
-                                               for part, payload in zip(parts, payloads))
-              + checksum.to_bytes(4, "big"))
+    header = (
+        MAGIC
+        + bytes([FORMAT_VERSION])
+        + _varint(vocabulary_size)
+        + _varint(int(model.sequence_length))
+        + _varint(len(parts))
+        + b"".join(_varint(len(part)) + _varint(len(payload)) for part, payload in zip(parts, payloads))
+        + checksum.to_bytes(4, "big")
+    )
     data = header + b"".join(payloads)
     if not statistics:
         return data
     return data, CompressionStatistics(
-        tokens=len(token_ids), characters=len(text), streams=len(parts), header_bytes=len(header),
-        payload_bytes=sum(map(len, payloads)), model_bits=bits["model"], frequency_bits=bits["frequency"],
-        restarts=context.restarts if context else 0, model_seconds=model_seconds, coder_seconds=coder_seconds)
+        tokens=len(token_ids),
+        characters=len(text),
+        streams=len(parts),
+        header_bytes=len(header),
+        payload_bytes=sum(map(len, payloads)),
+        model_bits=bits["model"],
+        frequency_bits=bits["frequency"],
+        restarts=context.restarts if context else 0,
+        model_seconds=model_seconds,
+        coder_seconds=coder_seconds,
+    )
 
 
 def _read_header(data: bytes) -> tuple:
     """``(vocabulary size, context length, [(tokens, code bytes), ...], checksum, [payload, ...])`` of ``data``."""
     if data[:4] != MAGIC:
-        raise CompressedDataError("`data` does not begin with the format's magic bytes b'LMAC': it was not "
-                                  "made by `compress`.")
+        raise CompressedDataError(
+            "`data` does not begin with the format's magic bytes b'LMAC': it was not made by `compress`."
+        )
     if len(data) < 5:
         raise CompressedDataError("the data ends inside its header (format version): it is truncated.")
     if data[4] != FORMAT_VERSION:
-        raise CompressedDataError(f"the data is format version {data[4]}; this `decompress` reads version "
-                                  f"{FORMAT_VERSION} only.")
+        raise CompressedDataError(
+            f"the data is format version {data[4]}; this `decompress` reads version {FORMAT_VERSION} only."
+        )
     vocabulary_size, position = _read_varint(data, 5, "vocabulary size")
     window, position = _read_varint(data, position, "context length")
     count, position = _read_varint(data, position, "stream count")
@@ -519,17 +573,19 @@ def _read_header(data: bytes) -> tuple:
         raise CompressedDataError("the data ends inside its header (stream table): it is truncated.")
     if len(data) < position + 4:
         raise CompressedDataError("the data ends inside its header (checksum): it is truncated.")
-    checksum, position = int.from_bytes(data[position:position + 4], "big"), position + 4
+    checksum, position = int.from_bytes(data[position : position + 4], "big"), position + 4
     promised, present = sum(length for _, length in streams), len(data) - position
     if present < promised:
-        raise CompressedDataError(f"the data is truncated: its header promises {promised:,} bytes of code, "
-                                  f"{present:,} are present.")
+        raise CompressedDataError(
+            f"the data is truncated: its header promises {promised:,} bytes of code, {present:,} are present."
+        )
     if present > promised:
-        raise CompressedDataError(f"the data holds {present - promised:,} bytes after its code: it is not one "
-                                  "output of `compress`.")
+        raise CompressedDataError(
+            f"the data holds {present - promised:,} bytes after its code: it is not one output of `compress`."
+        )
     payloads = []
     for _, length in streams:
-        payloads.append(data[position:position + length])
+        payloads.append(data[position : position + length])
         position += length
     return vocabulary_size, window, streams, checksum, payloads
 
@@ -563,7 +619,8 @@ def decompress(data: bytes, model, tokenizer, *, start_id: int | None = None, pr
         raise CompressedDataError(
             f"the data was coded with a model of vocabulary size {vocabulary_size:,} and context length "
             f"{window:,}; this model has {int(model.vocabulary_size):,} and {int(model.sequence_length):,}: "
-            "decompress with the model that compressed it.")
+            "decompress with the model that compressed it."
+        )
     start_id = _start_id(tokenizer, start_id)
     decoders = [ArithmeticDecoder(payload) for payload in payloads]
     decoded = [[] for _ in streams]
@@ -576,9 +633,11 @@ def decompress(data: bytes, model, tokenizer, *, start_id: int | None = None, pr
     if any(tokens for tokens, _ in streams):
         _run_streams([tokens for tokens, _ in streams], model, start_id, decoders, step, progress, "decompressing")
     token_ids = [token for part in decoded for token in part]
-    mismatch = ("the decoded text does not match the checksum recorded when it was compressed: the model's "
-                "weights, the tokenizer or the machine's arithmetic differ from those that compressed it "
-                "(the coder needs the very same probabilities), or the data is damaged.")
+    mismatch = (
+        "the decoded text does not match the checksum recorded when it was compressed: the model's "
+        "weights, the tokenizer or the machine's arithmetic differ from those that compressed it "
+        "(the coder needs the very same probabilities), or the data is damaged."
+    )
     try:
         text = tokenizer.decode(token_ids) if token_ids else ""
         same = zlib.crc32(text.encode("utf-8")) == checksum
@@ -627,8 +686,10 @@ class LineTokenizer:
         for index, line in enumerate(text.split("\n")):
             encoded = list(self.tokenizer.encode(line))
             if self.separator_id in encoded:
-                raise ValueError(f"line {index + 1} of the text encodes to the separator id {self.separator_id} "
-                                 "(it holds the separator token's own text), which would decode as a newline.")
+                raise ValueError(
+                    f"line {index + 1} of the text encodes to the separator id {self.separator_id} "
+                    "(it holds the separator token's own text), which would decode as a newline."
+                )
             ids += ([self.separator_id] if index else []) + encoded
         return ids
 
@@ -659,8 +720,7 @@ def code_length_bits(token_ids, next_token_probabilities: Callable) -> float:
         6.0
     """
     token_ids = [int(i) for i in token_ids]
-    return float(sum(-np.log2(next_token_probabilities(token_ids[:t])[token_ids[t]])
-                     for t in range(1, len(token_ids))))
+    return float(sum(-np.log2(next_token_probabilities(token_ids[:t])[token_ids[t]]) for t in range(1, len(token_ids))))
 
 
 def general_purpose_compressors(data: bytes, repeats: int = 1) -> dict:
@@ -717,6 +777,9 @@ def general_purpose_compressors(data: bytes, repeats: int = 1) -> dict:
             decompress_times.append(time.perf_counter() - middle)
             if unpacked != data:
                 raise RuntimeError(f"{name}'s round trip is not exact.")
-        results[name] = {"bytes": len(packed), "compress_seconds": float(np.median(compress_times)),
-                         "decompress_seconds": float(np.median(decompress_times))}
+        results[name] = {
+            "bytes": len(packed),
+            "compress_seconds": float(np.median(compress_times)),
+            "decompress_seconds": float(np.median(decompress_times)),
+        }
     return results

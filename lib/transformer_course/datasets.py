@@ -177,8 +177,9 @@ def _read_imdb_csv(path: Path, header: list[str], expected_records: int | None, 
 
 
 def _read_imdb_split(path: Path, expected_records: int | None) -> TextSplit:
-    rows = _read_imdb_csv(path, ["text", "label"], expected_records, lambda row: row[1] in ("0", "1"),
-                          "a text and a 0/1 label")
+    rows = _read_imdb_csv(
+        path, ["text", "label"], expected_records, lambda row: row[1] in ("0", "1"), "a text and a 0/1 label"
+    )
     return TextSplit([text for text, _ in rows], np.asarray([int(label) for _, label in rows], dtype="int64"))
 
 
@@ -282,12 +283,11 @@ def _convert_spa_eng(archive: Path, folder: Path) -> None:
     """Copy ``spa-eng/spa.txt`` out of the zip into ``folder/spa.txt.gz`` (atomic write)."""
     try:
         with zipfile.ZipFile(archive) as bundle:
-            with bundle.open(_SPA_ENG_MEMBER) as member, atomic_output(
-                folder / "spa.txt.gz"
-            ) as temporary:
-                with open(temporary, "wb") as raw, gzip.GzipFile(
-                    filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0
-                ) as stream:
+            with bundle.open(_SPA_ENG_MEMBER) as member, atomic_output(folder / "spa.txt.gz") as temporary:
+                with (
+                    open(temporary, "wb") as raw,
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as stream,
+                ):
                     shutil.copyfileobj(member, stream)
     except KeyError as error:
         raise CorruptCacheError(archive, f"it has no member {_SPA_ENG_MEMBER}") from error
@@ -302,9 +302,7 @@ def _read_spa_eng(path: Path, expected_records: int | None) -> list[tuple[str, s
             for number, line in enumerate(stream, start=1):
                 fields = line.rstrip("\n").split("\t")
                 if len(fields) != 2 or not fields[0] or not fields[1]:
-                    raise CorruptCacheError(
-                        path, f"line {number} is not 'English<TAB>Spanish': {line[:80]!r}"
-                    )
+                    raise CorruptCacheError(path, f"line {number} is not 'English<TAB>Spanish': {line[:80]!r}")
                 pairs.append((fields[0], fields[1]))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
         raise CorruptCacheError(path, f"it cannot be read ({error})") from error

@@ -26,9 +26,18 @@ from ._ids import PADDING_ID
 from ._next_token_table import NextTokenTable
 from ._validation import check_integer
 
-__all__ = ["greedy_decode", "beam_search", "batch_beam_search", "check_beam_arguments", "length_penalty",
-           "NextTokenTable", "apply_temperature", "top_k_filter", "top_p_filter", "sample_decode"]
-
+__all__ = [
+    "greedy_decode",
+    "beam_search",
+    "batch_beam_search",
+    "check_beam_arguments",
+    "length_penalty",
+    "NextTokenTable",
+    "apply_temperature",
+    "top_k_filter",
+    "top_p_filter",
+    "sample_decode",
+]
 
 
 def _probabilities(function: Callable, decoded: np.ndarray) -> np.ndarray:
@@ -47,8 +56,10 @@ def _start(start_ids) -> np.ndarray:
     if decoded.ndim < 2:
         decoded = np.atleast_1d(decoded)[:, None]  # (B, 1)
     if decoded.ndim != 2 or decoded.shape[1] < 1:
-        raise ValueError(f"`start_ids` must be an int, (batch,) start ids or (batch, length) prompts; "
-                         f"received shape {decoded.shape}.")
+        raise ValueError(
+            f"`start_ids` must be an int, (batch,) start ids or (batch, length) prompts; "
+            f"received shape {decoded.shape}."
+        )
     return decoded
 
 
@@ -70,12 +81,22 @@ def greedy_decode(next_token_probabilities: Callable, start_ids, end_id: int | N
         ValueError: for a non-positive ``max_length``, badly shaped ``start_ids`` or a callable
             returning the wrong shape.
     """
-    return _decode(next_token_probabilities, start_ids, end_id, max_length,
-                   choose=lambda probabilities: probabilities.argmax(axis=-1))
+    return _decode(
+        next_token_probabilities,
+        start_ids,
+        end_id,
+        max_length,
+        choose=lambda probabilities: probabilities.argmax(axis=-1),
+    )
 
 
-def _decode(next_token_probabilities: Callable, start_ids, end_id: int | None, max_length: int,
-            choose: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+def _decode(
+    next_token_probabilities: Callable,
+    start_ids,
+    end_id: int | None,
+    max_length: int,
+    choose: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
     """The loop greedy search and sampling share; they differ only in how ``choose`` picks the next ids.
 
     ``choose``: float64 ``(B, V)`` next-token probabilities -> int ``(B,)`` the id each row appends.
@@ -183,9 +204,16 @@ def top_p_filter(probabilities, p: float) -> np.ndarray:
     return kept / kept.sum(axis=-1, keepdims=True)
 
 
-def sample_decode(next_token_probabilities: Callable, start_ids, end_id: int | None, max_length: int,
-                  temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                  seed: int | None = None) -> np.ndarray:
+def sample_decode(
+    next_token_probabilities: Callable,
+    start_ids,
+    end_id: int | None,
+    max_length: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+) -> np.ndarray:
     """Decode by drawing each next id at random from the (reshaped) next-token distribution.
 
     At every step each row's distribution goes through :func:`apply_temperature`, then
@@ -431,9 +459,14 @@ def batch_beam_search(
         if reorder is not None:
             reorder(parents)
     beams = decoded.reshape(batch, width, -1)  # (B, K, t)
-    results = [max(finished[sentence] or _open_hypotheses(scores[sentence], beams[sentence], alpha),  # nothing ended:
-                   key=lambda item: item[0]) for sentence in range(batch)]  # the open beams compete
+    results = [
+        max(
+            finished[sentence] or _open_hypotheses(scores[sentence], beams[sentence], alpha),  # nothing ended:
+            key=lambda item: item[0],
+        )
+        for sentence in range(batch)
+    ]  # the open beams compete
     ids = np.zeros((batch, max(len(sequence) for _, sequence in results)), dtype="int64")
     for sentence, (_, sequence) in enumerate(results):
-        ids[sentence, :len(sequence)] = sequence
+        ids[sentence, : len(sequence)] = sequence
     return ids, np.array([score for score, _ in results])

@@ -49,8 +49,17 @@ from .positional import PositionalEmbedding, SegmentEmbedding
 from .pretraining import PretrainingBatches, gather_selected, mask_tokens
 from .transformer import BertStyleEncoder, TiedTokenDistribution, TransformerEncoder
 
-__all__ = ["ElectraPretrainer", "ReplaceWithSamples", "ReplacedTokenDetectionLoss", "ElectraBatches",
-           "electra_inputs", "constant_guess_loss", "replaced_rate", "detection_quality", "DISCRIMINATOR_WEIGHT"]
+__all__ = [
+    "ElectraPretrainer",
+    "ReplaceWithSamples",
+    "ReplacedTokenDetectionLoss",
+    "ElectraBatches",
+    "electra_inputs",
+    "constant_guess_loss",
+    "replaced_rate",
+    "detection_quality",
+    "DISCRIMINATOR_WEIGHT",
+]
 
 DISCRIMINATOR_WEIGHT = 50.0  # λ of Clark et al., 2020, §2
 
@@ -119,8 +128,10 @@ class ReplaceWithSamples(keras.layers.Layer):
         return ops.minimum(drawn, ops.shape(cumulative)[-1] - 1)
 
     def compute_output_spec(self, probabilities, original_ids, positions, labels):
-        return (keras.KerasTensor(original_ids.shape, dtype="int32"),
-                keras.KerasTensor(original_ids.shape, dtype="float32"))
+        return (
+            keras.KerasTensor(original_ids.shape, dtype="int32"),
+            keras.KerasTensor(original_ids.shape, dtype="float32"),
+        )
 
     def get_config(self):
         return {**super().get_config(), "seed": self.seed}
@@ -205,24 +216,53 @@ class ElectraPretrainer(BertStyleEncoder, keras.Model):
         (4, ['discriminator', 'generator'])
     """
 
-    def __init__(self, vocabulary_size, sequence_length, max_predictions, *, embed_dim=256, num_heads=4,
-                 intermediate_dim=1024, num_layers=4, generator_fraction=0.25, generator_layers=None, dropout=0.1,
-                 activation="gelu", seed=None, **kwargs):
-        check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size,
-                          sequence_length=sequence_length, max_predictions=max_predictions,
-                          intermediate_dim=intermediate_dim, num_layers=num_layers)
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        max_predictions,
+        *,
+        embed_dim=256,
+        num_heads=4,
+        intermediate_dim=1024,
+        num_layers=4,
+        generator_fraction=0.25,
+        generator_layers=None,
+        dropout=0.1,
+        activation="gelu",
+        seed=None,
+        **kwargs,
+    ):
+        check_model_sizes(
+            embed_dim,
+            num_heads,
+            dropout,
+            vocabulary_size=vocabulary_size,
+            sequence_length=sequence_length,
+            max_predictions=max_predictions,
+            intermediate_dim=intermediate_dim,
+            num_layers=num_layers,
+        )
         if isinstance(generator_fraction, bool) or not 0 < generator_fraction <= 1:
             raise ValueError(f"`generator_fraction` must be in (0, 1]; received {generator_fraction!r}.")
-        generator_layers = num_layers if generator_layers is None else check_integer("generator_layers",
-                                                                                     generator_layers)
+        generator_layers = (
+            num_layers if generator_layers is None else check_integer("generator_layers", generator_layers)
+        )
         generator_heads = max(1, round(num_heads * generator_fraction))
-        generator_width = max(generator_heads, round(embed_dim * generator_fraction) // generator_heads
-                              * generator_heads)
+        generator_width = max(
+            generator_heads, round(embed_dim * generator_fraction) // generator_heads * generator_heads
+        )
         activation = keras.activations.get(activation)
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in ("token_ids", "original_ids", "segment_ids")}
-        inputs.update({name: keras.Input(shape=(max_predictions,), dtype="int32", name=name)
-                       for name in ("mask_positions", "mask_labels")})
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("token_ids", "original_ids", "segment_ids")
+        }
+        inputs.update(
+            {
+                name: keras.Input(shape=(max_predictions,), dtype="int32", name=name)
+                for name in ("mask_positions", "mask_labels")
+            }
+        )
         token_embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
         segment_embedding = SegmentEmbedding(2, embed_dim, name="segment_embedding")
         # The generator, on the masked input.
@@ -230,45 +270,72 @@ class ElectraPretrainer(BertStyleEncoder, keras.Model):
         g = keras.layers.LayerNormalization(epsilon=1e-12, name="generator_embedding_norm")(g)
         g = keras.layers.Dense(generator_width, name="generator_projection")(g)
         for index in range(generator_layers):
-            g = TransformerEncoder(max(1, round(intermediate_dim * generator_fraction)), generator_heads,
-                                   dropout=dropout, activation=activation, layer_norm_epsilon=1e-12,
-                                   name=f"generator_{index + 1}")(g)
+            g = TransformerEncoder(
+                max(1, round(intermediate_dim * generator_fraction)),
+                generator_heads,
+                dropout=dropout,
+                activation=activation,
+                layer_norm_epsilon=1e-12,
+                name=f"generator_{index + 1}",
+            )(g)
         g = GatherPositions(name="generator_gather")([g, inputs["mask_positions"]])
         g = keras.layers.Dense(generator_width, activation=activation, name="generator_transform")(g)
         g = keras.layers.LayerNormalization(epsilon=1e-12, name="generator_norm")(g)
         g = keras.layers.Dense(embed_dim, name="generator_output_projection")(g)
         generator = TiedTokenDistribution(vocabulary_size, name="generator", dtype="float32")(
-            token_embedding(g, reverse=True))
+            token_embedding(g, reverse=True)
+        )
         # The sampling, then the discriminator on the corrupted original.
         corrupted, replaced = ReplaceWithSamples(seed, name="replace_with_samples")(
-            generator, inputs["original_ids"], inputs["mask_positions"], inputs["mask_labels"])
+            generator, inputs["original_ids"], inputs["mask_positions"], inputs["mask_labels"]
+        )
         x = segment_embedding(token_embedding(corrupted), segment_ids=inputs["segment_ids"])
         x, embedding_norm, embedding_dropout, encoder_blocks = self.build_body(
-            x, num_layers=num_layers, intermediate_dim=intermediate_dim, num_heads=num_heads, dropout=dropout,
-            activation=activation)
-        replaced_probability = keras.layers.Dense(1, activation="sigmoid", name="discriminator_head",
-                                                  dtype="float32")(x)[..., 0]
+            x,
+            num_layers=num_layers,
+            intermediate_dim=intermediate_dim,
+            num_heads=num_heads,
+            dropout=dropout,
+            activation=activation,
+        )
+        replaced_probability = keras.layers.Dense(1, activation="sigmoid", name="discriminator_head", dtype="float32")(
+            x
+        )[..., 0]
         real = ops.cast(padding_mask(inputs["original_ids"]), "float32")
         discriminator = keras.layers.Identity(name="discriminator", dtype="float32")(
-            ops.stack([replaced_probability, replaced, real], axis=-1))
+            ops.stack([replaced_probability, replaced, real], axis=-1)
+        )
         super().__init__(inputs, {"generator": generator, "discriminator": discriminator}, **kwargs)
         self.token_embedding, self.segment_embedding = token_embedding, segment_embedding
         self.embedding_norm, self.embedding_dropout = embedding_norm, embedding_dropout
         self.encoder_blocks, self.pooler = encoder_blocks, None
-        self.vocabulary_size, self.sequence_length, self.max_predictions = (vocabulary_size, sequence_length,
-                                                                            max_predictions)
+        self.vocabulary_size, self.sequence_length, self.max_predictions = (
+            vocabulary_size,
+            sequence_length,
+            max_predictions,
+        )
         self.embed_dim, self.num_heads, self.intermediate_dim = embed_dim, num_heads, intermediate_dim
         self.num_layers, self.dropout, self.activation, self.seed = num_layers, dropout, activation, seed
         self.generator_fraction, self.generator_layers = generator_fraction, generator_layers
         self.generator_width = generator_width
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,
-                "sequence_length": self.sequence_length, "max_predictions": self.max_predictions,
-                "embed_dim": self.embed_dim, "num_heads": self.num_heads, "intermediate_dim": self.intermediate_dim,
-                "num_layers": self.num_layers, "generator_fraction": self.generator_fraction,
-                "generator_layers": self.generator_layers, "dropout": self.dropout,
-                "activation": keras.activations.serialize(self.activation), "seed": self.seed}
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocabulary_size": self.vocabulary_size,
+            "sequence_length": self.sequence_length,
+            "max_predictions": self.max_predictions,
+            "embed_dim": self.embed_dim,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "num_layers": self.num_layers,
+            "generator_fraction": self.generator_fraction,
+            "generator_layers": self.generator_layers,
+            "dropout": self.dropout,
+            "activation": keras.activations.serialize(self.activation),
+            "seed": self.seed,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -302,20 +369,55 @@ class ElectraBatches(PretrainingBatches):
         True
     """
 
-    def __init__(self, token_ids, segment_ids, batch_size: int, vocabulary_size: int, mask_token_id: int,
-                 special_token_ids, max_predictions: int, seed: int = 0, batches_per_epoch: int | None = None,
-                 **kwargs):
-        super().__init__(token_ids, segment_ids, None, batch_size, vocabulary_size, mask_token_id, special_token_ids,
-                         max_predictions, seed=seed, batches_per_epoch=batches_per_epoch, **kwargs)
+    def __init__(
+        self,
+        token_ids,
+        segment_ids,
+        batch_size: int,
+        vocabulary_size: int,
+        mask_token_id: int,
+        special_token_ids,
+        max_predictions: int,
+        seed: int = 0,
+        batches_per_epoch: int | None = None,
+        **kwargs,
+    ):
+        super().__init__(
+            token_ids,
+            segment_ids,
+            None,
+            batch_size,
+            vocabulary_size,
+            mask_token_id,
+            special_token_ids,
+            max_predictions,
+            seed=seed,
+            batches_per_epoch=batches_per_epoch,
+            **kwargs,
+        )
 
     def __getitem__(self, index):
         rows = self.rounds.batch(index)
-        return electra_inputs(self.token_ids[rows], self.rng, self.vocabulary_size, self.mask_token_id,
-                              self.unselectable, self.max_predictions, segment_ids=self.segment_ids[rows])
+        return electra_inputs(
+            self.token_ids[rows],
+            self.rng,
+            self.vocabulary_size,
+            self.mask_token_id,
+            self.unselectable,
+            self.max_predictions,
+            segment_ids=self.segment_ids[rows],
+        )
 
 
-def electra_inputs(token_ids, rng, vocabulary_size: int, mask_token_id: int, unselectable_token_ids,
-                   max_predictions: int, segment_ids=None):
+def electra_inputs(
+    token_ids,
+    rng,
+    vocabulary_size: int,
+    mask_token_id: int,
+    unselectable_token_ids,
+    max_predictions: int,
+    segment_ids=None,
+):
     """One batch for :class:`ElectraPretrainer`: 15% chosen and all ``[MASK]``, the original rows beside them.
 
     Positions are chosen as :func:`~transformer_course.pretraining.mask_tokens` chooses them
@@ -339,15 +441,26 @@ def electra_inputs(token_ids, rng, vocabulary_size: int, mask_token_id: int, uns
         (['mask_labels', 'mask_positions', 'original_ids', 'segment_ids', 'token_ids'], (1, 2))
     """
     original = np.asarray(token_ids, "int32")
-    masked, labels, selected = mask_tokens(original, rng, vocabulary_size, mask_token_id, mask_token_rate=1.0,
-                                           random_token_rate=0.0, unselectable_token_ids=unselectable_token_ids)
+    masked, labels, selected = mask_tokens(
+        original,
+        rng,
+        vocabulary_size,
+        mask_token_id,
+        mask_token_rate=1.0,
+        random_token_rate=0.0,
+        unselectable_token_ids=unselectable_token_ids,
+    )
     positions, position_labels = gather_selected(selected, labels, max_predictions)
     scored = np.zeros(original.shape, bool)  # the chosen positions among each row's first P
     rows_with, slots = np.nonzero(position_labels)
     scored[rows_with, positions[rows_with, slots]] = True
-    inputs = {"token_ids": np.where(scored, masked, original), "original_ids": original,
-              "segment_ids": np.zeros_like(original) if segment_ids is None else np.asarray(segment_ids, "int32"),
-              "mask_positions": positions, "mask_labels": position_labels}
+    inputs = {
+        "token_ids": np.where(scored, masked, original),
+        "original_ids": original,
+        "segment_ids": np.zeros_like(original) if segment_ids is None else np.asarray(segment_ids, "int32"),
+        "mask_positions": positions,
+        "mask_labels": position_labels,
+    }
     return inputs, {"generator": position_labels, "discriminator": np.zeros(len(original), "float32")}
 
 
@@ -376,8 +489,10 @@ def constant_guess_loss(rate):
     if np.any(~np.isfinite(values)) or np.any((values < 0) | (values > 1)):
         raise ValueError(f"`rate` must lie in [0, 1]; received {rate!r}.")
     with np.errstate(divide="ignore", invalid="ignore"):
-        entropy = 0.0 - (np.where(values > 0, values * np.log(values), 0.0)
-                         + np.where(values < 1, (1 - values) * np.log1p(-values), 0.0))
+        entropy = 0.0 - (
+            np.where(values > 0, values * np.log(values), 0.0)
+            + np.where(values < 1, (1 - values) * np.log1p(-values), 0.0)
+        )
     return float(entropy) if entropy.ndim == 0 else entropy
 
 
@@ -445,7 +560,7 @@ def detection_quality(model, inputs, batch_size: int = 256) -> dict:
     probabilities, labels, hits, blanks = [], [], 0, 0
     rows = len(inputs["token_ids"])
     for start in range(0, rows, batch_size):
-        batch = {key: value[start:start + batch_size] for key, value in inputs.items()}
+        batch = {key: value[start : start + batch_size] for key, value in inputs.items()}
         outputs = model(batch, training=False)
         judged = ops.convert_to_numpy(outputs["discriminator"])  # (b, T, 3)
         real = judged[..., 2] > 0
@@ -462,6 +577,12 @@ def detection_quality(model, inputs, batch_size: int = 256) -> dict:
     loss = float(-np.mean(label * np.log(clipped) + (1 - label) * np.log1p(-clipped)))
     rate = float(label.mean())
     floor = constant_guess_loss(rate)
-    return {"loss": loss, "rate": rate, "floor": floor, "below_floor": 1.0 - loss / floor,
-            "auc": float(roc_auc_score(label, probability)), "recall": float(np.mean(probability[label > 0] > 0.5)),
-            "generator_accuracy": hits / max(blanks, 1)}
+    return {
+        "loss": loss,
+        "rate": rate,
+        "floor": floor,
+        "below_floor": 1.0 - loss / floor,
+        "auc": float(roc_auc_score(label, probability)),
+        "recall": float(np.mean(probability[label > 0] > 0.5)),
+        "generator_accuracy": hits / max(blanks, 1),
+    }

@@ -60,8 +60,9 @@ class _CachedModel:
         self.model = model
         self.max_length = check_integer("max_length", max_length)
         if self.max_length > sequence_length:
-            raise ValueError(f"`max_length` must be at most the model's sequence length {sequence_length}; "
-                             f"received {max_length}.")
+            raise ValueError(
+                f"`max_length` must be at most the model's sequence length {sequence_length}; received {max_length}."
+            )
 
 
 class NextTokens:
@@ -90,8 +91,9 @@ class NextTokens:
     def __call__(self, decoded):
         decoded = np.asarray(decoded, dtype="int32")
         start, self.fed = self.fed, decoded.shape[1]
-        probabilities, self.self_caches = self._step(ops.convert_to_tensor(decoded[:, start:]),
-                                                     ops.convert_to_tensor(start, dtype="int32"), self.self_caches)
+        probabilities, self.self_caches = self._step(
+            ops.convert_to_tensor(decoded[:, start:]), ops.convert_to_tensor(start, dtype="int32"), self.self_caches
+        )
         probabilities = np.array(ops.convert_to_numpy(probabilities), dtype="float32")
         probabilities[:, self._excluded] = 0.0  # never generate padding (or the excluded ids): not words
         return probabilities / probabilities.sum(axis=1, keepdims=True) if self._renormalize else probabilities
@@ -138,9 +140,14 @@ class IncrementalDecoder(_CachedModel):
 
     def _step_eagerly(self, token_ids, position, self_caches, source_mask, cross_caches):
         """New target ids, int (R, n) at ``position ..`` -> (probabilities (R, V) after the last, the caches)."""
-        decoded = self.model.decode(token_ids, source_mask=source_mask, start_index=position,
-                                    self_attention_caches=self_caches, cross_attention_caches=cross_caches,
-                                    last_only=True)
+        decoded = self.model.decode(
+            token_ids,
+            source_mask=source_mask,
+            start_index=position,
+            self_attention_caches=self_caches,
+            cross_attention_caches=cross_caches,
+            last_only=True,
+        )
         return decoded.probabilities[:, 0, :], decoded.self_attention_caches
 
     def next_token_function(self, source_ids, copies: int = 1) -> NextTokens:
@@ -171,11 +178,13 @@ class IncrementalDecoder(_CachedModel):
             int64 ``(B, 1 + n)``, n <= ``max_length``: each row starts with ``start_id``; after
             its ``end_id`` a row holds padding (0). Decoding stops once every row has ended.
         """
-        return greedy_decode(self.next_token_function(source_ids), np.full(len(source_ids), start_id), end_id,
-                             self.max_length)
+        return greedy_decode(
+            self.next_token_function(source_ids), np.full(len(source_ids), start_id), end_id, self.max_length
+        )
 
-    def beam_decode(self, source_ids, start_id: int, end_id: int, beam_width: int = 4,
-                    alpha: float = 0.6) -> np.ndarray:
+    def beam_decode(
+        self, source_ids, start_id: int, end_id: int, beam_width: int = 4, alpha: float = 0.6
+    ) -> np.ndarray:
         """Beam-search a batch of sources: B·K rows share each decoder step and the caches.
 
         The encoder runs once per source. After every step each self-attention cache row is
@@ -198,8 +207,15 @@ class IncrementalDecoder(_CachedModel):
         """
         _, beam_width = check_beam_arguments(self.max_length, beam_width, alpha)  # before the encoder runs
         next_tokens = self._next_tokens(source_ids, beam_width)
-        ids, _ = batch_beam_search(next_tokens, np.full(len(source_ids), start_id), end_id,
-                                   self.max_length, beam_width, alpha, reorder=next_tokens.reorder)
+        ids, _ = batch_beam_search(
+            next_tokens,
+            np.full(len(source_ids), start_id),
+            end_id,
+            self.max_length,
+            beam_width,
+            alpha,
+            reorder=next_tokens.reorder,
+        )
         return ids
 
 
@@ -248,18 +264,23 @@ class CachedLanguageModel(_CachedModel):
             ValueError: for prompts longer than ``max_length`` or containing padding (id 0), or
                 ``excluded_ids`` outside the vocabulary.
         """
-        excluded = np.array([PADDING_ID, *(check_integer("excluded_ids", value, minimum=0)
-                                           for value in excluded_ids)])
+        excluded = np.array([PADDING_ID, *(check_integer("excluded_ids", value, minimum=0) for value in excluded_ids)])
         vocabulary_size = self.model.output_shape[-1]
         if excluded.max() >= vocabulary_size:
-            raise ValueError(f"`excluded_ids` must be ids below the vocabulary size {vocabulary_size}; "
-                             f"received {sorted(excluded_ids)}.")
+            raise ValueError(
+                f"`excluded_ids` must be ids below the vocabulary size {vocabulary_size}; "
+                f"received {sorted(excluded_ids)}."
+            )
         prompt_ids = np.asarray(prompt_ids, dtype="int32")
         if prompt_ids.ndim != 2 or prompt_ids.shape[1] < 1 or prompt_ids.shape[1] > self.max_length:
-            raise ValueError(f"`prompt_ids` must have shape (batch, t0) with 1 <= t0 <= {self.max_length}; "
-                             f"received shape {prompt_ids.shape}.")
+            raise ValueError(
+                f"`prompt_ids` must have shape (batch, t0) with 1 <= t0 <= {self.max_length}; "
+                f"received shape {prompt_ids.shape}."
+            )
         if (prompt_ids == PADDING_ID).any():
-            raise ValueError("`prompt_ids` must not contain padding (id 0): "
-                             "every prompt in a batch needs the same length.")
-        return NextTokens(self._run, self.model.initial_caches(prompt_ids.shape[0], self.max_length),
-                          excluded_ids=excluded)
+            raise ValueError(
+                "`prompt_ids` must not contain padding (id 0): every prompt in a batch needs the same length."
+            )
+        return NextTokens(
+            self._run, self.model.initial_caches(prompt_ids.shape[0], self.max_length), excluded_ids=excluded
+        )

@@ -40,8 +40,13 @@ from .bpe import BytePairEncoding
 from .language_model import build_language_model
 from .transformer import gelu_approximate
 
-__all__ = ["language_model_from_keras_hub", "bpe_from_keras_hub", "load_gpt2_preset", "ID_OFFSET",
-           "PresetUnavailableError"]
+__all__ = [
+    "language_model_from_keras_hub",
+    "bpe_from_keras_hub",
+    "load_gpt2_preset",
+    "ID_OFFSET",
+    "PresetUnavailableError",
+]
 
 ID_OFFSET = 1  # the course's id = GPT-2's id + 1; 0 is padding
 
@@ -71,12 +76,23 @@ def language_model_from_keras_hub(backbone, sequence_length: int | None = None, 
     """
     length = backbone.max_sequence_length if sequence_length is None else int(sequence_length)
     if not 0 < length <= backbone.max_sequence_length:
-        raise ValueError(f"`sequence_length` must be in [1, {backbone.max_sequence_length}] (the backbone's position "
-                         f"table); received {sequence_length!r}.")
-    model = build_language_model(backbone.vocabulary_size + ID_OFFSET, length, embed_dim=backbone.hidden_dim,
-                                 intermediate_dim=backbone.intermediate_dim, num_heads=backbone.num_heads,
-                                 num_layers=backbone.num_layers, dropout=dropout, normalize_first=True,
-                                 final_norm=True, activation=gelu_approximate, layer_norm_epsilon=1e-5)
+        raise ValueError(
+            f"`sequence_length` must be in [1, {backbone.max_sequence_length}] (the backbone's position "
+            f"table); received {sequence_length!r}."
+        )
+    model = build_language_model(
+        backbone.vocabulary_size + ID_OFFSET,
+        length,
+        embed_dim=backbone.hidden_dim,
+        intermediate_dim=backbone.intermediate_dim,
+        num_heads=backbone.num_heads,
+        num_layers=backbone.num_layers,
+        dropout=dropout,
+        normalize_first=True,
+        final_norm=True,
+        activation=gelu_approximate,
+        layer_norm_epsilon=1e-5,
+    )
     source = backbone.get_layer  # keras-hub's layer names, stable across its releases
     table = np.asarray(source("token_embedding").embeddings)
     embedding = model.token_embedding
@@ -105,8 +121,9 @@ def bpe_from_keras_hub(tokenizer) -> BytePairEncoding:
     vocabulary = tokenizer.vocabulary
     if not isinstance(vocabulary, dict):
         vocabulary = {token: index for index, token in enumerate(vocabulary)}
-    return BytePairEncoding.from_vocabulary_and_merges(vocabulary, list(tokenizer.merges),
-                                                      special_tokens=["<|endoftext|>"], id_offset=ID_OFFSET)
+    return BytePairEncoding.from_vocabulary_and_merges(
+        vocabulary, list(tokenizer.merges), special_tokens=["<|endoftext|>"], id_offset=ID_OFFSET
+    )
 
 
 def load_gpt2_preset(preset: str = "gpt2_base_en", sequence_length: int | None = None, dropout: float = 0.0):

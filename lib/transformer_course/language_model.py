@@ -41,16 +41,26 @@ LLAMA_ROTARY_MAX_WAVELENGTH = 10_000.0  # Touvron et al., 2023, as RoFormer (Su 
 __all__ = ["LanguageModel", "build_language_model", "language_model_classifier", "forward_weights"]
 
 # Names that moved to the module of their kind: still importable from here, with a DeprecationWarning.
-MOVED = {"token_log_probabilities": "metrics", "perplexity": "metrics", "bits_per_character": "metrics",
-         "compressor_bits_per_character": "metrics", "RowBatches": "training", "running_text_chunks": "training"}
+MOVED = {
+    "token_log_probabilities": "metrics",
+    "perplexity": "metrics",
+    "bits_per_character": "metrics",
+    "compressor_bits_per_character": "metrics",
+    "RowBatches": "training",
+    "running_text_chunks": "training",
+}
 
 
 def __getattr__(name):
     if name not in MOVED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module = MOVED[name]
-    warnings.warn(f"transformer_course.language_model.{name} moved to transformer_course.{module}.{name}; "
-                  f"import it from there (this name will go in the next release).", DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        f"transformer_course.language_model.{name} moved to transformer_course.{module}.{name}; "
+        f"import it from there (this name will go in the next release).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     return getattr(importlib.import_module(f"{__package__}.{module}"), name)
 
 
@@ -123,15 +133,44 @@ class LanguageModel(keras.Model):
         ('LlamaDecoder', 'RMSNorm')
     """
 
-    def __init__(self, vocabulary_size=None, sequence_length=None, *, embed_dim=256, intermediate_dim=1024,
-                 num_heads=4, num_layers=2, dropout=0.1, tie_embeddings=True, normalize_first=False, final_norm=False,
-                 activation="relu", layer_norm_epsilon=1e-5, architecture="gpt", num_key_value_heads=None,
-                 rotary_max_wavelength=None, vocab_size=None, **kwargs):
+    def __init__(
+        self,
+        vocabulary_size=None,
+        sequence_length=None,
+        *,
+        embed_dim=256,
+        intermediate_dim=1024,
+        num_heads=4,
+        num_layers=2,
+        dropout=0.1,
+        tie_embeddings=True,
+        normalize_first=False,
+        final_norm=False,
+        activation="relu",
+        layer_norm_epsilon=1e-5,
+        architecture="gpt",
+        num_key_value_heads=None,
+        rotary_max_wavelength=None,
+        vocab_size=None,
+        **kwargs,
+    ):
         vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
-        check_model_sizes(embed_dim, num_heads, dropout, vocabulary_size=vocabulary_size,
-                          sequence_length=sequence_length, num_layers=num_layers)
-        llama = _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength,
-                                    normalize_first=normalize_first, final_norm=final_norm, activation=activation)
+        check_model_sizes(
+            embed_dim,
+            num_heads,
+            dropout,
+            vocabulary_size=vocabulary_size,
+            sequence_length=sequence_length,
+            num_layers=num_layers,
+        )
+        llama = _check_architecture(
+            architecture,
+            num_key_value_heads,
+            rotary_max_wavelength,
+            normalize_first=normalize_first,
+            final_norm=final_norm,
+            activation=activation,
+        )
         if llama and rotary_max_wavelength is None:
             rotary_max_wavelength = LLAMA_ROTARY_MAX_WAVELENGTH
         activation = keras.activations.get(activation)
@@ -144,20 +183,33 @@ class LanguageModel(keras.Model):
         decoder_blocks = []
         for index in range(num_layers):
             if llama:
-                block = LlamaDecoder(intermediate_dim, num_heads, num_key_value_heads or num_heads, dropout=dropout,
-                                     rotary_max_wavelength=rotary_max_wavelength,
-                                     layer_norm_epsilon=layer_norm_epsilon, name=f"decoder_{index + 1}")
+                block = LlamaDecoder(
+                    intermediate_dim,
+                    num_heads,
+                    num_key_value_heads or num_heads,
+                    dropout=dropout,
+                    rotary_max_wavelength=rotary_max_wavelength,
+                    layer_norm_epsilon=layer_norm_epsilon,
+                    name=f"decoder_{index + 1}",
+                )
             else:
-                block = TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, activation=activation,
-                                           layer_norm_epsilon=layer_norm_epsilon, normalize_first=normalize_first,
-                                           name=f"decoder_{index + 1}")
+                block = TransformerDecoder(
+                    intermediate_dim,
+                    num_heads,
+                    dropout=dropout,
+                    activation=activation,
+                    layer_norm_epsilon=layer_norm_epsilon,
+                    normalize_first=normalize_first,
+                    name=f"decoder_{index + 1}",
+                )
             decoder_blocks.append(block)
             x = block(x)
         if llama:
             norm = RMSNorm(layer_norm_epsilon, name="final_norm")
         else:
-            norm = (keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm") if final_norm
-                    else None)
+            norm = (
+                keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="final_norm") if final_norm else None
+            )
         if norm is not None:
             x = norm(x)
         output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
@@ -220,15 +272,25 @@ class LanguageModel(keras.Model):
         return self.output_distribution(x), updated
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,
-                "sequence_length": self.sequence_length, "embed_dim": self.embed_dim,
-                "intermediate_dim": self.intermediate_dim, "num_heads": self.num_heads,
-                "num_layers": self.num_layers, "dropout": self.dropout, "tie_embeddings": self.tie_embeddings,
-                "normalize_first": self.normalize_first,
-                "final_norm": self.final_norm is not None and self.architecture == "gpt",
-                "activation": keras.activations.serialize(self.activation),
-                "layer_norm_epsilon": self.layer_norm_epsilon, "architecture": self.architecture,
-                "num_key_value_heads": self.num_key_value_heads, "rotary_max_wavelength": self.rotary_max_wavelength}
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocabulary_size": self.vocabulary_size,
+            "sequence_length": self.sequence_length,
+            "embed_dim": self.embed_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "num_heads": self.num_heads,
+            "num_layers": self.num_layers,
+            "dropout": self.dropout,
+            "tie_embeddings": self.tie_embeddings,
+            "normalize_first": self.normalize_first,
+            "final_norm": self.final_norm is not None and self.architecture == "gpt",
+            "activation": keras.activations.serialize(self.activation),
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "architecture": self.architecture,
+            "num_key_value_heads": self.num_key_value_heads,
+            "rotary_max_wavelength": self.rotary_max_wavelength,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -241,31 +303,41 @@ def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength
     if architecture not in ARCHITECTURES:
         raise ValueError(f"`architecture` must be one of {ARCHITECTURES}; received {architecture!r}.")
     if architecture == "gpt":
-        for name, value, what in (("num_key_value_heads", num_key_value_heads, "grouped-query attention"),
-                                  ("rotary_max_wavelength", rotary_max_wavelength, "rotary positions")):
+        for name, value, what in (
+            ("num_key_value_heads", num_key_value_heads, "grouped-query attention"),
+            ("rotary_max_wavelength", rotary_max_wavelength, "rotary positions"),
+        ):
             if value is not None:
-                raise ValueError(f"`{name}` is an option of architecture='llama' ({what}); received {value!r} with "
-                                 "architecture='gpt'.")
+                raise ValueError(
+                    f"`{name}` is an option of architecture='llama' ({what}); received {value!r} with "
+                    "architecture='gpt'."
+                )
         return False
-    if rotary_max_wavelength is not None and (isinstance(rotary_max_wavelength, bool)
-                                              or not isinstance(rotary_max_wavelength, (int, float))
-                                              or not rotary_max_wavelength > 0):
+    if rotary_max_wavelength is not None and (
+        isinstance(rotary_max_wavelength, bool)
+        or not isinstance(rotary_max_wavelength, (int, float))
+        or not rotary_max_wavelength > 0
+    ):
         raise ValueError(f"`rotary_max_wavelength` must be a positive number; received {rotary_max_wavelength!r}.")
     defaults = {"normalize_first": False, "final_norm": False, "activation": "relu"}
     activation = keras.activations.get(gpt_options["activation"])
     gpt_options = {**gpt_options, "activation": getattr(activation, "__name__", activation)}
     changed = [name for name, value in gpt_options.items() if value != defaults[name]]
     if changed:
-        raise ValueError(f"{', '.join(f'`{name}`' for name in changed)} belong(s) to architecture='gpt': a 'llama' "
-                         "model is always pre-norm RMSNorm with a final RMSNorm and SwiGLU; received "
-                         + ", ".join(f"{name}={gpt_options[name]!r}" for name in changed) + ".")
+        raise ValueError(
+            f"{', '.join(f'`{name}`' for name in changed)} belong(s) to architecture='gpt': a 'llama' "
+            "model is always pre-norm RMSNorm with a final RMSNorm and SwiGLU; received "
+            + ", ".join(f"{name}={gpt_options[name]!r}" for name in changed)
+            + "."
+        )
     if num_key_value_heads is not None:
         check_integer("num_key_value_heads", num_key_value_heads)
     return True
 
 
-def build_language_model(vocabulary_size: int | None = None, sequence_length: int | None = None,
-                         **options) -> LanguageModel:
+def build_language_model(
+    vocabulary_size: int | None = None, sequence_length: int | None = None, **options
+) -> LanguageModel:
     """A :class:`LanguageModel`: the two sizes, then its keyword arguments (``embed_dim=``, …).
 
     Example:
@@ -308,8 +380,9 @@ def language_model_classifier(model: LanguageModel, num_classes: int = 1, name: 
     if model.final_norm is not None:
         x = model.final_norm(x)
     x = LastTokenPooling(name="last_token")(x)
-    output = keras.layers.Dense(num_classes, activation="sigmoid" if num_classes == 1 else "softmax",
-                                name="class_output", dtype="float32")(x)
+    output = keras.layers.Dense(
+        num_classes, activation="sigmoid" if num_classes == 1 else "softmax", name="class_output", dtype="float32"
+    )(x)
     return keras.Model(token_ids, output, name=name)
 
 
@@ -354,11 +427,14 @@ def forward_weights(model: LanguageModel) -> tuple[dict, dict]:
         ((8, 2, 4), 2)
     """
     if model.architecture != "gpt":
-        raise ValueError(f"`model` must be a GPT model (the exercise's layout); received architecture="
-                         f"{model.architecture!r}.")
+        raise ValueError(
+            f"`model` must be a GPT model (the exercise's layout); received architecture={model.architecture!r}."
+        )
     if not model.tie_embeddings:
-        raise ValueError("`model` must have tied embeddings (tie_embeddings=True): the exercise's output layer is "
-                         "the token embedding turned around.")
+        raise ValueError(
+            "`model` must have tied embeddings (tie_embeddings=True): the exercise's output layer is "
+            "the token embedding turned around."
+        )
     activation = getattr(model.activation, "__name__", str(model.activation))
     if activation not in ("relu", "gelu_approximate"):
         raise ValueError(f"`model`'s activation must be relu or gelu_approximate; received {activation!r}.")
@@ -368,25 +444,39 @@ def forward_weights(model: LanguageModel) -> tuple[dict, dict]:
 
     def block(decoder):
         attention = decoder.self_attention
-        return {"attention": arrays(**{f"{name}_{part}": getattr(attention, f"{name}_{part}")
-                                       for name in ("query", "key", "value", "output") for part in ("kernel", "bias")}),
-                "attention_norm": arrays(gamma=decoder.self_attention_norm.gamma,
-                                         beta=decoder.self_attention_norm.beta),
-                "feedforward": arrays(hidden_kernel=decoder.feedforward_hidden.kernel,
-                                      hidden_bias=decoder.feedforward_hidden.bias,
-                                      output_kernel=decoder.feedforward_output.kernel,
-                                      output_bias=decoder.feedforward_output.bias),
-                "feedforward_norm": arrays(gamma=decoder.feedforward_norm.gamma, beta=decoder.feedforward_norm.beta)}
+        return {
+            "attention": arrays(
+                **{
+                    f"{name}_{part}": getattr(attention, f"{name}_{part}")
+                    for name in ("query", "key", "value", "output")
+                    for part in ("kernel", "bias")
+                }
+            ),
+            "attention_norm": arrays(gamma=decoder.self_attention_norm.gamma, beta=decoder.self_attention_norm.beta),
+            "feedforward": arrays(
+                hidden_kernel=decoder.feedforward_hidden.kernel,
+                hidden_bias=decoder.feedforward_hidden.bias,
+                output_kernel=decoder.feedforward_output.kernel,
+                output_bias=decoder.feedforward_output.bias,
+            ),
+            "feedforward_norm": arrays(gamma=decoder.feedforward_norm.gamma, beta=decoder.feedforward_norm.beta),
+        }
 
     embedding = model.token_embedding
-    weights = {**arrays(token_embedding=embedding.token_embedding.embeddings,
-                        position_embedding=embedding.position_embedding.embeddings),
-               "blocks": [block(decoder) for decoder in model.decoder_blocks],
-               **arrays(output_bias=model.output_layer.bias)}
+    weights = {
+        **arrays(
+            token_embedding=embedding.token_embedding.embeddings,
+            position_embedding=embedding.position_embedding.embeddings,
+        ),
+        "blocks": [block(decoder) for decoder in model.decoder_blocks],
+        **arrays(output_bias=model.output_layer.bias),
+    }
     if model.final_norm is not None:
         weights["final_norm"] = arrays(gamma=model.final_norm.gamma, beta=model.final_norm.beta)
-    config = {"num_heads": model.num_heads, "normalize_first": bool(model.normalize_first), "activation": activation,
-              "layer_norm_epsilon": float(model.layer_norm_epsilon)}
+    config = {
+        "num_heads": model.num_heads,
+        "normalize_first": bool(model.normalize_first),
+        "activation": activation,
+        "layer_norm_epsilon": float(model.layer_norm_epsilon),
+    }
     return weights, config
-
-

@@ -22,8 +22,16 @@ from keras import ops
 
 from ._ids import PADDING_ID
 
-__all__ = ["PADDING_ID", "padding_mask", "key_mask", "causal_mask", "attention_mask", "combine_masks", "masked_softmax",
-           "keras_mask"]
+__all__ = [
+    "PADDING_ID",
+    "padding_mask",
+    "key_mask",
+    "causal_mask",
+    "attention_mask",
+    "combine_masks",
+    "masked_softmax",
+    "keras_mask",
+]
 
 
 def padding_mask(token_ids, padding_id: int = PADDING_ID):
@@ -135,9 +143,7 @@ def attention_mask(query_padding_mask=None, key_padding_mask=None, causal: bool 
             )
         reference_query = query_padding_mask if query_padding_mask is not None else key_padding_mask
         reference_key = key_padding_mask if key_padding_mask is not None else query_padding_mask
-        causal_part = ops.expand_dims(
-            causal_mask(int(reference_query.shape[-1]), int(reference_key.shape[-1])), 0
-        )
+        causal_part = ops.expand_dims(causal_mask(int(reference_query.shape[-1]), int(reference_key.shape[-1])), 0)
     return combine_masks(query_part, key_part, causal_part)
 
 

@@ -112,10 +112,7 @@ def anti_diagonal_attention_mass(attention_weights) -> float:
     """
     weights = np.asarray(attention_weights)
     if weights.ndim != 3 or weights.shape[1] != weights.shape[2]:
-        raise ValueError(
-            "`attention_weights` must have shape (N, T, S) with T == S; received shape "
-            f"{weights.shape}."
-        )
+        raise ValueError(f"`attention_weights` must have shape (N, T, S) with T == S; received shape {weights.shape}.")
     steps = weights.shape[1]
     return float(np.mean(weights[:, np.arange(steps), steps - 1 - np.arange(steps)]))
 
@@ -241,7 +238,7 @@ def corpus_bleu(hypotheses, references) -> tuple[float, str]:
 
 
 def _ngrams(tokens, n: int) -> list[tuple]:
-    return [tuple(tokens[index:index + n]) for index in range(len(tokens) - n + 1)]
+    return [tuple(tokens[index : index + n]) for index in range(len(tokens) - n + 1)]
 
 
 def _token_lists(name: str, texts) -> list[list]:
@@ -250,8 +247,10 @@ def _token_lists(name: str, texts) -> list[list]:
     lists = []
     for text in texts:
         if isinstance(text, str):
-            raise TypeError(f"`{name}` must hold token sequences, not strings: split each text into tokens first; "
-                            f"received {text!r:.60}.")
+            raise TypeError(
+                f"`{name}` must hold token sequences, not strings: split each text into tokens first; "
+                f"received {text!r:.60}."
+            )
         lists.append([token for token in np.asarray(text).tolist() if token != PADDING_ID])  # padding is not text
     return lists
 
@@ -301,8 +300,11 @@ def repetition_rate(texts, n: int = 4) -> float:
     from ._validation import check_integer
 
     n = check_integer("n", n)
-    rates = [1.0 - len(set(grams)) / len(grams)
-             for grams in (_ngrams(tokens, n) for tokens in _token_lists("texts", texts)) if grams]
+    rates = [
+        1.0 - len(set(grams)) / len(grams)
+        for grams in (_ngrams(tokens, n) for tokens in _token_lists("texts", texts))
+        if grams
+    ]
     return float(np.mean(rates)) if rates else 0.0
 
 
@@ -328,8 +330,9 @@ def token_log_probabilities(model: keras.Model, inputs, targets, batch_size: int
     """
     inputs, targets = np.asarray(inputs, dtype="int32"), np.asarray(targets, dtype="int32")
     if inputs.shape != targets.shape or inputs.ndim != 2:
-        raise ValueError(f"`inputs` and `targets` must both have shape (rows, length); received {inputs.shape} "
-                         f"and {targets.shape}.")
+        raise ValueError(
+            f"`inputs` and `targets` must both have shape (rows, length); received {inputs.shape} and {targets.shape}."
+        )
     batch_size = check_integer("batch_size", batch_size)
     scores = np.zeros(targets.shape, dtype="float64")
     for start in range(0, len(inputs), batch_size):
@@ -421,6 +424,9 @@ def compressor_bits_per_character(text: str) -> dict[str, float]:
     if not text:
         raise ValueError("`text` must not be empty.")
     data = text.encode("utf-8")
-    sizes = {"zlib -9": len(zlib.compress(data, 9)), "bz2 -9": len(bz2.compress(data, 9)),
-             "xz -9e": len(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))}
+    sizes = {
+        "zlib -9": len(zlib.compress(data, 9)),
+        "bz2 -9": len(bz2.compress(data, 9)),
+        "xz -9e": len(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME)),
+    }
     return {name: 8 * size / len(text) for name, size in sizes.items()}

@@ -30,8 +30,9 @@ from ._validation import check_integer, renamed
 __all__ = ["UnigramModel", "BigramModel", "scored_pairs"]
 
 
-def scored_pairs(token_ids, vocabulary_size: int | None = None, *, vocab_size: int | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def scored_pairs(
+    token_ids, vocabulary_size: int | None = None, *, vocab_size: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The (previous, next) token pairs a language model is scored on.
 
     Args:
@@ -47,14 +48,16 @@ def scored_pairs(token_ids, vocabulary_size: int | None = None, *, vocab_size: i
     Raises:
         ValueError: for ids that are negative or not below ``vocabulary_size``, or input that is not 2-D.
     """
-    vocabulary_size = check_integer("vocabulary_size", renamed("vocabulary_size", vocabulary_size, "vocab_size",
-                                                               vocab_size))
+    vocabulary_size = check_integer(
+        "vocabulary_size", renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
+    )
     ids = np.asarray(token_ids, dtype="int64")
     if ids.ndim != 2:
         raise ValueError(f"`token_ids` must have shape (sequences, length); received shape {ids.shape}.")
     if ids.size and (ids.min() < 0 or ids.max() >= vocabulary_size):
-        raise ValueError(f"`token_ids` must lie in 0..{vocabulary_size - 1}; received ids from {ids.min()} to "
-                         f"{ids.max()}.")
+        raise ValueError(
+            f"`token_ids` must lie in 0..{vocabulary_size - 1}; received ids from {ids.min()} to {ids.max()}."
+        )
     previous, following = ids[:, :-1].ravel(), ids[:, 1:].ravel()
     real = (previous != PADDING_ID) & (following != PADDING_ID)
     return previous[real], following[real]
@@ -116,8 +119,9 @@ class BigramModel:
         ValueError: for a ``vocabulary_size`` below 2 or a ``discount`` outside (0, 1).
     """
 
-    def __init__(self, vocabulary_size: int | None = None, discount: float | None = None, *,
-                 vocab_size: int | None = None):
+    def __init__(
+        self, vocabulary_size: int | None = None, discount: float | None = None, *, vocab_size: int | None = None
+    ):
         vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
         self.vocabulary_size = check_integer("vocabulary_size", vocabulary_size, minimum=2)
         if discount is not None and not 0.0 < discount < 1.0:

@@ -70,12 +70,21 @@ def training_losses(distribution, steps: int, batch_size: int = 16, length: int 
     keras.distribution.set_distribution(distribution)
     try:
         keras.utils.set_random_seed(seed)
-        model = LanguageModel(500, length, embed_dim=64, intermediate_dim=176, num_heads=4, num_layers=2, dropout=0.0,
-                              architecture="llama", num_key_value_heads=2)
+        model = LanguageModel(
+            500,
+            length,
+            embed_dim=64,
+            intermediate_dim=176,
+            num_heads=4,
+            num_layers=2,
+            dropout=0.0,
+            architecture="llama",
+            num_key_value_heads=2,
+        )
         model.compile(optimizer=keras.optimizers.AdamW(1e-3), loss=MaskedCrossEntropy())
         losses, seconds = [], []
         for step in range(steps):
-            batch = rows[step * batch_size:(step + 1) * batch_size]
+            batch = rows[step * batch_size : (step + 1) * batch_size]
             started = time.perf_counter()
             losses.append(float(model.train_on_batch(batch[:, :-1], batch[:, 1:])))
             seconds.append(time.perf_counter() - started)
@@ -98,13 +107,15 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     arguments = parser.parse_args(argv)
     if keras.backend.backend() != "jax":
-        raise SystemExit(f"keras.distribution's DataParallel needs KERAS_BACKEND=jax; this is "
-                         f"{keras.backend.backend()}.")
+        raise SystemExit(
+            f"keras.distribution's DataParallel needs KERAS_BACKEND=jax; this is {keras.backend.backend()}."
+        )
     devices = keras.distribution.list_devices()
     one = training_losses(None, arguments.steps, arguments.batch_size)
     many = training_losses(keras.distribution.DataParallel(devices=devices), arguments.steps, arguments.batch_size)
-    print(json.dumps({"backend": keras.backend.backend(), "devices": devices, "one_device": one,
-                      "data_parallel": many}))
+    print(
+        json.dumps({"backend": keras.backend.backend(), "devices": devices, "one_device": one, "data_parallel": many})
+    )
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ def _axes(axes, count: int = 1, width: float = 5.0):
     return created[0] if count > 1 else created[0][0]
 
 
-def plot_training_curves(histories: Mapping[str, object], metrics: Sequence[str] = ("loss", "accuracy"),
-                         log_scale: Sequence[str] = ()):
+def plot_training_curves(
+    histories: Mapping[str, object], metrics: Sequence[str] = ("loss", "accuracy"), log_scale: Sequence[str] = ()
+):
     """Plot training curves, one panel a metric, one colour a model: solid training, dashed validation.
 
     Each model keeps its colour in every panel; the legend names the models by their labels and
@@ -64,8 +65,11 @@ def plot_training_curves(histories: Mapping[str, object], metrics: Sequence[str]
                 handles.append(Line2D([], [], color=colour, label=label))
         if not handles:
             raise ValueError(f"`metrics` entry {metric!r} was not logged by any history.")
-        handles += [Line2D([], [], color="gray", linestyle=style, label=name)
-                    for style, name in (("-", "training"), ("--", "validation")) if style in styles]
+        handles += [
+            Line2D([], [], color="gray", linestyle=style, label=name)
+            for style, name in (("-", "training"), ("--", "validation"))
+            if style in styles
+        ]
         axis.set_xlabel("epoch")
         axis.set_ylabel(metric)
         if metric in log_scale:
@@ -99,12 +103,17 @@ def plot_accuracy_by_length(
     for index, (label, values) in enumerate(accuracies.items()):
         if len(values) != len(lengths):
             raise ValueError(
-                f"`accuracies[{label!r}]` must have one value per length ({len(lengths)}); "
-                f"received {len(values)}."
+                f"`accuracies[{label!r}]` must have one value per length ({len(lengths)}); received {len(values)}."
             )
-        axis.plot(lengths, 100 * np.asarray(values), marker=markers[index % len(markers)],
-                  linestyle=styles[index % len(styles)], markersize=max(3.0, 8.0 - 1.5 * index),
-                  markerfacecolor="none" if index % 2 else None, label=label)
+        axis.plot(
+            lengths,
+            100 * np.asarray(values),
+            marker=markers[index % len(markers)],
+            linestyle=styles[index % len(styles)],
+            markersize=max(3.0, 8.0 - 1.5 * index),
+            markerfacecolor="none" if index % 2 else None,
+            label=label,
+        )
     axis.set_xticks(list(lengths))
     axis.set_xlabel("sequence length")
     axis.set_ylabel("test accuracy (%)")
@@ -139,9 +148,17 @@ def plot_one_hot(encoded, title: str = "", axis=None):
     return axis
 
 
-def plot_attention(weights, source_labels=None, target_labels=None, title: str = "", axis=None,
-                   xlabel: str = "key position (attended to)", ylabel: str = "query position (attending)",
-                   vmax: float | None = 1.0, vmin: float | None = 0.0):
+def plot_attention(
+    weights,
+    source_labels=None,
+    target_labels=None,
+    title: str = "",
+    axis=None,
+    xlabel: str = "key position (attended to)",
+    ylabel: str = "query position (attending)",
+    vmax: float | None = 1.0,
+    vmin: float | None = 0.0,
+):
     """Heatmap of attention weights: one row per query, one column per key.
 
     Args:
@@ -167,15 +184,23 @@ def plot_attention(weights, source_labels=None, target_labels=None, title: str =
     weights = np.asarray(weights)
     if weights.ndim != 2:
         raise ValueError(f"`weights` must have shape (T, S); received shape {weights.shape}.")
-    for name, labels, size in (("source_labels", source_labels, weights.shape[1]),
-                               ("target_labels", target_labels, weights.shape[0])):
+    for name, labels, size in (
+        ("source_labels", source_labels, weights.shape[1]),
+        ("target_labels", target_labels, weights.shape[0]),
+    ):
         if labels is not None and len(labels) != size:
             raise ValueError(f"`{name}` must have {size} labels; received {len(labels)}.")
     axis = _axes(axis, width=3.8)
-    image = axis.imshow(weights, cmap="viridis", vmin=float(weights.min()) if vmin is None else vmin,
-                        vmax=float(weights.max()) if vmax is None else vmax)
-    for set_ticks, labels, size, rotation in ((axis.set_xticks, source_labels, weights.shape[1], 90),
-                                              (axis.set_yticks, target_labels, weights.shape[0], 0)):
+    image = axis.imshow(
+        weights,
+        cmap="viridis",
+        vmin=float(weights.min()) if vmin is None else vmin,
+        vmax=float(weights.max()) if vmax is None else vmax,
+    )
+    for set_ticks, labels, size, rotation in (
+        (axis.set_xticks, source_labels, weights.shape[1], 90),
+        (axis.set_yticks, target_labels, weights.shape[0], 0),
+    ):
         if labels is not None:
             labels = [str(label) for label in labels]
             # Column labels stand side by side: turned upright when they would run together, that is
@@ -225,8 +250,9 @@ def plot_unrolled_network(steps: int = 4, axis=None):
     arrow = {"arrowstyle": "->", "lw": 1.4}
     for t in range(1, steps + 1):
         x = 1.9 * t
-        axis.add_patch(FancyBboxPatch((x - 0.45, 0.6), 0.9, 0.8, boxstyle="round,pad=0.05",
-                                      facecolor="#dde8f5", edgecolor="black"))
+        axis.add_patch(
+            FancyBboxPatch((x - 0.45, 0.6), 0.9, 0.8, boxstyle="round,pad=0.05", facecolor="#dde8f5", edgecolor="black")
+        )
         axis.text(x, 1.0, "cell", ha="center", va="center")
         axis.annotate("", (x, 0.6), (x, 0.0), arrowprops=arrow)
         axis.text(x, -0.2, f"$x_{t}$", ha="center", va="center")
@@ -236,10 +262,19 @@ def plot_unrolled_network(steps: int = 4, axis=None):
         axis.text(x - 0.95, 1.25, f"$h_{t - 1}$", ha="center", va="bottom", fontsize="small")
         axis.annotate("", (x - 1.4, 0.85), (x - 0.5, 0.85), arrowprops={**arrow, "color": "red", "linestyle": "--"})
     axis.text(1.9 * steps + 0.9, 1.0, "…", ha="center", va="center")
-    axis.text(0.3, -0.45, "red, dashed: the gradient of the loss passed back one step, ∂L/∂h", color="red",
-              fontsize="small", ha="left", va="center")
-    axis.set(xlim=(0.2, 1.9 * steps + 1.2), ylim=(-0.5, 2.5),
-             title=f"unrolled over {steps} steps: one cell, one set of weights")
+    axis.text(
+        0.3,
+        -0.45,
+        "red, dashed: the gradient of the loss passed back one step, ∂L/∂h",
+        color="red",
+        fontsize="small",
+        ha="left",
+        va="center",
+    )
+    axis.set(
+        xlim=(0.2, 1.9 * steps + 1.2),
+        ylim=(-0.5, 2.5),
+        title=f"unrolled over {steps} steps: one cell, one set of weights",
+    )
     axis.axis("off")
     return axis
-

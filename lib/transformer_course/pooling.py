@@ -28,8 +28,7 @@ from keras import ops
 
 from ._validation import check_integer
 
-__all__ = ["MaskedGlobalMaxPooling1D", "LastTokenPooling", "GatherPositions", "PrependClassToken",
-           "ClassTokenOutput"]
+__all__ = ["MaskedGlobalMaxPooling1D", "LastTokenPooling", "GatherPositions", "PrependClassToken", "ClassTokenOutput"]
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")

@@ -26,8 +26,7 @@ from keras import ops
 from ._validation import check_integer, renamed, renamed_config
 from .masks import padding_mask
 
-__all__ = ["sinusoidal_encoding", "PositionalEmbedding", "TokenEmbedding", "SegmentEmbedding",
-           "RelativePositionBias"]
+__all__ = ["sinusoidal_encoding", "PositionalEmbedding", "TokenEmbedding", "SegmentEmbedding", "RelativePositionBias"]
 
 
 def sinusoidal_encoding(length: int, depth: int) -> np.ndarray:
@@ -118,18 +117,21 @@ class PositionalEmbedding(keras.layers.Layer):
         ((1, 3, 8), [[True, True, False]])
     """
 
-    def __init__(self, sequence_length, vocabulary_size=None, embed_dim=None, mask_zero=True, *, vocab_size=None,
-                 **kwargs):
+    def __init__(
+        self, sequence_length, vocabulary_size=None, embed_dim=None, mask_zero=True, *, vocab_size=None, **kwargs
+    ):
         vocabulary_size = renamed("vocabulary_size", vocabulary_size, "vocab_size", vocab_size)
         super().__init__(**kwargs)
         self.sequence_length = check_integer("sequence_length", sequence_length)
         self.vocabulary_size = check_integer("vocabulary_size", vocabulary_size)
         self.embed_dim = check_integer("embed_dim", embed_dim)
         self.mask_zero = bool(mask_zero)
-        self.token_embedding = keras.layers.Embedding(vocabulary_size, embed_dim, name="token_embedding",
-                                                      dtype=self.dtype_policy)
-        self.position_embedding = keras.layers.Embedding(sequence_length, embed_dim, name="position_embedding",
-                                                         dtype=self.dtype_policy)
+        self.token_embedding = keras.layers.Embedding(
+            vocabulary_size, embed_dim, name="token_embedding", dtype=self.dtype_policy
+        )
+        self.position_embedding = keras.layers.Embedding(
+            sequence_length, embed_dim, name="position_embedding", dtype=self.dtype_policy
+        )
         self.supports_masking = True
 
     def build(self, inputs_shape):
@@ -216,8 +218,9 @@ class TokenEmbedding(keras.layers.Layer):
         self.vocabulary_size = check_integer("vocabulary_size", vocabulary_size)
         self.embed_dim = check_integer("embed_dim", embed_dim)
         self.mask_zero = bool(mask_zero)
-        self.token_embedding = keras.layers.Embedding(vocabulary_size, embed_dim, name="token_embedding",
-                                                      dtype=self.dtype_policy)
+        self.token_embedding = keras.layers.Embedding(
+            vocabulary_size, embed_dim, name="token_embedding", dtype=self.dtype_policy
+        )
         self.supports_masking = True
 
     def build(self, inputs_shape):
@@ -238,8 +241,12 @@ class TokenEmbedding(keras.layers.Layer):
         return keras.KerasTensor(shape, dtype=self.compute_dtype)
 
     def get_config(self):
-        return {**super().get_config(), "vocabulary_size": self.vocabulary_size, "embed_dim": self.embed_dim,
-                "mask_zero": self.mask_zero}
+        return {
+            **super().get_config(),
+            "vocabulary_size": self.vocabulary_size,
+            "embed_dim": self.embed_dim,
+            "mask_zero": self.mask_zero,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -277,8 +284,11 @@ class SegmentEmbedding(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, inputs_shape, segment_ids_shape=None):
-        self.table = self.add_weight(name="table", shape=(self.num_segments, self.embed_dim),
-                                     initializer=keras.initializers.RandomNormal(stddev=0.02))
+        self.table = self.add_weight(
+            name="table",
+            shape=(self.num_segments, self.embed_dim),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+        )
         super().build(inputs_shape)
 
     def call(self, inputs, segment_ids):

@@ -43,8 +43,19 @@ import numpy as np
 from ._validation import check_integer
 from .training import RoundOrder
 
-__all__ = ["mask_tokens", "contiguous_segments", "pack_single", "gather_selected", "PretrainingBatches",
-           "split_sentences", "group_sentences", "next_sentence_pairs", "pack_pair", "IS_NEXT", "NOT_NEXT"]
+__all__ = [
+    "mask_tokens",
+    "contiguous_segments",
+    "pack_single",
+    "gather_selected",
+    "PretrainingBatches",
+    "split_sentences",
+    "group_sentences",
+    "next_sentence_pairs",
+    "pack_pair",
+    "IS_NEXT",
+    "NOT_NEXT",
+]
 
 IS_NEXT, NOT_NEXT = 1, 0
 
@@ -55,9 +66,16 @@ def _rate(name: str, value) -> float:
     return float(value)
 
 
-def mask_tokens(token_ids, rng: np.random.Generator, vocabulary_size: int, mask_token_id: int,
-                mask_selection_rate: float = 0.15, mask_token_rate: float = 0.8, random_token_rate: float = 0.1,
-                unselectable_token_ids=(0,)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mask_tokens(
+    token_ids,
+    rng: np.random.Generator,
+    vocabulary_size: int,
+    mask_token_id: int,
+    mask_selection_rate: float = 0.15,
+    mask_token_rate: float = 0.8,
+    random_token_rate: float = 0.1,
+    unselectable_token_ids=(0,),
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Select positions for masked language modelling and corrupt them, BERT's way.
 
     Each token whose id is not in ``unselectable_token_ids`` (padding, ``[CLS]``, ``[SEP]`` …) is
@@ -91,12 +109,14 @@ def mask_tokens(token_ids, rng: np.random.Generator, vocabulary_size: int, mask_
     selection_rate = _rate("mask_selection_rate", mask_selection_rate)
     mask_rate, random_rate = _rate("mask_token_rate", mask_token_rate), _rate("random_token_rate", random_token_rate)
     if mask_rate + random_rate > 1.0 + 1e-12:
-        raise ValueError(f"`mask_token_rate` + `random_token_rate` must be at most 1; received "
-                         f"{mask_rate} + {random_rate}.")
+        raise ValueError(
+            f"`mask_token_rate` + `random_token_rate` must be at most 1; received {mask_rate} + {random_rate}."
+        )
     ids = np.asarray(token_ids, dtype="int64")
     if ids.size and (ids.min() < 0 or ids.max() >= vocabulary_size):
-        raise ValueError(f"`token_ids` must lie in 0..{vocabulary_size - 1}; "
-                         f"received ids from {ids.min()} to {ids.max()}.")
+        raise ValueError(
+            f"`token_ids` must lie in 0..{vocabulary_size - 1}; received ids from {ids.min()} to {ids.max()}."
+        )
     unselectable = np.asarray(list(unselectable_token_ids), dtype="int64")
     selectable = ~np.isin(ids, unselectable)
     selected = selectable & (rng.random(ids.shape) < selection_rate)
@@ -234,7 +254,7 @@ def pack_pair(first_ids, second_ids, cls_id: int, sep_id: int, sequence_length: 
     segments = [0] * (len(first) + 2) + [1] * (len(second) + 1)
     token_ids = np.zeros(sequence_length, dtype="int32")
     segment_ids = np.zeros(sequence_length, dtype="int32")
-    token_ids[:len(tokens)], segment_ids[:len(segments)] = tokens, segments
+    token_ids[: len(tokens)], segment_ids[: len(segments)] = tokens, segments
     return token_ids, segment_ids
 
 
@@ -269,8 +289,8 @@ def pack_single(token_lists, cls_id: int, sep_id: int, sequence_length: int, hea
     token_ids = np.zeros((len(token_lists), sequence_length), dtype="int32")
     for index, tokens in enumerate(token_lists):
         tokens = list(tokens)
-        kept = tokens if len(tokens) <= room else tokens[:head] + tokens[len(tokens) - (room - head):]
-        token_ids[index, :len(kept) + 2] = [cls_id, *kept, sep_id]
+        kept = tokens if len(tokens) <= room else tokens[:head] + tokens[len(tokens) - (room - head) :]
+        token_ids[index, : len(kept) + 2] = [cls_id, *kept, sep_id]
     return {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids)}
 
 
@@ -307,7 +327,7 @@ def contiguous_segments(token_lists, sequence_length: int, cls_id: int, sep_id: 
     stream = np.concatenate(pieces) if pieces else np.zeros(0, "int32")
     width = sequence_length - 2
     rows = len(stream) // width
-    body = stream[:rows * width].reshape(rows, width)
+    body = stream[: rows * width].reshape(rows, width)
     return np.concatenate([np.full((rows, 1), cls_id, "int32"), body, np.full((rows, 1), sep_id, "int32")], axis=1)
 
 
@@ -332,15 +352,17 @@ def gather_selected(selected, labels, max_predictions: int) -> tuple[np.ndarray,
     """
     selected, labels = np.asarray(selected, dtype=bool), np.asarray(labels)
     if selected.shape != labels.shape or selected.ndim != 2:
-        raise ValueError(f"`selected` and `labels` must both have shape (batch, length); received {selected.shape} "
-                         f"and {labels.shape}.")
+        raise ValueError(
+            f"`selected` and `labels` must both have shape (batch, length); received {selected.shape} "
+            f"and {labels.shape}."
+        )
     max_predictions = check_integer("max_predictions", max_predictions)
     positions = np.zeros((len(selected), max_predictions), dtype="int32")
     position_labels = np.zeros((len(selected), max_predictions), dtype="int32")
     for row, (chosen, row_labels) in enumerate(zip(selected, labels)):
         kept = np.flatnonzero(chosen)[:max_predictions]
-        positions[row, :len(kept)] = kept
-        position_labels[row, :len(kept)] = row_labels[kept]
+        positions[row, : len(kept)] = kept
+        position_labels[row, : len(kept)] = row_labels[kept]
     return positions, position_labels
 
 
@@ -373,32 +395,51 @@ class PretrainingBatches(keras.utils.PyDataset):
         (without ``"nsp"`` when ``next_labels`` is None).
     """
 
-    def __init__(self, token_ids, segment_ids, next_labels, batch_size: int, vocabulary_size: int, mask_token_id: int,
-                 special_token_ids, max_predictions: int, seed: int = 0, batches_per_epoch: int | None = None,
-                 **kwargs):
+    def __init__(
+        self,
+        token_ids,
+        segment_ids,
+        next_labels,
+        batch_size: int,
+        vocabulary_size: int,
+        mask_token_id: int,
+        special_token_ids,
+        max_predictions: int,
+        seed: int = 0,
+        batches_per_epoch: int | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.token_ids = np.asarray(token_ids, "int32")
         self.segment_ids = np.zeros_like(self.token_ids) if segment_ids is None else np.asarray(segment_ids, "int32")
         self.with_next = next_labels is not None
         self.next_labels = np.asarray(next_labels if self.with_next else np.zeros(len(self.token_ids)), "int32")
         if not (self.token_ids.shape == self.segment_ids.shape and len(self.next_labels) == len(self.token_ids)):
-            raise ValueError(f"`token_ids` {self.token_ids.shape}, `segment_ids` {self.segment_ids.shape} and "
-                             f"`next_labels` ({len(self.next_labels)},) must describe the same pairs.")
+            raise ValueError(
+                f"`token_ids` {self.token_ids.shape}, `segment_ids` {self.segment_ids.shape} and "
+                f"`next_labels` ({len(self.next_labels)},) must describe the same pairs."
+            )
         self.batch_size = check_integer("batch_size", batch_size)
         self.vocabulary_size, self.mask_token_id = vocabulary_size, mask_token_id
         self.unselectable = (0, *special_token_ids, mask_token_id)
         self.max_predictions = check_integer("max_predictions", max_predictions)
         self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
-        self.rounds = RoundOrder(len(self.token_ids), self.batch_size, batches_per_epoch,
-                                 np.random.default_rng([seed, 1]))
+        self.rounds = RoundOrder(
+            len(self.token_ids), self.batch_size, batches_per_epoch, np.random.default_rng([seed, 1])
+        )
 
     def __len__(self):
         return len(self.rounds)
 
     def __getitem__(self, index):
         rows = self.rounds.batch(index)
-        masked, labels, selected = mask_tokens(self.token_ids[rows], self.rng, self.vocabulary_size, self.mask_token_id,
-                                               unselectable_token_ids=self.unselectable)
+        masked, labels, selected = mask_tokens(
+            self.token_ids[rows],
+            self.rng,
+            self.vocabulary_size,
+            self.mask_token_id,
+            unselectable_token_ids=self.unselectable,
+        )
         positions, position_labels = gather_selected(selected, labels, self.max_predictions)
         targets = {"mlm": position_labels}
         if self.with_next:

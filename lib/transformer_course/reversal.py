@@ -126,6 +126,7 @@ def score_sequences(model, X, y, batch_size: int = 1024) -> tuple[float, float]:
             :func:`transformer_course.metrics.element_accuracy`.
     """
     from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
     # isort: split
     import keras
 
@@ -134,6 +135,10 @@ def score_sequences(model, X, y, batch_size: int = 1024) -> tuple[float, float]:
     if len(X) != len(y):
         raise ValueError(f"`X` and `y` must hold the same number of sequences; received {len(X)} and {len(y)}.")
     batch_size = check_integer("batch_size", batch_size)
-    predicted = np.concatenate([keras.ops.convert_to_numpy(model(X[begin:begin + batch_size], training=False))
-                                for begin in range(0, len(X), batch_size)])
+    predicted = np.concatenate(
+        [
+            keras.ops.convert_to_numpy(model(X[begin : begin + batch_size], training=False))
+            for begin in range(0, len(X), batch_size)
+        ]
+    )
     return element_accuracy(y, predicted), sequence_accuracy(y, predicted)

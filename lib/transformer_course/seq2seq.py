@@ -94,9 +94,7 @@ class LSTMDecoder(keras.layers.Layer):
         self.n_features = check_integer("n_features", n_features)
         self.output_length = check_integer("output_length", output_length)
         if feedback not in _FEEDBACK_MODES:
-            raise ValueError(
-                f"`feedback` must be one of {_FEEDBACK_MODES}; received {feedback!r}."
-            )
+            raise ValueError(f"`feedback` must be one of {_FEEDBACK_MODES}; received {feedback!r}.")
         self.feedback = feedback
         self.cell = keras.layers.LSTMCell(self.units, name="lstm_cell", dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
@@ -129,9 +127,7 @@ class LSTMDecoder(keras.layers.Layer):
             if self.feedback == "probabilities":
                 step_input = probabilities
             else:
-                step_input = ops.one_hot(
-                    ops.argmax(probabilities, axis=-1), self.n_features, dtype=probabilities.dtype
-                )
+                step_input = ops.one_hot(ops.argmax(probabilities, axis=-1), self.n_features, dtype=probabilities.dtype)
         return ops.stack(outputs, axis=1)  # (B, T_out, F)
 
     def compute_output_shape(self, states_shape, decoder_inputs_shape=None):
@@ -201,9 +197,7 @@ class AttentionLSTMDecoder(keras.layers.Layer):
         if score not in ATTENTION_SCORES:
             raise ValueError(f"`score` must be one of {ATTENTION_SCORES}; received {score!r}.")
         self.score = score
-        self.attention_units = check_integer(
-            "attention_units", units if attention_units is None else attention_units
-        )
+        self.attention_units = check_integer("attention_units", units if attention_units is None else attention_units)
         if score == "dot":
             self.attention = LuongDotAttention(name="attention", dtype=self.dtype_policy)
         elif score == "general":
@@ -211,8 +205,9 @@ class AttentionLSTMDecoder(keras.layers.Layer):
         else:
             self.attention = BahdanauAttention(self.attention_units, name="attention", dtype=self.dtype_policy)
         self.cell = keras.layers.LSTMCell(self.units, name="lstm_cell", dtype=self.dtype_policy)
-        self.output_dense = keras.layers.Dense(self.n_features, activation="softmax", name="output_dense",
-                                               dtype=self.dtype_policy)
+        self.output_dense = keras.layers.Dense(
+            self.n_features, activation="softmax", name="output_dense", dtype=self.dtype_policy
+        )
 
     def build(self, encoder_outputs_shape, states_shape=None, encoder_mask_shape=None):
         self.attention.build((None, self.units), encoder_outputs_shape)
@@ -422,9 +417,7 @@ def shift_right(targets) -> np.ndarray:
     """
     targets = np.asarray(targets, dtype="float32")
     if targets.ndim != 3:
-        raise ValueError(
-            f"`targets` must have shape (batch, steps, features); received shape {targets.shape}."
-        )
+        raise ValueError(f"`targets` must have shape (batch, steps, features); received shape {targets.shape}.")
     shifted = np.zeros_like(targets)
     shifted[:, 1:] = targets[:, :-1]
     return shifted

@@ -60,8 +60,7 @@ class _SourceAttention(keras.layers.Layer):
     def _check_shapes(self, query_shape, value_shape):
         if len(query_shape) != 2:
             raise ValueError(
-                f"`query` must have shape (batch, width), the decoder state; received shape "
-                f"{tuple(query_shape)}."
+                f"`query` must have shape (batch, width), the decoder state; received shape {tuple(query_shape)}."
             )
         if len(value_shape) != 3:
             raise ValueError(

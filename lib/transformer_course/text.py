@@ -54,7 +54,7 @@ UNICODE_SEPARATORS = r"[\pZ\pC]"
 
 # The punctuation a language model keeps as tokens of their own (notebook 09); the apostrophe stays
 # inside words ("don't"), every other ASCII mark is dropped.
-RUNNING_TEXT_MARKS = ".,!?;:()\""
+RUNNING_TEXT_MARKS = '.,!?;:()"'
 
 # Every ASCII punctuation mark except the square brackets of "[start]" and "[end]".
 TRANSLATION_STRIPPED_CHARACTERS = string.punctuation.replace("[", "").replace("]", "")
@@ -200,8 +200,9 @@ def bucket_by_length(dataset: tf.data.Dataset, boundaries, batch_size: int) -> t
     )
 
 
-def vectorized_batches(texts, labels, vectorizer, batch_size: int, bucket_boundaries=None,
-                       shuffle: bool = False, seed: int = 0) -> tf.data.Dataset:
+def vectorized_batches(
+    texts, labels, vectorizer, batch_size: int, bucket_boundaries=None, shuffle: bool = False, seed: int = 0
+) -> tf.data.Dataset:
     """A `tf.data` pipeline from raw texts to batches of token ids: vectorise once, cache, batch.
 
     Steps: vectorise in chunks of 256 texts (``TextVectorization`` is faster on batches), cache
@@ -229,8 +230,11 @@ def vectorized_batches(texts, labels, vectorizer, batch_size: int, bucket_bounda
     if len(texts) != len(labels):
         raise ValueError(f"`texts` and `labels` must have the same length; received {len(texts)} and {len(labels)}.")
     dataset = tf.data.Dataset.from_tensor_slices((list(texts), list(labels)))
-    dataset = dataset.batch(256).map(lambda text, label: (vectorizer(text), label),
-                                     num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    dataset = (
+        dataset.batch(256)
+        .map(lambda text, label: (vectorizer(text), label), num_parallel_calls=tf.data.AUTOTUNE)
+        .unbatch()
+    )
     if bucket_boundaries is not None:
         dataset = dataset.map(lambda ids, label: (trim_padding(ids), label))
     dataset = dataset.cache()
@@ -238,8 +242,9 @@ def vectorized_batches(texts, labels, vectorizer, batch_size: int, bucket_bounda
         batches = -(-len(texts) // batch_size)
     else:  # one pass fills the cache and counts the batches each bucket will make
         lengths = np.array(list(dataset.map(lambda ids, label: tf.shape(ids)[0]).as_numpy_iterator()), dtype=int)
-        per_bucket = np.bincount(np.searchsorted(bucket_boundaries, lengths, side="right"),
-                                 minlength=len(bucket_boundaries) + 1)
+        per_bucket = np.bincount(
+            np.searchsorted(bucket_boundaries, lengths, side="right"), minlength=len(bucket_boundaries) + 1
+        )
         batches = int(np.sum(-(-per_bucket // batch_size)))
     if shuffle:
         dataset = dataset.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
@@ -252,8 +257,16 @@ def vectorized_batches(texts, labels, vectorizer, batch_size: int, bucket_bounda
     return dataset.apply(tf.data.experimental.assert_cardinality(batches)).prefetch(tf.data.AUTOTUNE)
 
 
-def translation_batches(pairs, source_vectorizer, target_vectorizer, batch_size: int, bucket_boundaries,
-                        shuffle: bool = False, seed: int = 0, wrap=None) -> tf.data.Dataset:
+def translation_batches(
+    pairs,
+    source_vectorizer,
+    target_vectorizer,
+    batch_size: int,
+    bucket_boundaries,
+    shuffle: bool = False,
+    seed: int = 0,
+    wrap=None,
+) -> tf.data.Dataset:
     """Sentence pairs to teacher-forcing batches, grouped by target length.
 
     Steps: wrap each target in its markers, vectorise in chunks of 256, cut each sentence's
@@ -286,9 +299,15 @@ def translation_batches(pairs, source_vectorizer, target_vectorizer, batch_size:
         raise ValueError(f"`batch_size` must be a positive integer; received {batch_size!r}.")
     wrap = wrap or (lambda target: f"[start] {target} [end]")
     sources, targets = [source for source, _ in pairs], [wrap(target) for _, target in pairs]
-    dataset = tf.data.Dataset.from_tensor_slices((sources, targets)).batch(256).map(
-        lambda source, target: (source_vectorizer(source), target_vectorizer(target)),
-        num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((sources, targets))
+        .batch(256)
+        .map(
+            lambda source, target: (source_vectorizer(source), target_vectorizer(target)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        .unbatch()
+    )
 
     def teacher_forcing(source, target):  # decoder input = target shifted right, label = shifted left
         target = trim_padding(target)
@@ -298,8 +317,10 @@ def translation_batches(pairs, source_vectorizer, target_vectorizer, batch_size:
 
     def bucketed(data):
         return data.bucket_by_sequence_length(
-            lambda inputs, label: tf.shape(label)[0], list(bucket_boundaries),
-            [batch_size] * (len(bucket_boundaries) + 1))
+            lambda inputs, label: tf.shape(label)[0],
+            list(bucket_boundaries),
+            [batch_size] * (len(bucket_boundaries) + 1),
+        )
 
     count = sum(1 for _ in bucketed(dataset))  # one pass fills the cache and counts the batches
     if shuffle:

@@ -26,8 +26,17 @@ import numpy as np
 from ._ids import PADDING_ID
 from ._validation import check_integer
 
-__all__ = ["fit_best", "EpochScores", "WindowMeans", "WarmupCosineDecay", "WarmupLinearDecay", "RoundOrder",
-           "RowBatches", "running_text_chunks", "gradient_of"]
+__all__ = [
+    "fit_best",
+    "EpochScores",
+    "WindowMeans",
+    "WarmupCosineDecay",
+    "WarmupLinearDecay",
+    "RoundOrder",
+    "RowBatches",
+    "running_text_chunks",
+    "gradient_of",
+]
 
 
 class RoundOrder:
@@ -58,8 +67,9 @@ class RoundOrder:
     def __init__(self, rows: int, batch_size: int, batches_per_epoch: int | None, rng: np.random.Generator):
         self.rows = check_integer("rows", rows)
         self.batch_size = check_integer("batch_size", batch_size)
-        self.batches_per_epoch = None if batches_per_epoch is None else check_integer("batches_per_epoch",
-                                                                                       batches_per_epoch)
+        self.batches_per_epoch = (
+            None if batches_per_epoch is None else check_integer("batches_per_epoch", batches_per_epoch)
+        )
         self.rng = rng
         self.order, self.start = rng.permutation(self.rows), 0
 
@@ -71,7 +81,7 @@ class RoundOrder:
         first = self.start + index * self.batch_size
         while self.batches_per_epoch is not None and len(self.order) < first + self.batch_size:
             self.order = np.concatenate([self.order, self.rng.permutation(self.rows)])  # the next pass
-        return self.order[first:first + self.batch_size]
+        return self.order[first : first + self.batch_size]
 
     def end_epoch(self) -> None:
         """A new order for the next pass, or (in rounds) move on to where this epoch ended."""
@@ -80,7 +90,7 @@ class RoundOrder:
             return
         self.start += self.batches_per_epoch * self.batch_size
         while self.start >= self.rows and len(self.order) > self.rows:  # drop finished passes
-            self.order, self.start = self.order[self.rows:], self.start - self.rows
+            self.order, self.start = self.order[self.rows :], self.start - self.rows
 
 
 class RowBatches(keras.utils.PyDataset):
@@ -111,15 +121,20 @@ class RowBatches(keras.utils.PyDataset):
         (2, (4, 4))
     """
 
-    def __init__(self, inputs, targets, batch_size: int, batches_per_epoch: int | None = None, seed: int = 0,
-                 **kwargs):
+    def __init__(self, inputs, targets, batch_size: int, batches_per_epoch: int | None = None, seed: int = 0, **kwargs):
         super().__init__(**kwargs)
         self.inputs, self.targets = np.asarray(inputs, "int32"), np.asarray(targets, "int32")
         if self.inputs.shape != self.targets.shape or self.inputs.ndim != 2 or not len(self.inputs):
-            raise ValueError(f"`inputs` and `targets` must both have shape (rows, length), rows >= 1; received "
-                             f"{self.inputs.shape} and {self.targets.shape}.")
-        self.rounds = RoundOrder(len(self.inputs), batch_size, batches_per_epoch,
-                                 np.random.default_rng(check_integer("seed", seed, minimum=0)))
+            raise ValueError(
+                f"`inputs` and `targets` must both have shape (rows, length), rows >= 1; received "
+                f"{self.inputs.shape} and {self.targets.shape}."
+            )
+        self.rounds = RoundOrder(
+            len(self.inputs),
+            batch_size,
+            batches_per_epoch,
+            np.random.default_rng(check_integer("seed", seed, minimum=0)),
+        )
 
     def __len__(self):
         return len(self.rounds)
@@ -163,11 +178,12 @@ def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tupl
         pieces.extend([row[row != PADDING_ID], [separator_id]])
     stream = np.concatenate(pieces) if pieces else np.zeros(0, "int64")
     if len(stream) < 2:
-        raise ValueError("`token_ids` must hold at least 2 tokens in all (separators included); "
-                         f"received {len(stream)}.")
+        raise ValueError(
+            f"`token_ids` must hold at least 2 tokens in all (separators included); received {len(stream)}."
+        )
     rows = -(-(len(stream) - 1) // chunk_length)
     padded = np.zeros(rows * chunk_length + 1, dtype="int32")
-    padded[:len(stream)] = stream
+    padded[: len(stream)] = stream
     inputs = padded[:-1].reshape(rows, chunk_length)
     targets = padded[1:].reshape(rows, chunk_length)
     return inputs, targets
@@ -198,8 +214,9 @@ class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
         ValueError: naming the argument, for values outside those ranges.
     """
 
-    def __init__(self, peak: float, warmup_steps: int, decay_steps: int, final_fraction: float = 0.05,
-                 hold_steps: int = 0):
+    def __init__(
+        self, peak: float, warmup_steps: int, decay_steps: int, final_fraction: float = 0.05, hold_steps: int = 0
+    ):
         if not peak > 0:
             raise ValueError(f"`peak` must be a positive learning rate; received {peak!r}.")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
@@ -208,8 +225,10 @@ class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
             raise ValueError(f"`hold_steps` must be an integer >= 0; received {hold_steps!r}.")
         before_decay = warmup_steps + hold_steps
         if isinstance(decay_steps, bool) or not isinstance(decay_steps, int) or decay_steps <= before_decay:
-            raise ValueError(f"`decay_steps` must be an integer above warmup_steps + hold_steps ({before_decay}); "
-                             f"received {decay_steps!r}.")
+            raise ValueError(
+                f"`decay_steps` must be an integer above warmup_steps + hold_steps ({before_decay}); "
+                f"received {decay_steps!r}."
+            )
         if not 0.0 <= final_fraction <= 1.0:
             raise ValueError(f"`final_fraction` must be in [0, 1]; received {final_fraction!r}.")
         self.peak, self.final_fraction = float(peak), float(final_fraction)
@@ -226,8 +245,13 @@ class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
         return self.peak * keras.ops.where(step < self.warmup_steps, warmup, decayed)
 
     def get_config(self):
-        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "decay_steps": self.decay_steps,
-                "final_fraction": self.final_fraction, "hold_steps": self.hold_steps}
+        return {
+            "peak": self.peak,
+            "warmup_steps": self.warmup_steps,
+            "decay_steps": self.decay_steps,
+            "final_fraction": self.final_fraction,
+            "hold_steps": self.hold_steps,
+        }
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -262,8 +286,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise ValueError(f"`warmup_steps` must be an integer >= 0; received {warmup_steps!r}.")
         if isinstance(total_steps, bool) or not isinstance(total_steps, int) or total_steps <= warmup_steps:
-            raise ValueError(f"`total_steps` must be an integer above warmup_steps ({warmup_steps}); "
-                             f"received {total_steps!r}.")
+            raise ValueError(
+                f"`total_steps` must be an integer above warmup_steps ({warmup_steps}); received {total_steps!r}."
+            )
         self.peak, self.warmup_steps, self.total_steps = float(peak), warmup_steps, total_steps
 
     def __call__(self, step):
@@ -346,8 +371,14 @@ class WindowMeans(keras.callbacks.Callback):
 class _BestEpoch(keras.callbacks.Callback):
     """Times epochs, keeps the best validation loss, and stops on patience or on the budget."""
 
-    def __init__(self, patience: int, budget_seconds: float | None, checkpoint: Path | None, clock: Callable,
-                 start_from_epoch: int = 0):
+    def __init__(
+        self,
+        patience: int,
+        budget_seconds: float | None,
+        checkpoint: Path | None,
+        clock: Callable,
+        start_from_epoch: int = 0,
+    ):
         super().__init__()
         self.patience, self.budget_seconds, self.checkpoint, self.clock = patience, budget_seconds, checkpoint, clock
         self.start_from_epoch = start_from_epoch
@@ -361,8 +392,9 @@ class _BestEpoch(keras.callbacks.Callback):
         self.ends.append(self.clock())
         loss = (logs or {}).get("val_loss")
         if loss is None:
-            raise ValueError("fit_best needs a validation loss each epoch (`validation` data); "
-                             "`val_loss` was not logged.")
+            raise ValueError(
+                "fit_best needs a validation loss each epoch (`validation` data); `val_loss` was not logged."
+            )
         if loss < self.best_loss:
             self.best_loss, self.best_epoch = float(loss), epoch
             if self.checkpoint is not None:
@@ -379,9 +411,19 @@ class _BestEpoch(keras.callbacks.Callback):
                 self.stopped_by, self.model.stop_training = "budget", True
 
 
-def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: str | Path | None = None,
-             budget_minutes: float | None = None, callbacks=(), clock: Callable = time.perf_counter,
-             start_from_epoch: int = 0, **fit_arguments):
+def fit_best(
+    model,
+    train,
+    validation,
+    epochs: int,
+    patience: int,
+    checkpoint: str | Path | None = None,
+    budget_minutes: float | None = None,
+    callbacks=(),
+    clock: Callable = time.perf_counter,
+    start_from_epoch: int = 0,
+    **fit_arguments,
+):
     """Fit ``model`` and return it with the weights of its best validation-loss epoch.
 
     Training stops after ``epochs``, after ``patience`` epochs without a lower validation loss, or
@@ -429,8 +471,9 @@ def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: s
     if budget_minutes is not None and not (isinstance(budget_minutes, (int, float)) and budget_minutes > 0):
         raise ValueError(f"`budget_minutes` must be a positive number of minutes or None; received {budget_minutes!r}.")
     checkpoint = None if checkpoint is None else Path(checkpoint)
-    best = _BestEpoch(patience, None if budget_minutes is None else 60.0 * budget_minutes, checkpoint, clock,
-                      start_from_epoch)
+    best = _BestEpoch(
+        patience, None if budget_minutes is None else 60.0 * budget_minutes, checkpoint, clock, start_from_epoch
+    )
     x, y = train if isinstance(train, tuple) else (train, None)
     fit_arguments.setdefault("verbose", 0)
     history = model.fit(x, y, validation_data=validation, epochs=epochs, callbacks=[best, *callbacks], **fit_arguments)
@@ -440,9 +483,13 @@ def fit_best(model, train, validation, epochs: int, patience: int, checkpoint: s
         model.set_weights(best.best_weights)
     starts = [best.start, *best.ends[:-1]]
     facts = {
-        "epochs": len(best.ends), "best_epoch": best.best_epoch + 1, "best_val_loss": best.best_loss,
-        "seconds": best.ends[-1] - best.start, "seconds_to_best": best.ends[best.best_epoch] - best.start,
-        "epoch_seconds": [end - begin for begin, end in zip(starts, best.ends)], "stopped_by": best.stopped_by,
+        "epochs": len(best.ends),
+        "best_epoch": best.best_epoch + 1,
+        "best_val_loss": best.best_loss,
+        "seconds": best.ends[-1] - best.start,
+        "seconds_to_best": best.ends[best.best_epoch] - best.start,
+        "epoch_seconds": [end - begin for begin, end in zip(starts, best.ends)],
+        "stopped_by": best.stopped_by,
     }
     return model, history, facts
 
@@ -503,4 +550,3 @@ def gradient_of(function: Callable, values):
     else:
         raise NotImplementedError(f"gradient_of supports the tensorflow, jax and torch backends; received {backend!r}.")
     return gradients if as_list else gradients[0]
-

@@ -32,8 +32,17 @@ from ._validation import check_integer, check_rate
 from .attention import GroupedQueryAttention, MultiHeadAttention
 from .masks import combine_masks, key_mask
 
-__all__ = ["TransformerEncoder", "TransformerDecoder", "BertStyleEncoder", "TokenDistribution", "TiedTokenDistribution",
-           "gelu_approximate", "RMSNorm", "SwiGLUFeedForward", "LlamaDecoder"]
+__all__ = [
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "BertStyleEncoder",
+    "TokenDistribution",
+    "TiedTokenDistribution",
+    "gelu_approximate",
+    "RMSNorm",
+    "SwiGLUFeedForward",
+    "LlamaDecoder",
+]
 
 
 class _TransformerBlock(keras.layers.Layer):
@@ -82,8 +91,12 @@ class _TransformerBlock(keras.layers.Layer):
     def _attention(self, name, query_shape, value_shape):
         """A built MultiHeadAttention with key_dim = E // num_heads."""
         layer = MultiHeadAttention(
-            self.num_heads, query_shape[-1] // self.num_heads, dropout=self.dropout, name=name,
-            dtype=self.dtype_policy, **self._initializers(),
+            self.num_heads,
+            query_shape[-1] // self.num_heads,
+            dropout=self.dropout,
+            name=name,
+            dtype=self.dtype_policy,
+            **self._initializers(),
         )
         layer.build(query_shape, value_shape)
         return layer
@@ -91,12 +104,16 @@ class _TransformerBlock(keras.layers.Layer):
     def _feedforward(self, shape):
         """The built position-wise feed-forward pair: Dense(F, activation) then Dense(E)."""
         hidden = keras.layers.Dense(
-            self.intermediate_dim, activation=self.activation, name="feedforward_hidden", dtype=self.dtype_policy,
+            self.intermediate_dim,
+            activation=self.activation,
+            name="feedforward_hidden",
+            dtype=self.dtype_policy,
             **self._initializers(),
         )
         hidden.build(shape)
-        output = keras.layers.Dense(shape[-1], name="feedforward_output", dtype=self.dtype_policy,
-                                    **self._initializers())
+        output = keras.layers.Dense(
+            shape[-1], name="feedforward_output", dtype=self.dtype_policy, **self._initializers()
+        )
         output.build((*shape[:-1], self.intermediate_dim))
         return hidden, output
 
@@ -193,15 +210,17 @@ class TransformerEncoder(_TransformerBlock):
         self.feedforward_dropout = self._dropout("feedforward_dropout")
         super().build(inputs_shape)
 
-    def call(self, inputs, padding_mask=None, attention_mask=None, training=None,
-             return_attention_scores=False, mask=None):
+    def call(
+        self, inputs, padding_mask=None, attention_mask=None, training=None, return_attention_scores=False, mask=None
+    ):
         padding_mask = mask if padding_mask is None else padding_mask  # (B, T), True = real token
         self_attention_mask = combine_masks(key_mask(padding_mask), attention_mask)  # (B, T, T)
 
         # 1. Multi-head self-attention sub-layer with its residual connection.
         y = self._sublayer_input(inputs, self.attention_norm)
-        y = self.attention(y, y, attention_mask=self_attention_mask, training=training,
-                           return_attention_scores=return_attention_scores)
+        y = self.attention(
+            y, y, attention_mask=self_attention_mask, training=training, return_attention_scores=return_attention_scores
+        )
         y, scores = y if return_attention_scores else (y, None)
         x = self._residual(inputs, y, self.attention_norm, self.attention_dropout, training)
 
@@ -239,8 +258,16 @@ class BertStyleEncoder:
     """
 
     @staticmethod
-    def build_body(embedded, *, num_layers: int, intermediate_dim: int, num_heads: int, dropout: float,
-                   activation, layer_norm_epsilon: float = 1e-12) -> tuple:
+    def build_body(
+        embedded,
+        *,
+        num_layers: int,
+        intermediate_dim: int,
+        num_heads: int,
+        dropout: float,
+        activation,
+        layer_norm_epsilon: float = 1e-12,
+    ) -> tuple:
         """Make the body's layers, each just before its first call, and run them on ``embedded``.
 
         Args:
@@ -261,9 +288,16 @@ class BertStyleEncoder:
         x = embedding_dropout(embedding_norm(embedded))
         encoder_blocks = []
         for index in range(num_layers):  # each block made just before its first call: it draws its seeds when made
-            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
-                                                     activation=activation, layer_norm_epsilon=layer_norm_epsilon,
-                                                     name=f"encoder_{index + 1}"))
+            encoder_blocks.append(
+                TransformerEncoder(
+                    intermediate_dim,
+                    num_heads,
+                    dropout=dropout,
+                    activation=activation,
+                    layer_norm_epsilon=layer_norm_epsilon,
+                    name=f"encoder_{index + 1}",
+                )
+            )
             x = encoder_blocks[-1](x)
         return x, embedding_norm, embedding_dropout, encoder_blocks
 
@@ -378,24 +412,41 @@ class TransformerDecoder(_TransformerBlock):
         self.dropout_layer = self._dropout("residual_dropout")
         super().build(decoder_sequence_shape)
 
-    def call(self, decoder_sequence, encoder_sequence=None, decoder_padding_mask=None,
-             encoder_padding_mask=None, use_causal_mask=True, self_attention_cache=None,
-             self_attention_cache_update_index=None, cross_attention_cache=None,
-             cross_attention_cache_update_index=None, training=None, return_attention_scores=False,
-             decoder_sequence_mask=None, encoder_sequence_mask=None):
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        use_causal_mask=True,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        cross_attention_cache_update_index=None,
+        training=None,
+        return_attention_scores=False,
+        decoder_sequence_mask=None,
+        encoder_sequence_mask=None,
+    ):
         if self.has_cross_attention:
             cached_source = cross_attention_cache is not None and cross_attention_cache_update_index is None
             if encoder_sequence is None and not cached_source:
-                raise ValueError("`encoder_sequence` is required: this block has cross-attention (it was built with "
-                                 "an encoder sequence), and no `cross_attention_cache` holds the source keys and "
-                                 "values.")
+                raise ValueError(
+                    "`encoder_sequence` is required: this block has cross-attention (it was built with "
+                    "an encoder sequence), and no `cross_attention_cache` holds the source keys and "
+                    "values."
+                )
             if (cross_attention_cache is None) != (self_attention_cache is None):
-                raise ValueError("`self_attention_cache` and `cross_attention_cache` must be given together or not "
-                                 f"at all; received {type(self_attention_cache).__name__} and "
-                                 f"{type(cross_attention_cache).__name__}.")
+                raise ValueError(
+                    "`self_attention_cache` and `cross_attention_cache` must be given together or not "
+                    f"at all; received {type(self_attention_cache).__name__} and "
+                    f"{type(cross_attention_cache).__name__}."
+                )
         elif encoder_sequence is not None or cross_attention_cache is not None:
-            raise ValueError("This block has no cross-attention (it was built without an encoder sequence); "
-                             "received an `encoder_sequence` or `cross_attention_cache`.")
+            raise ValueError(
+                "This block has no cross-attention (it was built without an encoder sequence); "
+                "received an `encoder_sequence` or `cross_attention_cache`."
+            )
         target_mask = decoder_sequence_mask if decoder_padding_mask is None else decoder_padding_mask  # (B, T)
         source_mask = encoder_sequence_mask if encoder_padding_mask is None else encoder_padding_mask  # (B, S)
         self_mask = key_mask(target_mask)  # (B, 1, T)
@@ -409,17 +460,29 @@ class TransformerDecoder(_TransformerBlock):
 
         # 1. Causal self-attention over the target (with a cache: the new positions against all so far).
         y = self._sublayer_input(decoder_sequence, self.self_attention_norm)
-        y = self.self_attention(y, y, attention_mask=self_mask, use_causal_mask=use_causal_mask, training=training,
-                                cache=self_attention_cache, cache_update_index=self_attention_cache_update_index)
+        y = self.self_attention(
+            y,
+            y,
+            attention_mask=self_mask,
+            use_causal_mask=use_causal_mask,
+            training=training,
+            cache=self_attention_cache,
+            cache_update_index=self_attention_cache_update_index,
+        )
         y, self_attention_cache = y if cached else (y, None)
         x = self._residual(decoder_sequence, y, self.self_attention_norm, self.dropout_layer, training)
 
         # 2. Cross-attention: each target position attends to the source (the encoder's output).
         if self.has_cross_attention:
-            y = self.cross_attention(self._sublayer_input(x, self.cross_attention_norm), encoder_sequence,
-                                     attention_mask=cross_mask, training=training,
-                                     return_attention_scores=return_attention_scores, cache=cross_attention_cache,
-                                     cache_update_index=cross_attention_cache_update_index)
+            y = self.cross_attention(
+                self._sublayer_input(x, self.cross_attention_norm),
+                encoder_sequence,
+                attention_mask=cross_mask,
+                training=training,
+                return_attention_scores=return_attention_scores,
+                cache=cross_attention_cache,
+                cache_update_index=cross_attention_cache_update_index,
+            )
             if return_attention_scores:
                 y, scores, *rest = y
             elif cached:
@@ -466,16 +529,19 @@ class TransformerDecoder(_TransformerBlock):
         self_cache = self.self_attention.initial_cache(batch_size * copies, max_length)
         if not self.has_cross_attention:
             if encoder_sequence is not None:
-                raise ValueError("This block has no cross-attention (it was built without an encoder sequence); "
-                                 "received an `encoder_sequence`.")
+                raise ValueError(
+                    "This block has no cross-attention (it was built without an encoder sequence); "
+                    "received an `encoder_sequence`."
+                )
             return self_cache
         if encoder_sequence is None:
             raise ValueError("`encoder_sequence` is required: this block has cross-attention.")
         cross_cache = self.cross_attention.initial_cache(ops.shape(encoder_sequence)[0], ops.shape(encoder_sequence)[1])
         # Writing at index 0 with the whole encoder output projects every source key and value,
         # once per source; the K copies of a source then share them.
-        cross_cache = self.cross_attention(encoder_sequence[:, :1], encoder_sequence, cache=cross_cache,
-                                           cache_update_index=0)[1]
+        cross_cache = self.cross_attention(
+            encoder_sequence[:, :1], encoder_sequence, cache=cross_cache, cache_update_index=0
+        )[1]
         return self_cache, ops.repeat(cross_cache, copies, axis=0)
 
     def compute_output_shape(self, decoder_sequence_shape, encoder_sequence_shape=None):
@@ -687,8 +753,11 @@ class SwiGLUFeedForward(keras.layers.Layer):
         return tuple(inputs_shape)
 
     def get_config(self):
-        return {**super().get_config(), "intermediate_dim": self.intermediate_dim,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer)}
+        return {
+            **super().get_config(),
+            "intermediate_dim": self.intermediate_dim,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -732,9 +801,17 @@ class LlamaDecoder(keras.layers.Layer):
         (1, 5, 16)
     """
 
-    def __init__(self, intermediate_dim, num_query_heads, num_key_value_heads, dropout=0.0,
-                 rotary_max_wavelength=10_000.0, layer_norm_epsilon=1e-6, kernel_initializer="glorot_uniform",
-                 **kwargs):
+    def __init__(
+        self,
+        intermediate_dim,
+        num_query_heads,
+        num_key_value_heads,
+        dropout=0.0,
+        rotary_max_wavelength=10_000.0,
+        layer_norm_epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.intermediate_dim = check_integer("intermediate_dim", intermediate_dim)
         self.num_query_heads = check_integer("num_query_heads", num_query_heads)
@@ -751,25 +828,47 @@ class LlamaDecoder(keras.layers.Layer):
         common = {"dtype": self.dtype_policy}
         self.attention_norm = RMSNorm(self.layer_norm_epsilon, name="attention_norm", **common)
         self.attention = GroupedQueryAttention(
-            width // self.num_query_heads, self.num_query_heads, self.num_key_value_heads, dropout=self.dropout,
-            use_bias=False, rotary_max_wavelength=self.rotary_max_wavelength,
-            kernel_initializer=self.kernel_initializer, name="attention", **common)
+            width // self.num_query_heads,
+            self.num_query_heads,
+            self.num_key_value_heads,
+            dropout=self.dropout,
+            use_bias=False,
+            rotary_max_wavelength=self.rotary_max_wavelength,
+            kernel_initializer=self.kernel_initializer,
+            name="attention",
+            **common,
+        )
         self.feedforward_norm = RMSNorm(self.layer_norm_epsilon, name="feedforward_norm", **common)
-        self.feedforward = SwiGLUFeedForward(self.intermediate_dim, kernel_initializer=self.kernel_initializer,
-                                             name="feedforward", **common)
+        self.feedforward = SwiGLUFeedForward(
+            self.intermediate_dim, kernel_initializer=self.kernel_initializer, name="feedforward", **common
+        )
         self.dropout_layer = keras.layers.Dropout(self.dropout, **common)
         for layer in (self.attention_norm, self.feedforward_norm, self.feedforward):
             layer.build(decoder_sequence_shape)
         self.attention.build(decoder_sequence_shape, decoder_sequence_shape)
         super().build(decoder_sequence_shape)
 
-    def call(self, decoder_sequence, decoder_padding_mask=None, self_attention_cache=None,
-             self_attention_cache_update_index=None, training=None, decoder_sequence_mask=None):
+    def call(
+        self,
+        decoder_sequence,
+        decoder_padding_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        training=None,
+        decoder_sequence_mask=None,
+    ):
         padding = decoder_sequence_mask if decoder_padding_mask is None else decoder_padding_mask  # (B, T)
         mask = None if self_attention_cache is not None else key_mask(padding)  # the cache holds real tokens
         y = self.attention_norm(decoder_sequence)
-        y = self.attention(y, y, attention_mask=mask, use_causal_mask=True, cache=self_attention_cache,
-                           cache_update_index=self_attention_cache_update_index, training=training)
+        y = self.attention(
+            y,
+            y,
+            attention_mask=mask,
+            use_causal_mask=True,
+            cache=self_attention_cache,
+            cache_update_index=self_attention_cache_update_index,
+            training=training,
+        )
         y, cache = y if self_attention_cache is not None else (y, None)
         x = decoder_sequence + self.dropout_layer(y, training=training)
         x = x + self.dropout_layer(self.feedforward(self.feedforward_norm(x)), training=training)
@@ -783,8 +882,13 @@ class LlamaDecoder(keras.layers.Layer):
         return tuple(decoder_sequence_shape)
 
     def get_config(self):
-        return {**super().get_config(), "intermediate_dim": self.intermediate_dim,
-                "num_query_heads": self.num_query_heads, "num_key_value_heads": self.num_key_value_heads,
-                "dropout": self.dropout, "rotary_max_wavelength": self.rotary_max_wavelength,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer)}
+        return {
+            **super().get_config(),
+            "intermediate_dim": self.intermediate_dim,
+            "num_query_heads": self.num_query_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "dropout": self.dropout,
+            "rotary_max_wavelength": self.rotary_max_wavelength,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }

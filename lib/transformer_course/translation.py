@@ -27,8 +27,16 @@ from .masks import padding_mask
 from .positional import PositionalEmbedding
 from .transformer import TiedTokenDistribution, TokenDistribution, TransformerDecoder, TransformerEncoder
 
-__all__ = ["TokenDistribution", "TiedTokenDistribution", "TranslationModel", "build_translation_model",
-           "cross_attention_weights", "Translator", "START_TOKEN", "END_TOKEN"]
+__all__ = [
+    "TokenDistribution",
+    "TiedTokenDistribution",
+    "TranslationModel",
+    "build_translation_model",
+    "cross_attention_weights",
+    "Translator",
+    "START_TOKEN",
+    "END_TOKEN",
+]
 
 START_TOKEN = "[start]"
 END_TOKEN = "[end]"
@@ -89,34 +97,60 @@ class TranslationModel(keras.Model):
         (2, 2, (None, None, 40))
     """
 
-    def __init__(self, source_vocabulary_size=None, target_vocabulary_size=None, source_length=None,
-                 target_length=None, *, embed_dim=256,
-                 intermediate_dim=2048, num_heads=8, num_layers=1, dropout=0.1, tie_embeddings=False,
-                 source_vocab_size=None, target_vocab_size=None, **kwargs):
-        source_vocabulary_size = renamed("source_vocabulary_size", source_vocabulary_size, "source_vocab_size",
-                                         source_vocab_size)
-        target_vocabulary_size = renamed("target_vocabulary_size", target_vocabulary_size, "target_vocab_size",
-                                         target_vocab_size)
-        check_model_sizes(embed_dim, num_heads, dropout, source_vocabulary_size=source_vocabulary_size,
-                          target_vocabulary_size=target_vocabulary_size, source_length=source_length,
-                          target_length=target_length, num_layers=num_layers)
+    def __init__(
+        self,
+        source_vocabulary_size=None,
+        target_vocabulary_size=None,
+        source_length=None,
+        target_length=None,
+        *,
+        embed_dim=256,
+        intermediate_dim=2048,
+        num_heads=8,
+        num_layers=1,
+        dropout=0.1,
+        tie_embeddings=False,
+        source_vocab_size=None,
+        target_vocab_size=None,
+        **kwargs,
+    ):
+        source_vocabulary_size = renamed(
+            "source_vocabulary_size", source_vocabulary_size, "source_vocab_size", source_vocab_size
+        )
+        target_vocabulary_size = renamed(
+            "target_vocabulary_size", target_vocabulary_size, "target_vocab_size", target_vocab_size
+        )
+        check_model_sizes(
+            embed_dim,
+            num_heads,
+            dropout,
+            source_vocabulary_size=source_vocabulary_size,
+            target_vocabulary_size=target_vocabulary_size,
+            source_length=source_length,
+            target_length=target_length,
+            num_layers=num_layers,
+        )
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
         target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
-        source_embedding = PositionalEmbedding(source_length, source_vocabulary_size, embed_dim,
-                                               name="source_embedding")
+        source_embedding = PositionalEmbedding(
+            source_length, source_vocabulary_size, embed_dim, name="source_embedding"
+        )
         x = source_embedding(source_ids)
         encoder_blocks = []
         for index in range(num_layers):
-            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout,
-                                                     name=f"encoder_{index + 1}"))
+            encoder_blocks.append(
+                TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, name=f"encoder_{index + 1}")
+            )
             x = encoder_blocks[-1](x)
-        target_embedding = PositionalEmbedding(target_length, target_vocabulary_size, embed_dim,
-                                               name="target_embedding")
+        target_embedding = PositionalEmbedding(
+            target_length, target_vocabulary_size, embed_dim, name="target_embedding"
+        )
         y = target_embedding(target_ids)
         decoder_blocks = []
         for index in range(num_layers):
-            decoder_blocks.append(TransformerDecoder(intermediate_dim, num_heads, dropout=dropout,
-                                                     name=f"decoder_{index + 1}"))
+            decoder_blocks.append(
+                TransformerDecoder(intermediate_dim, num_heads, dropout=dropout, name=f"decoder_{index + 1}")
+            )
             y = decoder_blocks[-1](y, x)
         output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
         y = output_dropout(y)
@@ -173,13 +207,24 @@ class TranslationModel(keras.Model):
             ``(B·K, 2, L, N, H)`` (empty) and ``(B·K, 2, S, N, H)`` (every source key and value,
             projected once).
         """
-        caches = [block.initial_caches(ops.shape(encoded)[0], max_length, encoded, copies)
-                  for block in self.decoder_blocks]
+        caches = [
+            block.initial_caches(ops.shape(encoded)[0], max_length, encoded, copies) for block in self.decoder_blocks
+        ]
         return [cache[0] for cache in caches], [cache[1] for cache in caches]
 
-    def decode(self, target_ids, encoded=None, source_mask=None, *, start_index=0, target_mask=None,
-               self_attention_caches=None, cross_attention_caches=None, last_only=False,
-               return_attention_scores=False) -> Decoded:
+    def decode(
+        self,
+        target_ids,
+        encoded=None,
+        source_mask=None,
+        *,
+        start_index=0,
+        target_mask=None,
+        self_attention_caches=None,
+        cross_attention_caches=None,
+        last_only=False,
+        return_attention_scores=False,
+    ) -> Decoded:
         """The target side at inference (no dropout): embedding, every decoder block, the output layer.
 
         The one pass over the decoder blocks besides the model's own graph: cached generation
@@ -213,12 +258,24 @@ class TranslationModel(keras.Model):
         updated, scores = [], None
         for index, block in enumerate(self.decoder_blocks):
             scored = return_attention_scores and index == len(self.decoder_blocks) - 1
-            caches = dict(self_attention_cache=self_attention_caches[index],
-                          self_attention_cache_update_index=start_index,
-                          cross_attention_cache=cross_attention_caches[index],
-                          cross_attention_cache_update_index=None) if cached else {}
-            outputs = block(y, encoded, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask,
-                            return_attention_scores=scored, **caches)
+            caches = (
+                dict(
+                    self_attention_cache=self_attention_caches[index],
+                    self_attention_cache_update_index=start_index,
+                    cross_attention_cache=cross_attention_caches[index],
+                    cross_attention_cache_update_index=None,
+                )
+                if cached
+                else {}
+            )
+            outputs = block(
+                y,
+                encoded,
+                decoder_padding_mask=target_mask,
+                encoder_padding_mask=source_mask,
+                return_attention_scores=scored,
+                **caches,
+            )
             outputs = outputs if isinstance(outputs, tuple) else (outputs,)
             y, outputs = outputs[0], outputs[1:]
             if scored:
@@ -229,21 +286,37 @@ class TranslationModel(keras.Model):
         return Decoded(probabilities, updated if cached else None, scores)
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "source_vocabulary_size": self.source_vocabulary_size,
-                "target_vocabulary_size": self.target_vocabulary_size, "source_length": self.source_length,
-                "target_length": self.target_length, "embed_dim": self.embed_dim,
-                "intermediate_dim": self.intermediate_dim, "num_heads": self.num_heads,
-                "num_layers": self.num_layers, "dropout": self.dropout, "tie_embeddings": self.tie_embeddings}
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "source_vocabulary_size": self.source_vocabulary_size,
+            "target_vocabulary_size": self.target_vocabulary_size,
+            "source_length": self.source_length,
+            "target_length": self.target_length,
+            "embed_dim": self.embed_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "num_heads": self.num_heads,
+            "num_layers": self.num_layers,
+            "dropout": self.dropout,
+            "tie_embeddings": self.tie_embeddings,
+        }
 
     @classmethod
     def from_config(cls, config):
-        return cls(**renamed_config(config, source_vocab_size="source_vocabulary_size",
-                                    target_vocab_size="target_vocabulary_size"))
+        return cls(
+            **renamed_config(
+                config, source_vocab_size="source_vocabulary_size", target_vocab_size="target_vocabulary_size"
+            )
+        )
 
 
-def build_translation_model(source_vocabulary_size: int | None = None, target_vocabulary_size: int | None = None,
-                            source_length: int | None = None, target_length: int | None = None,
-                            **options) -> TranslationModel:
+def build_translation_model(
+    source_vocabulary_size: int | None = None,
+    target_vocabulary_size: int | None = None,
+    source_length: int | None = None,
+    target_length: int | None = None,
+    **options,
+) -> TranslationModel:
     """A :class:`TranslationModel`: the four sizes, then its keyword arguments (``embed_dim=``, …).
 
     Example:
@@ -268,8 +341,14 @@ def cross_attention_weights(model: keras.Model, source_ids, target_ids):
     source_ids = ops.convert_to_tensor(np.asarray(source_ids), dtype="int32")
     target_ids = ops.convert_to_tensor(np.asarray(target_ids), dtype="int32")
     encoded, source_mask = model.encode(source_ids)
-    decoded = model.decode(target_ids, encoded, source_mask, target_mask=padding_mask(target_ids), last_only=True,
-                           return_attention_scores=True)
+    decoded = model.decode(
+        target_ids,
+        encoded,
+        source_mask,
+        target_mask=padding_mask(target_ids),
+        last_only=True,
+        return_attention_scores=True,
+    )
     return ops.convert_to_numpy(decoded.attention_scores)
 
 
@@ -366,8 +445,11 @@ class Translator(keras.Model):
             decode = lambda ids: self._decoder.decode(ids, start_id, end_id)  # noqa: E731
         else:
             decode = lambda ids: self._decoder.beam_decode(ids, start_id, end_id, beam_width, alpha)  # noqa: E731
-        decoded = [row for begin in range(0, len(source_ids), batch_size)
-                   for row in decode(source_ids[begin:begin + batch_size])]
+        decoded = [
+            row
+            for begin in range(0, len(source_ids), batch_size)
+            for row in decode(source_ids[begin : begin + batch_size])
+        ]
         texts = [self._to_text([int(t) for t in row], vocabulary, end_id) for row in decoded]
         return texts[0] if single else texts
 

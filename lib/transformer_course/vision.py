@@ -59,8 +59,10 @@ def _check_image_shape(shape, patch_size: int) -> tuple[int, int, int]:
         if size is None:
             raise ValueError(f"the image {name} must be known to cut patches; received shape {tuple(shape)}.")
         if size % patch_size:
-            raise ValueError(f"the image {name} {size} is not divisible by `patch_size` {patch_size}; "
-                             f"crop or pad the images to a multiple of {patch_size}.")
+            raise ValueError(
+                f"the image {name} {size} is not divisible by `patch_size` {patch_size}; "
+                f"crop or pad the images to a multiple of {patch_size}."
+            )
     return height // patch_size, width // patch_size, channels
 
 
@@ -131,8 +133,12 @@ class PatchEmbedding(keras.layers.Layer):
     def build(self, images_shape):
         self.grid = _check_image_shape(images_shape, self.patch_size)  # (rows, columns, C)
         self.projection = keras.layers.Dense(
-            self.embed_dim, kernel_initializer=self.kernel_initializer, bias_initializer=self.bias_initializer,
-            dtype=self.dtype_policy, name="projection")
+            self.embed_dim,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+            name="projection",
+        )
         self.projection.build((None, None, self.patch_size * self.patch_size * self.grid[2]))
         super().build(images_shape)
 
@@ -149,9 +155,13 @@ class PatchEmbedding(keras.layers.Layer):
         return (images_shape[0], rows * columns, self.embed_dim)
 
     def get_config(self):
-        return {**super().get_config(), "patch_size": self.patch_size, "embed_dim": self.embed_dim,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer)}
+        return {
+            **super().get_config(),
+            "patch_size": self.patch_size,
+            "embed_dim": self.embed_dim,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
@@ -183,13 +193,17 @@ class ClassTokenAndPositions(keras.layers.Layer):
 
     def build(self, patches_shape):
         if len(patches_shape) != 3 or patches_shape[1] is None or patches_shape[2] is None:
-            raise ValueError("`patches` must have shape (batch, patches, width) with known patches and width; "
-                             f"received {tuple(patches_shape)}.")
+            raise ValueError(
+                "`patches` must have shape (batch, patches, width) with known patches and width; "
+                f"received {tuple(patches_shape)}."
+            )
         _, patches, width = patches_shape
         self.class_token = self.add_weight(shape=(width,), initializer="zeros", name="class_token")
         self.position_embedding = self.add_weight(
-            shape=(patches + 1, width), initializer=keras.initializers.RandomNormal(stddev=0.02),
-            name="position_embedding")
+            shape=(patches + 1, width),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="position_embedding",
+        )
         super().build(patches_shape)
 
     def call(self, patches):
@@ -251,11 +265,31 @@ class VisionTransformer(keras.Model):
         (2, (None, 10))
     """
 
-    def __init__(self, image_size, channels, patch_size, num_classes, *, embed_dim=64, num_heads=4,
-                 intermediate_dim=128, num_layers=4, dropout=0.1, **kwargs):
+    def __init__(
+        self,
+        image_size,
+        channels,
+        patch_size,
+        num_classes,
+        *,
+        embed_dim=64,
+        num_heads=4,
+        intermediate_dim=128,
+        num_layers=4,
+        dropout=0.1,
+        **kwargs,
+    ):
         height, width = _image_size(image_size)
-        check_model_sizes(embed_dim, num_heads, dropout, channels=channels, patch_size=patch_size,
-                          num_classes=num_classes, intermediate_dim=intermediate_dim, num_layers=num_layers)
+        check_model_sizes(
+            embed_dim,
+            num_heads,
+            dropout,
+            channels=channels,
+            patch_size=patch_size,
+            num_classes=num_classes,
+            intermediate_dim=intermediate_dim,
+            num_layers=num_layers,
+        )
         _check_image_shape((None, height, width, channels), patch_size)
         images = keras.Input(shape=(height, width, channels), name="images")
         patch_embedding = PatchEmbedding(patch_size, embed_dim, name="patch_embedding")
@@ -264,8 +298,16 @@ class VisionTransformer(keras.Model):
         x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)  # made after: layers draw seeds when made
         encoder_blocks = []
         for index in range(num_layers):
-            encoder_blocks.append(TransformerEncoder(intermediate_dim, num_heads, dropout=dropout, activation="gelu",
-                                                     normalize_first=True, name=f"encoder_{index + 1}"))
+            encoder_blocks.append(
+                TransformerEncoder(
+                    intermediate_dim,
+                    num_heads,
+                    dropout=dropout,
+                    activation="gelu",
+                    normalize_first=True,
+                    name=f"encoder_{index + 1}",
+                )
+            )
             x = encoder_blocks[-1](x)
         final_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")
         x = ClassTokenOutput(name="class_token_output")(final_norm(x))
@@ -279,10 +321,19 @@ class VisionTransformer(keras.Model):
         self.num_layers, self.dropout = num_layers, dropout
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "image_size": self.image_size,
-                "channels": self.channels, "patch_size": self.patch_size, "num_classes": self.num_classes,
-                "embed_dim": self.embed_dim, "num_heads": self.num_heads, "intermediate_dim": self.intermediate_dim,
-                "num_layers": self.num_layers, "dropout": self.dropout}
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "image_size": self.image_size,
+            "channels": self.channels,
+            "patch_size": self.patch_size,
+            "num_classes": self.num_classes,
+            "embed_dim": self.embed_dim,
+            "num_heads": self.num_heads,
+            "intermediate_dim": self.intermediate_dim,
+            "num_layers": self.num_layers,
+            "dropout": self.dropout,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -328,8 +379,9 @@ def attention_rollout(attention_weights) -> np.ndarray:
     """
     weights = np.asarray([np.asarray(layer, dtype="float64") for layer in attention_weights])
     if weights.ndim != 5 or weights.shape[-1] != weights.shape[-2]:
-        raise ValueError("`attention_weights` must have shape (layers, batch, heads, T, T); "
-                         f"received shape {weights.shape}.")
+        raise ValueError(
+            f"`attention_weights` must have shape (layers, batch, heads, T, T); received shape {weights.shape}."
+        )
     tokens = weights.shape[-1]
     rollout = np.broadcast_to(np.eye(tokens), weights.shape[1:2] + (tokens, tokens)).copy()
     for layer in weights:
@@ -364,15 +416,18 @@ def shift_images(images, rng: np.random.Generator, max_shift: int = 1) -> np.nda
         raise ValueError(f"`images` must have shape (batch, height, width, channels); received shape {images.shape}.")
     max_shift = check_integer("max_shift", max_shift, minimum=0)
     if max_shift >= min(images.shape[1:3]):
-        raise ValueError(f"`max_shift` must be smaller than the image ({images.shape[1]}×{images.shape[2]}); "
-                         f"received {max_shift}.")
+        raise ValueError(
+            f"`max_shift` must be smaller than the image ({images.shape[1]}×{images.shape[2]}); received {max_shift}."
+        )
     shifted = np.zeros_like(images)
     height, width = images.shape[1:3]
     for index, (down, right) in enumerate(rng.integers(-max_shift, max_shift + 1, size=(len(images), 2))):
         target_rows = slice(max(down, 0), height + min(down, 0))
         source_rows = slice(max(-down, 0), height - max(down, 0))
-        target_columns, source_columns = (slice(max(right, 0), width + min(right, 0)),
-                                          slice(max(-right, 0), width - max(right, 0)))
+        target_columns, source_columns = (
+            slice(max(right, 0), width + min(right, 0)),
+            slice(max(-right, 0), width - max(right, 0)),
+        )
         shifted[index, target_rows, target_columns] = images[index, source_rows, source_columns]
     return shifted
 
@@ -402,23 +457,28 @@ class ImageBatches(keras.utils.PyDataset):
             not positive integers, or ``drop_remainder`` with fewer images than ``batch_size``.
     """
 
-    def __init__(self, images, labels, batch_size: int, seed: int = 0, max_shift: int = 0,
-                 drop_remainder: bool = False, **kwargs):
+    def __init__(
+        self, images, labels, batch_size: int, seed: int = 0, max_shift: int = 0, drop_remainder: bool = False, **kwargs
+    ):
         super().__init__(**kwargs)
         self.images, self.labels = np.asarray(images), np.asarray(labels)
         if self.images.ndim != 4:
-            raise ValueError("`images` must have shape (batch, height, width, channels); "
-                             f"received shape {self.images.shape}.")
+            raise ValueError(
+                f"`images` must have shape (batch, height, width, channels); received shape {self.images.shape}."
+            )
         if len(self.labels) != len(self.images):
-            raise ValueError(f"`labels` must have one entry per image ({len(self.images)}); "
-                             f"received {len(self.labels)}.")
+            raise ValueError(
+                f"`labels` must have one entry per image ({len(self.images)}); received {len(self.labels)}."
+            )
         self.batch_size = check_integer("batch_size", batch_size)
         self.max_shift = check_integer("max_shift", max_shift, minimum=0)
         self.rng = np.random.default_rng(check_integer("seed", seed, minimum=0))
         self.drop_remainder = bool(drop_remainder)
         if self.drop_remainder and len(self.images) < self.batch_size:
-            raise ValueError(f"`drop_remainder` needs at least `batch_size` ({self.batch_size}) images; "
-                             f"received {len(self.images)}, which would make no batch at all.")
+            raise ValueError(
+                f"`drop_remainder` needs at least `batch_size` ({self.batch_size}) images; "
+                f"received {len(self.images)}, which would make no batch at all."
+            )
         self.on_epoch_end()
 
     def __len__(self):
@@ -427,7 +487,7 @@ class ImageBatches(keras.utils.PyDataset):
         return -(-len(self.images) // self.batch_size)
 
     def __getitem__(self, index):
-        chosen = self.order[index * self.batch_size:(index + 1) * self.batch_size]
+        chosen = self.order[index * self.batch_size : (index + 1) * self.batch_size]
         images = self.images[chosen]
         if self.max_shift:
             images = shift_images(images, self.rng, self.max_shift)

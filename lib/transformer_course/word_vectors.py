@@ -64,7 +64,7 @@ def skipgram_pairs(token_ids, window: int) -> np.ndarray:
     clipped = np.clip(context_positions, 0, length - 1)
     pairs = []
     for start in range(0, len(rows), 1024):  # a block of rows at a time: (n, T, 2w) stays small
-        block = rows[start:start + 1024]
+        block = rows[start : start + 1024]
         centres = np.broadcast_to(block[:, :, None], (len(block), length, len(offsets)))
         contexts = block[:, clipped]  # (n, T, 2w)
         keep = inside[None] & (centres != PADDING_ID) & (contexts != PADDING_ID)
@@ -96,7 +96,7 @@ def noise_distribution(counts, power: float = 0.75) -> np.ndarray:
         raise ValueError(f"`power` must be >= 0; received {power!r}.")
     weights = np.asarray(counts, dtype="float64").copy()
     weights[PADDING_ID] = 0.0
-    weights = np.where(weights > 0, weights ** power, 0.0)
+    weights = np.where(weights > 0, weights**power, 0.0)
     if weights.sum() <= 0:
         raise ValueError("`counts` must have a positive count for some id other than padding (0).")
     return weights / weights.sum()
@@ -133,7 +133,7 @@ class SkipGramBatches(keras.utils.PyDataset):
         return -(-len(self.pairs) // self.batch_size)
 
     def __getitem__(self, index):
-        batch = self.pairs[self.order[index * self.batch_size:(index + 1) * self.batch_size]]
+        batch = self.pairs[self.order[index * self.batch_size : (index + 1) * self.batch_size]]
         drawn = self.rng.choice(len(self.noise), size=(len(batch), self.negatives), p=self.noise).astype("int32")
         context = np.concatenate([batch[:, 1:], drawn], axis=1)
         labels = np.zeros(context.shape, dtype="float32")
@@ -177,8 +177,10 @@ class SkipGram(keras.Model):
     def __init__(self, vocabulary_size, embed_dim, **kwargs):
         vocabulary_size = check_integer("vocabulary_size", vocabulary_size)
         embed_dim = check_integer("embed_dim", embed_dim)
-        inputs = {"centre": keras.Input(shape=(), dtype="int32", name="centre"),
-                  "context": keras.Input(shape=(None,), dtype="int32", name="context")}
+        inputs = {
+            "centre": keras.Input(shape=(), dtype="int32", name="centre"),
+            "context": keras.Input(shape=(None,), dtype="int32", name="context"),
+        }
         centre_embedding = keras.layers.Embedding(vocabulary_size, embed_dim, name="centre_embedding")
         context_embedding = keras.layers.Embedding(vocabulary_size, embed_dim, name="context_embedding")
         centre = centre_embedding(inputs["centre"])  # (B, D)
@@ -194,8 +196,12 @@ class SkipGram(keras.Model):
         return np.asarray(ops.convert_to_numpy(self.centre_embedding.embeddings))
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "vocabulary_size": self.vocabulary_size,
-                "embed_dim": self.embed_dim}
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "vocabulary_size": self.vocabulary_size,
+            "embed_dim": self.embed_dim,
+        }
 
 
 def nearest_words(vectors, query, count: int = 5, exclude=()) -> list[tuple[int, float]]:
@@ -230,7 +236,7 @@ def nearest_words(vectors, query, count: int = 5, exclude=()) -> list[tuple[int,
 
 
 def analogy(vectors, a: int, b: int, c: int, count: int = 5) -> list[tuple[int, float]]:
-    """"a is to b as c is to ?": the nearest words to ``b - a + c``, the three question words left out.
+    """ "a is to b as c is to ?": the nearest words to ``b - a + c``, the three question words left out.
 
     Each vector is scaled to length 1 first (Mikolov et al., 2013c, "Linguistic Regularities in
     Continuous Space Word Representations", §4: king − man + woman ≈ queen).

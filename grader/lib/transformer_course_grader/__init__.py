@@ -55,6 +55,8 @@ def evaluate_hidden(exercise_id: str, candidate, seed: int):
 
     from . import references
 
-    drawn = [(label, arguments, references.expected(exercise_id, arguments))
-             for label, arguments in references.cases(exercise_id, np.random.default_rng(seed))]
+    drawn = [
+        (label, arguments, references.expected(exercise_id, arguments))
+        for label, arguments in references.cases(exercise_id, np.random.default_rng(seed))
+    ]
     return evaluate(exercise_id, candidate, cases=drawn)

@@ -58,13 +58,27 @@ root="${AUTOGRADER_ROOT:-/autograder}"
 exec "${COURSE_PYTHON:-$root/venv/bin/python}" -m transformer_course_grader.autograder "$root"
 """
 
-_COURSE_FILES = ("pyproject.toml", "requirements.txt", "README.md", "LICENSE", "grader/pyproject.toml",
-                 "grader/README.md", "grader/LICENSE")
+_COURSE_FILES = (
+    "pyproject.toml",
+    "requirements.txt",
+    "README.md",
+    "LICENSE",
+    "grader/pyproject.toml",
+    "grader/README.md",
+    "grader/LICENSE",
+)
 
 
-def write_gradescope_autograder(out, notebooks: list[str], project_root=".", release_dir=None, seed: int = 0,
-                                cell_timeout: float = 60, notebook_timeout: float = 600,
-                                sandbox: str = "auto") -> Path:
+def write_gradescope_autograder(
+    out,
+    notebooks: list[str],
+    project_root=".",
+    release_dir=None,
+    seed: int = 0,
+    cell_timeout: float = 60,
+    notebook_timeout: float = 600,
+    sandbox: str = "auto",
+) -> Path:
     """Write the autograder zip of one assignment for a Gradescope programming assignment.
 
     Args:
@@ -104,13 +118,19 @@ def write_gradescope_autograder(out, notebooks: list[str], project_root=".", rel
     for number in notebooks:
         found = sorted(release.glob(f"{number}_*.ipynb"))
         if not found:
-            raise ValueError(f"no released notebook {number} in {str(release)!r} "
-                             f"(run `transformer-course-grader release`).")
+            raise ValueError(
+                f"no released notebook {number} in {str(release)!r} (run `transformer-course-grader release`)."
+            )
         released[number] = found[0]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    settings = {"notebooks": list(notebooks), "seed": int(seed), "cell_timeout": cell_timeout,
-                "notebook_timeout": notebook_timeout, "sandbox": sandbox}
+    settings = {
+        "notebooks": list(notebooks),
+        "seed": int(seed),
+        "cell_timeout": cell_timeout,
+        "notebook_timeout": notebook_timeout,
+        "sandbox": sandbox,
+    }
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in (("setup.sh", _SETUP), ("run_autograder", _RUN)):
             info = zipfile.ZipInfo(name)
@@ -130,9 +150,20 @@ def write_gradescope_autograder(out, notebooks: list[str], project_root=".", rel
 
 def _failed(results_dir: Path, reason: str) -> None:
     results_dir.mkdir(parents=True, exist_ok=True)
-    (results_dir / "results.json").write_text(json.dumps({
-        "score": 0.0, "output": f"The submission could not be graded: {reason}", "output_format": "text",
-        "visibility": "visible", "tests": []}, indent=2) + "\n", encoding="utf-8")
+    (results_dir / "results.json").write_text(
+        json.dumps(
+            {
+                "score": 0.0,
+                "output": f"The submission could not be graded: {reason}",
+                "output_format": "text",
+                "visibility": "visible",
+                "tests": [],
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,17 +203,23 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy2(path, student / path.name)
         report = Path(work) / "report"
         note = ""
-        arguments = {"limits": limits, "seed": settings["seed"], "progress": False,
-                     "notebooks": settings["notebooks"]}
+        arguments = {"limits": limits, "seed": settings["seed"], "progress": False, "notebooks": settings["notebooks"]}
         try:
             try:
-                grade_folder(student.parent, report, root / "source" / "release",
-                             sandbox=settings["sandbox"] != "never", **arguments)
+                grade_folder(
+                    student.parent,
+                    report,
+                    root / "source" / "release",
+                    sandbox=settings["sandbox"] != "never",
+                    **arguments,
+                )
             except SandboxUnavailable as error:
                 if settings["sandbox"] == "always":
                     raise
-                note = (f" The notebook ran confined by this submission's own container; the bubblewrap sandbox "
-                        f"was not available in it ({error}).")
+                note = (
+                    f" The notebook ran confined by this submission's own container; the bubblewrap sandbox "
+                    f"was not available in it ({error})."
+                )
                 grade_folder(student.parent, report, root / "source" / "release", sandbox=False, **arguments)
             results = gradescope_results(report, "submission", notebooks=settings["notebooks"])
         except Exception as error:  # noqa: BLE001 (any failure becomes the student's visible reason)

@@ -3,7 +3,6 @@ the user a kernel runs as. :mod:`.sandbox` starts kernels with it; its docstring
 sees and may do.
 """
 
-
 from __future__ import annotations
 
 import os
@@ -20,8 +19,14 @@ from pathlib import Path
 __all__ = ["Limits", "SandboxUnavailable", "sandbox_available", "sandbox_command", "KERNEL_ENVIRONMENT"]
 
 # The only variables a kernel gets from the grader's environment (when set there).
-KERNEL_ENVIRONMENT = ("COURSE_PROFILE", "COURSE_DATA_DIR", "KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "MPLBACKEND",
-                      "LANG")
+KERNEL_ENVIRONMENT = (
+    "COURSE_PROFILE",
+    "COURSE_DATA_DIR",
+    "KERAS_BACKEND",
+    "TF_CPP_MIN_LOG_LEVEL",
+    "MPLBACKEND",
+    "LANG",
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -64,8 +69,18 @@ def sandbox_available() -> bool:
     if shutil.which("bwrap") is None:
         return False
     try:
-        probe = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
-                 "--", "true"]
+        probe = [
+            "bwrap",
+            "--unshare-all",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--",
+            "true",
+        ]
         return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
@@ -75,17 +90,34 @@ def sandbox_available() -> bool:
 def _can_disable_userns() -> bool:
     """Whether this bubblewrap has ``--disable-userns`` (0.8.0 and later): no namespace of the kernel's own."""
     try:
-        return "--disable-userns" in subprocess.run(["bwrap", "--help"], capture_output=True, text=True,
-                                                    timeout=20).stdout
+        return (
+            "--disable-userns" in subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=20).stdout
+        )
     except (OSError, subprocess.SubprocessError):
         return False
 
 
 # What a kernel sees of /etc: what the dynamic linker, the C library's name lookups, time zones,
 # MIME types, fonts and Debian's Python read. Never the rest (shadow, gshadow, ssl/private, ...).
-_ETC_ALLOWED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
-                "nsswitch.conf", "host.conf", "hosts", "alternatives", "mime.types", "fonts", "matplotlibrc",
-                f"python3.{sys.version_info.minor}", "python3", "os-release")
+_ETC_ALLOWED = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "host.conf",
+    "hosts",
+    "alternatives",
+    "mime.types",
+    "fonts",
+    "matplotlibrc",
+    f"python3.{sys.version_info.minor}",
+    "python3",
+    "os-release",
+)
 
 SANDBOX_USER_ID = 65534  # nobody: the user id inside the sandbox
 HOME = "/home/student"  # the kernel's home and working folder inside the sandbox (a tmpfs)
@@ -94,8 +126,11 @@ HOME = "/home/student"  # the kernel's home and working folder inside the sandbo
 def _readonly_paths() -> list[str]:
     """What a kernel may read: Python, its packages, the data (the course package comes as a snapshot)."""
     paths = [str(Path(sys.base_prefix).resolve()), str(Path(sys.prefix).resolve())]
-    paths += [str(Path(entry).resolve()) for entry in sys.path
-              if entry and Path(entry).is_dir() and Path(entry).name in ("site-packages", "dist-packages")]
+    paths += [
+        str(Path(entry).resolve())
+        for entry in sys.path
+        if entry and Path(entry).is_dir() and Path(entry).name in ("site-packages", "dist-packages")
+    ]
     data = os.environ.get("COURSE_DATA_DIR")
     if data and Path(data).is_dir():
         paths.append(str(Path(data).resolve()))
@@ -106,7 +141,6 @@ def _readonly_paths() -> list[str]:
     return kept
 
 
-
 # System calls that make kernel objects whose memory neither a process's size nor a tmpfs folder
 # shows: System V shared memory (a segment stays after every process detaches from it) and
 # message queues, and memfd files; and the kernel's key management (add_key, request_key,
@@ -114,11 +148,12 @@ def _readonly_paths() -> list[str]:
 # sandbox. In the sandbox they fail with ENOSYS, as on a Linux built without them; every other
 # system call is allowed. Per machine: its audit architecture and the calls' numbers (x86-64;
 # the generic table of arm64 and riscv64).
-_GENERIC_DENIED = {"shmget": 194, "msgget": 186, "memfd_create": 279, "add_key": 217, "request_key": 218,
-                   "keyctl": 219}
+_GENERIC_DENIED = {"shmget": 194, "msgget": 186, "memfd_create": 279, "add_key": 217, "request_key": 218, "keyctl": 219}
 _SECCOMP_DENIED = {
-    "x86_64": (0xC000003E, {"shmget": 29, "msgget": 68, "memfd_create": 319, "add_key": 248, "request_key": 249,
-                            "keyctl": 250}),
+    "x86_64": (
+        0xC000003E,
+        {"shmget": 29, "msgget": 68, "memfd_create": 319, "add_key": 248, "request_key": 249, "keyctl": 250},
+    ),
     "aarch64": (0xC00000B7, _GENERIC_DENIED),
     "arm64": (0xC00000B7, _GENERIC_DENIED),
     "riscv64": (0xC00000F3, _GENERIC_DENIED),
@@ -140,8 +175,13 @@ def _seccomp_program(machine: str | None = None) -> bytes | None:
     kill, allow, no_such_call = 0x80000000, 0x7FFF0000, 0x00050000 | 38  # SECCOMP_RET_*, ERRNO(ENOSYS)
     denied = sorted(numbers.values())
     checks = len(denied) + 1  # the x32 range, then one comparison per denied call
-    program = [(load, 0, 0, 4), (equal, 1, 0, architecture), (ret, 0, 0, kill), (load, 0, 0, 0),
-               (at_least, checks, 0, 0x40000000 if machine == "x86_64" else 0xFFFFFFFF)]
+    program = [
+        (load, 0, 0, 4),
+        (equal, 1, 0, architecture),
+        (ret, 0, 0, kill),
+        (load, 0, 0, 0),
+        (at_least, checks, 0, 0x40000000 if machine == "x86_64" else 0xFFFFFFFF),
+    ]
     program += [(equal, checks - 1 - index, 0, number) for index, number in enumerate(denied)]
     program += [(ret, 0, 0, allow), (ret, 0, 0, no_such_call)]
     return b"".join(struct.pack("=HBBI", *entry) for entry in program)
@@ -185,8 +225,14 @@ def launcher(limits: Limits) -> list[str]:
     """
     program = _seccomp_program() or b""
     keyctl = _SECCOMP_DENIED.get(platform.machine(), (0, {"keyctl": -1}))[1]["keyctl"]
-    code = _LAUNCH.format(processes=int(limits.processes), files=int(limits.file_mb * 2**20),
-                          open_files=OPEN_FILES, program=program.hex(), size=len(program), keyctl=keyctl)
+    code = _LAUNCH.format(
+        processes=int(limits.processes),
+        files=int(limits.file_mb * 2**20),
+        open_files=OPEN_FILES,
+        program=program.hex(),
+        size=len(program),
+        keyctl=keyctl,
+    )
     return [sys.executable, "-c", code]
 
 
@@ -197,8 +243,9 @@ SOCKETS = "/run/kernel"
 SOCKETS_BYTES = 64 * 2**10
 
 
-def sandbox_command(workdir: str, environment: dict, mounts: list[tuple[Path, Path]],
-                    limits: Limits | None = None) -> list[str]:
+def sandbox_command(
+    workdir: str, environment: dict, mounts: list[tuple[Path, Path]], limits: Limits | None = None
+) -> list[str]:
     """The ``bwrap`` command line that starts a kernel in the sandbox (see the module docstring).
 
     Args:
@@ -214,12 +261,40 @@ def sandbox_command(workdir: str, environment: dict, mounts: list[tuple[Path, Pa
     """
     limits = limits or Limits()
     size = str(int(limits.tmp_mb * 2**20))
-    command = ["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--clearenv",
-               "--unshare-user", *(["--disable-userns"] if _can_disable_userns() else []),
-               "--uid", str(SANDBOX_USER_ID), "--gid", str(SANDBOX_USER_ID),
-               "--proc", "/proc", "--dev", "/dev",
-               "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs", "/tmp",
-               "--size", size, "--tmpfs", HOME, "--size", str(SOCKETS_BYTES), "--tmpfs", SOCKETS]
+    command = [
+        "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        "--unshare-user",
+        *(["--disable-userns"] if _can_disable_userns() else []),
+        "--uid",
+        str(SANDBOX_USER_ID),
+        "--gid",
+        str(SANDBOX_USER_ID),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        size,
+        "--tmpfs",
+        "/dev/shm",
+        "--size",
+        size,
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        size,
+        "--tmpfs",
+        HOME,
+        "--size",
+        str(SOCKETS_BYTES),
+        "--tmpfs",
+        SOCKETS,
+    ]
     for path in (*("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"), *(f"/etc/{name}" for name in _ETC_ALLOWED)):
         if os.path.islink(path):  # a link stays a link (merged /usr: /bin -> usr/bin)
             command += ["--symlink", os.readlink(path), path]
@@ -242,11 +317,17 @@ def kernel_environment(home: str, extra: dict | None) -> dict:
     """The allow-listed environment of a kernel: nothing else of the grader's reaches it."""
     environment = {key: os.environ[key] for key in KERNEL_ENVIRONMENT if key in os.environ}
     environment.update({key: str(value) for key, value in (extra or {}).items() if key in KERNEL_ENVIRONMENT})
-    environment.update({
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": home,
-        "TMPDIR": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "PYTHONNOUSERSITE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1", "LANG": environment.get("LANG", "C.UTF-8"),
-    })
+    environment.update(
+        {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": home,
+            "TMPDIR": "/tmp",
+            "MPLCONFIGDIR": "/tmp/matplotlib",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "LANG": environment.get("LANG", "C.UTF-8"),
+        }
+    )
     return environment
 
 
@@ -262,9 +343,26 @@ def own_users_available() -> bool:
     if os.geteuid() != 0 or shutil.which("setpriv") is None or not sandbox_available():
         return False
     user = str(SANDBOX_USERS[0])
-    probe = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "bwrap", "--unshare-all",
-             "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--",
-             sys.executable, "-c", "import numpy, ipykernel"]
+    probe = [
+        "setpriv",
+        f"--reuid={user}",
+        f"--regid={user}",
+        "--clear-groups",
+        "bwrap",
+        "--unshare-all",
+        "--die-with-parent",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        sys.executable,
+        "-c",
+        "import numpy, ipykernel",
+    ]
     try:
         return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.SubprocessError):
@@ -304,10 +402,8 @@ def prelude(group, user: int | None, workdir: str) -> list[str]:
     arguments = [*(group.procs_files() if group else []), "--"]
     if user is not None:
         steps.append(f'chown {user}:{user} "$1" "$1/connection.json" || exit 125; shift')
-        steps.append(f"exec setpriv --reuid={user} --regid={user} --clear-groups \"$@\"")
+        steps.append(f'exec setpriv --reuid={user} --regid={user} --clear-groups "$@"')
         arguments.append(workdir)
     else:
         steps.append('exec "$@"')
     return ["/bin/sh", "-c", "; ".join(steps), "sh", *arguments]
-
-

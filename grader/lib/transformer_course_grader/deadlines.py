@@ -21,8 +21,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["Deadline", "DeadlineError", "parse_time", "parse_late_credit", "read_submission_times",
-           "read_extensions"]
+__all__ = ["Deadline", "DeadlineError", "parse_time", "parse_late_credit", "read_submission_times", "read_extensions"]
 
 _STEP = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hd])\s*:\s*(\d+(?:\.\d+)?)\s*$")
 
@@ -43,8 +42,10 @@ def parse_time(text: str, where: str = "the time") -> datetime:
     except ValueError:
         raise DeadlineError(f"{where}: {text!r} is not an ISO 8601 time like 2026-12-01T23:59+01:00") from None
     if moment.tzinfo is None:
-        raise DeadlineError(f"{where}: {text!r} has no offset from UTC; write it as {text}+00:00 (or your zone's "
-                            "offset), so that it means one moment on every machine")
+        raise DeadlineError(
+            f"{where}: {text!r} has no offset from UTC; write it as {text}+00:00 (or your zone's "
+            "offset), so that it means one moment on every machine"
+        )
     return moment
 
 
@@ -59,8 +60,10 @@ def parse_late_credit(text: str) -> tuple[tuple[float, float], ...]:
     for part in str(text).split(","):
         match = _STEP.match(part)
         if not match:
-            raise DeadlineError(f"`--late-credit`: {part.strip()!r} is not a step like 24h:0.9 or 3d:0.5 "
-                                "(hours or days late at most, then the share of the points kept)")
+            raise DeadlineError(
+                f"`--late-credit`: {part.strip()!r} is not a step like 24h:0.9 or 3d:0.5 "
+                "(hours or days late at most, then the share of the points kept)"
+            )
         amount, unit, share = float(match[1]), match[2], float(match[3])
         if share > 1:
             raise DeadlineError(f"`--late-credit`: the share kept in {part.strip()!r} is above 1")

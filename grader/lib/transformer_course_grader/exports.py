@@ -29,8 +29,14 @@ from transformer_course.exercises import EXERCISES
 from .reports import points_sum
 from .safe_text import spreadsheet_cell
 
-__all__ = ["OverrideError", "read_overrides", "check_students", "apply_overrides", "canvas_gradebook",
-           "gradescope_results"]
+__all__ = [
+    "OverrideError",
+    "read_overrides",
+    "check_students",
+    "apply_overrides",
+    "canvas_gradebook",
+    "gradescope_results",
+]
 
 OVERRIDE_COLUMNS = ["student", "exercise", "points", "reason"]
 ROSTER_COLUMNS = ["folder", "Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -55,8 +61,9 @@ def read_overrides(path) -> list[dict]:
     with open(path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         if reader.fieldnames != OVERRIDE_COLUMNS:
-            raise OverrideError(f"{path}: the header must be {','.join(OVERRIDE_COLUMNS)}; "
-                                f"received {reader.fieldnames}")
+            raise OverrideError(
+                f"{path}: the header must be {','.join(OVERRIDE_COLUMNS)}; received {reader.fieldnames}"
+            )
         rows, seen = [], set()
         for number, row in enumerate(reader, start=2):
             exercise = EXERCISES.get(row["exercise"])
@@ -64,16 +71,24 @@ def read_overrides(path) -> list[dict]:
                 raise OverrideError(f"{path}, row {number}: unknown exercise {row['exercise']!r}")
             text = (row["points"] or "").strip()
             if not text.isdigit() or int(text) > exercise.points:
-                raise OverrideError(f"{path}, row {number}: points must be an integer from 0 to {exercise.points} "
-                                    f"for {exercise.id}; received {row['points']!r}")
+                raise OverrideError(
+                    f"{path}, row {number}: points must be an integer from 0 to {exercise.points} "
+                    f"for {exercise.id}; received {row['points']!r}"
+                )
             if not (row["reason"] or "").strip():
                 raise OverrideError(f"{path}, row {number}: every override needs a reason")
             key = (row["student"], row["exercise"])
             if key in seen:
                 raise OverrideError(f"{path}, row {number}: {row['student']} {row['exercise']} is overridden twice")
             seen.add(key)
-            rows.append({"student": row["student"], "exercise": row["exercise"], "points": int(text),
-                         "reason": row["reason"].strip()})
+            rows.append(
+                {
+                    "student": row["student"],
+                    "exercise": row["exercise"],
+                    "points": int(text),
+                    "reason": row["reason"].strip(),
+                }
+            )
     return rows
 
 
@@ -113,8 +128,14 @@ def _report(report) -> dict:
     return report
 
 
-def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str | None,
-                     notebooks: list[str] | None = None, per_exercise: bool = False) -> tuple[str, list[str]]:
+def canvas_gradebook(
+    report,
+    roster_path,
+    assignment: str,
+    assignment_id: str | None,
+    notebooks: list[str] | None = None,
+    per_exercise: bool = False,
+) -> tuple[str, list[str]]:
     """A Canvas gradebook CSV of every student's total, and the names that did not match.
 
     Args:
@@ -144,15 +165,20 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str | 
     exercises = [exercise for exercise in report["exercises"] if notebooks is None or exercise[:2] in notebooks]
     if notebooks is not None and not exercises:
         raise OverrideError(f"the report holds no exercise of notebooks {', '.join(notebooks)}")
-    scores = {student: {x["exercise"]: x["points"] for item in items for x in item["exercises"]}
-              for student, items in report["students"].items()}
-    kept = {student: next((item["late_share"] for item in items if item.get("late_share") is not None), 1.0)
-            for student, items in report["students"].items()}  # a late submission's credited share
+    scores = {
+        student: {x["exercise"]: x["points"] for item in items for x in item["exercises"]}
+        for student, items in report["students"].items()
+    }
+    kept = {
+        student: next((item["late_share"] for item in items if item.get("late_share") is not None), 1.0)
+        for student, items in report["students"].items()
+    }  # a late submission's credited share
     with open(roster_path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
         if reader.fieldnames != ROSTER_COLUMNS:
-            raise OverrideError(f"{roster_path}: the header must be {','.join(ROSTER_COLUMNS)}; "
-                                f"received {reader.fieldnames}")
+            raise OverrideError(
+                f"{roster_path}: the header must be {','.join(ROSTER_COLUMNS)}; received {reader.fieldnames}"
+            )
         roster = list(reader)
     folders = [row["folder"] for row in roster]
     if len(set(folders)) != len(folders):
@@ -167,8 +193,10 @@ def canvas_gradebook(report, roster_path, assignment: str, assignment_id: str | 
     writer.writerow(["Points Possible", "", "", "", "", *(sum(points[e] for e in items) for _, items in columns)])
     for row in roster:
         mine = scores.get(row["folder"])
-        cells = ["" if mine is None else points_sum([points_sum(mine.get(e, 0) for e in items) * kept[row["folder"]]])
-                 for _, items in columns]
+        cells = [
+            "" if mine is None else points_sum([points_sum(mine.get(e, 0) for e in items) * kept[row["folder"]]])
+            for _, items in columns
+        ]
         writer.writerow([*(spreadsheet_cell(row[name]) for name in ROSTER_COLUMNS[1:]), *cells])
     unmatched = sorted((set(scores) - set(folders)) | (set(folders) - set(scores)))
     return table.getvalue(), unmatched
@@ -201,16 +229,31 @@ def gradescope_results(report, student: str, notebooks: list[str] | None = None)
             output = f"{x['status']}: {x['message']}"
             if x.get("override"):
                 output += f" — set by hand from {x.get('automatic_points')} to {x['points']}: {x['override']}"
-            title = (f"Exercise {x['exercise']}: {EXERCISES[x['exercise']].title}" if x["exercise"] in EXERCISES
-                     else f"Written answer {x['exercise']} (graded by hand)")
-            tests.append({"name": title,
-                          "number": x["exercise"],
-                          "score": float(x["points"]), "max_score": float(x["max_points"]),
-                          "status": "passed" if x["points"] == x["max_points"] else "failed",
-                          "output": output, "visibility": "visible"})
+            title = (
+                f"Exercise {x['exercise']}: {EXERCISES[x['exercise']].title}"
+                if x["exercise"] in EXERCISES
+                else f"Written answer {x['exercise']} (graded by hand)"
+            )
+            tests.append(
+                {
+                    "name": title,
+                    "number": x["exercise"],
+                    "score": float(x["points"]),
+                    "max_score": float(x["max_points"]),
+                    "status": "passed" if x["points"] == x["max_points"] else "failed",
+                    "output": output,
+                    "visibility": "visible",
+                }
+            )
     score = float(points_sum(test["score"] for test in tests))
     maximum = sum(test["max_score"] for test in tests)
     for test in tests:  # what a student's code printed is shown as text, never rendered as Markdown or HTML
         test["output_format"] = "text"
-    return {"score": score, "output": f"{score:g} / {maximum:g} points over {len(tests)} exercises",
-            "output_format": "text", "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
+    return {
+        "score": score,
+        "output": f"{score:g} / {maximum:g} points over {len(tests)} exercises",
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+    }

@@ -57,9 +57,20 @@ from .safe_text import display_name
 from .sandbox import Limits, SandboxResult, SandboxUnavailable, graded_snapshot, run_submission, sandbox_available
 from .workers import run_jobs
 
-__all__ = ["ExerciseResult", "NotebookResult", "grade_notebook", "grade_folder", "draw_seed", "shard_of",
-           "parse_shard", "merge_grades", "MergeError",
-           "locate_submission", "decode_submission", "secret_case_seed"]
+__all__ = [
+    "ExerciseResult",
+    "NotebookResult",
+    "grade_notebook",
+    "grade_folder",
+    "draw_seed",
+    "shard_of",
+    "parse_shard",
+    "merge_grades",
+    "MergeError",
+    "locate_submission",
+    "decode_submission",
+    "secret_case_seed",
+]
 
 
 # A submitted file is read up to MAX_SUBMISSION_BYTES (outputs included: an honest notebook run to the
@@ -140,7 +151,7 @@ _COPY_SUFFIX = re.compile(r"^(?:copy of )?(?P<stem>.+?)(?:[ _]?\(\d+\)|-copy\d*|
 def _release_stem(name: str) -> str:
     """``"04_self_attention (1).ipynb"``, ``"04_self_attention-Copy1.ipynb"``, ``"Copy of 04_Self_Attention.ipynb"``
     -> ``"04_self_attention"``: a notebook's name as a browser's download, Jupyter's copy or Colab's copy leaves it."""
-    stem = name[:-len(".ipynb")] if name.lower().endswith(".ipynb") else name
+    stem = name[: -len(".ipynb")] if name.lower().endswith(".ipynb") else name
     match = _COPY_SUFFIX.match(stem.strip())
     return (match.group("stem") if match else stem).strip().lower()
 
@@ -165,12 +176,18 @@ def locate_submission(path) -> tuple[Path | None, list[str]]:
     wanted = _release_stem(path.name)
     twins = sorted(entry.name for entry in entries if entry.name != path.name and _release_stem(entry.name) == wanted)
     if any(entry.name == path.name for entry in entries):
-        return path, ([f"graded {path.name}; also in the folder: {', '.join(map(display_name, twins))} (not graded)"]
-                      if twins else [])
+        return path, (
+            [f"graded {path.name}; also in the folder: {', '.join(map(display_name, twins))} (not graded)"]
+            if twins
+            else []
+        )
     if not twins:
         others = sorted(display_name(entry.name) for entry in entries)
-        return None, ([f"the folder holds {', '.join(others[:10])}{' …' * (len(others) > 10)}, none of them "
-                       f"{path.name}"] if others else [])
+        return None, (
+            [f"the folder holds {', '.join(others[:10])}{' …' * (len(others) > 10)}, none of them {path.name}"]
+            if others
+            else []
+        )
 
     def changed(name):
         try:
@@ -181,8 +198,10 @@ def locate_submission(path) -> tuple[Path | None, list[str]]:
     chosen = max(twins, key=lambda name: (changed(name), name))
     note = f"graded {display_name(chosen)}, under the release's name {path.name}"
     if len(twins) > 1:
-        note += f"; two or more candidates, the most recently changed graded (also: " \
-                f"{', '.join(display_name(name) for name in twins if name != chosen)})"
+        note += (
+            f"; two or more candidates, the most recently changed graded (also: "
+            f"{', '.join(display_name(name) for name in twins if name != chosen)})"
+        )
     return path.parent / chosen, [note]
 
 
@@ -268,9 +287,11 @@ def _exercises_of(release) -> list:
     """
     from .markup import exercise_id_of
 
-    asked = {exercise_id_of(cell) for cell in release["cells"]
-             if isinstance(cell.get("metadata", {}).get("nbgrader"), dict)
-             and cell["metadata"]["nbgrader"].get("grade")}
+    asked = {
+        exercise_id_of(cell)
+        for cell in release["cells"]
+        if isinstance(cell.get("metadata", {}).get("nbgrader"), dict) and cell["metadata"]["nbgrader"].get("grade")
+    }
     return [exercise for exercise in EXERCISES.values() if exercise.id in asked]
 
 
@@ -306,8 +327,11 @@ def release_facts(release) -> ReleaseFacts:
     """:class:`ReleaseFacts` of a released notebook (an ``nbformat`` notebook or its dict)."""
     release = nbformat.from_dict(release)
     exercises = _exercises_of(release)
-    return ReleaseFacts(tuple(exercise.id for exercise in exercises), tuple(written.questions_of(release)),
-                        _normalised_solutions(_programs(release, exercises), {}))
+    return ReleaseFacts(
+        tuple(exercise.id for exercise in exercises),
+        tuple(written.questions_of(release)),
+        _normalised_solutions(_programs(release, exercises), {}),
+    )
 
 
 def _cases(exercise, seed: int, student: str = "") -> list:
@@ -316,7 +340,8 @@ def _cases(exercise, seed: int, student: str = "") -> list:
     public = references.cases(exercise.id, np.random.default_rng(0))
     secret = references.cases(exercise.id, np.random.default_rng(secret_case_seed(seed, student, exercise.id)))
     return [(label, arguments, False) for label, arguments in public] + [
-        (label, arguments, True) for label, arguments in secret]
+        (label, arguments, True) for label, arguments in secret
+    ]
 
 
 def _zero(notebook: NotebookResult, exercises, status: str, message: str) -> NotebookResult:
@@ -365,8 +390,10 @@ def _flag_reaches(submission, release, flags: list) -> None:
         if source in released:
             continue
         if len(source) > inspection.MAX_INSPECTED_CHARACTERS:  # never parsed
-            flags.append(f"cell {index + 1} holds code too large to read ({len(source):,} characters; at most "
-                         f"{inspection.MAX_INSPECTED_CHARACTERS:,} are parsed): look at it before trusting its score")
+            flags.append(
+                f"cell {index + 1} holds code too large to read ({len(source):,} characters; at most "
+                f"{inspection.MAX_INSPECTED_CHARACTERS:,} are parsed): look at it before trusting its score"
+            )
             continue
         for place in inspection.reaches(source):
             flags.append(f"cell {index + 1} reaches into {place}: look at it before trusting its score")
@@ -378,13 +405,21 @@ def _programs(submission, exercises, budget_seconds: float | None = None) -> dic
     Raises:
         slicing.SlicingTooLong: past the slicer's statement cap or ``budget_seconds``.
     """
-    sources = [cell.get("source") if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str) else ""
-               for cell in submission.cells]
+    sources = [
+        cell.get("source") if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str) else ""
+        for cell in submission.cells
+    ]
     parsed = slicing.parse_cells(sources, budget_seconds)  # read once, whatever the number of exercises
     programs = {}
     for exercise in exercises:
-        check = next((index for index, cell in enumerate(submission.cells)
-                      if exercise_id_of(cell) == exercise.id and _nbgrader_metadata(cell).get("grade")), len(sources))
+        check = next(
+            (
+                index
+                for index, cell in enumerate(submission.cells)
+                if exercise_id_of(cell) == exercise.id and _nbgrader_metadata(cell).get("grade")
+            ),
+            len(sources),
+        )
         programs[exercise.id] = slicing.program_for(parsed, check, exercise.function_name)
     return programs
 
@@ -396,11 +431,15 @@ def _not_graded(exercise, program) -> tuple[str, str] | None:
         return "not attempted", program.missing
     if program.package_import:
         cell, module = program.package_import
-        return "failed", (f"{name} needs cell {cell + 1}, which imports the course package or its grader ({module}): "
-                          "graded code must be your own")
+        return "failed", (
+            f"{name} needs cell {cell + 1}, which imports the course package or its grader ({module}): "
+            "graded code must be your own"
+        )
     if program.characters > slicing.MAX_PROGRAM_CHARACTERS:
-        return "error", (f"the code {name} needs is larger than {slicing.MAX_PROGRAM_CHARACTERS // 2**20} MiB "
-                         f"({program.characters:,} characters)")
+        return "error", (
+            f"the code {name} needs is larger than {slicing.MAX_PROGRAM_CHARACTERS // 2**20} MiB "
+            f"({program.characters:,} characters)"
+        )
     for unit in program.units:  # what the function is made of, decided from its source before anything runs
         if unit.writes_module:
             problems = policy.problems_in(unit.writes_body)
@@ -411,9 +450,11 @@ def _not_graded(exercise, program) -> tuple[str, str] | None:
         if problems:
             problem = problems[0]
             line = problem.line if unit.writes_module else unit.line + problem.line - 1
-            return "failed", (f"{name} needs {where.format(line=line)}, which {problem.reason}: graded code is run "
-                              "as the notebook shows it, and may not build code or reach the interpreter's "
-                              "internals (see the course's grading rules)")
+            return "failed", (
+                f"{name} needs {where.format(line=line)}, which {problem.reason}: graded code is run "
+                "as the notebook shows it, and may not build code or reach the interpreter's "
+                "internals (see the course's grading rules)"
+            )
     return None
 
 
@@ -425,7 +466,7 @@ def _nbgrader_metadata(cell) -> dict:
 
 
 MAX_MESSAGE_CHARACTERS = 500  # a verdict's message: what a student's code put in it (an exception's type
-                               # name and text, a module name) can never make a report large
+# name and text, a module name) can never make a report large
 
 
 def capped(text: str, limit: int = MAX_MESSAGE_CHARACTERS) -> str:
@@ -454,15 +495,22 @@ def _normalised_solutions(programs: dict, stubs: dict) -> dict:
 
 
 def _verdict(exercise, status, message, detail: str | None = None) -> ExerciseResult:
-    return ExerciseResult(exercise.id, exercise.points if status == "passed" else 0, exercise.points, status,
-                          capped(message), detail=None if detail is None else capped(detail))
+    return ExerciseResult(
+        exercise.id,
+        exercise.points if status == "passed" else 0,
+        exercise.points,
+        status,
+        capped(message),
+        detail=None if detail is None else capped(detail),
+    )
 
 
 PARTIAL_CREDIT_MINIMUM_CASES = 3  # fewer secret cases than this: all or nothing
 
 
-def credited_points(points: int, secret_passed: int, secret_total: int, partial_credit: bool = True,
-                    public_failed: int = 0) -> float | int:
+def credited_points(
+    points: int, secret_passed: int, secret_total: int, partial_credit: bool = True, public_failed: int = 0
+) -> float | int:
     """The points of an exercise that failed some cases: the share of its secret cases passed.
 
     Public cases are known in advance, so passing them earns nothing; failing one costs as a
@@ -496,8 +544,11 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
     result = partial(_verdict, exercise)
 
     if f"{exercise.id}#load" in timed_out:
-        return result("error", f"running the cells `{exercise.function_name}` needs, for the graded calls, ran past "
-                               f"the {cell_seconds:.0f} s limit")
+        return result(
+            "error",
+            f"running the cells `{exercise.function_name}` needs, for the graded calls, ran past "
+            f"the {cell_seconds:.0f} s limit",
+        )
     failures = []  # (secret, verdict) of each case whose result is wrong or whose call raised
     for number, (label, arguments, nonce, key, secret) in enumerate(cases, start=1):
         kind, value = protocol.parse_reply(replies.get(key, ""), nonce)
@@ -509,18 +560,24 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
                 failures.append((secret, verdict))
             continue
         if kind == "no-reply" and key in timed_out:
-            return result("error",
-                          f"case {number} ({label}) ran past the {cell_seconds:.0f} s limit — an endless loop?")
+            return result(
+                "error", f"case {number} ({label}) ran past the {cell_seconds:.0f} s limit — an endless loop?"
+            )
         if kind == "no-reply":
             return result("error", stopped or f"case {number} ({label}): no answer from the kernel")
         if kind == "missing":
-            return result("error", f"`{exercise.function_name}` was not defined when the cells it needs ran for the "
-                                   f"graded calls: {value or 'its definition did not run'}")
+            return result(
+                "error",
+                f"`{exercise.function_name}` was not defined when the cells it needs ran for the "
+                f"graded calls: {value or 'its definition did not run'}",
+            )
         if kind == "not-attempted":
             return result("not attempted", "not attempted (the stub still raises NotImplementedError)")
         if kind == "forged":
-            return result("failed", f"case {number} ({label}): the kernel printed the grader's request tag more "
-                                    "than once — a forged reply")
+            return result(
+                "failed",
+                f"case {number} ({label}): the kernel printed the grader's request tag more than once — a forged reply",
+            )
         if kind == "unencodable":
             return result("failed", f"case {number} ({label}): returned a {value}, not numbers, strings or arrays")
     if not failures:
@@ -532,8 +589,10 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
     if len(failures) == 1 and not points:
         return failures[0][1]
     status = "partial credit" if points else failures[0][1].status
-    message = (f"{len(failures)} of {len(cases)} cases wrong ({secret_passed} of {secret_total} secret cases "
-               "right): " + "; ".join(v.message for _, v in failures))
+    message = (
+        f"{len(failures)} of {len(cases)} cases wrong ({secret_passed} of {secret_total} secret cases "
+        "right): " + "; ".join(v.message for _, v in failures)
+    )
     detail = "; ".join(v.detail or v.message for _, v in failures)
     return ExerciseResult(exercise.id, points, exercise.points, status, capped(message), detail=capped(detail))
 
@@ -562,13 +621,25 @@ def _case_verdict(exercise, number, label, arguments, kind, value, secret: bool)
         return None
     if not secret:
         return _verdict(exercise, "failed", f"{case}: {problem}")
-    return _verdict(exercise, "failed", f"secret {case}: the result differs from the reference (the public cases "
-                                        "show how; check them first)", detail=f"{case}: {problem}")
+    return _verdict(
+        exercise,
+        "failed",
+        f"secret {case}: the result differs from the reference (the public cases show how; check them first)",
+        detail=f"{case}: {problem}",
+    )
 
 
-def grade_notebook(student: str, path, release_path, limits: Limits, seed: int = 0,
-                   environment: dict | None = None, sandbox: bool = True, release=None,
-                   facts: ReleaseFacts | None = None) -> NotebookResult:
+def grade_notebook(
+    student: str,
+    path,
+    release_path,
+    limits: Limits,
+    seed: int = 0,
+    environment: dict | None = None,
+    sandbox: bool = True,
+    release=None,
+    facts: ReleaseFacts | None = None,
+) -> NotebookResult:
     """Grade one submitted notebook against its released version; never raises for the submission.
 
     Args:
@@ -595,8 +666,12 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     path, notes = locate_submission(path)
     outcome.flags += notes
     if path is None:
-        return _zero(outcome, exercises + questions, "not submitted",
-                     "no such notebook in the submission" + (f" ({notes[0]})" if notes else ""))
+        return _zero(
+            outcome,
+            exercises + questions,
+            "not submitted",
+            "no such notebook in the submission" + (f" ({notes[0]})" if notes else ""),
+        )
     try:
         text, not_utf8 = decode_submission(read_submission_bytes(path))
     except FileNotFoundError:
@@ -604,9 +679,11 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     except SubmissionError as error:
         return _zero(outcome, exercises + questions, "error", str(error))
     if not_utf8:
-        outcome.flags.append(f"the notebook holds {not_utf8:,} byte{'s' * (not_utf8 != 1)} that "
-                             f"{'is' if not_utf8 == 1 else 'are'} not UTF-8, read as U+FFFD (�); the rest was graded "
-                             "as it is")
+        outcome.flags.append(
+            f"the notebook holds {not_utf8:,} byte{'s' * (not_utf8 != 1)} that "
+            f"{'is' if not_utf8 == 1 else 'are'} not UTF-8, read as U+FFFD (�); the rest was graded "
+            "as it is"
+        )
     try:
         submission = nbformat.reads(text, as_version=4)
         del text
@@ -621,10 +698,16 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         return _zero(outcome, exercises + questions, "error", f"not a valid notebook ({type(error).__name__})")
     size = sum(len(str(cell.get("source", "")).encode("utf-8", "surrogatepass")) for cell in submission.cells)
     if size > MAX_SOURCE_BYTES:
-        return _zero(outcome, exercises + questions, "error",
-                     f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB")
-    outcome.answers = {question: None if answer is None else written.capped_answer(answer)
-                       for question, answer in written.answers_of(submission, questions, release).items()}
+        return _zero(
+            outcome,
+            exercises + questions,
+            "error",
+            f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB",
+        )
+    outcome.answers = {
+        question: None if answer is None else written.capped_answer(answer)
+        for question, answer in written.answers_of(submission, questions, release).items()
+    }
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
     deadline = time.monotonic() + limits.notebook_seconds  # one notebook limit: the reading and both kernels
@@ -632,9 +715,10 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         programs = _programs(submission, exercises, budget_seconds=limits.notebook_seconds * SLICING_SHARE)
     except slicing.SlicingTooLong as error:  # the written answers, collected above, are still listed
         _zero(outcome, exercises, "error", f"the notebook's code was not read: {error}")
-        outcome.exercises += [ExerciseResult(question.id, 0, question.points,
-                                             *written.status_of(outcome.answers[question.id]))
-                              for question in questions]
+        outcome.exercises += [
+            ExerciseResult(question.id, 0, question.points, *written.status_of(outcome.answers[question.id]))
+            for question in questions
+        ]
         return outcome
     outcome.solutions = _normalised_solutions(programs, facts.stubs)
     refused = {exercise.id: why for exercise in exercises if (why := _not_graded(exercise, programs[exercise.id]))}
@@ -651,20 +735,35 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
         if exercise.id in refused:
             continue
         statements = [(unit.cell, unit.line, unit.text) for unit in programs[exercise.id].units]
-        requests[f"{exercise.id}#load"] = (protocol.program_code(exercise.id, exercise.function_name, statements,
-                                                                 written_modules), None)
+        requests[f"{exercise.id}#load"] = (
+            protocol.program_code(exercise.id, exercise.function_name, statements, written_modules),
+            None,
+        )
         for number, (label, arguments, secret) in enumerate(_cases(exercise, seed, student)):
             key, nonce = f"{exercise.id}#{number}", secrets.token_hex(16)
             cases[exercise.id].append((label, arguments, nonce, key, secret))
             requests[key] = (protocol.request_code(exercise.id, exercise.function_name, arguments, nonce), nonce)
     left = deadline - time.monotonic()
     if requests and left < 1:
-        graded = SandboxResult(isolated=run.isolated, stopped=f"the notebook used its {limits.notebook_seconds:.0f} s "
-                                                              "limit before its graded functions were called")
+        graded = SandboxResult(
+            isolated=run.isolated,
+            stopped=f"the notebook used its {limits.notebook_seconds:.0f} s "
+            "limit before its graded functions were called",
+        )
     else:
-        graded = (run_submission(nbformat.v4.new_notebook(), requests, limits, env, sandbox=sandbox,
-                                 package=graded_snapshot(), deadline=deadline)
-                  if requests else SandboxResult(isolated=run.isolated))
+        graded = (
+            run_submission(
+                nbformat.v4.new_notebook(),
+                requests,
+                limits,
+                env,
+                sandbox=sandbox,
+                package=graded_snapshot(),
+                deadline=deadline,
+            )
+            if requests
+            else SandboxResult(isolated=run.isolated)
+        )
     outcome.problems, outcome.isolated = run.problems + graded.problems, run.isolated and graded.isolated
     outcome.accounting = run.accounting if run.isolated else None
     if run.stopped:
@@ -672,11 +771,15 @@ def grade_notebook(student: str, path, release_path, limits: Limits, seed: int =
     if graded.stopped:
         outcome.flags.append(f"stopped while calling the graded functions: {graded.stopped}")
     outcome.exercises = [
-        _verdict(exercise, *refused[exercise.id]) if exercise.id in refused else
-        _judge(exercise, cases[exercise.id], graded.replies, graded.stopped, graded.timed_out, limits.cell_seconds)
-        for exercise in exercises]
-    outcome.exercises += [ExerciseResult(question.id, 0, question.points,
-                                         *written.status_of(outcome.answers[question.id])) for question in questions]
+        _verdict(exercise, *refused[exercise.id])
+        if exercise.id in refused
+        else _judge(exercise, cases[exercise.id], graded.replies, graded.stopped, graded.timed_out, limits.cell_seconds)
+        for exercise in exercises
+    ]
+    outcome.exercises += [
+        ExerciseResult(question.id, 0, question.points, *written.status_of(outcome.answers[question.id]))
+        for question in questions
+    ]
     outcome.seconds = round(time.perf_counter() - start, 1)
     return outcome
 
@@ -685,8 +788,17 @@ def _grade_job(arguments):
     """Grade one notebook; whatever goes wrong becomes that student's row, never the batch's end."""
     student, path, release_path, limits, seed, environment, sandbox, release, facts = arguments
     try:
-        result = grade_notebook(student, path, release_path, limits, seed=seed, environment=environment,
-                                sandbox=sandbox, release=release, facts=facts)
+        result = grade_notebook(
+            student,
+            path,
+            release_path,
+            limits,
+            seed=seed,
+            environment=environment,
+            sandbox=sandbox,
+            release=release,
+            facts=facts,
+        )
     except BaseException as error:  # RecursionError, MemoryError... one submission, one row
         if isinstance(error, KeyboardInterrupt):
             raise
@@ -697,17 +809,29 @@ def _grade_job(arguments):
 
 def _grader_error(student: str, release_path, facts: ReleaseFacts, what: str) -> NotebookResult:
     """The row of a notebook the grader itself failed on: 0 points, the reason, a flag."""
-    result = _zero(NotebookResult(display_name(student), Path(release_path).name), facts.items, "error",
-                   f"grader error: {what}")
+    result = _zero(
+        NotebookResult(display_name(student), Path(release_path).name), facts.items, "error", f"grader error: {what}"
+    )
     result.flags.append(f"grader error: {what}; the batch went on")
     return result
 
 
-def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(), workers: int = 1,
-                 seed: int | None = None, environment: dict | None = None, progress: bool = True,
-                 shard: tuple[int, int] | None = None, sandbox: bool = True, overrides: list | None = None,
-                 written_scores: list | None = None, notebooks: list[str] | None = None,
-                 deadline=None) -> list:
+def grade_folder(
+    submissions_dir,
+    out_dir,
+    release_dir,
+    limits: Limits = Limits(),
+    workers: int = 1,
+    seed: int | None = None,
+    environment: dict | None = None,
+    progress: bool = True,
+    shard: tuple[int, int] | None = None,
+    sandbox: bool = True,
+    overrides: list | None = None,
+    written_scores: list | None = None,
+    notebooks: list[str] | None = None,
+    deadline=None,
+) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
 
     Written answers (:mod:`.written`) get 0 points until the instructor scores them; every
@@ -757,9 +881,13 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     # Folders only, never followed links: an entry that is a link (or not a folder) gets its row, 0 points
     # and the reason, but nothing behind it is read.
     entries = [entry for entry in os.scandir(submissions_dir) if not entry.name.startswith(".")]
-    refused = {entry.name: "the student's folder is a symbolic link, and links are never followed"
-               if entry.is_symlink() else "the student's entry is not a folder"
-               for entry in entries if not entry.is_dir(follow_symlinks=False)}
+    refused = {
+        entry.name: "the student's folder is a symbolic link, and links are never followed"
+        if entry.is_symlink()
+        else "the student's entry is not a folder"
+        for entry in entries
+        if not entry.is_dir(follow_symlinks=False)
+    }
     everyone = sorted(entry.name for entry in entries)
     if not everyone:
         raise FileNotFoundError(f"no student folders in {submissions_dir}")
@@ -773,38 +901,69 @@ def grade_folder(submissions_dir, out_dir, release_dir, limits: Limits = Limits(
     if undated:
         from .deadlines import DeadlineError
 
-        raise DeadlineError(f"no submission time for {', '.join(undated)}: "
-                            "the submission-times file must list every student graded")
+        raise DeadlineError(
+            f"no submission time for {', '.join(undated)}: the submission-times file must list every student graded"
+        )
     if sandbox and not sandbox_available():
         raise SandboxUnavailable(
             "the grading sandbox needs bubblewrap (`bwrap`; Debian/Ubuntu: apt-get install bubblewrap) and "
             "unprivileged user namespaces, and cannot run here; nothing was graded. Pass --unsafe-no-sandbox "
-            "to grade without it, only for code you trust.")
+            "to grade without it, only for code you trust."
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     seed = draw_seed() if seed is None else seed
     loaded = {release.name: dict(nbformat.read(release, as_version=4)) for release in releases}  # read once
     facts = {name: release_facts(release) for name, release in loaded.items()}  # worked out once
-    jobs = [(student, submissions_dir / student / release.name, release, limits, seed, environment, sandbox,
-             loaded[release.name], facts[release.name])
-            for student in students for release in releases]
+    jobs = [
+        (
+            student,
+            submissions_dir / student / release.name,
+            release,
+            limits,
+            seed,
+            environment,
+            sandbox,
+            loaded[release.name],
+            facts[release.name],
+        )
+        for student in students
+        for release in releases
+    ]
     bar = tqdm(total=len(jobs), desc="grading", unit="notebook", disable=not progress)
     # Each notebook is graded in a worker process, even with one worker: a worker that dies (a
     # library aborting it, any signal) costs that notebook's row alone, and the reports are written.
-    results = run_jobs(_grade_job, jobs, workers, done=lambda: bar.update(1),
-                       on_death=lambda job, how: _grader_error(job[0], job[2], job[8], f"the grading process {how}"))
+    results = run_jobs(
+        _grade_job,
+        jobs,
+        workers,
+        done=lambda: bar.update(1),
+        on_death=lambda job, how: _grader_error(job[0], job[2], job[8], f"the grading process {how}"),
+    )
     bar.close()
     for student in (student for student in mine if student in refused):
         for release in releases:
-            row = _zero(NotebookResult(display_name(student), release.name), facts[release.name].items, "error",
-                        f"not graded: {refused[student]}")
+            row = _zero(
+                NotebookResult(display_name(student), release.name),
+                facts[release.name].items,
+                "error",
+                f"not graded: {refused[student]}",
+            )
             row.flags.append(f"not graded: {refused[student]}")
             results.append(row)
     if deadline is not None:
         for result in results:
             result.hours_late, result.late_share = deadline.credit(result.student)
     exercise_ids = [item.id for release in releases for item in facts[release.name].items]
-    _write_reports(results, out_dir, exercise_ids, seed, [display_name(student) for student in everyone], overrides,
-                   written_scores, {"shard": None if shard is None else {"index": shard[0], "count": shard[1]}})
+    _write_reports(
+        results,
+        out_dir,
+        exercise_ids,
+        seed,
+        [display_name(student) for student in everyone],
+        overrides,
+        written_scores,
+        {"shard": None if shard is None else {"index": shard[0], "count": shard[1]}},
+    )
     return results
 
 
@@ -858,8 +1017,13 @@ class MergeError(ValueError):
     """Shard reports that do not add up to one class; the message says what is missing or doubled."""
 
 
-def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_scores: list | None = None,
-                 notebooks: list[str] | None = None) -> list:
+def merge_grades(
+    shard_dirs,
+    out_dir,
+    overrides: list | None = None,
+    written_scores: list | None = None,
+    notebooks: list[str] | None = None,
+) -> list:
     """Combine the reports of ``grade --shard K/N`` runs into one set of reports in ``out_dir``.
 
     Checks that there are exactly N shards of one run (indexes 1..N once each, one seed, one set of
@@ -883,8 +1047,10 @@ def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_sco
     shards = [report.get("shard") or {} for _, report in reports]
     count = shards[0].get("count")
     if any(not isinstance(shard.get("count"), int) for shard in shards) or {s["count"] for s in shards} != {count}:
-        raise MergeError("every folder must come from `grade --shard K/N` with the same N; received "
-                         + ", ".join(f"{folder}: {report.get('shard')}" for folder, report in reports))
+        raise MergeError(
+            "every folder must come from `grade --shard K/N` with the same N; received "
+            + ", ".join(f"{folder}: {report.get('shard')}" for folder, report in reports)
+        )
     indexes = sorted(shard["index"] for shard in shards)
     if indexes != list(range(1, count + 1)):
         raise MergeError(f"expected shards 1..{count} once each; received {indexes}")
@@ -901,9 +1067,13 @@ def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_sco
     missing = sorted(set(first["all_students"]) - set(graded))
     if twice or missing:
         raise MergeError(f"graded twice: {twice or 'none'}; not graded: {missing or 'none'}")
-    results = [NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
-               for _, report in reports for items in report["students"].values() for item in items
-               if notebooks is None or item["notebook"][:2] in notebooks]
+    results = [
+        NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
+        for _, report in reports
+        for items in report["students"].values()
+        for item in items
+        if notebooks is None or item["notebook"][:2] in notebooks
+    ]
     results.sort(key=lambda result: (result.student, result.notebook))
     exercise_ids = [e for e in first["exercises"] if notebooks is None or e[:2] in notebooks]
     if overrides:
@@ -913,8 +1083,16 @@ def merge_grades(shard_dirs, out_dir, overrides: list | None = None, written_sco
                     x.points, x.automatic_points, x.override = x.automatic_points, None, None
     if written_scores:
         _drop_hand_scores(results)  # and the shards' hand scores to the merge's written scores
-    _write_reports(results, out_dir, exercise_ids, first.get("seed"), first["all_students"], overrides,
-                   written_scores, {"shard": None, "merged_from": count})
+    _write_reports(
+        results,
+        out_dir,
+        exercise_ids,
+        first.get("seed"),
+        first["all_students"],
+        overrides,
+        written_scores,
+        {"shard": None, "merged_from": count},
+    )
     return results
 
 
@@ -951,10 +1129,21 @@ def score_written(report_dir, out_dir, written_scores: list) -> list:
         raise MergeError(f"{folder}: no readable grades.json ({type(error).__name__})") from None
     if report.get("shard"):
         raise MergeError(f"{folder} is the report of one shard: combine the shards with merge-grades first")
-    results = [NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
-               for items in report["students"].values() for item in items]
+    results = [
+        NotebookResult(**{**item, "exercises": [ExerciseResult(**x) for x in item["exercises"]]})
+        for items in report["students"].values()
+        for item in items
+    ]
     _drop_hand_scores(results)  # the scores file given is the whole of the hand scores, as in `grade`
     extra = {key: report[key] for key in ("merged_from",) if key in report}
-    _write_reports(results, out_dir, report["exercises"], report.get("seed"), report["all_students"], None,
-                   written_scores, {"shard": None, **extra})
+    _write_reports(
+        results,
+        out_dir,
+        report["exercises"],
+        report.get("seed"),
+        report["all_students"],
+        None,
+        written_scores,
+        {"shard": None, **extra},
+    )
     return results

@@ -47,12 +47,25 @@ __all__ = ["install", "GradedCodeRefused", "STATEMENT_FILE"]
 STATEMENT_FILE = "<cell {cell}>"  # the file name of a statement compiled from the notebook's cell N
 
 _BUILDS_CODE = frozenset({"compile", "exec", "marshal.loads", "marshal.load", "code.__new__"})
-_INTROSPECTION = frozenset({"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers",
-                          "gc.get_referents", "sys._current_frames"})
+_INTROSPECTION = frozenset(
+    {"sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
+)
 # Libraries whose purpose is to run the code they are handed, matched by file (a module's __name__
 # can be rebound by the code it would vouch for): these standard-library modules, and two packages.
-_RUNNER_MODULES = ("runpy", "code", "codeop", "pdb", "bdb", "doctest", "timeit", "zipimport", "pickle", "cProfile",
-                   "profile", "trace")
+_RUNNER_MODULES = (
+    "runpy",
+    "code",
+    "codeop",
+    "pdb",
+    "bdb",
+    "doctest",
+    "timeit",
+    "zipimport",
+    "pickle",
+    "cProfile",
+    "profile",
+    "trace",
+)
 _RUNNER_PACKAGES = ("IPython", "ipykernel")
 # Packages graded code may not import: the course package and this grader (out of reach of graded functions).
 _OUT_OF_REACH = frozenset({"transformer_course", "transformer_course_grader"})
@@ -89,8 +102,9 @@ def install(trusted: tuple, written: dict, home: str) -> None:
     written_stripped = frozenset(text.rstrip("\n") for text in written)
     getframe, normpath = sys._getframe, os.path.normpath
     standard_library = {os.path.dirname(os.__file__), os.path.realpath(os.path.dirname(os.__file__))}
-    runner_files = frozenset(os.path.join(folder, f"{name}.py") for folder in standard_library
-                             for name in _RUNNER_MODULES)
+    runner_files = frozenset(
+        os.path.join(folder, f"{name}.py") for folder in standard_library for name in _RUNNER_MODULES
+    )
     runner_folders = tuple(os.path.join(folder, package) + os.sep for folder in trusted for package in _RUNNER_PACKAGES)
     class_factories = frozenset(os.path.join(folder, name) for folder in standard_library for name in _CLASS_FACTORIES)
 
@@ -122,14 +136,20 @@ def install(trusted: tuple, written: dict, home: str) -> None:
         """``_compile_bytecode`` called by the import system's own ``get_code`` on a stock file loader (its
         ``get_data`` not replaced), for an installed module's .pyc: the bytes come from that file itself."""
         caller = frame.f_back
-        if caller is None or caller.f_code.co_name != "get_code" or not caller.f_code.co_filename.startswith(
-                "<frozen importlib"):
+        if (
+            caller is None
+            or caller.f_code.co_name != "get_code"
+            or not caller.f_code.co_filename.startswith("<frozen importlib")
+        ):
             return False
         loader = caller.f_locals.get("self")
         kind = type(loader)
-        return (kind in stock_readers and kind.get_data is stock_readers[kind]
-                and "get_data" not in getattr(loader, "__dict__", {})
-                and is_trusted(frame.f_locals.get("bytecode_path")))
+        return (
+            kind in stock_readers
+            and kind.get_data is stock_readers[kind]
+            and "get_data" not in getattr(loader, "__dict__", {})
+            and is_trusted(frame.f_locals.get("bytecode_path"))
+        )
 
     import _imp
 
@@ -143,8 +163,10 @@ def install(trusted: tuple, written: dict, home: str) -> None:
         a name and no data of the caller's, passes."""
         if frame.f_code.co_name != "_call_with_frames_removed" or frozen_importlib is None:
             return False
-        if frame.f_code is not frozen_importlib._call_with_frames_removed.__code__ \
-                or frame.f_globals is not frozen_importlib.__dict__:
+        if (
+            frame.f_code is not frozen_importlib._call_with_frames_removed.__code__
+            or frame.f_globals is not frozen_importlib.__dict__
+        ):
             return False
         local = frame.f_locals
         return local.get("f") is get_frozen_object and len(local.get("args", ())) == 1 and not local.get("kwds")
@@ -159,8 +181,10 @@ def install(trusted: tuple, written: dict, home: str) -> None:
 
     def is_submission(filename) -> bool:
         """Code of the submission: a statement compiled from its cells, or a module it wrote."""
-        return type(filename) is str and (filename in written_paths or (
-            filename.startswith("<cell ") and filename.endswith(">") and filename[6:-1].isdigit()))
+        return type(filename) is str and (
+            filename in written_paths
+            or (filename.startswith("<cell ") and filename.endswith(">") and filename[6:-1].isdigit())
+        )
 
     # What the stack holds below a frame, remembered per frame: an import runs thousands of events
     # (``typing``'s forward references are compiled one by one) over the same frames, and reading a frame's
@@ -192,8 +216,9 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             remembered.clear()
         for frame, code in reversed(path):
             if state is not None:
-                runner = (code.co_name != "<module>" and (code.co_filename in runner_files
-                                                          or code.co_filename.startswith(runner_folders)))
+                runner = code.co_name != "<module>" and (
+                    code.co_filename in runner_files or code.co_filename.startswith(runner_folders)
+                )
                 module = code.co_name == "<module>" and is_trusted(code.co_filename)
                 state = (runner, module) if state is found_here else (state[0] or runner, state[1] or module)
             if not code.co_flags & resumable:
@@ -223,23 +248,30 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             return event == "marshal.loads" and same_file(frame.f_locals.get("bytecode_path"), arguments[0], 16)
         if event == "compile":
             source, filename = arguments[0], arguments[1]
-            return type(filename) is str and (same_file(filename, source)
-                                              or (filename in written_paths and is_written(source)))
+            return type(filename) is str and (
+                same_file(filename, source) or (filename in written_paths and is_written(source))
+            )
         if event == "exec":
             filename = getattr(arguments[0], "co_filename", None)
             return is_trusted(filename) or filename in written_paths
         return False
 
     def hook(event, arguments):
-        if event not in _BUILDS_CODE and event not in _INTROSPECTION and event != "import" \
-                and not event.startswith("ctypes."):
+        if (
+            event not in _BUILDS_CODE
+            and event not in _INTROSPECTION
+            and event != "import"
+            and not event.startswith("ctypes.")
+        ):
             return
         frame = getframe(1)
         if event == "import":
             module = arguments[0]
             if type(module) is str and module.split(".")[0] in _OUT_OF_REACH and asked_by(frame):
-                raise ImportError(f"graded code may not import the course package or its grader ({module}): it is "
-                                  "out of reach here; write the function yourself")
+                raise ImportError(
+                    f"graded code may not import the course package or its grader ({module}): it is "
+                    "out of reach here; write the function yourself"
+                )
             return
         if event in _INTROSPECTION or event.startswith("ctypes."):
             if asked_by(frame) in ("submission", "library"):
@@ -266,7 +298,9 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             what = f"exec, of {arguments[0].co_filename[:100]}"
         if "autograph" in what:
             what += "; a tf.function compiles a new version of your function: call it without @tf.function"
-        raise GradedCodeRefused(f"graded code may not build code at run time ({what}): the grader runs the code "
-                                "written in the notebook's cells, as written")
+        raise GradedCodeRefused(
+            f"graded code may not build code at run time ({what}): the grader runs the code "
+            "written in the notebook's cells, as written"
+        )
 
     sys.addaudithook(hook)

@@ -24,16 +24,35 @@ __all__ = ["reaches"]
 # Names that count wherever they appear (a name, an attribute, an import or a string).
 _ANYWHERE = {
     "the course package": {"transformer_course", "transformer_course_grader"},
-    "stack frames": {"_getframe", "currentframe", "f_back", "f_globals", "f_locals", "tb_frame", "gi_frame",
-                     "cr_frame", "f_builtins"},
+    "stack frames": {
+        "_getframe",
+        "currentframe",
+        "f_back",
+        "f_globals",
+        "f_locals",
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        "f_builtins",
+    },
     "the IPython shell": {"get_ipython", "IPython", "ipykernel", "__IPYTHON__"},
     "the grading protocol": {"__graded_functions__", "_serve"},
 }
 # Names that count only as a bare name or an import: ``re.compile`` is no reach into builtins.
 _AS_NAME = {
     "stack frames": {"inspect"},
-    "builtins and the import machinery": {"__builtins__", "builtins", "__import__", "importlib", "globals",
-                                          "exec", "eval", "compile", "__loader__", "__spec__"},
+    "builtins and the import machinery": {
+        "__builtins__",
+        "builtins",
+        "__import__",
+        "importlib",
+        "globals",
+        "exec",
+        "eval",
+        "compile",
+        "__loader__",
+        "__spec__",
+    },
 }
 
 
@@ -75,8 +94,10 @@ def reaches(source: str) -> list[str]:
             (the grader flags such a cell without reading it).
     """
     if len(str(source)) > MAX_INSPECTED_CHARACTERS:
-        raise ValueError(f"`source` is too large to read: {len(str(source)):,} characters; at most "
-                         f"{MAX_INSPECTED_CHARACTERS:,} are parsed.")
+        raise ValueError(
+            f"`source` is too large to read: {len(str(source)):,} characters; at most "
+            f"{MAX_INSPECTED_CHARACTERS:,} are parsed."
+        )
     lines = [line for line in str(source).splitlines() if not line.lstrip().startswith(("%", "!"))]
     try:
         anywhere, names = _words(ast.parse("\n".join(lines)))

@@ -35,8 +35,14 @@ from .written import ANSWER_PLACEHOLDER, written_id_of
 
 __all__ = [
     "solution_lines",
-    "SOLUTION_BEGIN", "SOLUTION_END", "HIDDEN_BEGIN", "HIDDEN_END",
-    "exercise_id_of", "release_notebook", "release_folder", "locked_cells",
+    "SOLUTION_BEGIN",
+    "SOLUTION_END",
+    "HIDDEN_BEGIN",
+    "HIDDEN_END",
+    "exercise_id_of",
+    "release_notebook",
+    "release_folder",
+    "locked_cells",
     "MarkupError",
 ]
 
@@ -70,6 +76,8 @@ def solution_lines(notebook, shortest: int = 24) -> set[str]:
             for region in re.findall(re.escape(begin) + r"(.*?)" + re.escape(end), cell.source, flags=re.S):
                 lines |= {line.strip() for line in region.splitlines() if len(line.strip()) >= shortest}
     return lines
+
+
 _GRADE_ID = re.compile(r"^(exercise|check)_(\d\d)_(\d+)$")
 
 
@@ -81,8 +89,10 @@ def _nbgrader():
     try:
         from nbgrader import utils
     except ImportError as error:  # a dependency of this distribution, missing from a broken install
-        raise ImportError("release and grade need nbgrader, a dependency of transformer-course-grader: reinstall "
-                          "it (in a checkout: pip install -e grader)") from error
+        raise ImportError(
+            "release and grade need nbgrader, a dependency of transformer-course-grader: reinstall "
+            "it (in a checkout: pip install -e grader)"
+        ) from error
     return utils
 
 
@@ -129,10 +139,13 @@ def release_notebook(notebook):
         where = f"cell {index + 1}"
         if written_id_of(cell) is not None:  # an answer in words: the rubric goes, nbgrader's placeholder stays
             if cell.cell_type != "markdown" or SOLUTION_BEGIN not in cell.source:
-                raise MarkupError(f"{where}: the answer cell of {written_id_of(cell)} must be a Markdown cell with "
-                                  f"its rubric in a {SOLUTION_BEGIN!r} region.")
-            cell.source = _replace_regions(cell.source, SOLUTION_BEGIN, SOLUTION_END,
-                                           lambda indent: [ANSWER_PLACEHOLDER], where).strip()
+                raise MarkupError(
+                    f"{where}: the answer cell of {written_id_of(cell)} must be a Markdown cell with "
+                    f"its rubric in a {SOLUTION_BEGIN!r} region."
+                )
+            cell.source = _replace_regions(
+                cell.source, SOLUTION_BEGIN, SOLUTION_END, lambda indent: [ANSWER_PLACEHOLDER], where
+            ).strip()
             continue
         if cell.cell_type != "code":
             continue
@@ -156,8 +169,11 @@ def release_notebook(notebook):
 def locked_cells(notebook) -> dict:
     """grade_id -> cell, for every locked nbgrader cell of ``notebook``."""
     utils = _nbgrader()
-    return {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells
-            if "nbgrader" in cell.get("metadata", {}) and utils.is_locked(cell)}
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: cell
+        for cell in notebook.cells
+        if "nbgrader" in cell.get("metadata", {}) and utils.is_locked(cell)
+    }
 
 
 def release_folder(source_dir, release_dir, pattern: str = "[0-9][0-9]_*.ipynb") -> list[Path]:

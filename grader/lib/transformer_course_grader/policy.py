@@ -48,29 +48,118 @@ MAX_CONSTANT_CHARACTERS = 4096  # the longest string or bytes constant an answer
 
 REFUSED_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint", "globals", "vars"})
 NAMED_ACCESS = frozenset({"getattr", "setattr", "delattr"})
-REFUSED_MODULES = frozenset({"ctypes", "marshal", "pickle", "dill", "cloudpickle", "shelve", "importlib", "imp",
-                             "runpy", "zipimport", "code", "codeop", "builtins", "gc", "inspect", "types",
-                             "_imp", "_frozen_importlib", "_frozen_importlib_external", "subprocess",
-                             "multiprocessing", "pkgutil"})
-REFUSED_OS = frozenset({"system", "popen", "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp",
-                        "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "posix_spawn", "posix_spawnp", "fork"})
+REFUSED_MODULES = frozenset(
+    {
+        "ctypes",
+        "marshal",
+        "pickle",
+        "dill",
+        "cloudpickle",
+        "shelve",
+        "importlib",
+        "imp",
+        "runpy",
+        "zipimport",
+        "code",
+        "codeop",
+        "builtins",
+        "gc",
+        "inspect",
+        "types",
+        "_imp",
+        "_frozen_importlib",
+        "_frozen_importlib_external",
+        "subprocess",
+        "multiprocessing",
+        "pkgutil",
+    }
+)
+REFUSED_OS = frozenset(
+    {
+        "system",
+        "popen",
+        "execv",
+        "execve",
+        "execl",
+        "execle",
+        "execlp",
+        "execlpe",
+        "execvp",
+        "execvpe",
+        "spawnv",
+        "spawnve",
+        "spawnl",
+        "spawnle",
+        "posix_spawn",
+        "posix_spawnp",
+        "fork",
+    }
+)
 CODE_SUFFIXES = (".py", ".pyc", ".pyw", ".so", ".zip", ".pth", ".egg")
-REFUSED_ATTRIBUTES = frozenset({
-    # functions, methods, classes and modules
-    "__code__", "__globals__", "__builtins__", "__closure__", "__self__", "__func__", "__subclasses__",
-    "__mro__", "__bases__", "__base__", "__dict__", "__annotations__", "__getattribute__", "__reduce__",
-    "__reduce_ex__", "__loader__", "__spec__", "__wrapped__", "__kwdefaults__", "__defaults__", "__traceback__",
-    # frames, tracebacks, generators and coroutines
-    "f_globals", "f_locals", "f_builtins", "f_back", "f_code", "tb_frame", "tb_next", "gi_frame", "gi_code",
-    "cr_frame", "cr_code", "ag_frame", "ag_code",
-    # code objects
-    "co_code", "co_consts", "co_names", "replace",
-})
+REFUSED_ATTRIBUTES = frozenset(
+    {
+        # functions, methods, classes and modules
+        "__code__",
+        "__globals__",
+        "__builtins__",
+        "__closure__",
+        "__self__",
+        "__func__",
+        "__subclasses__",
+        "__mro__",
+        "__bases__",
+        "__base__",
+        "__dict__",
+        "__annotations__",
+        "__getattribute__",
+        "__reduce__",
+        "__reduce_ex__",
+        "__loader__",
+        "__spec__",
+        "__wrapped__",
+        "__kwdefaults__",
+        "__defaults__",
+        "__traceback__",
+        # frames, tracebacks, generators and coroutines
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_back",
+        "f_code",
+        "tb_frame",
+        "tb_next",
+        "gi_frame",
+        "gi_code",
+        "cr_frame",
+        "cr_code",
+        "ag_frame",
+        "ag_code",
+        # code objects
+        "co_code",
+        "co_consts",
+        "co_names",
+        "replace",
+    }
+)
 # `replace` only on what is clearly a code object is refused: `str.replace` is everyday code (see _refused_attribute).
 REFUSED_NAMES = frozenset({"__builtins__", "__loader__", "__spec__", "__annotations__"})
-REFUSED_SYS = frozenset({"modules", "meta_path", "path_hooks", "path_importer_cache", "_getframe", "settrace",
-                         "setprofile", "addaudithook", "_current_frames", "breakpointhook", "excepthook",
-                         "displayhook", "__dict__"})
+REFUSED_SYS = frozenset(
+    {
+        "modules",
+        "meta_path",
+        "path_hooks",
+        "path_importer_cache",
+        "_getframe",
+        "settrace",
+        "setprofile",
+        "addaudithook",
+        "_current_frames",
+        "breakpointhook",
+        "excepthook",
+        "displayhook",
+        "__dict__",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -166,8 +255,9 @@ def problems_in(text: str) -> list[Problem]:
                 if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
                     refuse(node, f"calls {node.func.id}() with a name computed at run time")
                 elif name.value.startswith("_") or name.value in REFUSED_ATTRIBUTES:
-                    refuse(node, f"calls {node.func.id}() on {name.value}, the interpreter's internals or a private "
-                                 "name")
+                    refuse(
+                        node, f"calls {node.func.id}() on {name.value}, the interpreter's internals or a private name"
+                    )
             elif node.func.id == "open" and _writes_code(node):
                 refuse(node, "opens a file for writing whose name is computed or is code's (.py, .so, .zip…)")
         elif isinstance(node, ast.Attribute):
@@ -178,17 +268,27 @@ def problems_in(text: str) -> list[Problem]:
             elif isinstance(node.value, ast.Name) and node.value.id in modules["os"] and node.attr in REFUSED_OS:
                 refuse(node, f"uses os.{node.attr}, which starts a program")
             elif node.attr in ("write_text", "write_bytes"):
-                refuse(node, f"writes a file with .{node.attr}() (a module the notebook writes is graded from its "
-                             "constant text only)")
-            elif (node.attr.startswith("_") and not _dunder(node.attr) and isinstance(node.value, ast.Name)
-                  and node.value.id not in ("self", "cls")):
+                refuse(
+                    node,
+                    f"writes a file with .{node.attr}() (a module the notebook writes is graded from its "
+                    "constant text only)",
+                )
+            elif (
+                node.attr.startswith("_")
+                and not _dunder(node.attr)
+                and isinstance(node.value, ast.Name)
+                and node.value.id not in ("self", "cls")
+            ):
                 refuse(node, f"reads {node.value.id}.{node.attr}, a private name")
         elif isinstance(node, ast.Name) and node.id in REFUSED_NAMES:
             refuse(node, f"uses {node.id}, the interpreter's internals")
         elif isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
             if len(node.value) > MAX_CONSTANT_CHARACTERS:
-                refuse(node, f"holds a constant of {len(node.value):,} characters (at most "
-                             f"{MAX_CONSTANT_CHARACTERS:,}): code carried as data")
+                refuse(
+                    node,
+                    f"holds a constant of {len(node.value):,} characters (at most "
+                    f"{MAX_CONSTANT_CHARACTERS:,}): code carried as data",
+                )
             elif node.value in REFUSED_NAMES or node.value in REFUSED_ATTRIBUTES - {"replace"}:
                 refuse(node, f"names {node.value!s}, the interpreter's internals")
     return problems

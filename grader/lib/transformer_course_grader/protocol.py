@@ -22,8 +22,17 @@ import json
 
 from transformer_course.exercises.values import MAX_REPLY_CHARACTERS, decode, encode, plain_value
 
-__all__ = ["encode", "decode", "plain_value", "program_code", "request_code", "parse_reply", "CAPTURED", "FAILURES",
-           "MAX_REPLY_CHARACTERS"]
+__all__ = [
+    "encode",
+    "decode",
+    "plain_value",
+    "program_code",
+    "request_code",
+    "parse_reply",
+    "CAPTURED",
+    "FAILURES",
+    "MAX_REPLY_CHARACTERS",
+]
 
 CAPTURED = "__graded_functions__"
 FAILURES = "__graded_failures__"
@@ -59,11 +68,17 @@ def _trusted_folders() -> tuple:
     import transformer_course
 
     # The folders holding this grader and the course package (each a snapshot mounted over the installed one).
-    packages = {os.path.dirname(os.path.dirname(os.path.abspath(path)))
-                for path in (__file__, transformer_course.__file__)}
+    packages = {
+        os.path.dirname(os.path.dirname(os.path.abspath(path))) for path in (__file__, transformer_course.__file__)
+    }
     folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, *packages}
-    folders |= {entry for entry in sys.path if entry and os.path.isabs(entry)
-                and os.path.basename(entry.rstrip(os.sep)) in ("site-packages", "dist-packages")}
+    folders |= {
+        entry
+        for entry in sys.path
+        if entry
+        and os.path.isabs(entry)
+        and os.path.basename(entry.rstrip(os.sep)) in ("site-packages", "dist-packages")
+    }
     return tuple(sorted({path for folder in folders for path in (folder, os.path.realpath(folder))}))
 
 
@@ -79,8 +94,15 @@ def _prepare(namespace: dict, exercise_id: str, function_name: str, payload: str
     compiled, failures = [], []
     for cell, line, text in program["statements"]:
         try:  # compiled before the hook is installed; line numbers as in the cell
-            compiled.append((cell, line, compile("\n" * (line - 1) + text, guard.STATEMENT_FILE.format(cell=cell + 1),
-                                                 "exec", dont_inherit=True)))
+            compiled.append(
+                (
+                    cell,
+                    line,
+                    compile(
+                        "\n" * (line - 1) + text, guard.STATEMENT_FILE.format(cell=cell + 1), "exec", dont_inherit=True
+                    ),
+                )
+            )
         except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
             failures.append(f"cell {cell + 1}, line {line}: {type(error).__name__}: {error}")
     if os.getcwd() not in sys.path:  # as Jupyter puts the notebook's folder first: modules it wrote import
@@ -115,8 +137,11 @@ def _serve(namespace: dict, exercise_id: str, function_name: str, payload: str, 
     """Kernel side of :func:`request_code` (runs in the untrusted kernel; only prints)."""
     function = namespace.get(CAPTURED, {}).get(exercise_id)
     if not callable(function):
-        print("\n" + nonce, "missing", " / ".join(namespace.get(FAILURES, {}).get(exercise_id, []))[:600]
-              .replace("\n", " "))
+        print(
+            "\n" + nonce,
+            "missing",
+            " / ".join(namespace.get(FAILURES, {}).get(exercise_id, []))[:600].replace("\n", " "),
+        )
         return
     try:
         result = function(**decode(payload))
@@ -166,6 +191,6 @@ def _tagged_line(text: str, nonce: str) -> tuple[str, str]:
         return "forged", ""
     for line in text.splitlines():
         if line.startswith(nonce + " "):
-            kind, _, rest = line[len(nonce) + 1:].partition(" ")
+            kind, _, rest = line[len(nonce) + 1 :].partition(" ")
             return kind, rest
     return "no-reply", ""

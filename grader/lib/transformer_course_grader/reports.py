@@ -41,23 +41,30 @@ def _similarity_lines(results: list) -> list[str]:
     for result in results:
         solutions.setdefault(result.student, {}).update(result.solutions or {})
     found = similar_solutions(solutions)
-    lines = ["## Near-identical solutions", "",
-             f"A heuristic: each graded function with the helpers, constants and imports it uses, compared with "
-             f"names, literals, comments and statements that change nothing set aside and imports resolved "
-             f"(5-token sequences). Students whose programs are alike from {SIMILARITY_THRESHOLD} on are listed as "
-             f"groups; a student is listed beside a known answer (the package's implementation, the grader's "
-             f"reference, the instructor's solution) when the program holds {SIMILARITY_THRESHOLD:.0%} of it or "
-             f"more. Programs under {MIN_SHINGLES} token sequences, and a program {COMMON_SHARE:.0%} of the class "
-             f"wrote, are short, natural answers: not listed as copies. This never changes a score: read the cells "
-             f"and decide.", ""]
+    lines = [
+        "## Near-identical solutions",
+        "",
+        f"A heuristic: each graded function with the helpers, constants and imports it uses, compared with "
+        f"names, literals, comments and statements that change nothing set aside and imports resolved "
+        f"(5-token sequences). Students whose programs are alike from {SIMILARITY_THRESHOLD} on are listed as "
+        f"groups; a student is listed beside a known answer (the package's implementation, the grader's "
+        f"reference, the instructor's solution) when the program holds {SIMILARITY_THRESHOLD:.0%} of it or "
+        f"more. Programs under {MIN_SHINGLES} token sequences, and a program {COMMON_SHARE:.0%} of the class "
+        f"wrote, are short, natural answers: not listed as copies. This never changes a score: read the cells "
+        f"and decide.",
+        "",
+    ]
     if not found:
         return lines + ["None.", ""]
     for exercise, seen in found.items():
         for lowest, highest, group in seen["groups"]:
             names = ", ".join(markdown_text(student) for student in group)
             alike = f"similarity {highest:.2f}" if lowest == highest else f"similarity {lowest:.2f} to {highest:.2f}"
-            lines.append(f"- {exercise}: {names} ({len(group)} students), {alike}" if len(group) > 2 else
-                         f"- {exercise}: {names.replace(', ', ' and ')}, {alike}")
+            lines.append(
+                f"- {exercise}: {names} ({len(group)} students), {alike}"
+                if len(group) > 2
+                else f"- {exercise}: {names.replace(', ', ' and ')}, {alike}"
+            )
         for size in seen.get("common", []):
             lines.append(f"- {exercise}: {size} students wrote one program, the usual answer (not listed as copies)")
         if seen.get("more_groups"):
@@ -67,8 +74,9 @@ def _similarity_lines(results: list) -> list[str]:
     return lines + [""]
 
 
-def report_texts(results: list, exercise_ids: list, seed: int | None = None,
-                 extra: dict | None = None) -> tuple[str, str, str]:
+def report_texts(
+    results: list, exercise_ids: list, seed: int | None = None, extra: dict | None = None
+) -> tuple[str, str, str]:
     """The three reports of a grading run: ``grades.csv``, ``grades.json`` and ``report.md``, as text.
 
     Args:
@@ -93,40 +101,66 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
     table = io.StringIO()
     writer = csv.writer(table)
     totals = {student: points_sum(x.points for r in by_student[student] for x in r.exercises) for student in students}
-    late = {student: next(((r.hours_late, r.late_share) for r in by_student[student] if r.late_share is not None),
-                          None) for student in students}
+    late = {
+        student: next(((r.hours_late, r.late_share) for r in by_student[student] if r.late_share is not None), None)
+        for student in students
+    }
     credited = {student: points_sum([totals[student] * late[student][1]]) for student in students if late[student]}
     dated = bool(credited)  # graded with a due time: credited beside raw
     writer.writerow(["student", *exercise_ids, "total", "max", *(["hours_late", "credited"] if dated else [])])
     for student in students:
         points = {x.exercise: x.points for r in by_student[student] for x in r.exercises}
         total = totals[student]
-        late_columns = [] if not dated else ["", ""] if late[student] is None else [
-            late[student][0], credited[student]]
-        writer.writerow([spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids], total, maximum,
-                         *late_columns])
+        late_columns = [] if not dated else ["", ""] if late[student] is None else [late[student][0], credited[student]]
+        writer.writerow(
+            [spreadsheet_cell(student), *[points.get(e, 0) for e in exercise_ids], total, maximum, *late_columns]
+        )
     details = {student: [asdict(r) for r in by_student[student]] for student in students}
-    lines = ["# Grading report", "", f"{len(students)} student(s), exercises {', '.join(exercise_ids)} "
-             f"({maximum} points in all).", ""]
+    lines = [
+        "# Grading report",
+        "",
+        f"{len(students)} student(s), exercises {', '.join(exercise_ids)} ({maximum} points in all).",
+        "",
+    ]
     if lookalikes:
-        lines += ["**Names that look alike** (their Unicode skeletons, UTS #39, coincide; characters outside ASCII "
-                  "shown as escapes): check that each is the student it seems."]
+        lines += [
+            "**Names that look alike** (their Unicode skeletons, UTS #39, coincide; characters outside ASCII "
+            "shown as escapes): check that each is the student it seems."
+        ]
         lines += [f"- {', '.join(markdown_text(escaped(name)) for name in group)}" for group in lookalikes] + [""]
     kept = sorted({r.accounting for r in results if r.accounting})
     if kept:
-        lines += ["Memory limits kept by: " + "; ".join(
-            f"the sandbox's memory control group ({kind}) and the watchdog" if kind.startswith("cgroup")
-            else "the watchdog alone (this host gives the grader no memory control group: socket buffers and "
-                 "kernel objects are not counted)" for kind in kept) + ".", ""]
+        lines += [
+            "Memory limits kept by: "
+            + "; ".join(
+                f"the sandbox's memory control group ({kind}) and the watchdog"
+                if kind.startswith("cgroup")
+                else "the watchdog alone (this host gives the grader no memory control group: socket buffers and "
+                "kernel objects are not counted)"
+                for kind in kept
+            )
+            + ".",
+            "",
+        ]
     if any(r.isolated is False for r in results):
-        lines += ["**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
-                  "network and with the grading machine's files in reach.", ""]
+        lines += [
+            "**Warning:** graded with `--unsafe-no-sandbox`: students' code ran without the sandbox, with "
+            "network and with the grading machine's files in reach.",
+            "",
+        ]
     for student in students:
         total = totals[student]
-        lateness = "" if late[student] is None or not late[student][0] else (
-            f"; credited {credited[student]} ({late[student][0]:g} hours late, {late[student][1]:.0%} kept)")
-        lines += [f"## {markdown_text(shown.get(student, student))}: {total} / {maximum}{lateness}", "",
-                  "| exercise | points | result |", "|---|---|---|"]
+        lateness = (
+            ""
+            if late[student] is None or not late[student][0]
+            else (f"; credited {credited[student]} ({late[student][0]:g} hours late, {late[student][1]:.0%} kept)")
+        )
+        lines += [
+            f"## {markdown_text(shown.get(student, student))}: {total} / {maximum}{lateness}",
+            "",
+            "| exercise | points | result |",
+            "|---|---|---|",
+        ]
         for result in by_student[student]:
             for x in result.exercises:
                 points = f"{x.points} / {x.max_points}"
@@ -136,6 +170,11 @@ def report_texts(results: list, exercise_ids: list, seed: int | None = None,
         notes = [f"{r.notebook}: {note}" for r in by_student[student] for note in r.flags + r.problems]
         lines += [""] + [f"- {markdown_text(note)}" for note in notes] + ([""] if notes else [])
     lines += _similarity_lines(results)
-    summary = {"seed": seed, **(extra or {}), "exercises": exercise_ids,
-               "points": {e: maxima.get(e, 0) for e in exercise_ids}, "students": details}
+    summary = {
+        "seed": seed,
+        **(extra or {}),
+        "exercises": exercise_ids,
+        "points": {e: maxima.get(e, 0) for e in exercise_ids},
+        "students": details,
+    }
     return table.getvalue(), json.dumps(summary, indent=2), "\n".join(lines) + "\n"

@@ -66,8 +66,9 @@ def skeleton(text: str) -> str:
         True
     """
     prototypes = _prototypes()
-    return unicodedata.normalize("NFD", "".join(prototypes.get(character, character)
-                                                for character in unicodedata.normalize("NFD", str(text))))
+    return unicodedata.normalize(
+        "NFD", "".join(prototypes.get(character, character) for character in unicodedata.normalize("NFD", str(text)))
+    )
 
 
 def lookalike_groups(names) -> list[list[str]]:
@@ -80,9 +81,12 @@ def lookalike_groups(names) -> list[list[str]]:
 
 def escaped(text: str) -> str:
     """``text`` with every character outside printable ASCII written as ``\\uNNNN``: what tells look-alikes apart."""
-    return "".join(character if 32 <= ord(character) < 127 else
-                   (f"\\u{ord(character):04x}" if ord(character) <= 0xFFFF else f"\\U{ord(character):08x}")
-                   for character in text)
+    return "".join(
+        character
+        if 32 <= ord(character) < 127
+        else (f"\\u{ord(character):04x}" if ord(character) <= 0xFFFF else f"\\U{ord(character):08x}")
+        for character in text
+    )
 
 
 def display_name(name: str) -> str:

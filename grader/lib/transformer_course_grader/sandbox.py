@@ -90,8 +90,18 @@ from .confinement import (
 from .snapshot import GRADED_MODULES, graded_snapshot, kernel_mounts, kernel_python_path, package_snapshot
 from .watchdog import Watchdog, out_of_memory_reason, process_tree
 
-__all__ = ["Limits", "SandboxResult", "run_submission", "sandbox_available", "sandbox_command", "SandboxUnavailable",
-           "KERNEL_ENVIRONMENT", "package_snapshot", "graded_snapshot", "GRADED_MODULES"]
+__all__ = [
+    "Limits",
+    "SandboxResult",
+    "run_submission",
+    "sandbox_available",
+    "sandbox_command",
+    "SandboxUnavailable",
+    "KERNEL_ENVIRONMENT",
+    "package_snapshot",
+    "graded_snapshot",
+    "GRADED_MODULES",
+]
 
 
 @dataclass
@@ -149,7 +159,6 @@ def _bounded_context():
     return context
 
 
-
 class _KernelStopped(Exception):
     pass
 
@@ -175,7 +184,7 @@ class _ReplyLines:
         if not self.nonce:
             return
         self.count += (self.carry + text).count(self.nonce)
-        self.carry = (self.carry + text)[-(len(self.nonce) - 1):]
+        self.carry = (self.carry + text)[-(len(self.nonce) - 1) :]
         pieces = (self.partial + text).split("\n")
         self.partial = pieces.pop()
         for line in pieces:
@@ -254,8 +263,10 @@ def _run(manager, client, code, limits, result, label, nonce=None):
 
 def _kernel_socket_paths(manager: KernelManager) -> list[str]:
     """The five ``ipc`` socket files of a kernel, as the grader reaches them."""
-    return [f"{manager.ip}-{port}" for port in (manager.shell_port, manager.iopub_port, manager.stdin_port,
-                                                 manager.control_port, manager.hb_port)]
+    return [
+        f"{manager.ip}-{port}"
+        for port in (manager.shell_port, manager.iopub_port, manager.stdin_port, manager.control_port, manager.hb_port)
+    ]
 
 
 def _wait_for_sockets(manager: KernelManager, seconds: float) -> None:
@@ -344,8 +355,15 @@ def _working_folder():
             subprocess.run(["rm", "-rf", "--one-file-system", workdir], capture_output=True, timeout=300, check=False)
 
 
-def run_submission(notebook, requests: dict, limits: Limits, environment: dict | None = None,
-                   sandbox: bool = True, package: Path | None = None, deadline: float | None = None) -> SandboxResult:
+def run_submission(
+    notebook,
+    requests: dict,
+    limits: Limits,
+    environment: dict | None = None,
+    sandbox: bool = True,
+    package: Path | None = None,
+    deadline: float | None = None,
+) -> SandboxResult:
     """Run a submitted notebook top to bottom in a sandboxed kernel, then the grader's requests.
 
     Args:
@@ -377,8 +395,9 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
         group = cgroups.create(limits.memory_mb, limits.processes + 2) if sandbox else None  # + bubblewrap's two
         if sandbox:
             user = sandbox_user()
-            manager.launch_prefix = (prelude(group, user, workdir)
-                                     + sandbox_command(workdir, env, kernel_mounts(package), limits))
+            manager.launch_prefix = prelude(group, user, workdir) + sandbox_command(
+                workdir, env, kernel_mounts(package), limits
+            )
             result.accounting = group.kind if group else "watchdog"
         else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
@@ -408,14 +427,19 @@ def run_submission(notebook, requests: dict, limits: Limits, environment: dict |
             _run_all(manager, client, notebook, requests, limits, result)
         except _KernelStopped:
             result.stopped = watchdog.reason or (
-                out_of_memory_reason(limits, group) if group is not None and group.out_of_memory()
-                else "the kernel died (it crashed or was killed)")
+                out_of_memory_reason(limits, group)
+                if group is not None and group.out_of_memory()
+                else "the kernel died (it crashed or was killed)"
+            )
         except zmq.Again:
-            result.stopped = watchdog.reason or (f"the kernel stopped answering: it sent a message larger than "
-                                                 f"{MAX_MESSAGE_MB} MiB, which the grader never receives")
+            result.stopped = watchdog.reason or (
+                f"the kernel stopped answering: it sent a message larger than "
+                f"{MAX_MESSAGE_MB} MiB, which the grader never receives"
+            )
         except Exception as error:  # noqa: BLE001 - a submission must never crash the batch
-            result.stopped = (watchdog.reason
-                              or f"the kernel could not run the notebook ({type(error).__name__}: {error})")
+            result.stopped = (
+                watchdog.reason or f"the kernel could not run the notebook ({type(error).__name__}: {error})"
+            )
         finally:
             watchdog.done.set()
             if watchdog.ident is not None:
@@ -458,6 +482,7 @@ def _run_all(manager, client, notebook, requests, limits, result) -> None:
             skipped.add(exercise)
             result.timed_out.add(key)
         elif outcome[1] is not None and nonce is None:  # the grader's own step failed: say so
-            result.problems.append(f"the grader's step {key} raised {str(outcome[1][0])[:100]}: "
-                                   f"{str(outcome[1][1])[:200]}")
+            result.problems.append(
+                f"the grader's step {key} raised {str(outcome[1][0])[:100]}: {str(outcome[1][1])[:200]}"
+            )
         result.replies[key] = outcome[0]

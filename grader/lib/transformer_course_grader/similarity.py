@@ -49,9 +49,21 @@ import tokenize
 from functools import cache
 from itertools import combinations
 
-__all__ = ["normalise", "similarity", "containment", "program_text", "strip_no_ops", "known_answers",
-           "SIMILARITY_THRESHOLD", "package_twin", "similar_solutions", "MAX_SOLUTION_TOKENS",
-           "MIN_SHINGLES", "MAX_GROUPS", "COMMON_SHARE"]
+__all__ = [
+    "normalise",
+    "similarity",
+    "containment",
+    "program_text",
+    "strip_no_ops",
+    "known_answers",
+    "SIMILARITY_THRESHOLD",
+    "package_twin",
+    "similar_solutions",
+    "MAX_SOLUTION_TOKENS",
+    "MIN_SHINGLES",
+    "MAX_GROUPS",
+    "COMMON_SHARE",
+]
 
 SIMILARITY_THRESHOLD = 0.8
 MIN_SHINGLES = 12  # a program with fewer 5-token sequences is a short, natural answer: not compared
@@ -136,7 +148,7 @@ def normalise(source: str) -> list[str]:
 def _shingles(tokens) -> set:
     """The 5-token sequences of a normalised token list (the whole list when it is shorter)."""
     tokens = list(tokens)
-    return {tuple(tokens[i:i + SHINGLE]) for i in range(max(1, len(tokens) - SHINGLE + 1))} if tokens else set()
+    return {tuple(tokens[i : i + SHINGLE]) for i in range(max(1, len(tokens) - SHINGLE + 1))} if tokens else set()
 
 
 def _jaccard(first: set, second: set) -> float:
@@ -198,8 +210,11 @@ def strip_no_ops(source: str) -> str:
             return True
         if isinstance(statement, ast.Expr) and isinstance(statement.value, (ast.Constant, ast.Name)):
             return True
-        targets = statement.targets if isinstance(statement, ast.Assign) else (
-            [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else [])
+        targets = (
+            statement.targets
+            if isinstance(statement, ast.Assign)
+            else ([statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else [])
+        )
         return bool(targets) and all(isinstance(target, ast.Name) and target.id not in read for target in targets)
 
     def prune(body, read) -> list:
@@ -220,8 +235,12 @@ def strip_no_ops(source: str) -> str:
         for function in [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]:
             while True:
                 before = ast.dump(function)
-                globals_declared = {name for node in ast.walk(function) if isinstance(node, (ast.Global, ast.Nonlocal))
-                                    for name in node.names}
+                globals_declared = {
+                    name
+                    for node in ast.walk(function)
+                    if isinstance(node, (ast.Global, ast.Nonlocal))
+                    for name in node.names
+                }
                 function.body = prune(function.body, read_names(function) | globals_declared) or [ast.Pass()]
                 if ast.dump(function) == before:
                     break
@@ -299,8 +318,14 @@ def _instructors_solution(exercise_id: str) -> tuple:
         from .slicing import program_for
 
         notebook, parsed = _source_notebook(paths[0])
-        check = next((index for index, cell in enumerate(notebook.cells) if exercise_id_of(cell) == exercise_id
-                      and cell.get("metadata", {}).get("nbgrader", {}).get("grade")), None)
+        check = next(
+            (
+                index
+                for index, cell in enumerate(notebook.cells)
+                if exercise_id_of(cell) == exercise_id and cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+            ),
+            None,
+        )
         if check is None:
             return ()
         program = program_for(parsed, check, EXERCISES[exercise_id].function_name)
@@ -328,13 +353,19 @@ def _package_source(module_name: str, qualified: str) -> tuple[str, str]:
         module_source = file.read()
     body, node = ast.parse(module_source).body, None
     for part in qualified.split("."):
-        node = next((item for item in body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                     and item.name == part), None)
+        node = next(
+            (
+                item
+                for item in body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and item.name == part
+            ),
+            None,
+        )
         if node is None:
             raise LookupError(f"{module_name} defines no {qualified}")
         body = node.body
     first = min([node.lineno] + [decorator.lineno for decorator in node.decorator_list])
-    lines = module_source.splitlines(keepends=True)[first - 1:node.end_lineno]
+    lines = module_source.splitlines(keepends=True)[first - 1 : node.end_lineno]
     return "".join(lines), module_source
 
 
@@ -376,8 +407,11 @@ def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) 
     found = {}
     exercises = sorted({exercise for cells in solutions.values() for exercise in cells})
     for exercise in exercises:
-        tokens = {student: cells[exercise].split() if isinstance(cells[exercise], str) else list(cells[exercise])
-                  for student, cells in solutions.items() if cells.get(exercise)}
+        tokens = {
+            student: cells[exercise].split() if isinstance(cells[exercise], str) else list(cells[exercise])
+            for student, cells in solutions.items()
+            if cells.get(exercise)
+        }
         shingles = {student: _shingles(own) for student, own in tokens.items()}
         compared = sorted(student for student, own in shingles.items() if len(own) >= MIN_SHINGLES)
         links = {(a, b): _jaccard(shingles[a], shingles[b]) for a, b in combinations(compared, 2)}
@@ -399,8 +433,13 @@ def similar_solutions(solutions: dict, threshold: float = SIMILARITY_THRESHOLD) 
             best.setdefault(student, (score, student, where))  # each student once, beside the closest answer
         copies = sorted(best.values(), key=lambda item: (-item[0], item[1]))
         if groups or copies or common:
-            found[exercise] = {"groups": groups[:MAX_GROUPS], "package": copies, "common": common,
-                               "short": len(shingles) - len(compared), "more_groups": max(0, len(groups) - MAX_GROUPS)}
+            found[exercise] = {
+                "groups": groups[:MAX_GROUPS],
+                "package": copies,
+                "common": common,
+                "short": len(shingles) - len(compared),
+                "more_groups": max(0, len(groups) - MAX_GROUPS),
+            }
     return found
 
 

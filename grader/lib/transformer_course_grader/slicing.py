@@ -45,8 +45,18 @@ import symtable
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["Unit", "Program", "ParsedCells", "parse_cells", "program_for", "SlicingTooLong", "MAX_PROGRAM_CHARACTERS",
-           "MAX_STATEMENTS", "PACKAGES", "PYTHON_CELL_MAGICS"]
+__all__ = [
+    "Unit",
+    "Program",
+    "ParsedCells",
+    "parse_cells",
+    "program_for",
+    "SlicingTooLong",
+    "MAX_PROGRAM_CHARACTERS",
+    "MAX_STATEMENTS",
+    "PACKAGES",
+    "PYTHON_CELL_MAGICS",
+]
 
 # What graded code may not import: the course package and its grader.
 PACKAGES = ("transformer_course", "transformer_course_grader")
@@ -165,9 +175,15 @@ def _read_names(text: str) -> tuple[set, set]:
         child = stack.pop()
         # A name a body declares `global` counts as read: `calls += 1` reads it, though symtable marks an
         # augmented assignment's target as assigned only.
-        late |= {symbol.get_name() for symbol in child.get_symbols()
-                 if symbol.is_declared_global() or (symbol.is_referenced() and (
-                     symbol.is_global() or (child.get_type() == "class" and not symbol.is_assigned())))}
+        late |= {
+            symbol.get_name()
+            for symbol in child.get_symbols()
+            if symbol.is_declared_global()
+            or (
+                symbol.is_referenced()
+                and (symbol.is_global() or (child.get_type() == "class" and not symbol.is_assigned()))
+            )
+        }
         stack.extend(child.get_children())
     return early - _BUILTINS, late - _BUILTINS
 
@@ -190,8 +206,11 @@ def _opened_for_writing(node) -> str | None:
     """The module name of ``open("name.py", "w")`` (mode ``w``, ``x`` or ``wt``, by position or keyword), else None."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open" and node.args):
         return None
-    mode = _text(node.args[1]) if len(node.args) > 1 else next(
-        (_text(keyword.value) for keyword in node.keywords if keyword.arg == "mode"), "r")
+    mode = (
+        _text(node.args[1])
+        if len(node.args) > 1
+        else next((_text(keyword.value) for keyword in node.keywords if keyword.arg == "mode"), "r")
+    )
     return _module_file(_text(node.args[0])) if mode in ("w", "x", "wt", "xt") else None
 
 
@@ -205,27 +224,45 @@ def _writefile(statement: ast.stmt) -> tuple[str | None, str | None]:
     call = statement.value if isinstance(statement, ast.Expr) else None
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and len(call.args) >= 1:
         method, owner = call.func.attr, call.func.value
-        if (method == "run_cell_magic" and len(call.args) == 3 and all(_text(a) is not None for a in call.args)
-                and call.args[0].value == "writefile"):
+        if (
+            method == "run_cell_magic"
+            and len(call.args) == 3
+            and all(_text(a) is not None for a in call.args)
+            and call.args[0].value == "writefile"
+        ):
             name = _module_file(call.args[1].value)
             return (name, call.args[2].value) if name else (None, None)
         if method == "write" and len(call.args) == 1 and _text(call.args[0]) is not None:
             name = _opened_for_writing(owner)
             return (name, call.args[0].value) if name else (None, None)
-        if (method == "write_text" and _text(call.args[0]) is not None and isinstance(owner, ast.Call)
-                and len(owner.args) == 1 and ((isinstance(owner.func, ast.Name) and owner.func.id == "Path") or (
-                    isinstance(owner.func, ast.Attribute) and owner.func.attr == "Path"))):
+        if (
+            method == "write_text"
+            and _text(call.args[0]) is not None
+            and isinstance(owner, ast.Call)
+            and len(owner.args) == 1
+            and (
+                (isinstance(owner.func, ast.Name) and owner.func.id == "Path")
+                or (isinstance(owner.func, ast.Attribute) and owner.func.attr == "Path")
+            )
+        ):
             name = _module_file(_text(owner.args[0]))
             return (name, call.args[0].value) if name else (None, None)
     if isinstance(statement, ast.With) and len(statement.items) == 1:
         item = statement.items[0]
         name = _opened_for_writing(item.context_expr)
         target = item.optional_vars.id if isinstance(item.optional_vars, ast.Name) else None
-        parts = [inner.value.args[0].value for inner in statement.body
-                 if isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call)
-                 and isinstance(inner.value.func, ast.Attribute) and inner.value.func.attr == "write"
-                 and isinstance(inner.value.func.value, ast.Name) and inner.value.func.value.id == target
-                 and len(inner.value.args) == 1 and _text(inner.value.args[0]) is not None]
+        parts = [
+            inner.value.args[0].value
+            for inner in statement.body
+            if isinstance(inner, ast.Expr)
+            and isinstance(inner.value, ast.Call)
+            and isinstance(inner.value.func, ast.Attribute)
+            and inner.value.func.attr == "write"
+            and isinstance(inner.value.func.value, ast.Name)
+            and inner.value.func.value.id == target
+            and len(inner.value.args) == 1
+            and _text(inner.value.args[0]) is not None
+        ]
         if name and target and parts and len(parts) == len(statement.body):
             return name, "".join(parts)
     return None, None
@@ -275,7 +312,7 @@ def _python_body(source: str) -> tuple[str, int]:
     offset = 0
     while (match := _CELL_MAGIC.match(source)) and match.group(1) in PYTHON_CELL_MAGICS:
         offset += match.group(0).count("\n")
-        source = source[match.end():]
+        source = source[match.end() :]
     return source, offset
 
 
@@ -290,20 +327,40 @@ def _units(index: int, source: str) -> list[Unit]:
     ends = [statement.end_lineno for statement in tree.body]
     for number, statement in enumerate(tree.body):
         first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
-        statement_text = "".join(lines[first - 1:statement.end_lineno]).rstrip()
-        if (number and ends[number - 1] == statement.lineno) or (number + 1 < len(starts)
-                                                                and starts[number + 1] == statement.end_lineno):
+        statement_text = "".join(lines[first - 1 : statement.end_lineno]).rstrip()
+        if (number and ends[number - 1] == statement.lineno) or (
+            number + 1 < len(starts) and starts[number + 1] == statement.end_lineno
+        ):
             statement_text = ast.get_source_segment(text, statement)  # `a = 1; b = 2`: one line, two statements
         early, late = _read_names(statement_text)
-        modules = {alias.name.split(".")[0] for node in ast.walk(statement) if isinstance(node, ast.Import)
-                   for alias in node.names}
-        modules |= {node.module.split(".")[0] for node in ast.walk(statement)
-                    if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+        modules = {
+            alias.name.split(".")[0]
+            for node in ast.walk(statement)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        }
+        modules |= {
+            node.module.split(".")[0]
+            for node in ast.walk(statement)
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+        }
         writes_module, writes_body = _writefile(statement)
         defines, called_defines = _bound_names(statement)
-        units.append(Unit(index, statement_text, first, frozenset(defines), frozenset(early), frozenset(late),
-                          frozenset(modules), writes_module, writes_body, _package_import(statement),
-                          frozenset(called_defines)))
+        units.append(
+            Unit(
+                index,
+                statement_text,
+                first,
+                frozenset(defines),
+                frozenset(early),
+                frozenset(late),
+                frozenset(modules),
+                writes_module,
+                writes_body,
+                _package_import(statement),
+                frozenset(called_defines),
+            )
+        )
     return units
 
 
@@ -344,15 +401,17 @@ def parse_cells(cells: list[str], budget_seconds: float | None = None) -> Parsed
         if not source.strip():
             continue
         if deadline is not None and time.monotonic() >= deadline:
-            raise SlicingTooLong(f"reading the notebook's code took more than {budget_seconds:g} s (stopped at cell "
-                                 f"{index + 1})")
+            raise SlicingTooLong(
+                f"reading the notebook's code took more than {budget_seconds:g} s (stopped at cell {index + 1})"
+            )
         try:
             units.extend(_units(index, source))
         except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
             unparsable[index] = f"{type(error).__name__}: {getattr(error, 'msg', error)}"
         if len(units) > MAX_STATEMENTS:
-            raise SlicingTooLong(f"the notebook has more than {MAX_STATEMENTS:,} top-level statements (at cell "
-                                 f"{index + 1})")
+            raise SlicingTooLong(
+                f"the notebook has more than {MAX_STATEMENTS:,} top-level statements (at cell {index + 1})"
+            )
     bindings: dict = {}
     writers: dict = {}
     for position, unit in enumerate(units):
@@ -400,15 +459,19 @@ def program_for(cells: list[str] | ParsedCells, check_cell: int, function_name: 
                 break
             at -= 1
         after = found[0] if found else -1
-        found += [star for star in stars[bisect.bisect_right(stars, after):bisect.bisect_left(stars, before)]
-                  if _may_bind(units[star], name)]
+        found += [
+            star
+            for star in stars[bisect.bisect_right(stars, after) : bisect.bisect_left(stars, before)]
+            if _may_bind(units[star], name)
+        ]
         return found
 
     start = last(parsed.bindings.get(function_name, []), end)
     if start is None:
         where = "; ".join(f"cell {index + 1} does not parse ({reason})" for index, reason in program.unparsable.items())
         program.missing = f"`{function_name}` is not defined in any cell before its check" + (
-            f": {where}" if where else "")
+            f": {where}" if where else ""
+        )
         return program
     needed, waiting = {start}, [start]
     while waiting:
@@ -422,6 +485,7 @@ def program_for(cells: list[str] | ParsedCells, check_cell: int, function_name: 
                 needed.add(other)
                 waiting.append(other)
     program.units = [units[position] for position in sorted(needed)]
-    program.package_import = next(((unit.cell, unit.package_import) for unit in program.units if unit.package_import),
-                                  None)
+    program.package_import = next(
+        ((unit.cell, unit.package_import) for unit in program.units if unit.package_import), None
+    )
     return program

@@ -10,7 +10,6 @@ sources, never from the checkout's ``__pycache__``, so nothing written into the 
 reaches a kernel.
 """
 
-
 from __future__ import annotations
 
 import atexit
@@ -26,8 +25,17 @@ import transformer_course
 
 from .confinement import kernels_folder  # where kernels' folders are made: the confinement decides
 
-__all__ = ["package_folder", "grader_folder", "package_snapshot", "graded_snapshot", "grader_snapshot",
-           "kernel_mounts", "kernel_python_path", "GRADED_MODULES", "GRADER_MODULES"]
+__all__ = [
+    "package_folder",
+    "grader_folder",
+    "package_snapshot",
+    "graded_snapshot",
+    "grader_snapshot",
+    "kernel_mounts",
+    "kernel_python_path",
+    "GRADED_MODULES",
+    "GRADER_MODULES",
+]
 
 
 def package_folder() -> Path:
@@ -83,8 +91,10 @@ _EMPTY_PACKAGES = {Path("exercises", "__init__.py")}
 
 def _out_of_reach(package: str, path: Path) -> str:
     module = ".".join((package, *path.with_suffix("").parts)).removesuffix(".__init__")
-    message = (f"{module} is out of reach of graded code: graded functions run where the course package "
-               "holds only the grading protocol (write the exercise with NumPy).")
+    message = (
+        f"{module} is out of reach of graded code: graded functions run where the course package "
+        "holds only the grading protocol (write the exercise with NumPy)."
+    )
     return f"raise ImportError({message!r}, name={module!r})\n"
 
 
@@ -142,5 +152,3 @@ def graded_snapshot() -> Path:
         Path of the snapshot's ``transformer_course`` folder.
     """
     return _make_snapshot("course-graded-", package_folder(), _graded_stub)
-
-

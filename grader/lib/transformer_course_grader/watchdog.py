@@ -3,7 +3,6 @@ tmpfs files, threads and deadline every 0.1 s, and stops the kernel with the rea
 is broken.
 """
 
-
 from __future__ import annotations
 
 import ctypes
@@ -103,8 +102,14 @@ def _share_address_space(first: int, second: int) -> bool:
     number = _KCMP_SYSCALL.get(platform.machine())
     if number is None:
         return False
-    answer = _libc().syscall(ctypes.c_long(number), ctypes.c_long(first), ctypes.c_long(second),
-                             ctypes.c_long(_KCMP_VM), ctypes.c_long(0), ctypes.c_long(0))
+    answer = _libc().syscall(
+        ctypes.c_long(number),
+        ctypes.c_long(first),
+        ctypes.c_long(second),
+        ctypes.c_long(_KCMP_VM),
+        ctypes.c_long(0),
+        ctypes.c_long(0),
+    )
     return answer == 0
 
 
@@ -121,7 +126,6 @@ def _tmpfs_bytes(root: str) -> int:
             continue
         total += (stats.f_blocks - stats.f_bfree) * stats.f_frsize
     return total
-
 
 
 class Watchdog(threading.Thread):
@@ -170,8 +174,10 @@ class Watchdog(threading.Thread):
             elif self.group is not None and self.group.out_of_memory():  # a process of the sandbox was killed
                 self.reason = out_of_memory_reason(self.limits, self.group)
             elif resident + stored > most and _memory_bytes(process.pid, parents) + stored > most:
-                self.reason = (f"the kernel used more than {self.limits.memory_mb} MiB of memory "
-                               "(its processes and its files in /tmp, /dev/shm and its home)")
+                self.reason = (
+                    f"the kernel used more than {self.limits.memory_mb} MiB of memory "
+                    "(its processes and its files in /tmp, /dev/shm and its home)"
+                )
             elif tasks > self.limits.processes + 2:  # bubblewrap's own two processes besides the kernel's
                 self.reason = f"the kernel ran more than {self.limits.processes} processes and threads"
             if self.reason:
@@ -181,7 +187,7 @@ class Watchdog(threading.Thread):
 
 def out_of_memory_reason(limits: Limits, group) -> str:
     """The report's sentence for a sandbox whose control group ``group`` killed a process for memory."""
-    return (f"the sandbox used more than {limits.memory_mb} MiB of memory (its {group.kind} counts every page its "
-            "processes are charged for: their memory, their files, kernel objects)")
-
-
+    return (
+        f"the sandbox used more than {limits.memory_mb} MiB of memory (its {group.kind} counts every page its "
+        "processes are charged for: their memory, their files, kernel objects)"
+    )

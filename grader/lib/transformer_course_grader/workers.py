@@ -68,8 +68,9 @@ class _Worker:
         self.connection.close()
 
 
-def run_jobs(function: Callable, jobs: Iterable, workers: int, on_death: Callable,
-             done: Callable | None = None) -> list:
+def run_jobs(
+    function: Callable, jobs: Iterable, workers: int, on_death: Callable, done: Callable | None = None
+) -> list:
     """``[function(job) for job in jobs]``, in ``workers`` spawned processes; a worker's death costs its job only.
 
     Args:
@@ -111,8 +112,10 @@ def run_jobs(function: Callable, jobs: Iterable, workers: int, on_death: Callabl
                     index = None
                 if index is None:  # it died holding its job
                     worker.process.join()
-                    index, result = worker.index, on_death(jobs[worker.index],
-                                                           death_description(worker.process.exitcode))
+                    index, result = (
+                        worker.index,
+                        on_death(jobs[worker.index], death_description(worker.process.exitcode)),
+                    )
                     worker.index = None
                     worker.connection.close()
                     pool[pool.index(worker)] = worker = _Worker(context, function)

@@ -32,9 +32,22 @@ from transformer_course.tooling import write_text_atomically
 
 from .safe_text import markdown_text, spreadsheet_cell
 
-__all__ = ["WrittenQuestion", "WrittenScoreError", "ANSWER_PLACEHOLDER", "SCORE_COLUMNS", "written_id_of",
-           "questions_of", "answers_of", "capped_answer", "status_of", "write_answer_files", "read_written_scores",
-           "apply_written_scores", "MAX_ANSWER_CHARACTERS", "SCORES_TEMPLATE"]
+__all__ = [
+    "WrittenQuestion",
+    "WrittenScoreError",
+    "ANSWER_PLACEHOLDER",
+    "SCORE_COLUMNS",
+    "written_id_of",
+    "questions_of",
+    "answers_of",
+    "capped_answer",
+    "status_of",
+    "write_answer_files",
+    "read_written_scores",
+    "apply_written_scores",
+    "MAX_ANSWER_CHARACTERS",
+    "SCORES_TEMPLATE",
+]
 
 ANSWER_PLACEHOLDER = "YOUR ANSWER HERE"  # nbgrader's text in a released answer cell
 SCORE_COLUMNS = ["student", "question", "points", "comment"]
@@ -86,8 +99,9 @@ def questions_of(notebook) -> list[WrittenQuestion]:
         if cell.get("cell_type") != "markdown":
             raise ValueError(f"cell {index + 1}: the answer cell of {question} must be a Markdown cell")
         if isinstance(points, bool) or not isinstance(points, int) or points < 1:
-            raise ValueError(f"cell {index + 1}: the answer cell of {question} needs points, a positive integer; "
-                             f"received {points!r}")
+            raise ValueError(
+                f"cell {index + 1}: the answer cell of {question} needs points, a positive integer; received {points!r}"
+            )
         questions.append(WrittenQuestion(question, points, cell["metadata"]["nbgrader"]["grade_id"]))
     return questions
 
@@ -116,19 +130,27 @@ def answers_of(submission, questions: list[WrittenQuestion], release=None) -> di
 
     def is_release_cell(cell) -> bool:
         metadata = cell.get("metadata")
-        has_nbgrader = isinstance(metadata, dict) and isinstance(metadata.get("nbgrader"), dict) \
-            and written_id_of(cell) is None
+        has_nbgrader = (
+            isinstance(metadata, dict) and isinstance(metadata.get("nbgrader"), dict) and written_id_of(cell) is None
+        )
         return has_nbgrader or str(cell.get("source", "")).strip() in release_texts
 
     for question in questions:
         where = next((index for index, cell in enumerate(release_cells) if written_id_of(cell) == question.id), None)
-        prompt = next((str(cell.get("source", "")).strip() for cell in reversed(release_cells[:where or 0])
-                       if str(cell.get("source", "")).strip()), None)
+        prompt = next(
+            (
+                str(cell.get("source", "")).strip()
+                for cell in reversed(release_cells[: where or 0])
+                if str(cell.get("source", "")).strip()
+            ),
+            None,
+        )
         start = next((index for index, cell in enumerate(cells) if written_id_of(cell) == question.id), None)
         by_prompt = start is None
         if by_prompt and prompt:
-            start = next((index + 1 for index, cell in enumerate(cells)
-                          if str(cell.get("source", "")).strip() == prompt), None)
+            start = next(
+                (index + 1 for index, cell in enumerate(cells) if str(cell.get("source", "")).strip() == prompt), None
+            )
         if start is None:
             continue
         parts = []
@@ -185,9 +207,13 @@ def write_answer_files(results: list, out_dir) -> list[Path]:
     folder, written = Path(out_dir) / "answers", []
     for question, rows in sorted(by_question.items()):
         folder.mkdir(parents=True, exist_ok=True)
-        lines = [f"# Written question {question}: every student's answer", "",
-                 "Every character a student typed is shown escaped. Score each answer in a CSV "
-                 f"`{','.join(SCORE_COLUMNS)}` (see the instructors' guide, docs/grading.md).", ""]
+        lines = [
+            f"# Written question {question}: every student's answer",
+            "",
+            "Every character a student typed is shown escaped. Score each answer in a CSV "
+            f"`{','.join(SCORE_COLUMNS)}` (see the instructors' guide, docs/grading.md).",
+            "",
+        ]
         table = io.StringIO()
         writer = csv.writer(table)
         writer.writerow(["student", "question", "answer"])
@@ -198,8 +224,9 @@ def write_answer_files(results: list, out_dir) -> list[Path]:
             elif answer is None or not answer.strip() or answer.strip() == ANSWER_PLACEHOLDER:
                 lines += [f"*{status_of(answer)[1]}*", ""]
             else:
-                lines += [f"> {markdown_text(line)}" if line.strip() else ">"
-                          for line in capped_answer(answer).splitlines()]
+                lines += [
+                    f"> {markdown_text(line)}" if line.strip() else ">" for line in capped_answer(answer).splitlines()
+                ]
                 lines.append("")
             text = f"(no answer read: {why})" if why is not None else "" if answer is None else capped_answer(answer)
             writer.writerow([spreadsheet_cell(student), question, spreadsheet_cell(text, keep_lines=True)])
@@ -217,8 +244,10 @@ def write_answer_files(results: list, out_dir) -> list[Path]:
     return sorted(written)
 
 
-_SAVE_AS = ("save it as CSV with commas between columns (Excel: File > Save As > \"CSV UTF-8 (Comma delimited)\"; "
-            "LibreOffice: field delimiter ,)")
+_SAVE_AS = (
+    'save it as CSV with commas between columns (Excel: File > Save As > "CSV UTF-8 (Comma delimited)"; '
+    "LibreOffice: field delimiter ,)"
+)
 
 
 def read_written_scores(path) -> list[dict]:
@@ -259,33 +288,47 @@ def read_written_scores(path) -> list[dict]:
     delimiter = ";" if first_line.split(";") == SCORE_COLUMNS else ","
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     if reader.fieldnames != SCORE_COLUMNS:
-        raise WrittenScoreError(f"{path}: the header must be {','.join(SCORE_COLUMNS)}; received {first_line!r}; "
-                                f"{_SAVE_AS}")
+        raise WrittenScoreError(
+            f"{path}: the header must be {','.join(SCORE_COLUMNS)}; received {first_line!r}; {_SAVE_AS}"
+        )
     rows, seen = [], set()
     for number, row in enumerate(reader, start=2):
         if None in row:  # DictReader's key for the fields past the header's
-            raise WrittenScoreError(f"{path}, row {number}: {len(SCORE_COLUMNS) + len(row[None])} columns, the header "
-                                    f"has {len(SCORE_COLUMNS)}: a comment holding {delimiter!r} must be in quotes "
-                                    "(a spreadsheet saves it so); the extra text was "
-                                    f"{delimiter.join(row[None])!r}")
+            raise WrittenScoreError(
+                f"{path}, row {number}: {len(SCORE_COLUMNS) + len(row[None])} columns, the header "
+                f"has {len(SCORE_COLUMNS)}: a comment holding {delimiter!r} must be in quotes "
+                "(a spreadsheet saves it so); the extra text was "
+                f"{delimiter.join(row[None])!r}"
+            )
         student, question = (row["student"] or "").strip(), (row["question"] or "").strip()
         text = (row["points"] or "").strip()
         if not student:
             raise WrittenScoreError(f"{path}, row {number}: no student named")
         if not _QUESTION_ID.match(question):
-            raise WrittenScoreError(f"{path}, row {number}: {row['question']!r} is not a written question's id "
-                                    "(like 09.w1)")
+            raise WrittenScoreError(
+                f"{path}, row {number}: {row['question']!r} is not a written question's id (like 09.w1)"
+            )
         if not text:
             continue  # not scored yet
         if not re.fullmatch(r"[0-9]+", text):
-            raise WrittenScoreError(f"{path}, row {number}: points must be a non-negative integer in the digits "
-                                    f"0-9; received {row['points']!r}")
+            raise WrittenScoreError(
+                f"{path}, row {number}: points must be a non-negative integer in the digits "
+                f"0-9; received {row['points']!r}"
+            )
         key = (student, question)
         if key in seen:
             raise WrittenScoreError(f"{path}, row {number}: {student} {question} is scored twice")
         seen.add(key)
-        rows.append({"student": student, "question": question, "points": int(text),
-                     "comment": (row["comment"] or "").strip(), "row": number, "path": str(path)})
+        rows.append(
+            {
+                "student": student,
+                "question": question,
+                "points": int(text),
+                "comment": (row["comment"] or "").strip(),
+                "row": number,
+                "path": str(path),
+            }
+        )
     return rows
 
 
@@ -303,18 +346,22 @@ def apply_written_scores(results: list, rows: list[dict], students: list[str]) -
     """
     known = set(students)
     items = {(result.student, x.exercise): x for result in results for x in result.exercises}
-    questions = {x.exercise: x.max_points for result in results for x in result.exercises
-                 if _QUESTION_ID.match(x.exercise)}
+    questions = {
+        x.exercise: x.max_points for result in results for x in result.exercises if _QUESTION_ID.match(x.exercise)
+    }
     for row in rows:
         where = f"{row.get('path', 'written scores')}, row {row.get('row', '?')}"
         if row["student"] not in known:
             raise WrittenScoreError(f"{where}: {row['student']!r} is not a student of this class")
         if row["question"] not in questions:
-            raise WrittenScoreError(f"{where}: no graded notebook asks question {row['question']!r}; "
-                                    f"the questions are {sorted(questions) or 'none'}")
+            raise WrittenScoreError(
+                f"{where}: no graded notebook asks question {row['question']!r}; "
+                f"the questions are {sorted(questions) or 'none'}"
+            )
         if row["points"] > questions[row["question"]]:
-            raise WrittenScoreError(f"{where}: {row['points']} points for {row['question']}, which is worth "
-                                    f"{questions[row['question']]}")
+            raise WrittenScoreError(
+                f"{where}: {row['points']} points for {row['question']}, which is worth {questions[row['question']]}"
+            )
     for row in rows:
         item = items.get((row["student"], row["question"]))
         if item is None:  # a student of another shard

@@ -30,8 +30,17 @@ import numpy as np
 from .catalog import EXERCISES, Exercise, catalogue_table, public_cases
 from .compare import compare_outputs
 
-__all__ = ["check", "evaluate", "show_case", "Verdict", "EXERCISES", "Exercise", "compare_outputs", "public_cases",
-           "catalogue_table"]
+__all__ = [
+    "check",
+    "evaluate",
+    "show_case",
+    "Verdict",
+    "EXERCISES",
+    "Exercise",
+    "compare_outputs",
+    "public_cases",
+    "catalogue_table",
+]
 
 _TIME_LIMIT_SECONDS = 10
 
@@ -111,19 +120,22 @@ def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
         return Verdict(exercise_id, status, message, exercise.points if status == "passed" else 0, exercise.points)
 
     if not callable(candidate):
-        return verdict("not attempted",
-                       f"expected a function `{exercise.function_name}`; received {type(candidate).__name__}.")
+        return verdict(
+            "not attempted", f"expected a function `{exercise.function_name}`; received {type(candidate).__name__}."
+        )
     cases = public_cases(exercise_id) if cases is None else cases
     for number, (label, arguments, expected) in enumerate(cases, start=1):
         try:
             with _time_limit(_TIME_LIMIT_SECONDS), np.errstate(all="ignore"):
                 received = candidate(**arguments)
         except NotImplementedError:
-            return verdict("not attempted",
-                           "not attempted yet — replace `raise NotImplementedError(...)` with your code.")
+            return verdict(
+                "not attempted", "not attempted yet — replace `raise NotImplementedError(...)` with your code."
+            )
         except _TimeLimit:
-            return verdict("error",
-                           f"case {number} ({label}) took longer than {_TIME_LIMIT_SECONDS} s — an endless loop?")
+            return verdict(
+                "error", f"case {number} ({label}) took longer than {_TIME_LIMIT_SECONDS} s — an endless loop?"
+            )
         except Exception as error:  # noqa: BLE001 - report, never re-raise, the student's error
             return verdict("error", f"case {number} ({label}) raised {type(error).__name__[:100]}: {str(error)[:200]}")
         problem = exercise.judge(arguments, received, expected)
@@ -146,8 +158,10 @@ def check(exercise_id: str, candidate) -> None:
     verdict = evaluate(exercise_id, candidate)
     if verdict.passed:
         count = len(public_cases(exercise_id))
-        print(f"✓ Exercise {exercise_id}: {EXERCISES[exercise_id].title} — all {count} public cases match. "
-              f"Graded on new cases of the same kind ({verdict.max_points} points).")
+        print(
+            f"✓ Exercise {exercise_id}: {EXERCISES[exercise_id].title} — all {count} public cases match. "
+            f"Graded on new cases of the same kind ({verdict.max_points} points)."
+        )
     else:
         print(verdict)
 
@@ -157,8 +171,11 @@ def _shown(value, indent="    ", full=True) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{key!r}: {_shown(item, indent, full=False)}" for key, item in value.items()) + "}"
     if isinstance(value, (list, tuple)) and any(isinstance(item, (dict, np.ndarray)) for item in value):
-        return f"{type(value).__name__} of {len(value)}: [" + ", ".join(_shown(item, indent, full=False)
-                                                                       for item in value) + "]"
+        return (
+            f"{type(value).__name__} of {len(value)}: ["
+            + ", ".join(_shown(item, indent, full=False) for item in value)
+            + "]"
+        )
     if isinstance(value, np.ndarray):
         if value.size > 60 or not full:
             return f"array {value.shape} {value.dtype}"

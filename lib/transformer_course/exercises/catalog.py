@@ -142,6 +142,7 @@ def public_cases(exercise_id: str) -> list:
 
 # --- properties checked beside the comparison ---------------------------------------------
 
+
 def _attention_leak(arguments, received):
     mask = arguments["mask"]
     if mask is None or not isinstance(received, (tuple, list)) or len(received) != 2:
@@ -159,8 +160,8 @@ def _attention_leak(arguments, received):
     return None
 
 
-
 # --- hints: usual mistakes, recognised from the output -------------------------------------
+
 
 def _transposed_weight_hint(arguments, received, expected):
     keys, weight, query = (np.asarray(arguments[name], dtype="float64") for name in ("keys", "weight", "query"))
@@ -174,8 +175,10 @@ def _attention_hint(arguments, received, expected):
         return None
     weights = np.asarray(received[1], dtype="float64")
     if np.isnan(weights).any():
-        return ("NaN in the weights: a row whose every key is masked gives softmax over nothing, 0/0. "
-                "Give such rows zero weights (and so a zero output).")
+        return (
+            "NaN in the weights: a row whose every key is masked gives softmax over nothing, 0/0. "
+            "Give such rows zero weights (and so a zero output)."
+        )
     expected_weights = np.asarray(expected[1], dtype="float64")
     depth = np.asarray(arguments["query"]).shape[-1]
     # Without the scaling, each weight is the expected one raised to the power sqrt(d_k), renormalised.
@@ -190,8 +193,10 @@ def _attention_hint(arguments, received, expected):
 def _split_heads_hint(arguments, received, expected):
     x = np.asarray(arguments["x"])
     if np.shape(received) == np.shape(expected) and _same(received, x.reshape(np.shape(expected))):
-        return ("one reshape straight to (B, N, T, H) mixes positions into heads: reshape to (B, T, N, H) "
-                "first, then transpose to (B, N, T, H).")
+        return (
+            "one reshape straight to (B, N, T, H) mixes positions into heads: reshape to (B, T, N, H) "
+            "first, then transpose to (B, N, T, H)."
+        )
     return None
 
 
@@ -216,7 +221,7 @@ def _greedy_hint(arguments, received, expected):
     end_id = arguments["end_id"]
     for row in decoded:
         ended = np.flatnonzero(row[1:] == end_id)
-        if ended.size and np.any(row[1 + ended[0] + 1:] != 0):
+        if ended.size and np.any(row[1 + ended[0] + 1 :] != 0):
             return "a row goes on after it produced `end_id`: from then on it must get padding (0)."
     if decoded.shape[1] > np.shape(expected)[1]:
         return "decoding should stop as soon as every row has produced `end_id` (or after `max_length` steps)."
@@ -234,8 +239,10 @@ def _masked_lm_loss_hint(arguments, received, expected):
 def _masked_mean_hint(arguments, received, expected):
     values, mask = np.asarray(arguments["values"], dtype="float64"), np.asarray(arguments["mask"])
     if _same(received, np.where(mask[..., None], values, 0.0).sum(axis=1) / values.shape[1]):
-        return ("the sum was divided by T, every position: divide by the number of real tokens in each row "
-                "(mask.sum(axis=1)), so a short review is not diluted by its padding.")
+        return (
+            "the sum was divided by T, every position: divide by the number of real tokens in each row "
+            "(mask.sum(axis=1)), so a short review is not diluted by its padding."
+        )
     if _same(received, values.mean(axis=1)):
         return "padding took part in the mean: sum only the positions where `mask` is True."
     return None
@@ -259,24 +266,30 @@ def _bert_corruption_properties(arguments, received, expected):
             return f"{name} should hold integer ids; received dtype {value.dtype}."
     never = np.isin(token_ids, [0, *arguments["special_ids"]])
     chosen = labels != 0
-    checks = ((chosen & never, "holds padding or a special token and was chosen: those are never chosen"),
-              (chosen & (labels != token_ids), "is chosen, but its label is not the original token"),
-              (~chosen & (corrupted != token_ids), "was not chosen (label 0), but its token changed"),
-              ((corrupted < 0) | (corrupted >= arguments["vocabulary_size"]), "holds an id outside the vocabulary"))
+    checks = (
+        (chosen & never, "holds padding or a special token and was chosen: those are never chosen"),
+        (chosen & (labels != token_ids), "is chosen, but its label is not the original token"),
+        (~chosen & (corrupted != token_ids), "was not chosen (label 0), but its token changed"),
+        ((corrupted < 0) | (corrupted >= arguments["vocabulary_size"]), "holds an id outside the vocabulary"),
+    )
     for where, problem in checks:
         if where.any():
             return f"position {_first_index(where)} {problem}."
     masked = corrupted == arguments["mask_token_id"]
     randomised = ~masked & (corrupted != token_ids)
-    rates = (("chosen", chosen.sum(), (~never).sum(), expected["selection"]),
-             ("replaced by [MASK]", masked[chosen].sum(), chosen.sum(), expected["mask"]),
-             ("replaced by a random token", randomised[chosen].sum(), chosen.sum(), expected["random"]))
+    rates = (
+        ("chosen", chosen.sum(), (~never).sum(), expected["selection"]),
+        ("replaced by [MASK]", masked[chosen].sum(), chosen.sum(), expected["mask"]),
+        ("replaced by a random token", randomised[chosen].sum(), chosen.sum(), expected["random"]),
+    )
     for what, count, total, target in rates:
         tolerance = 5 * np.sqrt(target * (1 - target) / max(total, 1))
         if total and abs(count / total - target) > tolerance:
             among = "tokens that may be chosen" if what == "chosen" else "chosen tokens"
-            return (f"{count / total:.2%} of the {among} "
-                    f"were {what} ({count:,} of {total:,}); expected {target:.0%} ± {tolerance:.2%}.")
+            return (
+                f"{count / total:.2%} of the {among} "
+                f"were {what} ({count:,} of {total:,}); expected {target:.0%} ± {tolerance:.2%}."
+            )
     return None
 
 
@@ -291,38 +304,48 @@ def _merge_step_hint(arguments, received, expected):
     if isinstance(received, (tuple, list)) and received and isinstance(received[0], str) and received[0] != expected[0]:
         pair = tuple(received[0].split(" "))
         if weighted.get(pair) == max(weighted.values()):
-            return (f"{received[0]!r} ties with {expected[0]!r} for the most frequent pair: among equally frequent "
-                    "pairs take the one that comes first as a tuple of two str, not the first one counted.")
+            return (
+                f"{received[0]!r} ties with {expected[0]!r} for the most frequent pair: among equally frequent "
+                "pairs take the one that comes first as a tuple of two str, not the first one counted."
+            )
         if unweighted.get(pair) == max(unweighted.values()):
             return "each pair counts as often as its word occurs: weight it by the word's count."
     if isinstance(received, (tuple, list)) and len(received) == 2 and received[0] == expected[0]:
         replaced = [word.replace(expected[0], expected[0].replace(" ", "")) for word in words]
         if [str(word) for word in received[1]] == replaced:
-            return ("the pair is right, but merge whole symbols only: replacing text in the string also joins the "
-                    "ends of longer symbols ('ab c' holds 'b c' as text, not as two symbols).")
+            return (
+                "the pair is right, but merge whole symbols only: replacing text in the string also joins the "
+                "ends of longer symbols ('ab c' holds 'b c' as text, not as two symbols)."
+            )
         return "the pair is right; merge it left to right, one occurrence at a time, in every word."
     return None
 
 
 def _temperature_hint(arguments, received, expected):
     logits, temperature = np.asarray(arguments["logits"], dtype="float64"), arguments["temperature"]
-    for scaled, message in ((logits * temperature, "the logits were multiplied by the temperature: divide them by it."),
-                            (logits, "the temperature was not applied: take the softmax of logits / temperature.")):
+    for scaled, message in (
+        (logits * temperature, "the logits were multiplied by the temperature: divide them by it."),
+        (logits, "the temperature was not applied: take the softmax of logits / temperature."),
+    ):
         weights = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
         if temperature != 1 and _same(received, weights / weights.sum(axis=-1, keepdims=True)):
             return message
     if len(logits) > 1 and not np.all(np.isfinite(np.asarray(received, dtype="float64"))):
-        return ("a row came out as nan or inf: subtract each row's own maximum (axis=-1, keepdims=True), not one "
-                "maximum of the whole array; a row far below it underflows to 0 / 0.")
+        return (
+            "a row came out as nan or inf: subtract each row's own maximum (axis=-1, keepdims=True), not one "
+            "maximum of the whole array; a row far below it underflows to 0 / 0."
+        )
     return None
 
 
 def _patchify_hint(arguments, received, expected):
     images = np.asarray(arguments["images"])
     if np.shape(received) == np.shape(expected) and _same(received, images.reshape(np.shape(expected))):
-        return ("one reshape straight to (B, M, P·P·C) makes each \"patch\" a strip of pixels across several "
-                "patches: reshape to (B, height/P, P, width/P, P, C), transpose to "
-                "(B, height/P, width/P, P, P, C), then flatten.")
+        return (
+            'one reshape straight to (B, M, P·P·C) makes each "patch" a strip of pixels across several '
+            "patches: reshape to (B, height/P, P, width/P, P, C), transpose to "
+            "(B, height/P, width/P, P, P, C), then flatten."
+        )
     return None
 
 
@@ -339,12 +362,22 @@ def _rollout_variants(weights):
             result = matrix @ result if last_on_left else result @ matrix
         return result
 
-    return [("the layers are multiplied in the wrong order: the last layer's matrix goes on the left, "
-             "rollout = Ã_L ··· Ã_2 Ã_1.", product(renormalised, last_on_left=False)),
-            ("the identity is missing: add it to each layer's head-averaged weights (the residual "
-             "connection) before renormalising.", product(averaged)),
-            ("the rows are not renormalised: after adding the identity each row sums to 2; divide it by "
-             "its sum.", product(with_identity))]
+    return [
+        (
+            "the layers are multiplied in the wrong order: the last layer's matrix goes on the left, "
+            "rollout = Ã_L ··· Ã_2 Ã_1.",
+            product(renormalised, last_on_left=False),
+        ),
+        (
+            "the identity is missing: add it to each layer's head-averaged weights (the residual "
+            "connection) before renormalising.",
+            product(averaged),
+        ),
+        (
+            "the rows are not renormalised: after adding the identity each row sums to 2; divide it by its sum.",
+            product(with_identity),
+        ),
+    ]
 
 
 def _rollout_hint(arguments, received, expected):
@@ -361,11 +394,18 @@ def _nucleus_hint(arguments, received, expected):
     ranked = np.take_along_axis(probabilities, order, axis=-1)
     cumulative = np.cumsum(ranked, axis=-1)
     for keep, message in (
-            (cumulative - ranked < p, "a token whose probability ranked above it is exactly p was dropped: keep a "
-                                      "token while that mass is at most p (<=, the rule of keras-hub's TopPSampler), "
-                                      "not below it."),
-            (cumulative <= p, "the token that makes the total reach p is missing: keep a token while the "
-                              "probability ranked above it is at most p.")):
+        (
+            cumulative - ranked < p,
+            "a token whose probability ranked above it is exactly p was dropped: keep a "
+            "token while that mass is at most p (<=, the rule of keras-hub's TopPSampler), "
+            "not below it.",
+        ),
+        (
+            cumulative <= p,
+            "the token that makes the total reach p is missing: keep a token while the "
+            "probability ranked above it is at most p.",
+        ),
+    ):
         candidate = np.zeros_like(probabilities)
         np.put_along_axis(candidate, order, np.where(keep, ranked, 0.0), axis=-1)
         if np.all(candidate.sum(axis=-1) > 0) and _same(received, candidate / candidate.sum(axis=-1, keepdims=True)):
@@ -374,6 +414,7 @@ def _nucleus_hint(arguments, received, expected):
     if _same(received, np.where(kept, probabilities, 0.0)):
         return "the kept probabilities are not renormalised: divide each row by its sum."
     return None
+
 
 def _rotation_variants(x, start_index):
     """Rotations with the usual mistakes: (message, result) pairs."""
@@ -392,11 +433,14 @@ def _rotation_variants(x, start_index):
     interleaved[..., 0::2], interleaved[..., 1::2] = turned(x[..., 0::2], x[..., 1::2], theta)
     from_zero = np.concatenate(turned(x[..., :half], x[..., half:], theta, np.arange(x.shape[1])), axis=-1)
     backwards = np.concatenate(turned(x[..., :half], x[..., half:], -theta), axis=-1)
-    return [("feature i was paired with feature i + 1 (interleaved); pair i with i + H/2, the two halves.",
-             interleaved),
-            ("the positions started at 0: x[:, t] sits at start_index + t.", from_zero),
-            ("the rotation turns the wrong way: the first half gets x₁ cos − x₂ sin, the second x₂ cos + x₁ sin.",
-             backwards)]
+    return [
+        ("feature i was paired with feature i + 1 (interleaved); pair i with i + H/2, the two halves.", interleaved),
+        ("the positions started at 0: x[:, t] sits at start_index + t.", from_zero),
+        (
+            "the rotation turns the wrong way: the first half gets x₁ cos − x₂ sin, the second x₂ cos + x₁ sin.",
+            backwards,
+        ),
+    ]
 
 
 def _rotation_hint(arguments, received, expected):
@@ -410,14 +454,18 @@ def _rms_norm_hint(arguments, received, expected):
     x = np.asarray(arguments["x"], dtype="float64")
     scale, epsilon = np.asarray(arguments["scale"], dtype="float64"), arguments["epsilon"]
     centred = x - x.mean(axis=-1, keepdims=True)
-    root_mean_square = np.sqrt((x ** 2).mean(axis=-1, keepdims=True))
+    root_mean_square = np.sqrt((x**2).mean(axis=-1, keepdims=True))
     for message, variant in (
-            ("the mean was subtracted (that is LayerNorm): divide x itself by its root mean square.",
-             centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + epsilon) * scale),
-            ("epsilon was added outside the square root: sqrt(mean(x²) + epsilon).",
-             x / (root_mean_square + epsilon) * scale),
-            ("the scale was not applied: multiply by scale at the end.",
-             x / np.sqrt(root_mean_square ** 2 + epsilon))):
+        (
+            "the mean was subtracted (that is LayerNorm): divide x itself by its root mean square.",
+            centred / np.sqrt((centred**2).mean(axis=-1, keepdims=True) + epsilon) * scale,
+        ),
+        (
+            "epsilon was added outside the square root: sqrt(mean(x²) + epsilon).",
+            x / (root_mean_square + epsilon) * scale,
+        ),
+        ("the scale was not applied: multiply by scale at the end.", x / np.sqrt(root_mean_square**2 + epsilon)),
+    ):
         if not _same(variant, expected) and _same(received, variant):
             return message
     return None
@@ -439,89 +487,267 @@ def _skipgram_pairs_hint(arguments, received, expected):
     for reach, wrong in ((window - 1, "only `window` - 1"), (window + 1, "`window` + 1")):
         off_by_one = [(ids[i], ids[j]) for i in range(len(ids)) for j in range(len(ids)) if 0 < abs(i - j) <= reach]
         if received == off_by_one and off_by_one != [tuple(pair) for pair in expected]:
-            return (f"the window reached {wrong} positions on each side: the context of position i is positions "
-                    "i − window … i + window, both ends included, i itself left out.")
+            return (
+                f"the window reached {wrong} positions on each side: the context of position i is positions "
+                "i − window … i + window, both ends included, i itself left out."
+            )
     if sorted(received) == sorted(tuple(pair) for pair in expected):
-        return "the right pairs in another order: go through the centres left to right, and each one's context " \
-               "words left to right."
+        return (
+            "the right pairs in another order: go through the centres left to right, and each one's context "
+            "words left to right."
+        )
     return None
 
 
-
-EXERCISES: dict[str, Exercise] = {exercise.id: exercise for exercise in [
-    Exercise("01.1", "one-hot encoding", "one_hot_encode", 2, output_names=("the one-hot array",)),
-    Exercise("01.2", "one LSTM step from Keras' weights", "lstm_step", 3,
-             output_names=("the new hidden state h", "the new cell state c"), hint=hints.lstm_step_hint),
-    Exercise("02.1", "Luong general score", "luong_general_score", 2, output_names=("the scores",),
-             hint=_transposed_weight_hint),
-    Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3, output_names=("the scores",)),
-    Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2, output_names=("the ids",)),
-    Exercise("03.2", "one merge step of byte-pair encoding", "merge_step", 2,
-             output_names=("the most frequent pair", "the merged words"), hint=_merge_step_hint),
-    Exercise("03.3", "encoding a word by merge rank", "encode_word", 2, output_names=("the symbols",),
-             hint=hints.encode_word_hint),
-    Exercise("03.4", "the skip-gram pairs of a sentence", "skipgram_pairs_of", 2, output_names=("the pairs",),
-             hint=_skipgram_pairs_hint),
-    Exercise("04.1", "scaled dot-product attention with a mask", "scaled_dot_product_attention", 3,
-             extra_check=_attention_leak, output_names=("the output", "the attention weights"), hint=_attention_hint),
-    Exercise("04.2", "splitting into heads", "split_heads", 1, output_names=("the heads",), hint=_split_heads_hint),
-    Exercise("04.3", "merging heads", "merge_heads", 1, output_names=("the merged output",), hint=_merge_heads_hint),
-    Exercise("04.4", "the sinusoidal positional encoding", "positional_encoding_table", 2, output_names=("the table",),
-             hint=hints.sinusoidal_hint),
-    Exercise("04.5", "multi-head attention from its weights", "multi_head_attention_forward", 3, atol=1e-5,
-             output_names=("the output",), hint=hints.multi_head_attention_hint),
-    Exercise("04.6", "the self-attention mask of a padded batch", "self_attention_mask", 2,
-             output_names=("the mask",), hint=hints.self_attention_mask_hint),
-    Exercise("05.1", "layer normalisation", "layer_norm", 2, atol=1e-4, output_names=("the normalised output",)),
-    Exercise("05.2", "position-wise feed-forward network", "feed_forward", 2, output_names=("the output",)),
-    Exercise("05.3", "a Transformer encoder block from its weights, post- and pre-norm", "encoder_block", 3, atol=1e-5,
-             output_names=("the block's output",), hint=hints.encoder_block_hint),
-    Exercise("06.1", "masked global max pooling", "masked_max_pool", 2, output_names=("the pooled vectors",),
-             hint=_masked_max_hint),
-    Exercise("06.2", "masked global average pooling", "masked_mean_pool", 2, output_names=("the pooled vectors",),
-             hint=_masked_mean_hint),
-    Exercise("07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",),
-             partial_credit=False),  # each case is the same mask at another length: one idea
-    Exercise("07.2", "greedy decoding", "greedy_decode", 3, output_names=("the decoded ids",), hint=_greedy_hint),
-    Exercise("07.3", "teacher forcing and the padding-masked loss", "teacher_forcing_loss", 2,
-             output_names=("the decoder inputs", "the labels", "the loss"), hint=hints.teacher_forcing_loss_hint),
-    Exercise("07.4", "one step of beam search", "beam_step", 3,
-             output_names=("the parents", "the tokens", "the live scores", "the finished parents",
-                           "the finished scores"), hint=hints.beam_step_hint),
-    Exercise("07.5", "the warm-up and cosine learning-rate schedule", "warmup_cosine", 2,
-             output_names=("the learning rates",), atol=1e-9, hint=hints.warmup_cosine_hint),
-    Exercise("07.6", "one AdamW step", "adamw_step", 2, atol=1e-6,  # float32 arithmetic passes, as Keras' own
-             output_names=("the new parameters", "the new first moment", "the new second moment"),
-             hint=hints.adamw_step_hint),
-    Exercise("08.1", "the masked-LM loss", "masked_lm_loss", 2, output_names=("the loss",), hint=_masked_lm_loss_hint),
-    Exercise("08.3", "BERT's masking: choose 15%, then 80/10/10", "bert_corruption", 3,
-             output_names=("the corrupted token ids", "the labels"), properties=_bert_corruption_properties),
-    Exercise("09.1", "softmax with a temperature", "softmax_with_temperature", 2,
-             output_names=("the probabilities",), hint=_temperature_hint),
-    Exercise("09.2", "the top-p (nucleus) filter", "nucleus_filter", 3, output_names=("the filtered probabilities",),
-             hint=_nucleus_hint),
-    Exercise("09.3", "one attention step with a key/value cache", "cached_attention_step", 3,
-             output_names=("the output", "the new key cache", "the new value cache"),
-             hint=hints.cached_attention_step_hint),
-    Exercise("09.4", "perplexity and bits per character", "perplexity_and_bits", 2,
-             output_names=("the perplexity", "the bits per character"), hint=hints.perplexity_and_bits_hint),
-    Exercise("09.5", "capstone: the whole GPT forward pass from its weights", "gpt_forward", 5, atol=1e-4,
-             output_names=("the logits",), hint=hints.gpt_forward_hint,
-             compared=lambda arguments: np.asarray(arguments["token_ids"]) != 0),
-    Exercise("09.6", "one step of the arithmetic coder: narrowing the interval", "narrow_interval", 2,
-             output_names=("the new low", "the new high"), hint=hints.narrow_interval_hint),
-    Exercise("10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",),
-             hint=_patchify_hint),
-    Exercise("10.2", "attention rollout", "roll_out_attention", 3, output_names=("the rollout",), hint=_rollout_hint),
-    Exercise("11.1", "rotary position embedding", "rotate_positions", 3, output_names=("the rotated array",),
-             hint=_rotation_hint),
-    Exercise("11.2", "RMSNorm", "rms_norm", 2, output_names=("the normalised array",), hint=_rms_norm_hint),
-]}
+EXERCISES: dict[str, Exercise] = {
+    exercise.id: exercise
+    for exercise in [
+        Exercise("01.1", "one-hot encoding", "one_hot_encode", 2, output_names=("the one-hot array",)),
+        Exercise(
+            "01.2",
+            "one LSTM step from Keras' weights",
+            "lstm_step",
+            3,
+            output_names=("the new hidden state h", "the new cell state c"),
+            hint=hints.lstm_step_hint,
+        ),
+        Exercise(
+            "02.1",
+            "Luong general score",
+            "luong_general_score",
+            2,
+            output_names=("the scores",),
+            hint=_transposed_weight_hint,
+        ),
+        Exercise("02.2", "Bahdanau (additive) score", "bahdanau_score", 3, output_names=("the scores",)),
+        Exercise("03.1", "vectorising with a vocabulary", "vectorize", 2, output_names=("the ids",)),
+        Exercise(
+            "03.2",
+            "one merge step of byte-pair encoding",
+            "merge_step",
+            2,
+            output_names=("the most frequent pair", "the merged words"),
+            hint=_merge_step_hint,
+        ),
+        Exercise(
+            "03.3",
+            "encoding a word by merge rank",
+            "encode_word",
+            2,
+            output_names=("the symbols",),
+            hint=hints.encode_word_hint,
+        ),
+        Exercise(
+            "03.4",
+            "the skip-gram pairs of a sentence",
+            "skipgram_pairs_of",
+            2,
+            output_names=("the pairs",),
+            hint=_skipgram_pairs_hint,
+        ),
+        Exercise(
+            "04.1",
+            "scaled dot-product attention with a mask",
+            "scaled_dot_product_attention",
+            3,
+            extra_check=_attention_leak,
+            output_names=("the output", "the attention weights"),
+            hint=_attention_hint,
+        ),
+        Exercise("04.2", "splitting into heads", "split_heads", 1, output_names=("the heads",), hint=_split_heads_hint),
+        Exercise(
+            "04.3", "merging heads", "merge_heads", 1, output_names=("the merged output",), hint=_merge_heads_hint
+        ),
+        Exercise(
+            "04.4",
+            "the sinusoidal positional encoding",
+            "positional_encoding_table",
+            2,
+            output_names=("the table",),
+            hint=hints.sinusoidal_hint,
+        ),
+        Exercise(
+            "04.5",
+            "multi-head attention from its weights",
+            "multi_head_attention_forward",
+            3,
+            atol=1e-5,
+            output_names=("the output",),
+            hint=hints.multi_head_attention_hint,
+        ),
+        Exercise(
+            "04.6",
+            "the self-attention mask of a padded batch",
+            "self_attention_mask",
+            2,
+            output_names=("the mask",),
+            hint=hints.self_attention_mask_hint,
+        ),
+        Exercise("05.1", "layer normalisation", "layer_norm", 2, atol=1e-4, output_names=("the normalised output",)),
+        Exercise("05.2", "position-wise feed-forward network", "feed_forward", 2, output_names=("the output",)),
+        Exercise(
+            "05.3",
+            "a Transformer encoder block from its weights, post- and pre-norm",
+            "encoder_block",
+            3,
+            atol=1e-5,
+            output_names=("the block's output",),
+            hint=hints.encoder_block_hint,
+        ),
+        Exercise(
+            "06.1",
+            "masked global max pooling",
+            "masked_max_pool",
+            2,
+            output_names=("the pooled vectors",),
+            hint=_masked_max_hint,
+        ),
+        Exercise(
+            "06.2",
+            "masked global average pooling",
+            "masked_mean_pool",
+            2,
+            output_names=("the pooled vectors",),
+            hint=_masked_mean_hint,
+        ),
+        Exercise(
+            "07.1", "the causal mask", "causal_mask", 1, output_names=("the mask",), partial_credit=False
+        ),  # each case is the same mask at another length: one idea
+        Exercise("07.2", "greedy decoding", "greedy_decode", 3, output_names=("the decoded ids",), hint=_greedy_hint),
+        Exercise(
+            "07.3",
+            "teacher forcing and the padding-masked loss",
+            "teacher_forcing_loss",
+            2,
+            output_names=("the decoder inputs", "the labels", "the loss"),
+            hint=hints.teacher_forcing_loss_hint,
+        ),
+        Exercise(
+            "07.4",
+            "one step of beam search",
+            "beam_step",
+            3,
+            output_names=(
+                "the parents",
+                "the tokens",
+                "the live scores",
+                "the finished parents",
+                "the finished scores",
+            ),
+            hint=hints.beam_step_hint,
+        ),
+        Exercise(
+            "07.5",
+            "the warm-up and cosine learning-rate schedule",
+            "warmup_cosine",
+            2,
+            output_names=("the learning rates",),
+            atol=1e-9,
+            hint=hints.warmup_cosine_hint,
+        ),
+        Exercise(
+            "07.6",
+            "one AdamW step",
+            "adamw_step",
+            2,
+            atol=1e-6,  # float32 arithmetic passes, as Keras' own
+            output_names=("the new parameters", "the new first moment", "the new second moment"),
+            hint=hints.adamw_step_hint,
+        ),
+        Exercise(
+            "08.1", "the masked-LM loss", "masked_lm_loss", 2, output_names=("the loss",), hint=_masked_lm_loss_hint
+        ),
+        Exercise(
+            "08.3",
+            "BERT's masking: choose 15%, then 80/10/10",
+            "bert_corruption",
+            3,
+            output_names=("the corrupted token ids", "the labels"),
+            properties=_bert_corruption_properties,
+        ),
+        Exercise(
+            "09.1",
+            "softmax with a temperature",
+            "softmax_with_temperature",
+            2,
+            output_names=("the probabilities",),
+            hint=_temperature_hint,
+        ),
+        Exercise(
+            "09.2",
+            "the top-p (nucleus) filter",
+            "nucleus_filter",
+            3,
+            output_names=("the filtered probabilities",),
+            hint=_nucleus_hint,
+        ),
+        Exercise(
+            "09.3",
+            "one attention step with a key/value cache",
+            "cached_attention_step",
+            3,
+            output_names=("the output", "the new key cache", "the new value cache"),
+            hint=hints.cached_attention_step_hint,
+        ),
+        Exercise(
+            "09.4",
+            "perplexity and bits per character",
+            "perplexity_and_bits",
+            2,
+            output_names=("the perplexity", "the bits per character"),
+            hint=hints.perplexity_and_bits_hint,
+        ),
+        Exercise(
+            "09.5",
+            "capstone: the whole GPT forward pass from its weights",
+            "gpt_forward",
+            5,
+            atol=1e-4,
+            output_names=("the logits",),
+            hint=hints.gpt_forward_hint,
+            compared=lambda arguments: np.asarray(arguments["token_ids"]) != 0,
+        ),
+        Exercise(
+            "09.6",
+            "one step of the arithmetic coder: narrowing the interval",
+            "narrow_interval",
+            2,
+            output_names=("the new low", "the new high"),
+            hint=hints.narrow_interval_hint,
+        ),
+        Exercise(
+            "10.1", "cutting images into patches", "patchify", 2, output_names=("the patch array",), hint=_patchify_hint
+        ),
+        Exercise(
+            "10.2", "attention rollout", "roll_out_attention", 3, output_names=("the rollout",), hint=_rollout_hint
+        ),
+        Exercise(
+            "11.1",
+            "rotary position embedding",
+            "rotate_positions",
+            3,
+            output_names=("the rotated array",),
+            hint=_rotation_hint,
+        ),
+        Exercise("11.2", "RMSNorm", "rms_norm", 2, output_names=("the normalised array",), hint=_rms_norm_hint),
+    ]
+}
 
 
 # How long a student might spend on each notebook with its exercises, in minutes: our estimate, not a measurement.
-STUDY_MINUTES = {"01": 40, "02": 40, "03": 75, "04": 90, "05": 60, "06": 30, "07": 150, "08": 45, "09": 210, "10": 45,
-                 "11": 45}
+STUDY_MINUTES = {
+    "01": 40,
+    "02": 40,
+    "03": 75,
+    "04": 90,
+    "05": 60,
+    "06": 30,
+    "07": 150,
+    "08": 45,
+    "09": 210,
+    "10": 45,
+    "11": 45,
+}
 
 
 def catalogue_table() -> str:
@@ -539,10 +765,17 @@ def catalogue_table() -> str:
     """
     notebooks = sorted({exercise.notebook for exercise in EXERCISES.values()})
     points = sum(exercise.points for exercise in EXERCISES.values())
-    lines = [f"{len(EXERCISES)} exercises, {points} points.", "",
-             "| notebook | exercises (points) | about |", "|---|---|---|"]
+    lines = [
+        f"{len(EXERCISES)} exercises, {points} points.",
+        "",
+        "| notebook | exercises (points) | about |",
+        "|---|---|---|",
+    ]
     for notebook in notebooks:
-        listed = "; ".join(f"{exercise.id} {exercise.title} ({exercise.points})" for exercise in EXERCISES.values()
-                           if exercise.notebook == notebook)
+        listed = "; ".join(
+            f"{exercise.id} {exercise.title} ({exercise.points})"
+            for exercise in EXERCISES.values()
+            if exercise.notebook == notebook
+        )
         lines.append(f"| {notebook} | {listed} | {STUDY_MINUTES[notebook]} min |")
     return "\n".join(lines)

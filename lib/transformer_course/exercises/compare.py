@@ -33,8 +33,9 @@ def plain_number(value) -> str:
     return repr(value)
 
 
-def compare_outputs(expected, received, atol: float = 1e-5, path: str = "the result",
-                    names: tuple[str, ...] | None = None) -> str | None:
+def compare_outputs(
+    expected, received, atol: float = 1e-5, path: str = "the result", names: tuple[str, ...] | None = None
+) -> str | None:
     """Compare a reference output with a received one; return what differs, or None if equal.
 
     Tuples/lists of arrays are compared item by item; arrays by shape, kind of dtype (bool,
@@ -90,8 +91,7 @@ def compare_outputs(expected, received, atol: float = 1e-5, path: str = "the res
         if want.dtype.kind == "f":
             expected_text, received_text = _distinct(float(want[index]), float(got[index]))
             tolerance = f"; a difference up to {atol:g} + 1e-05 × |expected| is allowed"
-        return (f"wrong value in {path}{where}: expected {expected_text}, received {received_text}{others}"
-                f"{tolerance}.")
+        return f"wrong value in {path}{where}: expected {expected_text}, received {received_text}{others}{tolerance}."
     return None
 
 

@@ -12,10 +12,22 @@ import math
 
 import numpy as np
 
-__all__ = ["lstm_step_hint", "encode_word_hint", "sinusoidal_hint", "multi_head_attention_hint", "encoder_block_hint",
-           "teacher_forcing_loss_hint", "beam_step_hint", "warmup_cosine_hint", "adamw_step_hint",
-           "cached_attention_step_hint", "perplexity_and_bits_hint", "gpt_forward_hint",
-           "narrow_interval_hint", "self_attention_mask_hint"]
+__all__ = [
+    "lstm_step_hint",
+    "encode_word_hint",
+    "sinusoidal_hint",
+    "multi_head_attention_hint",
+    "encoder_block_hint",
+    "teacher_forcing_loss_hint",
+    "beam_step_hint",
+    "warmup_cosine_hint",
+    "adamw_step_hint",
+    "cached_attention_step_hint",
+    "perplexity_and_bits_hint",
+    "gpt_forward_hint",
+    "narrow_interval_hint",
+    "self_attention_mask_hint",
+]
 
 
 def _same(received, candidate, atol=1e-6) -> bool:
@@ -50,23 +62,30 @@ def _first_match(received, variants, atol=1e-6, where=None):
 
 # --- 01.2: one LSTM step ---------------------------------------------------------------------
 
+
 def lstm_step_hint(arguments, received, expected):
     if not isinstance(received, (tuple, list)) or len(received) != 2:
         return None
-    x, h, c, kernel, recurrent, bias = (np.asarray(arguments[name], dtype="float64") for name in (
-        "x", "h", "c", "kernel", "recurrent_kernel", "bias"))
+    x, h, c, kernel, recurrent, bias = (
+        np.asarray(arguments[name], dtype="float64") for name in ("x", "h", "c", "kernel", "recurrent_kernel", "bias")
+    )
     units = h.shape[-1]
     z = x @ kernel + h @ recurrent + bias
 
     def step(order, tanh_of_cell=True):
-        i, f, candidate, o = (z[:, index * units:(index + 1) * units] for index in order)
+        i, f, candidate, o = (z[:, index * units : (index + 1) * units] for index in order)
         sigmoid = lambda values: 1 / (1 + np.exp(-values))  # noqa: E731
         cell = sigmoid(f) * c + sigmoid(i) * np.tanh(candidate)
         return sigmoid(o) * (np.tanh(cell) if tanh_of_cell else cell), cell
 
-    for order, message in (((1, 0, 2, 3), "the input and forget gates are swapped: Keras' kernel holds the gates "
-                                          "in the order i, f, c̃, o (input, forget, candidate, output)."),
-                           ((0, 1, 3, 2), "the candidate and the output gate are swapped: the order is i, f, c̃, o.")):
+    for order, message in (
+        (
+            (1, 0, 2, 3),
+            "the input and forget gates are swapped: Keras' kernel holds the gates "
+            "in the order i, f, c̃, o (input, forget, candidate, output).",
+        ),
+        ((0, 1, 3, 2), "the candidate and the output gate are swapped: the order is i, f, c̃, o."),
+    ):
         candidate_h, candidate_c = step(order)
         if _same(received[0], candidate_h) and _same(received[1], candidate_c):
             return message
@@ -76,6 +95,7 @@ def lstm_step_hint(arguments, received, expected):
 
 
 # --- 03.3: encoding by merge rank -------------------------------------------------------------
+
 
 def _merged(symbols, pair):
     merged, index = [], 0
@@ -95,12 +115,15 @@ def encode_word_hint(arguments, received, expected):
     if isinstance(received, list) and "".join(received) != word:
         return f"the symbols must spell the word again: joined they give {''.join(received)!r:.60}, not {word!r}."
     leftmost = list(word)  # the leftmost pair that is a merge at all, whatever its rank
-    while (found := next((i for i, pair in enumerate(zip(leftmost, leftmost[1:])) if pair in merges),
-                         None)) is not None:
-        leftmost = leftmost[:found] + [leftmost[found] + leftmost[found + 1]] + leftmost[found + 2:]
+    while (
+        found := next((i for i, pair in enumerate(zip(leftmost, leftmost[1:])) if pair in merges), None)
+    ) is not None:
+        leftmost = leftmost[:found] + [leftmost[found] + leftmost[found + 1]] + leftmost[found + 2 :]
     if received == leftmost:
-        return ("the leftmost pair that is a merge was merged first: merge the pair of lowest **rank** (the earliest "
-                "merge learned) wherever it is in the word, then look again.")
+        return (
+            "the leftmost pair that is a merge was merged first: merge the pair of lowest **rank** (the earliest "
+            "merge learned) wherever it is in the word, then look again."
+        )
     ranks = {pair: rank for rank, pair in enumerate(reversed(merges))}
     latest = list(word)
     while len(latest) > 1:
@@ -116,12 +139,15 @@ def encode_word_hint(arguments, received, expected):
     if rank < math.inf:
         once = _merged(once, pair)
         if received == once and once != expected:
-            return ("only the first merge was applied: after each merge, look at the new neighbours again and keep "
-                    "merging while some pair is a learned merge.")
+            return (
+                "only the first merge was applied: after each merge, look at the new neighbours again and keep "
+                "merging while some pair is a learned merge."
+            )
     return None
 
 
 # --- 04.4 and 04.5: positions and multi-head attention ----------------------------------------
+
 
 def sinusoidal_hint(arguments, received, expected):
     length, depth = arguments["length"], arguments["depth"]
@@ -135,16 +161,30 @@ def sinusoidal_hint(arguments, received, expected):
         return table
 
     from_one = (positions + 1) / 10000 ** (np.arange(0, depth, 2) / depth)
-    return _first_match(received, [
-        ("the positions start at 1: the first row is position 0 (sin 0 = 0 and cos 0 = 1 in every pair).",
-         interleaved(np.sin(from_one), np.cos(from_one))),
-        ("the sines fill the first half and the cosines the second: interleave them, sin in even columns 2i and "
-         "cos in odd columns 2i + 1.", np.concatenate([np.sin(pair_angles), np.cos(pair_angles)], axis=1)),
-        ("sin and cos are swapped: column 2i holds sin, column 2i + 1 holds cos.",
-         interleaved(np.cos(pair_angles), np.sin(pair_angles))),
-        ("the frequencies fall too slowly: the exponent is 2i/d where i counts pairs of columns (column 2i "
-         "and 2i + 1 share one frequency), not i/d.", interleaved(np.sin(column_angles), np.cos(column_angles)))],
-        atol=1e-5)
+    return _first_match(
+        received,
+        [
+            (
+                "the positions start at 1: the first row is position 0 (sin 0 = 0 and cos 0 = 1 in every pair).",
+                interleaved(np.sin(from_one), np.cos(from_one)),
+            ),
+            (
+                "the sines fill the first half and the cosines the second: interleave them, sin in even columns 2i and "
+                "cos in odd columns 2i + 1.",
+                np.concatenate([np.sin(pair_angles), np.cos(pair_angles)], axis=1),
+            ),
+            (
+                "sin and cos are swapped: column 2i holds sin, column 2i + 1 holds cos.",
+                interleaved(np.cos(pair_angles), np.sin(pair_angles)),
+            ),
+            (
+                "the frequencies fall too slowly: the exponent is 2i/d where i counts pairs of columns (column 2i "
+                "and 2i + 1 share one frequency), not i/d.",
+                interleaved(np.sin(column_angles), np.cos(column_angles)),
+            ),
+        ],
+        atol=1e-5,
+    )
 
 
 def _attention(query, value, weights, mask=None, scale_width=None, project=True, merge_unmoved=False):
@@ -167,16 +207,28 @@ def _attention(query, value, weights, mask=None, scale_width=None, project=True,
 
 def _attention_variants(query, value, weights, mask):
     width = np.shape(query)[-1]
-    return [("the scores were divided by √E, the model's width: divide by √H, the width of one head "
-             f"(√{np.shape(weights['query_kernel'])[-1]}).",
-             _attention(query, value, weights, mask, scale_width=width)),
-            ("the heads were concatenated but not projected: multiply by the output kernel W_O (N, H, E) and add "
-             "its bias.", _attention(query, value, weights, mask, project=False)),
-            ("the heads were flattened in the wrong order: (B, N, T, H) reshaped straight to (B, T, N·H) mixes "
-             "positions and heads; move the head axis first, (B, T, N, H), then flatten (or contract with W_O "
-             "(N, H, E) over both axes).", _attention(query, value, weights, mask, merge_unmoved=True)),
-            ("the mask was ignored: where it is False, the score must become -inf before the softmax.",
-             _attention(query, value, weights, None))]
+    return [
+        (
+            "the scores were divided by √E, the model's width: divide by √H, the width of one head "
+            f"(√{np.shape(weights['query_kernel'])[-1]}).",
+            _attention(query, value, weights, mask, scale_width=width),
+        ),
+        (
+            "the heads were concatenated but not projected: multiply by the output kernel W_O (N, H, E) and add "
+            "its bias.",
+            _attention(query, value, weights, mask, project=False),
+        ),
+        (
+            "the heads were flattened in the wrong order: (B, N, T, H) reshaped straight to (B, T, N·H) mixes "
+            "positions and heads; move the head axis first, (B, T, N, H), then flatten (or contract with W_O "
+            "(N, H, E) over both axes).",
+            _attention(query, value, weights, mask, merge_unmoved=True),
+        ),
+        (
+            "the mask was ignored: where it is False, the score must become -inf before the softmax.",
+            _attention(query, value, weights, None),
+        ),
+    ]
 
 
 def multi_head_attention_hint(arguments, received, expected):
@@ -187,27 +239,49 @@ def multi_head_attention_hint(arguments, received, expected):
 
 # --- 04.6: the self-attention mask of a padded batch -------------------------------------------
 
+
 def self_attention_mask_hint(arguments, received, expected):
     real = np.asarray(arguments["token_ids"]) != 0  # (B, T)
     length = real.shape[1]
     lower = np.tril(np.ones((length, length), dtype=bool))
     causal_part = lower if arguments["causal"] else np.ones_like(lower)
     queries, keys = real[:, :, None], real[:, None, :]
-    return _first_match(received, [
-        ("a padded query attends to nothing: mask the rows of padding positions too (a position may attend only "
-         "when it and the key are both real tokens).", np.broadcast_to(keys, expected.shape) & causal_part),
-        ("no query may attend to a padded key: mask the columns of padding positions (only the rows are masked "
-         "here).", np.broadcast_to(queries, expected.shape) & causal_part),
-        ("the causal part leaves out the diagonal: a position may attend to itself, key j <= query i "
-         "(np.tril, not a strict j < i).", queries & keys & np.tril(np.ones_like(lower), k=-1) if arguments["causal"]
-         else None),
-        ("the causal part is reversed: query i may attend keys 0 to i, the lower triangle (np.tril), not the later "
-         "keys.", queries & keys & np.triu(np.ones_like(lower)) if arguments["causal"] else None),
-        ("`causal` is not followed: with causal=True the later keys are masked, with causal=False every real key "
-         "may be attended.", queries & keys & (np.ones_like(lower) if arguments["causal"] else lower))])
+    return _first_match(
+        received,
+        [
+            (
+                "a padded query attends to nothing: mask the rows of padding positions too (a position may attend only "
+                "when it and the key are both real tokens).",
+                np.broadcast_to(keys, expected.shape) & causal_part,
+            ),
+            (
+                "no query may attend to a padded key: mask the columns of padding positions (only the rows are masked "
+                "here).",
+                np.broadcast_to(queries, expected.shape) & causal_part,
+            ),
+            (
+                "the causal part leaves out the diagonal: a position may attend to itself, key j <= query i "
+                "(np.tril, not a strict j < i).",
+                queries & keys & np.tril(np.ones_like(lower), k=-1) if arguments["causal"] else None,
+            ),
+            (
+                "the causal part is reversed: query i may attend keys 0 to i, the lower triangle "
+                "(np.tril), not the later "
+                "keys.",
+                queries & keys & np.triu(np.ones_like(lower)) if arguments["causal"] else None,
+            ),
+            (
+                "`causal` is not followed: with causal=True the later keys are masked, with "
+                "causal=False every real key "
+                "may be attended.",
+                queries & keys & (np.ones_like(lower) if arguments["causal"] else lower),
+            ),
+        ],
+    )
 
 
 # --- 05.3 and 09.5: whole blocks and a whole model --------------------------------------------
+
 
 def _norm(x, parameters, epsilon):
     mean, variance = x.mean(axis=-1, keepdims=True), x.var(axis=-1, keepdims=True)
@@ -221,7 +295,7 @@ def _block(x, weights, mask, normalize_first, activation="relu", epsilon=1e-5, r
         if activation == "relu":
             hidden = np.maximum(hidden, 0.0)
         else:
-            hidden = 0.5 * hidden * (1 + np.tanh(math.sqrt(2 / math.pi) * (hidden + 0.044715 * hidden ** 3)))
+            hidden = 0.5 * hidden * (1 + np.tanh(math.sqrt(2 / math.pi) * (hidden + 0.044715 * hidden**3)))
         return hidden @ ff["output_kernel"] + ff["output_bias"]
 
     def attend(values):
@@ -232,37 +306,70 @@ def _block(x, weights, mask, normalize_first, activation="relu", epsilon=1e-5, r
         if norm_output:  # x + LayerNorm(F(x)): the sub-layer's output normalised, not its input
             x = kept + _norm(sublayer(x), parameters, epsilon)
         else:
-            x = kept + sublayer(_norm(x, parameters, epsilon)) if normalize_first else _norm(kept + sublayer(x),
-                                                                                              parameters, epsilon)
+            x = (
+                kept + sublayer(_norm(x, parameters, epsilon))
+                if normalize_first
+                else _norm(kept + sublayer(x), parameters, epsilon)
+            )
     return x
 
 
 def encoder_block_hint(arguments, received, expected):
     x, weights, mask, first = (arguments[name] for name in ("x", "weights", "mask", "normalize_first"))
     x = np.asarray(x, dtype="float64")
-    key_mask = None if mask is None else np.broadcast_to(np.asarray(mask)[:, None, :],
-                                                         (x.shape[0], x.shape[1], x.shape[1]))
-    variants = [(("post-norm was computed where `normalize_first` is True: a pre-norm block normalises each "
-                  "sub-layer's input, x + F(LayerNorm(x)).") if first else
-                 ("pre-norm was computed where `normalize_first` is False: a post-norm block normalises after the "
-                  "residual sum, LayerNorm(x + F(x))."), _block(x, weights, key_mask, not first)),
-                ("the residual connections are missing: add each sub-layer's input to its output.",
-                 _block(x, weights, key_mask, first, residual=False)),
-                ("the LayerNorm was applied to the sub-layer's output, x + LayerNorm(F(x)): pre-norm normalises the "
-                 "sub-layer's input, x + F(LayerNorm(x)); post-norm the sum, LayerNorm(x + F(x)).",
-                 _block(x, weights, key_mask, first, norm_output=True))]
+    key_mask = (
+        None if mask is None else np.broadcast_to(np.asarray(mask)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
+    )
+    variants = [
+        (
+            (
+                "post-norm was computed where `normalize_first` is True: a pre-norm block normalises each "
+                "sub-layer's input, x + F(LayerNorm(x))."
+            )
+            if first
+            else (
+                "pre-norm was computed where `normalize_first` is False: a post-norm block normalises after the "
+                "residual sum, LayerNorm(x + F(x))."
+            ),
+            _block(x, weights, key_mask, not first),
+        ),
+        (
+            "the residual connections are missing: add each sub-layer's input to its output.",
+            _block(x, weights, key_mask, first, residual=False),
+        ),
+        (
+            "the LayerNorm was applied to the sub-layer's output, x + LayerNorm(F(x)): pre-norm normalises the "
+            "sub-layer's input, x + F(LayerNorm(x)); post-norm the sum, LayerNorm(x + F(x)).",
+            _block(x, weights, key_mask, first, norm_output=True),
+        ),
+    ]
     if mask is None:
         return _first_match(received, variants, atol=1e-5)
     unmasked = _block(x, weights, None, first)
-    variants.append(("padding took part in attention: build the attention mask (B, T, T) from `mask`, so no "
-                     "query attends to a padding key.", unmasked))
+    variants.append(
+        (
+            "padding took part in attention: build the attention mask (B, T, T) from `mask`, so no "
+            "query attends to a padding key.",
+            unmasked,
+        )
+    )
     # Equal to attention over every key at the real positions only: the mask went on the queries (rows), which
     # changes nothing but the padding positions' own outputs.
     real = np.broadcast_to(np.asarray(mask, dtype=bool)[:, :, None], x.shape)
-    return _first_match(received, variants, atol=1e-5) or _first_match(received, [(
-        "the mask was applied to the queries, not the keys: at the real positions every query still attends to "
-        "the padding keys. Mask the key axis, mask[:, None, :] broadcast to (B, T, T), so no query attends to a "
-        "padding key.", unmasked)], atol=1e-5, where=real)
+    return _first_match(received, variants, atol=1e-5) or _first_match(
+        received,
+        [
+            (
+                "the mask was applied to the queries, not the keys: at the real positions every query still attends to "
+                "the padding keys. Mask the key axis, mask[:, None, :] broadcast to (B, T, T), so no "
+                "query attends to a "
+                "padding key.",
+                unmasked,
+            )
+        ],
+        atol=1e-5,
+        where=real,
+    )
 
 
 def _gpt(token_ids, weights, config, causal=True, positions_after=False, final_norm=True, normalize_first=None):
@@ -288,21 +395,37 @@ def gpt_forward_hint(arguments, received, expected):
     token_ids, weights, config = arguments["token_ids"], arguments["weights"], arguments["config"]
     real = np.asarray(token_ids) != 0
     first = config["normalize_first"]
-    variants = [("position 0 sees the future: without the causal mask every position attends to later tokens. "
-                 "Position t may attend to positions 0 … t only.", _gpt(token_ids, weights, config, causal=False)),
-                ("the position embeddings were added after the blocks: add them to the token embeddings, before "
-                 "the first block.", _gpt(token_ids, weights, config, positions_after=True)),
-                (("post-norm blocks were computed where the config says pre-norm (`normalize_first`): "
-                  "x + F(LayerNorm(x)).") if first else
-                 "pre-norm blocks were computed where the config says post-norm: LayerNorm(x + F(x)).",
-                 _gpt(token_ids, weights, config, normalize_first=not first))]
+    variants = [
+        (
+            "position 0 sees the future: without the causal mask every position attends to later tokens. "
+            "Position t may attend to positions 0 … t only.",
+            _gpt(token_ids, weights, config, causal=False),
+        ),
+        (
+            "the position embeddings were added after the blocks: add them to the token embeddings, before "
+            "the first block.",
+            _gpt(token_ids, weights, config, positions_after=True),
+        ),
+        (
+            ("post-norm blocks were computed where the config says pre-norm (`normalize_first`): x + F(LayerNorm(x)).")
+            if first
+            else "pre-norm blocks were computed where the config says post-norm: LayerNorm(x + F(x)).",
+            _gpt(token_ids, weights, config, normalize_first=not first),
+        ),
+    ]
     if "final_norm" in weights:
-        variants.append(("the final LayerNorm (weights['final_norm']) was skipped: apply it after the last block, "
-                         "before the tied output.", _gpt(token_ids, weights, config, final_norm=False)))
+        variants.append(
+            (
+                "the final LayerNorm (weights['final_norm']) was skipped: apply it after the last block, "
+                "before the tied output.",
+                _gpt(token_ids, weights, config, final_norm=False),
+            )
+        )
     return _first_match(received, variants, atol=1e-4, where=real)
 
 
 # --- 09.3 and 09.4: the key/value cache, perplexity and bits per character --------------------
+
 
 def cached_attention_step_hint(arguments, received, expected):
     if not isinstance(received, (tuple, list)) or len(received) != 3:
@@ -316,10 +439,12 @@ def cached_attention_step_hint(arguments, received, expected):
         for wrong in (index - 1, index + 1):
             if 0 <= wrong < keys.shape[2]:
                 written = keys.copy()
-                written[:, :, wrong:wrong + 1] = key
+                written[:, :, wrong : wrong + 1] = key
                 if _same(received[1], written):
-                    return (f"the new key was written at position {wrong}: write it (and the value) at position "
-                            f"`index` = {index}, the new token's own position.")
+                    return (
+                        f"the new key was written at position {wrong}: write it (and the value) at position "
+                        f"`index` = {index}, the new token's own position."
+                    )
         return None
 
     def attend(upto, key_cache, value_cache):
@@ -328,14 +453,24 @@ def cached_attention_step_hint(arguments, received, expected):
         return scores / scores.sum(axis=-1, keepdims=True) @ value_cache[:, :, :upto]
 
     new_keys, new_values = np.asarray(expected[1]), np.asarray(expected[2])
-    variants = [("the output attended over the whole cache: positions after `index` hold stale values, not keys of "
-                 "this sequence. Attend over positions 0 … index only.", attend(keys.shape[2], new_keys, new_values)),
-                ("the output attended over positions 0 … index - 1: include position `index`, the token itself.",
-                 attend(index, new_keys, new_values) if index > 0 else None),
-                ("the output was computed before the new key and value were written: write them at `index`, "
-                 "then attend.", attend(index + 1, keys, values))]
-    return _first_match(received[0], [(message, output) for message, output in variants if output is not None],
-                        atol=1e-5)
+    variants = [
+        (
+            "the output attended over the whole cache: positions after `index` hold stale values, not keys of "
+            "this sequence. Attend over positions 0 … index only.",
+            attend(keys.shape[2], new_keys, new_values),
+        ),
+        (
+            "the output attended over positions 0 … index - 1: include position `index`, the token itself.",
+            attend(index, new_keys, new_values) if index > 0 else None,
+        ),
+        (
+            "the output was computed before the new key and value were written: write them at `index`, then attend.",
+            attend(index + 1, keys, values),
+        ),
+    ]
+    return _first_match(
+        received[0], [(message, output) for message, output in variants if output is not None], atol=1e-5
+    )
 
 
 def perplexity_and_bits_hint(arguments, received, expected):
@@ -345,8 +480,9 @@ def perplexity_and_bits_hint(arguments, received, expected):
     real = np.asarray(arguments["targets"]) != 0
     characters = arguments["characters"]
     perplexity, bits = (float(np.asarray(value, dtype="float64")) for value in received)
-    if not np.isclose(perplexity, expected[0], rtol=1e-5) and np.isclose(perplexity, math.exp(-scores.mean()),
-                                                                      rtol=1e-5):
+    if not np.isclose(perplexity, expected[0], rtol=1e-5) and np.isclose(
+        perplexity, math.exp(-scores.mean()), rtol=1e-5
+    ):
         return "padding was counted in the perplexity's mean: average over the real targets only (targets != 0)."
     if np.isclose(bits, -scores[real].sum() / characters, rtol=1e-5):
         return "the bits per character are in nats: divide the natural-log sum by ln 2."
@@ -364,22 +500,32 @@ def narrow_interval_hint(arguments, received, expected):
     except (TypeError, ValueError):
         return None
     if any(np.asarray(value).dtype.kind == "f" for value in received):
-        return ("the ends are floats: the coder's interval holds integers. Use floor division `//` on Python "
-                "ints (width * cumulative // total), never `/`.")
+        return (
+            "the ends are floats: the coder's interval holds integers. Use floor division `//` on Python "
+            "ints (width * cumulative // total), never `/`."
+        )
     low, high, symbol = int(arguments["low"]), int(arguments["high"]), int(arguments["symbol"])
     cumulative = [0, *np.cumsum(np.asarray(arguments["frequencies"], dtype="int64")).tolist()]
     total, width = cumulative[-1], high - low + 1
     below, through = cumulative[symbol], cumulative[symbol + 1]
     variants = [
-        ("the new high is one too large: high is inclusive, so it is low + width * (c + f) // total - 1.",
-         (low + width * below // total, low + width * through // total)),
-        ("the width is one too small: the interval [low, high] holds high - low + 1 integers.",
-         (low + (width - 1) * below // total, low + (width - 1) * through // total - 1)),
-        ("the share starts one symbol late: symbol s starts at the sum of the frequencies *before* it "
-         "(frequencies[:s], 0 for the first symbol; np.cumsum has no leading 0) and ends f[s] later.",
-         (low + width * through // total, low + width * (through + through - below) // total - 1)),
-        ("the new high was computed from the new low: compute both ends from the old low.",
-         (low + width * below // total, low + width * below // total + width * through // total - 1)),
+        (
+            "the new high is one too large: high is inclusive, so it is low + width * (c + f) // total - 1.",
+            (low + width * below // total, low + width * through // total),
+        ),
+        (
+            "the width is one too small: the interval [low, high] holds high - low + 1 integers.",
+            (low + (width - 1) * below // total, low + (width - 1) * through // total - 1),
+        ),
+        (
+            "the share starts one symbol late: symbol s starts at the sum of the frequencies *before* it "
+            "(frequencies[:s], 0 for the first symbol; np.cumsum has no leading 0) and ends f[s] later.",
+            (low + width * through // total, low + width * (through + through - below) // total - 1),
+        ),
+        (
+            "the new high was computed from the new low: compute both ends from the old low.",
+            (low + width * below // total, low + width * below // total + width * through // total - 1),
+        ),
     ]
     for message, variant in variants:
         if variant is not None and variant != tuple(expected) and got == tuple(float(value) for value in variant):
@@ -388,6 +534,7 @@ def narrow_interval_hint(arguments, received, expected):
 
 
 # --- 07.3-07.6: teacher forcing, a beam-search step, the schedule and the optimizer ----------
+
 
 def _cross_entropy(probabilities, labels):
     return -np.log(np.take_along_axis(np.asarray(probabilities, dtype="float64"), labels[..., None], axis=-1)[..., 0])
@@ -398,8 +545,10 @@ def teacher_forcing_loss_hint(arguments, received, expected):
         return None
     target_ids = np.asarray(arguments["target_ids"])
     if _same(received[0], target_ids[:, 1:]) or _same(received[1], target_ids[:, :-1]):
-        return ("the shift goes the wrong way: the decoder reads every id but the last ([start] first) and learns to "
-                "predict every id but the first (the next one).")
+        return (
+            "the shift goes the wrong way: the decoder reads every id but the last ([start] first) and learns to "
+            "predict every id but the first (the next one)."
+        )
     labels = target_ids[:, 1:]
     losses = _cross_entropy(arguments["probabilities"], labels)
     real = labels != 0
@@ -407,13 +556,17 @@ def teacher_forcing_loss_hint(arguments, received, expected):
         return "padding was counted: average the cross-entropy over the positions whose label is not 0."
     from_inputs = target_ids[:, :-1] != 0
     if not np.array_equal(from_inputs, real) and _same(received[2], losses[from_inputs].mean()):
-        return ("the mask came from the decoder inputs: a position counts when its **label** is real (labels != 0); "
-                "the inputs are shifted by one, so their mask keeps the first padding label and drops the last "
-                "real one.")
+        return (
+            "the mask came from the decoder inputs: a position counts when its **label** is real (labels != 0); "
+            "the inputs are shifted by one, so their mask keeps the first padding label and drops the last "
+            "real one."
+        )
     rows = np.array([row[keep].mean() for row, keep in zip(losses, real)])
     if _same(received[2], rows.mean()):
-        return ("each sentence was averaged first, then the sentences: average over all real tokens of the batch "
-                "at once, so a long sentence counts for every token it holds.")
+        return (
+            "each sentence was averaged first, then the sentences: average over all real tokens of the batch "
+            "at once, so a long sentence counts for every token it holds."
+        )
     return None
 
 
@@ -422,60 +575,83 @@ def beam_step_hint(arguments, received, expected):
         return None
     tokens = np.asarray(received[1])
     if tokens.size and np.any(tokens == arguments["end_id"]):
-        return ("a beam that produced `end_id` is still among the live beams: set it aside as finished (with its "
-                "normalised score) and keep looking for `beam_width` live ones.")
+        return (
+            "a beam that produced `end_id` is still among the live beams: set it aside as finished (with its "
+            "normalised score) and keep looking for `beam_width` live ones."
+        )
     if len(expected[3]) and _same(received[3], expected[3]) and np.asarray(received[4]).shape == expected[4].shape:
-        scores, log_probabilities = (np.asarray(arguments[name], dtype="float64")
-                                     for name in ("scores", "log_probabilities"))
+        scores, log_probabilities = (
+            np.asarray(arguments[name], dtype="float64") for name in ("scores", "log_probabilities")
+        )
         raw = scores[np.asarray(expected[3])] + log_probabilities[np.asarray(expected[3]), arguments["end_id"]]
         if _same(received[4], raw) and arguments["alpha"] != 0:
-            return ("the finished scores are not length-normalised: divide each by the length penalty "
-                    f"((5 + step) / 6) ** alpha, here step = {arguments['step']}.")
+            return (
+                "the finished scores are not length-normalised: divide each by the length penalty "
+                f"((5 + step) / 6) ** alpha, here step = {arguments['step']}."
+            )
         for length in (arguments["step"] - 1, arguments["step"] + 1):
             if arguments["alpha"] != 0 and _same(received[4], raw / ((5 + length) / 6) ** arguments["alpha"]):
-                return (f"the length penalty used a length of {length}: `step` = {arguments['step']} is already "
-                        "the length each beam reaches with this token (the start id not counted).")
+                return (
+                    f"the length penalty used a length of {length}: `step` = {arguments['step']} is already "
+                    "the length each beam reaches with this token (the start id not counted)."
+                )
     if len(received[0]) < len(expected[0]):
-        return ("fewer live beams than `beam_width`: look through the best 2 × beam_width candidates, since the "
-                "ones that finish do not count as live.")
+        return (
+            "fewer live beams than `beam_width`: look through the best 2 × beam_width candidates, since the "
+            "ones that finish do not count as live."
+        )
     return None
 
 
 def warmup_cosine_hint(arguments, received, expected):
     steps = np.asarray(arguments["steps"], dtype="float64")
-    peak, warmup, decay, final = (arguments[name] for name in ("peak", "warmup_steps", "decay_steps",
-                                                              "final_fraction"))
+    peak, warmup, decay, final = (arguments[name] for name in ("peak", "warmup_steps", "decay_steps", "final_fraction"))
 
     def rates(first_step_offset=1.0, floor=final, decay_from=warmup, last_warmup_step=warmup - 1):
         progress = np.clip((steps - decay_from) / (decay - decay_from), 0.0, 1.0)
         decayed = peak * (floor + (1 - floor) * (1 + np.cos(np.pi * progress)) / 2)
         return np.where(steps <= last_warmup_step, peak * (steps + first_step_offset) / warmup, decayed)
 
-    return _first_match(received, [
-        ("step 0 got a rate of 0: count steps from 1 in the warm-up, peak × (step + 1) / warmup_steps, so the "
-         "first update already moves.", rates(first_step_offset=0.0)),
-        ("the rate falls to 0: the cosine goes from the peak down to final_fraction × peak, not to 0.",
-         rates(floor=0.0) if final else None),
-        ("the cosine's progress was measured from step 0: it starts at the end of the warm-up, "
-         "(step − warmup_steps) / (decay_steps − warmup_steps).", rates(decay_from=0) if warmup else None),
-        ("step warmup_steps went above the peak: the warm-up covers steps 0 … warmup_steps − 1 (the last of them "
-         "reaches the peak); from step warmup_steps on, the cosine.",
-         rates(last_warmup_step=warmup) if np.any(steps == warmup) else None)],
-        atol=1e-9)
+    return _first_match(
+        received,
+        [
+            (
+                "step 0 got a rate of 0: count steps from 1 in the warm-up, peak × (step + 1) / warmup_steps, so the "
+                "first update already moves.",
+                rates(first_step_offset=0.0),
+            ),
+            (
+                "the rate falls to 0: the cosine goes from the peak down to final_fraction × peak, not to 0.",
+                rates(floor=0.0) if final else None,
+            ),
+            (
+                "the cosine's progress was measured from step 0: it starts at the end of the warm-up, "
+                "(step − warmup_steps) / (decay_steps − warmup_steps).",
+                rates(decay_from=0) if warmup else None,
+            ),
+            (
+                "step warmup_steps went above the peak: the warm-up covers steps 0 … warmup_steps − "
+                "1 (the last of them "
+                "reaches the peak); from step warmup_steps on, the cosine.",
+                rates(last_warmup_step=warmup) if np.any(steps == warmup) else None,
+            ),
+        ],
+        atol=1e-9,
+    )
 
 
 def adamw_step_hint(arguments, received, expected):
     if not isinstance(received, (tuple, list)) or len(received) != 3:
         return None
     values = {name: np.asarray(arguments[name], dtype="float64") for name in ("parameters", "gradients", "m", "v")}
-    rate, beta_1, beta_2, epsilon, decay, step = (arguments[name] for name in (
-        "learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "step"))
+    rate, beta_1, beta_2, epsilon, decay, step = (
+        arguments[name] for name in ("learning_rate", "beta_1", "beta_2", "epsilon", "weight_decay", "step")
+    )
 
-    def update(gradients, decoupled=True, corrected=True, epsilon_inside=False, decay_factor=None,
-               decay_after=False):
+    def update(gradients, decoupled=True, corrected=True, epsilon_inside=False, decay_factor=None, decay_after=False):
         m = beta_1 * values["m"] + (1 - beta_1) * gradients
-        v = beta_2 * values["v"] + (1 - beta_2) * gradients ** 2
-        scale = rate * np.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step) if corrected else rate
+        v = beta_2 * values["v"] + (1 - beta_2) * gradients**2
+        scale = rate * np.sqrt(1 - beta_2**step) / (1 - beta_1**step) if corrected else rate
         denominator = np.sqrt(v + epsilon) if epsilon_inside else np.sqrt(v) + epsilon
         factor = (1 - rate * decay) if decay_factor is None else decay_factor
         if decay_after:
@@ -484,15 +660,30 @@ def adamw_step_hint(arguments, received, expected):
         return kept - scale * m / denominator
 
     gradients = values["gradients"]
-    return _first_match(received[0], [
-        ("the moments were not bias-corrected: early on m and v are pulled towards their zero start; scale the "
-         "step by √(1 − β₂ᵗ) / (1 − β₁ᵗ).", update(gradients, corrected=False)),
-        ("the weight decay went through the gradient (L2 regularisation, Adam's way): AdamW decays the parameters "
-         "directly, θ ← θ − lr · λ · θ, outside the moments.",
-         update(gradients + decay * values["parameters"], decoupled=False) if decay else None),
-        ("ε went inside the square root: Keras divides by √v̂ + ε.", update(gradients, epsilon_inside=True)),
-        ("the decay left out the learning rate: θ ← θ − lr · λ · θ, the factor is 1 − lr · λ, not 1 − λ.",
-         update(gradients, decay_factor=1 - decay) if decay else None),
-        ("the decay was applied after the step, to the updated parameters: decay θ first, θ ← θ − lr · λ · θ, "
-         "then take the Adam step from the decayed θ.", update(gradients, decay_after=True) if decay else None)],
-        atol=1e-6)
+    return _first_match(
+        received[0],
+        [
+            (
+                "the moments were not bias-corrected: early on m and v are pulled towards their zero start; scale the "
+                "step by √(1 − β₂ᵗ) / (1 − β₁ᵗ).",
+                update(gradients, corrected=False),
+            ),
+            (
+                "the weight decay went through the gradient (L2 regularisation, Adam's way): AdamW "
+                "decays the parameters "
+                "directly, θ ← θ − lr · λ · θ, outside the moments.",
+                update(gradients + decay * values["parameters"], decoupled=False) if decay else None,
+            ),
+            ("ε went inside the square root: Keras divides by √v̂ + ε.", update(gradients, epsilon_inside=True)),
+            (
+                "the decay left out the learning rate: θ ← θ − lr · λ · θ, the factor is 1 − lr · λ, not 1 − λ.",
+                update(gradients, decay_factor=1 - decay) if decay else None,
+            ),
+            (
+                "the decay was applied after the step, to the updated parameters: decay θ first, θ ← θ − lr · λ · θ, "
+                "then take the Adam step from the decayed θ.",
+                update(gradients, decay_after=True) if decay else None,
+            ),
+        ],
+        atol=1e-6,
+    )

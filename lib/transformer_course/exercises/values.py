@@ -73,8 +73,10 @@ def _encode(value):
     if isinstance(value, np.generic):  # before int and float: np.float64 is a float, and its repr is np.float64(…)
         value = np.asarray(value)  # a 0-d array: its dtype and shape () travel with it
     if isinstance(value, (int, float)):  # Python's own, or a subclass: written as the plain number
-        return {"__number__": repr(int(value)) if isinstance(value, int) else repr(float(value)),
-                "__int__": isinstance(value, int)}
+        return {
+            "__number__": repr(int(value)) if isinstance(value, int) else repr(float(value)),
+            "__int__": isinstance(value, int),
+        }
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             raise TypeError("object arrays cannot be encoded")
@@ -156,7 +158,15 @@ def decode(text: str):
         raise ValueError(f"an encoded value longer than {MAX_REPLY_CHARACTERS} characters")
     try:
         return _decode(json.loads(text))
-    except (ValueError, TypeError, KeyError, AttributeError, OSError, RecursionError, MemoryError,
-            OverflowError) as error:
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        OSError,
+        RecursionError,
+        MemoryError,
+        OverflowError,
+    ) as error:
         # Named by type only: the text came from a student's kernel.
         raise ValueError(f"not a valid encoded value ({type(error).__name__})") from None

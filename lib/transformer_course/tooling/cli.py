@@ -43,9 +43,12 @@ GRADER_COMMANDS = ("release", "grade", "merge-grades", "score-written", "export"
 
 
 def _command_of_the_grader(arguments) -> int:
-    print(f"transformer-course: `{arguments.command}` is the grader's, a distribution of its own that instructors "
-          f"install beside the course (in a checkout: `pip install -e grader`); then run "
-          f"`transformer-course-grader {arguments.command} ...` (docs/grading.md)", file=sys.stderr)
+    print(
+        f"transformer-course: `{arguments.command}` is the grader's, a distribution of its own that instructors "
+        f"install beside the course (in a checkout: `pip install -e grader`); then run "
+        f"`transformer-course-grader {arguments.command} ...` (docs/grading.md)",
+        file=sys.stderr,
+    )
     return 2
 
 
@@ -62,8 +65,10 @@ def _command_run(arguments) -> int:
     print(summary_table(runs))
     if arguments.record_times:
         if arguments.profile != "smoke":
-            print("--record-times records smoke-profile times; full-profile runs record theirs in their results.",
-                  file=sys.stderr)
+            print(
+                "--record-times records smoke-profile times; full-profile runs record theirs in their results.",
+                file=sys.stderr,
+            )
         else:
             print(f"recorded smoke times in {record_smoke_times(runs, Path(arguments.results_dir))}")
     for run in runs:
@@ -135,12 +140,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--notebooks-dir", default="notebooks", help="where NN_*.ipynb live (default: notebooks)")
     run.add_argument("--build-dir", default="build/executed", help="executed copies go here (default: build/executed)")
     run.add_argument("--results-dir", default="results", help="full-profile records go here (default: results)")
-    run.add_argument("--timeout", type=int, default=None,
-                     help="seconds one cell may run (default: 900 in the smoke profile, 7200 in the full one)")
+    run.add_argument(
+        "--timeout",
+        type=int,
+        default=None,
+        help="seconds one cell may run (default: 900 in the smoke profile, 7200 in the full one)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bars")
-    run.add_argument("--record-times", action="store_true",
-                     help="smoke profile: record each notebook's seconds in RESULTS_DIR/smoke/seconds.json "
-                          "(the run times the notebooks show)")
+    run.add_argument(
+        "--record-times",
+        action="store_true",
+        help="smoke profile: record each notebook's seconds in RESULTS_DIR/smoke/seconds.json "
+        "(the run times the notebooks show)",
+    )
     run.set_defaults(handler=_command_run)
 
     table = commands.add_parser("results", help="print the table of recorded full-profile results")

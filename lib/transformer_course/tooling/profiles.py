@@ -121,8 +121,14 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # Sized for a 2-core CPU and chosen by validation loss: two blocks each side, E=256
             # (8 heads of 32), F=1024, tied target embeddings, label smoothing, warm-up then cosine.
             # The architecture: the model builder's keyword arguments (settings.model).
-            "model": {"embed_dim": 256, "intermediate_dim": 1024, "num_heads": 8, "num_layers": 2, "dropout": 0.2,
-                      "tie_embeddings": True},
+            "model": {
+                "embed_dim": 256,
+                "intermediate_dim": 1024,
+                "num_heads": 8,
+                "num_layers": 2,
+                "dropout": 0.2,
+                "tie_embeddings": True,
+            },
             "label_smoothing": 0.1,
             "learning_rate": 1e-3,  # the peak of the schedule
             "warmup_steps": 1000,
@@ -159,7 +165,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "validation_segments": 2048,  # held-out inputs, masked once: the same blanks after every round
             # Fine-tuning on labelled reviews, every arm the same way.
             "classifier_pooling": "mean",  # the classifier reads the mean of the encoder's outputs ("cls": BERT's
-                                           # pooled [CLS] output, the ungraded exercise)
+            # pooled [CLS] output, the ungraded exercise)
             "encoder_dropout": 0.1,  # in the encoder while fine-tuning, every arm (BERT's 0.1)
             "classifier_dropout": 0.1,  # before each fine-tuned head's output layer
             "label_sizes": (200, 1000, 3000, 6000),
@@ -202,7 +208,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "learning_rate": 1e-3,  # AdamW, the peak of a warm-up + cosine schedule
             "warmup_steps": 200,
             "training_updates": 1650,  # batches of 32 x 256 tokens, the schedule's length (about 1.4 s an update
-                                       # with XLA on 2 cores: about 38 min, 13.5 M tokens)
+            # with XLA on 2 cores: about 38 min, 13.5 M tokens)
             "rounds": 6,  # validation (and a checkpoint) after each sixth of the updates
             "max_training_minutes": 45,  # or before a round that would end past this budget
             "jit_compile": True,  # XLA: about twice the training speed on a CPU for this model
@@ -298,57 +304,156 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
 # The smoke profile changes only what makes a notebook slow; every other setting is the full
 # profile's. A key here that the full profile lacks is an error (a test checks it).
 _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
-    "01": {"train_size": 200, "test_size": 40, "batch_size": 20, "epochs": 2, "teacher_forcing_epochs": 2,
-           "sweep_lengths": (4, 8), "sweep_train_size": 200, "sweep_test_size": 40, "sweep_units": 16,
-           "sweep_batch_size": 50, "sweep_epochs": 1},
-    "02": {"train_size": 200, "test_size": 40, "batch_size": 20, "epochs": 1, "patience": 1,
-           "sweep_lengths": (6,),  # one length runs every code path with half the sweep's models
-           "sweep_train_size": 200, "sweep_test_size": 40, "sweep_units": 16, "sweep_batch_size": 50,
-           "sweep_epochs": 1, "sweep_patience": 1},
+    "01": {
+        "train_size": 200,
+        "test_size": 40,
+        "batch_size": 20,
+        "epochs": 2,
+        "teacher_forcing_epochs": 2,
+        "sweep_lengths": (4, 8),
+        "sweep_train_size": 200,
+        "sweep_test_size": 40,
+        "sweep_units": 16,
+        "sweep_batch_size": 50,
+        "sweep_epochs": 1,
+    },
+    "02": {
+        "train_size": 200,
+        "test_size": 40,
+        "batch_size": 20,
+        "epochs": 1,
+        "patience": 1,
+        "sweep_lengths": (6,),  # one length runs every code path with half the sweep's models
+        "sweep_train_size": 200,
+        "sweep_test_size": 40,
+        "sweep_units": 16,
+        "sweep_batch_size": 50,
+        "sweep_epochs": 1,
+        "sweep_patience": 1,
+    },
     "03": {"imdb_reviews": 1000, "bpe_merges": 300, "word_vector_reviews": 30},
     "04": {"scaling_samples": 200},
     "05": {},
-    "06": {"train_reviews": 800, "test_reviews": 400, "model": {"embed_dim": 32, "intermediate_dim": 16}, "epochs": 1,
-           "patience": 1, "baseline_epochs": 1,
-           "jit_compile": False},  # compiling every bucket shape costs more than it saves here
-    "07": {"pairs": 1500, "source_vocabulary_size": 2000, "target_vocabulary_size": 2000,
-           "model": {"embed_dim": 32, "intermediate_dim": 64, "num_heads": 2, "num_layers": 1},
-           "batch_size": 64, "warmup_steps": 10,
-           "epochs": 1, "max_training_minutes": 5, "patience": 1, "validation_bleu_sentences": 50,
-           "beam_width": 2},
-    "08": {"pretraining_reviews": 900, "validation_reviews": 100, "word_vocabulary_size": 1000, "vocabulary_size": 600,
-           "vocab_sample": 300, "sequence_length": 48, "max_predictions": 8,
-           "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
-           "warmup_steps": 4, "pretraining_minutes": 0.01, "timing_steps": 2, "rounds": 2,
-           "validation_segments": 64, "label_sizes": (60,), "seed_counts": (1,), "electra_label_sizes": (60,),
-           "all_labels": 240, "all_labels_arms": ("masked LM",), "label_validation_reviews": 100,
-           "learning_rates": (1e-3,), "grid_labels": 60,
-           "fine_tune_updates": 8, "fine_tune_max_epochs": 1, "fine_tune_min_epochs": 1, "fine_tune_patience": 1,
-           "test_sample": 200, "probe_reviews": 200, "head_sentences": 200, "head_epochs": 1,
-           "jit_compile": False},  # compiling costs more than a tiny run saves
-    "09": {"train_reviews": 600, "validation_reviews": 50, "test_reviews": 100, "bpe_reviews": 300, "merges": 300,
-           "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
-           "warmup_steps": 4, "training_updates": 12, "rounds": 2, "max_training_minutes": 2,
-           "gpt2_test_reviews": 4, "compressor_reference_reviews": 300, "generation_length": 8, "knob_prompts": 4,
-           "temperatures": (0.5, 1.0), "top_ps": (0.9, 1.0), "top_ks": (5,),
-           "compression_characters": 600, "other_characters": 300, "compression_streams": 4,
-           "compressor_timing_repeats": 1,
-           "jit_compile": False},  # compiling costs more than one tiny epoch saves
-    "11": {"train_reviews": 300, "validation_reviews": 30, "test_reviews": 20, "bpe_reviews": 150, "merges": 200,
-           "chunk_length": 32, "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
-           "gpt_intermediate_dim": 64, "llama_intermediate_dim": 48, "warmup_steps": 2, "arm_minutes": 0.01,
-           "timing_steps": 2, "rounds": 2, "seeds": (0,), "gpt_learning_rates": (1e-3, 2e-3),
-           "llama_learning_rates": (1e-3, 2e-3), "label_reviews": 32,
-           "label_validation_reviews": 16,
-           "classifier_length": 32, "classifier_test_reviews": 32, "full_learning_rates": (1e-3,),
-           "lora_learning_rates": (1e-3,), "fine_tune_epochs": 1, "generation_prompts": 2, "generation_length": 4,
-           "parallel_steps": 2,
-           "jit_compile": False},  # compiling costs more than a tiny run saves
-    "10": {"attention_lengths": (16, 64, 256), "attention_repeats": 1,
-           "model": {"embed_dim": 16, "num_heads": 2, "intermediate_dim": 32, "num_layers": 1},
-           "warmup_epochs": 1, "epochs": 2, "comparison_epochs": 2,
-           "cnn_epochs": 2, "patience": 1, "seeds": (0,),
-           "jit_compile": False},  # compiling five small models costs more than two epochs save
+    "06": {
+        "train_reviews": 800,
+        "test_reviews": 400,
+        "model": {"embed_dim": 32, "intermediate_dim": 16},
+        "epochs": 1,
+        "patience": 1,
+        "baseline_epochs": 1,
+        "jit_compile": False,
+    },  # compiling every bucket shape costs more than it saves here
+    "07": {
+        "pairs": 1500,
+        "source_vocabulary_size": 2000,
+        "target_vocabulary_size": 2000,
+        "model": {"embed_dim": 32, "intermediate_dim": 64, "num_heads": 2, "num_layers": 1},
+        "batch_size": 64,
+        "warmup_steps": 10,
+        "epochs": 1,
+        "max_training_minutes": 5,
+        "patience": 1,
+        "validation_bleu_sentences": 50,
+        "beam_width": 2,
+    },
+    "08": {
+        "pretraining_reviews": 900,
+        "validation_reviews": 100,
+        "word_vocabulary_size": 1000,
+        "vocabulary_size": 600,
+        "vocab_sample": 300,
+        "sequence_length": 48,
+        "max_predictions": 8,
+        "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
+        "warmup_steps": 4,
+        "pretraining_minutes": 0.01,
+        "timing_steps": 2,
+        "rounds": 2,
+        "validation_segments": 64,
+        "label_sizes": (60,),
+        "seed_counts": (1,),
+        "electra_label_sizes": (60,),
+        "all_labels": 240,
+        "all_labels_arms": ("masked LM",),
+        "label_validation_reviews": 100,
+        "learning_rates": (1e-3,),
+        "grid_labels": 60,
+        "fine_tune_updates": 8,
+        "fine_tune_max_epochs": 1,
+        "fine_tune_min_epochs": 1,
+        "fine_tune_patience": 1,
+        "test_sample": 200,
+        "probe_reviews": 200,
+        "head_sentences": 200,
+        "head_epochs": 1,
+        "jit_compile": False,
+    },  # compiling costs more than a tiny run saves
+    "09": {
+        "train_reviews": 600,
+        "validation_reviews": 50,
+        "test_reviews": 100,
+        "bpe_reviews": 300,
+        "merges": 300,
+        "chunk_length": 32,
+        "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
+        "warmup_steps": 4,
+        "training_updates": 12,
+        "rounds": 2,
+        "max_training_minutes": 2,
+        "gpt2_test_reviews": 4,
+        "compressor_reference_reviews": 300,
+        "generation_length": 8,
+        "knob_prompts": 4,
+        "temperatures": (0.5, 1.0),
+        "top_ps": (0.9, 1.0),
+        "top_ks": (5,),
+        "compression_characters": 600,
+        "other_characters": 300,
+        "compression_streams": 4,
+        "compressor_timing_repeats": 1,
+        "jit_compile": False,
+    },  # compiling costs more than one tiny epoch saves
+    "11": {
+        "train_reviews": 300,
+        "validation_reviews": 30,
+        "test_reviews": 20,
+        "bpe_reviews": 150,
+        "merges": 200,
+        "chunk_length": 32,
+        "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
+        "gpt_intermediate_dim": 64,
+        "llama_intermediate_dim": 48,
+        "warmup_steps": 2,
+        "arm_minutes": 0.01,
+        "timing_steps": 2,
+        "rounds": 2,
+        "seeds": (0,),
+        "gpt_learning_rates": (1e-3, 2e-3),
+        "llama_learning_rates": (1e-3, 2e-3),
+        "label_reviews": 32,
+        "label_validation_reviews": 16,
+        "classifier_length": 32,
+        "classifier_test_reviews": 32,
+        "full_learning_rates": (1e-3,),
+        "lora_learning_rates": (1e-3,),
+        "fine_tune_epochs": 1,
+        "generation_prompts": 2,
+        "generation_length": 4,
+        "parallel_steps": 2,
+        "jit_compile": False,
+    },  # compiling costs more than a tiny run saves
+    "10": {
+        "attention_lengths": (16, 64, 256),
+        "attention_repeats": 1,
+        "model": {"embed_dim": 16, "num_heads": 2, "intermediate_dim": 32, "num_layers": 1},
+        "warmup_epochs": 1,
+        "epochs": 2,
+        "comparison_epochs": 2,
+        "cnn_epochs": 2,
+        "patience": 1,
+        "seeds": (0,),
+        "jit_compile": False,
+    },  # compiling five small models costs more than two epochs save
 }
 
 
@@ -361,8 +466,9 @@ def _overridden(values: dict, overrides: dict) -> dict:
     return merged
 
 
-_SETTINGS["smoke"] = {notebook: _overridden(values, _SMOKE_OVERRIDES.get(notebook, {}))
-                      for notebook, values in _SETTINGS["full"].items()}
+_SETTINGS["smoke"] = {
+    notebook: _overridden(values, _SMOKE_OVERRIDES.get(notebook, {})) for notebook, values in _SETTINGS["full"].items()
+}
 
 PROFILE_NAMES: tuple[str, ...] = tuple(sorted(_SETTINGS))
 
@@ -431,9 +537,7 @@ class Profile:
         """
         table = _SETTINGS[self.name]
         if notebook_id not in table:
-            raise ValueError(
-                f"`notebook_id` must be one of {sorted(table)}; received {notebook_id!r}."
-            )
+            raise ValueError(f"`notebook_id` must be one of {sorted(table)}; received {notebook_id!r}.")
         return Settings(notebook_id, self.name, table[notebook_id])
 
     @property
@@ -468,10 +572,7 @@ def profile(name: str | None = None) -> Profile:
         name = os.environ.get("COURSE_PROFILE", "").strip() or DEFAULT_PROFILE
         source = "COURSE_PROFILE"
     if name not in _SETTINGS:
-        raise ValueError(
-            f"Unknown profile {name!r} (from {source}); valid profiles: "
-            f"{', '.join(PROFILE_NAMES)}."
-        )
+        raise ValueError(f"Unknown profile {name!r} (from {source}); valid profiles: {', '.join(PROFILE_NAMES)}.")
     return Profile(name)
 
 

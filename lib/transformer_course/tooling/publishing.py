@@ -22,8 +22,16 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["Publication", "publication", "publication_targets", "stamp", "run_time_line", "COLAB_LINK",
-           "COLAB_INSTALL", "RUN_TIME"]
+__all__ = [
+    "Publication",
+    "publication",
+    "publication_targets",
+    "stamp",
+    "run_time_line",
+    "COLAB_LINK",
+    "COLAB_INSTALL",
+    "RUN_TIME",
+]
 
 # A Colab link to a notebook of this course, whatever repository, ref and folder it names now.
 COLAB_LINK = re.compile(
@@ -62,13 +70,17 @@ class Publication:
     def colab_link(self, notebook_name: str) -> str:
         """The Colab address of the student version ``release/<notebook_name>`` at :attr:`ref`."""
         owner_and_name = _GITHUB.match(self.repository)
-        return (f"https://colab.research.google.com/github/{owner_and_name['owner']}/{owner_and_name['name']}"
-                f"/blob/{self.ref}/release/{notebook_name}")
+        return (
+            f"https://colab.research.google.com/github/{owner_and_name['owner']}/{owner_and_name['name']}"
+            f"/blob/{self.ref}/release/{notebook_name}"
+        )
 
     def kaggle_link(self, notebook_name: str) -> str:
         """The address that opens the student version ``release/<notebook_name>`` at :attr:`ref` in Kaggle."""
-        return (f"https://kaggle.com/kernels/welcome?src={self.repository.rstrip('/')}"
-                f"/blob/{self.ref}/release/{notebook_name}")
+        return (
+            f"https://kaggle.com/kernels/welcome?src={self.repository.rstrip('/')}"
+            f"/blob/{self.ref}/release/{notebook_name}"
+        )
 
     @property
     def site_address(self) -> str:
@@ -180,15 +192,17 @@ def run_time_line(notebook: str, results_dir: str | Path) -> str:
     smoke = json.loads(smoke_file.read_text(encoding="utf-8")).get(notebook) if smoke_file.is_file() else None
     if smoke:
         parts.append(f"smoke profile {_duration(smoke['seconds'])}")
-    return (f"**Run time:** {', '.join(parts)} (recorded runs). The profile comes from the environment "
-            "variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run "
-            "`%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change "
-            "runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the "
-            "recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run "
-            "the exercises and their checks, and the cells whose output does not depend on the profile (shapes, "
-            "worked examples, equalities with Keras): the accuracies, "
-            "losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; "
-            "read the recorded ones.")
+    return (
+        f"**Run time:** {', '.join(parts)} (recorded runs). The profile comes from the environment "
+        "variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run "
+        "`%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change "
+        "runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the "
+        "recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run "
+        "the exercises and their checks, and the cells whose output does not depend on the profile (shapes, "
+        "worked examples, equalities with Keras): the accuracies, "
+        "losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; "
+        "read the recorded ones."
+    )
 
 
 def stamp(text: str, setting: Publication, run_time: str | None = None) -> str:

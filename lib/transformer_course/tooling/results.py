@@ -150,8 +150,9 @@ def write_record(
         "uncommitted_changes": commit.get("dirty"),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    return write_text_atomically(Path(results_dir) / f"{notebook}.json",
-                                 json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    return write_text_atomically(
+        Path(results_dir) / f"{notebook}.json", json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    )
 
 
 def load_records(results_dir: str | os.PathLike) -> list[dict]:
@@ -212,14 +213,16 @@ def results_table(records: list[dict], for_students: bool = False) -> str:
     result, the run time) and leaves the profile, hardware and commit to the maintainers' copy.
     """
     lines = [
-        "| notebook | what was measured | result | run time |" if for_students else
-        "| notebook | result | value | profile | hardware | run time | commit |",
+        "| notebook | what was measured | result | run time |"
+        if for_students
+        else "| notebook | result | value | profile | hardware | run time | commit |",
         "|---|---|---|---|" if for_students else "|---|---|---|---|---|---|---|",
     ]
     for record in records:
         top = headline(record["metrics"])
-        name, value = ("—", "—") if top is None else (top[1].get("description") or top[0],
-                                                      format_value(top[1]["value"]))
+        name, value = (
+            ("—", "—") if top is None else (top[1].get("description") or top[0], format_value(top[1]["value"]))
+        )
         against = top[1].get("read_against") if top else None
         other = record["metrics"].get(against) if against else None
         if other is not None:

@@ -23,8 +23,16 @@ from pathlib import Path
 from . import results, runtime
 from .profiles import PROFILE_NAMES
 
-__all__ = ["NotebookRun", "find_notebooks", "run_notebooks", "summary_table", "record_smoke_times", "clean_outputs",
-           "drop_info_records_from_outputs", "collapse_progress_bars"]
+__all__ = [
+    "NotebookRun",
+    "find_notebooks",
+    "run_notebooks",
+    "summary_table",
+    "record_smoke_times",
+    "clean_outputs",
+    "drop_info_records_from_outputs",
+    "collapse_progress_bars",
+]
 
 
 @dataclass
@@ -68,8 +76,7 @@ def find_notebooks(names: list[str], notebooks_dir: Path) -> list[Path]:
         if len(matches) != 1:
             listing = ", ".join(p.stem for p in available) or "none"
             raise SystemExit(
-                f"error: NOTEBOOK {name!r} matches {len(matches)} notebooks in {notebooks_dir}; "
-                f"available: {listing}"
+                f"error: NOTEBOOK {name!r} matches {len(matches)} notebooks in {notebooks_dir}; available: {listing}"
             )
         chosen.append(matches[0])
     return chosen
@@ -98,13 +105,18 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
         metrics_file = Path(scratch) / "metrics.jsonl"
         kernel_temporary = Path(scratch, "tmp")
         kernel_temporary.mkdir()
-        saved = {key: os.environ.get(key) for key in ("COURSE_PROFILE", results.METRICS_FILE_VARIABLE,
-                                                      "TF_CPP_MIN_LOG_LEVEL", "TMPDIR")}
+        saved = {
+            key: os.environ.get(key)
+            for key in ("COURSE_PROFILE", results.METRICS_FILE_VARIABLE, "TF_CPP_MIN_LOG_LEVEL", "TMPDIR")
+        }
         # The kernel's temporary files (TensorFlow's autograph writes one per traced function)
         # go into the scratch folder, which is removed after the run.
         os.environ.update(
-            {"COURSE_PROFILE": profile, results.METRICS_FILE_VARIABLE: str(metrics_file),
-             "TMPDIR": str(kernel_temporary)}
+            {
+                "COURSE_PROFILE": profile,
+                results.METRICS_FILE_VARIABLE: str(metrics_file),
+                "TMPDIR": str(kernel_temporary),
+            }
         )
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         config = Config()
@@ -129,8 +141,11 @@ def _run_one(path: Path, profile: str, build_dir: Path, timeout: int, progress: 
             run.status = "failed"
             in_a_cell = isinstance(error, (CellExecutionError, CellTimeoutError, DeadKernelError))
             index = current["index"] if in_a_cell else None
-            where = ("outside the cells (kernel start-up or shut-down)" if index is None
-                     else f"cell {index + 1} of {len(notebook.cells)}")
+            where = (
+                "outside the cells (kernel start-up or shut-down)"
+                if index is None
+                else f"cell {index + 1} of {len(notebook.cells)}"
+            )
             if index is not None:
                 first_line = notebook.cells[index].source.strip().splitlines()[:1]
                 if first_line:
@@ -208,8 +223,12 @@ def clean_outputs(notebook) -> None:
         merged = []
         for output in cell.get("outputs", []):
             previous = merged[-1] if merged else None
-            if (output.get("output_type") == "stream" and previous is not None
-                    and previous.get("output_type") == "stream" and previous.get("name") == output.get("name")):
+            if (
+                output.get("output_type") == "stream"
+                and previous is not None
+                and previous.get("output_type") == "stream"
+                and previous.get("name") == output.get("name")
+            ):
                 previous["text"] += output["text"]
                 continue
             merged.append(output)
@@ -297,8 +316,10 @@ def record_smoke_times(runs: list[NotebookRun], results_dir: Path) -> Path:
     table = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     for run in runs:
         if run.passed:
-            table[run.path.stem] = {"seconds": round(run.seconds, 1),
-                                    "hardware": run.environment.get("hardware") or runtime.hardware(),
-                                    "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
+            table[run.path.stem] = {
+                "seconds": round(run.seconds, 1),
+                "hardware": run.environment.get("hardware") or runtime.hardware(),
+                "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
     write_text_atomically(path, json.dumps(dict(sorted(table.items())), indent=1) + "\n")
     return path

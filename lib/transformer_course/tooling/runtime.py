@@ -18,8 +18,16 @@ from .._progress import epoch_progress, progress
 from .profiles import Settings, profile
 
 __all__ = [
-    "start_notebook", "epoch_progress", "progress", "import_tensorflow_quietly", "drop_info_records",
-    "configured_keras_backend", "TENSORFLOW_NOTEBOOKS", "hardware", "library_versions", "git_commit",
+    "start_notebook",
+    "epoch_progress",
+    "progress",
+    "import_tensorflow_quietly",
+    "drop_info_records",
+    "configured_keras_backend",
+    "TENSORFLOW_NOTEBOOKS",
+    "hardware",
+    "library_versions",
+    "git_commit",
 ]
 
 # Notebooks whose cells use TensorFlow itself, and what for; the others run on any Keras backend.
@@ -155,9 +163,7 @@ def git_commit(directory: str | os.PathLike = ".", ignore: tuple = ()) -> dict:
 
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(
-                ["git", *args], cwd=directory, capture_output=True, text=True, timeout=10
-            )
+            done = subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return done.stdout.strip() if done.returncode == 0 else None

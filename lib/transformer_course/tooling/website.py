@@ -57,7 +57,7 @@ _NOTEBOOK_ROW = re.compile(
     r"^\| (?P<number>\d\d) \| \[(?P<title>[^\]]+)\]\(release/(?P<file>\d\d_[\w-]+\.ipynb)\) \| (?P<covers>.*?) \|"
 )
 _MARKDOWN_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
-_SPHINX_CONFIGURATION = '''\
+_SPHINX_CONFIGURATION = """\
 # Written by `transformer-course site`; edit lib/transformer_course/tooling/website.py instead.
 project = "transformer-course"
 author = "the transformer-course authors"
@@ -103,7 +103,7 @@ html_css_files = ["course.css"]
 html_context = {{"default_mode": "auto"}}
 # myst-nb has no renderer for the widget views some progress bars store; their text is kept.
 suppress_warnings = ["mystnb.unknown_mime_type"]
-'''
+"""
 
 # The site's icon: the letters q·k on the course's blue.
 _FAVICON = (
@@ -206,8 +206,11 @@ def broken_repository_links(project_root: str | Path = ".") -> list[str]:
             path, _, anchor = _repository_path(target, text_file).partition("#")
             if path.startswith("../") or not (root / path).exists():
                 broken.append(f"{text_file} -> {target}")
-            elif anchor and path.endswith(".md") and anchor not in _heading_anchors(
-                    (root / path).read_text(encoding="utf-8")):
+            elif (
+                anchor
+                and path.endswith(".md")
+                and anchor not in _heading_anchors((root / path).read_text(encoding="utf-8"))
+            ):
                 broken.append(f"{text_file} -> {target}")
     return broken
 
@@ -227,17 +230,23 @@ def _run_it_cell(notebook_file: str, setting: Publication) -> dict:
 
 def _home_page(readme: str, setting: Publication, rows: list[re.Match]) -> str:
     introduction = readme.split("\n## ", 1)[0].split("\n", 1)[1].strip()
-    guides = {"start": GUIDES["start"][1], "results": "Results of the recorded runs",
-              **{page: title for page, (_, title) in GUIDES.items() if page != "start"}}
+    guides = {
+        "start": GUIDES["start"][1],
+        "results": "Results of the recorded runs",
+        **{page: title for page, (_, title) in GUIDES.items() if page != "start"},
+    }
     table = ["| # | notebook | what it covers | run it |", "|---|---|---|---|"]
     for row in rows:
-        table.append(f"| {row['number']} | [{row['title']}]({row['file']}) | {row['covers']} | "
-                     f"[Colab]({setting.colab_link(row['file'])}) |")
-    toctree = "\n".join(row["file"][:-len(".ipynb")] for row in rows)
+        table.append(
+            f"| {row['number']} | [{row['title']}]({row['file']}) | {row['covers']} | "
+            f"[Colab]({setting.colab_link(row['file'])}) |"
+        )
+    toctree = "\n".join(row["file"][: -len(".ipynb")] for row in rows)
     return (
         f"# transformer-course\n\n{introduction}\n\nNew here? [Start here](start.md): the order, each "
         "notebook's time, what to read and what to run, and Colab in three steps.\n\n## The notebooks\n\n"
-        + "\n".join(table) + "\n\n"
+        + "\n".join(table)
+        + "\n\n"
         "Each notebook page shows the student version with the outputs of its recorded full-profile "
         "run. The exercises are left for you: open the notebook in Colab or Kaggle, or download it.\n\n"
         "## Guides\n\n" + "".join(f"- [{title}]({page}.md)\n" for page, title in guides.items()) + "\n"
@@ -289,16 +298,21 @@ def build_site(
     if not readme_path.is_file() or not any(release.glob("[0-9][0-9]_*.ipynb")):
         raise FileNotFoundError(f"`project_root` must hold README.md and release/NN_*.ipynb; received {root}.")
     setting, readme = publication(root), readme_path.read_text(encoding="utf-8")
-    rows = [match for line in _readme_section(readme, "The notebooks").splitlines()
-            if (match := _NOTEBOOK_ROW.match(line)) and (release / match["file"]).is_file()]
+    rows = [
+        match
+        for line in _readme_section(readme, "The notebooks").splitlines()
+        if (match := _NOTEBOOK_ROW.match(line)) and (release / match["file"]).is_file()
+    ]
     if not rows:
         raise ValueError("the README's notebook table names no notebook of release/.")
     files = {row["file"] for row in rows}
     try:
         import jupyter_server_mathjax
     except ImportError as error:
-        raise FileNotFoundError("the site serves MathJax from the `jupyter-server-mathjax` package; install "
-                                "the [site] extra: pip install 'transformer-course[site]'.") from error
+        raise FileNotFoundError(
+            "the site serves MathJax from the `jupyter-server-mathjax` package; install "
+            "the [site] extra: pip install 'transformer-course[site]'."
+        ) from error
 
     if source.exists():
         shutil.rmtree(source)
@@ -330,26 +344,47 @@ def build_site(
         pages[page] = ((root / file).read_text(encoding="utf-8"), file)
     if _PLAN not in pages["start"][0]:
         raise ValueError(f"{GUIDES['start'][0]} must hold the line {_PLAN}, where the notebooks' table goes.")
-    pages["start"] = (pages["start"][0].replace(_PLAN, _notebook_plan(rows, release, root / "results")),
-                      GUIDES["start"][0])
+    pages["start"] = (
+        pages["start"][0].replace(_PLAN, _notebook_plan(rows, release, root / "results")),
+        GUIDES["start"][0],
+    )
     maintainers, file = pages["maintainers"]
-    pages["maintainers"] = (maintainers.replace(_RECORDED_RUNS, f"```{{container}} results-table\n"
-                                                f"{results_table(records)}\n```"), file)
+    pages["maintainers"] = (
+        maintainers.replace(_RECORDED_RUNS, f"```{{container}} results-table\n{results_table(records)}\n```"),
+        file,
+    )
     for name, (text, text_file) in pages.items():
         (source / f"{name}.md").write_text(_site_links(text, setting, files, text_file), encoding="utf-8")
-    (source / "conf.py").write_text(_SPHINX_CONFIGURATION.format(
-        site_address=setting.site_address, repository=setting.repository, ref=setting.ref), encoding="utf-8")
+    (source / "conf.py").write_text(
+        _SPHINX_CONFIGURATION.format(site_address=setting.site_address, repository=setting.repository, ref=setting.ref),
+        encoding="utf-8",
+    )
 
     staging = output.with_name(output.name + ".partial")
     if staging.exists():
         shutil.rmtree(staging)
-    command = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-E",
-               "-d", str(source / ".doctrees"), *(["-q"] if quiet else []), str(source), str(staging)]
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-b",
+        "html",
+        "-W",
+        "--keep-going",
+        "-E",
+        "-d",
+        str(source / ".doctrees"),
+        *(["-q"] if quiet else []),
+        str(source),
+        str(staging),
+    ]
     finished = subprocess.run(command, capture_output=True, text=True)
     if finished.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        raise RuntimeError(f"Sphinx could not build the site (exit {finished.returncode}):\n"
-                           f"{finished.stderr.strip() or finished.stdout.strip()}")
+        raise RuntimeError(
+            f"Sphinx could not build the site (exit {finished.returncode}):\n"
+            f"{finished.stderr.strip() or finished.stdout.strip()}"
+        )
     if output.exists():
         shutil.rmtree(output)
     staging.rename(output)
@@ -367,20 +402,27 @@ def _notebook_plan(rows: list[re.Match], release: Path, results_dir: Path) -> st
 
     smoke_file = results_dir / "smoke" / "seconds.json"
     smoke = json.loads(smoke_file.read_text(encoding="utf-8")) if smoke_file.is_file() else {}
-    lines = ["| # | notebook | full profile | smoke profile | exercises (points) | question in words |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| # | notebook | full profile | smoke profile | exercises (points) | question in words |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
-        stem = row["file"][:-len(".ipynb")]
+        stem = row["file"][: -len(".ipynb")]
         record = results_dir / f"{stem}.json"
         full = _duration(json.loads(record.read_text(encoding="utf-8"))["seconds"]) if record.is_file() else "—"
         quick = _duration(smoke[stem]["seconds"]) if stem in smoke else "—"
-        graded = [cell["metadata"]["nbgrader"] for cell in json.loads((release / row["file"]).read_text(
-            encoding="utf-8"))["cells"] if cell.get("metadata", {}).get("nbgrader", {}).get("grade")]
+        graded = [
+            cell["metadata"]["nbgrader"]
+            for cell in json.loads((release / row["file"]).read_text(encoding="utf-8"))["cells"]
+            if cell.get("metadata", {}).get("nbgrader", {}).get("grade")
+        ]
         checks = [cell for cell in graded if str(cell.get("grade_id", "")).startswith("check_")]
         written = sum(cell.get("points", 0) for cell in graded if str(cell.get("grade_id", "")).startswith("written_"))
         exercises = f"{len(checks)} ({sum(cell.get('points', 0) for cell in checks)})" if checks else "—"
-        lines.append(f"| {row['number']} | [{row['title']}](../release/{row['file']}) | {full} | {quick} | "
-                     f"{exercises} | {f'{written} points' if written else '—'} |")
+        lines.append(
+            f"| {row['number']} | [{row['title']}](../release/{row['file']}) | {full} | {quick} | "
+            f"{exercises} | {f'{written} points' if written else '—'} |"
+        )
     return "\n".join(lines)
 
 
@@ -392,14 +434,16 @@ def _results_page(records: list[dict]) -> str:
     from .results import results_table
 
     table = results_table(records, for_students=True)
-    return ("# Results of the recorded runs\n\n"
-            "Each number below comes from one run of its notebook in the full profile, on a 2-core CPU, and is "
-            "printed in that notebook beside the code that computed it; the notebook says how to read it. Where a "
-            "result reads *x* vs *y*, *y* is what the notebook compares it with (a baseline, or the other arm of "
-            "a comparison). The numbers of a smoke-profile run mean nothing.\n\n"
-            f"```{{container}} results-table\n{table}\n```\n\n"
-            "The commit, hardware and conditions of each run are on the "
-            "[maintainers' page](maintainers.md#conditions-of-the-recorded-runs).\n")
+    return (
+        "# Results of the recorded runs\n\n"
+        "Each number below comes from one run of its notebook in the full profile, on a 2-core CPU, and is "
+        "printed in that notebook beside the code that computed it; the notebook says how to read it. Where a "
+        "result reads *x* vs *y*, *y* is what the notebook compares it with (a baseline, or the other arm of "
+        "a comparison). The numbers of a smoke-profile run mean nothing.\n\n"
+        f"```{{container}} results-table\n{table}\n```\n\n"
+        "The commit, hardware and conditions of each run are on the "
+        "[maintainers' page](maintainers.md#conditions-of-the-recorded-runs).\n"
+    )
 
 
 class _Links(html.parser.HTMLParser):

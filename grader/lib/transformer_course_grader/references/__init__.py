@@ -27,8 +27,16 @@ from transformer_course.decoding import NextTokenTable
 from transformer_course.exercises import values as exercise_values
 from transformer_course.exercises.values import encode
 
-__all__ = ["Registration", "REGISTRY", "cases", "expected", "answer", "public_cases", "write_public_cases",
-           "PUBLIC_CASES"]
+__all__ = [
+    "Registration",
+    "REGISTRY",
+    "cases",
+    "expected",
+    "answer",
+    "public_cases",
+    "write_public_cases",
+    "PUBLIC_CASES",
+]
 
 # The course package's file of public cases (students' checks read it), wherever that package is installed.
 PUBLIC_CASES = Path(exercise_values.__file__).resolve().parent / "public_cases.json"
@@ -36,11 +44,16 @@ PUBLIC_CASES = Path(exercise_values.__file__).resolve().parent / "public_cases.j
 
 # --- 01: the reversal task ------------------------------------------------------------------
 
+
 def _one_hot_cases(rng):
-    return [("the notes' example [2, 8, 1, 6], 10 features", {"sequence": [2, 8, 1, 6], "n_features": 10}),
-            ("a batch of 3 sequences of length 5, 7 features",
-             {"sequence": rng.integers(0, 7, size=(3, 5)), "n_features": 7}),
-            ("a single symbol 0, 1 feature", {"sequence": [0], "n_features": 1})]
+    return [
+        ("the notes' example [2, 8, 1, 6], 10 features", {"sequence": [2, 8, 1, 6], "n_features": 10}),
+        (
+            "a batch of 3 sequences of length 5, 7 features",
+            {"sequence": rng.integers(0, 7, size=(3, 5)), "n_features": 7},
+        ),
+        ("a single symbol 0, 1 feature", {"sequence": [0], "n_features": 1}),
+    ]
 
 
 def _one_hot_encode_reference(sequence, n_features):
@@ -54,24 +67,34 @@ def _sigmoid(x):
 def _lstm_step_reference(x, h, c, kernel, recurrent_kernel, bias):
     units = h.shape[-1]
     z = x @ kernel + h @ recurrent_kernel + bias  # (B, 4U): the gates i, f, candidate, o, in Keras' order
-    gates = [z[:, index * units:(index + 1) * units] for index in range(4)]
+    gates = [z[:, index * units : (index + 1) * units] for index in range(4)]
     c = _sigmoid(gates[1]) * c + _sigmoid(gates[0]) * np.tanh(gates[2])
     return _sigmoid(gates[3]) * np.tanh(c), c
 
 
 def _lstm_step_cases(rng):
     def case(batch, features, units):
-        return {"x": rng.normal(size=(batch, features)), "h": rng.normal(0, 0.5, size=(batch, units)),
-                "c": rng.normal(size=(batch, units)), "kernel": rng.normal(0, 0.5, size=(features, 4 * units)),
-                "recurrent_kernel": rng.normal(0, 0.5, size=(units, 4 * units)), "bias": rng.normal(size=4 * units)}
+        return {
+            "x": rng.normal(size=(batch, features)),
+            "h": rng.normal(0, 0.5, size=(batch, units)),
+            "c": rng.normal(size=(batch, units)),
+            "kernel": rng.normal(0, 0.5, size=(features, 4 * units)),
+            "recurrent_kernel": rng.normal(0, 0.5, size=(units, 4 * units)),
+            "bias": rng.normal(size=4 * units),
+        }
 
-    return [("one step from zero states, 3 features, 2 units",
-             {**case(1, 3, 2), "h": np.zeros((1, 2)), "c": np.zeros((1, 2))}),
-            ("a batch of 4, 5 features, 3 units", case(4, 5, 3)),
-            ("random sizes", case(int(rng.integers(1, 5)), int(rng.integers(1, 8)), int(rng.integers(1, 6))))]
+    return [
+        (
+            "one step from zero states, 3 features, 2 units",
+            {**case(1, 3, 2), "h": np.zeros((1, 2)), "c": np.zeros((1, 2))},
+        ),
+        ("a batch of 4, 5 features, 3 units", case(4, 5, 3)),
+        ("random sizes", case(int(rng.integers(1, 5)), int(rng.integers(1, 8)), int(rng.integers(1, 6)))),
+    ]
 
 
 # --- 02: alignment scores -------------------------------------------------------------------
+
 
 def _score_cases(rng, general: bool):
     cases = []
@@ -80,8 +103,11 @@ def _score_cases(rng, general: bool):
         if general:
             arguments["weight"] = rng.normal(size=(units, units))
         else:
-            arguments.update(query_weight=rng.normal(size=(units, units)), keys_weight=rng.normal(size=(units, units)),
-                             v=rng.normal(size=units))
+            arguments.update(
+                query_weight=rng.normal(size=(units, units)),
+                keys_weight=rng.normal(size=(units, units)),
+                v=rng.normal(size=units),
+            )
         cases.append((label, arguments))
     return cases
 
@@ -95,6 +121,7 @@ def _bahdanau_reference(query, keys, query_weight, keys_weight, v):
 
 
 # --- 03: text to vectors --------------------------------------------------------------------
+
 
 def _standardize(text):
     return text.lower().translate(str.maketrans("", "", string.punctuation))
@@ -115,11 +142,13 @@ def _sentence(rng, words, count):
 
 
 def _vectorize_cases(rng):
-    known = [str(word) for word in rng.permutation(_WORDS)[:int(rng.integers(5, 9))]]
+    known = [str(word) for word in rng.permutation(_WORDS)[: int(rng.integers(5, 9))]]
     vocabulary = ["", "[UNK]", *known]
-    return [("all words known", {"text": _sentence(rng, known, int(rng.integers(4, 8))), "vocabulary": vocabulary}),
-            ("unknown words become 1", {"text": _sentence(rng, _WORDS, 10), "vocabulary": vocabulary}),
-            ("an empty string", {"text": "", "vocabulary": vocabulary})]
+    return [
+        ("all words known", {"text": _sentence(rng, known, int(rng.integers(4, 8))), "vocabulary": vocabulary}),
+        ("unknown words become 1", {"text": _sentence(rng, _WORDS, 10), "vocabulary": vocabulary}),
+        ("an empty string", {"text": "", "vocabulary": vocabulary}),
+    ]
 
 
 def _merge_step_reference(words, counts):
@@ -146,17 +175,29 @@ def _merge_step_reference(words, counts):
 
 def _merge_step_cases(rng):
     letters = list("abcdelnorstw")
-    random_words = [" ".join(rng.choice(letters[:int(rng.integers(3, 6))], size=int(rng.integers(2, 7))))
-                    for _ in range(int(rng.integers(4, 8)))]
-    return [("Sennrich's corpus: a tie, 'e s' first", {"words": ["l o w", "l o w e r", "n e w e s t", "w i d e s t"],
-                                                       "counts": [5, 2, 6, 3]}),
-            ("a repeated symbol: left to right, and the pair twice in a row",
-             {"words": ["a a a", "b a a", "a b", "a a a a"], "counts": [int(rng.integers(2, 5)), 1, 1, 1]}),
-            ("symbols of several letters", {"words": ["b c", "ab c", "c ab c", "b cb"],
-                                            "counts": [int(rng.integers(3, 6)), 1, 1, 1]}),
-            ("random words and counts", {"words": random_words,
-                                         "counts": [int(c) for c in rng.integers(1, 10, size=len(random_words))]}),
-            _merge_tie_case(rng)]
+    random_words = [
+        " ".join(rng.choice(letters[: int(rng.integers(3, 6))], size=int(rng.integers(2, 7))))
+        for _ in range(int(rng.integers(4, 8)))
+    ]
+    return [
+        (
+            "Sennrich's corpus: a tie, 'e s' first",
+            {"words": ["l o w", "l o w e r", "n e w e s t", "w i d e s t"], "counts": [5, 2, 6, 3]},
+        ),
+        (
+            "a repeated symbol: left to right, and the pair twice in a row",
+            {"words": ["a a a", "b a a", "a b", "a a a a"], "counts": [int(rng.integers(2, 5)), 1, 1, 1]},
+        ),
+        (
+            "symbols of several letters",
+            {"words": ["b c", "ab c", "c ab c", "b cb"], "counts": [int(rng.integers(3, 6)), 1, 1, 1]},
+        ),
+        (
+            "random words and counts",
+            {"words": random_words, "counts": [int(c) for c in rng.integers(1, 10, size=len(random_words))]},
+        ),
+        _merge_tie_case(rng),
+    ]
 
 
 def _merge_tie_case(rng):
@@ -170,8 +211,10 @@ def _merge_tie_case(rng):
     small, large = sorted((small, large))
     count = int(rng.integers(2, 9))
     words = [f"{large} {other}", f"{small} {other}", f"{other} {other}"]
-    return ("a tie the tie rule decides: the first pair counted is not the smallest",
-            {"words": words, "counts": [count, count, int(rng.integers(1, count))]})
+    return (
+        "a tie the tie rule decides: the first pair counted is not the smallest",
+        {"words": words, "counts": [count, count, int(rng.integers(1, count))]},
+    )
 
 
 def _merge_word(symbols, pair):
@@ -207,7 +250,7 @@ def _encode_left_to_right(word, merges):
         if found is None:
             return symbols
         index = next(i for i, pair in enumerate(zip(symbols, symbols[1:])) if pair == found)
-        symbols = symbols[:index] + [found[0] + found[1]] + symbols[index + 2:]
+        symbols = symbols[:index] + [found[0] + found[1]] + symbols[index + 2 :]
 
 
 def _encode_last_rank_first(word, merges):
@@ -230,8 +273,9 @@ def _encode_word_cases(rng):
     sennrich = _learned_merges(["l o w", "l o w e r", "n e w e s t", "w i d e s t"], [5, 2, 6, 3], 10)
     letters = list("abcdelnorst")
     corpus = ["".join(rng.choice(letters[:6], size=int(rng.integers(3, 7)))) for _ in range(8)]
-    merges = _learned_merges([" ".join(word) for word in corpus],
-                             [int(c) for c in rng.integers(1, 9, size=len(corpus))], 12)
+    merges = _learned_merges(
+        [" ".join(word) for word in corpus], [int(c) for c in rng.integers(1, 9, size=len(corpus))], 12
+    )
     words = ["".join(rng.choice(letters[:6], size=int(rng.integers(5, 10)))) for _ in range(200)]
 
     def telling(word):  # a word on which both usual mistakes go wrong
@@ -239,11 +283,13 @@ def _encode_word_cases(rng):
         return right != _encode_left_to_right(word, merges) and right != _encode_last_rank_first(word, merges)
 
     told = next((word for word in words if telling(word)), words[0])
-    return [("Sennrich's corpus, 10 merges: 'lowest'", {"word": "lowest", "merges": sennrich}),
-            ("Sennrich's corpus, 10 merges: 'newer'", {"word": "newer", "merges": sennrich}),
-            ("a word of letters no merge joins", {"word": "xyz", "merges": sennrich}),
-            ("a random corpus's 12 merges, a word from it", {"word": corpus[0], "merges": merges}),
-            ("a random corpus's 12 merges, a new word where the rank decides", {"word": told, "merges": merges})]
+    return [
+        ("Sennrich's corpus, 10 merges: 'lowest'", {"word": "lowest", "merges": sennrich}),
+        ("Sennrich's corpus, 10 merges: 'newer'", {"word": "newer", "merges": sennrich}),
+        ("a word of letters no merge joins", {"word": "xyz", "merges": sennrich}),
+        ("a random corpus's 12 merges, a word from it", {"word": corpus[0], "merges": merges}),
+        ("a random corpus's 12 merges, a new word where the rank decides", {"word": told, "merges": merges}),
+    ]
 
 
 def _skipgram_pairs_reference(token_ids, window):
@@ -256,14 +302,23 @@ def _skipgram_pairs_reference(token_ids, window):
 
 
 def _skipgram_pairs_cases(rng):
-    return [("the notes' five words, window 2", {"token_ids": [2, 3, 5, 1, 4], "window": 2}),
-            ("a window wider than the sentence", {"token_ids": [7, 8, 9], "window": 5}),
-            ("one word: no pairs", {"token_ids": [4], "window": 1}),
-            ("repeated ids, window 1", {"token_ids": [3, 3, 6, 3], "window": 1}),
-            ("random ids and window", {"token_ids": [int(i) for i in rng.integers(1, 50, int(rng.integers(4, 12)))],
-                                       "window": int(rng.integers(1, 4))})]
+    return [
+        ("the notes' five words, window 2", {"token_ids": [2, 3, 5, 1, 4], "window": 2}),
+        ("a window wider than the sentence", {"token_ids": [7, 8, 9], "window": 5}),
+        ("one word: no pairs", {"token_ids": [4], "window": 1}),
+        ("repeated ids, window 1", {"token_ids": [3, 3, 6, 3], "window": 1}),
+        (
+            "random ids and window",
+            {
+                "token_ids": [int(i) for i in rng.integers(1, 50, int(rng.integers(4, 12)))],
+                "window": int(rng.integers(1, 4)),
+            },
+        ),
+    ]
+
 
 # --- 04: attention --------------------------------------------------------------------------
+
 
 def _attention_reference(query, key, value, mask=None):
     scores = query @ np.swapaxes(key, -1, -2) / math.sqrt(query.shape[-1])
@@ -284,13 +339,16 @@ def _attention_cases(rng):
     causal = np.tril(np.ones((length, length), dtype=bool))
     blocked = np.broadcast_to(causal, (batch, 1, length, length)).copy()
     blocked[:, :, 2] = False  # query 2 may attend to nothing
-    return [("no mask", {"query": q, "key": k, "value": v, "mask": None}),
-            ("a padding mask on the keys", {"query": q, "key": k, "value": v, "mask": padding}),
-            ("padding AND causal", {"query": q, "key": k, "value": v, "mask": padding & causal}),
-            ("cross-attention: 5 queries, 3 keys",
-             {"query": q, "key": k[:, :, :3], "value": v[:, :, :3], "mask": None}),
-            ("a query with every key masked: zero weights, zero output",
-             {"query": q, "key": k, "value": v, "mask": blocked})]
+    return [
+        ("no mask", {"query": q, "key": k, "value": v, "mask": None}),
+        ("a padding mask on the keys", {"query": q, "key": k, "value": v, "mask": padding}),
+        ("padding AND causal", {"query": q, "key": k, "value": v, "mask": padding & causal}),
+        ("cross-attention: 5 queries, 3 keys", {"query": q, "key": k[:, :, :3], "value": v[:, :, :3], "mask": None}),
+        (
+            "a query with every key masked: zero weights, zero output",
+            {"query": q, "key": k, "value": v, "mask": blocked},
+        ),
+    ]
 
 
 def _split_heads_reference(x, num_heads):
@@ -304,13 +362,17 @@ def _merge_heads_reference(x):
 
 
 def _split_cases(rng):
-    return [("B=2, T=3, E=8 into 2 heads", {"x": rng.normal(size=(2, 3, 8)), "num_heads": 2}),
-            ("B=1, T=5, E=12 into 4 heads", {"x": np.arange(60.0).reshape(1, 5, 12), "num_heads": 4})]
+    return [
+        ("B=2, T=3, E=8 into 2 heads", {"x": rng.normal(size=(2, 3, 8)), "num_heads": 2}),
+        ("B=1, T=5, E=12 into 4 heads", {"x": np.arange(60.0).reshape(1, 5, 12), "num_heads": 4}),
+    ]
 
 
 def _merge_cases(rng):
-    return [("B=2, N=2, T=3, H=4", {"x": rng.normal(size=(2, 2, 3, 4))}),
-            ("B=1, N=4, T=5, H=3", {"x": np.arange(60.0).reshape(1, 4, 5, 3)})]
+    return [
+        ("B=2, N=2, T=3, H=4", {"x": rng.normal(size=(2, 2, 3, 4))}),
+        ("B=1, N=4, T=5, H=3", {"x": np.arange(60.0).reshape(1, 4, 5, 3)}),
+    ]
 
 
 def _sinusoidal_reference(length, depth):
@@ -323,16 +385,19 @@ def _sinusoidal_reference(length, depth):
 
 
 def _sinusoidal_cases(rng):
-    return [("the notes' example: positions 0-3 in 128 dimensions", {"length": 4, "depth": 128}),
-            ("one position, 2 dimensions", {"length": 1, "depth": 2}),
-            ("random sizes", {"length": int(rng.integers(5, 30)), "depth": 2 * int(rng.integers(2, 12))})]
+    return [
+        ("the notes' example: positions 0-3 in 128 dimensions", {"length": 4, "depth": 128}),
+        ("one position, 2 dimensions", {"length": 1, "depth": 2}),
+        ("random sizes", {"length": int(rng.integers(5, 30)), "depth": 2 * int(rng.integers(2, 12))}),
+    ]
 
 
 def _attention_weight_dict(rng, width, heads, head_width):
     """Keras' ``MultiHeadAttention`` weights as a dict: kernels (E, N, H) and (N, H, E), biases (N, H) and (E,)."""
     scale = 1 / math.sqrt(width)
-    weights = {f"{name}_kernel": rng.normal(0, scale, size=(width, heads, head_width))
-               for name in ("query", "key", "value")}
+    weights = {
+        f"{name}_kernel": rng.normal(0, scale, size=(width, heads, head_width)) for name in ("query", "key", "value")
+    }
     weights.update({f"{name}_bias": rng.normal(0, 0.1, size=(heads, head_width)) for name in ("query", "key", "value")})
     weights["output_kernel"] = rng.normal(0, 1 / math.sqrt(heads * head_width), size=(heads, head_width, width))
     weights["output_bias"] = rng.normal(0, 0.1, size=width)
@@ -363,23 +428,39 @@ def _multi_head_attention_reference(query, value, weights, mask=None, scale_widt
 
 def _multi_head_attention_cases(rng):
     def case(batch, length, source, width, heads, masked):
-        arguments = {"query": rng.normal(size=(batch, length, width)), "value": rng.normal(size=(batch, source, width)),
-                     "weights": _attention_weight_dict(rng, width, heads, width // heads), "mask": None}
+        arguments = {
+            "query": rng.normal(size=(batch, length, width)),
+            "value": rng.normal(size=(batch, source, width)),
+            "weights": _attention_weight_dict(rng, width, heads, width // heads),
+            "mask": None,
+        }
         if masked:  # padding on the keys: every query keeps at least one key
             real = rng.integers(1, source + 1, size=batch)
             real[0] = source - 1
-            arguments["mask"] = np.broadcast_to(np.arange(source)[None, None, :] < real[:, None, None],
-                                                (batch, length, source)).copy()
+            arguments["mask"] = np.broadcast_to(
+                np.arange(source)[None, None, :] < real[:, None, None], (batch, length, source)
+            ).copy()
         return arguments
 
-    return [("self-attention, B=2, T=4, E=8, 2 heads, no mask", case(2, 4, 4, 8, 2, False)),
-            ("cross-attention, T=3 queries, S=5 keys, E=12, 3 heads, padded keys", case(2, 3, 5, 12, 3, True)),
-            ("random sizes, 4 heads, padded keys",
-             case(int(rng.integers(1, 4)), int(rng.integers(2, 6)), int(rng.integers(2, 6)),
-                  4 * int(rng.integers(2, 4)), 4, True))]
+    return [
+        ("self-attention, B=2, T=4, E=8, 2 heads, no mask", case(2, 4, 4, 8, 2, False)),
+        ("cross-attention, T=3 queries, S=5 keys, E=12, 3 heads, padded keys", case(2, 3, 5, 12, 3, True)),
+        (
+            "random sizes, 4 heads, padded keys",
+            case(
+                int(rng.integers(1, 4)),
+                int(rng.integers(2, 6)),
+                int(rng.integers(2, 6)),
+                4 * int(rng.integers(2, 4)),
+                4,
+                True,
+            ),
+        ),
+    ]
 
 
 # --- 05: the encoder block ------------------------------------------------------------------
+
 
 def _self_attention_mask_reference(token_ids, causal):
     ids = np.asarray(token_ids)
@@ -397,20 +478,29 @@ def _self_attention_mask_cases(rng):
     def padded_batch(size, length):  # each row: 1 to `length` real tokens, then padding (id 0)
         ids = rng.integers(1, 50, size=(size, length)).astype("int32")
         for row in ids:
-            row[int(rng.integers(1, length + 1)):] = 0
+            row[int(rng.integers(1, length + 1)) :] = 0
         return ids
 
     causal_first = bool(rng.integers(2))
-    return [("the lesson's batch, four words and two padding, causal",
-             {"token_ids": np.array([[5, 7, 3, 9, 0, 0]], dtype="int32"), "causal": True}),
-            ("a padded batch, causal" if causal_first else "a padded batch, not causal",
-             {"token_ids": padded_batch(int(rng.integers(2, 4)), int(rng.integers(3, 8))), "causal": causal_first}),
-            ("a padded batch, not causal" if causal_first else "a padded batch, causal",
-             {"token_ids": padded_batch(int(rng.integers(2, 4)), int(rng.integers(3, 8))), "causal": not causal_first}),
-            ("one sequence without padding, causal",
-             {"token_ids": rng.integers(1, 50, size=(1, int(rng.integers(2, 6)))).astype("int32"), "causal": True}),
-            ("one token, not causal", {"token_ids": rng.integers(1, 50, size=(1, 1)).astype("int32"),
-                                       "causal": False})]
+    return [
+        (
+            "the lesson's batch, four words and two padding, causal",
+            {"token_ids": np.array([[5, 7, 3, 9, 0, 0]], dtype="int32"), "causal": True},
+        ),
+        (
+            "a padded batch, causal" if causal_first else "a padded batch, not causal",
+            {"token_ids": padded_batch(int(rng.integers(2, 4)), int(rng.integers(3, 8))), "causal": causal_first},
+        ),
+        (
+            "a padded batch, not causal" if causal_first else "a padded batch, causal",
+            {"token_ids": padded_batch(int(rng.integers(2, 4)), int(rng.integers(3, 8))), "causal": not causal_first},
+        ),
+        (
+            "one sequence without padding, causal",
+            {"token_ids": rng.integers(1, 50, size=(1, int(rng.integers(2, 6)))).astype("int32"), "causal": True},
+        ),
+        ("one token, not causal", {"token_ids": rng.integers(1, 50, size=(1, 1)).astype("int32"), "causal": False}),
+    ]
 
 
 def _layer_norm_reference(x, gamma, beta, epsilon=1e-5):
@@ -420,9 +510,13 @@ def _layer_norm_reference(x, gamma, beta, epsilon=1e-5):
 
 
 def _layer_norm_cases(rng):
-    return [("B=2, T=3, E=4", {"x": rng.normal(3.0, 2.0, size=(2, 3, 4)), "gamma": np.ones(4), "beta": np.zeros(4)}),
-            ("learned scale and shift", {"x": rng.normal(size=(1, 5, 6)), "gamma": rng.normal(size=6),
-                                         "beta": rng.normal(size=6)})]
+    return [
+        ("B=2, T=3, E=4", {"x": rng.normal(3.0, 2.0, size=(2, 3, 4)), "gamma": np.ones(4), "beta": np.zeros(4)}),
+        (
+            "learned scale and shift",
+            {"x": rng.normal(size=(1, 5, 6)), "gamma": rng.normal(size=6), "beta": rng.normal(size=6)},
+        ),
+    ]
 
 
 def _feed_forward_reference(x, w1, b1, w2, b2):
@@ -431,10 +525,16 @@ def _feed_forward_reference(x, w1, b1, w2, b2):
 
 def _feed_forward_cases(rng):
     width, hidden = 4, 6
-    weights = {"w1": rng.normal(size=(width, hidden)), "b1": rng.normal(size=hidden),
-               "w2": rng.normal(size=(hidden, width)), "b2": rng.normal(size=width)}
-    return [("B=2, T=3, E=4, F=6", {"x": rng.normal(size=(2, 3, width)), **weights}),
-            ("one position", {"x": rng.normal(size=(1, 1, width)), **weights})]
+    weights = {
+        "w1": rng.normal(size=(width, hidden)),
+        "b1": rng.normal(size=hidden),
+        "w2": rng.normal(size=(hidden, width)),
+        "b2": rng.normal(size=width),
+    }
+    return [
+        ("B=2, T=3, E=4, F=6", {"x": rng.normal(size=(2, 3, width)), **weights}),
+        ("one position", {"x": rng.normal(size=(1, 1, width)), **weights}),
+    ]
 
 
 def _norm_weights(rng, width):
@@ -443,19 +543,23 @@ def _norm_weights(rng, width):
 
 def _block_weight_dict(rng, width, heads, hidden):
     """One Transformer block's weights as a dict of dicts (the layout of exercises 05.3 and 09.5)."""
-    return {"attention": _attention_weight_dict(rng, width, heads, width // heads),
-            "attention_norm": _norm_weights(rng, width),
-            "feedforward": {"hidden_kernel": rng.normal(0, 1 / math.sqrt(width), size=(width, hidden)),
-                            "hidden_bias": rng.normal(0, 0.1, size=hidden),
-                            "output_kernel": rng.normal(0, 1 / math.sqrt(hidden), size=(hidden, width)),
-                            "output_bias": rng.normal(0, 0.1, size=width)},
-            "feedforward_norm": _norm_weights(rng, width)}
+    return {
+        "attention": _attention_weight_dict(rng, width, heads, width // heads),
+        "attention_norm": _norm_weights(rng, width),
+        "feedforward": {
+            "hidden_kernel": rng.normal(0, 1 / math.sqrt(width), size=(width, hidden)),
+            "hidden_bias": rng.normal(0, 0.1, size=hidden),
+            "output_kernel": rng.normal(0, 1 / math.sqrt(hidden), size=(hidden, width)),
+            "output_bias": rng.normal(0, 0.1, size=width),
+        },
+        "feedforward_norm": _norm_weights(rng, width),
+    }
 
 
 def _activation(name):
     if name == "relu":
         return lambda x: np.maximum(x, 0.0)
-    return lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))  # gelu_approximate
+    return lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))  # gelu_approximate
 
 
 def _block_reference(x, weights, attention_mask, normalize_first, activation="relu", epsilon=1e-5, residual=True):
@@ -463,18 +567,24 @@ def _block_reference(x, weights, attention_mask, normalize_first, activation="re
 
     ``attention_mask`` is (B, T, T) or None; ``residual`` exists for a hint's usual mistake.
     """
+
     def norm(values, parameters):
         return _layer_norm_reference(values, parameters["gamma"], parameters["beta"], epsilon)
 
     def feedforward(values):
         ff = weights["feedforward"]
-        return _activation(activation)(values @ ff["hidden_kernel"] + ff["hidden_bias"]) @ ff["output_kernel"] \
+        return (
+            _activation(activation)(values @ ff["hidden_kernel"] + ff["hidden_bias"]) @ ff["output_kernel"]
             + ff["output_bias"]
+        )
 
-    for sublayer, norm_weights in ((lambda values: _multi_head_attention_reference(values, values, weights["attention"],
-                                                                                    attention_mask),
-                                    weights["attention_norm"]),
-                                   (feedforward, weights["feedforward_norm"])):
+    for sublayer, norm_weights in (
+        (
+            lambda values: _multi_head_attention_reference(values, values, weights["attention"], attention_mask),
+            weights["attention_norm"],
+        ),
+        (feedforward, weights["feedforward_norm"]),
+    ):
         if normalize_first:
             x = (x if residual else 0) + sublayer(norm(x, norm_weights))
         else:
@@ -483,8 +593,11 @@ def _block_reference(x, weights, attention_mask, normalize_first, activation="re
 
 
 def _encoder_block_reference(x, weights, mask=None, normalize_first=False):
-    attention_mask = None if mask is None else np.broadcast_to(
-        np.asarray(mask, dtype=bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
+    attention_mask = (
+        None
+        if mask is None
+        else np.broadcast_to(np.asarray(mask, dtype=bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
+    )
     return _block_reference(np.asarray(x, dtype="float64"), weights, attention_mask, normalize_first)
 
 
@@ -494,18 +607,26 @@ def _encoder_block_cases(rng):
         if padded:
             mask = np.arange(length)[None, :] < rng.integers(1, length + 1, size=batch)[:, None]
             mask[0] = np.arange(length) < length - 2
-        return {"x": rng.normal(size=(batch, length, width)),
-                "weights": _block_weight_dict(rng, width, heads, 2 * width),
-                "mask": mask, "normalize_first": normalize_first}
+        return {
+            "x": rng.normal(size=(batch, length, width)),
+            "weights": _block_weight_dict(rng, width, heads, 2 * width),
+            "mask": mask,
+            "normalize_first": normalize_first,
+        }
 
-    return [("post-norm, B=2, T=3, E=4, 2 heads, no padding", case(2, 3, 4, 2, False, False)),
-            ("post-norm, padded reviews", case(2, 5, 8, 2, False, True)),
-            ("pre-norm, padded reviews", case(3, 5, 8, 4, True, True)),
-            ("random sizes, pre- or post-norm, padded",
-             case(int(rng.integers(1, 4)), int(rng.integers(3, 7)), 6, 3, bool(rng.integers(2)), True))]
+    return [
+        ("post-norm, B=2, T=3, E=4, 2 heads, no padding", case(2, 3, 4, 2, False, False)),
+        ("post-norm, padded reviews", case(2, 5, 8, 2, False, True)),
+        ("pre-norm, padded reviews", case(3, 5, 8, 4, True, True)),
+        (
+            "random sizes, pre- or post-norm, padded",
+            case(int(rng.integers(1, 4)), int(rng.integers(3, 7)), 6, 3, bool(rng.integers(2)), True),
+        ),
+    ]
 
 
 # --- 06: pooling ----------------------------------------------------------------------------
+
 
 def _masked_max_reference(values, mask):
     pooled = np.max(np.where(mask[..., None], values, -np.inf), axis=1)
@@ -522,12 +643,15 @@ def _pooling_cases(rng):
     values = rng.normal(size=(3, 5, 4))
     values[1, 3:] = 100.0  # padding that would win an unmasked max
     mask = np.array([[True] * 5, [True, True, True, False, False], [False] * 5])
-    return [("every token real", {"values": values[:1], "mask": mask[:1]}),
-            ("padding with large values", {"values": values[:2], "mask": mask[:2]}),
-            ("a review with no real token", {"values": values, "mask": mask})]
+    return [
+        ("every token real", {"values": values[:1], "mask": mask[:1]}),
+        ("padding with large values", {"values": values[:2], "mask": mask[:2]}),
+        ("a review with no real token", {"values": values, "mask": mask}),
+    ]
 
 
 # --- 07: decoding ---------------------------------------------------------------------------
+
 
 def _causal_reference(length):
     return np.tril(np.ones((length, length), dtype=bool))
@@ -546,12 +670,26 @@ def _greedy_cases(rng):
     ending = table.copy()
     ending[[1, 4, 5], 2] = 5.0  # from these ids, the end id 2 wins
     ending /= ending.sum(axis=1, keepdims=True)
-    return [("one sequence that reaches max_length",
-             {"next_token_probabilities": NextTokenTable(table), "start_ids": np.array([1]), "end_id": 9,
-              "max_length": 5}),
-            ("three sequences that end at different steps",
-             {"next_token_probabilities": NextTokenTable(ending), "start_ids": np.array([1, 3, 4]), "end_id": 2,
-              "max_length": 6})]
+    return [
+        (
+            "one sequence that reaches max_length",
+            {
+                "next_token_probabilities": NextTokenTable(table),
+                "start_ids": np.array([1]),
+                "end_id": 9,
+                "max_length": 5,
+            },
+        ),
+        (
+            "three sequences that end at different steps",
+            {
+                "next_token_probabilities": NextTokenTable(ending),
+                "start_ids": np.array([1, 3, 4]),
+                "end_id": 2,
+                "max_length": 6,
+            },
+        ),
+    ]
 
 
 def _greedy_reference(next_token_probabilities, start_ids, end_id, max_length):
@@ -577,22 +715,30 @@ def _teacher_forcing_loss_cases(rng):
         target_ids = np.zeros((rows, length), dtype="int64")
         for row in range(rows):
             words = int(rng.integers(1, length - 1)) if row else length - 2  # the first row fills its length
-            target_ids[row, :words + 2] = [1, *rng.integers(3, vocabulary, size=words), 2]  # [start] ... [end]
+            target_ids[row, : words + 2] = [1, *rng.integers(3, vocabulary, size=words), 2]  # [start] ... [end]
         values = rng.random((rows, length - 1, vocabulary)) ** 2 + 0.01
         return {"target_ids": target_ids, "probabilities": values / values.sum(axis=-1, keepdims=True)}
 
-    return [("one sentence, no padding", case(1, 5, 8)), ("3 sentences of different lengths", case(3, 7, 10)),
-            ("random sizes", case(int(rng.integers(2, 6)), int(rng.integers(5, 10)), int(rng.integers(6, 20))))]
+    return [
+        ("one sentence, no padding", case(1, 5, 8)),
+        ("3 sentences of different lengths", case(3, 7, 10)),
+        ("random sizes", case(int(rng.integers(2, 6)), int(rng.integers(5, 10)), int(rng.integers(6, 20)))),
+    ]
 
 
 def _beam_step_reference(scores, log_probabilities, beam_width, end_id, step, alpha):
     scores, log_probabilities = np.asarray(scores, dtype="float64"), np.asarray(log_probabilities, dtype="float64")
     vocabulary = log_probabilities.shape[1]
-    ranked = sorted(((float(scores[beam] + log_probabilities[beam, token]), beam * vocabulary + token)
-                     for beam in range(len(scores)) for token in range(vocabulary)),
-                    key=lambda item: (-item[0], item[1]))
+    ranked = sorted(
+        (
+            (float(scores[beam] + log_probabilities[beam, token]), beam * vocabulary + token)
+            for beam in range(len(scores))
+            for token in range(vocabulary)
+        ),
+        key=lambda item: (-item[0], item[1]),
+    )
     parents, tokens, kept, finished_parents, finished_scores = [], [], [], [], []
-    for candidate, flat in ranked[:2 * beam_width]:
+    for candidate, flat in ranked[: 2 * beam_width]:
         if not math.isfinite(candidate) or len(parents) == beam_width:
             break
         beam, token = divmod(flat, vocabulary)
@@ -603,8 +749,13 @@ def _beam_step_reference(scores, log_probabilities, beam_width, end_id, step, al
             parents.append(beam)
             tokens.append(token)
             kept.append(candidate)
-    return (np.array(parents, dtype="int64"), np.array(tokens, dtype="int64"), np.array(kept, dtype="float64"),
-            np.array(finished_parents, dtype="int64"), np.array(finished_scores, dtype="float64"))
+    return (
+        np.array(parents, dtype="int64"),
+        np.array(tokens, dtype="int64"),
+        np.array(kept, dtype="float64"),
+        np.array(finished_parents, dtype="int64"),
+        np.array(finished_scores, dtype="float64"),
+    )
 
 
 def _beam_step_cases(rng):
@@ -613,19 +764,35 @@ def _beam_step_cases(rng):
         values = rng.random((beams, vocabulary)) ** 3 + 1e-3
         if ending:
             values[0, 2] = values[0].max() * 3  # the best beam most likely ends here
-        return {"scores": scores, "log_probabilities": np.log(values / values.sum(axis=-1, keepdims=True)),
-                "beam_width": beam_width, "end_id": 2, "step": step, "alpha": 0.6}
+        return {
+            "scores": scores,
+            "log_probabilities": np.log(values / values.sum(axis=-1, keepdims=True)),
+            "beam_width": beam_width,
+            "end_id": 2,
+            "step": step,
+            "alpha": 0.6,
+        }
 
     first = case(1, 6, 3, 1, False)  # step 1: one beam, the start id
     first["log_probabilities"][0, [0, 1, 3, 4]] = -np.inf  # four ids impossible: fewer than 3 extensions exist
     tied = {**case(3, 7, 3, 4, True), "alpha": 0.0}
     tied["scores"][1] = tied["scores"][0]  # beams 0 and 1 alike: every extension of one ties with the other's
     tied["log_probabilities"][1] = tied["log_probabilities"][0]
-    return [("the first step: one beam, width 3, four ids impossible (-inf): stop at -inf", first),
-            ("4 beams of 8 ids; the best beam ends", case(4, 8, 4, 5, True)),
-            ("3 beams, no length penalty (alpha = 0); beams 0 and 1 alike, so the tie rule decides", tied),
-            ("random sizes, one ending", case(int(rng.integers(2, 5)), int(rng.integers(6, 12)),
-                                              int(rng.integers(2, 5)), int(rng.integers(2, 9)), True))]
+    return [
+        ("the first step: one beam, width 3, four ids impossible (-inf): stop at -inf", first),
+        ("4 beams of 8 ids; the best beam ends", case(4, 8, 4, 5, True)),
+        ("3 beams, no length penalty (alpha = 0); beams 0 and 1 alike, so the tie rule decides", tied),
+        (
+            "random sizes, one ending",
+            case(
+                int(rng.integers(2, 5)),
+                int(rng.integers(6, 12)),
+                int(rng.integers(2, 5)),
+                int(rng.integers(2, 9)),
+                True,
+            ),
+        ),
+    ]
 
 
 def _warmup_cosine_reference(steps, peak, warmup_steps, decay_steps, final_fraction):
@@ -642,42 +809,82 @@ def _warmup_cosine_reference(steps, peak, warmup_steps, decay_steps, final_fract
 def _warmup_cosine_cases(rng):
     warmup = int(rng.integers(3, 20))
     total = warmup + int(rng.integers(10, 100))
-    return [("10 warm-up steps of 100, every step", {"steps": np.arange(110), "peak": 1e-3, "warmup_steps": 10,
-                                                      "decay_steps": 100, "final_fraction": 0.05}),
-            ("no floor (final_fraction 0), a few steps", {"steps": np.array([0, 1, 4, 5, 6, 30, 60, 61]), "peak": 0.5,
-                                                          "warmup_steps": 5, "decay_steps": 60, "final_fraction": 0.0}),
-            ("random settings", {"steps": np.arange(total + 5), "peak": float(rng.uniform(1e-4, 1e-2)),
-                                 "warmup_steps": warmup, "decay_steps": total,
-                                 "final_fraction": float(rng.uniform(0, 0.2))})]
+    return [
+        (
+            "10 warm-up steps of 100, every step",
+            {"steps": np.arange(110), "peak": 1e-3, "warmup_steps": 10, "decay_steps": 100, "final_fraction": 0.05},
+        ),
+        (
+            "no floor (final_fraction 0), a few steps",
+            {
+                "steps": np.array([0, 1, 4, 5, 6, 30, 60, 61]),
+                "peak": 0.5,
+                "warmup_steps": 5,
+                "decay_steps": 60,
+                "final_fraction": 0.0,
+            },
+        ),
+        (
+            "random settings",
+            {
+                "steps": np.arange(total + 5),
+                "peak": float(rng.uniform(1e-4, 1e-2)),
+                "warmup_steps": warmup,
+                "decay_steps": total,
+                "final_fraction": float(rng.uniform(0, 0.2)),
+            },
+        ),
+    ]
 
 
 def _adamw_step_reference(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
     parameters, gradients = np.asarray(parameters, dtype="float64"), np.asarray(gradients, dtype="float64")
     m = beta_1 * np.asarray(m, dtype="float64") + (1 - beta_1) * gradients
-    v = beta_2 * np.asarray(v, dtype="float64") + (1 - beta_2) * gradients ** 2
+    v = beta_2 * np.asarray(v, dtype="float64") + (1 - beta_2) * gradients**2
     decayed = parameters - learning_rate * weight_decay * parameters  # decoupled: never through the moments
-    corrected = learning_rate * math.sqrt(1 - beta_2 ** step) / (1 - beta_1 ** step)  # Keras' form of the correction
+    corrected = learning_rate * math.sqrt(1 - beta_2**step) / (1 - beta_1**step)  # Keras' form of the correction
     return decayed - corrected * m / (np.sqrt(v) + epsilon), m, v
 
 
 def _adamw_step_cases(rng):
     def case(shape, step, weight_decay, fresh, epsilon=1e-7, gradient_scale=1.0, learning_rate=1e-2):
-        moments = (np.zeros(shape), np.zeros(shape)) if fresh else (rng.normal(0, 0.1 * gradient_scale, size=shape),
-                                                                     rng.random(shape) * 0.01 * gradient_scale ** 2)
-        return {"parameters": rng.normal(size=shape), "gradients": rng.normal(0, gradient_scale, size=shape),
-                "m": moments[0], "v": moments[1], "step": step, "learning_rate": learning_rate, "beta_1": 0.9,
-                "beta_2": 0.999, "epsilon": epsilon, "weight_decay": weight_decay}
+        moments = (
+            (np.zeros(shape), np.zeros(shape))
+            if fresh
+            else (rng.normal(0, 0.1 * gradient_scale, size=shape), rng.random(shape) * 0.01 * gradient_scale**2)
+        )
+        return {
+            "parameters": rng.normal(size=shape),
+            "gradients": rng.normal(0, gradient_scale, size=shape),
+            "m": moments[0],
+            "v": moments[1],
+            "step": step,
+            "learning_rate": learning_rate,
+            "beta_1": 0.9,
+            "beta_2": 0.999,
+            "epsilon": epsilon,
+            "weight_decay": weight_decay,
+        }
 
-    return [("the first step, fresh moments, no weight decay (Adam)", case((3,), 1, 0.0, True)),
-            ("the first step, weight decay 0.1 and learning rate 0.1: where the decay goes shows",
-             case((2, 3), 1, 0.1, True, learning_rate=0.1)),
-            ("step 50, moments from earlier steps; small gradients and ε = 10⁻³, where ε's place matters",
-             case((4, 2), 50, 0.05, False, epsilon=1e-3, gradient_scale=1e-3)),
-            ("a random step", case((int(rng.integers(1, 6)), 3), int(rng.integers(2, 500)), float(rng.uniform(0, 0.1)),
-                                   False))]
+    return [
+        ("the first step, fresh moments, no weight decay (Adam)", case((3,), 1, 0.0, True)),
+        (
+            "the first step, weight decay 0.1 and learning rate 0.1: where the decay goes shows",
+            case((2, 3), 1, 0.1, True, learning_rate=0.1),
+        ),
+        (
+            "step 50, moments from earlier steps; small gradients and ε = 10⁻³, where ε's place matters",
+            case((4, 2), 50, 0.05, False, epsilon=1e-3, gradient_scale=1e-3),
+        ),
+        (
+            "a random step",
+            case((int(rng.integers(1, 6)), 3), int(rng.integers(2, 500)), float(rng.uniform(0, 0.1)), False),
+        ),
+    ]
 
 
 # --- 08: BERT-style pre-training ------------------------------------------------------------
+
 
 def _masked_lm_loss_reference(probabilities, labels):
     probabilities, labels = np.asarray(probabilities, dtype="float64"), np.asarray(labels)
@@ -698,10 +905,14 @@ def _masked_lm_loss_cases(rng):
     labels = rng.integers(1, 7, size=(3, 5))
     labels[rng.random((3, 5)) < 0.6] = 0
     labels[0, 0] = 4  # at least one chosen position
-    return [("one chosen position", {"probabilities": np.array([[[0.0, 0.1, 0.6, 0.3], [0.0, 0.5, 0.25, 0.25]]]),
-                                     "labels": np.array([[2, 0]])}),
-            ("3 rows of 5 positions, 7 words", {"probabilities": distributions((3, 5, 7)), "labels": labels}),
-            ("nothing chosen", {"probabilities": distributions((1, 3, 4)), "labels": np.zeros((1, 3), dtype=int)})]
+    return [
+        (
+            "one chosen position",
+            {"probabilities": np.array([[[0.0, 0.1, 0.6, 0.3], [0.0, 0.5, 0.25, 0.25]]]), "labels": np.array([[2, 0]])},
+        ),
+        ("3 rows of 5 positions, 7 words", {"probabilities": distributions((3, 5, 7)), "labels": labels}),
+        ("nothing chosen", {"probabilities": distributions((1, 3, 4)), "labels": np.zeros((1, 3), dtype=int)}),
+    ]
 
 
 def _bert_corruption_reference(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
@@ -737,15 +948,25 @@ def _bert_corruption_cases(rng):
         return token_ids
 
     arguments = {"vocabulary_size": 1000, "mask_token_id": mask_id, "special_ids": special}
-    return [("2 short rows with padding", {"token_ids": rows(2, 12), "seed": int(rng.integers(2**31)), **arguments}),
-            ("100 rows of 750-1,000 tokens: the rates",
-             {"token_ids": rows(100, 1000), "seed": int(rng.integers(2**31)), **arguments}),
-            ("only padding and special tokens",
-             {"token_ids": np.array([[cls_id, sep_id, 0, 0], [cls_id, mask_id, sep_id, 0]]),
-              "seed": int(rng.integers(2**31)), **arguments})]
+    return [
+        ("2 short rows with padding", {"token_ids": rows(2, 12), "seed": int(rng.integers(2**31)), **arguments}),
+        (
+            "100 rows of 750-1,000 tokens: the rates",
+            {"token_ids": rows(100, 1000), "seed": int(rng.integers(2**31)), **arguments},
+        ),
+        (
+            "only padding and special tokens",
+            {
+                "token_ids": np.array([[cls_id, sep_id, 0, 0], [cls_id, mask_id, sep_id, 0]]),
+                "seed": int(rng.integers(2**31)),
+                **arguments,
+            },
+        ),
+    ]
 
 
 # --- 09: sampling ---------------------------------------------------------------------------
+
 
 def _temperature_reference(logits, temperature):
     logits = np.asarray(logits, dtype="float64")
@@ -757,12 +978,16 @@ def _temperature_reference(logits, temperature):
 
 
 def _temperature_cases(rng):
-    return [("3 logits, T = 1", {"logits": np.array([[1.0, 2.0, 3.0]]), "temperature": 1.0}),
-            ("2 rows of 6, T = 0.5 (sharper)", {"logits": rng.normal(size=(2, 6)) * 2, "temperature": 0.5}),
-            ("4 rows of 10, T = 2 (flatter)", {"logits": rng.normal(size=(4, 10)) * 3, "temperature": 2.0}),
-            ("large logits, T = 0.1", {"logits": np.array([[1000.0, 999.0, 990.0]]), "temperature": 0.1}),
-            ("two rows of very different scale, T = 1",
-             {"logits": np.array([[1000.0, 999.0, 990.0], [1.0, 2.0, 3.0]]), "temperature": 1.0})]
+    return [
+        ("3 logits, T = 1", {"logits": np.array([[1.0, 2.0, 3.0]]), "temperature": 1.0}),
+        ("2 rows of 6, T = 0.5 (sharper)", {"logits": rng.normal(size=(2, 6)) * 2, "temperature": 0.5}),
+        ("4 rows of 10, T = 2 (flatter)", {"logits": rng.normal(size=(4, 10)) * 3, "temperature": 2.0}),
+        ("large logits, T = 0.1", {"logits": np.array([[1000.0, 999.0, 990.0]]), "temperature": 0.1}),
+        (
+            "two rows of very different scale, T = 1",
+            {"logits": np.array([[1000.0, 999.0, 990.0], [1.0, 2.0, 3.0]]), "temperature": 1.0},
+        ),
+    ]
 
 
 def _nucleus_reference(probabilities, p):
@@ -784,19 +1009,23 @@ def _nucleus_cases(rng):
         values = rng.random((count, width)) ** 4  # uneven, like a language model's distribution
         return values / values.sum(axis=-1, keepdims=True)
 
-    return [("[0.5, 0.3, 0.15, 0.05], p = 0.7", {"probabilities": np.array([[0.5, 0.3, 0.15, 0.05]]), "p": 0.7}),
-            ("3 rows of 8, p = 0.9", {"probabilities": rows(3, 8), "p": 0.9}),
-            ("2 rows of 20, p = 0.35", {"probabilities": rows(2, 20), "p": 0.35}),
-            ("p = 1 keeps every token", {"probabilities": rows(1, 5), "p": 1.0}),
-            ("[0.125, 0.5, 0.125, 0.25], p = 0.75: the mass above id 0 is exactly p; ids 0 and 2 tie",
-             {"probabilities": np.array([[0.125, 0.5, 0.125, 0.25]]), "p": 0.75})]
+    return [
+        ("[0.5, 0.3, 0.15, 0.05], p = 0.7", {"probabilities": np.array([[0.5, 0.3, 0.15, 0.05]]), "p": 0.7}),
+        ("3 rows of 8, p = 0.9", {"probabilities": rows(3, 8), "p": 0.9}),
+        ("2 rows of 20, p = 0.35", {"probabilities": rows(2, 20), "p": 0.35}),
+        ("p = 1 keeps every token", {"probabilities": rows(1, 5), "p": 1.0}),
+        (
+            "[0.125, 0.5, 0.125, 0.25], p = 0.75: the mass above id 0 is exactly p; ids 0 and 2 tie",
+            {"probabilities": np.array([[0.125, 0.5, 0.125, 0.25]]), "p": 0.75},
+        ),
+    ]
 
 
 def _cached_attention_step_reference(query, key, value, key_cache, value_cache, index):
     key_cache, value_cache = np.array(key_cache, dtype="float64"), np.array(value_cache, dtype="float64")
     key_cache[:, :, index] = key[:, :, 0]
     value_cache[:, :, index] = value[:, :, 0]
-    keys, values = key_cache[:, :, :index + 1], value_cache[:, :, :index + 1]  # positions 0 ... t
+    keys, values = key_cache[:, :, : index + 1], value_cache[:, :, : index + 1]  # positions 0 ... t
     scores = query @ np.swapaxes(keys, -1, -2) / math.sqrt(query.shape[-1])  # (B, N, 1, t + 1)
     return _softmax_rows(scores) @ values, key_cache, value_cache
 
@@ -804,16 +1033,25 @@ def _cached_attention_step_reference(query, key, value, key_cache, value_cache, 
 def _cached_attention_step_cases(rng):
     def case(batch, heads, capacity, width, index):
         stale = rng.normal(size=(2, batch, heads, capacity, width))  # what a reused cache holds after t
-        return {"query": rng.normal(size=(batch, heads, 1, width)), "key": rng.normal(size=(batch, heads, 1, width)),
-                "value": rng.normal(size=(batch, heads, 1, width)), "key_cache": stale[0], "value_cache": stale[1],
-                "index": index}
+        return {
+            "query": rng.normal(size=(batch, heads, 1, width)),
+            "key": rng.normal(size=(batch, heads, 1, width)),
+            "value": rng.normal(size=(batch, heads, 1, width)),
+            "key_cache": stale[0],
+            "value_cache": stale[1],
+            "index": index,
+        }
 
     capacity = int(rng.integers(6, 12))
-    return [("the first position, t = 0", case(1, 2, 4, 3, 0)),
-            ("B=2, N=2, room for 6, t = 3", case(2, 2, 6, 4, 3)),
-            ("the last position of the cache", case(1, 1, 5, 2, 4)),
-            ("random sizes and t", case(int(rng.integers(1, 4)), int(rng.integers(1, 4)), capacity, 4,
-                                        int(rng.integers(1, capacity - 1))))]
+    return [
+        ("the first position, t = 0", case(1, 2, 4, 3, 0)),
+        ("B=2, N=2, room for 6, t = 3", case(2, 2, 6, 4, 3)),
+        ("the last position of the cache", case(1, 1, 5, 2, 4)),
+        (
+            "random sizes and t",
+            case(int(rng.integers(1, 4)), int(rng.integers(1, 4)), capacity, 4, int(rng.integers(1, capacity - 1))),
+        ),
+    ]
 
 
 def _narrow_interval_reference(low, high, frequencies, symbol):
@@ -832,15 +1070,25 @@ def _narrow_interval_cases(rng):
         return {"low": int(low), "high": int(high), "frequencies": frequencies, "symbol": symbol}
 
     low = int(rng.integers(0, 2**30))
-    return [("the worked example: frequencies 2, 1, 1, symbol 2, the whole interval",
-             {"low": 0, "high": top, "frequencies": np.array([2, 1, 1]), "symbol": 2}),
-            ("the first symbol takes the bottom of the interval",
-             {"low": 0, "high": top, "frequencies": np.array([2, 1, 1]), "symbol": 0}),
-            ("an interval that starts above 0, a middle symbol",
-             {"low": 2**30, "high": 3 * 2**30 - 1, "frequencies": np.array([1, 3, 2, 2]), "symbol": 1}),
-            ("random frequencies totalling up to 2**24, an interval inside the middle half",
-             case(low + 2**30, low + 2**31 + int(rng.integers(2**30)), int(rng.integers(5, 40)), 24)),
-            ("random frequencies, the whole interval", case(0, top, int(rng.integers(3, 10)), 16))]
+    return [
+        (
+            "the worked example: frequencies 2, 1, 1, symbol 2, the whole interval",
+            {"low": 0, "high": top, "frequencies": np.array([2, 1, 1]), "symbol": 2},
+        ),
+        (
+            "the first symbol takes the bottom of the interval",
+            {"low": 0, "high": top, "frequencies": np.array([2, 1, 1]), "symbol": 0},
+        ),
+        (
+            "an interval that starts above 0, a middle symbol",
+            {"low": 2**30, "high": 3 * 2**30 - 1, "frequencies": np.array([1, 3, 2, 2]), "symbol": 1},
+        ),
+        (
+            "random frequencies totalling up to 2**24, an interval inside the middle half",
+            case(low + 2**30, low + 2**31 + int(rng.integers(2**30)), int(rng.integers(5, 40)), 24),
+        ),
+        ("random frequencies, the whole interval", case(0, top, int(rng.integers(3, 10)), 16)),
+    ]
 
 
 def _perplexity_and_bits_reference(log_probabilities, targets, characters):
@@ -854,20 +1102,32 @@ def _perplexity_and_bits_cases(rng):
         targets = rng.integers(1, 50, size=(rows, length))
         if padded:
             for row in range(rows):
-                targets[row, int(rng.integers(1, length + 1)):] = 0
+                targets[row, int(rng.integers(1, length + 1)) :] = 0
             targets[0, -1] = 0
         log_probabilities = np.where(targets != 0, np.log(rng.uniform(0.01, 0.9, size=(rows, length))), 0.0)
         characters = int((targets != 0).sum() * rng.uniform(2.5, 4.5))
         return {"log_probabilities": log_probabilities, "targets": targets, "characters": characters}
 
-    return [("two tokens of probability 1/2 and 1/4, 3 characters",
-             {"log_probabilities": np.log([[0.5, 0.25]]), "targets": np.array([[5, 6]]), "characters": 3}),
-            ("3 rows of 6 tokens, padded", case(3, 6, True)),
-            ("random rows, padded", case(int(rng.integers(2, 6)), int(rng.integers(4, 12)), True))]
+    return [
+        (
+            "two tokens of probability 1/2 and 1/4, 3 characters",
+            {"log_probabilities": np.log([[0.5, 0.25]]), "targets": np.array([[5, 6]]), "characters": 3},
+        ),
+        ("3 rows of 6 tokens, padded", case(3, 6, True)),
+        ("random rows, padded", case(int(rng.integers(2, 6)), int(rng.integers(4, 12)), True)),
+    ]
 
 
-def _gpt_reference(token_ids, weights, config, causal=True, positions_after_blocks=False, final_norm=True,
-                   output_bias=True, normalize_first=None):
+def _gpt_reference(
+    token_ids,
+    weights,
+    config,
+    causal=True,
+    positions_after_blocks=False,
+    final_norm=True,
+    output_bias=True,
+    normalize_first=None,
+):
     """The decoder-only forward pass, on the weight dictionary of exercise 09.5; logits (B, T, V).
 
     The keyword arguments after ``config`` exist for the hints' usual mistakes; the exercise passes none.
@@ -888,17 +1148,20 @@ def _gpt_reference(token_ids, weights, config, causal=True, positions_after_bloc
     if positions_after_blocks:
         x = x + positions
     if "final_norm" in weights and final_norm:
-        x = _layer_norm_reference(x, weights["final_norm"]["gamma"], weights["final_norm"]["beta"],
-                                  config["layer_norm_epsilon"])
+        x = _layer_norm_reference(
+            x, weights["final_norm"]["gamma"], weights["final_norm"]["beta"], config["layer_norm_epsilon"]
+        )
     logits = x @ np.asarray(weights["token_embedding"], dtype="float64").T
     return logits + weights["output_bias"] if output_bias else logits
 
 
 def _gpt_weights(rng, vocabulary, capacity, width, heads, layers, final_norm):
-    weights = {"token_embedding": rng.normal(0, 0.5, size=(vocabulary, width)),
-               "position_embedding": rng.normal(0, 0.5, size=(capacity, width)),
-               "blocks": [_block_weight_dict(rng, width, heads, 2 * width) for _ in range(layers)],
-               "output_bias": rng.normal(0, 0.1, size=vocabulary)}
+    weights = {
+        "token_embedding": rng.normal(0, 0.5, size=(vocabulary, width)),
+        "position_embedding": rng.normal(0, 0.5, size=(capacity, width)),
+        "blocks": [_block_weight_dict(rng, width, heads, 2 * width) for _ in range(layers)],
+        "output_bias": rng.normal(0, 0.1, size=vocabulary),
+    }
     if final_norm:
         weights["final_norm"] = _norm_weights(rng, width)
     return weights
@@ -907,30 +1170,50 @@ def _gpt_weights(rng, vocabulary, capacity, width, heads, layers, final_norm):
 def _padded_ids(rng, rows, length, vocabulary):
     token_ids = rng.integers(1, vocabulary, size=(rows, length))
     for row in range(1, rows):
-        token_ids[row, int(rng.integers(2, length + 1)):] = 0
+        token_ids[row, int(rng.integers(2, length + 1)) :] = 0
     return token_ids
 
 
 def _gpt_cases(rng):
     def case(rows, length, vocabulary, width, heads, layers, normalize_first, activation, final_norm, epsilon=1e-5):
-        config = {"num_heads": heads, "normalize_first": normalize_first, "activation": activation,
-                  "layer_norm_epsilon": epsilon}
-        return {"token_ids": _padded_ids(rng, rows, length, vocabulary),
-                "weights": _gpt_weights(rng, vocabulary, length + 2, width, heads, layers, final_norm=final_norm),
-                "config": config}
+        config = {
+            "num_heads": heads,
+            "normalize_first": normalize_first,
+            "activation": activation,
+            "layer_norm_epsilon": epsilon,
+        }
+        return {
+            "token_ids": _padded_ids(rng, rows, length, vocabulary),
+            "weights": _gpt_weights(rng, vocabulary, length + 2, width, heads, layers, final_norm=final_norm),
+            "config": config,
+        }
 
     heads = int(rng.choice([2, 4]))
     # The layout, the activation, the final norm and epsilon are independent settings: the third case
     # pairs them as neither of the first two does, so none of them can be read off another.
-    return [("post-norm (the original), 1 block, ReLU", case(2, 5, 20, 8, 2, 1, False, "relu", False)),
-            ("pre-norm with a final norm (GPT-2), 2 blocks, GELU",
-             case(3, 6, 30, 8, 2, 2, True, "gelu_approximate", True)),
-            ("random sizes; post-norm with GELU, a final norm and layer_norm_epsilon 1e-2",
-             case(int(rng.integers(2, 4)), int(rng.integers(4, 9)), int(rng.integers(20, 40)), 4 * heads, heads,
-                  int(rng.integers(1, 4)), False, "gelu_approximate", True, epsilon=1e-2))]
+    return [
+        ("post-norm (the original), 1 block, ReLU", case(2, 5, 20, 8, 2, 1, False, "relu", False)),
+        ("pre-norm with a final norm (GPT-2), 2 blocks, GELU", case(3, 6, 30, 8, 2, 2, True, "gelu_approximate", True)),
+        (
+            "random sizes; post-norm with GELU, a final norm and layer_norm_epsilon 1e-2",
+            case(
+                int(rng.integers(2, 4)),
+                int(rng.integers(4, 9)),
+                int(rng.integers(20, 40)),
+                4 * heads,
+                heads,
+                int(rng.integers(1, 4)),
+                False,
+                "gelu_approximate",
+                True,
+                epsilon=1e-2,
+            ),
+        ),
+    ]
 
 
 # --- 10: the Vision Transformer -------------------------------------------------------------
+
 
 def _patchify_reference(images, patch_size):
     images = np.asarray(images)
@@ -938,15 +1221,17 @@ def _patchify_reference(images, patch_size):
     patches = []
     for top in range(0, height, patch_size):  # reading order: row of patches by row of patches
         for left in range(0, width, patch_size):
-            patches.append(images[:, top:top + patch_size, left:left + patch_size, :].reshape(batch, -1))
+            patches.append(images[:, top : top + patch_size, left : left + patch_size, :].reshape(batch, -1))
     return np.stack(patches, axis=1)
 
 
 def _patchify_cases(rng):
-    return [("one 4×4 grey image, 2×2 patches", {"images": np.arange(16.0).reshape(1, 4, 4, 1), "patch_size": 2}),
-            ("two 6×9 images with 3 channels, 3×3 patches", {"images": rng.random((2, 6, 9, 3)), "patch_size": 3}),
-            ("1×1 patches: pixels as tokens", {"images": rng.random((1, 2, 3, 2)), "patch_size": 1}),
-            ("one patch as large as the image", {"images": rng.random((3, 4, 4, 1)), "patch_size": 4})]
+    return [
+        ("one 4×4 grey image, 2×2 patches", {"images": np.arange(16.0).reshape(1, 4, 4, 1), "patch_size": 2}),
+        ("two 6×9 images with 3 channels, 3×3 patches", {"images": rng.random((2, 6, 9, 3)), "patch_size": 3}),
+        ("1×1 patches: pixels as tokens", {"images": rng.random((1, 2, 3, 2)), "patch_size": 1}),
+        ("one patch as large as the image", {"images": rng.random((3, 4, 4, 1)), "patch_size": 4}),
+    ]
 
 
 def _rollout_reference(attention_weights):
@@ -968,12 +1253,15 @@ def _rollout_cases(rng):
         values = rng.random(shape) ** 3  # uneven rows, so the order of the layers matters
         return values / values.sum(axis=-1, keepdims=True)
 
-    return [("one layer, one head, T = 2", {"attention_weights": np.array([[[[[0.5, 0.5], [0.2, 0.8]]]]])}),
-            ("2 layers, 2 examples, 3 heads, T = 5", {"attention_weights": distributions((2, 2, 3, 5, 5))}),
-            ("4 layers, 1 example, 2 heads, T = 3", {"attention_weights": distributions((4, 1, 2, 3, 3))})]
+    return [
+        ("one layer, one head, T = 2", {"attention_weights": np.array([[[[[0.5, 0.5], [0.2, 0.8]]]]])}),
+        ("2 layers, 2 examples, 3 heads, T = 5", {"attention_weights": distributions((2, 2, 3, 5, 5))}),
+        ("4 layers, 1 example, 2 heads, T = 3", {"attention_weights": distributions((4, 1, 2, 3, 3))}),
+    ]
 
 
 # --- 11: today's decoders ------------------------------------------------------------------
+
 
 def _rotate_reference(x, start_index):
     x = np.asarray(x, dtype="float64")
@@ -990,27 +1278,45 @@ def _rotate_reference(x, start_index):
 
 
 def _rotate_cases(rng):
-    return [("one head of width 2 at positions 0 and 1", {"x": np.array([[[[1.0, 0.0]], [[1.0, 0.0]]]]),
-                                                          "start_index": 0}),
-            ("B=2, T=5, N=3, H=8, from position 0", {"x": rng.normal(size=(2, 5, 3, 8)), "start_index": 0}),
-            ("a cached step: T=1 at position 37", {"x": rng.normal(size=(1, 1, 2, 16)), "start_index": 37}),
-            ("random sizes", {"x": rng.normal(size=(int(rng.integers(1, 3)), int(rng.integers(2, 7)),
-                                                    int(rng.integers(1, 4)), 2 * int(rng.integers(1, 9)))),
-                              "start_index": int(rng.integers(0, 50))})]
+    return [
+        ("one head of width 2 at positions 0 and 1", {"x": np.array([[[[1.0, 0.0]], [[1.0, 0.0]]]]), "start_index": 0}),
+        ("B=2, T=5, N=3, H=8, from position 0", {"x": rng.normal(size=(2, 5, 3, 8)), "start_index": 0}),
+        ("a cached step: T=1 at position 37", {"x": rng.normal(size=(1, 1, 2, 16)), "start_index": 37}),
+        (
+            "random sizes",
+            {
+                "x": rng.normal(
+                    size=(
+                        int(rng.integers(1, 3)),
+                        int(rng.integers(2, 7)),
+                        int(rng.integers(1, 4)),
+                        2 * int(rng.integers(1, 9)),
+                    )
+                ),
+                "start_index": int(rng.integers(0, 50)),
+            },
+        ),
+    ]
 
 
 def _rms_norm_reference(x, scale, epsilon):
     x = np.asarray(x, dtype="float64")
-    root_mean_square = np.sqrt((x ** 2).sum(axis=-1, keepdims=True) / x.shape[-1] + epsilon)
+    root_mean_square = np.sqrt((x**2).sum(axis=-1, keepdims=True) / x.shape[-1] + epsilon)
     return x / root_mean_square * np.asarray(scale, dtype="float64")
 
 
 def _rms_norm_cases(rng):
-    return [("one vector (3, 4), scale 1", {"x": np.array([[3.0, 4.0]]), "scale": np.ones(2), "epsilon": 0.0}),
-            ("B=2, T=3, E=6, a mean far from 0", {"x": rng.normal(3.0, 2.0, size=(2, 3, 6)),
-                                                  "scale": rng.normal(size=6), "epsilon": 1e-6}),
-            ("a large epsilon on small values", {"x": rng.normal(0.0, 0.01, size=(4, 5)), "scale": np.ones(5),
-                                                 "epsilon": 1e-3})]
+    return [
+        ("one vector (3, 4), scale 1", {"x": np.array([[3.0, 4.0]]), "scale": np.ones(2), "epsilon": 0.0}),
+        (
+            "B=2, T=3, E=6, a mean far from 0",
+            {"x": rng.normal(3.0, 2.0, size=(2, 3, 6)), "scale": rng.normal(size=6), "epsilon": 1e-6},
+        ),
+        (
+            "a large epsilon on small values",
+            {"x": rng.normal(0.0, 0.01, size=(4, 5)), "scale": np.ones(5), "epsilon": 1e-3},
+        ),
+    ]
 
 
 # exercise id -> (case generator: rng -> [(label, arguments)], reference: arguments -> output)
@@ -1050,19 +1356,24 @@ REGISTRY = {
     "02.2": Registration(lambda rng: _score_cases(rng, False), _bahdanau_reference),
     "03.1": Registration(_vectorize_cases, _vectorize_reference),
     "03.2": Registration(_merge_step_cases, _merge_step_reference),
-    "03.3": Registration(_encode_word_cases, _encode_word_reference,
-                        twin="transformer_course.bpe:BytePairEncoding._encode_piece"),
-    "03.4": Registration(_skipgram_pairs_cases, _skipgram_pairs_reference,
-                        twin="transformer_course.word_vectors:skipgram_pairs"),
-    "04.1": Registration(_attention_cases, _attention_reference,
-                        twin="transformer_course.attention:scaled_dot_product_attention"),
+    "03.3": Registration(
+        _encode_word_cases, _encode_word_reference, twin="transformer_course.bpe:BytePairEncoding._encode_piece"
+    ),
+    "03.4": Registration(
+        _skipgram_pairs_cases, _skipgram_pairs_reference, twin="transformer_course.word_vectors:skipgram_pairs"
+    ),
+    "04.1": Registration(
+        _attention_cases, _attention_reference, twin="transformer_course.attention:scaled_dot_product_attention"
+    ),
     "04.2": Registration(_split_cases, _split_heads_reference),
     "04.3": Registration(_merge_cases, _merge_heads_reference),
-    "04.4": Registration(_sinusoidal_cases, _sinusoidal_reference,
-                        twin="transformer_course.positional:sinusoidal_encoding"),
+    "04.4": Registration(
+        _sinusoidal_cases, _sinusoidal_reference, twin="transformer_course.positional:sinusoidal_encoding"
+    ),
     "04.5": Registration(_multi_head_attention_cases, _multi_head_attention_reference),
-    "04.6": Registration(_self_attention_mask_cases, _self_attention_mask_reference,
-                        twin="transformer_course.masks:attention_mask"),
+    "04.6": Registration(
+        _self_attention_mask_cases, _self_attention_mask_reference, twin="transformer_course.masks:attention_mask"
+    ),
     "05.1": Registration(_layer_norm_cases, _layer_norm_reference),
     "05.2": Registration(_feed_forward_cases, _feed_forward_reference),
     "05.3": Registration(_encoder_block_cases, _encoder_block_reference),
@@ -1075,10 +1386,15 @@ REGISTRY = {
     "07.5": Registration(_warmup_cosine_cases, _warmup_cosine_reference),
     "07.6": Registration(_adamw_step_cases, _adamw_step_reference),
     "08.1": Registration(_masked_lm_loss_cases, _masked_lm_loss_reference),
-    "08.3": Registration(_bert_corruption_cases, _bert_corruption_reference,
-                        twin="transformer_course.pretraining:mask_tokens", answer=_bert_corruption_answer),
-    "09.1": Registration(_temperature_cases, _temperature_reference,
-                        twin="transformer_course.decoding:apply_temperature"),
+    "08.3": Registration(
+        _bert_corruption_cases,
+        _bert_corruption_reference,
+        twin="transformer_course.pretraining:mask_tokens",
+        answer=_bert_corruption_answer,
+    ),
+    "09.1": Registration(
+        _temperature_cases, _temperature_reference, twin="transformer_course.decoding:apply_temperature"
+    ),
     "09.2": Registration(_nucleus_cases, _nucleus_reference, twin="transformer_course.decoding:top_p_filter"),
     "09.3": Registration(_cached_attention_step_cases, _cached_attention_step_reference),
     "09.4": Registration(_perplexity_and_bits_cases, _perplexity_and_bits_reference),
@@ -1122,8 +1438,10 @@ def public_cases() -> str:
 
     table = {}
     for exercise_id in REGISTRY:
-        table[exercise_id] = [[label, encode(arguments), encode(expected(exercise_id, arguments))]
-                              for label, arguments in cases(exercise_id, np.random.default_rng(0))]
+        table[exercise_id] = [
+            [label, encode(arguments), encode(expected(exercise_id, arguments))]
+            for label, arguments in cases(exercise_id, np.random.default_rng(0))
+        ]
     return json.dumps(table, indent=1, sort_keys=True) + "\n"
 
 
