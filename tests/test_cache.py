@@ -122,3 +122,32 @@ def test_initial_caches_repeat_each_source_for_its_beams_and_refuse_the_wrong_bl
         translator_block.initial_caches(B, T)
     with pytest.raises(ValueError, match="no cross-attention"):
         language_block.initial_caches(B, T, source)
+
+
+def test_every_initial_caches_takes_the_same_arguments_and_refuses_what_it_cannot_use():
+    """One signature for the decoder blocks', the language model's and the translation model's caches."""
+    import inspect
+
+    from transformer_course.language_model import LanguageModel
+    from transformer_course.transformer import LlamaDecoder
+    from transformer_course.translation import TranslationModel
+
+    owners = (TransformerDecoder, LlamaDecoder, LanguageModel, TranslationModel)
+    signatures = {owner.__name__: list(inspect.signature(owner.initial_caches).parameters) for owner in owners}
+    assert all(
+        names == ["self", "batch_size", "max_length", "encoder_sequence", "copies"] for names in signatures.values()
+    ), signatures
+    model = LanguageModel(11, 6, embed_dim=8, intermediate_dim=16, num_heads=2, num_layers=1, dropout=0.0)
+    assert tuple(model.initial_caches(2, 6, copies=3)[0].shape) == (6, 2, 6, 2, 4)
+    with pytest.raises(ValueError, match="no cross-attention"):
+        model.initial_caches(2, 6, np.zeros((2, 4, 8), "float32"))
+    translator = TranslationModel(
+        11, 11, 4, 6, embed_dim=8, intermediate_dim=16, num_heads=2, num_layers=1, dropout=0.0
+    )
+    encoded, _ = translator.encode(np.array([[3, 4, 0, 0], [5, 6, 7, 0]], "int32"))
+    with pytest.raises(TypeError, match=r"`batch_size` must be an int; received a tensor of shape \(2, 4, 8\)"):
+        translator.initial_caches(encoded, 6)
+    with pytest.raises(ValueError, match=r"`batch_size` \(3\) must be the batch of `encoder_sequence` \(2\)"):
+        translator.initial_caches(3, 6, encoded)
+    self_caches, cross_caches = translator.initial_caches(2, 6, encoded, copies=2)
+    assert tuple(self_caches[0].shape) == (4, 2, 6, 2, 4) and tuple(cross_caches[0].shape) == (4, 2, 4, 2, 4)

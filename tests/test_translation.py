@@ -243,7 +243,7 @@ def test_the_model_names_its_parts_and_reloads_as_itself(tie_embeddings, tmp_pat
     np.testing.assert_allclose(keras.ops.convert_to_numpy(decoded.probabilities), expected, atol=1e-6)
     assert decoded.self_attention_caches is None and decoded.attention_scores is None
     # and step by step through the caches, position after position
-    self_caches, cross_caches = model.initial_caches(encoded, 3)
+    self_caches, cross_caches = model.initial_caches(1, 3, encoded)
     for position in range(3):
         step = model.decode(
             inputs["target_ids"][:, position : position + 1],

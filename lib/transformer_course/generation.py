@@ -135,7 +135,7 @@ class IncrementalDecoder(_CachedModel):
         float ``(B·K, 2, L, N, H)`` and ``(B·K, 2, S, N, H)``.
         """
         encoded, source_mask = self.model.encode(source_ids)
-        self_caches, cross_caches = self.model.initial_caches(encoded, self.max_length, copies)
+        self_caches, cross_caches = self.model.initial_caches(ops.shape(encoded)[0], self.max_length, encoded, copies)
         return ops.repeat(source_mask, copies, axis=0), self_caches, cross_caches
 
     def _step_eagerly(self, token_ids, position, self_caches, source_mask, cross_caches):

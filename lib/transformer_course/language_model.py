@@ -239,10 +239,18 @@ class LanguageModel(keras.Model):
         """
         return self.output_layer(self.token_embedding(hidden, reverse=True) if self.tie_embeddings else hidden)
 
-    def initial_caches(self, batch_size, max_length: int) -> list:
-        """Every decoder block's empty key/value cache: a list of float ``(B, 2, L, N, E // N)`` (G heads, not N,
-        in a ``"llama"`` model with ``num_key_value_heads`` G)."""
-        return [block.initial_caches(batch_size, max_length) for block in self.decoder_blocks]
+    def initial_caches(self, batch_size, max_length: int, encoder_sequence=None, copies: int = 1) -> list:
+        """Every decoder block's empty key/value cache: a list of float ``(B·K, 2, L, N, E // N)`` (G heads, not
+        N, in a ``"llama"`` model with ``num_key_value_heads`` G).
+
+        The arguments of every ``initial_caches`` of the course
+        (:meth:`~transformer_course.translation.TranslationModel.initial_caches`); a language model
+        has no encoder, so ``encoder_sequence`` must stay None. ``copies`` K repeats each row's cache.
+
+        Raises:
+            ValueError: for an ``encoder_sequence``.
+        """
+        return [block.initial_caches(batch_size, max_length, encoder_sequence, copies) for block in self.decoder_blocks]
 
     def call_with_cache(self, token_ids, caches: list, start_index, last_only: bool = False) -> tuple:
         """The model on new tokens at positions ``start_index ..``, attending over the cached ones (no dropout).

@@ -874,9 +874,18 @@ class LlamaDecoder(keras.layers.Layer):
         x = x + self.dropout_layer(self.feedforward(self.feedforward_norm(x)), training=training)
         return x if cache is None else (x, cache)
 
-    def initial_caches(self, batch_size, max_length):
-        """The empty key/value cache a generation starts from: float ``(B, 2, L, G, E // N)``."""
-        return self.attention.initial_cache(batch_size, max_length)
+    def initial_caches(self, batch_size, max_length, encoder_sequence=None, copies=1):
+        """The empty key/value cache a generation starts from: float ``(B·K, 2, L, G, E // N)``.
+
+        The arguments of :meth:`TransformerDecoder.initial_caches`; this block has no
+        cross-attention, so ``encoder_sequence`` must stay None.
+
+        Raises:
+            ValueError: for an ``encoder_sequence``.
+        """
+        if encoder_sequence is not None:
+            raise ValueError("This block has no cross-attention; received an `encoder_sequence`.")
+        return self.attention.initial_cache(batch_size * copies, max_length)
 
     def compute_output_shape(self, decoder_sequence_shape):
         return tuple(decoder_sequence_shape)

@@ -194,21 +194,41 @@ class TranslationModel(keras.Model):
         """
         return self.output_layer(self.target_embedding(hidden, reverse=True) if self.tie_embeddings else hidden)
 
-    def initial_caches(self, encoded, max_length: int, copies: int = 1) -> tuple[list, list]:
-        """Every decoder block's caches for a generation over ``encoded`` sources (see :meth:`decode`).
+    def initial_caches(self, batch_size, max_length: int, encoder_sequence=None, copies: int = 1) -> tuple[list, list]:
+        """Every decoder block's caches for a generation over ``encoder_sequence`` (see :meth:`decode`).
+
+        The one signature of every ``initial_caches`` of the course (the decoder blocks' and the
+        language model's take the same arguments).
 
         Args:
-            encoded: float ``(B, S, E)``, the encoder's output (:meth:`encode`).
+            batch_size: int (or int scalar tensor), B, the sources decoded together (before ``copies``).
             max_length: int, L, the most target positions the self-attention caches hold.
+            encoder_sequence: float ``(B, S, E)``, the encoder's output (:meth:`encode`); required.
             copies: int, K: each source's caches repeated K times (the beams of beam search).
 
         Returns:
             ``(self_attention_caches, cross_attention_caches)``: lists, one per block, of float
             ``(B·K, 2, L, N, H)`` (empty) and ``(B·K, 2, S, N, H)`` (every source key and value,
             projected once).
+
+        Raises:
+            TypeError: if ``batch_size`` is a tensor of rank above 0 (the encoder's output goes in
+                ``encoder_sequence``).
+            ValueError: without an ``encoder_sequence``, or with a ``batch_size`` other than its
+                batch.
         """
+        if len(getattr(batch_size, "shape", ())) > 0:
+            raise TypeError(
+                f"`batch_size` must be an int; received a tensor of shape {tuple(batch_size.shape)} "
+                "(the encoder's output goes in `encoder_sequence`)."
+            )
+        if encoder_sequence is None:
+            raise ValueError("`encoder_sequence` is required: the cross-attention caches hold its keys and values.")
+        rows = encoder_sequence.shape[0]
+        if isinstance(batch_size, int) and rows is not None and rows != batch_size:
+            raise ValueError(f"`batch_size` ({batch_size}) must be the batch of `encoder_sequence` ({rows}).")
         caches = [
-            block.initial_caches(ops.shape(encoded)[0], max_length, encoded, copies) for block in self.decoder_blocks
+            block.initial_caches(batch_size, max_length, encoder_sequence, copies) for block in self.decoder_blocks
         ]
         return [cache[0] for cache in caches], [cache[1] for cache in caches]
 
