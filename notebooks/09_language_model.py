@@ -784,8 +784,10 @@ notes_prompts = {
                  "and heads to the bathroom. Is Jennifer probably traveling more than 300 miles per hour relative "
                  "to the earth?",
 }
+fits = settings.chunk_length - settings.generation_length - 1  # the whole prompt in the full profile
+
+# %%
 for name, text in notes_prompts.items():
-    fits = settings.chunk_length - settings.generation_length - 1  # the whole prompt in the full profile
     question = np.array([[END, *tokenizer.encode(text)[-fits:]]], dtype="int32")
     for seed in range(2):
         ids = sample_decode(next_token_function(question), question, end_id=END, max_length=settings.generation_length,
@@ -1292,7 +1294,7 @@ assert evaluate_hidden("09.6", narrow_interval, seed=7).passed
 
 # %%
 sentence, fed = lines.encode("This movie was one of the best I have ever seen."), [END]
-step = CachedLanguageModel(model, settings.chunk_length).next_token_function(np.array([fed], "int32"))
+step = next_token_function(np.array([fed], "int32"))
 yours, theirs, ideal = (0, 2**32 - 1), (0, 2**32 - 1), 0.0
 
 # %%

@@ -59,8 +59,7 @@ def _counted_lines(source: str) -> list[str]:
 # run splits them (its outputs must come from the code as it ran). Each must still be there and still be long.
 OVER_LONG_UNTIL_THE_NEXT_RUN = {
     "08_bert_pretraining": ("runs = {}",),  # 16 lines: clearing Keras' state per run
-    "09_language_model": ("notes_prompts = {",),
-}  # 16 lines: the notes' three prompts
+}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -207,10 +207,12 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "batch_size": 32,
             "learning_rate": 1e-3,  # AdamW, the peak of a warm-up + cosine schedule
             "warmup_steps": 200,
-            "training_updates": 1650,  # batches of 32 x 256 tokens, the schedule's length (about 1.4 s an update
-            # with XLA on 2 cores: about 38 min, 13.5 M tokens)
-            "rounds": 6,  # validation (and a checkpoint) after each sixth of the updates
-            "max_training_minutes": 45,  # or before a round that would end past this budget
+            "training_updates": 1650,  # batches of 32 x 256 tokens, the schedule's length (13.5 M tokens; 1.4 to
+            # 3.8 s an update with XLA on the 2-core machines that recorded runs: 38 to 105 min)
+            "rounds": 12,  # validation (and a checkpoint) after each twelfth of the updates
+            # Or before a round that would end past this budget: the notebook's whole run within 35 minutes on those
+            # machines (the rest of it took 17 minutes on the slower one).
+            "max_training_minutes": 20,
             "jit_compile": True,  # XLA: about twice the training speed on a CPU for this model
             "compressor_reference_reviews": None,  # the compressors also on this many test reviews (None = all)
             "gpt2_sequence_length": 256,  # GPT-2 (where it can be downloaded): rows and cache of this length
