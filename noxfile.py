@@ -141,6 +141,8 @@ LAYER_TESTS = [
     "tests/test_transformer.py",
     "tests/test_llama_blocks.py",
     "tests/test_positional.py",
+    "tests/test_saved_encoders.py",
+    "tests/test_cache.py",
 ]
 
 
