@@ -12,7 +12,7 @@ The model has notebook 09's size and tokenizer (8,000 merges) with random weight
 more bits than a trained model's (about 13 a token against 6), so the coder does more work a token
 than in the notebook, and its share here is an upper bound.
 
-    .venv/bin/python benchmarks/compression.py [--characters 6000] [--repeats 3] [--streams 8]
+    .venv/bin/python benchmarks/arithmetic_coder.py [--characters 6000] [--repeats 3] [--streams 8]
 """
 
 import argparse
