@@ -17,7 +17,7 @@ from transformer_course.generation import CachedLanguageModel
 from transformer_course.language_model import LanguageModel, forward_weights, language_model_classifier
 from transformer_course.parallel import training_losses
 from transformer_course.pooling import LastTokenPooling
-from transformer_course.positional import TokenEmbedding
+from transformer_course.positional import PositionalEmbedding, TokenEmbedding
 from transformer_course.transformer import LlamaDecoder, RMSNorm
 
 V, T = 40, 12
@@ -107,6 +107,29 @@ def test_the_rotary_wavelength_reaches_every_blocks_attention_and_survives_the_c
         llama(rotary_max_wavelength=0)
     with pytest.raises(ValueError, match="`rotary_max_wavelength` is an option of architecture='llama'"):
         LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, rotary_max_wavelength=1e4)
+
+
+def test_learned_positions_change_only_where_positions_enter(tmp_path):
+    # The single-factor ablation of rotary positions: GPT's table in the embeddings, no rotation in attention,
+    # every other part Llama's (RMSNorm, SwiGLU, grouped queries, no biases): the same weights but the table.
+    learned, rotary = llama(positions="learned"), llama()
+    assert isinstance(learned.token_embedding, PositionalEmbedding) and learned.rotary_max_wavelength is None
+    assert {block.attention.rotary_max_wavelength for block in learned.decoder_blocks} == {None}
+    table = [weight for weight in learned.weights if "position" in weight.path]
+    assert [tuple(weight.shape) for weight in table] == [(T, 16)]
+    assert learned.count_params() - rotary.count_params() == T * 16
+    assert LanguageModel.from_config(learned.get_config()).positions == "learned" and rotary.positions == "rotary"
+    caches = learned.initial_caches(2, IDS.shape[1])  # the cache reads the table from the step's position
+    probabilities, caches = learned.call_with_cache(IDS[:, :4], caches, 0)
+    step, _ = learned.call_with_cache(IDS[:, 4:5], caches, 4)
+    np.testing.assert_allclose(numpy(step)[1, 0], numpy(learned(IDS))[1, 4], atol=1e-5)
+    check_model(lambda: llama(positions="learned"), IDS, tmp_path, atol=1e-5)
+    with pytest.raises(ValueError, match="`positions` must be one of \\('rotary', 'learned'\\); received 'alibi'"):
+        llama(positions="alibi")
+    with pytest.raises(ValueError, match="`rotary_max_wavelength` belongs to rotary positions; received 500000"):
+        llama(positions="learned", rotary_max_wavelength=500_000.0)
+    with pytest.raises(ValueError, match="`positions` is an option of architecture='llama'"):
+        LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, positions="learned")
 
 
 def test_options_of_the_other_architecture_are_refused_by_name():

@@ -36,6 +36,7 @@ from .positional import PositionalEmbedding, TokenEmbedding
 from .transformer import LlamaDecoder, RMSNorm, TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
 ARCHITECTURES = ("gpt", "llama")
+POSITIONS = ("rotary", "learned")  # how a "llama" model sees positions
 LLAMA_ROTARY_MAX_WAVELENGTH = 10_000.0  # Touvron et al., 2023, as RoFormer (Su et al., 2021, §3.4.2)
 
 __all__ = ["LanguageModel", "build_language_model", "language_model_classifier", "forward_weights"]
@@ -105,9 +106,14 @@ class LanguageModel(keras.Model):
             blocks' and must keep their defaults with it.
         num_key_value_heads: int G dividing N, the key/value heads of ``"llama"`` blocks (None:
             G = N, multi-head attention); must stay None with ``"gpt"``.
+        positions: ``"rotary"`` or ``"learned"``, how a ``"llama"`` model sees positions (None:
+            ``"rotary"``): rotated queries and keys inside attention, or GPT's learned table of
+            ``sequence_length`` vectors added to the token embeddings and no rotation (the
+            single-factor ablation of rotary positions: every other part stays Llama's). Must stay
+            None with ``"gpt"``, whose positions are always learned.
         rotary_max_wavelength: float > 0, the longest wavelength of the rotary positions of
             ``"llama"`` blocks (None: Llama's 10,000; keras-hub calls it ``rope_max_wavelength``,
-            Llama 3 uses 500,000); must stay None with ``"gpt"``.
+            Llama 3 uses 500,000); must stay None with ``"gpt"`` and with ``positions="learned"``.
         **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
 
     Call arguments:
@@ -120,8 +126,9 @@ class LanguageModel(keras.Model):
     Raises:
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), ``num_heads`` not
             dividing ``embed_dim``, an unknown ``architecture``, or a GPT option given to a
-            ``"llama"`` model (or ``num_key_value_heads`` or ``rotary_max_wavelength`` to a ``"gpt"``
-            one), or a ``rotary_max_wavelength`` that is not a positive number.
+            ``"llama"`` model (or ``num_key_value_heads``, ``positions`` or ``rotary_max_wavelength``
+            to a ``"gpt"`` one), ``positions`` other than ``"rotary"`` or ``"learned"``, or a
+            ``rotary_max_wavelength`` that is not a positive number or is given with learned positions.
 
     Example:
         >>> model = LanguageModel(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2)
@@ -151,6 +158,7 @@ class LanguageModel(keras.Model):
         architecture="gpt",
         num_key_value_heads=None,
         rotary_max_wavelength=None,
+        positions=None,
         vocab_size=None,
         **kwargs,
     ):
@@ -167,15 +175,18 @@ class LanguageModel(keras.Model):
             architecture,
             num_key_value_heads,
             rotary_max_wavelength,
+            positions,
             normalize_first=normalize_first,
             final_norm=final_norm,
             activation=activation,
         )
-        if llama and rotary_max_wavelength is None:
+        if llama and positions is None:
+            positions = "rotary"
+        if positions == "rotary" and rotary_max_wavelength is None:
             rotary_max_wavelength = LLAMA_ROTARY_MAX_WAVELENGTH
         activation = keras.activations.get(activation)
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        if llama:  # positions enter inside attention (rotary), none in the embeddings
+        if positions == "rotary":  # positions enter inside attention, none in the embeddings
             token_embedding = TokenEmbedding(vocabulary_size, embed_dim, name="token_embedding")
         else:
             token_embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
@@ -228,7 +239,7 @@ class LanguageModel(keras.Model):
         self.dropout, self.tie_embeddings, self.normalize_first = dropout, tie_embeddings, normalize_first
         self.activation, self.layer_norm_epsilon = activation, layer_norm_epsilon
         self.architecture, self.num_key_value_heads = architecture, num_key_value_heads
-        self.rotary_max_wavelength = rotary_max_wavelength
+        self.rotary_max_wavelength, self.positions = rotary_max_wavelength, positions
 
     def output_distribution(self, hidden):
         """The output layer on decoder states: float ``(B, T, E)`` -> float32 ``(B, T, V)``.
@@ -298,6 +309,7 @@ class LanguageModel(keras.Model):
             "architecture": self.architecture,
             "num_key_value_heads": self.num_key_value_heads,
             "rotary_max_wavelength": self.rotary_max_wavelength,
+            "positions": self.positions,
         }
 
     @classmethod
@@ -306,7 +318,7 @@ class LanguageModel(keras.Model):
         return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
 
 
-def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength, **gpt_options) -> bool:
+def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength, positions, **gpt_options) -> bool:
     """True for a ``"llama"`` model; a ValueError for an unknown architecture or an option it does not take."""
     if architecture not in ARCHITECTURES:
         raise ValueError(f"`architecture` must be one of {ARCHITECTURES}; received {architecture!r}.")
@@ -314,6 +326,7 @@ def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength
         for name, value, what in (
             ("num_key_value_heads", num_key_value_heads, "grouped-query attention"),
             ("rotary_max_wavelength", rotary_max_wavelength, "rotary positions"),
+            ("positions", positions, "rotary or learned positions"),
         ):
             if value is not None:
                 raise ValueError(
@@ -327,6 +340,13 @@ def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength
         or not rotary_max_wavelength > 0
     ):
         raise ValueError(f"`rotary_max_wavelength` must be a positive number; received {rotary_max_wavelength!r}.")
+    if positions not in (None, *POSITIONS):
+        raise ValueError(f"`positions` must be one of {POSITIONS}; received {positions!r}.")
+    if positions == "learned" and rotary_max_wavelength is not None:
+        raise ValueError(
+            f"`rotary_max_wavelength` belongs to rotary positions; received {rotary_max_wavelength!r} with "
+            "positions='learned'."
+        )
     defaults = {"normalize_first": False, "final_norm": False, "activation": "relu"}
     activation = keras.activations.get(gpt_options["activation"])
     gpt_options = {**gpt_options, "activation": getattr(activation, "__name__", activation)}

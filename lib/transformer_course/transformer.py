@@ -773,7 +773,9 @@ class LlamaDecoder(keras.layers.Layer):
         num_query_heads: int, N (dividing the width E).
         num_key_value_heads: int, G (dividing N).
         dropout: float in [0, 1), after each sub-layer and on the attention weights, in training.
-        rotary_max_wavelength: float, the rotary embedding's longest wavelength.
+        rotary_max_wavelength: float, the rotary embedding's longest wavelength; None rotates
+            nothing (positions must then come from the embeddings: the learned-positions arm of
+            an ablation).
         layer_norm_epsilon: float, both RMSNorms' epsilon.
         kernel_initializer: a Keras initializer.
         **kwargs: passed to ``keras.layers.Layer``.
