@@ -107,3 +107,12 @@ def test_bad_arguments_name_themselves():
         BytePairEncoding().encode(b"bytes")
     with pytest.raises(ValueError, match="outside the vocabulary"):
         BytePairEncoding().decode([256])
+
+
+def test_with_id_offset_moves_every_id_and_keeps_the_encoding():
+    learned = BytePairEncoding.train(["the cat sat on the mat"] * 3, 10, special_tokens=["<|endoftext|>"])
+    moved = learned.with_id_offset(1)
+    text = "the mat sat<|endoftext|>on the cat"
+    assert moved.encode(text) == [i + 1 for i in learned.encode(text)]
+    assert moved.special_ids == {"<|endoftext|>": learned.special_ids["<|endoftext|>"] + 1}
+    assert moved.decode(moved.encode(text)) == text and moved.vocabulary_size == learned.vocabulary_size + 1

@@ -354,3 +354,10 @@ def test_conversion_reproduces_the_real_unlabelled_file(tmp_path):
     with gzip.open(tmp_path / "unsup.csv.gz", "rb") as stream:
         digest = hashlib.sha256(stream.read()).hexdigest()
     assert digest == "be8a8ec279f704601111fc55ce240aadbb50ffca77c72d93bc71627b336560f1"
+
+
+def test_distinct_texts_drops_excluded_texts_and_second_copies_and_counts_both():
+    kept = datasets.distinct_texts(["b", "t", "a", "b", "t", "c", "a", "b"], excluded=iter(["t", "x"]))
+    assert kept.texts == ["b", "a", "c"] and kept.excluded == 2 and kept.repeated == 3
+    assert len(kept.texts) + kept.excluded + kept.repeated == 8
+    assert datasets.distinct_texts([], ["t"]) == ([], 0, 0)

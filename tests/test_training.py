@@ -1,12 +1,13 @@
 """fit_best: the best validation epoch kept whatever stops training; patience, budget, timings."""
 
 import itertools
+import math
 
 import keras
 import numpy as np
 import pytest
 
-from transformer_course import checkpoint_path
+from transformer_course import checkpoint_path, training
 from transformer_course.training import fit_best
 
 X = np.random.default_rng(0).normal(size=(64, 3)).astype("float32")
@@ -212,3 +213,67 @@ def test_gradient_of_refuses_a_function_that_is_not_scalar():
 
     with pytest.raises(ValueError, match="must return a scalar"):
         gradient_of(lambda v: v * 2, np.ones(3, dtype="float32"))
+
+
+# --- the notebooks' harness: equal minutes, a tuning grid, running text -----------------------------------------
+
+
+def test_equal_minute_budgets_time_the_arms_interleaved_and_give_the_slower_fewer_updates(monkeypatch):
+    # A clock that advances by each arm's own cost: "slow" costs 3 s an update, "fast" 1 s (the median
+    # ignores one stalled update of 100 s), so in 2 minutes "fast" gets 120 updates and "slow" 40, in 4 rounds.
+    now, calls = [0.0], []
+    costs = {"fast": iter([1.0, 100.0, 1.0]), "slow": iter([3.0, 3.0, 3.0])}
+    monkeypatch.setattr(training.time, "perf_counter", lambda: now[0])
+
+    def step_of(name):
+        def step(index):
+            calls.append((name, index))
+            if index:  # batch 0 compiles, untimed
+                now[0] += next(costs[name])
+
+        return step
+
+    budgets = training.equal_minute_budgets({"fast": step_of("fast"), "slow": step_of("slow")}, 2, 4, 3)
+    assert calls == [("fast", 0), ("slow", 0), ("fast", 1), ("slow", 1), ("fast", 2), ("slow", 2), ("fast", 3),
+                     ("slow", 3)]  # fmt: skip
+    assert budgets == {"fast": (1.0, 30, 120), "slow": (3.0, 10, 40)}
+    assert budgets["slow"].updates_per_round == 10
+    slowest = training.equal_minute_budgets({"crawl": lambda index: now.__setitem__(0, now[0] + 600)}, 1, 4, 1)
+    assert slowest["crawl"] == (600.0, 1, 4)  # at least one update a round
+    with pytest.raises(ValueError, match="`minutes` must be a positive number; received 0"):
+        training.equal_minute_budgets({"a": step_of("fast")}, 0, 4, 3)
+    with pytest.raises(ValueError, match="`steps` must name at least one arm"):
+        training.equal_minute_budgets({}, 1, 4, 3)
+
+
+def test_best_on_validation_keeps_the_best_setting_scores_each_once_and_refuses_nan():
+    tried = []
+
+    def accuracy(rate):
+        tried.append(rate)
+        return {1e-4: 0.7, 3e-4: 0.8, 1e-3: 0.8}[rate]
+
+    best, scores = training.best_on_validation([1e-4, 3e-4, 1e-3], accuracy, higher_is_better=True)
+    assert best == 3e-4 and tried == [1e-4, 3e-4, 1e-3] and list(scores) == tried  # a tie: the first
+    assert training.best_on_validation([1, 2], lambda x: x, higher_is_better=False)[0] == 1
+    diverged = training.best_on_validation([1, 2], lambda x: math.inf if x == 2 else 0.5, higher_is_better=False)
+    assert diverged == (1, {1: 0.5, 2: math.inf})  # a diverged run is scored, and shown
+    with pytest.raises(ValueError, match="NaN for the setting 2"):
+        training.best_on_validation([1, 2], lambda x: math.nan if x == 2 else 0.5, higher_is_better=False)
+    with pytest.raises(ValueError, match="`grid` must hold at least one setting"):
+        training.best_on_validation([], lambda x: x, higher_is_better=True)
+
+
+def test_encode_running_text_encodes_every_text_and_puts_the_separator_after_each():
+    seen = []
+
+    def encode(text):
+        seen.append(text)
+        return [ord(character) - 96 for character in text]
+
+    inputs, targets = training.encode_running_text(encode, iter(["abc", "d", "ef"]), 3, 27, description="texts")
+    assert seen == ["abc", "d", "ef"]
+    np.testing.assert_array_equal(inputs, [[1, 2, 3], [27, 4, 27], [5, 6, 27]])
+    np.testing.assert_array_equal(targets, [[2, 3, 27], [4, 27, 5], [6, 27, 0]])
+    with pytest.raises(ValueError, match="`separator_id`"):
+        training.encode_running_text(encode, ["ab"], 3, 0)

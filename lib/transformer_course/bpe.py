@@ -176,6 +176,29 @@ class BytePairEncoding:
 
     # --- training ---------------------------------------------------------------------------
 
+    def with_id_offset(self, id_offset: int) -> BytePairEncoding:
+        """The same merges and special tokens with every id moved up by ``id_offset``.
+
+        The course's models keep id 0 for padding, so a tokenizer learned here (bytes at ids
+        0 … 255) is moved up by 1 before its ids reach a model: the step notebooks 09 and 11 take
+        after :meth:`train`. Through :meth:`vocabulary_and_merges` and
+        :meth:`from_vocabulary_and_merges`: the same encoding, published ids plus the offset.
+
+        Args:
+            id_offset: int >= 0.
+
+        Returns:
+            :class:`BytePairEncoding` whose :meth:`encode` gives this one's ids + ``id_offset``.
+
+        Example:
+            >>> learned = BytePairEncoding.train(["aaab"], 1, special_tokens=["<|endoftext|>"])
+            >>> learned.encode("aab<|endoftext|>"), learned.with_id_offset(1).encode("aab<|endoftext|>")
+            ([256, 98, 257], [257, 99, 258])
+        """
+        return BytePairEncoding.from_vocabulary_and_merges(
+            *self.vocabulary_and_merges(), special_tokens=self.special_tokens, id_offset=id_offset
+        )
+
     @classmethod
     def train(
         cls, texts: Iterable[str], num_merges: int, special_tokens: Iterable[str] = (), progress: bool = False

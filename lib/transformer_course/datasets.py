@@ -25,6 +25,7 @@ import shutil
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -47,6 +48,8 @@ from ._files import atomic_output
 __all__ = [
     "load_imdb",
     "load_imdb_unlabelled",
+    "distinct_texts",
+    "DistinctTexts",
     "load_spa_eng",
     "split_pairs",
     "cache_directory",
@@ -95,6 +98,46 @@ class TextSplit(NamedTuple):
 
     texts: list
     labels: np.ndarray
+
+
+class DistinctTexts(NamedTuple):
+    """Texts fit to pre-train on, and what was dropped to get them (:func:`distinct_texts`).
+
+    Attributes:
+        texts: list of str, each candidate kept, once, in first-seen order.
+        excluded: int, candidates dropped because they occur among the excluded texts.
+        repeated: int, second (and later) copies dropped.
+    """
+
+    texts: list
+    excluded: int
+    repeated: int
+
+
+def distinct_texts(candidates: Sequence[str], excluded: Iterable[str]) -> DistinctTexts:
+    """The candidates a model may pre-train on: none that occurs among ``excluded``, and each once.
+
+    What notebooks 08, 09 and 11 do to IMDB's training and unlabelled reviews before pre-training:
+    the archive holds exact duplicates, some of them of test reviews, and a model that has read a
+    test review, even without its label, has seen the very text it is graded on. Order is kept
+    (the first copy of each text stays where it was).
+
+    Args:
+        candidates: sequence of str (e.g. ``train.texts + load_imdb_unlabelled()``).
+        excluded: iterable of str that must not be trained on (e.g. ``test.texts``).
+
+    Returns:
+        :class:`DistinctTexts`: the kept texts and the two counts; ``len(candidates)`` is
+        ``len(texts) + excluded + repeated``.
+
+    Example:
+        >>> distinct_texts(["a", "b", "a", "t", "c", "b"], excluded=["t"])
+        DistinctTexts(texts=['a', 'b', 'c'], excluded=1, repeated=2)
+    """
+    excluded = set(excluded)
+    kept = list(dict.fromkeys(text for text in candidates if text not in excluded))
+    dropped = sum(text in excluded for text in candidates)
+    return DistinctTexts(kept, dropped, len(candidates) - dropped - len(kept))
 
 
 _IMDB_MEMBER = re.compile(r"^aclImdb/(train|test)/(neg|pos)/(\d+)_(\d+)\.txt$")

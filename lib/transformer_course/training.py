@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
@@ -35,6 +36,10 @@ __all__ = [
     "RoundOrder",
     "RowBatches",
     "running_text_chunks",
+    "encode_running_text",
+    "UpdateBudget",
+    "equal_minute_budgets",
+    "best_on_validation",
     "gradient_of",
 ]
 
@@ -187,6 +192,154 @@ def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tupl
     inputs = padded[:-1].reshape(rows, chunk_length)
     targets = padded[1:].reshape(rows, chunk_length)
     return inputs, targets
+
+
+def encode_running_text(
+    encode: Callable[[str], list[int]],
+    texts: Iterable[str],
+    chunk_length: int,
+    separator_id: int,
+    description: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Raw texts -> next-token training rows: each text encoded, then :func:`running_text_chunks`.
+
+    What notebooks 09 and 11 do to every split of their running text: a tokenizer's ``encode``
+    on each text (with a progress bar when ``description`` is given), ``separator_id`` after
+    every text, rows of ``chunk_length``.
+
+    Args:
+        encode: callable str -> list of int ids > 0 (e.g. ``BytePairEncoding.encode``).
+        texts: iterable of str.
+        chunk_length: int L >= 1.
+        separator_id: int > 0, written after every text (``<|endoftext|>``).
+        description: str, the progress bar's label; None shows none.
+
+    Returns:
+        ``(inputs, targets)``: int32 ``(R, L)`` each, as :func:`running_text_chunks`.
+
+    Raises:
+        ValueError: as :func:`running_text_chunks` (a non-positive size or id, or fewer than 2
+            tokens in all).
+
+    Example:
+        >>> inputs, targets = encode_running_text(lambda text: [ord(c) - 96 for c in text], ["ab", "c"], 2, 27)
+        >>> inputs.tolist(), targets.tolist()
+        ([[1, 2], [27, 3]], [[2, 27], [3, 27]])
+    """
+    if description is not None:
+        from ._progress import progress
+
+        texts = progress(texts, desc=description)
+    return running_text_chunks([encode(text) for text in texts], chunk_length, separator_id)
+
+
+class UpdateBudget(NamedTuple):
+    """One arm's share of an equal-minutes comparison (:func:`equal_minute_budgets`).
+
+    Attributes:
+        seconds_per_update: float, the median of the arm's timed updates, in seconds.
+        updates_per_round: int >= 1, updates between two validations.
+        updates: int, ``updates_per_round * rounds``: the arm's whole schedule.
+    """
+
+    seconds_per_update: float
+    updates_per_round: int
+    updates: int
+
+
+def equal_minute_budgets(
+    steps: Mapping[str, Callable[[int], object]], minutes: float, rounds: int, timing_steps: int
+) -> dict[str, UpdateBudget]:
+    """Give every arm of a comparison the same minutes: time each arm's update, then count its updates.
+
+    Each arm's ``step(index)`` makes one update on batch ``index``. Each is called once on batch 0
+    first, untimed (it compiles), then the arms take turns, ``timing_steps`` timed updates each on
+    batches 1, 2, …: interleaved, so that a busy moment of the machine slows every arm alike. An
+    arm's time is the median of its timings (one slow update does not move it), and its budget is
+    as many updates as fit in ``minutes``, rounded down to ``rounds`` equal rounds (at least one
+    update a round). The comparison is then at equal compute in wall-clock terms: an arm that is
+    slower per update pays for it with fewer updates.
+
+    Args:
+        steps: dict of arm name -> callable(int) making one update (its result is ignored).
+        minutes: float > 0, each arm's training minutes.
+        rounds: int >= 1, validations in a run (the schedule is cut into this many rounds).
+        timing_steps: int >= 1, timed updates an arm.
+
+    Returns:
+        dict of arm name -> :class:`UpdateBudget`, in the order of ``steps``.
+
+    Raises:
+        ValueError: for no arms, a non-positive ``minutes``, ``rounds`` or ``timing_steps``.
+
+    Example:
+        >>> budgets = equal_minute_budgets({"a": lambda i: None, "b": lambda i: None}, minutes=0.5, rounds=4,
+        ...                                timing_steps=3)
+        >>> list(budgets), budgets["a"].updates == 4 * budgets["a"].updates_per_round
+        (['a', 'b'], True)
+    """
+    if not steps:
+        raise ValueError("`steps` must name at least one arm; received none.")
+    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
+        raise ValueError(f"`minutes` must be a positive number; received {minutes!r}.")
+    rounds, timing_steps = check_integer("rounds", rounds), check_integer("timing_steps", timing_steps)
+    for step in steps.values():
+        step(0)  # compiles: not timed
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for index in range(1, timing_steps + 1):
+        for name, step in steps.items():
+            started = time.perf_counter()
+            step(index)
+            times[name].append(time.perf_counter() - started)
+    budgets = {}
+    for name, values in times.items():
+        seconds = float(np.median(values))
+        per_round = max(1, int(minutes * 60 / max(seconds, 1e-9)) // rounds)
+        budgets[name] = UpdateBudget(seconds, per_round, per_round * rounds)
+    return budgets
+
+
+def best_on_validation(grid: Iterable, score: Callable[[object], float], *, higher_is_better: bool, description=None):
+    """Try every setting of a grid and keep the one with the best validation score.
+
+    The tuning step of every fair comparison: each arm gets its own grid, scored on held-out
+    data only (never the test split). Ties go to the first setting of the grid.
+
+    Args:
+        grid: iterable of settings (learning rates, say), tried in order.
+        score: callable setting -> float, the validation score of a run at that setting (a
+            memoised run function lets the chosen run be reused, not trained again).
+        higher_is_better: bool, True for an accuracy, False for a loss.
+        description: str, the progress bar's label; None shows none.
+
+    Returns:
+        ``(best, scores)``: the chosen setting, and dict setting -> score in grid order.
+
+    Raises:
+        ValueError: for an empty grid, or a score that is not a finite number (a diverged run
+            must be scored, e.g. as ``inf`` loss, not hidden: NaN is refused).
+
+    Example:
+        >>> best_on_validation([1, 2, 3], lambda width: (width - 2) ** 2, higher_is_better=False)
+        (2, {1: 1.0, 2: 0.0, 3: 1.0})
+    """
+    grid = list(grid)
+    if not grid:
+        raise ValueError("`grid` must hold at least one setting; received none.")
+    if description is not None:
+        from ._progress import progress
+
+        tried = progress(grid, desc=description)
+    else:
+        tried = grid
+    scores = {}
+    for setting in tried:
+        value = float(score(setting))
+        if math.isnan(value):
+            raise ValueError(f"`score` must return a number; received NaN for the setting {setting!r}.")
+        scores[setting] = value
+    best = (max if higher_is_better else min)(grid, key=scores.__getitem__)
+    return best, scores
 
 
 @keras.saving.register_keras_serializable(package="transformer_course")
