@@ -143,6 +143,7 @@ LAYER_TESTS = [
     "tests/test_positional.py",
     "tests/test_saved_encoders.py",
     "tests/test_cache.py",
+    "tests/test_lora.py",
 ]
 
 
