@@ -69,9 +69,9 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
-from transformer_course import checkpoint_path, epoch_progress, progress, report_metric
+from transformer_course import checkpoint_path, epoch_progress, report_metric
 from transformer_course.bpe import BytePairEncoding
-from transformer_course.datasets import load_imdb, load_imdb_unlabelled
+from transformer_course.datasets import distinct_texts, load_imdb, load_imdb_unlabelled
 from transformer_course.decoding import (
     NextTokenTable,
     apply_temperature,
@@ -94,7 +94,8 @@ from transformer_course.metrics import (
     token_log_probabilities,
 )
 from transformer_course.ngram import BigramModel, UnigramModel
-from transformer_course.training import RowBatches, WarmupCosineDecay, fit_best, running_text_chunks
+from transformer_course.training import (RowBatches, WarmupCosineDecay, encode_running_text, fit_best,
+                                         running_text_chunks)
 
 # %% [markdown]
 # ## 1. The chain rule
@@ -152,20 +153,19 @@ for sentence in (["the", "film", "was", "good"], ["good", "was", "film", "the"])
 
 # %%
 train_split, test_split = load_imdb()
-in_test = set(test_split.texts)
 candidates = train_split.texts + load_imdb_unlabelled()
-reviews = list(dict.fromkeys(text for text in candidates if text not in in_test))[:settings.train_reviews]
+distinct = distinct_texts(candidates, excluded=test_split.texts)  # no test text, each text once
+reviews = distinct.texts[:settings.train_reviews]
 validation_texts, train_texts = reviews[:settings.validation_reviews], reviews[settings.validation_reviews:]
 test_texts = test_split.texts[:settings.test_reviews]  # the test reviews come shuffled: a fixed random sample
-print(f"{len(candidates):,} training and unlabelled reviews, {len(candidates) - len(reviews):,} dropped (in the "
-      f"test split, second copies or beyond train_reviews); {len(train_texts):,} to train on, "
-      f"{len(validation_texts):,} for validation; {len(test_texts):,} test reviews")
+print(f"{len(candidates):,} training and unlabelled reviews: {distinct.excluded:,} also in the test split and "
+      f"{distinct.repeated:,} second copies dropped, {len(distinct.texts) - len(reviews):,} beyond train_reviews; "
+      f"{len(train_texts):,} to train on, {len(validation_texts):,} for validation; {len(test_texts):,} test reviews")
 
 # %%
 learned = BytePairEncoding.train(train_texts[:settings.bpe_reviews], settings.merges,
                                  special_tokens=["<|endoftext|>"], progress=True)
-tokenizer = BytePairEncoding.from_vocabulary_and_merges(*learned.vocabulary_and_merges(),
-                                                        special_tokens=["<|endoftext|>"], id_offset=1)
+tokenizer = learned.with_id_offset(1)  # id 0 is padding: every id one up
 END, vocabulary_size = tokenizer.special_ids["<|endoftext|>"], tokenizer.vocabulary_size
 
 
@@ -184,8 +184,7 @@ for text in ("This movie wasn't bad at all!", "Penguins are flightless birds ðŸ
 # %%
 def chunks(texts, description):
     """Raw texts -> (inputs, targets) rows of chunk_length BPE ids, <|endoftext|> after every text."""
-    ids = [tokenizer.encode(text) for text in progress(texts, desc=description)]
-    return running_text_chunks(ids, settings.chunk_length, separator_id=END)
+    return encode_running_text(tokenizer.encode, texts, settings.chunk_length, END, description=description)
 
 
 train_inputs, train_targets = chunks(train_texts, "encoding the training text")
