@@ -277,3 +277,23 @@ def test_encode_running_text_encodes_every_text_and_puts_the_separator_after_eac
     np.testing.assert_array_equal(targets, [[2, 3, 27], [4, 27, 5], [6, 27, 0]])
     with pytest.raises(ValueError, match="`separator_id`"):
         training.encode_running_text(encode, ["ab"], 3, 0)
+
+
+def test_interleaved_timings_compile_first_untimed_then_take_turns(monkeypatch):
+    now, calls = [0.0], []
+    monkeypatch.setattr(training.time, "perf_counter", lambda: now[0])
+
+    def costing(name, seconds):
+        def function(index):
+            calls.append((name, index))
+            now[0] += 50.0 if index == 0 else seconds  # the untimed first call may take any time
+
+        return function
+
+    times = training.interleaved_timings({"int8": costing("int8", 2.0), "float32": costing("float32", 1.0)}, 3)
+    assert calls[:2] == [("int8", 0), ("float32", 0)] and calls[2:4] == [("int8", 1), ("float32", 1)]
+    assert times == {"int8": [2.0, 2.0, 2.0], "float32": [1.0, 1.0, 1.0]}
+    with pytest.raises(ValueError, match="`repeats` must be"):
+        training.interleaved_timings({"a": calls.append}, 0)
+    with pytest.raises(ValueError, match="`functions` must name at least one function"):
+        training.interleaved_timings({}, 3)

@@ -38,6 +38,7 @@ __all__ = [
     "running_text_chunks",
     "encode_running_text",
     "UpdateBudget",
+    "interleaved_timings",
     "equal_minute_budgets",
     "best_on_validation",
     "gradient_of",
@@ -247,6 +248,46 @@ class UpdateBudget(NamedTuple):
     updates: int
 
 
+def interleaved_timings(functions: Mapping[str, Callable[[int], object]], repeats: int) -> dict[str, list[float]]:
+    """Time several functions by turns: each called once untimed, then ``repeats`` timed calls each, interleaved.
+
+    ``function(0)`` runs first for every function, untimed (it compiles, fills caches); then the
+    functions take turns, ``function(1)``, ``function(2)``, … each timed with
+    ``time.perf_counter``, so that a busy moment of the machine slows every function alike. Report
+    the median of each list: one slow call then moves nothing. For speed comparisons in
+    notebooks (an int8 model's generation against the float one's, each arm's update); a
+    measurement, never a test's pass condition.
+
+    Args:
+        functions: dict of name -> callable(int), the int the call's index (a batch to take, say).
+        repeats: int >= 1, timed calls each.
+
+    Returns:
+        dict of name -> list of ``repeats`` seconds, in the order of ``functions``.
+
+    Raises:
+        ValueError: for no functions or a non-positive ``repeats``.
+
+    Example:
+        >>> calls = []
+        >>> times = interleaved_timings({"a": calls.append, "b": calls.append}, repeats=2)
+        >>> calls, [len(seconds) for seconds in times.values()]
+        ([0, 0, 1, 1, 2, 2], [2, 2])
+    """
+    if not functions:
+        raise ValueError("`functions` must name at least one function; received none.")
+    repeats = check_integer("repeats", repeats)
+    for function in functions.values():
+        function(0)  # compiles: not timed
+    times: dict[str, list[float]] = {name: [] for name in functions}
+    for index in range(1, repeats + 1):
+        for name, function in functions.items():
+            started = time.perf_counter()
+            function(index)
+            times[name].append(time.perf_counter() - started)
+    return times
+
+
 def equal_minute_budgets(
     steps: Mapping[str, Callable[[int], object]], minutes: float, rounds: int, timing_steps: int
 ) -> dict[str, UpdateBudget]:
@@ -254,8 +295,8 @@ def equal_minute_budgets(
 
     Each arm's ``step(index)`` makes one update on batch ``index``. Each is called once on batch 0
     first, untimed (it compiles), then the arms take turns, ``timing_steps`` timed updates each on
-    batches 1, 2, …: interleaved, so that a busy moment of the machine slows every arm alike. An
-    arm's time is the median of its timings (one slow update does not move it), and its budget is
+    batches 1, 2, … (:func:`interleaved_timings`): a busy moment of the machine slows every arm
+    alike. An arm's time is the median of its timings (one slow update does not move it), and its budget is
     as many updates as fit in ``minutes``, rounded down to ``rounds`` equal rounds (at least one
     update a round). The comparison is then at equal compute in wall-clock terms: an arm that is
     slower per update pays for it with fewer updates.
@@ -283,14 +324,7 @@ def equal_minute_budgets(
     if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
         raise ValueError(f"`minutes` must be a positive number; received {minutes!r}.")
     rounds, timing_steps = check_integer("rounds", rounds), check_integer("timing_steps", timing_steps)
-    for step in steps.values():
-        step(0)  # compiles: not timed
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for index in range(1, timing_steps + 1):
-        for name, step in steps.items():
-            started = time.perf_counter()
-            step(index)
-            times[name].append(time.perf_counter() - started)
+    times = interleaved_timings(steps, timing_steps)
     budgets = {}
     for name, values in times.items():
         seconds = float(np.median(values))
