@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/09_language_model.ipynb)
 #
-# **Run time:** full profile about 24 min on a 2-core CPU, smoke profile about 20 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 25 min on a 2-core CPU, smoke profile about 20 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - a **language model** as the chain rule, $p(w_1 \dots w_n) = \prod_t p(w_t \mid w_{<t})$:
@@ -349,11 +349,11 @@ axis.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
-# **Reading the numbers** (the stored run). The budget stopped training after four of its twelve
-# rounds: on the machine that recorded this run a round took 4.6 minutes, and a fifth would have
-# ended past the 20-minute budget. Four rounds are 4.5 million tokens, 0.19 of a pass over the
-# training text, in 18.3 minutes, a third of the way through the learning-rate schedule: this model
-# is early in training, and its validation curve was still falling. On the 3,224,826 characters of
+# **Reading the numbers** (the stored run). The budget stopped training after three of its twelve
+# rounds: on the machine that recorded this run a round took 5.7 minutes, and a fourth would have
+# ended past the 20-minute budget. Three rounds are 3.4 million tokens, 0.14 of a pass over the
+# training text, in 17.1 minutes, a quarter of the way through the learning-rate schedule: this
+# model is early in training, and its best round was its last. On the 3,224,826 characters of
 # the 2,500 test reviews:
 #
 # | model | bits per character |
@@ -362,32 +362,32 @@ plt.show()
 # | unigram (counts) | 2.536 |
 # | `xz -9e` | 2.458 |
 # | `bz2 -9` | 2.394 |
-# | Transformer, 2 blocks, 3.8 million parameters, 4 rounds (18 minutes) | 1.851 |
+# | Transformer, 2 blocks, 3.8 million parameters, 3 rounds (17 minutes) | 1.909 |
 # | Kneser-Ney bigram (counts) | **1.776** |
 #
-# The Transformer writes the test text in 1.85 bits a character: under a quarter of the 8 bits of
-# plain ASCII and 25% fewer bits than `xz` on the same text (15% fewer than `xz` on all 25,000 test
+# The Transformer writes the test text in 1.91 bits a character: under a quarter of the 8 bits of
+# plain ASCII and 22% fewer bits than `xz` on the same text (12% fewer than `xz` on all 25,000 test
 # reviews, 2.181, where the compressor has ten times as much text to learn from). But the count
 # table beats it: the Kneser-Ney bigram, 1.776, which counted every one of the 24 million training
-# tokens where the Transformer read 4.5 million once. This is the floor doing its job: a network
+# tokens where the Transformer read 3.4 million once. This is the floor doing its job: a network
 # that has not passed its simplest count-based rival is not yet trained, and the table says so
 # before any sample does. (All twelve rounds, 13.5 million tokens, on a machine fast enough to read
 # them within the budget, is what the profile plans.)
 # The compressors see the test text once, as it comes; the language models learned from the
 # training text first.
 #
-# The **perplexity** per token, 165.5 here (the bigram's 134.6, the unigram's 1,097), belongs
+# The **perplexity** per token, 194.2 here (the bigram's 134.6, the unigram's 1,097), belongs
 # to these 8,258 BPE tokens of raw text: with another tokeniser the same model would have another
 # perplexity, which is why bits per character is the number to compare.
 
 # %% [markdown]
 # In the stored run the unigram model spends about 10.1 bits a token wherever the token sits, and
-# the bigram about 7.1. The Transformer starts *worse* than the bigram at position 1 (7.89 bits:
-# with one token of context it is a bigram model trained on a fifth of a pass over the text, where
-# the bigram counted all of it), is still behind at position 2 (7.54 against 6.97), falls as the
-# context grows, and ends at 7.37 bits a token over the second half of the row, 0.29 *above* the
-# bigram. The fall with position is what attention over the context adds; a third of the way through
-# its schedule it has not yet made up for the bigram's head start in counting.
+# the bigram about 7.1. The Transformer starts *worse* than the bigram at position 1 (7.93 bits:
+# with one token of context it is a bigram model trained on a seventh of a pass over the text, where
+# the bigram counted all of it), is still behind at position 2 (7.75 against 6.97), falls as the
+# context grows, and ends at 7.61 bits a token over the second half of the row, 0.53 *above* the
+# bigram. The fall with position is what attention over the context adds; a quarter of the way
+# through its schedule it has not yet made up for the bigram's head start in counting.
 #
 # ### Scoring sentences
 #
@@ -526,10 +526,10 @@ print(f"Total: {np.log(ranked[0]):.2f} logprob on 1 tokens ({100 * ranked[:5].su
       f"in top 5 logits); as bits: {-np.log2(ranked[0]):.2f}")
 
 # %% [markdown]
-# In the stored run: $-1.99$, the 13.7% of " a", and 29.94% in the top five, against GPT-3's 50.48%
+# In the stored run: $-1.91$, the 14.8% of " a", and 31.54% in the top five, against GPT-3's 50.48%
 # on its list. Our distribution is flatter: a small model early in training, on a prompt that many
 # words could continue. The two numbers are the same reading as section 3's bits: $-\log_2$ of the
-# chosen token's probability, 2.87 bits here, is what coding that token costs.
+# chosen token's probability, 2.76 bits here, is what coding that token costs.
 
 # %% [markdown]
 # ### What the knobs do, measured
@@ -606,10 +606,10 @@ report_metric("top_p_0_9_repetition_rate", nucleus["repetition"],
 
 # %% [markdown]
 # In the stored run every knob moves the three measures the same way. Distinct-2 (of BPE tokens)
-# rises with the temperature from 0.15 at $T = 0.2$ (near-greedy decoding sends different prompts
-# down the same phrases) to 0.99 at $T = 1.2$ and 0.998 at 1.5; with top-k from 0.07 at $k = 1$
-# (greedy) to 0.92 at $k = 1{,}000$; with top-p likewise (the plot). Greedy decoding repeats 39% of
-# its 4-grams within a text; sampling with top-p 0.9 none (0.000 to three decimals).
+# rises with the temperature from 0.11 at $T = 0.2$ (near-greedy decoding sends different prompts
+# down the same phrases) to 0.97 at $T = 1.2$ and 0.998 at 1.5; with top-k from 0.06 at $k = 1$
+# (greedy) to 0.91 at $k = 1{,}000$; with top-p likewise (the plot). Greedy decoding repeats 42% of
+# its 4-grams within a text; sampling with top-p 0.9 almost none (0.001 to three decimals).
 #
 # Variety is not quality. One opening, continued at a low, the model's own and two high
 # temperatures (the same seed):
@@ -623,9 +623,9 @@ for temperature in (0.5, 1.0, 1.2, 1.5):
 
 # %% [markdown]
 # In the stored run the continuation at $T = 0.5$ is short and generic, review words without a
-# sentence ("In the "Reyed" was a lot of the movie, and the film is the bad."); at $T = 1$ it drifts
-# ("scratchable", "Cirtiesously urcanna"); at 1.2 and 1.5 words break into pieces that are no words
-# ("cilla idealants terrifule", "captretviewmy", "Bloodternity"). The high distinct-2 of the highest temperatures is
+# sentence ("I was more than I'm so many times, but the end."); at $T = 1$ it drifts ("scratchure
+# bat, name Weace from any Mer monster!"); at 1.2 and 1.5 words break into pieces that are no words
+# ("blahoned", "filmmatchd", "scenarioonelool"). The high distinct-2 of the highest temperatures is
 # variety of noise.
 
 # %% [markdown]
@@ -646,11 +646,11 @@ print("greedy:", tokenizer.decode(greedy_story[0, 1:][greedy_story[0, 1:] != 0])
 
 # %% [markdown]
 # In the stored run the sampled continuations are fluent for a few words and aimless beyond: they
-# turn to films at once (seed 0: "My favorite films I remember watching, but the script."; seed 2:
-# "The entire film is great, the very short of the first thing I've readed in the movie"), and
-# nothing links back to the brothers. The greedy continuation falls into the loop that section 7
-# described ("I'm sure I'm sure I'm sure"). The text is raw: capitals, apostrophes and
-# punctuation come out as the model read them. A two-block model trained on 4.5 million tokens of
+# turn to films at once (seed 1: "and cinematography, many of the lines and this is just good."; seed
+# 2: "The main character (the film) and one of the most part of the narrative"), and nothing links
+# back to the brothers. The greedy continuation falls into the loop that section 7 described ("I
+# was a good movie. I have been a movie. I was a good movie."). The text is raw: capitals,
+# apostrophes and punctuation come out as the model read them. A two-block model trained on 3.4 million tokens of
 # film reviews writes like a film review, and not yet a good one.
 
 # %% [markdown]
@@ -677,8 +677,8 @@ print(f"tokens per parameter: ours {ours_tokens / ours_parameters:.1f}, GPT-3 {3
       "training (Hoffmann et al., 2022, the Chinchilla paper) is about 20")
 
 # %% [markdown]
-# Our run read 1.2 tokens per parameter, about a seventeenth of the compute-optimal 20 of Hoffmann
-# et al. (2022): a model of this size would want about 75 million tokens, where it read 4.5 million.
+# Our run read 0.9 tokens per parameter, about a twenty-second of the compute-optimal 20 of Hoffmann
+# et al. (2022): a model of this size would want about 75 million tokens, where it read 3.4 million.
 #
 # The architecture is the same idea — a stack of causal decoder blocks and a softmax over the
 # vocabulary, trained to predict the next token; GPT-3 has 96 blocks of width 12,288 and reads
@@ -924,11 +924,11 @@ report_metric("arithmetic_coder_overhead", coded_bits / model_bits - 1, "the com
               "own -log2 p of the tokens, minus 1")
 
 # %% [markdown]
-# In the stored run the coder wrote 77 test reviews (99,799 characters) in 23,203 bytes: 1.8600
+# In the stored run the coder wrote 77 test reviews (99,799 characters) in 23,958 bytes: 1.9205
 # bits per character, 0.213% more than the model's own $-\sum \log_2 p$ of the same tokens (the
 # goal was within 0.5%). The difference is the 46-byte header, the few bits that end each of the
 # 8 streams, and the rounding of each distribution to integer frequencies. Decompressing gave
-# back every byte. 94% of the time went into the model, not the coder's arithmetic.
+# back every byte. 91% of the time went into the model, not the coder's arithmetic.
 #
 # The same bytes through four general-purpose compressors, with their speeds, beside the file the
 # model wrote; and section 5's measure (rows of 256 tokens, no context carried across rows) on
@@ -960,16 +960,16 @@ print(f"the decoder needs the model: {model.count_params():,} parameters, {param
 
 # %% [markdown]
 # **The hypothesis** (set before the run): on the held-out reviews the model's file is at least
-# 25% smaller than `xz -9e`'s. Measured: 39.4% smaller (23,203 bytes against 38,312), and smaller
+# 25% smaller than `xz -9e`'s. Measured: 37.5% smaller (23,958 bytes against 38,312), and smaller
 # than bzip2's, the best general compressor on this short text, by a third. Supported — by a
-# model that trained a third of its planned schedule. On 100 KB, `xz` has little to match against:
+# model that trained a quarter of its planned schedule. On 100 KB, `xz` has little to match against:
 # on all 25,000 test reviews (section 5) it reaches 2.181 bits per character.
 #
-# What the comparison leaves out. **Speed**: the model codes about 2,700 characters a second, each
-# way; `xz` compresses about six hundred times faster and decompresses twenty thousand times faster,
+# What the comparison leaves out. **Speed**: the model codes about 1,800 characters a second, each
+# way; `xz` compresses about 770 times faster and decompresses twenty thousand times faster,
 # because the model runs once per token in both directions. **The model**: the decoder needs its
-# 3,767,362 parameters, 15.1 MB as float32, 649 times the compressed file. Counted with its
-# model, this compressor pays off only past the text whose savings, about 0.15 bytes a character
+# 3,767,362 parameters, 15.1 MB as float32, 629 times the compressed file. Counted with its
+# model, this compressor pays off only past the text whose savings, about 0.14 bytes a character
 # over `xz` here, add up to 15 MB: on the order of a hundred million characters (Delétang et al.,
 # 2024, make the same accounting for large models).
 #
@@ -994,10 +994,10 @@ for name, text in others.items():
           f"{sizes['bzip2 -9']:>8.3f}   {8 * len(data) / len(text) / sizes['xz -9e']:.2f}")
 
 # %% [markdown]
-# In the stored run the advantage holds on Tatoeba's sentences (the model's file 0.65 of `xz`'s,
-# 2.209 bits per character against 1.860 on reviews): everyday English shares most of its words
+# In the stored run the advantage holds on Tatoeba's sentences (the model's file 0.64 of `xz`'s,
+# 2.190 bits per character against 1.921 on reviews): everyday English shares most of its words
 # and short-range statistics with reviews, and 15,000 characters give `xz` little to match. On
-# Python source it reverses: 4.358 bits per character, 1.50 times `xz`'s file. Code is not in the
+# Python source it reverses: 4.416 bits per character, 1.52 times `xz`'s file. Code is not in the
 # model's data; its BPE cuts identifiers into many short tokens, and the source repeats itself
 # (names, `keras.ops`, docstring phrases), which is exactly what `xz`'s matches exploit and what a
 # model that never saw this text cannot. The hypothesis's second half — the advantage shrinks or
