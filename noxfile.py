@@ -144,6 +144,7 @@ LAYER_TESTS = [
     "tests/test_saved_encoders.py",
     "tests/test_cache.py",
     "tests/test_lora.py",
+    "tests/test_post_training.py",
 ]
 
 

@@ -1,0 +1,394 @@
+"""After pre-training: instruction tuning, preferences and verifiable rewards, on a task a program checks.
+
+A base language model continues text; post-training makes it answer. Three steps, each a loss:
+
+- **supervised fine-tuning** (instruction tuning) on question/answer pairs, with the loss on the
+  answer's tokens only (:func:`answer_mask`): the model learns to answer, not to write questions;
+- **direct preference optimisation** (:func:`dpo_loss`; Rafailov et al., 2023, eq. 7) from pairs
+  of a preferred and a rejected answer, against a frozen reference model;
+- **group relative policy optimisation** (:func:`group_advantages`, :func:`grpo_loss`; Shao et
+  al., 2024, *DeepSeekMath*, §4.1): several sampled answers per question, each rewarded by a
+  checker, advantages normalised within the group, a clipped ratio objective and a KL penalty.
+
+The task is integer addition written as text (:class:`AdditionTask`): its every answer is checked
+exactly (:meth:`AdditionTask.is_correct`), the number of digits sets the difficulty, carries mark
+the hard problems, and a fixed share of the pairs is held out of every training set.
+
+The losses take per-token log-probabilities (``log p`` of each target under a model, float
+``(B, T)``) and a mask of the tokens that count, and are written with ``keras.ops``: they run
+inside a training step on any backend.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from typing import NamedTuple
+
+from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
+
+# isort: split
+import numpy as np
+from keras import ops
+
+from ._validation import check_integer, check_rate
+
+__all__ = [
+    "AdditionProblem",
+    "AdditionTask",
+    "answer_mask",
+    "sequence_log_probabilities",
+    "dpo_loss",
+    "DPOTerms",
+    "group_advantages",
+    "grpo_loss",
+    "GRPOTerms",
+]
+
+_TEMPLATES = (  # the facts in free-form prose for the base model's corpus: never the question/answer format
+    "{a} plus {b} makes {total}.",
+    "Adding {a} and {b} gives {total}.",
+    "The sum of {a} and {b} is {total}.",
+    "If you put {a} and {b} together you get {total}.",
+    "{total} is what {a} and {b} add up to.",
+    "Take {a}, add {b}, and the result is {total}.",
+)
+
+
+class AdditionProblem(NamedTuple):
+    """One problem: ``a + b``.
+
+    Attributes:
+        a, b: ints >= 0.
+    """
+
+    a: int
+    b: int
+
+    @property
+    def total(self) -> int:
+        """a + b."""
+        return self.a + self.b
+
+    @property
+    def carries(self) -> int:
+        """How many columns of the written sum carry a one to the next (the hard part of addition)."""
+        a, b, carry, count = self.a, self.b, 0, 0
+        while a or b:
+            carry = int(a % 10 + b % 10 + carry >= 10)
+            count += carry
+            a, b = a // 10, b // 10
+        return count
+
+
+class AdditionTask:
+    """Integer addition as text: problems, a held-out split, the instruction format, prose for pre-training, a checker.
+
+    A pair is **held out** by a hash of the unordered pair ``{a, b}``: ``a + b`` and ``b + a`` fall on
+    the same side, so no training text (prose, question or sampled answer) ever holds a held-out
+    pair in either order. The split is a property of the pair, not of a draw: every sampler and
+    every seed agrees on it.
+
+    Args:
+        max_digits: int >= 1, the largest number of digits of an operand (the difficulty knob).
+        held_out_share: float in (0, 1), the share of pairs held out.
+        salt: str, mixed into the hash (another salt, another split).
+
+    Raises:
+        ValueError: for a ``max_digits`` below 1 or a share outside (0, 1).
+
+    Example:
+        >>> task = AdditionTask(max_digits=2)
+        >>> problem = AdditionProblem(47, 38)
+        >>> task.prompt(problem), task.answer(problem), problem.carries
+        ('Question: What is 47 + 38?\\nAnswer:', ' 85', 1)
+        >>> task.is_correct(problem, " 85\\n"), task.is_correct(problem, " 84"), task.is_correct(problem, " 850")
+        (True, False, False)
+        >>> task.held_out(AdditionProblem(47, 38)) == task.held_out(AdditionProblem(38, 47))
+        True
+    """
+
+    def __init__(self, max_digits: int = 3, held_out_share: float = 0.2, salt: str = "addition"):
+        self.max_digits = check_integer("max_digits", max_digits)
+        if (
+            isinstance(held_out_share, bool)
+            or not isinstance(held_out_share, (int, float))
+            or not 0 < held_out_share < 1
+        ):
+            raise ValueError(f"`held_out_share` must be a number in (0, 1); received {held_out_share!r}.")
+        self.held_out_share, self.salt = float(held_out_share), salt
+
+    def held_out(self, problem: AdditionProblem) -> bool:
+        """True for a pair of the held-out split (the same for ``a + b`` and ``b + a``)."""
+        low, high = sorted((problem.a, problem.b))
+        return zlib.crc32(f"{self.salt}:{low}+{high}".encode()) % 1_000_000 < self.held_out_share * 1_000_000
+
+    def sample(self, count: int, rng: np.random.Generator, held_out: bool = False, digits: int | None = None):
+        """``count`` problems of one split, each operand's number of digits drawn uniformly (or ``digits``).
+
+        Args:
+            count: int >= 1.
+            rng: a NumPy Generator.
+            held_out: bool, draw from the held-out split instead of the training one.
+            digits: int in 1 .. max_digits, every operand this many digits (None: each drawn).
+
+        Returns:
+            list of :class:`AdditionProblem`, draws with repetition.
+        """
+        count = check_integer("count", count)
+        if digits is not None and not 1 <= check_integer("digits", digits) <= self.max_digits:
+            raise ValueError(f"`digits` must be in 1 .. {self.max_digits}; received {digits!r}.")
+        problems = []
+        while len(problems) < count:
+            sizes = (digits, digits) if digits else rng.integers(1, self.max_digits + 1, size=2)
+            a, b = (int(rng.integers(0 if size == 1 else 10 ** (size - 1), 10**size)) for size in sizes)
+            problem = AdditionProblem(a, b)
+            if self.held_out(problem) == held_out:
+                problems.append(problem)
+        return problems
+
+    @staticmethod
+    def prompt(problem: AdditionProblem) -> str:
+        """The instruction format's question, up to where the answer starts."""
+        return f"Question: What is {problem.a} + {problem.b}?\nAnswer:"
+
+    @staticmethod
+    def answer(problem: AdditionProblem) -> str:
+        """The instruction format's answer: a space, the sum."""
+        return f" {problem.total}"
+
+    @staticmethod
+    def prose(problem: AdditionProblem, rng: np.random.Generator) -> str:
+        """The fact in one of several free-form sentences, never in the question/answer format."""
+        template = _TEMPLATES[int(rng.integers(len(_TEMPLATES)))]
+        return template.format(a=problem.a, b=problem.b, total=problem.total)
+
+    @staticmethod
+    def is_correct(problem: AdditionProblem, completion: str) -> bool:
+        """The checker: the completion's first line, stripped (and one final full stop), is the sum exactly.
+
+        Strict on purpose: a reward a model can earn without the answer (a number with the
+        sum inside it, several guesses) is a reward it learns to exploit.
+        """
+        line = completion.split("\n", 1)[0].strip()
+        line = line[:-1] if line.endswith(".") else line
+        return re.fullmatch(r"\d+", line) is not None and int(line) == problem.total
+
+
+def answer_mask(targets, prompt_lengths):
+    """Which next-token targets belong to the answer: True from the answer's first token on, padding out.
+
+    A row is the prompt's tokens then the answer's, as model inputs; its targets are the same
+    tokens moved one place left (target t is token t + 1). The answer's first token is token
+    ``prompt_length``, so it is target ``prompt_length - 1``: the mask is True at targets
+    ``t >= prompt_length - 1`` that are not padding (0). Supervised fine-tuning with this mask
+    trains on the answers alone (Ouyang et al., 2022; Raschka, 2024, ch. 7, masks the prompt the
+    same way); with ``prompt_lengths`` of 0 every real target counts.
+
+    Args:
+        targets: int ``(B, T)``, 0 = padding.
+        prompt_lengths: int ``(B,)``, each row's prompt length in tokens (>= 0).
+
+    Returns:
+        bool ``(B, T)``.
+
+    Example:
+        >>> ops.convert_to_numpy(answer_mask(np.array([[6, 7, 8, 9, 0]]), np.array([3])))  # answer: targets 2, 3
+        array([[False, False,  True,  True, False]])
+    """
+    targets = ops.convert_to_tensor(targets)
+    positions = ops.arange(ops.shape(targets)[1])[None, :]
+    starts = ops.cast(ops.convert_to_tensor(prompt_lengths), positions.dtype)[:, None] - 1
+    return ops.logical_and(positions >= starts, ops.not_equal(targets, 0))
+
+
+def sequence_log_probabilities(token_log_probabilities, mask):
+    """The log-probability of each row's chosen tokens: the sum of their per-token log-probabilities.
+
+    log π(answer | prompt) = Σ_t log π(y_t | prompt, y_<t) over the answer's tokens: the quantity
+    DPO compares between a policy and its reference.
+
+    Args:
+        token_log_probabilities: float ``(B, T)``, natural-log probability of each target.
+        mask: bool or float ``(B, T)``, the tokens that count (:func:`answer_mask`).
+
+    Returns:
+        float ``(B,)``, in nats.
+
+    Example:
+        >>> scores = sequence_log_probabilities(np.log([[0.5, 0.5, 0.25]]), np.array([[False, True, True]]))
+        >>> ops.convert_to_numpy(scores)  # log 0.5 + log 0.25
+        array([-2.07944154])
+    """
+    values = ops.convert_to_tensor(token_log_probabilities)
+    return ops.sum(values * ops.cast(mask, values.dtype), axis=-1)
+
+
+class DPOTerms(NamedTuple):
+    """:func:`dpo_loss`'s result, each float ``(B,)``.
+
+    Attributes:
+        loss: −log σ(margin), the per-pair loss.
+        chosen_rewards: β (log π(y_w) − log π_ref(y_w)), the implicit reward of the preferred answer.
+        rejected_rewards: the same for the rejected answer.
+    """
+
+    loss: object
+    chosen_rewards: object
+    rejected_rewards: object
+
+
+def dpo_loss(policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta: float = 0.1) -> DPOTerms:
+    """Direct preference optimisation: −log σ(β[(log π(y_w) − log π_ref(y_w)) − (log π(y_l) − log π_ref(y_l))]).
+
+    The policy is pushed to raise its log-probability of the preferred answer y_w, and lower that of
+    the rejected y_l, *relative to the frozen reference*: each difference β (log π − log π_ref) is
+    an implicit reward, and the loss is the logistic loss of the two rewards' margin. β sets how
+    far from the reference the policy may move: a small β lets it drift further.
+
+    Args:
+        policy_chosen, policy_rejected: float ``(B,)``, sequence log-probabilities under the policy
+            (:func:`sequence_log_probabilities`), in nats.
+        reference_chosen, reference_rejected: the same under the frozen reference model.
+        beta: float > 0.
+
+    Returns:
+        :class:`DPOTerms` (loss, chosen_rewards, rejected_rewards); the batch's loss is the mean of
+        ``loss``, its reward accuracy the share of rows with chosen > rejected.
+
+    Raises:
+        ValueError: for a ``beta`` that is not a positive number.
+
+    Source: Rafailov et al., 2023, *Direct Preference Optimization: Your Language Model is Secretly
+    a Reward Model*, eq. 7 (the loss) and §5 (the implicit reward).
+
+    Example:
+        >>> terms = dpo_loss(np.array([-1.0]), np.array([-3.0]), np.array([-2.0]), np.array([-2.0]), beta=0.5)
+        >>> [round(float(value[0]), 5) for value in terms]  # margin 0.5 (1 + 1) = 1: log(1 + e^-1)
+        [0.31326, 0.5, -0.5]
+    """
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
+        raise ValueError(f"`beta` must be a positive number; received {beta!r}.")
+    policy_chosen = ops.convert_to_tensor(policy_chosen)
+    policy_rejected, reference_chosen, reference_rejected = (
+        ops.cast(ops.convert_to_tensor(value), policy_chosen.dtype)
+        for value in (policy_rejected, reference_chosen, reference_rejected)
+    )
+    chosen = beta * (policy_chosen - reference_chosen)
+    rejected = beta * (policy_rejected - reference_rejected)
+    return DPOTerms(ops.softplus(rejected - chosen), chosen, rejected)  # -log σ(x) = softplus(-x)
+
+
+def group_advantages(rewards, epsilon: float = 1e-4):
+    """GRPO's advantages: each reward less its group's mean, over its group's standard deviation.
+
+    Every question gets G sampled answers; the group is its own baseline, so no value model is
+    needed. A group whose answers are all right (or all wrong) has a standard deviation of 0 and
+    advantages 0: it teaches nothing. The standard deviation is the population one (over G);
+    some implementations divide by G − 1 instead.
+
+    Args:
+        rewards: float ``(Q, G)``: Q questions, G answers each.
+        epsilon: float >= 0, added to the standard deviation.
+
+    Returns:
+        float ``(Q, G)``.
+
+    Raises:
+        ValueError: for rewards that are not 2-D.
+
+    Source: Shao et al., 2024, *DeepSeekMath*, §4.1.2 (outcome supervision).
+
+    Example:
+        >>> group_advantages(np.array([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]]), epsilon=0.0)
+        array([[ 1., -1., -1.,  1.],
+               [ 0.,  0.,  0.,  0.]])
+    """
+    rewards = np.asarray(rewards, dtype="float64")
+    if rewards.ndim != 2:
+        raise ValueError(f"`rewards` must have shape (questions, answers); received shape {rewards.shape}.")
+    centred = rewards - rewards.mean(axis=1, keepdims=True)
+    spread = rewards.std(axis=1, keepdims=True)
+    return np.divide(centred, spread + epsilon, out=np.zeros_like(centred), where=spread + epsilon > 0)
+
+
+class GRPOTerms(NamedTuple):
+    """:func:`grpo_loss`'s result (scalars).
+
+    Attributes:
+        loss: the negated objective, to minimise.
+        kl: the mean per-token KL estimate to the reference.
+        clipped_share: the share of answer tokens whose ratio left [1 − ε, 1 + ε].
+    """
+
+    loss: object
+    kl: object
+    clipped_share: object
+
+
+def grpo_loss(
+    log_probabilities,
+    old_log_probabilities,
+    reference_log_probabilities,
+    advantages,
+    mask,
+    clip_epsilon: float = 0.2,
+    kl_coefficient: float = 0.04,
+) -> GRPOTerms:
+    """GRPO's clipped objective with a KL penalty, for a batch of sampled answers; returned as a loss.
+
+    Per answer token t of answer i, with the ratio r = π(o_t) / π_old(o_t):
+
+        min(r Â_i, clip(r, 1 − ε, 1 + ε) Â_i) − β KL_t,
+        KL_t = π_ref / π − log(π_ref / π) − 1  (an unbiased estimate, always >= 0),
+
+    averaged over each answer's tokens, then over the answers (eq. 3). π_old sampled the answers
+    (the policy before this round's updates; at the first update r = 1). Clipping removes the
+    incentive to move a token's probability further than ε from π_old in the direction its
+    advantage pushes.
+
+    Args:
+        log_probabilities: float ``(B, T)``, log π of each sampled token under the policy being trained.
+        old_log_probabilities: float ``(B, T)``, under the policy that sampled them (no gradient).
+        reference_log_probabilities: float ``(B, T)``, under the frozen reference model.
+        advantages: float ``(B,)``, each answer's advantage (:func:`group_advantages`, flattened).
+        mask: bool ``(B, T)``, the answer's tokens (every row must hold at least one).
+        clip_epsilon: float in [0, 1), ε.
+        kl_coefficient: float >= 0, β (0: no KL penalty).
+
+    Returns:
+        :class:`GRPOTerms`: (loss, kl, clipped_share), scalars.
+
+    Raises:
+        ValueError: for a ``clip_epsilon`` outside [0, 1) or a negative ``kl_coefficient``.
+
+    Source: Shao et al., 2024, *DeepSeekMath*, §4.1, eq. 3 and 4; the clipped ratio is PPO's
+    (Schulman et al., 2017, eq. 7).
+
+    Example:
+        >>> same = np.log([[0.5, 0.5]])
+        >>> terms = grpo_loss(same, same, same, np.array([2.0]), np.array([[True, True]]))
+        >>> [round(float(value), 6) for value in terms]  # r = 1, KL = 0: the loss is -Â
+        [-2.0, 0.0, 0.0]
+    """
+    clip_epsilon = check_rate("clip_epsilon", clip_epsilon)
+    if isinstance(kl_coefficient, bool) or not isinstance(kl_coefficient, (int, float)) or kl_coefficient < 0:
+        raise ValueError(f"`kl_coefficient` must be a number >= 0; received {kl_coefficient!r}.")
+    log_probabilities = ops.convert_to_tensor(log_probabilities)
+    dtype = log_probabilities.dtype
+    old, reference, advantage = (
+        ops.cast(ops.convert_to_tensor(value), dtype)
+        for value in (old_log_probabilities, reference_log_probabilities, advantages)
+    )
+    old, reference, advantage = ops.stop_gradient(old), ops.stop_gradient(reference), advantage[:, None]
+    weights = ops.cast(mask, dtype)
+    ratio = ops.exp(log_probabilities - old)
+    surrogate = ops.minimum(ratio * advantage, ops.clip(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * advantage)
+    log_reference_ratio = reference - log_probabilities
+    kl = ops.exp(log_reference_ratio) - log_reference_ratio - 1
+    per_token = surrogate - kl_coefficient * kl
+    lengths = ops.sum(weights, axis=-1)
+    objective = ops.mean(ops.sum(per_token * weights, axis=-1) / lengths)
+    answer_tokens = ops.sum(weights)
+    clipped = ops.cast(ops.greater(ops.abs(ratio - 1), clip_epsilon), dtype) * weights
+    return GRPOTerms(-objective, ops.sum(kl * weights) / answer_tokens, ops.sum(clipped) / answer_tokens)

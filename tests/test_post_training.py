@@ -1,0 +1,127 @@
+"""Post-training's pieces against hand-worked cases: the addition task and its checker, the answer mask,
+sequence log-probabilities, DPO's loss, GRPO's advantages and clipped objective."""
+
+import math
+
+import numpy as np
+import pytest
+from keras import ops
+
+from transformer_course.post_training import (
+    AdditionProblem,
+    AdditionTask,
+    answer_mask,
+    dpo_loss,
+    group_advantages,
+    grpo_loss,
+    sequence_log_probabilities,
+)
+from transformer_course.training import gradient_of
+
+
+def numpy(x):
+    return np.asarray(ops.convert_to_numpy(x))
+
+
+@pytest.mark.parametrize(("a", "b", "carries"), [(47, 38, 1), (999, 1, 3), (0, 0, 0), (15, 5, 1), (123, 456, 0)])
+def test_carries_count_the_columns_that_carry(a, b, carries):
+    assert AdditionProblem(a, b).carries == carries and AdditionProblem(a, b).total == a + b
+
+
+@pytest.mark.parametrize(
+    ("completion", "right"),
+    [(" 85", True), (" 85.", True), ("85\nQuestion: What is 1 + 1?", True), (" 84", False), (" 850", False),
+     (" 8 5", False), ("", False), (" 85 or 84", False), (" -85", False), (" eighty-five", False)],
+)  # fmt: skip
+def test_the_checker_accepts_the_sum_alone_on_the_first_line(completion, right):
+    assert AdditionTask.is_correct(AdditionProblem(47, 38), completion) is right
+
+
+def test_the_held_out_split_is_a_property_of_the_unordered_pair_and_holds_its_share():
+    task = AdditionTask(max_digits=2, held_out_share=0.2)
+    pairs = [AdditionProblem(a, b) for a in range(100) for b in range(100)]
+    assert all(task.held_out(p) == task.held_out(AdditionProblem(p.b, p.a)) for p in pairs)
+    assert abs(np.mean([task.held_out(p) for p in pairs]) - 0.2) < 0.02
+    assert AdditionTask(max_digits=2, salt="other").held_out != task.held_out  # another salt, another split
+    rng = np.random.default_rng(0)
+    training, held_out = task.sample(500, rng), task.sample(200, rng, held_out=True)
+    assert not any(task.held_out(p) for p in training) and all(task.held_out(p) for p in held_out)
+    assert {len(str(p.a)) for p in training} == {1, 2}
+    assert all(len(str(p.a)) == len(str(p.b)) == 2 for p in task.sample(50, rng, digits=2))
+    with pytest.raises(ValueError, match="`digits` must be in 1 .. 2; received 3"):
+        task.sample(5, rng, digits=3)
+    with pytest.raises(ValueError, match="`held_out_share` must be a number in \\(0, 1\\); received 1"):
+        AdditionTask(held_out_share=1)
+
+
+def test_the_prose_states_the_fact_and_never_uses_the_instruction_format():
+    rng, problem = np.random.default_rng(0), AdditionProblem(12, 345)
+    sentences = {AdditionTask.prose(problem, rng) for _ in range(200)}
+    assert len(sentences) == 6
+    assert all("12" in s and "345" in s and "357" in s and "Question" not in s and "Answer" not in s for s in sentences)
+    assert AdditionTask.prompt(problem) + AdditionTask.answer(problem) == "Question: What is 12 + 345?\nAnswer: 357"
+
+
+def test_the_answer_mask_starts_at_the_answers_first_target_and_leaves_padding_out():
+    targets = np.array([[11, 12, 13, 14, 15, 0], [21, 22, 23, 0, 0, 0], [31, 32, 33, 34, 35, 36]])
+    mask = numpy(answer_mask(targets, np.array([4, 1, 0])))
+    np.testing.assert_array_equal(mask, [[0, 0, 0, 1, 1, 0], [1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]])
+
+
+def test_sequence_log_probabilities_sum_the_masked_tokens():
+    scores = np.log(np.array([[0.5, 0.25, 0.125], [0.9, 0.1, 1.0]]))
+    mask = np.array([[False, True, True], [True, False, False]])
+    np.testing.assert_allclose(numpy(sequence_log_probabilities(scores, mask)), [math.log(1 / 32), math.log(0.9)])
+
+
+def test_dpo_loss_is_the_logistic_loss_of_the_implicit_reward_margin():
+    loss, chosen, rejected = dpo_loss(np.array([-1.0, -5.0]), np.array([-3.0, -5.0]), np.array([-2.0, -5.0]),
+                                      np.array([-2.0, -5.0]), beta=0.5)  # fmt: skip
+    np.testing.assert_allclose(numpy(loss), [math.log(1 + math.exp(-1)), math.log(2)], rtol=1e-6)  # margin 1, then 0
+    np.testing.assert_allclose(numpy(chosen), [0.5, 0.0])
+    np.testing.assert_allclose(numpy(rejected), [-0.5, 0.0])
+    # Raising the chosen answer's log-probability lowers the loss; raising the rejected one's raises it.
+    grads = gradient_of(lambda x: ops.sum(dpo_loss(x[:1], x[1:2], np.array([-2.0]), np.array([-2.0]), 0.5).loss),
+                        np.array([-1.0, -3.0], "float32"))  # fmt: skip
+    sigma = 1 / (1 + math.e)  # σ(-margin)
+    np.testing.assert_allclose(numpy(grads), [-0.5 * sigma, 0.5 * sigma], rtol=1e-5)
+    with pytest.raises(ValueError, match="`beta` must be a positive number; received 0"):
+        dpo_loss(np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1), beta=0)
+
+
+def test_group_advantages_centre_and_scale_each_group_alone():
+    advantages = group_advantages(np.array([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [3.0, 0.0, 0.0, 0.0]]),
+                                  epsilon=0.0)  # fmt: skip
+    np.testing.assert_allclose(advantages[0], [1, -1, -1, 1])
+    np.testing.assert_array_equal(advantages[1], [0, 0, 0, 0])  # all right: nothing to learn, no 0 / 0
+    np.testing.assert_allclose(advantages[2], np.array([2.25, -0.75, -0.75, -0.75]) / math.sqrt(1.6875))
+    assert abs(group_advantages(np.array([[1.0, 0.0]]), epsilon=0.5)[0, 0] - 0.5) < 1e-12  # 0.5 / (0.5 + 0.5)
+    with pytest.raises(ValueError, match="shape \\(questions, answers\\); received shape \\(4,\\)"):
+        group_advantages(np.zeros(4))
+
+
+def test_grpo_clips_the_ratio_in_the_advantages_direction_and_adds_the_kl_estimate():
+    old = np.log(np.array([[0.5, 0.5, 0.5]]))
+    new = np.log(np.array([[0.8, 0.5, 0.9]]))  # ratios 1.6, 1, (padding)
+    mask = np.array([[True, True, False]])
+    kl_first = 0.5 / 0.8 - math.log(0.5 / 0.8) - 1  # the reference is the old policy here
+    loss, kl, clipped = grpo_loss(new, old, old, np.array([1.0]), mask, clip_epsilon=0.2, kl_coefficient=0.04)
+    assert math.isclose(float(loss), -((1.2 + 1.0) / 2 - 0.04 * kl_first / 2), rel_tol=1e-6)
+    assert math.isclose(float(kl), kl_first / 2, rel_tol=1e-6) and math.isclose(float(clipped), 0.5)
+    loss, _, _ = grpo_loss(new, old, old, np.array([-1.0]), mask, clip_epsilon=0.2, kl_coefficient=0.0)
+    assert math.isclose(float(loss), (1.6 + 1.0) / 2, rel_tol=1e-6)  # a negative advantage: the unclipped ratio
+    # Clipped with a positive advantage, the first token gets no gradient from the surrogate; the second does.
+    grads = numpy(gradient_of(lambda x: grpo_loss(x, old, old, np.array([1.0]), mask, 0.2, 0.0).loss,
+                              new.astype("float32")))  # fmt: skip
+    np.testing.assert_allclose(grads, [[0.0, -0.5, 0.0]], atol=1e-6)  # d(-r/2)/d log p = -r/2 at r = 1
+
+
+def test_grpo_averages_each_answer_over_its_own_tokens_then_over_answers():
+    same = np.log(np.full((2, 3), 0.5))
+    mask = np.array([[True, False, False], [True, True, True]])
+    loss, kl, clipped = grpo_loss(same, same, same, np.array([3.0, 1.0]), mask)
+    assert math.isclose(float(loss), -(3.0 + 1.0) / 2) and float(kl) == 0.0 and float(clipped) == 0.0
+    with pytest.raises(ValueError, match="`clip_epsilon`"):
+        grpo_loss(same, same, same, np.ones(2), mask, clip_epsilon=1.0)
+    with pytest.raises(ValueError, match="`kl_coefficient` must be a number >= 0; received -0.1"):
+        grpo_loss(same, same, same, np.ones(2), mask, kl_coefficient=-0.1)
