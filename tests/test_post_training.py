@@ -14,7 +14,11 @@ from transformer_course.post_training import (
     dpo_loss,
     group_advantages,
     grpo_loss,
+    instruction_rows,
+    preference_pairs,
+    sample_answers,
     sequence_log_probabilities,
+    target_log_probabilities,
 )
 from transformer_course.training import gradient_of
 
@@ -125,3 +129,62 @@ def test_grpo_averages_each_answer_over_its_own_tokens_then_over_answers():
         grpo_loss(same, same, same, np.ones(2), mask, clip_epsilon=1.0)
     with pytest.raises(ValueError, match="`kl_coefficient` must be a number >= 0; received -0.1"):
         grpo_loss(same, same, same, np.ones(2), mask, kl_coefficient=-0.1)
+
+
+# --- rows, samples and pairs ----------------------------------------------------------------------------------
+
+
+def encode(text):
+    return [ord(character) - 8 for character in text]  # newline and printable ASCII -> 2 .. 118; 1 ends a text
+
+
+def decode(ids):
+    return "".join(chr(i + 8) for i in ids)
+
+
+def test_instruction_rows_put_the_answer_after_the_prompt_and_mask_only_it():
+    task, problem = AdditionTask(max_digits=1), AdditionProblem(2, 3)
+    inputs, targets, lengths = instruction_rows(encode, [task.prompt(problem)], [task.answer(problem)], 40, 1)
+    tokens = [1, *encode(task.prompt(problem)), *encode(" 5"), 1]
+    assert inputs[0, : len(tokens) - 1].tolist() == tokens[:-1] and targets[0, : len(tokens) - 1].tolist() == tokens[1:]
+    assert lengths[0] == 1 + len(task.prompt(problem)) and not inputs[0, len(tokens) - 1 :].any()
+    answer = targets[0][numpy(answer_mask(targets, lengths))[0]]
+    assert answer.tolist() == [*encode(" 5"), 1]  # the answer and the end id: the model learns to stop
+    with pytest.raises(ValueError, match="example 0 holds 36 tokens, more than `length` \\+ 1 = 31"):
+        instruction_rows(encode, [task.prompt(problem)], [task.answer(problem)], 30, 1)
+    with pytest.raises(ValueError, match="must pair up; received 1 and 2"):
+        instruction_rows(encode, ["a"], ["b", "c"], 30, 1)
+
+
+def test_sampled_answers_come_in_groups_decode_their_rows_and_repeat_with_a_seed():
+    from transformer_course.language_model import LanguageModel
+
+    keras_model = LanguageModel(130, 48, embed_dim=16, intermediate_dim=24, num_heads=2, num_layers=1, dropout=0.0)
+    prompts = ["Question: What is 2 + 3?\nAnswer:", "Question: What is 12 + 3?\nAnswer:", "Q: 1+1?\nA:"]
+    drawn = sample_answers(keras_model, encode, decode, prompts, 3, end_id=1, max_answer_tokens=5, seed=0)
+    assert [len(group) for group in drawn.texts] == [3, 3, 3] and drawn.inputs.shape[0] == 9
+    for row in range(9):
+        prompt = prompts[row // 3]
+        length = drawn.prompt_lengths[row]
+        assert length == 1 + len(prompt) and decode(drawn.inputs[row, 1:length]) == prompt
+        answer = [int(i) for i in drawn.targets[row][numpy(answer_mask(drawn.targets, drawn.prompt_lengths))[row]]]
+        text = drawn.texts[row // 3][row % 3]
+        assert decode([i for i in answer if i != 1]) == text and len(answer) <= 5
+    again = sample_answers(keras_model, encode, decode, prompts, 3, end_id=1, max_answer_tokens=5, seed=0)
+    assert again.texts == drawn.texts
+    with pytest.raises(ValueError, match="more than the model's sequence_length 48"):
+        sample_answers(keras_model, encode, decode, prompts, 2, end_id=1, max_answer_tokens=40)
+
+
+def test_preference_pairs_take_a_right_and_a_wrong_answer_of_the_same_problem():
+    task = AdditionTask(max_digits=2)
+    problems = [AdditionProblem(2, 3), AdditionProblem(10, 10), AdditionProblem(1, 1)]
+    texts = [[" 6", " 5", " 5"], [" 20", " 20"], [" 3", " 11", " 2"]]
+    assert preference_pairs(task, problems, texts) == [(0, 1, 0), (2, 2, 0)]
+
+
+def test_target_log_probabilities_pick_each_target_and_never_give_minus_infinity():
+    probabilities = np.array([[[0.2, 0.8, 0.0], [0.5, 0.25, 0.25]]], "float32")
+    values = numpy(target_log_probabilities(probabilities, np.array([[1, 2]])))
+    np.testing.assert_allclose(values, [[math.log(0.8), math.log(0.25)]], rtol=1e-6)
+    assert np.isfinite(numpy(target_log_probabilities(probabilities, np.array([[2, 0]])))).all()

@@ -36,7 +36,12 @@ from ._validation import check_integer, check_rate
 __all__ = [
     "AdditionProblem",
     "AdditionTask",
+    "instruction_rows",
+    "sample_answers",
+    "SampledAnswers",
+    "preference_pairs",
     "answer_mask",
+    "target_log_probabilities",
     "sequence_log_probabilities",
     "dpo_loss",
     "DPOTerms",
@@ -175,6 +180,169 @@ class AdditionTask:
         return re.fullmatch(r"\d+", line) is not None and int(line) == problem.total
 
 
+def instruction_rows(encode, prompts, answers, length: int, end_id: int):
+    """Prompt/answer pairs as next-token training rows, with each row's prompt length for :func:`answer_mask`.
+
+    Each example is ``[end_id] + encode(prompt) + encode(answer) + [end_id]``: the end-of-text id
+    first, as a start (the model saw it between texts in pre-training), and last, so the model
+    learns to stop after the answer. Inputs are the tokens but the last, targets the tokens but
+    the first, both padded with 0 to ``length``. The prompt and the answer are encoded apart, so
+    the answer's tokens do not depend on the prompt (with byte-level BPE the two agree with the
+    joint encoding when the answer starts with a space, as :meth:`AdditionTask.answer` does).
+
+    Args:
+        encode: callable str -> list of int ids > 0.
+        prompts, answers: sequences of str, the same length.
+        length: int, the rows' length T.
+        end_id: int > 0.
+
+    Returns:
+        ``(inputs, targets, prompt_lengths)``: int32 ``(N, T)``, int32 ``(N, T)``, int32 ``(N,)``
+        (the start id plus the prompt's tokens).
+
+    Raises:
+        ValueError: for prompts and answers of different counts, or an example longer than
+            ``length + 1`` tokens (named by its index).
+
+    Example:
+        >>> encode = lambda text: [ord(c) - 96 for c in text]
+        >>> inputs, targets, lengths = instruction_rows(encode, ["ab"], ["c"], 5, 27)
+        >>> inputs.tolist(), targets.tolist(), lengths.tolist()
+        ([[27, 1, 2, 3, 0]], [[1, 2, 3, 27, 0]], [3])
+    """
+    if len(prompts) != len(answers):
+        raise ValueError(f"`prompts` and `answers` must pair up; received {len(prompts)} and {len(answers)}.")
+    length, end_id = check_integer("length", length), check_integer("end_id", end_id)
+    inputs, targets = np.zeros((len(prompts), length), "int32"), np.zeros((len(prompts), length), "int32")
+    prompt_lengths = np.zeros(len(prompts), "int32")
+    for row, (prompt, answer) in enumerate(zip(prompts, answers)):
+        prompt_ids = [end_id, *encode(prompt)]
+        tokens = [*prompt_ids, *encode(answer), end_id]
+        if len(tokens) > length + 1:
+            raise ValueError(f"example {row} holds {len(tokens)} tokens, more than `length` + 1 = {length + 1}.")
+        inputs[row, : len(tokens) - 1], targets[row, : len(tokens) - 1] = tokens[:-1], tokens[1:]
+        prompt_lengths[row] = len(prompt_ids)
+    return inputs, targets, prompt_lengths
+
+
+class SampledAnswers(NamedTuple):
+    """:func:`sample_answers`'s result, for Q prompts and G answers each.
+
+    Attributes:
+        texts: list of Q lists of G str, each answer decoded up to (not including) its end id.
+        inputs, targets: int32 ``(Q·G, T)``, each sampled sequence as a training row (prompt then
+            answer), prompt ``q``'s answers in rows ``q·G .. q·G + G - 1``.
+        prompt_lengths: int32 ``(Q·G,)``, for :func:`answer_mask`.
+    """
+
+    texts: list
+    inputs: np.ndarray
+    targets: np.ndarray
+    prompt_lengths: np.ndarray
+
+
+def sample_answers(
+    model,
+    encode,
+    decode,
+    prompts,
+    answers_each: int,
+    end_id: int,
+    max_answer_tokens: int,
+    temperature: float = 1.0,
+    seed: int | None = None,
+) -> SampledAnswers:
+    """Sample G answers to each prompt with the package's cached generation: GRPO's groups, DPO's candidates.
+
+    Prompts are batched by their length in tokens (cached generation needs equal lengths in a
+    batch), each repeated G times, and sampled with
+    :func:`~transformer_course.decoding.sample_decode` through
+    :class:`~transformer_course.generation.CachedLanguageModel`. Each sequence starts with
+    ``end_id``, as :func:`instruction_rows`' rows do.
+
+    Args:
+        model: a :class:`~transformer_course.language_model.LanguageModel`.
+        encode, decode: the tokenizer's str -> ids and ids -> str.
+        prompts: sequence of Q str.
+        answers_each: int G >= 1.
+        end_id: int, the end-of-text id (it ends an answer).
+        max_answer_tokens: int, the most tokens an answer may take.
+        temperature: float > 0.
+        seed: int, the same seed gives the same answers.
+
+    Returns:
+        :class:`SampledAnswers`; rows are ``1 + prompt + max_answer_tokens`` long at most, padded.
+
+    Raises:
+        ValueError: for a prompt that leaves no room in the model's ``sequence_length``.
+    """
+    from .decoding import sample_decode
+    from .generation import CachedLanguageModel
+
+    answers_each = check_integer("answers_each", answers_each)
+    encoded = [[end_id, *encode(prompt)] for prompt in prompts]
+    longest = max(len(ids) for ids in encoded) + max_answer_tokens
+    if longest > model.sequence_length:
+        raise ValueError(
+            f"a prompt and `max_answer_tokens` take {longest} tokens, more than the model's sequence_length "
+            f"{model.sequence_length}."
+        )
+    texts = [[""] * answers_each for _ in prompts]
+    sequences: list = [None] * len(prompts)
+    by_length: dict[int, list[int]] = {}
+    for index, ids in enumerate(encoded):
+        by_length.setdefault(len(ids), []).append(index)
+    cached = CachedLanguageModel(model, longest)
+    for batch_number, (_, indices) in enumerate(sorted(by_length.items())):
+        batch = np.repeat(np.array([encoded[index] for index in indices], "int32"), answers_each, axis=0)
+        drawn = sample_decode(cached.next_token_function(batch), batch, end_id=end_id, max_length=max_answer_tokens,
+                              temperature=temperature, seed=None if seed is None else seed + batch_number)  # fmt: skip
+        for position, index in enumerate(indices):
+            rows = drawn[position * answers_each : (position + 1) * answers_each]
+            sequences[index] = rows
+            for answer, row in enumerate(rows):
+                generated = [int(i) for i in row[len(encoded[index]) :] if i != 0]
+                ended = generated.index(end_id) if end_id in generated else len(generated)
+                texts[index][answer] = decode(generated[:ended])
+    length = longest
+    inputs = np.zeros((len(prompts) * answers_each, length), "int32")
+    targets = np.zeros_like(inputs)
+    for index, rows in enumerate(sequences):
+        for answer, row in enumerate(rows):
+            tokens = [int(i) for i in row if i != 0]
+            inputs[index * answers_each + answer, : len(tokens) - 1] = tokens[:-1]
+            targets[index * answers_each + answer, : len(tokens) - 1] = tokens[1:]
+    prompt_lengths = np.repeat(np.array([len(ids) for ids in encoded], "int32"), answers_each)
+    return SampledAnswers(texts, inputs, targets, prompt_lengths)
+
+
+def preference_pairs(task: AdditionTask, problems, texts) -> list[tuple[int, int, int]]:
+    """DPO's pairs from sampled answers labelled by the checker: a right answer preferred to a wrong one.
+
+    For each problem with at least one right and one wrong answer, one pair: its first right
+    answer against its first wrong one (a problem whose answers all agree gives none).
+
+    Args:
+        task: the :class:`AdditionTask` whose checker labels the answers.
+        problems: sequence of Q :class:`AdditionProblem`.
+        texts: Q lists of answers (:attr:`SampledAnswers.texts`).
+
+    Returns:
+        list of ``(problem index, chosen answer index, rejected answer index)``.
+
+    Example:
+        >>> task = AdditionTask(max_digits=1)
+        >>> preference_pairs(task, [AdditionProblem(2, 3), AdditionProblem(1, 1)], [[" 6", " 5"], [" 2", " 2"]])
+        [(0, 1, 0)]
+    """
+    pairs = []
+    for index, (problem, answers) in enumerate(zip(problems, texts, strict=True)):
+        right = [task.is_correct(problem, answer) for answer in answers]
+        if any(right) and not all(right):
+            pairs.append((index, right.index(True), right.index(False)))
+    return pairs
+
+
 def answer_mask(targets, prompt_lengths):
     """Which next-token targets belong to the answer: True from the answer's first token on, padding out.
 
@@ -200,6 +368,27 @@ def answer_mask(targets, prompt_lengths):
     positions = ops.arange(ops.shape(targets)[1])[None, :]
     starts = ops.cast(ops.convert_to_tensor(prompt_lengths), positions.dtype)[:, None] - 1
     return ops.logical_and(positions >= starts, ops.not_equal(targets, 0))
+
+
+def target_log_probabilities(probabilities, targets):
+    """log p(target) at every position, from a language model's output probabilities; differentiable.
+
+    Args:
+        probabilities: float ``(B, T, V)``, the model's next-token distributions.
+        targets: int ``(B, T)``.
+
+    Returns:
+        float ``(B, T)``, natural logs (probabilities below the float32 tiny are floored there, so
+        a log is never -inf).
+
+    Example:
+        >>> probabilities = np.array([[[0.1, 0.9], [0.75, 0.25]]], "float32")
+        >>> np.round(ops.convert_to_numpy(target_log_probabilities(probabilities, np.array([[1, 0]]))), 4)
+        array([[-0.1054, -0.2877]], dtype=float32)
+    """
+    probabilities = ops.convert_to_tensor(probabilities)
+    chosen = ops.take_along_axis(probabilities, ops.expand_dims(ops.cast(targets, "int32"), -1), axis=-1)[..., 0]
+    return ops.log(ops.maximum(chosen, np.finfo("float32").tiny))
 
 
 def sequence_log_probabilities(token_log_probabilities, mask):
