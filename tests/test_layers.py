@@ -19,6 +19,7 @@ from transformer_course import (
     bert,
     electra,
     language_model,
+    lora,
     pooling,
     positional,
     seq2seq,
@@ -35,6 +36,15 @@ FEATURES = rng.normal(size=(B, T, E)).astype("float32")
 SOURCE = rng.normal(size=(B, S, E)).astype("float32")
 IDS = np.array([[3, 4, 5, 0, 0], [1, 2, 3, 4, 5]], dtype="int32")
 STATES = (rng.normal(size=(B, E)).astype("float32"), rng.normal(size=(B, E)).astype("float32"))
+
+
+def _projection():
+    """A built query projection of attention's layout, (E, N, H) = (8, 2, 4), for LoRA to adapt (T fixed, so that
+    the symbolic shapes are the eager ones)."""
+    layer = keras.layers.EinsumDense("bte,enh->btnh", (T, 2, 4), bias_axes="nh")
+    layer.build((None, T, E))
+    return layer
+
 
 # class -> (make the layer, positional inputs, call keyword arguments)
 EXAMPLES = {
@@ -84,6 +94,8 @@ EXAMPLES = {
         {},
     ),
     vision.ClassTokenAndPositions: (vision.ClassTokenAndPositions, (FEATURES,), {}),
+    # B drawn at random, not zero: from the paper's start A gets no gradient until B moves.
+    lora.LoRA: (lambda: lora.LoRA(_projection(), rank=2, alpha=4.0, b_initializer="random_normal"), (FEATURES,), {}),
     # The generator is certain of each draw, so the outputs do not depend on the random state.
     electra.ReplaceWithSamples: (
         lambda: electra.ReplaceWithSamples(seed=0),
@@ -104,6 +116,7 @@ ATTENTION = 3 * (E * N * H + N * H) + (N * H * E + E)  # query, key and value ke
 FEED_FORWARD = (E * 16 + 16) + (16 * E + E)  # the encoder and decoder examples' intermediate width 16
 WEIGHT_COUNTS = {
     attention.MultiHeadAttention: ATTENTION,
+    lora.LoRA: (E * N * H + N * H) + E * 2 + 2 * N * H,  # the frozen projection, then A (8 x 2) and B (2 x 8)
     # 4 query heads and 2 key/value heads of width 4, with biases
     attention.GroupedQueryAttention: (E * 4 * 4 + 4 * 4) + 2 * (E * 2 * 4 + 2 * 4) + (4 * 4 * E + E),
     transformer.RMSNorm: E,  # a scale, no shift

@@ -66,6 +66,8 @@ class LoRA(keras.layers.Layer):
         rank: int r >= 1.
         alpha: float > 0, the scale's numerator (None: ``rank``, so α / r = 1, as Keras' default).
         a_initializer: a Keras initializer for A.
+        b_initializer: a Keras initializer for B (zeros, the paper's choice and Keras', by default;
+            anything else starts away from the projection, as a test of the layer may want).
         **kwargs: passed to ``keras.layers.Layer``.
 
     Call arguments:
@@ -94,7 +96,7 @@ class LoRA(keras.layers.Layer):
         True
     """
 
-    def __init__(self, projection, rank, alpha=None, a_initializer="he_uniform", **kwargs):
+    def __init__(self, projection, rank, alpha=None, a_initializer="he_uniform", b_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
         self.input_axes = _input_axes(projection)
         if not projection.built:
@@ -107,6 +109,7 @@ class LoRA(keras.layers.Layer):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
             raise ValueError(f"`alpha` must be a positive number; received {alpha!r}.")
         self.alpha, self.a_initializer = float(alpha), keras.initializers.get(a_initializer)
+        self.b_initializer = keras.initializers.get(b_initializer)
         self.projection = projection
         for weight in projection.weights:
             weight.trainable = False
@@ -126,16 +129,16 @@ class LoRA(keras.layers.Layer):
             name="lora_a", shape=(self.fan_in, self.rank), initializer=self.a_initializer, dtype="float32"
         )
         self.lora_b = self.add_weight(
-            name="lora_b", shape=(self.rank, self.fan_out), initializer="zeros", dtype="float32"
+            name="lora_b", shape=(self.rank, self.fan_out), initializer=self.b_initializer, dtype="float32"
         )
         super().build(inputs_shape)
 
     def call(self, inputs):
-        shape = ops.shape(inputs)
-        leading = shape[: len(inputs.shape) - self.input_axes]
-        flat = ops.reshape(inputs, (-1, self.fan_in))
-        change = ops.matmul(ops.matmul(flat, ops.cast(self.lora_a, flat.dtype)), ops.cast(self.lora_b, flat.dtype))
-        change = ops.reshape(change, (*leading, *self.kernel_shape[self.input_axes :]))
+        in_axes, out_axes = "abcd"[: self.input_axes], "wxyz"[: len(self.kernel_shape) - self.input_axes]
+        a = ops.reshape(ops.cast(self.lora_a, inputs.dtype), (*self.kernel_shape[: self.input_axes], self.rank))
+        b = ops.reshape(ops.cast(self.lora_b, inputs.dtype), (self.rank, *self.kernel_shape[self.input_axes :]))
+        low = ops.einsum(f"...{in_axes},{in_axes}r->...r", inputs, a)  # x A: leading axes kept, whatever they are
+        change = ops.einsum(f"...r,r{out_axes}->...{out_axes}", low, b)  # (x A) B
         return self.projection(inputs) + ops.cast(self.scale, change.dtype) * change
 
     def merged_kernel(self):
@@ -153,10 +156,12 @@ class LoRA(keras.layers.Layer):
             "rank": self.rank,
             "alpha": self.alpha,
             "a_initializer": keras.initializers.serialize(self.a_initializer),
+            "b_initializer": keras.initializers.serialize(self.b_initializer),
         }
 
     @classmethod
     def from_config(cls, config):
+        config = dict(config)  # the caller's config stays whole
         return cls(keras.layers.deserialize(config.pop("projection")), **config)  # built from its build config
 
 
