@@ -94,8 +94,13 @@ from transformer_course.metrics import (
     token_log_probabilities,
 )
 from transformer_course.ngram import BigramModel, UnigramModel
-from transformer_course.training import (RowBatches, WarmupCosineDecay, encode_running_text, fit_best,
-                                         running_text_chunks)
+from transformer_course.training import (
+    RowBatches,
+    WarmupCosineDecay,
+    encode_running_text,
+    fit_best,
+    running_text_chunks,
+)
 
 # %% [markdown]
 # ## 1. The chain rule
