@@ -69,6 +69,25 @@ def renamed_config(config: dict, **new_names) -> dict:
     return {new_names.get(key, key): value for key, value in config.items()}
 
 
+def check_positive(name: str, value) -> float:
+    """Return ``value`` as a float, or raise a ValueError naming the argument: a real number > 0.
+
+    Args:
+        name: str, the argument's name, as the caller spells it.
+        value: what was received.
+
+    Raises:
+        ValueError: if ``value`` is not a real number (bools excluded) above 0.
+
+    Example:
+        >>> check_positive("beta", 0.1)
+        0.1
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
+        raise ValueError(f"`{name}` must be a positive number; received {value!r}.")
+    return float(value)
+
+
 def check_rate(name: str, value) -> float:
     """Return ``value`` as a float, or raise a ValueError naming the argument: a rate in [0, 1) (dropout).
 

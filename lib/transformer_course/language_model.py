@@ -30,7 +30,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer, check_model_sizes, renamed, renamed_config
+from ._validation import check_integer, check_model_sizes, check_positive, renamed, renamed_config
 from .pooling import LastTokenPooling
 from .positional import PositionalEmbedding, TokenEmbedding
 from .transformer import LlamaDecoder, RMSNorm, TiedTokenDistribution, TokenDistribution, TransformerDecoder
@@ -334,12 +334,8 @@ def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength
                     "architecture='gpt'."
                 )
         return False
-    if rotary_max_wavelength is not None and (
-        isinstance(rotary_max_wavelength, bool)
-        or not isinstance(rotary_max_wavelength, (int, float))
-        or not rotary_max_wavelength > 0
-    ):
-        raise ValueError(f"`rotary_max_wavelength` must be a positive number; received {rotary_max_wavelength!r}.")
+    if rotary_max_wavelength is not None:
+        check_positive("rotary_max_wavelength", rotary_max_wavelength)
     if positions not in (None, *POSITIONS):
         raise ValueError(f"`positions` must be one of {POSITIONS}; received {positions!r}.")
     if positions == "learned" and rotary_max_wavelength is not None:

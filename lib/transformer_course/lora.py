@@ -28,7 +28,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 from keras import ops
 
-from ._validation import check_integer
+from ._validation import check_integer, check_positive
 
 __all__ = ["LoRA", "add_lora", "merge_lora", "lora_weights"]
 
@@ -104,11 +104,8 @@ class LoRA(keras.layers.Layer):
         if getattr(projection, "quantization_mode", None) is not None:
             raise ValueError(f"`projection` must be a float layer; received one in {projection.quantization_mode}.")
         self.rank = check_integer("rank", rank)
-        if alpha is None:
-            alpha = rank
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha > 0:
-            raise ValueError(f"`alpha` must be a positive number; received {alpha!r}.")
-        self.alpha, self.a_initializer = float(alpha), keras.initializers.get(a_initializer)
+        self.alpha = check_positive("alpha", rank if alpha is None else alpha)
+        self.a_initializer = keras.initializers.get(a_initializer)
         self.b_initializer = keras.initializers.get(b_initializer)
         self.projection = projection
         for weight in projection.weights:
@@ -166,7 +163,7 @@ class LoRA(keras.layers.Layer):
 
 
 _ATTENTION_PROJECTIONS = ("query_dense", "key_dense", "value_dense", "output_dense")
-_FEEDFORWARD_PROJECTIONS = {"feedforward": ("gate", "up", "down")}  # a LlamaDecoder's SwiGLU network
+_FEEDFORWARD_PROJECTIONS = ("gate", "up", "down")  # a LlamaDecoder's SwiGLU network
 
 
 def _replace(owner, attribute: str, layer) -> None:
@@ -225,7 +222,7 @@ def add_lora(model, rank: int, alpha=None, feedforward: bool = False, seed: int 
     for index, block in enumerate(blocks):
         owners = [(block.attention, _ATTENTION_PROJECTIONS)]
         if feedforward:
-            owners.append((block.feedforward, _FEEDFORWARD_PROJECTIONS["feedforward"]))
+            owners.append((block.feedforward, _FEEDFORWARD_PROJECTIONS))
         for owner, attributes in owners:
             for attribute in attributes:
                 initializer = "he_uniform" if seed is None else keras.initializers.HeUniform(seed=seed + len(adapters))
@@ -242,7 +239,7 @@ def _adapters(model) -> list[LoRA]:
     found = []
     for block in getattr(model, "decoder_blocks", None) or []:
         owners = ((getattr(block, "attention", None), _ATTENTION_PROJECTIONS),
-                  (getattr(block, "feedforward", None), _FEEDFORWARD_PROJECTIONS["feedforward"]))  # fmt: skip
+                  (getattr(block, "feedforward", None), _FEEDFORWARD_PROJECTIONS))  # fmt: skip
         for owner, attributes in owners:
             found.extend(getattr(owner, name) for name in attributes if isinstance(getattr(owner, name, None), LoRA))
     return found

@@ -31,7 +31,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer, check_rate
+from ._validation import check_integer, check_positive, check_rate
 
 __all__ = [
     "AdditionProblem",
@@ -456,8 +456,7 @@ def dpo_loss(policy_chosen, policy_rejected, reference_chosen, reference_rejecte
         >>> [round(float(value[0]), 5) for value in terms]  # margin 0.5 (1 + 1) = 1: log(1 + e^-1)
         [0.31326, 0.5, -0.5]
     """
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
-        raise ValueError(f"`beta` must be a positive number; received {beta!r}.")
+    beta = check_positive("beta", beta)
     policy_chosen = ops.convert_to_tensor(policy_chosen)
     policy_rejected, reference_chosen, reference_rejected = (
         ops.cast(ops.convert_to_tensor(value), policy_chosen.dtype)

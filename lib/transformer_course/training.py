@@ -25,7 +25,7 @@ import keras
 import numpy as np
 
 from ._ids import PADDING_ID
-from ._validation import check_integer
+from ._validation import check_integer, check_positive
 
 __all__ = [
     "fit_best",
@@ -321,8 +321,7 @@ def equal_minute_budgets(
     """
     if not steps:
         raise ValueError("`steps` must name at least one arm; received none.")
-    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not minutes > 0:
-        raise ValueError(f"`minutes` must be a positive number; received {minutes!r}.")
+    minutes = check_positive("minutes", minutes)
     rounds, timing_steps = check_integer("rounds", rounds), check_integer("timing_steps", timing_steps)
     times = interleaved_timings(steps, timing_steps)
     budgets = {}
