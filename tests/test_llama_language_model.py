@@ -195,6 +195,24 @@ def test_the_classifier_shares_the_language_models_layers_and_ignores_padding():
         language_model_classifier(model, num_classes=0)
 
 
+def test_mean_pooling_averages_the_real_tokens_final_states_and_ignores_padding():
+    model = llama()
+    classifier = language_model_classifier(model, pooling="mean", dropout=0.1)
+    padded = np.array([[5, 6, 7, 0, 0, 0]], "int32")
+    np.testing.assert_allclose(numpy(classifier(padded)), numpy(classifier(padded[:, :3])), atol=1e-6)
+    states = model.token_embedding(padded[:, :3])
+    for block in model.decoder_blocks:
+        states = block(states)
+    head = classifier.get_layer("class_output")
+    kernel, bias = (numpy(weight) for weight in head.weights)
+    by_hand = 1 / (1 + np.exp(-(numpy(model.final_norm(states)).mean(axis=1) @ kernel + bias)))
+    np.testing.assert_allclose(numpy(classifier(padded)), by_hand, atol=1e-6)
+    with pytest.raises(ValueError, match="pooling"):
+        language_model_classifier(model, pooling="max")
+    with pytest.raises(ValueError, match="dropout"):
+        language_model_classifier(model, dropout=1.0)
+
+
 def test_lora_on_the_attention_projections_starts_as_the_identity_and_trains_only_its_matrices():
     model = llama()
     classifier = language_model_classifier(model)

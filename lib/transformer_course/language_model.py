@@ -30,7 +30,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer, check_model_sizes, check_positive, renamed, renamed_config
+from ._validation import check_integer, check_model_sizes, check_positive, check_rate, renamed, renamed_config
 from .pooling import LastTokenPooling
 from .positional import PositionalEmbedding, TokenEmbedding
 from .transformer import LlamaDecoder, RMSNorm, TiedTokenDistribution, TokenDistribution, TransformerDecoder
@@ -371,39 +371,68 @@ def build_language_model(
     return LanguageModel(vocabulary_size, sequence_length, **options)
 
 
-def language_model_classifier(model: LanguageModel, num_classes: int = 1, name: str = "classifier") -> keras.Model:
-    """A text classifier on a language model: its last real token's final state -> a dense layer.
+CLASSIFIER_POOLINGS = ("last", "mean")  # what a language-model classifier reads: the last real token, or all of them
+
+
+def language_model_classifier(
+    model: LanguageModel, num_classes: int = 1, pooling: str = "last", dropout: float = 0.0, name: str = "classifier"
+) -> keras.Model:
+    """A text classifier on a language model: its final states pooled -> dropout -> a dense layer.
 
     The model's own layers, shared (not copied): token embedding, decoder blocks and final norm,
-    then :class:`~transformer_course.pooling.LastTokenPooling` and ``Dense(num_classes)``: a
-    sigmoid for ``num_classes=1`` (two classes), a softmax otherwise. Fine-tuning changes
-    ``model``'s weights too; build a copy first (``LanguageModel.from_config`` and
-    ``set_weights``) to keep the language model. Radford et al., 2018, §3.2.
+    then a pooling of the final states over the real tokens (padding, id 0, never counts) and
+    ``Dense(num_classes)``: a sigmoid for ``num_classes=1`` (two classes), a softmax otherwise.
+    Fine-tuning changes ``model``'s weights too; build a copy first (``LanguageModel.from_config``
+    and ``set_weights``) to keep the language model.
+
+    Two poolings:
+
+    * ``"last"``: the last real token's state (:class:`~transformer_course.pooling.LastTokenPooling`),
+      the one position that has read the whole text under causal attention; GPT's classifier
+      (Radford et al., 2018, §3.2).
+    * ``"mean"``: the mean of every real token's state (``keras.layers.GlobalAveragePooling1D``
+      with the padding mask): each position has read its own prefix, and the mean gathers what
+      all of them hold. A model trained only to predict the next token keeps at its last position
+      what the next token needs, not a summary of the text; notebook 11 compares the two.
 
     Args:
         model: a :class:`LanguageModel` (either architecture).
         num_classes: int ≥ 1.
+        pooling: ``"last"`` or ``"mean"``.
+        dropout: float in [0, 1), dropout on the pooled vector (training only).
         name: str, the classifier's name.
 
     Returns:
         ``keras.Model``: int ``(B, T)`` ids (0 = padding, on the right) -> float32 ``(B, num_classes)``.
 
     Raises:
-        ValueError: for a ``num_classes`` below 1.
+        ValueError: for a ``num_classes`` below 1, a ``pooling`` other than the two, or a
+            ``dropout`` outside [0, 1).
 
     Example:
         >>> lm = build_language_model(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=1)
         >>> language_model_classifier(lm).output_shape
         (None, 1)
+        >>> language_model_classifier(lm, num_classes=3, pooling="mean", dropout=0.1).output_shape
+        (None, 3)
     """
     num_classes = check_integer("num_classes", num_classes)
+    if pooling not in CLASSIFIER_POOLINGS:
+        raise ValueError(f"`pooling` must be one of {CLASSIFIER_POOLINGS}; received {pooling!r}.")
+    dropout = check_rate("dropout", dropout)
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     x = model.token_embedding(token_ids)
     for block in model.decoder_blocks:
         x = block(x)
     if model.final_norm is not None:
         x = model.final_norm(x)
-    x = LastTokenPooling(name="last_token")(x)
+    if pooling == "last":
+        x = LastTokenPooling(name="last_token")(x)
+    else:
+        real = ops.not_equal(token_ids, 0)
+        x = keras.layers.GlobalAveragePooling1D(name="mean_of_real_tokens")(x, mask=real)
+    if dropout:
+        x = keras.layers.Dropout(dropout, name="pooled_dropout")(x)
     output = keras.layers.Dense(
         num_classes, activation="sigmoid" if num_classes == 1 else "softmax", name="class_output", dtype="float32"
     )(x)
