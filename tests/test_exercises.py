@@ -563,6 +563,37 @@ def _mask_with(keys_only=False, queries_only=False, strict=False, upper=False, i
     return self_attention_mask
 
 
+def _grouped_attention_with(tile=False, scaled=True):
+    def attention(query, key, value):
+        repeats = query.shape[2] // key.shape[2]
+        if tile:
+            key, value = np.tile(key, (1, 1, repeats, 1)), np.tile(value, (1, 1, repeats, 1))
+        else:
+            key, value = np.repeat(key, repeats, axis=2), np.repeat(value, repeats, axis=2)
+        scores = np.einsum("btnh,bsnh->bnts", query, key) / (np.sqrt(query.shape[-1]) if scaled else 1.0)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return np.einsum("bnts,bsnh->btnh", weights / weights.sum(axis=-1, keepdims=True), value)
+
+    return attention
+
+
+def _absmax_with(divisor=127, cut=False, multiplier=False):
+    def quantize(weights):
+        weights = np.asarray(weights, dtype="float64")
+        largest = np.abs(weights).max(axis=1)
+        step = np.where(largest == 0, 1.0, largest / divisor)
+        integers = (np.trunc if cut else np.round)(weights / step[:, None])
+        return integers, 1 / step if multiplier else step, integers * step[:, None]
+
+    return quantize
+
+
+def _shard_gradients(x, y, w, devices, divide_by_batch=False, total=False):
+    shards = [2 / (len(y) if divide_by_batch else len(rows_y)) * rows_x.T @ (rows_x @ w - rows_y)
+              for rows_x, rows_y in zip(np.split(x, devices), np.split(y, devices))]  # fmt: skip
+    return np.array(shards), np.sum(shards, axis=0) if total else np.mean(shards, axis=0)
+
+
 @pytest.mark.parametrize(
     "exercise_id, mistake, words",
     [
@@ -636,6 +667,15 @@ def _mask_with(keys_only=False, queries_only=False, strict=False, upper=False, i
         ("07.6", _adam_with(decay_without_rate=True), "left out the learning rate"),
         ("07.6", _adam_with(decay_after_step=True), "applied after the step"),
         ("09.3", _cache_written_one_later, "the new key was written at position"),
+        ("11.3", _grouped_attention_with(tile=True), "np.repeat along the heads' axis"),
+        ("11.3", _grouped_attention_with(scaled=False), "not divided by √H"),
+        ("11.4", _absmax_with(multiplier=True), "a multiplier"),
+        ("11.4", _absmax_with(divisor=255), "divides by 255"),
+        ("11.4", _absmax_with(cut=True), "cut, not rounded"),
+        ("11.5", lambda kernel, a, b, alpha: kernel + a @ b, "without its scale"),
+        ("11.5", lambda kernel, a, b, alpha: kernel + alpha * a @ b, "scaled by α"),
+        ("11.6", lambda x, y, w, devices: _shard_gradients(x, y, w, devices, total=True), "added up"),
+        ("11.6", lambda x, y, w, devices: _shard_gradients(x, y, w, devices, divide_by_batch=True), "whole batch's B"),
     ],
 )
 def test_usual_mistakes_get_a_hint(exercise_id, mistake, words):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -471,6 +472,92 @@ def _rms_norm_hint(arguments, received, expected):
     return None
 
 
+def _grouped_attention_variants(query, key, value):
+    """Grouped-query attention with each usual slip: (message, output)."""
+    query, key, value = (np.asarray(array, dtype="float64") for array in (query, key, value))
+    heads, groups, width = query.shape[2], key.shape[2], query.shape[-1]
+
+    def attend(keys, values, scale=None, axis=-1):
+        scores = np.einsum("btnh,bsnh->bnts", query, keys) / (math.sqrt(width) if scale is None else scale)
+        weights = np.exp(scores - scores.max(axis=axis, keepdims=True))
+        return np.einsum("bnts,bsnh->btnh", weights / weights.sum(axis=axis, keepdims=True), values)
+
+    repeats = heads // groups if groups and heads % groups == 0 else 1
+    shared = np.repeat(key, repeats, axis=2), np.repeat(value, repeats, axis=2)
+    return [
+        (
+            "query head n read key/value head n % G (np.tile): the heads of a group are neighbours, so head n "
+            "reads head n // (N / G) (np.repeat along the heads' axis).",
+            attend(np.tile(key, (1, 1, repeats, 1)), np.tile(value, (1, 1, repeats, 1))) if repeats > 1 else None,
+        ),
+        ("the scores were not divided by √H (the head width).", attend(*shared, scale=1.0)),
+        (
+            "the softmax ran over the queries: each query's weights must sum to 1 over the keys.",
+            attend(*shared, axis=-2),
+        ),
+    ]
+
+
+def _grouped_attention_hint(arguments, received, expected):
+    for message, variant in _grouped_attention_variants(arguments["query"], arguments["key"], arguments["value"]):
+        if variant is not None and not _same(variant, expected) and _same(received, variant):
+            return message
+    return None
+
+
+def _absmax_hint(arguments, received, expected):
+    if not isinstance(received, (tuple, list)) or len(received) != 3:
+        return None
+    weights = np.asarray(arguments["weights"], dtype="float64")
+    largest = np.abs(weights).max(axis=1)
+    step = np.where(largest == 0, 1.0, largest / 127)
+    integers, scales = received[0], received[1]
+    if _same(scales, 1 / step):
+        return "the scales are 127 / max|w|, a multiplier: return the step max|w| / 127, so that w ≈ integers · scale."
+    for divisor in (128, 255):
+        if _same(scales, np.where(largest == 0, 1.0, largest / divisor)):
+            return f"the scale divides by {divisor}: the integers run over [-127, 127], so it is max|w| / 127."
+    if _same(integers, np.trunc(weights / step[:, None])) or _same(integers, np.floor(weights / step[:, None])):
+        return "the integers were cut, not rounded: use np.round(w / scale)."
+    whole = np.abs(weights).max() / 127 or 1.0
+    if _same(integers, np.round(weights / whole)):
+        return "one scale for the whole matrix: each row gets its own, from its own largest |w|."
+    return None
+
+
+def _merge_lora_hint(arguments, received, expected):
+    kernel, a, b = (np.asarray(arguments[name], dtype="float64") for name in ("kernel", "a", "b"))
+    alpha, rank = float(arguments["alpha"]), a.shape[1]
+    change = a @ b
+    for message, variant in (
+        ("the change AB was added without its scale α / r.", kernel + change),
+        ("the change was scaled by α: the scale is α / r (r = A's second axis).", kernel + alpha * change),
+        ("the scale is upside down: α / r, not r / α.", kernel + rank / alpha * change),
+        ("W itself was left out: the merged kernel is W + (α / r) A B.", alpha / rank * change),
+    ):
+        if not _same(variant, expected) and _same(received, variant):
+            return message
+    return None
+
+
+def _data_parallel_hint(arguments, received, expected):
+    if not isinstance(received, (tuple, list)) or len(received) != 2:
+        return None
+    x, y, w = (np.asarray(arguments[name], dtype="float64") for name in ("x", "y", "w"))
+    devices = int(arguments["devices"])
+    shards = np.array(
+        [rows_x.T @ (rows_x @ w - rows_y) for rows_x, rows_y in zip(np.split(x, devices), np.split(y, devices))]
+    )  # each shard's sum of per-row gradients / 2
+    rows = len(y) // devices
+    if _same(received[1], 2 / rows * shards.sum(axis=0)):
+        return "the shards' gradients were added up: DataParallel averages them (divide the sum by D)."
+    if _same(received[0], 2 / len(y) * shards):
+        return "each shard divided by the whole batch's B: a shard's loss is the mean over its own B / D rows."
+    if _same(received[0], shards / rows) or _same(received[1], shards.mean(axis=0) / rows):
+        return "the factor 2 of the squared error's derivative is missing: ∇(u²) = 2u ∇u."
+    return None
+
+
 def _skipgram_pairs_hint(arguments, received, expected):
     ids, window = list(arguments["token_ids"]), arguments["window"]
     try:
@@ -730,6 +817,38 @@ EXERCISES: dict[str, Exercise] = {
             hint=_rotation_hint,
         ),
         Exercise("11.2", "RMSNorm", "rms_norm", 2, output_names=("the normalised array",), hint=_rms_norm_hint),
+        Exercise(
+            "11.3",
+            "grouped-query attention's shared key/value heads",
+            "grouped_query_attention",
+            3,
+            output_names=("the attention output",),
+            hint=_grouped_attention_hint,
+        ),
+        Exercise(
+            "11.4",
+            "absmax int8 quantization",
+            "absmax_int8",
+            2,
+            output_names=("the integers", "the scales", "the dequantized weights"),
+            hint=_absmax_hint,
+        ),
+        Exercise(
+            "11.5",
+            "merging LoRA into the weights",
+            "merge_lora_kernel",
+            2,
+            output_names=("the merged kernel",),
+            hint=_merge_lora_hint,
+        ),
+        Exercise(
+            "11.6",
+            "the data-parallel gradient",
+            "data_parallel_gradient",
+            2,
+            output_names=("the shards' gradients", "their mean"),
+            hint=_data_parallel_hint,
+        ),
     ]
 }
 
@@ -746,7 +865,7 @@ STUDY_MINUTES = {
     "08": 45,
     "09": 210,
     "10": 45,
-    "11": 45,
+    "11": 100,
 }
 
 

@@ -1319,6 +1319,131 @@ def _rms_norm_cases(rng):
     ]
 
 
+def _grouped_attention_reference(query, key, value):
+    query, key, value = (np.asarray(array, dtype="float64") for array in (query, key, value))
+    batch, length, heads, width = query.shape
+    groups = key.shape[2]
+    output = np.zeros_like(query)
+    for head in range(heads):
+        group = head * groups // heads  # heads 0 .. N/G - 1 read group 0, and so on
+        scores = np.einsum("bth,bsh->bts", query[:, :, head], key[:, :, group]) / math.sqrt(width)
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        output[:, :, head] = np.einsum("bts,bsh->bth", weights, value[:, :, group])
+    return output
+
+
+def _grouped_attention_cases(rng):
+    def case(batch, length, keys, heads, groups, width):
+        return {
+            "query": rng.normal(size=(batch, length, heads, width)),
+            "key": rng.normal(size=(batch, keys, groups, width)),
+            "value": rng.normal(size=(batch, keys, groups, width)),
+        }
+
+    groups = int(rng.choice([1, 2, 3]))
+    return [
+        ("N = 4 query heads share G = 2 key/value heads", case(1, 3, 3, 4, 2, 4)),
+        ("G = N = 3: multi-head attention", case(2, 4, 4, 3, 3, 8)),
+        ("G = 1: multi-query attention, 5 keys for 2 queries", case(1, 2, 5, 4, 1, 6)),
+        (
+            "random sizes",
+            case(
+                int(rng.integers(1, 3)),
+                int(rng.integers(1, 6)),
+                int(rng.integers(1, 7)),
+                groups * int(rng.integers(1, 4)),
+                groups,
+                2 * int(rng.integers(1, 5)),
+            ),
+        ),
+    ]
+
+
+def _absmax_reference(weights):
+    weights = np.asarray(weights, dtype="float64")
+    scales = np.array([max(abs(value) for value in row) / 127 if np.any(row) else 1.0 for row in weights])
+    integers = np.round(weights / scales[:, None])
+    return integers, scales, integers * scales[:, None]
+
+
+def _absmax_cases(rng):
+    outlier = rng.normal(0, 0.02, size=(3, 16))
+    outlier[int(rng.integers(3)), int(rng.integers(16))] = float(rng.choice([-1.0, 1.0]))
+    return [
+        ("the row [0.5, -1.0, 0.25]", {"weights": np.array([[0.5, -1.0, 0.25]])}),
+        (
+            "4 rows of 8, a different spread in each",
+            {"weights": rng.normal(size=(4, 8)) * rng.uniform(0.01, 3, (4, 1))},
+        ),
+        ("a row of zeros beside a row of small weights", {"weights": np.vstack([np.zeros(5), rng.normal(0, 1e-3, 5)])}),
+        ("one outlier among small weights", {"weights": outlier}),
+    ]
+
+
+def _merge_lora_reference(kernel, a, b, alpha):
+    a = np.asarray(a, dtype="float64")
+    rank = a.shape[1]
+    return np.asarray(kernel, dtype="float64") + (alpha / rank) * np.einsum("dr,rk->dk", a, np.asarray(b, "float64"))
+
+
+def _merge_lora_cases(rng):
+    def case(rows, columns, rank, alpha):
+        return {
+            "kernel": rng.normal(size=(rows, columns)),
+            "a": rng.normal(size=(rows, rank)),
+            "b": rng.normal(size=(rank, columns)),
+            "alpha": alpha,
+        }
+
+    return [
+        (
+            "W = 0 (2 x 2), A = [[1], [0]], B = [[2, 3]], alpha = 2",
+            {"kernel": np.zeros((2, 2)), "a": np.array([[1.0], [0.0]]), "b": np.array([[2.0, 3.0]]), "alpha": 2.0},
+        ),
+        ("d = 6, k = 5, r = 2, alpha = 8", case(6, 5, 2, 8.0)),
+        ("r = 4, alpha = r (scale 1)", case(5, 7, 4, 4.0)),
+        (
+            "random sizes",
+            case(
+                int(rng.integers(2, 9)),
+                int(rng.integers(2, 9)),
+                int(rng.integers(1, 5)),
+                float(rng.choice([1.0, 4.0, 16.0])),
+            ),
+        ),  # fmt: skip
+    ]
+
+
+def _data_parallel_reference(x, y, w, devices):
+    x, y, w = (np.asarray(array, dtype="float64") for array in (x, y, w))
+    rows = len(y) // devices
+    shards = []
+    for device in range(devices):
+        part = slice(device * rows, (device + 1) * rows)
+        residual = x[part] @ w - y[part]
+        shards.append(2.0 * (residual[:, None] * x[part]).sum(axis=0) / rows)
+    return np.array(shards), np.array(shards).mean(axis=0)
+
+
+def _data_parallel_cases(rng):
+    def case(devices, rows_each, features):
+        rows = devices * rows_each
+        return {
+            "x": rng.normal(size=(rows, features)),
+            "y": rng.normal(size=rows),
+            "w": rng.normal(size=features),
+            "devices": devices,
+        }
+
+    return [
+        ("B = 4 rows on D = 2 devices, 3 features", case(2, 2, 3)),
+        ("D = 1: the whole batch on one device", case(1, 6, 2)),
+        ("D = 4 devices of 3 rows, 5 features", case(4, 3, 5)),
+        ("random sizes", case(int(rng.integers(2, 6)), int(rng.integers(1, 5)), int(rng.integers(1, 7)))),
+    ]
+
+
 # exercise id -> (case generator: rng -> [(label, arguments)], reference: arguments -> output)
 @dataclass(frozen=True)
 class Registration:
@@ -1404,6 +1529,10 @@ REGISTRY = {
     "10.2": Registration(_rollout_cases, _rollout_reference, twin="transformer_course.vision:attention_rollout"),
     "11.1": Registration(_rotate_cases, _rotate_reference, twin="transformer_course.rotary:rotary_embedding"),
     "11.2": Registration(_rms_norm_cases, _rms_norm_reference, twin="transformer_course.transformer:RMSNorm.call"),
+    "11.3": Registration(_grouped_attention_cases, _grouped_attention_reference),
+    "11.4": Registration(_absmax_cases, _absmax_reference),
+    "11.5": Registration(_merge_lora_cases, _merge_lora_reference, twin="transformer_course.lora:LoRA.merged_kernel"),
+    "11.6": Registration(_data_parallel_cases, _data_parallel_reference),
 }
 
 
