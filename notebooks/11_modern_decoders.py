@@ -830,8 +830,8 @@ report_metric("classifier_accuracy_head_only", float(accuracy["head"].mean()),
 # 0.6931: 0.6940 for the head alone, 0.6934 to 0.6942 for LoRA at either rate, and only full
 # fine-tuning at 3·10⁻⁴ left it, to 0.6875. The test accuracies agree: full fine-tuning 57.78%
 # (57.20, 60.00, 56.15), the head alone 55.58%, LoRA 52.50% on the attention projections and
-# 53.78% on attention and feed-forward, against 50.95% for always answering the majority class,
-# and far below notebook 08's encoder trained *from scratch* (71.62%). LoRA's differences from
+# 53.78% on attention and feed-forward, against 50.95% for always answering the majority class.
+# All lie far below notebook 08's encoder trained *from scratch* (71.62%). LoRA's differences from
 # full fine-tuning (−5.28 and −4.00 points) have intervals that include zero; so does the head's
 # (−2.20, −6.29 to +1.89). The rank sweep (rank 1, 4, 16: 53.65%, 52.65%, 52.95%) is flat at the
 # same floor. **The hypothesis is not resolved**: with no arm off the floor, "LoRA lands within

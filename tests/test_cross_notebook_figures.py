@@ -29,14 +29,9 @@ SENTENCES = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z*(])|\n\s*[-*] |\n\s*\n")
 LICENSE = re.compile(r"\bCC[- ]BY(?:-[A-Z]{2})* \d\.\d\b")  # "CC-BY 2.0 FR": a licence's version, not a figure
 
 # (quoting notebook, figure): what it is, when it is no record's value.
-NOT_FROM_A_RECORD = {
-    ("11", "2.5"): "million tokens each arm of 11 trained: a count of 11's own run, not a metric",
-}
+NOT_FROM_A_RECORD: dict[tuple[str, str], str] = {}
 # Stored outputs that quote a record as it stood when their notebook ran, until that notebook runs again.
-STALE_OUTPUTS = {
-    "11": "11's recorded run (2026-11-26) printed 08's record of its previous edition; 11's next full run reads "
-    "08's record again",
-}
+STALE_OUTPUTS: dict[str, str] = {}
 
 
 def _record_values(notebook_id):
