@@ -48,7 +48,11 @@ def test_pretrainer_outputs_and_a_training_step():
     outputs = model(bert_inputs())
     assert tuple(outputs["mlm"].shape) == (4, 3, 40) and tuple(outputs["nsp"].shape) == (4, 2)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(outputs["mlm"]).sum(-1), 1.0, atol=1e-5)
-    model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"})
+    model.compile(
+        optimizer="adam",
+        loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"},
+        run_eagerly=True,  # tests/layer_checks.py trains the pretrainer traced; the step is what is checked here
+    )
     labels = {"mlm": np.array([[7, 8, 0]] * 4, dtype="int32"), "nsp": np.array([0, 1, 1, 0])}
     history = model.fit(bert_inputs(), labels, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
@@ -106,7 +110,11 @@ def test_pretraining_batches_mask_afresh_every_epoch_and_train_the_pretrainer():
     batches.on_epoch_end()
     assert not np.array_equal(first, batches[0][0]["token_ids"])
     model = small_bert()
-    model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"})
+    model.compile(
+        optimizer="adam",
+        loss={"mlm": MaskedCrossEntropy(), "nsp": "sparse_categorical_crossentropy"},
+        run_eagerly=True,  # tests/layer_checks.py trains the pretrainer traced; the step is what is checked here
+    )
     assert np.isfinite(model.fit(batches, epochs=1, verbose=0).history["loss"][0])
 
 
@@ -146,7 +154,7 @@ def test_masked_lm_only_pretrainer_trains_and_its_classifier_gets_a_fresh_pooler
     )
     features, labels = batches[0]
     assert set(labels) == {"mlm"} and (features["segment_ids"] == 0).all()
-    model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy()})
+    model.compile(optimizer="adam", loss={"mlm": MaskedCrossEntropy()}, run_eagerly=True)  # traced: layer_checks
     assert np.isfinite(model.fit(batches, epochs=1, verbose=0).history["loss"][0])
     model.save(tmp_path / "mlm.keras")
     classifier = build_bert_classifier(keras.models.load_model(tmp_path / "mlm.keras"), num_classes=2)

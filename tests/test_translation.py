@@ -203,7 +203,8 @@ def test_model_trains_with_the_masked_loss_and_keeps_padding_out():
     from transformer_course.metrics import masked_accuracy, masked_loss
 
     model = small_model(1)
-    model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy])
+    # Eagerly: tests/layer_checks.py trains every model traced; here the steps are what is checked.
+    model.compile(optimizer="adam", loss=masked_loss, metrics=[masked_accuracy], run_eagerly=True)
     source = np.array([[3, 4, 5, 0], [6, 7, 0, 0]], "int32")
     decoder_input = np.array([[2, 8, 9, 0], [2, 10, 0, 0]], "int32")
     labels = np.array([[8, 9, 3, 0], [10, 3, 0, 0]], "int32")
