@@ -158,10 +158,17 @@ for start in (0, 7):
 
 # %%
 vector = rng.normal(size=(1, 1, 1, 64)).astype("float32")
-positions_drawn = np.arange(41)
-turned = np.stack([keras.ops.convert_to_numpy(rotary_embedding(vector, int(p)))[0, 0, 0] for p in positions_drawn])
+turned = np.stack([keras.ops.convert_to_numpy(rotary_embedding(vector, position))[0, 0, 0] for position in range(41)])
 offsets = np.unique(np.round(np.geomspace(1, 2000, 200)).astype(int))
 ones = np.ones((1, 1, 1, 64), "float32")
+
+
+def relative_scores(query_vector):
+    """The score of `query_vector` against itself rotated by each offset, over the score at offset 0."""
+    rotated = [keras.ops.convert_to_numpy(rotary_embedding(query_vector, int(offset))) for offset in offsets]
+    return np.array([np.sum(value * query_vector) for value in rotated]) / np.sum(query_vector * query_vector)
+
+# %%
 figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
 for pair, color in ((0, "C3"), (15, "C0")):
     left.plot(turned[:, pair], turned[:, pair + 32], "o-", color=color, markersize=3,
@@ -171,10 +178,7 @@ left.set(aspect="equal", xlabel="first feature of the pair", ylabel="second feat
          title="one vector at positions 0 to 40")
 left.legend(fontsize="small")
 for query_vector, name in ((ones, "q = k = all ones"), (vector, "q = k = one random vector")):
-    base = float(np.sum(query_vector * query_vector))
-    scores = [float(np.sum(keras.ops.convert_to_numpy(rotary_embedding(query_vector, int(offset)))
-                           * query_vector)) / base for offset in offsets]
-    right.plot(offsets, scores, label=name)
+    right.plot(offsets, relative_scores(query_vector), label=name)
 right.set(xscale="log", xlabel="offset between query and key (positions)",
           ylabel="score / score at offset 0", title="the score against the offset")
 right.legend(fontsize="small")
@@ -398,15 +402,15 @@ def new_language_model(positions, seed):
                                 positions=positions, intermediate_dim=settings.intermediate_dim,
                                 num_key_value_heads=settings.num_key_value_heads, **settings.model)
 
-
+# %%
 ablation_runs = {}
 
 
-def train_arm(positions, seed, learning_rate):
-    """One arm and seed, `ablation_updates` updates at peak `learning_rate`: (model, history, facts), memoised."""
-    key = (positions, seed, learning_rate)
+def train_arm(positions, seed, learning_rate, updates=settings.ablation_updates):
+    """One arm and seed, `updates` updates at peak `learning_rate`: (model, history, facts), memoised."""
+    key = (positions, seed, learning_rate, updates)
     if key not in ablation_runs:
-        per_round = settings.ablation_updates // settings.rounds
+        per_round = updates // settings.rounds
         updates = per_round * settings.rounds
         model = new_language_model(positions, seed)
         schedule = WarmupCosineDecay(learning_rate, min(settings.warmup_steps, updates // 2), updates)
@@ -420,7 +424,7 @@ def train_arm(positions, seed, learning_rate):
         ablation_runs[key] = (model, history, facts)
     return ablation_runs[key]
 
-
+# %%
 def validation_loss(positions, learning_rate):
     """Seed 0's best validation loss at one rate; a diverged run (NaN) scores infinity."""
     loss = train_arm(positions, settings.seeds[0], learning_rate)[2]["best_val_loss"]
@@ -451,6 +455,8 @@ counts = np.bincount(train_targets[train_targets != 0], minlength=vocabulary_siz
 unigram = np.log(counts / counts.sum())
 validation_real = validation_targets[validation_targets != 0]
 unigram_bits = -unigram[validation_real - 1].sum() / np.log(2) / validation_characters
+
+# %%
 figure, axis = plt.subplots(figsize=(7, 4))
 for (positions, seed), (_, history, facts) in runs.items():
     rounds = len(history.history["val_loss"])
@@ -465,27 +471,34 @@ axis.legend(fontsize="small")
 plt.show()
 
 # %%
-def interval(values, confidence=0.95):
-    """(mean, low, high): a Student-t interval for the mean of `values` (nan bounds for one value)."""
+def interval(values):
+    """(mean, low, high): the mean of `values` and scipy's 95% Student-t interval for it (nan bounds for one)."""
     values = np.asarray(values, dtype="float64")
     if len(values) < 2:
         return values.mean(), np.nan, np.nan
-    half = stats.t.ppf(0.5 + confidence / 2, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return values.mean(), values.mean() - half, values.mean() + half
+    low, high = stats.ttest_1samp(values, 0.0).confidence_interval(0.95)
+    return values.mean(), low, high
 
 
-def test_bits(model, inputs, targets):
-    """Bits per character of `model` on the test text in rows of `inputs` (scored once per kept run)."""
-    return bits_per_character(token_log_probabilities(model, inputs, targets), targets, len(scored_text))
+def test_scores(model, inputs, targets):
+    """log P of each test token (float64, like `targets`) and the bits per character they make."""
+    scores = token_log_probabilities(model, inputs, targets)
+    return scores, bits_per_character(scores, targets, len(scored_text))
 
-
+# %%
 long_inputs, long_targets = encode_running_text(tokenizer.encode, test_texts, settings.extrapolation_length, END)
+results, long_results, long_scores = {}, {}, {}
+for positions, name in POSITION_ARMS.items():
+    arm = [runs[positions, seed][0] for seed in settings.seeds]
+    results[positions] = np.array([test_scores(model, test_inputs, test_targets)[1] for model in arm])
+    long_scores[positions], long_results[positions] = zip(*(test_scores(model, long_inputs, long_targets)
+                                                            for model in arm))
+    long_results[positions] = np.array(long_results[positions])
+
+# %%
 print(f"{'arm':<18} {'parameters':>10} {'updates':>8} {'minutes':>8}   test bits per character, per seed")
-results, long_results = {}, {}
 for positions, name in POSITION_ARMS.items():
     arm = [runs[positions, seed] for seed in settings.seeds]
-    results[positions] = np.array([test_bits(model, test_inputs, test_targets) for model, _, _ in arm])
-    long_results[positions] = np.array([test_bits(model, long_inputs, long_targets) for model, _, _ in arm])
     minutes = np.mean([facts["seconds"] for _, _, facts in arm]) / 60
     print(f"{name:<18} {arm[0][0].count_params():>10,} {arm[0][2]['updates']:>8,} {minutes:>8.1f}   "
           + ", ".join(f"{value:.4f}" for value in results[positions]))
@@ -508,11 +521,11 @@ for positions, name in POSITION_ARMS.items():
     print(f"{name:<18} {results[positions].mean():>12.4f} {long_results[positions].mean():>12.4f}   "
           + ", ".join(f"{value:+.4f}" for value in change))
 
+# %%
 figure, axis = plt.subplots(figsize=(7, 3.5))
 real = long_targets != 0
 for positions in POSITION_ARMS:
-    model = runs[positions, settings.seeds[0]][0]
-    scores = token_log_probabilities(model, long_inputs, long_targets)
+    scores = long_scores[positions][0]  # seed 0's
     per_position = -(scores * real).sum(axis=0) / np.maximum(real.sum(axis=0), 1) / np.log(2)
     window = max(1, settings.extrapolation_length // 64)
     smoothed = np.convolve(per_position, np.ones(window) / window, mode="valid")
@@ -574,8 +587,11 @@ report_metric("long_rows_change_learned", float((long_results["learned"] - resul
 # %% [markdown]
 # ## 6. The language model as a classifier: head only, LoRA and full fine-tuning
 #
-# The model fine-tuned here is the rotary arm's seed-0 run of section 5: trained from scratch for
-# `ablation_updates` updates of 32 rows of 256 tokens (its minutes are printed below). A
+# The model fine-tuned here is a base of its own: section 5's rotary arm, seed 0, at the rate
+# section 5 chose for it, trained for `base_updates` updates of 32 rows of 256 tokens, three
+# times as long as a section-5 run (its minutes and its validation bits per character are printed
+# below). Section 5 needs many short runs; a classifier can only be as good as the features its
+# base gives it, and features improve long after the loss curve looks settled. A
 # classifier reads its final states through a pooling and a dense layer
 # (`language_model_classifier`). GPT's classifier reads the last real token (Radford et al.,
 # 2018, §3.2), the one position that has read the whole text; but a model trained only to predict
@@ -586,7 +602,10 @@ report_metric("long_rows_change_learned", float((long_results["learned"] - resul
 # Four arms, each starting from the same pre-trained weights:
 #
 # - **head only**: every weight of the language model frozen; only the dense layer trains. The
-#   control: it measures what the pre-trained features carry with nothing adapted;
+#   control: it measures what the pre-trained features carry with nothing adapted. A frozen model
+#   gives each review the same pooled vector at every epoch, so the vectors are computed once and
+#   the head (dropout and the sigmoid unit) trains on them: the same model, at a tiny fraction of
+#   the cost, so the control gets `head_epochs` epochs and a grid of higher rates, its best chance;
 # - **LoRA on the attention projections** (Hu et al., 2021, §4.1 and §4.2): every pre-trained
 #   weight frozen; each query, key, value and output projection gains a trainable change
 #   $\tfrac{\alpha}{r} A B$ of its whole matrix (section 6.1);
@@ -599,7 +618,8 @@ report_metric("long_rows_change_learned", float((long_results["learned"] - resul
 # fixed sample of `classifier_test_reviews` test reviews to report; each review its **last**
 # `classifier_length` tokens (the verdict tends to come at the end); AdamW with a warm-up over the
 # first tenth of the updates and a linear decay to 0; dropout `classifier_dropout` on the pooled
-# vector; the weights of the best validation epoch kept. **Each arm has its own learning-rate
+# vector; `fine_tune_epochs` epochs (the head alone `head_epochs`), the weights of the best
+# validation epoch kept. **Each arm has its own learning-rate
 # grid** (LoRA's about 10 times full fine-tuning's, as *LoRA Without Regret* finds), chosen at seed
 # 0 on the validation reviews; **three paired seeds** (a seed sets the dense layer's and A's initial
 # weights, the dropout and the batch order).
@@ -609,10 +629,6 @@ report_metric("long_rows_change_learned", float((long_results["learned"] - resul
 # 3 points below both.
 
 # %%
-order = np.random.default_rng(0).permutation(len(train_split.texts))  # a fixed sample of labelled reviews
-labelled = order[:settings.label_reviews + settings.label_validation_reviews]
-
-
 def classifier_rows(texts):
     """Each text's last classifier_length BPE ids, padded with 0 on the right: int (R, classifier_length)."""
     rows = np.zeros((len(texts), settings.classifier_length), "int32")
@@ -622,19 +638,26 @@ def classifier_rows(texts):
     return rows
 
 
+order = np.random.default_rng(0).permutation(len(train_split.texts))  # a fixed sample of labelled reviews
+labelled = order[:settings.label_reviews + settings.label_validation_reviews]
 label_x = classifier_rows([train_split.texts[index] for index in labelled])
 label_y = train_split.labels[labelled].astype("float32")
 split = settings.label_reviews
 test_x = classifier_rows(test_split.texts[:settings.classifier_test_reviews])
 test_y = test_split.labels[:settings.classifier_test_reviews].astype("float32")
+
+# %%
 majority = max(test_y.mean(), 1 - test_y.mean())
 print(f"{split:,} reviews to learn from, {len(label_y) - split:,} to validate on, {len(test_y):,} test reviews; "
       f"always answering the test sample's majority class scores {majority:.4f}, and a constant guess "
       f"of 0.5 a validation loss of ln 2 = {np.log(2):.4f}")
-pretrained = runs["rotary", settings.seeds[0]][0]
-pretraining = runs["rotary", settings.seeds[0]][2]
+pretrained, base_history, pretraining = train_arm("rotary", settings.seeds[0], position_rate["rotary"],
+                                                  updates=settings.base_updates)
 print(f"the pre-trained model: rotary positions, seed {settings.seeds[0]}, {pretraining['updates']} updates at "
-      f"peak rate {position_rate['rotary']:g}, {pretraining['seconds'] / 60:.1f} min of training")
+      f"peak rate {position_rate['rotary']:g}, {pretraining['seconds'] / 60:.1f} min of training; validation "
+      f"{pretraining['best_val_loss'] * to_bits:.4f} bits per character (section 5's seed-{settings.seeds[0]} "
+      f"run: {runs['rotary', settings.seeds[0]][2]['best_val_loss'] * to_bits:.4f}; the unigram table: "
+      f"{unigram_bits:.4f})")
 
 # %% [markdown]
 # ### 6.1 LoRA on the whole matrix, and Keras' per-head LoRA
@@ -705,40 +728,60 @@ def copied(model):
     return copy
 
 
+pooling = language_model_classifier(pretrained, pooling="mean")  # shares the pre-trained layers; nothing trains
+encoder = keras.Model(pooling.input, pooling.get_layer("mean_of_real_tokens").output)
+label_features, test_features = (encoder.predict(rows, batch_size=64, verbose=0) for rows in (label_x, test_x))
+print(f"the frozen model's pooled vectors: {label_features.shape} to learn from and validate on, "
+      f"{test_features.shape} to test")
+
+# %%
 ADAPTATIONS = {"head": "head only", "lora_attention": "LoRA, attention",
                "lora_all": "LoRA, attention + feed-forward", "full": "full fine-tuning"}
-fine_tuning_runs, backbones = {}, {}
+backbones = {}
+
+
+def new_classifier(kind, learning_rate, seed, rank):
+    """An arm's untrained classifier, the epochs it trains and what it reads (pooled vectors or token ids)."""
+    if kind == "head":  # dropout and the sigmoid unit, on the frozen model's pooled vectors
+        head = keras.Sequential([keras.Input(label_features.shape[1:]),
+                                 keras.layers.Dropout(settings.classifier_dropout),
+                                 keras.layers.Dense(1, activation="sigmoid", name="class_output", dtype="float32")])
+        return head, settings.head_epochs, label_features
+    backbone = backbones[kind, learning_rate, seed, rank] = copied(pretrained)  # kept for the merge
+    if kind.startswith("lora"):
+        add_lora(backbone, rank, alpha=settings.lora_alpha, feedforward=kind == "lora_all", seed=seed)
+    classifier = language_model_classifier(backbone, pooling="mean", dropout=settings.classifier_dropout)
+    return classifier, settings.fine_tune_epochs, label_x
+
+# %%
+fine_tuning_runs = {}
 
 
 def fine_tune(kind, learning_rate, seed, rank=settings.lora_rank):
-    """One arm's classifier on a copy of the pre-trained model: (classifier, history, facts), memoised."""
+    """One arm's classifier, trained at peak `learning_rate`: (classifier, history, facts), memoised."""
     key = (kind, learning_rate, seed, rank)
     if key not in fine_tuning_runs:
         keras.utils.set_random_seed(seed)
-        backbone = backbones[key] = copied(pretrained)
-        if kind == "head":
-            backbone.trainable = False
-        elif kind.startswith("lora"):
-            add_lora(backbone, rank, alpha=settings.lora_alpha, feedforward=kind == "lora_all", seed=seed)
-        classifier = language_model_classifier(backbone, pooling="mean", dropout=settings.classifier_dropout)
-        updates = settings.fine_tune_epochs * -(-split // settings.fine_tune_batch_size)
+        classifier, epochs, inputs = new_classifier(*key)
+        updates = epochs * -(-split // settings.fine_tune_batch_size)
         schedule = WarmupLinearDecay(learning_rate, updates // 10, updates)  # a tenth of the updates to warm up
         classifier.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
                            loss="binary_crossentropy", metrics=["accuracy"], jit_compile=settings.jit_compile)
-        fine_tuning_runs[key] = fit_best(classifier, (label_x[:split], label_y[:split]),
-                                         (label_x[split:], label_y[split:]), epochs=settings.fine_tune_epochs,
-                                         patience=settings.fine_tune_epochs, batch_size=settings.fine_tune_batch_size)
+        fine_tuning_runs[key] = fit_best(classifier, (inputs[:split], label_y[:split]),
+                                         (inputs[split:], label_y[split:]), epochs=epochs, patience=epochs,
+                                         batch_size=settings.fine_tune_batch_size)
     return fine_tuning_runs[key]
 
-
+# %%
 def trainable_parameters(model):
     return sum(int(np.prod(weight.shape)) for weight in model.trainable_weights)
 
 
-def test_accuracy(classifier):
-    return float(np.mean((keras.ops.convert_to_numpy(classifier.predict(test_x, verbose=0))[:, 0] > 0.5) == test_y))
+def test_accuracy(kind, classifier):
+    predicted = classifier.predict(test_features if kind == "head" else test_x, batch_size=64, verbose=0)
+    return float(np.mean((keras.ops.convert_to_numpy(predicted)[:, 0] > 0.5) == test_y))
 
-# %%
+
 arm_rate = {}
 for kind, name in ADAPTATIONS.items():
     arm_rate[kind], scores = best_on_validation(
@@ -748,16 +791,19 @@ for kind, name in ADAPTATIONS.items():
           + ", ".join(f"{rate:g}: {loss:.4f}" for rate, loss in scores.items()) + f" -> {arm_rate[kind]:g}")
 
 # %%
-accuracy = {kind: np.array([test_accuracy(fine_tune(kind, arm_rate[kind], seed)[0]) for seed in settings.seeds])
+accuracy = {kind: np.array([test_accuracy(kind, fine_tune(kind, arm_rate[kind], seed)[0]) for seed in settings.seeds])
             for kind in ADAPTATIONS}
 print(f"{'arm':<31} {'trains':>9} {'share':>7} {'rate':>7}   test accuracy, per seed")
 for kind, name in ADAPTATIONS.items():
     classifier = fine_tune(kind, arm_rate[kind], settings.seeds[0])[0]
-    share = trainable_parameters(classifier) / classifier.count_params()
+    size = classifier.count_params() + (pretrained.count_params() if kind == "head" else 0)  # the whole classifier
+    share = trainable_parameters(classifier) / size
     print(f"{name:<31} {trainable_parameters(classifier):>9,} {share:>7.2%} {arm_rate[kind]:>7g}   "
           + ", ".join(f"{value:.4f}" for value in accuracy[kind])
           + f"  (mean {accuracy[kind].mean():.4f})")
-print(f"\nagainst full fine-tuning, paired seeds: mean difference in points and its 95% interval "
+
+# %%
+print(f"against full fine-tuning, paired seeds: mean difference in points and its 95% interval "
       f"({len(settings.seeds)} seeds)")
 for kind in ("head", "lora_attention", "lora_all"):
     mean, low, high = (100 * value for value in interval(accuracy[kind] - accuracy["full"]))
@@ -782,6 +828,8 @@ axis.set_xticks(range(len(ADAPTATIONS)), [name.replace(", ", ",\n") for name in 
 axis.set(ylabel="test accuracy", title="1,000 labels: seeds (dots), mean and 95% interval (bars)")
 axis.legend(fontsize="small")
 plt.show()
+
+# %%
 if record is None:
     print("No recorded full run of notebook 08 here (results/08_bert_pretraining.json).")
 else:
@@ -798,7 +846,7 @@ for rank in settings.lora_ranks:
     classifier, _, facts = fine_tune("lora_all", arm_rate["lora_all"], settings.seeds[0], rank=rank)
     print(f"rank {rank:>2}: trains {trainable_parameters(classifier):>7,} parameters "
           f"({trainable_parameters(classifier) / classifier.count_params():.2%}); best validation loss "
-          f"{facts['best_val_loss']:.4f}; test accuracy {test_accuracy(classifier):.4f}")
+          f"{facts['best_val_loss']:.4f}; test accuracy {test_accuracy('lora_all', classifier):.4f}")
 
 # %%
 key = ("lora_all", arm_rate["lora_all"], settings.seeds[0], settings.lora_rank)
