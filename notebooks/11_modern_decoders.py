@@ -402,26 +402,24 @@ def new_language_model(positions, seed):
                                 positions=positions, intermediate_dim=settings.intermediate_dim,
                                 num_key_value_heads=settings.num_key_value_heads, **settings.model)
 
+
+ablation_runs = {}  # (positions, seed, learning_rate, updates) -> (model, history, facts)
+
 # %%
-ablation_runs = {}
-
-
 def train_arm(positions, seed, learning_rate, updates=settings.ablation_updates):
-    """One arm and seed, `updates` updates at peak `learning_rate`: (model, history, facts), memoised."""
+    """One arm and seed: `updates` (a multiple of rounds) at peak `learning_rate`; (model, history, facts), memoised."""
     key = (positions, seed, learning_rate, updates)
     if key not in ablation_runs:
-        per_round = updates // settings.rounds
-        updates = per_round * settings.rounds
         model = new_language_model(positions, seed)
         schedule = WarmupCosineDecay(learning_rate, min(settings.warmup_steps, updates // 2), updates)
         model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=MaskedCrossEntropy(),
                       jit_compile=settings.jit_compile)
-        batches = RowBatches(train_inputs, train_targets, settings.batch_size, batches_per_epoch=per_round, seed=seed)
+        batches = RowBatches(train_inputs, train_targets, settings.batch_size,
+                             batches_per_epoch=updates // settings.rounds, seed=seed)
         model, history, facts = fit_best(model, batches, (validation_inputs, validation_targets),
                                          epochs=settings.rounds, patience=settings.rounds, validation_batch_size=64,
                                          callbacks=[epoch_progress()])
-        facts["updates"] = updates
-        ablation_runs[key] = (model, history, facts)
+        ablation_runs[key] = (model, history, {**facts, "updates": updates})
     return ablation_runs[key]
 
 # %%
@@ -488,7 +486,7 @@ def test_scores(model, inputs, targets):
 # %%
 long_inputs, long_targets = encode_running_text(tokenizer.encode, test_texts, settings.extrapolation_length, END)
 results, long_results, long_scores = {}, {}, {}
-for positions, name in POSITION_ARMS.items():
+for positions in POSITION_ARMS:
     arm = [runs[positions, seed][0] for seed in settings.seeds]
     results[positions] = np.array([test_scores(model, test_inputs, test_targets)[1] for model in arm])
     long_scores[positions], long_results[positions] = zip(*(test_scores(model, long_inputs, long_targets)
@@ -684,6 +682,8 @@ def einsum_projection(equation, output_shape, input_shape, bias_axes=None):
 alpha_kwargs = ({"lora_alpha": settings.lora_alpha}
                 if "lora_alpha" in inspect.signature(keras.layers.EinsumDense.enable_lora).parameters else None)
 rank, heads, width = 2, 4, 8  # small, so the ranks can be read
+
+# %%
 output_projection = einsum_projection("btnh,nhe->bte", (None, 32), (None, None, heads, width), "e")
 ours = LoRA(output_projection, rank=rank, alpha=settings.lora_alpha if alpha_kwargs else rank)
 ours.build()
@@ -698,6 +698,8 @@ theirs.lora_kernel_b.assign(b)
 x = rng.normal(size=(2, 5, heads, width)).astype("float32")
 print("output projection: ours against Keras' enable_lora with the same A and B, largest difference "
       f"{np.abs(keras.ops.convert_to_numpy(ours(x)) - keras.ops.convert_to_numpy(theirs(x))).max():.1e}")
+
+# %%
 query_projection = einsum_projection("bte,enh->btnh", (None, heads, width), (None, None, 32))
 ours = LoRA(query_projection, rank=rank)
 ours.build()

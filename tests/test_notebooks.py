@@ -59,18 +59,6 @@ def _counted_lines(source: str) -> list[str]:
 # run splits them (its outputs must come from the code as it ran). Each must still be there and still be long.
 OVER_LONG_UNTIL_THE_NEXT_RUN = {
     "08_bert_pretraining": ("runs = {}",),  # 16 lines: clearing Keras' state per run
-    "11_modern_decoders": (  # the second edition's run: its figures, its two protocols' helpers and tables
-        "vector = rng.normal(size=(1, 1, 1, 64))",
-        'POSITION_ARMS = {"rotary"',
-        "counts = np.bincount(train_targets",
-        "def interval(values, confidence=0.95)",
-        "print(f\"{'arm':<18} {'rows of '",
-        "order = np.random.default_rng(0).permutation",
-        "def einsum_projection(equation",
-        "def copied(model)",
-        "accuracy = {kind: np.array(",
-        'record = load_record("08_bert_pretraining")',
-    ),
 }
 
 

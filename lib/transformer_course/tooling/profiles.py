@@ -263,21 +263,21 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # The classifier on that base: 08's protocol at 1,000 labels, four arms, the same seeds.
             "label_reviews": 1000,
             "label_validation_reviews": 500,
-            "classifier_length": 128,  # the last 128 tokens of each review (its ending holds the verdict)
+            "classifier_length": 256,  # the last 256 tokens of each review (its ending holds the verdict)
             "classifier_test_reviews": 2000,  # a fixed sample of the test split
             "classifier_dropout": 0.1,  # on the pooled vector
             # Each arm's peak rates (warm-up over a tenth, then linear decay), chosen on the validation reviews;
             # LoRA's about ten times full fine-tuning's (Schulman and Thinking Machines, 2025).
             "fine_tune_learning_rates": {
                 "head": (1e-2, 3e-2, 1e-1),
-                "lora_attention": (3e-3, 1e-2),
-                "lora_all": (3e-3, 1e-2),
-                "full": (3e-4, 1e-3),
+                "lora_attention": (1e-2, 3e-2),
+                "lora_all": (1e-2, 3e-2),
+                "full": (1e-3, 3e-3),
             },
             "lora_rank": 4,
             "lora_alpha": 8.0,  # fixed, so the scale alpha / r falls as the rank grows (Hu et al., 2021, §4.1)
             "lora_ranks": (1, 4, 16),  # the rank sweep: seed 0, LoRA on attention and feed-forward
-            "fine_tune_epochs": 4,
+            "fine_tune_epochs": 3,
             # The head alone reads the frozen model's pooled vectors, computed once: an epoch costs almost nothing.
             "head_epochs": 30,
             "fine_tune_batch_size": 32,
