@@ -131,3 +131,58 @@ def test_the_readme_package_table_names_every_module_of_the_package():
     modules = {path.stem for path in package.glob("*.py") if not path.stem.startswith("_")}
     modules |= {path.parent.name for path in package.glob("*/__init__.py")} - {"records"}  # records: data only
     assert not {module for module in modules if f"`{module}`" not in section}
+
+
+# A reading ("**Reading the run.** ...") interprets a recorded run, so each number it states with two or more
+# decimals must be one the run printed (rounded as printed, or a percentage of a printed fraction), or a
+# constant of the notebook's own code (a lesson's 0.02). The exceptions, by notebook, until that notebook's next full
+# run prints them; each must still be in a reading and still be printed nowhere.
+READ_OFF_A_FIGURE_UNTIL_THE_NEXT_RUN = {
+    "08_bert_pretraining": {"0.397", "0.381"},  # the discriminator's loss, read off its curve, printed by no cell
+}
+_READING_NUMBER = re.compile(r"(?<![\w.·⁻])((?:\d{1,3}(?:,\d{3})+|\d+)\.\d{2,})")
+_PRINTED_NUMBER = re.compile(r"\d+(?:,\d{3})*\.\d+")
+
+
+def _printed_numbers(notebook) -> list[tuple[float, int]]:
+    """(value, decimals) of every decimal number in the code cells' text outputs and in their sources."""
+    texts = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            texts.append(output.get("text", "") + output.get("data", {}).get("text/plain", ""))
+    numbers = []
+    for match in _PRINTED_NUMBER.finditer("\n".join(texts)):
+        literal = match.group(0).replace(",", "")
+        numbers.append((float(literal), len(literal.split(".")[1])))
+    return numbers
+
+
+def _shown(literal: str, printed: list[tuple[float, int]]) -> bool:
+    """Whether a reading's number is a printed one, rounded to the reading's decimals (or a printed fraction x 100)."""
+    value, decimals = float(literal), len(literal.split(".")[1])
+    half_step = 0.5 * 10.0**-decimals + 1e-9
+    for number, places in printed:
+        if places >= decimals and abs(number - value) <= half_step:
+            return True
+        if places >= decimals + 2 and abs(100 * number - value) <= half_step:  # 0.6853 printed, 68.53 (%) read
+            return True
+    return False
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_number_a_reading_states_is_one_the_run_printed(path):
+    notebook = nbformat.read(path, as_version=4)
+    printed = _printed_numbers(notebook)
+    excused = READ_OFF_A_FIGURE_UNTIL_THE_NEXT_RUN.get(path.stem, set())
+    stated, unprinted = set(), set()
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and "**Reading" in cell.source:
+            for match in _READING_NUMBER.finditer(cell.source):
+                literal = match.group(1).replace(",", "")
+                stated.add(literal)
+                if not _shown(literal, printed):
+                    unprinted.add(literal)
+    assert unprinted - excused == set(), (
+        f"numbers in {path.stem}'s readings that no output shows: {unprinted - excused}"
+    )
+    assert excused <= unprinted, f"excused numbers that are printed now or no longer read: {excused - unprinted}"
