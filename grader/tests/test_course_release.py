@@ -61,9 +61,10 @@ def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
         assert sorted(solutions) == catalogued and sorted(checks) == catalogued, (path.name, solutions, checks)
 
 
-def _without_lesson_cells(path: Path, out: Path, release: Path) -> None:
-    """A copy of a notebook whose code is its setup cell, its exercise and check cells, and the cells its graded
-    functions need (their imports, found as the grader finds them: :func:`.slicing.program_for`)."""
+def _without_lesson_cells(path: Path, out: Path, release: Path, keep_setup: bool = True) -> None:
+    """A copy of a notebook whose code is its setup cell (unless ``keep_setup`` is False), its exercise and check
+    cells, and the cells its graded functions need (their imports, found as the grader finds them:
+    :func:`.slicing.program_for`)."""
     import nbformat
 
     from transformer_course_grader import grader
@@ -75,7 +76,10 @@ def _without_lesson_cells(path: Path, out: Path, release: Path) -> None:
     notebook.cells = [
         cell
         for index, cell in enumerate(notebook.cells)
-        if cell.cell_type != "code" or cell is first_code or cell.metadata.get("nbgrader") or index in needed
+        if cell.cell_type != "code"
+        or (keep_setup and cell is first_code)
+        or cell.metadata.get("nbgrader")
+        or index in needed
     ]
     nbformat.write(notebook, out)
 
@@ -84,10 +88,12 @@ def _without_lesson_cells(path: Path, out: Path, release: Path) -> None:
 def graded(tmp_path_factory):
     """The instructor's notebooks and the untouched student versions, graded in the sandbox.
 
-    Both are graded without their lesson cells, keeping the setup cell, the exercise and check cells and
-    the cells the graded functions need (their imports): the grader neither locks nor inspects the
-    lesson, so what it says of the copy is what it says of the notebook, and the lessons run in full
-    elsewhere (nbval runs each source notebook, tests/test_release_reruns.py each release)."""
+    Both are graded without their lesson cells, keeping the exercise and check cells and the cells the
+    graded functions need (their imports): the grader neither locks nor inspects the lesson, so what it
+    says of the copy is what it says of the notebook, and the lessons run in full elsewhere (nbval runs
+    each source notebook, tests/test_release_reruns.py each release). The instructor's copies keep the
+    setup cell too, so that it is seen to run in the sandbox; the untouched ones do not (it imports Keras,
+    about 6 s of a core each, and nothing of an untouched release needs it)."""
     root = tmp_path_factory.mktemp("course")
     release = root / "release"
     release.mkdir()
@@ -99,7 +105,7 @@ def graded(tmp_path_factory):
         _without_lesson_cells(
             ROOT / "notebooks" / released.name, root / "submissions" / "instructor" / released.name, released
         )
-        _without_lesson_cells(released, root / "submissions" / "untouched" / released.name, released)
+        _without_lesson_cells(released, root / "submissions" / "untouched" / released.name, released, keep_setup=False)
     results = grade_folder(
         root / "submissions", root / "report", release, LIMITS, workers=2, progress=False, sandbox=sandbox_available()
     )
