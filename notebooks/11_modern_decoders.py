@@ -14,7 +14,7 @@
 # ---
 
 # %% [markdown]
-# # 11 — From GPT-2 to today's decoders: rotary positions, RMSNorm, SwiGLU and grouped queries, measured; then LoRA, int8 and several devices
+# # 11 — From GPT-2 to today's decoders: rotary positions, RMSNorm, SwiGLU and grouped queries, measured
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/11_modern_decoders.ipynb)
 #
@@ -29,24 +29,22 @@
 #   key/value cache of notebook 09;
 # - **one change at a time**: rotary against learned positions inside the Llama-style block, at
 #   equal updates, three seeds, each arm its own learning rate, with a 95% interval; and both on
-#   texts twice as long as they trained on;
-# - the language model as a **classifier**: its head alone, then, from that head, **LoRA** on the
-#   attention and feed-forward projections and full fine-tuning, three seeds each; the model in **int8**; and
-#   the same training steps on **several devices**.
+#   texts twice as long as they trained on.
 #
-# **Prerequisites:** notebook 09 (the language model, its data and bits per character) and
-# notebook 08 (the fine-tuning protocol the classifier follows).
+# Notebook 12 takes the rotary model further: a classifier from it (its head alone, LoRA and full
+# fine-tuning), the model in int8, and its training on several devices.
+#
+# **Prerequisites:** notebook 09 (the language model, its data and bits per character).
 #
 # Every layer here is the course's own, in `transformer_course`, and each is checked against the
 # library's: `keras_hub.layers.RotaryEmbedding`, `keras.layers.RMSNormalization`,
-# `keras.layers.GroupQueryAttention`, keras-hub's `LlamaTransformerDecoder` (the test suite),
-# Keras' own `enable_lora` and `quantize("int8")`. Six graded exercises put each new idea in your
-# hands: the rotation, RMSNorm, grouped queries, int8, LoRA's merge and the data-parallel gradient.
+# `keras.layers.GroupQueryAttention` and keras-hub's `LlamaTransformerDecoder` (the test suite).
+# Three graded exercises put each new idea in your hands: the rotation, RMSNorm and grouped
+# queries.
 #
 # Data: the IMDB Large Movie Review Dataset — Maas et al., 2011, *Learning Word Vectors for
 # Sentiment Analysis*, ACL-HLT, pp. 142–150 (no explicit license; cite the paper): 09's running
-# text (training and unlabelled reviews, labels unused) for the language models, and the labels
-# of a fixed sample of training reviews for the classifier.
+# text (training and unlabelled reviews, labels unused).
 
 # %%
 import subprocess
@@ -62,37 +60,24 @@ import transformer_course as tc
 settings = tc.start_notebook("11", seed=42)
 
 # %%
-import inspect
-import json
-import os
-import tempfile
-import warnings
-
 import keras
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy import stats
 
-from transformer_course import epoch_progress, load_record, report_metric
+from transformer_course import epoch_progress, report_metric
 from transformer_course.attention import GroupedQueryAttention
 from transformer_course.bpe import BytePairEncoding
 from transformer_course.datasets import distinct_texts, load_imdb, load_imdb_unlabelled
-from transformer_course.decoding import greedy_decode
-from transformer_course.generation import CachedLanguageModel
-from transformer_course.language_model import LanguageModel, build_language_model, language_model_classifier
-from transformer_course.lora import LoRA, add_lora, lora_weights, merge_lora
-from transformer_course.metrics import MaskedCrossEntropy, bits_per_character, token_log_probabilities
+from transformer_course.language_model import build_language_model
+from transformer_course.metrics import (
+    MaskedCrossEntropy,
+    bits_per_character,
+    mean_interval,
+    token_log_probabilities,
+)
 from transformer_course.positional import sinusoidal_encoding
 from transformer_course.rotary import rotary_embedding
-from transformer_course.training import (
-    RowBatches,
-    WarmupCosineDecay,
-    WarmupLinearDecay,
-    best_on_validation,
-    encode_running_text,
-    fit_best,
-    interleaved_timings,
-)
+from transformer_course.training import RowBatches, WarmupCosineDecay, best_on_validation, encode_running_text, fit_best
 from transformer_course.transformer import LlamaDecoder, RMSNorm, SwiGLUFeedForward
 
 # %% [markdown]
@@ -469,15 +454,6 @@ axis.legend(fontsize="small")
 plt.show()
 
 # %%
-def interval(values):
-    """(mean, low, high): the mean of `values` and scipy's 95% Student-t interval for it (nan bounds for one)."""
-    values = np.asarray(values, dtype="float64")
-    if len(values) < 2:
-        return values.mean(), np.nan, np.nan
-    low, high = stats.ttest_1samp(values, 0.0).confidence_interval(0.95)
-    return values.mean(), low, high
-
-
 def test_scores(model, inputs, targets):
     """log P of each test token (float64, like `targets`) and the bits per character they make."""
     scores = token_log_probabilities(model, inputs, targets)
@@ -501,7 +477,7 @@ for positions, name in POSITION_ARMS.items():
     print(f"{name:<18} {arm[0][0].count_params():>10,} {arm[0][2]['updates']:>8,} {minutes:>8.1f}   "
           + ", ".join(f"{value:.4f}" for value in results[positions]))
 differences = results["learned"] - results["rotary"]  # paired: the same seed's initial draw and rows
-mean, low, high = interval(differences)
+mean, low, high = mean_interval(differences)
 print(f"learned minus rotary, per seed: {', '.join(f'{value:+.4f}' for value in differences)}; "
       f"mean {mean:+.4f}, 95% interval {low:+.4f} to {high:+.4f} ({len(differences)} seeds)")
 
@@ -543,6 +519,9 @@ report_metric("test_bits_per_character_rotary", float(results["rotary"].mean()),
 report_metric("test_bits_per_character_learned", float(results["learned"].mean()),
               "the same block with learned positions: mean test bits per character over "
               f"{len(settings.seeds)} seeds")
+report_metric("rotary_peak_learning_rate", position_rate["rotary"],
+              f"the peak learning rate the rotary arm chose at seed {settings.seeds[0]} on the validation text "
+              "(notebook 12's base trains at it)")
 report_metric("learned_minus_rotary_bits_per_character", float(mean),
               "learned minus rotary positions, test bits per character, mean of the paired seeds")
 report_metric("long_rows_change_rotary", float((long_results["rotary"] - results["rotary"]).mean()),
@@ -583,519 +562,6 @@ report_metric("long_rows_change_learned", float((long_results["learned"] - resul
 #   rotary model's pre-training loss fell faster than BERT's, whose positions are learned.
 
 # %% [markdown]
-# ## 6. The language model as a classifier: head only, LoRA and full fine-tuning
-#
-# The model fine-tuned here is a base of its own: section 5's rotary arm, seed 0, at the rate
-# section 5 chose for it, trained for `base_updates` updates of 32 rows of 256 tokens, three
-# times as long as a section-5 run (its minutes and its validation bits per character are printed
-# below). Section 5 needs many short runs; a classifier can only be as good as the features its
-# base gives it. A
-# classifier reads its final states through a pooling and a dense layer
-# (`language_model_classifier`). GPT's classifier reads the last real token (Radford et al.,
-# 2018, §3.2), the one position that has read the whole text; but a model trained only to predict
-# the next token keeps there what the next token needs, not a summary of the review. This
-# classifier reads the mean of every real token's state instead (`pooling="mean"`, padding
-# masked), then dropout and one dense unit with a sigmoid.
-#
-# Three arms and a variant, each starting from the same pre-trained weights:
-#
-# - **head only**: every weight of the language model frozen; only the dense layer trains. The
-#   control: it measures what the pre-trained features carry with nothing adapted. A frozen model
-#   gives each review the same pooled vector at every epoch, so the vectors are computed once and
-#   the head (dropout and the sigmoid unit) trains on them: the same model, at a tiny fraction of
-#   the cost, so the control gets `head_epochs` epochs and a grid of higher rates, its best chance;
-# - **LoRA on the attention and feed-forward projections**: every pre-trained weight frozen; each
-#   query, key, value and output projection, and each of SwiGLU's three matrices, gains a
-#   trainable change $\tfrac{\alpha}{r} A B$ of its whole matrix (section 6.1; Hu et al., 2021,
-#   §4.1), as Schulman and Thinking Machines, 2025 (*LoRA Without Regret*), recommend; and, as a
-#   variant, **LoRA on the attention projections only**, where Hu et al. (§4.2) put it;
-# - **full fine-tuning**: every weight trains.
-#
-# The protocol is notebook 08's: a fixed random sample of `label_reviews` training reviews to
-# learn from and `label_validation_reviews` more to choose the epoch and the learning rate, a
-# fixed sample of `classifier_test_reviews` test reviews to report; each review its **last**
-# `classifier_length` tokens (the verdict tends to come at the end); AdamW with a warm-up over the
-# first tenth of the updates and a linear decay to 0; dropout `classifier_dropout` on the pooled
-# vector; `fine_tune_epochs` epochs (the head alone `head_epochs`), the weights of the best
-# validation epoch kept. **Each arm has its own learning-rate grid**, chosen at seed 0 on the
-# validation reviews: LoRA's about 10 times full fine-tuning's, as *LoRA Without Regret* finds,
-# and one step below; LoRA on the attention projections alone trains at the rate LoRA on every
-# projection chose, at seed 0 only (a variant, not a fourth arm). **Three paired seeds** (a seed
-# sets the dense layer's and A's initial weights, the dropout and the batch order).
-#
-# **Every adapted arm starts from the head-only arm's trained head** of the same seed: first
-# the linear probe, then the fine-tuning (*LP-FT*, Kumar et al., 2022). A head drawn at random
-# sends random gradients into the model for the first updates; from the trained head, LoRA and
-# full fine-tuning start where the control ended, and their difference from it is what adapting
-# the model adds.
-#
-# **The hypothesis**, set before the run: LoRA, training at most 3% of the parameters, lands
-# within 2 points of full fine-tuning's test accuracy at 1,000 labels, and the head alone at least
-# 3 points below both.
-
-# %%
-def classifier_rows(texts):
-    """Each text's last classifier_length BPE ids, padded with 0 on the right: int (R, classifier_length)."""
-    rows = np.zeros((len(texts), settings.classifier_length), "int32")
-    for row, text in enumerate(texts):
-        ids = tokenizer.encode(text)[-settings.classifier_length:]
-        rows[row, :len(ids)] = ids
-    return rows
-
-
-order = np.random.default_rng(0).permutation(len(train_split.texts))  # a fixed sample of labelled reviews
-labelled = order[:settings.label_reviews + settings.label_validation_reviews]
-label_x = classifier_rows([train_split.texts[index] for index in labelled])
-label_y = train_split.labels[labelled].astype("float32")
-split = settings.label_reviews
-test_x = classifier_rows(test_split.texts[:settings.classifier_test_reviews])
-test_y = test_split.labels[:settings.classifier_test_reviews].astype("float32")
-
-# %%
-majority = max(test_y.mean(), 1 - test_y.mean())
-print(f"{split:,} reviews to learn from, {len(label_y) - split:,} to validate on, {len(test_y):,} test reviews; "
-      f"always answering the test sample's majority class scores {majority:.4f}, and a constant guess "
-      f"of 0.5 a validation loss of ln 2 = {np.log(2):.4f}")
-pretrained, _, pretraining = train_arm("rotary", settings.seeds[0], position_rate["rotary"],
-                                       updates=settings.base_updates)
-print(f"the pre-trained model: rotary positions, seed {settings.seeds[0]}, {pretraining['updates']} updates at "
-      f"peak rate {position_rate['rotary']:g}, {pretraining['seconds'] / 60:.1f} min of training; validation "
-      f"{pretraining['best_val_loss'] * to_bits:.4f} bits per character (section 5's seed-{settings.seeds[0]} "
-      f"run: {runs['rotary', settings.seeds[0]][2]['best_val_loss'] * to_bits:.4f}; the unigram table: "
-      f"{unigram_bits:.4f})")
-
-# %% [markdown]
-# ### 6.1 LoRA on the whole matrix, and Keras' per-head LoRA
-#
-# LoRA (Hu et al., 2021, §4.1) freezes a pre-trained weight matrix W (d × k) and learns a
-# low-rank change, $W + \tfrac{\alpha}{r} A B$, with A (d × r) drawn at random and B (r × k) at
-# zero, so the adapted model starts as the pre-trained one. The course's `LoRA` layer
-# (`transformer_course.lora`) reads a projection's kernel as that matrix: the query projection's
-# kernel (E, N, H) is the E × N·H matrix that maps a token to all N heads at once, so A is
-# (E × r), B (r × N·H), and the change has rank at most r. Keras has LoRA built in
-# (`EinsumDense.enable_lora`), and on the output projection, whose kernel (N, H, E) reads as an
-# N·H × E matrix, the two are the same: Keras' A is (N, H, r) and B (r, E). On the query
-# projection they differ: Keras gives A the kernel's leading axes, (E, N, r), and B (r, H), so
-# **each head gets its own A**: N changes of rank r side by side, rank up to N·r.
-
-# %%
-def einsum_projection(equation, output_shape, input_shape, bias_axes=None):
-    """A built EinsumDense with random weights (the shape of one of attention's projections)."""
-    layer = keras.layers.EinsumDense(equation, output_shape, bias_axes=bias_axes)
-    layer.build(input_shape)
-    return layer
-
-
-alpha_kwargs = ({"lora_alpha": settings.lora_alpha}
-                if "lora_alpha" in inspect.signature(keras.layers.EinsumDense.enable_lora).parameters else None)
-rank, heads, width = 2, 4, 8  # small, so the ranks can be read
-
-# %%
-output_projection = einsum_projection("btnh,nhe->bte", (None, 32), (None, None, heads, width), "e")
-ours = LoRA(output_projection, rank=rank, alpha=settings.lora_alpha if alpha_kwargs else rank)
-ours.build()
-theirs = einsum_projection("btnh,nhe->bte", (None, 32), (None, None, heads, width), "e")
-theirs.set_weights(output_projection.get_weights())
-theirs.enable_lora(rank, **(alpha_kwargs or {}))  # a Keras before lora_alpha: alpha = rank
-a, b = rng.normal(size=(heads * width, rank)).astype("float32"), rng.normal(size=(rank, 32)).astype("float32")
-ours.lora_a.assign(a)
-ours.lora_b.assign(b)
-theirs.lora_kernel_a.assign(a.reshape(heads, width, rank))
-theirs.lora_kernel_b.assign(b)
-x = rng.normal(size=(2, 5, heads, width)).astype("float32")
-print("output projection: ours against Keras' enable_lora with the same A and B, largest difference "
-      f"{np.abs(keras.ops.convert_to_numpy(ours(x)) - keras.ops.convert_to_numpy(theirs(x))).max():.1e}")
-
-# %%
-query_projection = einsum_projection("bte,enh->btnh", (None, heads, width), (None, None, 32))
-ours = LoRA(query_projection, rank=rank)
-ours.build()
-ours.lora_b.assign(rng.normal(size=(rank, heads * width)).astype("float32"))
-our_change = keras.ops.convert_to_numpy(ours.merged_kernel() - query_projection.kernel).reshape(32, -1)
-theirs = einsum_projection("bte,enh->btnh", (None, heads, width), (None, None, 32))
-theirs.enable_lora(rank)
-theirs.lora_kernel_b.assign(rng.normal(size=(rank, width)).astype("float32"))
-their_change = keras.ops.convert_to_numpy(theirs.kernel - theirs._kernel).reshape(32, -1)
-print(f"query projection (E, N, H) = (32, {heads}, {width}), rank r = {rank}:")
-print(f"  ours:   A {tuple(ours.lora_a.shape)}, B {tuple(ours.lora_b.shape)}; the change of the 32 x {heads * width} "
-      f"matrix has rank {np.linalg.matrix_rank(our_change, tol=1e-4)}")
-print(f"  Keras': A {tuple(theirs.lora_kernel_a.shape)}, B {tuple(theirs.lora_kernel_b.shape)}; the change has "
-      f"rank {np.linalg.matrix_rank(their_change, tol=1e-4)} (N·r = {heads * rank})")
-
-# %% [markdown]
-# Merging: after training, $W + \tfrac{\alpha}{r} A B$ can be computed once and stored as the
-# projection's kernel, so the adapted model runs as fast as the original (`merge_lora` returns
-# such a copy; exercise 11.5 asks you to write the merge).
-#
-# ### 6.2 The four arms
-
-# %%
-def copied(model):
-    """A new language model with `model`'s configuration and weights (fine-tuning changes the copy only)."""
-    copy = LanguageModel.from_config(model.get_config())
-    copy.set_weights(model.get_weights())
-    return copy
-
-
-pooling = language_model_classifier(pretrained, pooling="mean")  # shares the pre-trained layers; nothing trains
-encoder = keras.Model(pooling.input, pooling.get_layer("mean_of_real_tokens").output)
-label_features, test_features = (encoder.predict(rows, batch_size=64, verbose=0) for rows in (label_x, test_x))
-print(f"the frozen model's pooled vectors: {label_features.shape} to learn from and validate on, "
-      f"{test_features.shape} to test")
-ADAPTATIONS = {"head": "head only", "lora_attention": "LoRA, attention",
-               "lora_all": "LoRA, attention + feed-forward", "full": "full fine-tuning"}
-backbones, arm_rate, fine_tuning_runs = {}, {}, {}  # fine_tuning_runs: memoised runs by arm
-
-# %%
-def new_classifier(kind, learning_rate, seed, rank, probe):
-    """An arm's classifier, its epochs, and what it learns from and is tested on; it starts from `probe`'s head."""
-    if kind == "head":  # dropout and the sigmoid unit, on the frozen model's pooled vectors
-        head = keras.Sequential([keras.Input(label_features.shape[1:]),
-                                 keras.layers.Dropout(settings.classifier_dropout),
-                                 keras.layers.Dense(1, activation="sigmoid", name="class_output", dtype="float32")])
-        return head, settings.head_epochs, label_features, test_features
-    backbone = backbones[kind, learning_rate, seed, rank] = copied(pretrained)  # kept for the merge
-    if kind.startswith("lora"):
-        add_lora(backbone, rank, alpha=settings.lora_alpha, feedforward=kind == "lora_all", seed=seed)
-    classifier = language_model_classifier(backbone, pooling="mean", dropout=settings.classifier_dropout)
-    classifier.get_layer("class_output").set_weights(probe.get_layer("class_output").get_weights())
-    return classifier, settings.fine_tune_epochs, label_x, test_x
-
-# %%
-def fine_tune(kind, learning_rate, seed, rank=settings.lora_rank):
-    """One arm trained at peak `learning_rate`: (classifier, history, facts, test inputs), memoised."""
-    key = (kind, learning_rate, seed, rank)
-    if key not in fine_tuning_runs:
-        probe = None if kind == "head" else fine_tune("head", arm_rate["head"], seed)[0]  # this seed's head
-        keras.utils.set_random_seed(seed)
-        classifier, epochs, inputs, test_inputs = new_classifier(*key, probe)
-        updates = epochs * -(-split // settings.fine_tune_batch_size)
-        schedule = WarmupLinearDecay(learning_rate, updates // 10, updates)  # a tenth of the updates to warm up
-        classifier.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss="binary_crossentropy",
-                           metrics=["accuracy"], jit_compile=settings.fine_tune_jit_compile)
-        data = (inputs[:split], label_y[:split]), (inputs[split:], label_y[split:])
-        fine_tuning_runs[key] = (*fit_best(classifier, *data, epochs=epochs, patience=epochs,
-                                           batch_size=settings.fine_tune_batch_size), test_inputs)
-    return fine_tuning_runs[key]
-
-# %%
-for kind, rates in settings.fine_tune_learning_rates.items():  # the head first: the other arms start from it
-    arm_rate[kind], scores = best_on_validation(
-        rates, lambda rate, arm=kind: fine_tune(arm, rate, settings.seeds[0])[2]["best_val_loss"],
-        higher_is_better=False)
-    print(f"{ADAPTATIONS[kind]:<31} seed {settings.seeds[0]}, best validation loss at each peak rate: "
-          + ", ".join(f"{rate:g}: {loss:.4f}" for rate, loss in scores.items()) + f" -> {arm_rate[kind]:g}")
-arm_rate["lora_attention"] = arm_rate["lora_all"]
-seeds_of = {kind: settings.seeds[:1] if kind == "lora_attention" else settings.seeds for kind in ADAPTATIONS}
-print(f"{ADAPTATIONS['lora_attention']:<31} seed {settings.seeds[0]} only, at the rate of LoRA on every projection")
-
-# %%
-test_accuracies = {}
-
-
-def test_accuracy(kind, learning_rate, seed, rank=settings.lora_rank):
-    """One trained arm's accuracy on the test reviews (memoised: each classifier predicts them once)."""
-    key = (kind, learning_rate, seed, rank)
-    if key not in test_accuracies:
-        classifier, _, _, test_inputs = fine_tune(*key)
-        predicted = keras.ops.convert_to_numpy(classifier.predict(test_inputs, batch_size=64, verbose=0))
-        test_accuracies[key] = float(np.mean((predicted[:, 0] > 0.5) == test_y))
-    return test_accuracies[key]
-
-
-def parameter_counts(kind, classifier):
-    """(trainable, total) parameters of an arm's classifier; the head's total counts the frozen model too."""
-    trainable = sum(int(np.prod(weight.shape)) for weight in classifier.trainable_weights)
-    return trainable, classifier.count_params() + (pretrained.count_params() if kind == "head" else 0)
-
-# %%
-accuracy = {kind: np.array([test_accuracy(kind, arm_rate[kind], seed) for seed in seeds_of[kind]])
-            for kind in ADAPTATIONS}
-print(f"{'arm':<31} {'trains':>9} {'share':>7} {'rate':>7}   test accuracy, per seed")
-for kind, name in ADAPTATIONS.items():
-    trainable, total = parameter_counts(kind, fine_tune(kind, arm_rate[kind], settings.seeds[0])[0])
-    print(f"{name:<31} {trainable:>9,} {trainable / total:>7.2%} {arm_rate[kind]:>7g}   "
-          + ", ".join(f"{value:.4f}" for value in accuracy[kind]) + f"  (mean {accuracy[kind].mean():.4f})")
-for kind in ("lora_all", "full"):  # does the best epoch come last (more epochs might help)?
-    losses = fine_tune(kind, arm_rate[kind], settings.seeds[0])[1].history["val_loss"]
-    print(f"{ADAPTATIONS[kind]}, seed {settings.seeds[0]}: validation loss after each epoch "
-          + ", ".join(f"{loss:.4f}" for loss in losses) + f" (the head it started from: "
-          f"{fine_tune('head', arm_rate['head'], settings.seeds[0])[2]['best_val_loss']:.4f})")
-
-# %%
-print(f"paired seeds: mean difference in points and its 95% interval ({len(settings.seeds)} seeds)")
-for kind, against in (("head", "full"), ("lora_all", "full"), ("lora_all", "head")):
-    mean, low, high = (100 * value for value in interval(accuracy[kind] - accuracy[against]))
-    print(f"  {ADAPTATIONS[kind] + ' minus ' + ADAPTATIONS[against]:<54} {mean:+6.2f}  ({low:+.2f} to {high:+.2f})")
-alone = accuracy["lora_attention"][0]  # one seed: no interval
-print(f"{ADAPTATIONS['lora_attention']}, seed {settings.seeds[0]} only, minus each arm's seed {settings.seeds[0]}: "
-      + ", ".join(f"{ADAPTATIONS[kind]} {100 * (alone - accuracy[kind][0]):+.2f}"
-                  for kind in ("head", "lora_all", "full")))
-
-# %%
-record = load_record("08_bert_pretraining")
-figure, axis = plt.subplots(figsize=(7, 3.5))
-for position, kind in enumerate(ADAPTATIONS):
-    mean, low, high = interval(accuracy[kind])
-    axis.errorbar([position], [mean], yerr=[[mean - low], [high - mean]] if np.isfinite(low) else None, fmt="o",
-                  color=f"C{position}", capsize=4)
-    axis.plot([position] * len(accuracy[kind]), accuracy[kind], ".", color=f"C{position}", alpha=0.5)
-axis.axhline(majority, color="grey", linestyle=":", label=f"the majority class ({majority:.3f})")
-if record is not None:
-    scratch = record["metrics"]["fine_tuned_1000_scratch"]["value"]
-    axis.axhline(scratch, color="black", linestyle="--", label=f"notebook 08's encoder from scratch ({scratch:.3f})")
-axis.set_xticks(range(len(ADAPTATIONS)), [name.replace(", ", ",\n") for name in ADAPTATIONS.values()])
-axis.set(ylabel="test accuracy", title="1,000 labels: seeds (dots), mean and 95% interval (bars)")
-axis.legend(fontsize="small")
-plt.show()
-
-# %%
-if record is None:
-    print("No recorded full run of notebook 08 here (results/08_bert_pretraining.json).")
-else:
-    for name in ("fine_tuned_1000_pretrained", "fine_tuned_1000_scratch"):
-        metric = record["metrics"][name]
-        print(f"notebook 08: {metric['description']}: {metric['value']:.4f}")
-
-# %% [markdown]
-# The **rank**, on seed 0 at the chosen rate of LoRA on the attention and feed-forward
-# projections (α fixed at `lora_alpha`, so the scale α/r falls as r grows, as Hu et al. set it):
-
-# %%
-for rank in settings.lora_ranks:
-    classifier, _, facts, _ = fine_tune("lora_all", arm_rate["lora_all"], settings.seeds[0], rank=rank)
-    trainable, total = parameter_counts("lora_all", classifier)
-    print(f"rank {rank:>2}: trains {trainable:>7,} parameters ({trainable / total:.2%}); best validation loss "
-          f"{facts['best_val_loss']:.4f}; test accuracy "
-          f"{test_accuracy('lora_all', arm_rate['lora_all'], settings.seeds[0], rank):.4f}")
-
-# %%
-key = ("lora_all", arm_rate["lora_all"], settings.seeds[0], settings.lora_rank)
-adapted = fine_tune(*key)[0]
-merged_backbone = merge_lora(backbones[key])  # a plain LanguageModel: each W + (alpha / r) A B folded in
-merged = language_model_classifier(merged_backbone, pooling="mean", dropout=settings.classifier_dropout)
-merged.get_layer("class_output").set_weights(adapted.get_layer("class_output").get_weights())
-difference = np.abs(keras.ops.convert_to_numpy(merged.predict(test_x[:64], verbose=0))
-                    - keras.ops.convert_to_numpy(adapted.predict(test_x[:64], verbose=0))).max()
-print(f"merged into plain projections: {len(lora_weights(merged_backbone))} LoRA weights left, "
-      f"{merged.count_params():,} parameters against the adapted classifier's {adapted.count_params():,}; "
-      f"largest difference in their predictions {difference:.1e}")
-
-# %%
-report_metric("classifier_accuracy_full", float(accuracy["full"].mean()),
-              f"rotary LM fine-tuned fully, 1,000 labels: mean test accuracy over {len(settings.seeds)} seeds "
-              f"({len(test_y):,} test reviews)")
-report_metric("classifier_accuracy_lora", float(accuracy["lora_all"].mean()),
-              f"the same with LoRA (rank {settings.lora_rank}) on the attention and feed-forward projections",
-              headline=True, read_against="classifier_accuracy_full")
-report_metric("classifier_accuracy_lora_attention", float(accuracy["lora_attention"].mean()),
-              f"the same with LoRA (rank {settings.lora_rank}) on the attention projections only: seed "
-              f"{settings.seeds[0]} only")
-report_metric("classifier_accuracy_head_only", float(accuracy["head"].mean()),
-              "the same with the language model frozen, only the dense layer trained (the other arms' start)")
-
-# %% [markdown]
-# **Reading the fine-tuning** (the recorded run). **LoRA adapts the model, and recovers a
-# quarter of what full fine-tuning adds.** The base trained 360 updates in 8.2 minutes, to 2.0840
-# bits per character on the validation text against 2.3649 for section 5's 120-update run. Full
-# fine-tuning on it reaches **75.45%** (76.55, 75.00, 74.80). That is above notebook 08's
-# encoder trained from scratch (71.62%) and its masked-LM encoder (72.68%): this protocol can
-# learn the task. Every arm left the floor of a constant guess (ln 2 = 0.6931): best validation losses
-# 0.6304 for the head alone, 0.6077 for LoRA on every projection, 0.5177 for full fine-tuning.
-#
-# - **The control works.** The head alone reads the frozen features to 66.17%, 9.28 points below
-#   full fine-tuning (95% interval −11.86 to −6.71): separated.
-# - **LoRA on the attention and feed-forward projections** reaches 68.53% (68.85, 68.60, 68.15),
-#   training 1.80% of the weights: **2.37 points above the head it started from** (interval
-#   +0.93 to +3.80, separated) and **6.92 points below full fine-tuning** (−8.63 to −5.20,
-#   separated). Of the 9.28 points that adapting the whole model adds over the head, LoRA recovers
-#   2.37.
-# - LoRA on the attention projections alone (one seed, 0.71% of the weights) reaches 67.35%,
-#   between the head (+1.20 at seed 0) and LoRA on every projection (−1.50).
-# - **The hypothesis is refuted** in this configuration: LoRA is not within 2 points of full
-#   fine-tuning, and the head is more than 3 points below full fine-tuning but only 2.37 below
-#   LoRA (an interval, +0.93 to +3.80, that holds 3).
-# - The rank barely matters here: rank 1, 4 and 16 reach 68.00%, 68.85% and 68.85% at seed 0
-#   (validation losses 0.6103, 0.6077, 0.6032). On one seed, the rank is not what holds LoRA back.
-#
-# The tuning checks, and what this run still cannot rule out:
-#
-# - **Rate: settled for LoRA.** Its grid reaches a step below the ten-to-one ratio, and 10⁻²
-#   beat both 3·10⁻³ and 3·10⁻² on the validation reviews. Full fine-tuning and the head chose the
-#   top of their grids (3·10⁻³ and 10⁻¹): a higher rate could raise either; for full fine-tuning
-#   that would widen its lead.
-# - **Updates: not settled.** 96 updates, 3 epochs of 32. LoRA's validation loss was still falling
-#   at its last epoch (0.6753, 0.6158, 0.6077), while full fine-tuning's was best at its second
-#   (0.5884, 0.5177, 0.5398). LoRA's first epoch *raised* the loss above the head's 0.6304; our
-#   reading, not measured here: the warm-up to its peak rate disturbs the model before the change
-#   A B helps. More epochs for LoRA alone is the next run.
-# - **Scale.** A 2-million-parameter model pre-trained for 360 updates; *LoRA Without Regret*
-#   reports LoRA matching full fine-tuning on models of billions of parameters, where a small
-#   data set needs a small fraction of the capacity.
-#
-# Merging works: the adapted classifier's LoRA layers, folded into plain projections, give the
-# same predictions (largest difference 0.0), with 37 thousand fewer parameters to store.
-
-# %% [markdown]
-# ## 7. int8: a quarter of the bytes
-#
-# A trained model can be stored and run with 8-bit integer weights. Keras' `quantize("int8")`
-# replaces each kernel of a `Dense` or `EinsumDense` layer, and each row of an `Embedding` table,
-# by integers in [−127, 127] and one float scale per output unit (per row): the unit's largest
-# absolute weight becomes 127 (**absmax** quantization; `keras.quantizers.abs_max_quantize`).
-# Inputs are quantized on the fly too. The norms' scales and the output bias stay float32.
-#
-# Absmax spends its 255 levels on the range up to the largest weight, so one large weight (an
-# **outlier**) coarsens every other weight of its row. Dettmers et al., 2022 (*LLM.int8()*) show
-# that from about 6.7 billion parameters a few outlier features dominate, and keep those in 16
-# bits. One row of 256 weights, with and without one outlier:
-
-# %%
-row = rng.normal(0.0, 0.02, size=(1, 256)).astype("float32")
-with_outlier = row.copy()
-with_outlier[0, 0] = 1.0
-for name, weights in (("no outlier", row), ("one weight of 1.0", with_outlier)):
-    integers, multiplier = (keras.ops.convert_to_numpy(value)
-                            for value in keras.quantizers.abs_max_quantize(weights, axis=-1))
-    error = np.abs(integers / multiplier - weights)[0, 1:]  # the other 255 weights
-    print(f"{name:<18} step {1 / multiplier[0, 0]:.5f}; distinct integers {len(np.unique(integers)):>3}; "
-          f"mean error of the other weights {error.mean():.5f} ({error.mean() / np.abs(row[0, 1:]).mean():.0%} of "
-          "their mean size)")
-
-# %% [markdown]
-# Exercise 11.4 asks you to write absmax quantization of a matrix, row by row, and its
-# dequantization. On the rotary model of section 5 (seed 0): its weight file (the weights alone,
-# `save_weights`), its bits per character on the same test text, and its generation speed.
-
-# %%
-def quantized_copy(model):
-    """A copy of `model` in int8 (Keras names every layer it leaves in float, norms and dropout: not news)."""
-    copy = copied(model)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*does not have a `quantize` method")
-        copy.quantize("int8")
-    return copy
-
-
-float_model, int8_model = copied(pretrained), quantized_copy(pretrained)
-folder = tempfile.mkdtemp()
-sizes = {}
-for name, model in (("float32", float_model), ("int8", int8_model)):
-    model.save_weights(os.path.join(folder, f"{name}.weights.h5"))
-    sizes[name] = os.path.getsize(os.path.join(folder, f"{name}.weights.h5"))
-print(f"weights: float32 {sizes['float32'] / 1e6:.2f} MB, int8 {sizes['int8'] / 1e6:.2f} MB "
-      f"({sizes['int8'] / sizes['float32']:.3f} of float32)")
-
-# %%
-reloaded = quantized_copy(pretrained)  # a quantized model is built, then the int8 weights are loaded into it
-reloaded.load_weights(os.path.join(folder, "int8.weights.h5"))
-same = np.array_equal(*(keras.ops.convert_to_numpy(model(test_inputs[:2])) for model in (reloaded, int8_model)))
-print("the int8 weights, reloaded, give the same probabilities:", same)
-
-# %% [markdown]
-# Generation speed: greedy decoding with the key/value cache, `generation_prompts` sequences at
-# once, `generation_length` new tokens each. One timing says little on a shared CPU, so the two
-# models take turns (`interleaved_timings`: one untimed call each to compile, then
-# `timing_repeats` timed calls each, alternating) and the median of each is reported.
-
-# %%
-prompts = test_inputs[:settings.generation_prompts, :8]
-
-
-def generation(model):
-    """A function that generates `generation_length` tokens for every prompt with `model`'s cache."""
-    cached = CachedLanguageModel(model, settings.chunk_length)
-    return lambda call: greedy_decode(cached.next_token_function(prompts), prompts, end_id=None,
-                                      max_length=settings.generation_length)
-
-
-timings = interleaved_timings({"float32": generation(float_model), "int8": generation(int8_model)},
-                              repeats=settings.timing_repeats)
-quantized = {}
-for name, model in (("float32", float_model), ("int8", int8_model)):
-    scores = token_log_probabilities(model, test_inputs, test_targets)
-    speeds = settings.generation_length * len(prompts) / np.array(timings[name])
-    quantized[name] = (bits_per_character(scores, test_targets, len(scored_text)), float(np.median(speeds)))
-    print(f"{name:<8} {quantized[name][0]:.4f} bits per character; {quantized[name][1]:7.1f} tokens/s, the median "
-          f"of {len(speeds)} (from {speeds.min():.1f} to {speeds.max():.1f})")
-
-# %%
-report_metric("int8_size_ratio", sizes["int8"] / sizes["float32"], "int8 weight file / float32 weight file")
-report_metric("int8_bits_per_character_change", quantized["int8"][0] - quantized["float32"][0],
-              "int8 minus float32 test bits per character (rotary model, seed 0)")
-report_metric("int8_generation_speed_ratio", quantized["int8"][1] / quantized["float32"][1],
-              f"int8 / float32 generated tokens a second, medians of {settings.timing_repeats} interleaved timings")
-
-# %% [markdown]
-# **Reading int8** (the recorded run). The int8 weights take 0.263 of the float32 file (2.16 MB
-# against 8.21 MB; the scales, the norms and the output bias stay float32) and change the bits per
-# character of section 6's base by +0.0002 (2.0999 against 2.0997). **Generation is slower in
-# int8 here**: 509.9 tokens a second against 687.5, the medians of five interleaved timings each,
-# whose ranges do not overlap (477.0 to 527.6 against 590.7 to 718.8): 0.74 of float32's speed. Where the time
-# goes is not measured here; our hypothesis: Keras' int8 layers quantize each input on the fly and
-# rescale (dequantize) each output around the integer product, extra passes over the activations
-# that a model this small does not win back by moving fewer bytes. What int8 buys on any machine
-# is memory: a model four times larger fits in the same space; speed needs int8 arithmetic in
-# hardware and kernels that use it. The outlier row above shows what absmax costs: one weight of
-# 1.0 among weights of about 0.02 widens the step eighteenfold and leaves 15 distinct integers to
-# the row, and the other weights' mean error grows from 1% to 12% of their size.
-
-# %% [markdown]
-# ## 8. Training on several devices
-#
-# With **data parallelism** each of D devices holds a copy of the weights and takes 1/D of every
-# batch; the gradients are averaged across devices before each update, so the update is the one
-# a single device would make on the whole batch (for a loss that is a mean over the batch's rows,
-# and equal shards). Keras 3 says so in one line set before the model is built,
-# `keras.distribution.set_distribution(keras.distribution.DataParallel(devices=...))` (JAX
-# backend), and the training code does not change. `transformer_course.parallel` trains a small
-# Llama-style model for a few steps on one device, then under `DataParallel`, with the same
-# initial weights and global batches. This machine has no several accelerators, so the notebook
-# starts a separate Python with the JAX backend and XLA told to show 4 virtual CPU devices
-# (`--xla_force_host_platform_device_count`, as Keras' own tests do). Exercise 11.6 asks you to
-# show the averaging for a linear model.
-
-# %%
-environment = {**os.environ, "KERAS_BACKEND": "jax",
-               "XLA_FLAGS": f"--xla_force_host_platform_device_count={settings.virtual_devices}"}
-command = [sys.executable, "-m", "transformer_course.parallel", "--steps", str(settings.parallel_steps)]
-finished = subprocess.run(command, env=environment, capture_output=True, text=True)
-if finished.returncode != 0:
-    parallel = None
-    print("Not run here:", (finished.stderr.strip().splitlines() or ["no message"])[-1])
-else:
-    parallel = json.loads(finished.stdout.strip().splitlines()[-1])
-    one, many = parallel["one_device"], parallel["data_parallel"]
-    print(f"{len(parallel['devices'])} devices: {', '.join(parallel['devices'])}")
-    for step, (loss_one, loss_many) in enumerate(zip(one["losses"], many["losses"]), 1):
-        print(f"step {step}: loss on 1 device {loss_one:.6f}, on {len(parallel['devices'])} {loss_many:.6f} "
-              f"(difference {abs(loss_one - loss_many):.1e}); {one['seconds'][step - 1] * 1000:7.1f} ms against "
-              f"{many['seconds'][step - 1] * 1000:7.1f} ms")
-
-# %%
-if parallel is not None:
-    largest = max(abs(a - b) for a, b in zip(parallel["one_device"]["losses"], parallel["data_parallel"]["losses"]))
-    report_metric("data_parallel_largest_loss_difference", largest,
-                  f"largest |loss on 1 device - loss on {len(parallel['devices'])} virtual devices| over "
-                  f"{settings.parallel_steps} steps")
-
-# %% [markdown]
-# **Reading the devices** (the recorded run). At every step the loss on 4 devices equals the loss
-# on one to within 3.3·10⁻⁶, float rounding: the devices add their gradients up in another
-# order. After the first step, which compiles, a step took 29.5 to 59.7 ms on one device and 30.6
-# to 47.0 ms on four: one run each, so read them as "about as long". The 4 "devices" are slices of the
-# same two cores, so no more arithmetic runs at once than before. On 4 real accelerators each
-# would take a quarter of every batch at once.
-
-# %% [markdown]
-# On real accelerators the same code runs unchanged: `keras.distribution.list_devices()` lists
-# the GPUs or TPU cores, and `DataParallel` splits each batch across them. Across several
-# machines, each process calls `keras.distribution.initialize()` first (it reads the
-# coordinator's address, the number of processes and this process's id, from its arguments or
-# the environment) and then sees every host's devices. When the weights no longer fit one device,
-# `ModelParallel` with a `DeviceMesh` and a `LayoutMap` splits the weights too (Keras'
-# distribution guide, keras.io/guides/distribution; `jax.distributed.initialize` underneath).
-#
 # ## Summary
 #
 # - **Rotary position embedding** rotates queries and keys by their positions; the score sees
@@ -1108,24 +574,13 @@ if parallel is not None:
 # - One change at a time, at equal updates, paired seeds and a rate per arm: **rotary positions
 #   led learned ones by 0.045 bits per character**, separated (95% interval 0.031 to 0.060, three seeds),
 #   early in training; on rows twice as long, rotary gained a little and learned lost a little.
-# - **LoRA** trains a low-rank change of each projection's whole matrix (Keras' per-head LoRA
-#   changes the query matrix by rank up to N·r); merged, it costs nothing at inference. Started
-#   from the trained head, on a base whose full fine-tuning reaches 75.5% at 1,000 labels, LoRA on
-#   every projection (1.8% of the weights) reaches 68.5%: 2.4 points above the head alone and 6.9
-#   below full fine-tuning, both separated. Its rate was settled inside its grid; its validation
-#   loss was still falling after 96 updates: a result about this configuration, not yet about the
-#   method.
-# - **int8** stores each weight in a byte with a scale per row: a quarter of the file, +0.0002
-#   bits per character, and 0.74 of float32's generation speed on this CPU.
-# - **Data parallelism** splits each batch across devices and averages the gradients: the same
-#   updates as one device.
 #
 # ## Graded exercises
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# All are plain NumPy. Six exercises, 14 points; our estimate of the time they take, not a
-# measurement: about 100 minutes.
+# All are plain NumPy. Three exercises, 8 points; our estimate of the time they take, not a
+# measurement: about 55 minutes.
 #
 # ### Exercise 11.1 — rotary position embedding (3 points)
 #
@@ -1216,83 +671,6 @@ assert evaluate_hidden("11.3", grouped_query_attention, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 11.4 — absmax int8 quantization (2 points)
-#
-# Write `absmax_int8(weights)`: `weights` is float `(R, C)`. For each row r, its scale is
-# $s_r = \max_j |w_{rj}| / 127$ (for a row of zeros, $s_r = 1$); its integers are
-# $q_{rj} = \mathrm{round}(w_{rj} / s_r)$ (`np.round`), all in [−127, 127]; and its
-# dequantized weights are $q_{rj}\, s_r$. Return `(integers, scales, dequantized)`: float or int
-# `(R, C)`, float `(R,)`, float `(R, C)`. For example, the row [0.5, −1.0, 0.25] has scale 1/127,
-# integers [64, −127, 32] (63.5 rounds to the even 64) and dequantized [0.5039, −1.0, 0.2520].
-
-# %% nbgrader={"grade": false, "grade_id": "exercise_11_4", "locked": false, "schema_version": 3, "solution": true}
-def absmax_int8(weights):
-    """weights (R, C) -> (integers (R, C), scales (R,), dequantized (R, C)): per row, absmax to [-127, 127]."""
-    ### BEGIN SOLUTION
-    weights = np.asarray(weights, dtype="float64")
-    scales = np.abs(weights).max(axis=1) / 127
-    scales = np.where(scales == 0, 1.0, scales)
-    integers = np.round(weights / scales[:, None])
-    return integers, scales, integers * scales[:, None]
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "check_11_4", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-check("11.4", absmax_int8)
-### BEGIN HIDDEN TESTS
-assert evaluate_hidden("11.4", absmax_int8, seed=7).passed
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### Exercise 11.5 — merging LoRA into the weights (2 points)
-#
-# Write `merge_lora_kernel(kernel, a, b, alpha)`: `kernel` is the frozen weight matrix W, float
-# `(d, k)`; `a` is A, float `(d, r)`; `b` is B, float `(r, k)`; `alpha` a float. Return the merged
-# matrix $W + \tfrac{\alpha}{r} A B$, float `(d, k)` (section 6.1): a plain projection with it as
-# its kernel computes what the adapted one does. For example, W = 0 (2 × 2), A = [[1], [0]],
-# B = [[2, 3]], α = 2 give [[4, 6], [0, 0]].
-
-# %% nbgrader={"grade": false, "grade_id": "exercise_11_5", "locked": false, "schema_version": 3, "solution": true}
-def merge_lora_kernel(kernel, a, b, alpha):
-    """kernel (d, k), a (d, r), b (r, k), alpha -> kernel + alpha / r * a @ b, (d, k)."""
-    ### BEGIN SOLUTION
-    a = np.asarray(a, dtype="float64")
-    return np.asarray(kernel, dtype="float64") + alpha / a.shape[1] * a @ np.asarray(b, dtype="float64")
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "check_11_5", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-check("11.5", merge_lora_kernel)
-### BEGIN HIDDEN TESTS
-assert evaluate_hidden("11.5", merge_lora_kernel, seed=7).passed
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### Exercise 11.6 — the data-parallel gradient (2 points)
-#
-# A linear model $\hat y = X w$ with the mean squared error over a batch of B rows,
-# $L = \tfrac{1}{B}\sum_i (x_i \cdot w - y_i)^2$, has the gradient
-# $\nabla_w L = \tfrac{2}{B} X^\top (X w - y)$. Write `data_parallel_gradient(x, y, w, devices)`:
-# `x` float `(B, F)`, `y` float `(B,)`, `w` float `(F,)`, `devices` an int D that divides B.
-# Split the batch into D equal shards of consecutive rows (device d takes rows d·B/D to
-# (d + 1)·B/D − 1), compute on each shard its own loss's gradient (the mean over *its* rows), and
-# average them, as `DataParallel` does (section 8). Return `(shard_gradients, gradient)`: float
-# `(D, F)` and float `(F,)`. The average equals the whole batch's gradient.
-
-# %% nbgrader={"grade": false, "grade_id": "exercise_11_6", "locked": false, "schema_version": 3, "solution": true}
-def data_parallel_gradient(x, y, w, devices):
-    """x (B, F), y (B,), w (F,), devices D dividing B -> (each shard's gradient (D, F), their mean (F,))."""
-    ### BEGIN SOLUTION
-    x, y, w = (np.asarray(array, dtype="float64") for array in (x, y, w))
-    shards = [2 / len(rows_y) * rows_x.T @ (rows_x @ w - rows_y)
-              for rows_x, rows_y in zip(np.split(x, devices), np.split(y, devices))]
-    return np.array(shards), np.mean(shards, axis=0)
-    ### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "check_11_6", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-check("11.6", data_parallel_gradient)
-### BEGIN HIDDEN TESTS
-assert evaluate_hidden("11.6", data_parallel_gradient, seed=7).passed
-### END HIDDEN TESTS
-
 # %% [markdown]
 # ## Written questions (graded by your instructor)
 #
@@ -1313,26 +691,4 @@ assert evaluate_hidden("11.6", data_parallel_gradient, seed=7).passed
 # on the validation text at seed 0), rerun the seeds at the new choices, and, since 120 updates
 # is early, repeat at a longer budget: the learned arm's extra 131,072 table parameters may need
 # more updates than the rotary arm needs.
-# ### END SOLUTION
-
-# %% [markdown]
-# **Question 11.w2 (2 points).** A study compares LoRA with full fine-tuning alone, finds LoRA
-# near chance, and concludes that LoRA failed. What one run
-# separates "LoRA failed" from "the pre-trained features carry nothing LoRA could use", what
-# would each outcome of that run have said, and what does section 6's head-only arm say here?
-
-# %% [markdown] nbgrader={"grade": true, "grade_id": "written_11_2", "locked": false, "points": 2, "schema_version": 3, "solution": true}
-# ### BEGIN SOLUTION
-# **Rubric (2 points).** 1 point: the control is the head-only run: the pre-trained model frozen,
-# only the classifier's dense layer trained (with its own tuned rate). If the head alone reaches
-# well above chance, the features carry the signal, and LoRA near chance would be LoRA's (or its
-# rate's) failure; if the head alone is at chance too, the features or the protocol carry nothing
-# usable, and LoRA's result says nothing about LoRA. The validation loss against ln 2 (a constant
-# guess) tells the same at once. 1 point: here the head alone reached 66.17% (validation loss
-# 0.6304, well off the floor), 9.28 points below full fine-tuning (75.45%), and LoRA on every
-# projection, started from that head, reached 68.53%, 2.37 points above it (interval +0.93 to
-# +3.80): the features carry the signal and LoRA adapts the model, so its 6.92-point shortfall
-# against full fine-tuning belongs to LoRA as it was run (96 updates, its validation loss still
-# falling at the last epoch; its rate inside its grid), and the next run is more updates for
-# LoRA, not a better base.
 # ### END SOLUTION

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from transformer_course import metrics
 from transformer_course.metrics import element_accuracy, sequence_accuracy
 from transformer_course.reversal import one_hot_encode
 
@@ -129,3 +130,17 @@ def test_repetition_rate_is_zero_without_repeats_and_high_for_a_loop():
     assert repetition_rate([loop], 3) == pytest.approx(1 - 3 / 28)
     assert repetition_rate([loop, [1, 2, 3]], 3) == pytest.approx((1 - 3 / 28 + 0.0) / 2)
     assert repetition_rate([[1, 2]], 4) == 0.0  # too short to have a 4-gram: left out
+
+
+def test_mean_interval_is_the_student_t_interval_worked_by_hand():
+    # [1, 2, 3]: mean 2, standard deviation 1, standard error 1/sqrt(3); t(0.975, df 2) = 4.302653
+    mean, low, high = metrics.mean_interval([1.0, 2.0, 3.0])
+    half_width = 4.302653 / np.sqrt(3)
+    assert mean == pytest.approx(2.0)
+    assert (low, high) == pytest.approx((2.0 - half_width, 2.0 + half_width), abs=1e-5)
+    one = metrics.mean_interval([0.25])
+    assert one[0] == 0.25 and np.isnan(one[1]) and np.isnan(one[2])
+    with pytest.raises(ValueError, match="values"):
+        metrics.mean_interval([])
+    with pytest.raises(ValueError, match="confidence"):
+        metrics.mean_interval([1.0, 2.0], confidence=95)

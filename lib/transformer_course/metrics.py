@@ -42,6 +42,7 @@ __all__ = [
     "perplexity",
     "bits_per_character",
     "compressor_bits_per_character",
+    "mean_interval",
 ]
 
 
@@ -430,3 +431,39 @@ def compressor_bits_per_character(text: str) -> dict[str, float]:
         "xz -9e": len(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME)),
     }
     return {name: 8 * size / len(text) for name, size in sizes.items()}
+
+
+def mean_interval(values, confidence: float = 0.95) -> tuple[float, float, float]:
+    """The mean of ``values`` and the Student-t confidence interval for it, over n - 1 degrees of freedom.
+
+    What the course reports for a difference over paired seeds (notebooks 11 and 12): each seed's
+    difference is one value; the interval is "separated" from zero only where it excludes it. The
+    interval comes from SciPy (``scipy.stats.ttest_1samp(...).confidence_interval``).
+
+    Args:
+        values: float array-like (n,), n >= 1: one value per seed.
+        confidence: float in (0, 1), the interval's confidence level (0.95 by default).
+
+    Returns:
+        ``(mean, low, high)``: three Python floats; ``low`` and ``high`` are NaN when n = 1 (one
+        value has no spread to estimate).
+
+    Raises:
+        ValueError: ``values`` is empty or not one-dimensional, or ``confidence`` is not in (0, 1).
+
+    Example:
+        >>> mean, low, high = mean_interval([1.0, 2.0, 3.0])  # t(0.975, 2 degrees of freedom) = 4.303
+        >>> round(mean, 4), round(low, 4), round(high, 4)
+        (2.0, -0.4841, 4.4841)
+    """
+    values = np.asarray(values, dtype="float64")
+    if values.ndim != 1 or len(values) == 0:
+        raise ValueError(f"values must be a non-empty 1-D sequence (one value per seed); received shape {values.shape}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1); received {confidence!r}")
+    if len(values) < 2:
+        return float(values.mean()), math.nan, math.nan
+    from scipy import stats  # scikit-learn's dependency; imported here, where it is needed
+
+    low, high = stats.ttest_1samp(values, 0.0).confidence_interval(confidence)
+    return float(values.mean()), float(low), float(high)

@@ -826,7 +826,7 @@ EXERCISES: dict[str, Exercise] = {
             hint=_grouped_attention_hint,
         ),
         Exercise(
-            "11.4",
+            "12.1",
             "absmax int8 quantization",
             "absmax_int8",
             2,
@@ -834,7 +834,7 @@ EXERCISES: dict[str, Exercise] = {
             hint=_absmax_hint,
         ),
         Exercise(
-            "11.5",
+            "12.2",
             "merging LoRA into the weights",
             "merge_lora_kernel",
             2,
@@ -842,7 +842,7 @@ EXERCISES: dict[str, Exercise] = {
             hint=_merge_lora_hint,
         ),
         Exercise(
-            "11.6",
+            "12.3",
             "the data-parallel gradient",
             "data_parallel_gradient",
             2,
@@ -865,7 +865,8 @@ STUDY_MINUTES = {
     "08": 45,
     "09": 210,
     "10": 45,
-    "11": 100,
+    "11": 55,
+    "12": 45,
 }
 
 

@@ -257,8 +257,27 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "rounds": 4,  # validation after each quarter of a run's updates
             "seeds": (0, 1, 2),  # paired; seed 0 also chooses each arm's learning rate (on the validation text)
             "jit_compile": True,
-            # The classifier's base: rotary positions, seed 0, at the rate the ablation chose for them, trained three
-            # times as long as an ablation run.
+        },
+        "12": {
+            # Notebook 11's text and tokens (the same settings), and its Llama-style block with rotary positions.
+            "train_reviews": 30000,
+            "validation_reviews": 200,
+            "test_reviews": 500,
+            "bpe_reviews": 25000,
+            "merges": 2000,
+            "chunk_length": 256,
+            "model": {"embed_dim": 256, "num_heads": 4, "num_layers": 2, "dropout": 0.0},
+            "intermediate_dim": 688,
+            "num_key_value_heads": 2,
+            "batch_size": 32,
+            "warmup_steps": 30,
+            "rounds": 4,  # validation after each quarter of the base's updates
+            "seeds": (0, 1, 2),  # paired; seed 0 also the base's, and the one that chooses each arm's learning rate
+            "jit_compile": True,
+            # The classifier's base: seed 0, at the peak rate notebook 11's ablation chose for rotary positions (its
+            # record's rotary_peak_learning_rate; a test holds the two equal), trained three times as long as an
+            # ablation run.
+            "base_learning_rate": 8e-3,
             "base_updates": 360,
             # The classifier on that base: 08's protocol at 1,000 labels, four arms, the same seeds.
             "label_reviews": 1000,
@@ -444,10 +463,25 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "extrapolation_length": 64,
         "warmup_steps": 2,
         "ablation_updates": 4,
-        "base_updates": 4,
         "rounds": 2,
         "seeds": (0,),
         "position_learning_rates": (2e-3,),
+        "jit_compile": False,
+    },  # compiling costs more than a tiny run saves
+    "12": {
+        "train_reviews": 300,
+        "validation_reviews": 30,
+        "test_reviews": 20,
+        "bpe_reviews": 150,
+        "merges": 200,
+        "chunk_length": 32,
+        "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
+        "intermediate_dim": 48,
+        "warmup_steps": 2,
+        "base_updates": 4,
+        "base_learning_rate": 2e-3,
+        "rounds": 2,
+        "seeds": (0,),
         "label_reviews": 32,
         "label_validation_reviews": 16,
         "classifier_length": 32,

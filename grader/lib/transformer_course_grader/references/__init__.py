@@ -1530,9 +1530,9 @@ REGISTRY = {
     "11.1": Registration(_rotate_cases, _rotate_reference, twin="transformer_course.rotary:rotary_embedding"),
     "11.2": Registration(_rms_norm_cases, _rms_norm_reference, twin="transformer_course.transformer:RMSNorm.call"),
     "11.3": Registration(_grouped_attention_cases, _grouped_attention_reference),
-    "11.4": Registration(_absmax_cases, _absmax_reference),
-    "11.5": Registration(_merge_lora_cases, _merge_lora_reference, twin="transformer_course.lora:LoRA.merged_kernel"),
-    "11.6": Registration(_data_parallel_cases, _data_parallel_reference),
+    "12.1": Registration(_absmax_cases, _absmax_reference),
+    "12.2": Registration(_merge_lora_cases, _merge_lora_reference, twin="transformer_course.lora:LoRA.merged_kernel"),
+    "12.3": Registration(_data_parallel_cases, _data_parallel_reference),
 }
 
 
