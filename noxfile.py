@@ -101,11 +101,16 @@ def versions(session, pair):
 
 @nox.session(name="colab-2026", python="3.13")
 def colab_2026(session):
-    """Unit tests and notebooks 01, 04, 07, 08, 09, 11 (smoke) on Colab's 2026 stack."""
+    """Unit tests and notebooks 01, 04, 07, 08, 09, 11, 12 (smoke) on Colab's 2026 stack."""
     _test_stack(
         session,
         COLAB_2026,
-        [*SMOKE_NOTEBOOKS, "notebooks/09_language_model.ipynb", "notebooks/11_modern_decoders.ipynb"],
+        [
+            *SMOKE_NOTEBOOKS,
+            "notebooks/09_language_model.ipynb",
+            "notebooks/11_modern_decoders.ipynb",
+            "notebooks/12_adapting_decoders.ipynb",
+        ],
     )
 
 

@@ -308,28 +308,34 @@ ADAPTATIONS = {"head": "head only", "lora_attention": "LoRA, attention",
 backbones, arm_rate, fine_tuning_runs = {}, {}, {}  # fine_tuning_runs: memoised runs by arm
 
 # %%
-def new_classifier(kind, learning_rate, seed, rank, probe):
-    """An arm's classifier, its epochs, and what it learns from and is tested on; it starts from `probe`'s head."""
+def new_classifier(kind, learning_rate, seed, rank, epochs, probe):
+    """An arm's classifier, and what it learns from and is tested on; it starts from `probe`'s head."""
     if kind == "head":  # dropout and the sigmoid unit, on the frozen model's pooled vectors
         head = keras.Sequential([keras.Input(label_features.shape[1:]),
                                  keras.layers.Dropout(settings.classifier_dropout),
                                  keras.layers.Dense(1, activation="sigmoid", name="class_output", dtype="float32")])
-        return head, settings.head_epochs, label_features, test_features
-    backbone = backbones[kind, learning_rate, seed, rank] = copied(pretrained)  # kept for the merge
+        return head, label_features, test_features
+    backbone = backbones[kind, learning_rate, seed, rank, epochs] = copied(pretrained)  # kept for the merge
     if kind.startswith("lora"):
         add_lora(backbone, rank, alpha=settings.lora_alpha, feedforward=kind == "lora_all", seed=seed)
     classifier = language_model_classifier(backbone, pooling="mean", dropout=settings.classifier_dropout)
     classifier.get_layer("class_output").set_weights(probe.get_layer("class_output").get_weights())
-    return classifier, settings.fine_tune_epochs, label_x, test_x
+    return classifier, label_x, test_x
 
 # %%
-def fine_tune(kind, learning_rate, seed, rank=settings.lora_rank):
+def epochs_of(kind, epochs=None):
+    """An arm's epochs: `epochs` if given, else the head's `head_epochs` or every other arm's `fine_tune_epochs`."""
+    return epochs or (settings.head_epochs if kind == "head" else settings.fine_tune_epochs)
+
+
+def fine_tune(kind, learning_rate, seed, rank=settings.lora_rank, epochs=None):
     """One arm trained at peak `learning_rate`: (classifier, history, facts, test inputs), memoised."""
-    key = (kind, learning_rate, seed, rank)
+    key = (kind, learning_rate, seed, rank, epochs_of(kind, epochs))
     if key not in fine_tuning_runs:
         probe = None if kind == "head" else fine_tune("head", arm_rate["head"], seed)[0]  # this seed's head
         keras.utils.set_random_seed(seed)
-        classifier, epochs, inputs, test_inputs = new_classifier(*key, probe)
+        classifier, inputs, test_inputs = new_classifier(*key, probe)
+        epochs = key[-1]
         updates = epochs * -(-split // settings.fine_tune_batch_size)
         schedule = WarmupLinearDecay(learning_rate, updates // 10, updates)  # a tenth of the updates to warm up
         classifier.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss="binary_crossentropy",
@@ -354,9 +360,9 @@ print(f"{ADAPTATIONS['lora_attention']:<31} seed {settings.seeds[0]} only, at th
 test_accuracies = {}
 
 
-def test_accuracy(kind, learning_rate, seed, rank=settings.lora_rank):
+def test_accuracy(kind, learning_rate, seed, rank=settings.lora_rank, epochs=None):
     """One trained arm's accuracy on the test reviews (memoised: each classifier predicts them once)."""
-    key = (kind, learning_rate, seed, rank)
+    key = (kind, learning_rate, seed, rank, epochs_of(kind, epochs))
     if key not in test_accuracies:
         classifier, _, _, test_inputs = fine_tune(*key)
         predicted = keras.ops.convert_to_numpy(classifier.predict(test_inputs, batch_size=64, verbose=0))
@@ -430,8 +436,23 @@ for rank in settings.lora_ranks:
           f"{facts['best_val_loss']:.4f}; test accuracy "
           f"{test_accuracy('lora_all', arm_rate['lora_all'], settings.seeds[0], rank):.4f}")
 
+# %% [markdown]
+# The **cheap tuning check on updates**: LoRA on every projection at its chosen rate, seed 0,
+# trained for `lora_check_epochs` epochs instead of `fine_tune_epochs` (the same warm-up over a
+# tenth and decay to 0, stretched over them; the best validation epoch kept), beside its run
+# above. If more updates carried LoRA near full fine-tuning, the comparison above would have
+# starved it.
+
 # %%
-key = ("lora_all", arm_rate["lora_all"], settings.seeds[0], settings.lora_rank)
+for epochs in (settings.fine_tune_epochs, settings.lora_check_epochs):
+    _, history, facts, _ = fine_tune("lora_all", arm_rate["lora_all"], settings.seeds[0], epochs=epochs)
+    print(f"LoRA, every projection, seed {settings.seeds[0]}, {epochs} epochs: validation loss after each epoch "
+          + ", ".join(f"{loss:.4f}" for loss in history.history["val_loss"])
+          + f"; best at epoch {facts['best_epoch']}; test accuracy "
+          f"{test_accuracy('lora_all', arm_rate['lora_all'], settings.seeds[0], epochs=epochs):.4f}")
+
+# %%
+key = ("lora_all", arm_rate["lora_all"], settings.seeds[0], settings.lora_rank, settings.fine_tune_epochs)
 adapted = fine_tune(*key)[0]
 merged_backbone = merge_lora(backbones[key])  # a plain LanguageModel: each W + (alpha / r) A B folded in
 merged = language_model_classifier(merged_backbone, pooling="mean", dropout=settings.classifier_dropout)

@@ -17,7 +17,7 @@ def test_every_notebook_has_at_least_two_graded_exercises():
     per_notebook = {}
     for exercise in EXERCISES.values():
         per_notebook.setdefault(exercise.notebook, []).append(exercise.id)
-    assert sorted(per_notebook) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"]
+    assert sorted(per_notebook) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"]
     assert all(len(ids) >= 2 for ids in per_notebook.values())
 
 

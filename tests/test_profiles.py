@@ -104,3 +104,15 @@ def test_start_notebook_sets_tensorflow_functions_eager_in_smoke_and_traced_in_f
             assert ("functions run eagerly" in capsys.readouterr().out) is eager
     finally:
         tf.config.run_functions_eagerly(False)
+
+
+def test_notebook_12s_base_trains_at_the_rate_notebook_11s_ablation_chose():
+    """12's base is 11's rotary arm trained longer: its peak rate is the one 11's recorded run chose."""
+    from pathlib import Path
+
+    from transformer_course import load_record
+
+    record = load_record("11_modern_decoders", Path(__file__).resolve().parents[1] / "results")
+    assert record is not None, "results/11_modern_decoders.json is missing"
+    chosen = record["metrics"]["rotary_peak_learning_rate"]["value"]
+    assert _SETTINGS["full"]["12"]["base_learning_rate"] == chosen

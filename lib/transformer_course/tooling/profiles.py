@@ -297,6 +297,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "lora_alpha": 8.0,  # fixed, so the scale alpha / r falls as the rank grows (Hu et al., 2021, §4.1)
             "lora_ranks": (1, 4, 16),  # the rank sweep: seed 0, LoRA on attention and feed-forward
             "fine_tune_epochs": 3,
+            "lora_check_epochs": 6,  # the tuning check on updates: LoRA on every projection, seed 0, twice the epochs
             # The head alone reads the frozen model's pooled vectors, computed once: an epoch costs almost nothing.
             "head_epochs": 30,
             "fine_tune_batch_size": 32,
@@ -489,6 +490,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "fine_tune_learning_rates": {"head": (1e-3,), "lora_all": (1e-3,), "full": (1e-3,)},
         "lora_ranks": (1, 4),
         "fine_tune_epochs": 1,
+        "lora_check_epochs": 2,
         "head_epochs": 2,
         "generation_prompts": 2,
         "generation_length": 4,
