@@ -108,6 +108,8 @@ test_texts = test_split.texts[:settings.test_reviews]  # the test reviews come s
 tokenizer = BytePairEncoding.train(train_texts[:settings.bpe_reviews], settings.merges,
                                    special_tokens=["<|endoftext|>"], progress=True).with_id_offset(1)
 END, vocabulary_size = tokenizer.special_ids["<|endoftext|>"], tokenizer.vocabulary_size
+
+# %%
 train_inputs, train_targets = encode_running_text(tokenizer.encode, train_texts, settings.chunk_length, END,
                                                   description="encoding the training text")
 validation_inputs, validation_targets = encode_running_text(tokenizer.encode, validation_texts,
@@ -327,7 +329,7 @@ def epochs_of(kind, epochs=None):
     """An arm's epochs: `epochs` if given, else the head's `head_epochs` or every other arm's `fine_tune_epochs`."""
     return epochs or (settings.head_epochs if kind == "head" else settings.fine_tune_epochs)
 
-
+# %%
 def fine_tune(kind, learning_rate, seed, rank=settings.lora_rank, epochs=None):
     """One arm trained at peak `learning_rate`: (classifier, history, facts, test inputs), memoised."""
     key = (kind, learning_rate, seed, rank, epochs_of(kind, epochs))
