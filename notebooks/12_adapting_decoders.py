@@ -336,8 +336,7 @@ def fine_tune(kind, learning_rate, seed, rank=settings.lora_rank, epochs=None):
     if key not in fine_tuning_runs:
         probe = None if kind == "head" else fine_tune("head", arm_rate["head"], seed)[0]  # this seed's head
         keras.utils.set_random_seed(seed)
-        classifier, inputs, test_inputs = new_classifier(*key, probe)
-        epochs = key[-1]
+        (classifier, inputs, test_inputs), epochs = new_classifier(*key, probe), key[-1]
         updates = epochs * -(-split // settings.fine_tune_batch_size)
         schedule = WarmupLinearDecay(learning_rate, updates // 10, updates)  # a tenth of the updates to warm up
         classifier.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss="binary_crossentropy",
