@@ -551,7 +551,7 @@ report_metric("long_rows_change_learned", float((long_results["learned"] - resul
 # What the comparison holds equal, and what it does not:
 #
 # - **Compute.** 120 updates of 32 rows each for every run; the two arms cost the same per update
-#   (3.1 and 3.2 minutes a run, with validation). The learned arm has 131,072 more parameters (its
+#   (3.0 and 2.8 minutes a run, with validation). The learned arm has 131,072 more parameters (its
 #   512 × 256 table), which 120 updates at positions 0 to 255 must train from scratch: that is
 #   part of what the lead measures.
 # - **Tuning.** Both arms chose the top of their grid, 8·10⁻³, by less than 0.001 bits per
