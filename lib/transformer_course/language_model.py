@@ -393,7 +393,7 @@ def language_model_classifier(
     * ``"mean"``: the mean of every real token's state (``keras.layers.GlobalAveragePooling1D``
       with the padding mask): each position has read its own prefix, and the mean gathers what
       all of them hold. A model trained only to predict the next token keeps at its last position
-      what the next token needs, not a summary of the text; notebook 11 compares the two.
+      what the next token needs, not a summary of the text (notebook 12 reads the mean).
 
     Args:
         model: a :class:`LanguageModel` (either architecture).

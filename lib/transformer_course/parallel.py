@@ -1,4 +1,4 @@
-"""Data parallelism: the same training steps on one device and on several (notebook 11).
+"""Data parallelism: the same training steps on one device and on several (notebook 12).
 
 Each of D devices holds a copy of every weight and takes 1/D of each batch; the gradients are
 averaged across the devices before the update, so with the same global batch the updates (and

@@ -13,7 +13,7 @@ Two ways to pool, both here:
   BERT (08) and the Vision Transformer (10) use them.
 * the **last real token** (Radford et al., 2018, §3.2): in a causal decoder only the last
   position has seen the whole text, so a classifier on a language model reads its vector
-  (:class:`LastTokenPooling`; notebook 11).
+  (:class:`LastTokenPooling`; notebook 12 says why its classifier reads the mean instead).
 * the vectors at **chosen positions** (:class:`GatherPositions`): what a masked language model's
   head reads (BERT, ELECTRA; notebook 08).
 """
