@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/11_modern_decoders.ipynb)
 #
-# **Run time:** full profile about 66 min on a 2-core CPU, smoke profile about 65 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 26 min on a 2-core CPU, smoke profile about 30 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - **rotary position embedding** (RoPE): positions as rotations of the queries and keys, so a
@@ -554,7 +554,7 @@ report_metric("long_rows_change_learned", float((long_results["learned"] - resul
 # What the comparison holds equal, and what it does not:
 #
 # - **Compute.** 120 updates of 32 rows each for every run; the two arms cost the same per update
-#   (3.0 and 2.8 minutes a run, with validation). The learned arm has 131,072 more parameters (its
+#   (2.8 minutes a run each, with validation). The learned arm has 131,072 more parameters (its
 #   512 × 256 table), which 120 updates at positions 0 to 255 must train from scratch: that is
 #   part of what the lead measures.
 # - **Tuning.** Both arms chose the top of their grid, 8·10⁻³, by under a thousandth of a bit per
