@@ -83,7 +83,7 @@ def _environment() -> dict:
 def _test_stack(session, stack: list[str], notebooks: list[str]) -> None:
     """Install ``stack`` (TensorFlow, Keras and what moves with them) beside the other pins; run the unit
     tests and ``notebooks`` in the smoke profile."""
-    # JAX is left out: its pin needs a newer ml-dtypes than older TensorFlow allows (notebook 11 says so and
+    # JAX is left out: its pin needs a newer ml-dtypes than older TensorFlow allows (notebook 12 says so and
     # skips its section on several devices; the test that needs JAX skips too).
     replaced = ("tensorflow", "keras", "tensorflow-text", "keras-hub", "numpy", "jax")
     session.install(*stack, *_pinned(without=replaced))

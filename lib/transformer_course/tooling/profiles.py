@@ -259,21 +259,9 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "jit_compile": True,
         },
         "12": {
-            # Notebook 11's text and tokens (the same settings), and its Llama-style block with rotary positions.
-            "train_reviews": 30000,
-            "validation_reviews": 200,
-            "test_reviews": 500,
-            "bpe_reviews": 25000,
-            "merges": 2000,
-            "chunk_length": 256,
-            "model": {"embed_dim": 256, "num_heads": 4, "num_layers": 2, "dropout": 0.0},
-            "intermediate_dim": 688,
-            "num_key_value_heads": 2,
-            "batch_size": 32,
-            "warmup_steps": 30,
-            "rounds": 4,  # validation after each quarter of the base's updates
-            "seeds": (0, 1, 2),  # paired; seed 0 also the base's, and the one that chooses each arm's learning rate
-            "jit_compile": True,
+            # Notebook 11's text and tokens, and its Llama-style block with rotary positions (filled in below);
+            # rounds: validation after each quarter of the base's updates; seed 0 is also the base's, and the one
+            # that chooses each arm's learning rate.
             # The classifier's base: seed 0, at the peak rate notebook 11's ablation chose for rotary positions (its
             # record's rotary_peak_learning_rate; a test holds the two equal), trained three times as long as an
             # ablation run.
@@ -342,6 +330,13 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
 
 # The smoke profile changes only what makes a notebook slow; every other setting is the full
 # profile's. A key here that the full profile lacks is an error (a test checks it).
+# Notebook 12 trains notebook 11's rotary block on notebook 11's text: the settings of both, stated once (11's).
+_SHARED_WITH_11 = (
+    "train_reviews", "validation_reviews", "test_reviews", "bpe_reviews", "merges", "chunk_length", "model",
+    "intermediate_dim", "num_key_value_heads", "batch_size", "warmup_steps", "rounds", "seeds", "jit_compile",
+)  # fmt: skip
+_SETTINGS["full"]["12"] = {name: _SETTINGS["full"]["11"][name] for name in _SHARED_WITH_11} | _SETTINGS["full"]["12"]
+
 _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
     "01": {
         "train_size": 200,
@@ -469,16 +464,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "position_learning_rates": (2e-3,),
         "jit_compile": False,
     },  # compiling costs more than a tiny run saves
-    "12": {
-        "train_reviews": 300,
-        "validation_reviews": 30,
-        "test_reviews": 20,
-        "bpe_reviews": 150,
-        "merges": 200,
-        "chunk_length": 32,
-        "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
-        "intermediate_dim": 48,
-        "warmup_steps": 2,
+    "12": {  # notebook 11's text and block settings are filled in below
         "base_updates": 4,
         "base_learning_rate": 2e-3,
         "rounds": 2,
@@ -522,6 +508,9 @@ def _overridden(values: dict, overrides: dict) -> dict:
     return merged
 
 
+_SMOKE_OVERRIDES["12"] = {
+    name: _SMOKE_OVERRIDES["11"][name] for name in _SHARED_WITH_11 if name in _SMOKE_OVERRIDES["11"]
+} | _SMOKE_OVERRIDES["12"]
 _SETTINGS["smoke"] = {
     notebook: _overridden(values, _SMOKE_OVERRIDES.get(notebook, {})) for notebook, values in _SETTINGS["full"].items()
 }
