@@ -89,7 +89,10 @@ from transformer_course.electra import (
     ElectraBatches,
     ElectraPretrainer,
     ReplacedTokenDetectionLoss,
+    constant_guess_loss,
+    detection_quality,
     electra_inputs,
+    replaced_rate,
 )
 from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
 from transformer_course.pretraining import (
@@ -320,7 +323,7 @@ print(f"parameters: {pretrainer.count_params():,}")
 OBJECTIVES = {"masked LM": {"loss": {"mlm": MaskedCrossEntropy()}, "metrics": {"mlm": [masked_accuracy]}},
               "ELECTRA": {"loss": {"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
                           "loss_weights": {"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT},
-                          "metrics": {"generator": [masked_accuracy]}}}
+                          "metrics": {"generator": [masked_accuracy], "discriminator": [replaced_rate]}}}
 
 
 def schedule_for(updates):
@@ -433,6 +436,13 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 # allows. Its chosen positions are all `[MASK]` in the generator's input (§2), and the held-out
 # inputs are the masked LM's, with the same positions chosen.
 #
+# The discriminator's loss needs a yardstick too: a discriminator that says "replaced, with
+# probability r" at every token, whatever it reads, scores best with r the share of replaced
+# tokens, and then its loss is the binary entropy H(r) = −r ln r − (1 − r) ln(1 − r) nats a token
+# (`electra.constant_guess_loss`). A loss at H(r) means nothing learned about *which* tokens were
+# replaced; the plot draws the floor beside the loss, and after training the held-out tokens are
+# also scored by ROC AUC (0.5 for a guess; `electra.detection_quality`).
+#
 # **The hypothesis**, set before the run: at equal pre-training minutes, ELECTRA's gain over
 # training from scratch is at least the masked LM's + 2 points at 1,000 and at 3,000 labels.
 
@@ -441,11 +451,12 @@ held_out_electra = electra_inputs(validation_segments, np.random.default_rng(1),
                                   (PAD, CLS, SEP, MASK), settings.max_predictions)
 assert (held_out_electra[0]["mask_positions"] == positions).all()  # the masked LM's held-out blanks
 electra = compiled(new_electra(), "ELECTRA", per_round["ELECTRA"] * rounds)
-detection = WindowMeans("discriminator_loss", every=max(1, min(100, per_round["ELECTRA"] // 10)))
+window = max(1, min(100, per_round["ELECTRA"] // 10))  # updates a training point averages
+detection, replaced = WindowMeans("discriminator_loss", window), WindowMeans("discriminator_replaced_rate", window)
 electra, electra_history, electra_facts = fit_best(
     electra, batches_for("ELECTRA", per_round["ELECTRA"]), held_out_electra, epochs=rounds, patience=rounds,
     budget_minutes=2 * settings.pretraining_minutes + 5, validation_batch_size=256,
-    callbacks=[epoch_progress(), detection])
+    callbacks=[epoch_progress(), detection, replaced])
 electra.save(checkpoint_path("electra"))
 print(f"{electra_facts['epochs']} rounds ({detection.updates:,} updates), {electra_facts['seconds'] / 60:.1f} min, "
       f"best round {electra_facts['best_epoch']}; parameters {electra.count_params():,} (the discriminator "
@@ -460,6 +471,8 @@ left.plot(electra_round_ends, electra_history.history["val_generator_masked_accu
 left.set(xlabel="updates", ylabel="held-out blanks right", title="filling the same held-out blanks")
 left.legend()
 right.plot(*zip(*detection.points), label=f"training, each {detection.every} updates")
+right.plot([update for update, _ in replaced.points], constant_guess_loss([r for _, r in replaced.points]), ":",
+           color="grey", label="floor: a constant guess at the replaced rate")
 right.plot(electra_round_ends, electra_history.history["val_discriminator_loss"], "o-", label="held out")
 right.set(xlabel="updates", ylabel="binary cross-entropy per real token", title="the discriminator's loss")
 right.legend()
@@ -472,9 +485,16 @@ def training_loss_by(update):
     return f"{dict(detection.points)[max(ends)]:.3f}" if ends else "-"
 
 
+name = "val_discriminator_replaced_rate"  # the held-out inputs' replaced share, after each round
 print(f"the discriminator's loss after each round: training (last {detection.every} updates) "
       f"{', '.join(training_loss_by(end) for end in electra_round_ends)}; held out "
-      f"{', '.join(f'{value:.3f}' for value in electra_history.history['val_discriminator_loss'])}")
+      f"{', '.join(f'{value:.3f}' for value in electra_history.history['val_discriminator_loss'])}; the held-out "
+      f"floor {', '.join(f'{constant_guess_loss(value):.3f}' for value in electra_history.history[name])}")
+quality = detection_quality(electra, held_out_electra[0])  # the generator draws afresh: a new set of replacements
+print(f"held out, after training: loss {quality['loss']:.3f} against the floor {quality['floor']:.3f} "
+      f"({quality['rate']:.1%} of the tokens replaced); ROC AUC {quality['auc']:.3f} (0.5: a guess), recall "
+      f"{quality['recall']:.1%}; the generator's first guess is right at {quality['generator_accuracy']:.1%} "
+      "of the blanks")
 
 # %% [markdown]
 # **Reading ELECTRA's run.** In the same 16 minutes ELECTRA made 4,788 updates against the
