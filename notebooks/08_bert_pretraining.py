@@ -94,7 +94,7 @@ from transformer_course.electra import (
     electra_inputs,
     replaced_rate,
 )
-from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
+from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy, mean_interval
 from transformer_course.pretraining import (
     PretrainingBatches,
     contiguous_segments,
@@ -664,6 +664,14 @@ print(f"{len(runs)} fine-tuning runs: {training:.1f} min training (compiling inc
       f"{(time.perf_counter() - started) / 60:.1f} min in all")
 
 # %%
+at_chance = [(key, run) for key, run in runs.items() if run["validation_accuracy"] < 0.55]  # the classes are balanced
+print("runs that ended near chance on the validation reviews (below 55%):" if at_chance else
+      "no run ended near chance on the validation reviews (all at 55% or above)")
+for (name, _, size, seed, learning_rate, _), run in at_chance:
+    print(f"  {name}, {size:,} labels, seed {seed}, rate {learning_rate:.0e}: best epoch {run['best_epoch']} of "
+          f"{run['epochs']} (stopped by {run['stopped_by']}), validation {run['validation_accuracy']:.1%}")
+
+# %%
 def cell(scores):
     """'mean ± half-range (seeds)' of a set of test accuracies; blank where the arm was not run."""
     return "" if scores is None else f"{scores.mean():.2%} ± {(scores.max() - scores.min()) / 2:.2%} ({len(scores)})"
@@ -700,11 +708,18 @@ axis.legend()
 plt.show()
 
 # %%
+def interval(differences):
+    """'mean +x.x [low, high]': the mean over paired seeds and its 95% t-interval; 'separated' only if it excludes 0."""
+    mean, low, high = mean_interval(differences)
+    if len(differences) < 2:
+        return f"mean {mean:+.1f}, one seed: no interval"
+    separated = "separated from zero" if low > 0 or high < 0 else "not separated from zero"
+    return f"mean {mean:+.1f}, 95% interval [{low:+.1f}, {high:+.1f}]: {separated}"
+
+
 for (name, size), differences in gains.items():
-    side = ("every seed above zero" if differences.min() > 0 else "every seed below zero" if differences.max() < 0
-            else "not every seed on one side of zero")
     print(f"{name:<9} {size:>6,} labels: minus scratch per seed {', '.join(f'{d:+.1f}' for d in differences)} "
-          f"points; mean {differences.mean():+.1f}, {side}")
+          f"points; {interval(differences)}")
     tag = "paired_gain" if name == "masked LM" else "electra_paired_gain"
     report_metric(f"{tag}_{size}", differences.mean() / 100,
                   f"{size:,} labels: {name} minus from scratch, mean over {len(differences)} paired seeds "
@@ -714,8 +729,8 @@ for (name, size), differences in gains.items():
 for size in (1000, 3000):
     if ("ELECTRA", size) in gains and ("masked LM", size) in gains:
         difference = gains["ELECTRA", size] - gains["masked LM", size]  # = ELECTRA minus masked LM, seed by seed
-        print(f"{size:,} labels: ELECTRA minus masked LM per seed {', '.join(f'{d:+.1f}' for d in difference)}; "
-              f"mean {difference.mean():+.1f} points -> hypothesis (>= +2.0) "
+        print(f"{size:,} labels: ELECTRA minus masked LM per seed {', '.join(f'{d:+.1f}' for d in difference)} "
+              f"points; {interval(difference)} -> hypothesis (mean >= +2.0) "
               f"{'met' if difference.mean() >= 2.0 else 'not met'}")
         report_metric(f"electra_minus_mlm_{size}", difference.mean() / 100,
                       f"{size:,} labels: ELECTRA minus masked LM at equal pre-training minutes, mean of paired seeds")
