@@ -585,10 +585,10 @@ def encoder_for(arm, start=None, dropout=None):
 def take(inputs, rows):
     return {key: value[rows] for key, value in inputs.items()}
 
-# %%
+
 runs = {}  # (arm, start, labels, seed, learning rate, pooling) -> the run's facts: a run asked for twice runs once
 
-
+# %%
 def fine_tune(name, size, seed, learning_rate, start=None, pooling=settings.classifier_pooling):
     """Fine-tune arm `name` on `size` labelled reviews (a seeded draw from the pool); score it on the test reviews."""
     key = (name, str(start or arms[name]["start"]), size, seed, learning_rate, pooling)
