@@ -83,18 +83,15 @@ from transformer_course.bert import (
     build_token_tagger,
 )
 from transformer_course.bert_checkpoints import PresetUnavailableError, load_bert_preset
-from transformer_course.datasets import TextSplit, distinct_texts, load_imdb, load_imdb_unlabelled
+from transformer_course.datasets import load_imdb, load_imdb_unlabelled
 from transformer_course.electra import (
     DISCRIMINATOR_WEIGHT,
     ElectraBatches,
     ElectraPretrainer,
     ReplacedTokenDetectionLoss,
-    constant_guess_loss,
-    detection_quality,
     electra_inputs,
-    replaced_rate,
 )
-from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy, mean_interval
+from transformer_course.metrics import MaskedCrossEntropy, masked_accuracy
 from transformer_course.pretraining import (
     PretrainingBatches,
     contiguous_segments,
@@ -105,14 +102,7 @@ from transformer_course.pretraining import (
     split_sentences,
 )
 from transformer_course.text import standardize_review
-from transformer_course.training import (
-    WarmupCosineDecay,
-    WarmupLinearDecay,
-    WindowMeans,
-    best_on_validation,
-    equal_minute_budgets,
-    fit_best,
-)
+from transformer_course.training import WarmupCosineDecay, WarmupLinearDecay, WindowMeans, fit_best
 
 # %% [markdown]
 # ## 1. Text without labels, and the vocabulary
@@ -129,11 +119,14 @@ from transformer_course.training import (
 # %%
 train_split, test_split = load_imdb()
 unlabelled = load_imdb_unlabelled()
-distinct = distinct_texts(train_split.texts + unlabelled, excluded=test_split.texts)
+test_texts = set(test_split.texts)
+candidates = train_split.texts + unlabelled
+distinct = list(dict.fromkeys(text for text in candidates if text not in test_texts))
+in_test = sum(text in test_texts for text in candidates)
 print(f"{len(train_split.texts):,} training + {len(unlabelled):,} unlabelled reviews: "
-      f"{distinct.excluded:,} also occur in the test split and {distinct.repeated:,} are second copies; both dropped")
-shuffled = np.random.default_rng(0).permutation(len(distinct.texts))
-documents = [distinct.texts[i].replace("<br />", " ") for i in shuffled]
+      f"{in_test:,} also occur in the test split and {len(candidates) - in_test - len(distinct):,} are second copies; "
+      "both dropped")
+documents = [distinct[i].replace("<br />", " ") for i in np.random.default_rng(0).permutation(len(distinct))]
 documents = documents[:settings.pretraining_reviews]
 held_out, pretraining_texts = documents[:settings.validation_reviews], documents[settings.validation_reviews:]
 print(f"pre-training on {len(pretraining_texts):,} reviews; {len(held_out):,} held out for the masked LM's validation")
@@ -167,12 +160,11 @@ print(f"WordPiece vocabulary {len(vocabulary):,}: ... {vocabulary[len(vocabulary
 
 # %%
 def tokenize(texts, tokenizer=tokenizer, batch_size=2000):
-    """Texts -> one list of ids each (no special tokens): one eager call for a batch, else a tf.data pipeline."""
-    if len(texts) <= batch_size:  # building a pipeline costs about half a second: not worth it for one batch
-        return [[int(i) for i in ids] for ids in tokenizer(list(texts))]
+    """Texts -> one list of ids each (no special tokens), through a tf.data pipeline (10x faster than eager calls)."""
     batches = tf.data.Dataset.from_tensor_slices(list(texts)).batch(batch_size).map(tokenizer)
     rows = []
-    for ids in progress(batches, desc="tokenizing", total=-(-len(texts) // batch_size)):
+    for ids in progress(batches, desc="tokenizing", total=-(-len(texts) // batch_size),
+                        disable=len(texts) <= batch_size):
         rows += ids.to_list()
     return rows
 
@@ -180,7 +172,7 @@ def tokenize(texts, tokenizer=tokenizer, batch_size=2000):
 def pieces(ids):
     return " ".join(vocabulary[i] for i in ids)
 
-# %%
+
 held_out_pieces = np.concatenate(tokenize(held_out))
 print(f"[UNK] on the held-out reviews: {unknown_words:.2%} of the words ({settings.word_vocabulary_size:,} whole "
       f"words), {np.mean(held_out_pieces == UNK):.4%} of the pieces ({len(vocabulary):,} WordPiece pieces)")
@@ -281,8 +273,7 @@ for first, second, label in (("the man went to the store", "he bought a gallon o
 # same minutes: each objective's update is timed first (the median of `timing_steps` updates after
 # compiling, the two objectives' updates interleaved so that a moment when the machine is busy slows
 # both alike), and the budget divided by that time gives the number of updates, cut into four rounds
-# with a held-out score and a checkpoint after each (`transformer_course.training.equal_minute_budgets`
-# does the timing and the counting). The learning rate warms up over 300 updates to
+# with a held-out score and a checkpoint after each. The learning rate warms up over 300 updates to
 # 10⁻³, **stays there**,
 # and decays along a cosine over the last 15% of the updates only ("warm-up, stable, decay", Hu et
 # al., 2024, *MiniCPM*): a masked LM first sits on a plateau (the curve below shows it), and a rate
@@ -323,7 +314,7 @@ print(f"parameters: {pretrainer.count_params():,}")
 OBJECTIVES = {"masked LM": {"loss": {"mlm": MaskedCrossEntropy()}, "metrics": {"mlm": [masked_accuracy]}},
               "ELECTRA": {"loss": {"generator": MaskedCrossEntropy(), "discriminator": ReplacedTokenDetectionLoss()},
                           "loss_weights": {"generator": 1.0, "discriminator": DISCRIMINATOR_WEIGHT},
-                          "metrics": {"generator": [masked_accuracy], "discriminator": [replaced_rate]}}}
+                          "metrics": {"generator": [masked_accuracy]}}}
 
 
 def schedule_for(updates):
@@ -349,19 +340,26 @@ def batches_for(objective, per_round):
 
 
 def update_step(objective, build):
-    """A fresh model's update for `objective`: `step(index)` trains on batch `index` (the first call compiles)."""
+    """A fresh model's update for `objective`, compiled by a first, untimed call: `step(index)` trains batch index."""
     model, batches = compiled(build(), objective, 1000), batches_for(objective, None)
+    model.train_on_batch(*batches[0])
     return lambda index: model.train_on_batch(*batches[index])
 
 # %%
+steps = {"masked LM": update_step("masked LM", new_pretrainer), "ELECTRA": update_step("ELECTRA", new_electra)}
+times = {objective: [] for objective in steps}
+for index in range(1, settings.timing_steps + 1):  # interleaved, so that a busy moment slows both alike
+    for objective, step in steps.items():
+        started = time.perf_counter()
+        step(index)
+        times[objective].append(time.perf_counter() - started)
+step_seconds = {objective: float(np.median(values)) for objective, values in times.items()}  # median: one slow step
 rounds = settings.rounds
-budgets = equal_minute_budgets({"masked LM": update_step("masked LM", new_pretrainer),
-                                "ELECTRA": update_step("ELECTRA", new_electra)},
-                               minutes=settings.pretraining_minutes, rounds=rounds, timing_steps=settings.timing_steps)
-per_round = {objective: budget.updates_per_round for objective, budget in budgets.items()}
-for objective, budget in budgets.items():
-    print(f"{objective:<9} {budget.seconds_per_update:.3f} s an update (median of {settings.timing_steps}, the two "
-          f"objectives taking turns) -> {budget.updates:,} updates in {settings.pretraining_minutes:g} min")
+per_round = {objective: max(1, int(settings.pretraining_minutes * 60 / seconds) // rounds)
+             for objective, seconds in step_seconds.items()}
+for objective, seconds in step_seconds.items():
+    print(f"{objective:<9} {seconds:.3f} s an update -> {per_round[objective] * rounds:,} updates in "
+          f"{settings.pretraining_minutes:g} min")
 
 # %%
 updates = per_round["masked LM"] * rounds
@@ -436,13 +434,6 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 # allows. Its chosen positions are all `[MASK]` in the generator's input (§2), and the held-out
 # inputs are the masked LM's, with the same positions chosen.
 #
-# The discriminator's loss needs a yardstick too: a discriminator that says "replaced, with
-# probability r" at every token, whatever it reads, scores best with r the share of replaced
-# tokens, and then its loss is the binary entropy H(r) = −r ln r − (1 − r) ln(1 − r) nats a token
-# (`electra.constant_guess_loss`). A loss at H(r) means nothing learned about *which* tokens were
-# replaced; the plot draws the floor beside the loss, and after training the held-out tokens are
-# also scored by ROC AUC (0.5 for a guess; `electra.detection_quality`).
-#
 # **The hypothesis**, set before the run: at equal pre-training minutes, ELECTRA's gain over
 # training from scratch is at least the masked LM's + 2 points at 1,000 and at 3,000 labels.
 
@@ -451,12 +442,11 @@ held_out_electra = electra_inputs(validation_segments, np.random.default_rng(1),
                                   (PAD, CLS, SEP, MASK), settings.max_predictions)
 assert (held_out_electra[0]["mask_positions"] == positions).all()  # the masked LM's held-out blanks
 electra = compiled(new_electra(), "ELECTRA", per_round["ELECTRA"] * rounds)
-window = max(1, min(100, per_round["ELECTRA"] // 10))  # updates a training point averages
-detection, replaced = WindowMeans("discriminator_loss", window), WindowMeans("discriminator_replaced_rate", window)
+detection = WindowMeans("discriminator_loss", every=max(1, min(100, per_round["ELECTRA"] // 10)))
 electra, electra_history, electra_facts = fit_best(
     electra, batches_for("ELECTRA", per_round["ELECTRA"]), held_out_electra, epochs=rounds, patience=rounds,
     budget_minutes=2 * settings.pretraining_minutes + 5, validation_batch_size=256,
-    callbacks=[epoch_progress(), detection, replaced])
+    callbacks=[epoch_progress(), detection])
 electra.save(checkpoint_path("electra"))
 print(f"{electra_facts['epochs']} rounds ({detection.updates:,} updates), {electra_facts['seconds'] / 60:.1f} min, "
       f"best round {electra_facts['best_epoch']}; parameters {electra.count_params():,} (the discriminator "
@@ -471,30 +461,10 @@ left.plot(electra_round_ends, electra_history.history["val_generator_masked_accu
 left.set(xlabel="updates", ylabel="held-out blanks right", title="filling the same held-out blanks")
 left.legend()
 right.plot(*zip(*detection.points), label=f"training, each {detection.every} updates")
-right.plot([update for update, _ in replaced.points], constant_guess_loss([r for _, r in replaced.points]), ":",
-           color="grey", label="floor: a constant guess at the replaced rate")
 right.plot(electra_round_ends, electra_history.history["val_discriminator_loss"], "o-", label="held out")
 right.set(xlabel="updates", ylabel="binary cross-entropy per real token", title="the discriminator's loss")
 right.legend()
 plt.show()
-
-# %%
-def training_loss_by(update):
-    """The discriminator's training loss: the mean over the last window of updates that ended by `update`."""
-    ends = [end for end, _ in detection.points if end <= update]
-    return f"{dict(detection.points)[max(ends)]:.3f}" if ends else "-"
-
-
-name = "val_discriminator_replaced_rate"  # the held-out inputs' replaced share, after each round
-print(f"the discriminator's loss after each round: training (last {detection.every} updates) "
-      f"{', '.join(training_loss_by(end) for end in electra_round_ends)}; held out "
-      f"{', '.join(f'{value:.3f}' for value in electra_history.history['val_discriminator_loss'])}; the held-out "
-      f"floor {', '.join(f'{constant_guess_loss(value):.3f}' for value in electra_history.history[name])}")
-quality = detection_quality(electra, held_out_electra[0])  # the generator draws afresh: a new set of replacements
-print(f"held out, after training: loss {quality['loss']:.3f} against the floor {quality['floor']:.3f} "
-      f"({quality['rate']:.1%} of the tokens replaced); ROC AUC {quality['auc']:.3f} (0.5: a guess), recall "
-      f"{quality['recall']:.1%}; the generator's first guess is right at {quality['generator_accuracy']:.1%} "
-      "of the blanks")
 
 # %% [markdown]
 # **Reading ELECTRA's run.** In the same 16 minutes ELECTRA made 4,788 updates against the
@@ -545,11 +515,6 @@ print(f"held out, after training: loss {quality['loss']:.3f} against the floor {
 # The test reviews are used only to score the chosen models: a fixed sample of 5,000.
 
 # %%
-# The labelled reviews from here on: all of them in the full profile (None), fewer in the smoke one.
-train_split, test_split = (TextSplit(split.texts[:count], split.labels[:count]) for split, count in
-                           ((train_split, settings.labelled_reviews), (test_split, settings.test_reviews)))
-
-
 def review_inputs(tokenize_texts, cls_id, sep_id):
     """Every labelled training review, the test sample and the whole test split, as inputs for one tokenizer."""
     def inputs(texts):
@@ -585,10 +550,10 @@ def encoder_for(arm, start=None, dropout=None):
 def take(inputs, rows):
     return {key: value[rows] for key, value in inputs.items()}
 
-
+# %%
 runs = {}  # (arm, start, labels, seed, learning rate, pooling) -> the run's facts: a run asked for twice runs once
 
-# %%
+
 def fine_tune(name, size, seed, learning_rate, start=None, pooling=settings.classifier_pooling):
     """Fine-tune arm `name` on `size` labelled reviews (a seeded draw from the pool); score it on the test reviews."""
     key = (name, str(start or arms[name]["start"]), size, seed, learning_rate, pooling)
@@ -628,11 +593,10 @@ def train_classifier(encoder, labelled, chosen, learning_rate, pooling):
 # %%
 def choose_learning_rate(name, pooling=settings.classifier_pooling):
     """The rate of the grid with the best validation accuracy for arm `name`; prints the grid."""
-    best, scores = best_on_validation(
-        settings.learning_rates, higher_is_better=True, description=f"{name}: learning rates",
-        score=lambda rate: fine_tune(name, settings.grid_labels, 0, rate, pooling=pooling)["validation_accuracy"])
+    scores = {rate: fine_tune(name, settings.grid_labels, 0, rate, pooling=pooling)["validation_accuracy"]
+              for rate in progress(settings.learning_rates, desc=f"{name}: learning rates")}
     print(f"{name:<14}" + "".join(f"  {rate:.0e}: {score:.2%}" for rate, score in scores.items()))
-    return best
+    return max(scores, key=scores.get)
 
 
 started = time.perf_counter()
@@ -662,14 +626,6 @@ training = sum(run["seconds"] for run in runs.values()) / 60
 scoring = sum(run["scoring_seconds"] for run in runs.values()) / 60
 print(f"{len(runs)} fine-tuning runs: {training:.1f} min training (compiling included), {scoring:.1f} min scoring, "
       f"{(time.perf_counter() - started) / 60:.1f} min in all")
-
-# %%
-at_chance = [(key, run) for key, run in runs.items() if run["validation_accuracy"] < 0.55]  # the classes are balanced
-print("runs that ended near chance on the validation reviews (below 55%):" if at_chance else
-      "no run ended near chance on the validation reviews (all at 55% or above)")
-for (name, _, size, seed, learning_rate, _), run in at_chance:
-    print(f"  {name}, {size:,} labels, seed {seed}, rate {learning_rate:.0e}: best epoch {run['best_epoch']} of "
-          f"{run['epochs']} (stopped by {run['stopped_by']}), validation {run['validation_accuracy']:.1%}")
 
 # %%
 def cell(scores):
@@ -708,18 +664,11 @@ axis.legend()
 plt.show()
 
 # %%
-def interval(differences):
-    """'mean +x.x [low, high]': the mean over paired seeds and its 95% t-interval; 'separated' only if it excludes 0."""
-    mean, low, high = mean_interval(differences)
-    if len(differences) < 2:
-        return f"mean {mean:+.1f}, one seed: no interval"
-    separated = "separated from zero" if low > 0 or high < 0 else "not separated from zero"
-    return f"mean {mean:+.1f}, 95% interval [{low:+.1f}, {high:+.1f}]: {separated}"
-
-
 for (name, size), differences in gains.items():
+    side = ("every seed above zero" if differences.min() > 0 else "every seed below zero" if differences.max() < 0
+            else "not every seed on one side of zero")
     print(f"{name:<9} {size:>6,} labels: minus scratch per seed {', '.join(f'{d:+.1f}' for d in differences)} "
-          f"points; {interval(differences)}")
+          f"points; mean {differences.mean():+.1f}, {side}")
     tag = "paired_gain" if name == "masked LM" else "electra_paired_gain"
     report_metric(f"{tag}_{size}", differences.mean() / 100,
                   f"{size:,} labels: {name} minus from scratch, mean over {len(differences)} paired seeds "
@@ -729,8 +678,8 @@ for (name, size), differences in gains.items():
 for size in (1000, 3000):
     if ("ELECTRA", size) in gains and ("masked LM", size) in gains:
         difference = gains["ELECTRA", size] - gains["masked LM", size]  # = ELECTRA minus masked LM, seed by seed
-        print(f"{size:,} labels: ELECTRA minus masked LM per seed {', '.join(f'{d:+.1f}' for d in difference)} "
-              f"points; {interval(difference)} -> hypothesis (mean >= +2.0) "
+        print(f"{size:,} labels: ELECTRA minus masked LM per seed {', '.join(f'{d:+.1f}' for d in difference)}; "
+              f"mean {difference.mean():+.1f} points -> hypothesis (>= +2.0) "
               f"{'met' if difference.mean() >= 2.0 else 'not met'}")
         report_metric(f"electra_minus_mlm_{size}", difference.mean() / 100,
                       f"{size:,} labels: ELECTRA minus masked LM at equal pre-training minutes, mean of paired seeds")
@@ -1238,8 +1187,9 @@ if borrowed is not None:
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
 # The rest of the notebook does not depend on your answers. Both are plain NumPy; 5 points,
-# and our estimate of the time they take, not a measurement: about 45 minutes. (Editions before
-# this one numbered the masking exercise 08.3; their 08.2 was another exercise, since retired.)
+# and our estimate of the time they take, not a measurement: about 45 minutes. They are 08.1 and
+# 08.3: 08.2 was an exercise of an earlier edition, and its number stays retired so that grade
+# reports of classes that took it keep their meaning.
 #
 # ### Exercise 08.1 — the masked-LM loss (2 points)
 #
@@ -1270,7 +1220,7 @@ assert evaluate_hidden("08.1", masked_lm_loss, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Exercise 08.2 — BERT's masking: choose 15%, then 80/10/10 (3 points)
+# ### Exercise 08.3 — BERT's masking: choose 15%, then 80/10/10 (3 points)
 #
 # Write `bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids)`:
 # `token_ids` is int `(B, T)` with 0 for padding; `special_ids` lists the ids of `[CLS]`, `[SEP]`
@@ -1283,7 +1233,7 @@ assert evaluate_hidden("08.1", masked_lm_loss, seed=7).passed
 # positions only, every other token unchanged, and the rates — 15% chosen, 80% / 10% of those
 # masked / randomised — within five standard deviations over about 100,000 tokens.
 
-# %% nbgrader={"grade": false, "grade_id": "exercise_08_2", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": false, "grade_id": "exercise_08_3", "locked": false, "schema_version": 3, "solution": true}
 def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
     """token_ids (B, T), 0 = padding -> (corrupted ids (B, T), labels (B, T), 0 where not chosen)."""
     ### BEGIN SOLUTION
@@ -1297,10 +1247,10 @@ def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids
     return corrupted, np.where(chosen, token_ids, 0)
     ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "check_08_2", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-check("08.2", bert_corruption)
+# %% nbgrader={"grade": true, "grade_id": "check_08_3", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("08.3", bert_corruption)
 ### BEGIN HIDDEN TESTS
-assert evaluate_hidden("08.2", bert_corruption, seed=7).passed
+assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -793,12 +793,12 @@ def test_a_hint_never_turns_an_odd_answer_into_a_crash():
     assert verdict.status == "failed" and "Traceback" not in verdict.message
 
 
-# --- 08.2: judged by properties, since every right answer is a different random draw ------------
+# --- 08.3: judged by properties, since every right answer is a different random draw ------------
 
 
 def _bert_corruption_variant(change):
     def answer(**arguments):
-        corrupted, labels = references.answer("08.2", arguments)
+        corrupted, labels = references.answer("08.3", arguments)
         return change(np.asarray(arguments["token_ids"]), corrupted.copy(), labels.copy(), arguments)
 
     return answer
@@ -842,8 +842,8 @@ def test_bert_corruption_mistakes_fail_on_public_and_secret_cases(change, messag
     from transformer_course_grader import evaluate_hidden
 
     for verdict in (
-        evaluate("08.2", _bert_corruption_variant(change)),
-        evaluate_hidden("08.2", _bert_corruption_variant(change), seed=11),
+        evaluate("08.3", _bert_corruption_variant(change)),
+        evaluate_hidden("08.3", _bert_corruption_variant(change), seed=11),
     ):
         assert verdict.status == "failed" and message in verdict.message, verdict.message
 
@@ -852,7 +852,7 @@ def test_bert_corruption_mistakes_fail_on_public_and_secret_cases(change, messag
 def test_right_bert_corruption_answers_pass_at_any_seed(seed):
     from transformer_course_grader import evaluate_hidden
 
-    assert evaluate_hidden("08.2", _reference("08.2"), seed=seed).passed
+    assert evaluate_hidden("08.3", _reference("08.3"), seed=seed).passed
 
 
 def _equal(first, second) -> bool:

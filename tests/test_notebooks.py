@@ -57,7 +57,9 @@ def _counted_lines(source: str) -> list[str]:
 
 # Lesson cells over the limit in a stored run, by notebook and how they begin, until that notebook's next full
 # run splits them (its outputs must come from the code as it ran). Each must still be there and still be long.
-OVER_LONG_UNTIL_THE_NEXT_RUN: dict[str, tuple[str, ...]] = {}
+OVER_LONG_UNTIL_THE_NEXT_RUN = {
+    "08_bert_pretraining": ("runs = {}",),  # 16 lines: clearing Keras' state per run
+}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -169,10 +169,10 @@ def test_a_renamed_copy_is_listed_and_independent_honest_solutions_are_not():
 
     copied_from_the_package = inspect.getsource(mask_tokens).replace("token_ids", "ids").replace("rng", "generator")
     solutions = {
-        name: {"08.2": normalise(source)}
+        name: {"08.3": normalise(source)}
         for name, source in (("ana", HONEST), ("ben", RENAMED), ("cal", LOOPS), ("dot", copied_from_the_package))
     }
-    found = similar_solutions(solutions)["08.2"]
+    found = similar_solutions(solutions)["08.3"]
     assert [group for _, _, group in found["groups"]] == [["ana", "ben"]]
     assert [student for _, student, _ in found["package"]] == ["dot"]
 
@@ -192,12 +192,12 @@ def test_students_sharing_one_program_are_one_group_and_short_answers_are_not_co
     for n in range(60):
         own = [f"t{n}_{i}" for i in range(40)]  # everyone's own program...
         solutions[f"student{n:02d}"] = {
-            "08.2": normalise(HONEST) if n < 5 else own,  # ...but five who share one
+            "08.3": normalise(HONEST) if n < 5 else own,  # ...but five who share one
             "04.2": usual if n < 30 else own,
             "01.1": tiny,
         }
     found = similar_solutions(solutions)
-    assert found["08.2"]["groups"] == [(1.0, 1.0, [f"student{n:02d}" for n in range(5)])]
+    assert found["08.3"]["groups"] == [(1.0, 1.0, [f"student{n:02d}" for n in range(5)])]
     assert found["04.2"]["groups"] == [] and found["04.2"]["common"] == [30]
     assert "01.1" not in found
 
@@ -207,11 +207,11 @@ def test_the_report_lists_near_identical_solutions_and_never_changes_a_score(tmp
 
     results = _results()
     for result, source in zip(results, (HONEST, RENAMED, LOOPS)):
-        result.solutions = {"08.2": " ".join(normalise(source))}
+        result.solutions = {"08.3": " ".join(normalise(source))}
     before = {(r.student, x.exercise): x.points for r in results for x in r.exercises}
     merge_grades(_shards(tmp_path, results), tmp_path / "out")
     report = (tmp_path / "out" / "report.md").read_text()
-    assert "## Near-identical solutions" in report and "08.2: ada and bob, similarity 1.00" in report
+    assert "## Near-identical solutions" in report and "08.3: ada and bob, similarity 1.00" in report
     assert "=cy" not in report.split("## Near-identical solutions")[1]
     after = merge_grades(_shards(tmp_path / "again", results), tmp_path / "o2")
     assert before == {(r.student, x.exercise): x.points for r in after for x in r.exercises}

@@ -745,7 +745,7 @@ EXERCISES: dict[str, Exercise] = {
             "08.1", "the masked-LM loss", "masked_lm_loss", 2, output_names=("the loss",), hint=_masked_lm_loss_hint
         ),
         Exercise(
-            "08.2",
+            "08.3",
             "BERT's masking: choose 15%, then 80/10/10",
             "bert_corruption",
             3,

@@ -159,8 +159,6 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "learning_rate": 1e-3,  # AdamW: warm-up, the peak held, then a cosine decay (both objectives)
             "warmup_steps": 300,
             "decay_fraction": 0.15,  # the last 15% of the updates decay
-            "labelled_reviews": None,  # section 6 on: every labelled training review (None), ...
-            "test_reviews": None,  # ... and every test review
             "pretraining_minutes": 16,  # each objective: as many updates as its timed step allows in these minutes
             "timing_steps": 20,  # updates timed per objective (after compiling; their median) -> updates
             "rounds": 4,  # a held-out score and a checkpoint after each quarter of the updates
@@ -402,8 +400,6 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "max_predictions": 8,
         "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
         "warmup_steps": 4,
-        "labelled_reviews": 1000,
-        "test_reviews": 400,
         "pretraining_minutes": 0.01,
         "timing_steps": 2,
         "rounds": 2,

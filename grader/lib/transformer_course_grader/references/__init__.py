@@ -1511,7 +1511,7 @@ REGISTRY = {
     "07.5": Registration(_warmup_cosine_cases, _warmup_cosine_reference),
     "07.6": Registration(_adamw_step_cases, _adamw_step_reference),
     "08.1": Registration(_masked_lm_loss_cases, _masked_lm_loss_reference),
-    "08.2": Registration(
+    "08.3": Registration(
         _bert_corruption_cases,
         _bert_corruption_reference,
         twin="transformer_course.pretraining:mask_tokens",
