@@ -91,10 +91,9 @@ def graded(tmp_path_factory):
     Both are graded without their lesson cells, keeping the exercise and check cells and the cells the
     graded functions need (their imports): the grader neither locks nor inspects the lesson, so what it
     says of the copy is what it says of the notebook, and the lessons run in full elsewhere (nbval runs
-    each source notebook, tests/test_release_reruns.py each release). The first notebook's instructor copy
-    keeps the setup cell too, so that it is seen to run in the sandbox; the other copies do not, unless a
-    graded function needs it: the setup cells differ only in the notebook's number, and each imports
-    Keras, about 6 s of a core."""
+    each source notebook, tests/test_release_reruns.py each release). The instructor's copies keep the
+    setup cell too, so that it is seen to run in the sandbox; the untouched ones do not (it imports Keras,
+    about 6 s of a core each, and nothing of an untouched release needs it)."""
     root = tmp_path_factory.mktemp("course")
     release = root / "release"
     release.mkdir()
@@ -104,10 +103,7 @@ def graded(tmp_path_factory):
         released = next((ROOT / "release").glob(f"{notebook}_*.ipynb"))
         shutil.copy(released, release)
         _without_lesson_cells(
-            ROOT / "notebooks" / released.name,
-            root / "submissions" / "instructor" / released.name,
-            released,
-            keep_setup=notebook == WITH_EXERCISES[0],
+            ROOT / "notebooks" / released.name, root / "submissions" / "instructor" / released.name, released
         )
         _without_lesson_cells(released, root / "submissions" / "untouched" / released.name, released, keep_setup=False)
     results = grade_folder(

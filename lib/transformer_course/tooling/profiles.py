@@ -328,8 +328,6 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
-# The smoke profile changes only what makes a notebook slow; every other setting is the full
-# profile's. A key here that the full profile lacks is an error (a test checks it).
 # Notebook 12 trains notebook 11's rotary block on notebook 11's text: the settings of both, stated once (11's).
 _SHARED_WITH_11 = (
     "train_reviews", "validation_reviews", "test_reviews", "bpe_reviews", "merges", "chunk_length", "model",
@@ -337,6 +335,8 @@ _SHARED_WITH_11 = (
 )  # fmt: skip
 _SETTINGS["full"]["12"] = {name: _SETTINGS["full"]["11"][name] for name in _SHARED_WITH_11} | _SETTINGS["full"]["12"]
 
+# The smoke profile changes only what makes a notebook slow; every other setting is the full
+# profile's. A key here that the full profile lacks is an error (a test checks it).
 _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
     "01": {
         "train_size": 200,
