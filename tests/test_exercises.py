@@ -1,9 +1,11 @@
 """Student-facing checks: every verdict a student can get, and that none of them is a traceback."""
 
+import keras
 import numpy as np
 import pytest
 
 import transformer_course.exercises as exercises
+from transformer_course import post_training
 from transformer_course.exercises import EXERCISES, check, evaluate
 from transformer_course_grader import evaluate_hidden, references
 
@@ -978,3 +980,149 @@ def test_a_passing_check_says_it_ran_the_public_cases_and_that_new_ones_grade(ca
     printed = capsys.readouterr().out
     assert printed.startswith("✓ Exercise 01.1: ") and "public cases match" in printed, printed
     assert "Graded on new cases of the same kind (2 points)." in printed, printed
+
+
+# --- 13: post-training. Each usual mistake fails the public and the secret cases, and its hint names it ----------
+
+
+def _chosen_log_probabilities(probabilities, targets):
+    chosen = np.take_along_axis(np.asarray(probabilities, "float64"), np.asarray(targets)[..., None], axis=-1)
+    return np.log(chosen[..., 0])
+
+
+def _prompt_masked(counted, reduce="mean"):
+    """13.1 with the counted targets chosen by `counted(positions, prompt_lengths, real)`."""
+
+    def answer(probabilities, targets, prompt_lengths):
+        log_p, targets = _chosen_log_probabilities(probabilities, targets), np.asarray(targets)
+        where = counted(np.arange(targets.shape[1])[None], np.asarray(prompt_lengths)[:, None], targets != 0)
+        return float(-log_p[where].sum() / (where.sum() if reduce == "mean" else 1))
+
+    return answer
+
+
+def _log_softmax(logits):
+    shifted = np.asarray(logits, "float64") - np.max(logits, axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _sequence(kind):
+    def answer(logits, targets, mask):
+        mask, targets = np.asarray(mask, "float64"), np.asarray(targets)[..., None]
+        if kind == "raw logits":
+            return (np.take_along_axis(np.asarray(logits, "float64"), targets, axis=-1)[..., 0] * mask).sum(axis=-1)
+        chosen = np.take_along_axis(_log_softmax(logits), targets, axis=-1)[..., 0]
+        return {
+            "probabilities": (np.exp(chosen) * mask).sum(axis=-1),
+            "every position": chosen.sum(axis=-1),
+            "mean": (chosen * mask).sum(axis=-1) / mask.sum(axis=-1),
+        }[kind]
+
+    return answer
+
+
+def _dpo(kind):
+    def answer(policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta):
+        chosen, rejected = np.asarray(policy_chosen, "float64"), np.asarray(policy_rejected, "float64")
+        margin = beta * ((chosen - reference_chosen) - (rejected - reference_rejected))
+        return {
+            "no reference": np.logaddexp(0, -beta * (chosen - rejected)),
+            "no beta": np.logaddexp(0, -margin / beta),
+            "sign": np.logaddexp(0, margin),
+            "negated": -np.logaddexp(0, -margin),
+            "mean": np.logaddexp(0, -margin).mean(),
+        }[kind]
+
+    return answer
+
+
+def _grpo(kind):
+    def answer(rewards, log_probabilities, old_log_probabilities, mask, clip_epsilon):
+        rewards = np.asarray(rewards, "float64")
+        spread = rewards.std(ddof=1 if kind == "G - 1" else 0)
+        advantages = rewards - rewards.mean() if kind == "not divided" else (rewards - rewards.mean()) / (spread + 1e-4)
+        ratio = np.exp(np.asarray(log_probabilities) - np.asarray(old_log_probabilities))
+        plain, clipped = (
+            ratio * advantages[:, None],
+            np.clip(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * advantages[:, None],
+        )
+        per_token = {"no clip": plain, "max": np.maximum(plain, clipped), "clipped only": clipped}.get(
+            kind, np.minimum(plain, clipped)
+        )
+        weights = np.asarray(mask, "float64")
+        if kind == "one mean":
+            return advantages, float((per_token * weights).sum() / weights.sum())
+        return advantages, float(((per_token * weights).sum(axis=1) / weights.sum(axis=1)).mean())
+
+    return answer
+
+
+POST_TRAINING_MISTAKES = [
+    ("13.1", _prompt_masked(lambda position, start, real: real), "prompt's too"),
+    ("13.1", _prompt_masked(lambda position, start, real: (position >= start) & real), "one target late"),
+    ("13.1", _prompt_masked(lambda position, start, real: position >= start - 1), "padding"),
+    ("13.1", _prompt_masked(lambda position, start, real: (position >= start - 1) & real, reduce="sum"), "sum"),
+    ("13.2", _sequence("raw logits"), "log softmax"),
+    ("13.2", _sequence("probabilities"), "their logs"),
+    ("13.2", _sequence("every position"), "every position"),
+    ("13.2", _sequence("mean"), "their sum"),
+    ("13.3", _dpo("no reference"), "reference"),
+    ("13.3", _dpo("no beta"), "β is missing"),
+    ("13.3", _dpo("sign"), "sign"),
+    ("13.3", _dpo("negated"), "minus sign"),
+    ("13.3", _dpo("mean"), "one loss per pair"),
+    ("13.4", _grpo("G - 1"), "G − 1"),
+    ("13.4", _grpo("not divided"), "standard deviation"),
+    ("13.4", _grpo("no clip"), "not clipped"),
+    ("13.4", _grpo("max"), "max"),
+    ("13.4", _grpo("clipped only"), "clipped term alone"),
+    ("13.4", _grpo("one mean"), "one mean"),
+]
+
+
+@pytest.mark.parametrize("exercise_id, mistake, words", POST_TRAINING_MISTAKES)
+def test_post_training_mistakes_fail_every_case_and_get_their_hint(exercise_id, mistake, words):
+    verdict = evaluate(exercise_id, mistake)
+    assert verdict.status == "failed" and "Hint:" in verdict.message and words in verdict.message, verdict.message
+    assert not any(evaluate_hidden(exercise_id, mistake, seed=seed).passed for seed in range(5))
+
+
+def _float32(*arrays):
+    return [np.asarray(array, "float32") for array in arrays]
+
+
+POST_TRAINING_IN_FLOAT32 = {  # the package's own functions, in single precision, as a student's Keras answer would be
+    "13.1": lambda probabilities, targets, prompt_lengths: float(
+        -np.sum(
+            keras.ops.convert_to_numpy(post_training.target_log_probabilities(*_float32(probabilities), targets))
+            * (counted := keras.ops.convert_to_numpy(post_training.answer_mask(targets, prompt_lengths)))
+        )
+        / counted.sum()
+    ),
+    "13.2": lambda logits, targets, mask: keras.ops.convert_to_numpy(
+        post_training.sequence_log_probabilities(
+            post_training.target_log_probabilities(keras.ops.softmax(*_float32(logits)), targets), mask
+        )
+    ),
+    "13.3": lambda beta, **pairs: keras.ops.convert_to_numpy(
+        post_training.dpo_loss(*_float32(*(pairs[name] for name in sorted(pairs))), beta=beta).loss
+    ),
+    "13.4": lambda rewards, log_probabilities, old_log_probabilities, mask, clip_epsilon: (
+        (advantages := post_training.group_advantages(np.asarray(rewards)[None])[0]),
+        -float(
+            post_training.grpo_loss(
+                *_float32(log_probabilities, old_log_probabilities, old_log_probabilities, advantages),
+                mask,
+                clip_epsilon=clip_epsilon,
+                kl_coefficient=0.0,
+            ).loss
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(POST_TRAINING_IN_FLOAT32))
+def test_post_training_answers_in_float32_pass_and_the_package_agrees_with_the_references(exercise_id):
+    answer = POST_TRAINING_IN_FLOAT32[exercise_id]
+    assert evaluate(exercise_id, answer).status == "passed", evaluate(exercise_id, answer).message
+    assert all(evaluate_hidden(exercise_id, answer, seed=seed).passed for seed in range(5))

@@ -525,6 +525,117 @@ def _absmax_hint(arguments, received, expected):
     return None
 
 
+def _chosen_log_probabilities(arguments):
+    probabilities = np.asarray(arguments["probabilities"], dtype="float64")
+    targets = np.asarray(arguments["targets"])
+    return np.log(np.take_along_axis(probabilities, targets[..., None], axis=-1)[..., 0]), targets
+
+
+def _prompt_masked_hint(arguments, received, expected):
+    log_p, targets = _chosen_log_probabilities(arguments)
+    positions = np.arange(targets.shape[1])[None, :]
+    starts = np.asarray(arguments["prompt_lengths"])[:, None]
+    real = targets != 0
+
+    def mean_over(where):
+        return float(-log_p[where].sum() / where.sum()) if where.any() else 0.0
+
+    for message, where in (
+        ("every real target counted, the prompt's too: the loss is on the answer's tokens only.", real),
+        (
+            "the mask starts one target late: target t predicts token t + 1, so the answer's first token is "
+            "target prompt_length - 1.",
+            (positions >= starts) & real,
+        ),
+        ("padding (target 0) was counted: leave it out.", positions >= starts - 1),
+    ):
+        if not _same(mean_over(where), expected) and _same(received, mean_over(where)):
+            return message
+    counted = (positions >= starts - 1) & real
+    if _same(received, float(-log_p[counted].sum())):
+        return "the sum of the answer tokens' losses: return their mean."
+    per_row = [-log_p[row][counted[row]].mean() for row in range(len(targets)) if counted[row].any()]
+    if per_row and not _same(float(np.mean(per_row)), expected) and _same(received, float(np.mean(per_row))):
+        return "a mean per row, then over rows: the mean is over every answer token of the batch at once."
+    return None
+
+
+def _sequence_log_probability_hint(arguments, received, expected):
+    logits = np.asarray(arguments["logits"], dtype="float64")
+    targets, mask = np.asarray(arguments["targets"]), np.asarray(arguments["mask"], dtype="float64")
+    raw = np.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+    chosen = np.log(np.take_along_axis(probabilities, targets[..., None], axis=-1)[..., 0])
+    for message, variant in (
+        ("the logits themselves were summed: take log softmax first (subtract each position's log-sum-exp).",
+         (raw * mask).sum(axis=-1)),
+        ("the probabilities were summed: sum their logs.",
+         (np.exp(chosen) * mask).sum(axis=-1)),
+        ("every position counted: only the tokens the mask marks belong to the answer.", chosen.sum(axis=-1)),
+        ("the mean over the answer's tokens: a sequence's log-probability is their sum.",
+         (chosen * mask).sum(axis=-1) / np.maximum(mask.sum(axis=-1), 1)),
+    ):  # fmt: skip
+        if not _same(variant, expected) and np.shape(received) == np.shape(expected) and _same(received, variant):
+            return message
+    return None
+
+
+def _dpo_hint(arguments, received, expected):
+    beta = float(arguments["beta"])
+    chosen, rejected, reference_chosen, reference_rejected = (
+        np.asarray(arguments[name], dtype="float64")
+        for name in ("policy_chosen", "policy_rejected", "reference_chosen", "reference_rejected")
+    )
+    margin = beta * ((chosen - reference_chosen) - (rejected - reference_rejected))
+    for message, variant in (
+        (
+            "the reference was left out: each reward is β (log π − log π_ref).",
+            np.logaddexp(0, -beta * (chosen - rejected)),
+        ),
+        ("β is missing from the margin.", np.logaddexp(0, -margin / beta)),
+        ("the sign is turned: the loss is −log σ(margin) = log(1 + e^(−margin)).", np.logaddexp(0, margin)),
+        ("log σ(margin) without its minus sign: the loss must be ≥ 0.", -np.logaddexp(0, -margin)),
+        ("the mean over the pairs: return one loss per pair.", np.logaddexp(0, -margin).mean()),
+    ):
+        if not _same(variant, expected) and _same(received, variant):
+            return message
+    return None
+
+
+def _grpo_group_hint(arguments, received, expected):
+    if not isinstance(received, (tuple, list)) or len(received) != 2:
+        return None
+    rewards = np.asarray(arguments["rewards"], dtype="float64")
+    centred = rewards - rewards.mean()
+    if rewards.std(ddof=1) > 0 and _same(received[0], centred / (rewards.std(ddof=1) + 1e-4)):
+        return "the standard deviation over G − 1: the group's is the population one, over G (np.std's default)."
+    if rewards.std() > 0 and _same(received[0], centred):
+        return "the advantages were not divided by the group's standard deviation (+ 1e-4)."
+    advantages = np.asarray(expected[0], dtype="float64")
+    epsilon = float(arguments["clip_epsilon"])
+    ratio = np.exp(
+        np.asarray(arguments["log_probabilities"], "float64")
+        - np.asarray(arguments["old_log_probabilities"], "float64")
+    )
+    weights = np.asarray(arguments["mask"], dtype="float64")
+    a = advantages[:, None]
+    for message, per_token in (
+        ("the ratio was not clipped: min(r Â, clip(r, 1 − ε, 1 + ε) Â).", ratio * a),
+        ("max where the objective takes min: min(r Â, clip(r) Â) keeps the pessimistic one.",
+         np.maximum(ratio * a, np.clip(ratio, 1 - epsilon, 1 + epsilon) * a)),
+        ("the clipped term alone: take the min of r Â and clip(r) Â.", np.clip(ratio, 1 - epsilon, 1 + epsilon) * a),
+    ):  # fmt: skip
+        value = float(((per_token * weights).sum(axis=1) / weights.sum(axis=1)).mean())
+        if not _same(value, expected[1]) and _same(received[1], value):
+            return message
+    surrogate = np.minimum(ratio * a, np.clip(ratio, 1 - epsilon, 1 + epsilon) * a)
+    pooled = float((surrogate * weights).sum() / weights.sum())
+    if not _same(pooled, expected[1]) and _same(received[1], pooled):
+        return "one mean over every token of the group: average each answer's tokens first, then the answers."
+    return None
+
+
 def _merge_lora_hint(arguments, received, expected):
     kernel, a, b = (np.asarray(arguments[name], dtype="float64") for name in ("kernel", "a", "b"))
     alpha, rank = float(arguments["alpha"]), a.shape[1]
@@ -849,6 +960,39 @@ EXERCISES: dict[str, Exercise] = {
             output_names=("the shards' gradients", "their mean"),
             hint=_data_parallel_hint,
         ),
+        Exercise(
+            "13.1",
+            "the prompt-masked cross-entropy",
+            "prompt_masked_cross_entropy",
+            2,
+            output_names=("the loss",),
+            hint=_prompt_masked_hint,
+        ),
+        Exercise(
+            "13.2",
+            "an answer's log-probability from logits",
+            "sequence_log_probability",
+            2,
+            atol=1e-4,
+            output_names=("the log-probabilities",),
+            hint=_sequence_log_probability_hint,
+        ),
+        Exercise(
+            "13.3",
+            "the DPO loss",
+            "dpo_pair_losses",
+            2,
+            output_names=("the losses",),
+            hint=_dpo_hint,
+        ),
+        Exercise(
+            "13.4",
+            "GRPO's advantages and clipped objective for one group",
+            "grpo_group_objective",
+            3,
+            output_names=("the advantages", "the objective"),
+            hint=_grpo_group_hint,
+        ),
     ]
 }
 
@@ -867,6 +1011,7 @@ STUDY_MINUTES = {
     "10": 45,
     "11": 55,
     "12": 45,
+    "13": 60,
 }
 
 

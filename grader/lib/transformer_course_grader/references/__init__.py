@@ -1474,6 +1474,169 @@ class Registration:
 
 # Every exercise the grader grades, by id: the one table the references, the public cases and similarity's known
 # answers are read from.
+
+
+# --- 13: post-training -----------------------------------------------------------------------------------------
+
+
+def _log_softmax(logits):
+    logits = np.asarray(logits, dtype="float64")
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _answer_positions(targets, prompt_lengths):
+    targets = np.asarray(targets)
+    positions = np.arange(targets.shape[1])[None, :]
+    return (positions >= np.asarray(prompt_lengths)[:, None] - 1) & (targets != 0)
+
+
+def _prompt_masked_reference(probabilities, targets, prompt_lengths):
+    probabilities = np.asarray(probabilities, dtype="float64")
+    chosen = np.take_along_axis(probabilities, np.asarray(targets)[..., None], axis=-1)[..., 0]
+    counted = _answer_positions(targets, prompt_lengths)
+    return float(-np.log(chosen[counted]).sum() / counted.sum()) if counted.any() else 0.0
+
+
+def _instruction_batch(rng, rows, length, vocabulary):
+    """Rows of a prompt, an answer and padding: targets (B, T), prompt lengths (B,), probabilities (B, T, V)."""
+    targets = np.zeros((rows, length), dtype="int64")
+    prompt_lengths = np.zeros(rows, dtype="int64")
+    for row in range(rows):
+        prompt = int(rng.integers(2, length - 2))
+        answer = int(rng.integers(1, length - prompt + 1))
+        targets[row, : prompt - 1 + answer] = rng.integers(1, vocabulary, size=prompt - 1 + answer)
+        prompt_lengths[row] = prompt
+    probabilities = rng.dirichlet(np.ones(vocabulary), size=(rows, length))
+    return probabilities, targets, prompt_lengths
+
+
+def _prompt_masked_cases(rng):
+    worked = np.full((1, 4, 3), 0.25)
+    worked[0, :, 1] = 0.5  # every position: p = 0.25, 0.5, 0.25
+    return [
+        (
+            "one row: prompt of 2 tokens (target 0 is the prompt's), answer targets 1 and 2, one padding",
+            {"probabilities": worked, "targets": np.array([[2, 1, 2, 0]]), "prompt_lengths": np.array([2])},
+        ),
+        *(
+            (label, dict(zip(("probabilities", "targets", "prompt_lengths"), _instruction_batch(rng, *sizes))))
+            for label, sizes in (
+                ("3 rows of 8, vocabulary 5", (3, 8, 5)),
+                ("5 rows of 12, vocabulary 7, prompts of every length", (5, 12, 7)),
+            )
+        ),
+    ]
+
+
+def _sequence_log_probability_reference(logits, targets, mask):
+    chosen = np.take_along_axis(_log_softmax(logits), np.asarray(targets)[..., None], axis=-1)[..., 0]
+    return (chosen * np.asarray(mask, dtype="float64")).sum(axis=-1)
+
+
+def _sequence_log_probability_cases(rng):
+    def case(rows, length, vocabulary):
+        _, targets, prompt_lengths = _instruction_batch(rng, rows, length, vocabulary)
+        return {
+            "logits": rng.normal(0, 3, size=(rows, length, vocabulary)),
+            "targets": targets,
+            "mask": _answer_positions(targets, prompt_lengths),
+        }
+
+    return [
+        (
+            "logits [0, log 3] at two positions, both counted, targets 1 then 0",
+            {
+                "logits": np.array([[[0.0, math.log(3.0)], [0.0, math.log(3.0)]]]),
+                "targets": np.array([[1, 0]]),
+                "mask": np.array([[True, True]]),
+            },
+        ),
+        ("2 rows of 6, vocabulary 4", case(2, 6, 4)),
+        ("4 rows of 10, vocabulary 9, logits far from 0", case(4, 10, 9)),
+    ]
+
+
+def _dpo_reference(policy_chosen, policy_rejected, reference_chosen, reference_rejected, beta):
+    chosen = beta * (np.asarray(policy_chosen, "float64") - np.asarray(reference_chosen, "float64"))
+    rejected = beta * (np.asarray(policy_rejected, "float64") - np.asarray(reference_rejected, "float64"))
+    return np.logaddexp(0.0, rejected - chosen)
+
+
+def _dpo_cases(rng):
+    def case(pairs, beta):
+        reference = rng.normal(-20, 6, size=(2, pairs))
+        return {
+            "policy_chosen": reference[0] + rng.normal(0, 3, pairs),
+            "policy_rejected": reference[1] + rng.normal(0, 3, pairs),
+            "reference_chosen": reference[0],
+            "reference_rejected": reference[1],
+            "beta": beta,
+        }
+
+    return [
+        (
+            "the policy equals the reference: every loss log 2",
+            {
+                "policy_chosen": np.array([-3.0, -7.5]),
+                "policy_rejected": np.array([-4.0, -2.0]),
+                "reference_chosen": np.array([-3.0, -7.5]),
+                "reference_rejected": np.array([-4.0, -2.0]),
+                "beta": 0.1,
+            },
+        ),
+        ("4 pairs, beta 0.1", case(4, 0.1)),
+        ("6 pairs, beta 0.5", case(6, 0.5)),
+        (
+            "a margin of hundreds of nats, beta 2",
+            {**case(3, 2.0), "policy_rejected": np.array([-400.0, -350.0, -500.0])},
+        ),
+    ]
+
+
+def _grpo_group_reference(rewards, log_probabilities, old_log_probabilities, mask, clip_epsilon):
+    rewards = np.asarray(rewards, dtype="float64")
+    spread = rewards.std()
+    advantages = (rewards - rewards.mean()) / (spread + 1e-4) if spread + 1e-4 > 0 else np.zeros_like(rewards)
+    ratio = np.exp(np.asarray(log_probabilities, "float64") - np.asarray(old_log_probabilities, "float64"))
+    surrogate = np.minimum(
+        ratio * advantages[:, None], np.clip(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * advantages[:, None]
+    )
+    weights = np.asarray(mask, dtype="float64")
+    return advantages, float(((surrogate * weights).sum(axis=1) / weights.sum(axis=1)).mean())
+
+
+def _grpo_group_cases(rng):
+    def case(answers, length, clip_epsilon):
+        lengths = rng.integers(1, length + 1, size=answers)
+        old = np.log(rng.uniform(0.05, 0.95, size=(answers, length)))
+        return {
+            "rewards": rng.integers(0, 2, size=answers).astype("float64"),
+            "log_probabilities": old + rng.normal(0, 0.4, size=(answers, length)),
+            "old_log_probabilities": old,
+            "mask": np.arange(length)[None, :] < lengths[:, None],
+            "clip_epsilon": clip_epsilon,
+        }
+
+    forced = case(6, 5, 0.2)
+    forced["rewards"] = np.array([1.0, 0.0, 0.0, 1.0, 0.0, 0.0])
+    return [
+        (
+            "two answers, one right; the policy has not moved (ratio 1)",
+            {
+                "rewards": np.array([1.0, 0.0]),
+                "log_probabilities": np.log([[0.5, 0.5], [0.25, 1.0]]),
+                "old_log_probabilities": np.log([[0.5, 0.5], [0.25, 1.0]]),
+                "mask": np.array([[True, True], [True, False]]),
+                "clip_epsilon": 0.2,
+            },
+        ),
+        ("6 answers of up to 5 tokens, 2 right, epsilon 0.2", forced),
+        ("8 answers of up to 7 tokens, epsilon 0.1", case(8, 7, 0.1)),
+        ("every answer right: advantages 0", {**case(4, 3, 0.2), "rewards": np.ones(4)}),
+    ]
+
+
 REGISTRY = {
     "01.1": Registration(_one_hot_cases, _one_hot_encode_reference, twin="transformer_course.reversal:one_hot_encode"),
     "01.2": Registration(_lstm_step_cases, _lstm_step_reference),
@@ -1533,6 +1696,10 @@ REGISTRY = {
     "12.1": Registration(_absmax_cases, _absmax_reference),
     "12.2": Registration(_merge_lora_cases, _merge_lora_reference, twin="transformer_course.lora:LoRA.merged_kernel"),
     "12.3": Registration(_data_parallel_cases, _data_parallel_reference),
+    "13.1": Registration(_prompt_masked_cases, _prompt_masked_reference),
+    "13.2": Registration(_sequence_log_probability_cases, _sequence_log_probability_reference),
+    "13.3": Registration(_dpo_cases, _dpo_reference, twin="transformer_course.post_training:dpo_loss"),
+    "13.4": Registration(_grpo_group_cases, _grpo_group_reference),
 }
 
 
