@@ -38,6 +38,7 @@ __all__ = [
     "AdditionTask",
     "instruction_rows",
     "sample_answers",
+    "greedy_answers",
     "SampledAnswers",
     "preference_pairs",
     "answer_mask",
@@ -314,6 +315,61 @@ def sample_answers(
             targets[index * answers_each + answer, : len(tokens) - 1] = tokens[1:]
     prompt_lengths = np.repeat(np.array([len(ids) for ids in encoded], "int32"), answers_each)
     return SampledAnswers(texts, inputs, targets, prompt_lengths)
+
+
+def greedy_answers(model, encode, decode, prompts, end_id: int, max_answer_tokens: int) -> list[str]:
+    """Each prompt's answer by greedy decoding: what the model says when it must say one thing.
+
+    Prompts are batched by their length in tokens and decoded with
+    :func:`~transformer_course.decoding.greedy_decode` through
+    :class:`~transformer_course.generation.CachedLanguageModel`; each starts with ``end_id``, as
+    :func:`instruction_rows`' rows do. Every accuracy the course reports on the task is
+    :meth:`AdditionTask.is_correct` of these answers.
+
+    Args:
+        model: a :class:`~transformer_course.language_model.LanguageModel`.
+        encode, decode: the tokenizer's str -> ids and ids -> str.
+        prompts: sequence of str.
+        end_id: int, the end-of-text id (it ends an answer).
+        max_answer_tokens: int >= 1, the most tokens an answer may take.
+
+    Returns:
+        list of str, one answer per prompt, decoded up to (not including) its end id.
+
+    Raises:
+        ValueError: for a prompt that leaves no room in the model's ``sequence_length``.
+
+    Example:
+        >>> from transformer_course.language_model import build_language_model
+        >>> model = build_language_model(260, 16, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
+        >>> encode, decode = (lambda text: [ord(c) + 1 for c in text]), (lambda ids: "".join(chr(i - 1) for i in ids))
+        >>> answers = greedy_answers(model, encode, decode, ["1 + 1 =", "2 + 2 ="], end_id=259, max_answer_tokens=3)
+        >>> len(answers), all(isinstance(answer, str) and len(answer) <= 3 for answer in answers)
+        (2, True)
+    """
+    from .decoding import greedy_decode
+    from .generation import CachedLanguageModel
+
+    max_answer_tokens = check_integer("max_answer_tokens", max_answer_tokens)
+    encoded = [[end_id, *encode(prompt)] for prompt in prompts]
+    longest = max(len(ids) for ids in encoded) + max_answer_tokens
+    if longest > model.sequence_length:
+        raise ValueError(
+            f"a prompt and `max_answer_tokens` take {longest} tokens, more than the model's sequence_length "
+            f"{model.sequence_length}."
+        )
+    by_length: dict[int, list[int]] = {}
+    for index, ids in enumerate(encoded):
+        by_length.setdefault(len(ids), []).append(index)
+    cached, answers = CachedLanguageModel(model, longest), [""] * len(prompts)
+    for length, indices in by_length.items():
+        batch = np.array([encoded[index] for index in indices], "int32")
+        decoded = greedy_decode(cached.next_token_function(batch), batch, end_id, max_answer_tokens)
+        for index, row in zip(indices, decoded):
+            generated = [int(i) for i in row[length:] if i != 0]
+            ended = generated.index(end_id) if end_id in generated else len(generated)
+            answers[index] = decode(generated[:ended])
+    return answers
 
 
 def preference_pairs(task: AdditionTask, problems, texts) -> list[tuple[int, int, int]]:

@@ -299,6 +299,48 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "virtual_devices": 4,
             "parallel_steps": 6,
         },
+        "13": {
+            # The task: integer addition written as text, operands of 1 to max_digits digits; a fifth of the
+            # unordered pairs held out of every training text.
+            "max_digits": 2,
+            "held_out_share": 0.2,
+            # The base model: a Llama-style decoder over characters (byte-level, no merges), pre-trained on prose
+            # sentences stating sums of training pairs, never in the question/answer format.
+            "prose_sentences": 60000,
+            "sequence_length": 96,
+            "model": {"embed_dim": 128, "num_heads": 4, "num_layers": 3},
+            "intermediate_dim": 344,
+            "num_key_value_heads": 4,
+            "batch_size": 32,
+            "base_learning_rate": 3e-3,
+            "warmup_steps": 100,
+            "base_updates": 3000,
+            "rounds": 4,
+            "held_out_problems": 400,  # every accuracy: the same held-out problems, greedy decoding
+            "shots": 3,
+            # Supervised fine-tuning: the prompt masked or not, at equal updates; and the curve against examples.
+            "sft_examples": 2000,
+            "sft_epochs": 2,
+            "sft_learning_rate": 3e-4,
+            "sft_curve_examples": (100, 300, 1000),
+            # Preferences: answers sampled from the SFT model, labelled by the checker; DPO against the frozen SFT model.
+            "dpo_questions": 1500,
+            "dpo_answers_each": 4,
+            "dpo_beta": 0.1,
+            "dpo_learning_rate": 1e-4,
+            "dpo_epochs": 3,
+            "temperature": 1.0,
+            # GRPO: G answers to each of Q questions an update, the checker's reward; with the KL term and without.
+            "grpo_updates": 120,
+            "grpo_questions": 16,
+            "grpo_answers_each": 8,
+            "grpo_steps_each": 2,  # gradient steps on each batch of samples (the first at ratio 1)
+            "grpo_learning_rate": 1e-4,
+            "grpo_clip_epsilon": 0.2,
+            "grpo_kl_coefficient": 0.04,
+            "grpo_evaluate_every": 20,
+            "jit_compile": True,
+        },
         "10": {
             # scikit-learn's 1,797 digits (8×8), split 70/10/20 by class with a fixed seed.
             "split_seed": 0,
@@ -482,6 +524,27 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "generation_length": 4,
         "timing_repeats": 2,
         "parallel_steps": 2,
+        "jit_compile": False,
+    },  # compiling costs more than a tiny run saves
+    "13": {
+        "prose_sentences": 400,
+        "sequence_length": 64,
+        "model": {"embed_dim": 16, "num_heads": 2, "num_layers": 1},
+        "intermediate_dim": 32,
+        "num_key_value_heads": 2,
+        "base_updates": 8,
+        "rounds": 2,
+        "warmup_steps": 2,
+        "held_out_problems": 8,
+        "sft_examples": 32,
+        "sft_epochs": 1,
+        "sft_curve_examples": (8, 16),
+        "dpo_questions": 16,
+        "dpo_epochs": 1,
+        "grpo_updates": 2,
+        "grpo_questions": 2,
+        "grpo_answers_each": 4,
+        "grpo_evaluate_every": 1,
         "jit_compile": False,
     },  # compiling costs more than a tiny run saves
     "10": {
