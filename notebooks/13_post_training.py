@@ -226,7 +226,8 @@ def fine_tuned(start, rows, targets_of, seed=0):
 # %%
 everything = np.arange(len(sft_problems))
 started = time.perf_counter()
-sft = {"answer only": fine_tuned(base, everything, answer_only), "every token": fine_tuned(base, everything, sft_targets)}
+sft = {"answer only": fine_tuned(base, everything, answer_only),
+       "every token": fine_tuned(base, everything, sft_targets)}
 sft_scores = {arm: accuracy(model, asked["zero-shot"]) for arm, model in sft.items()}
 for arm, scores in sft_scores.items():
     print(f"SFT, loss on {arm:<11}: zero-shot {shown(scores)}")
@@ -339,7 +340,8 @@ def pair_rows(pairs):
 
 
 def trainer_for(policy):
-    rows, targets, mask = (keras.Input((2, settings.sequence_length), dtype=kind) for kind in ("int32", "int32", "float32"))
+    shape = (2, settings.sequence_length)
+    rows, targets, mask = (keras.Input(shape, dtype=kind) for kind in ("int32", "int32", "float32"))
     return keras.Model([rows, targets, mask], PairLogProbabilities(policy)(rows, targets, mask))
 
 # %%
@@ -357,8 +359,9 @@ started = time.perf_counter()
 dpo_history = dpo_trainer.fit(pair_data, reference_log_p, batch_size=settings.batch_size, epochs=settings.dpo_epochs,
                               shuffle=True, verbose=0, callbacks=[epoch_progress()])
 dpo_scores = accuracy(policy, asked["zero-shot"])
-print(f"DPO, {settings.dpo_epochs} epochs over {len(pairs_found):,} pairs ({(time.perf_counter() - started) / 60:.1f} min)"
-      f": held-out {shown(dpo_scores)}; SFT before it {shown(sft_scores['answer only'])}")
+minutes = (time.perf_counter() - started) / 60
+print(f"DPO, {settings.dpo_epochs} epochs over {len(pairs_found):,} pairs ({minutes:.1f} min): held-out "
+      f"{shown(dpo_scores)}; SFT before it {shown(sft_scores['answer only'])}")
 
 # %% [markdown]
 # How far did the policy move from its reference? The KL divergence KL(π ‖ π_ref), estimated on
@@ -460,14 +463,15 @@ def group_batch(model, problems, seed):
 
 # %%
 def grpo_run(kl_coefficient, seed=0):
-    """GRPO from the SFT model; every `grpo_evaluate_every` updates the held-out accuracy. Returns the policy and its log."""
+    """GRPO from the SFT model, the held-out accuracy every `grpo_evaluate_every` updates: (policy, log)."""
     policy = new_model(seed)
     policy.set_weights(policy_start.get_weights())
     rows, targets = keras.Input((row_length,), dtype="int32"), keras.Input((row_length,), dtype="int32")
     trainer = keras.Model([rows, targets], AnswerLogProbabilities(policy)(rows, targets))
     trainer.compile(optimizer=keras.optimizers.AdamW(settings.grpo_learning_rate, weight_decay=0.0),
                     loss=GRPOLoss(settings.grpo_clip_epsilon, kl_coefficient), jit_compile=settings.jit_compile)
-    log, draw, started = {"update": [], "reward": [], "entropy": [], "kl": [], "accuracy": []}, np.random.default_rng(seed), time.perf_counter()
+    log = {"update": [], "reward": [], "entropy": [], "kl": [], "accuracy": []}
+    draw, started = np.random.default_rng(seed), time.perf_counter()
     for update in progress(range(settings.grpo_updates + 1), desc=f"GRPO, KL coefficient {kl_coefficient:g}"):
         if update % settings.grpo_evaluate_every == 0:
             log["accuracy"].append((update, accuracy(policy, asked["zero-shot"])))
