@@ -117,6 +117,9 @@ split = len(inputs) * 9 // 10
 print(f"{len(corpus):,} sentences -> {len(inputs):,} rows of {settings.sequence_length} characters "
       f"(validation: the last {len(inputs) - split:,}); vocabulary {vocabulary_size}")
 print(tokenizer.decode([int(i) for i in inputs[0] if i != END])[:120])
+answer_tokens = settings.max_digits + 3  # a space, the sum's digits (one more than an operand's), one to spare
+largest = 10 ** settings.max_digits - 1  # the longest question, its start token, and the longest answer
+row_length = 1 + len(tokenizer.encode(task.prompt(AdditionProblem(largest, largest)))) + answer_tokens
 
 
 def new_model(seed=0):
@@ -171,7 +174,7 @@ report_metric("base_validation_loss", min(history.history["val_loss"]), "the bas
 def accuracy(model, prompts, problems=held_out):
     """The share of `prompts` the model answers right (greedy), overall, with a carry, and without."""
     right = np.array([task.is_correct(problem, answer) for problem, answer in zip(problems, greedy_answers(
-        model, tokenizer.encode, tokenizer.decode, prompts, END, settings.max_digits + 2))])
+        model, tokenizer.encode, tokenizer.decode, prompts, END, answer_tokens))])
     return {"all": right.mean(), "carry": right[carries].mean(), "no carry": right[~carries].mean()}
 
 
@@ -205,7 +208,7 @@ for way, scores in base_scores.items():
 sft_problems = task.sample(settings.sft_examples, np.random.default_rng(3))
 sft_inputs, sft_targets, sft_prompt_lengths = instruction_rows(
     tokenizer.encode, [task.prompt(p) for p in sft_problems], [task.answer(p) for p in sft_problems],
-    settings.sequence_length, END)
+    row_length, END)
 answer_only = np.where(keras.ops.convert_to_numpy(answer_mask(sft_targets, sft_prompt_lengths)), sft_targets, 0)
 print("inputs: ", tokenizer.decode([int(i) for i in sft_inputs[0] if i not in (0, END)]).replace("\n", "⏎"))
 print("counted:", "".join(tokenizer.decode([int(t)]) if t not in (0, END) else ("·" if t == 0 else "■")
@@ -280,7 +283,7 @@ plt.show()
 policy_start = sft["answer only"]
 dpo_problems = task.sample(settings.dpo_questions, np.random.default_rng(4))
 sampled = sample_answers(policy_start, tokenizer.encode, tokenizer.decode, [task.prompt(p) for p in dpo_problems],
-                         settings.dpo_answers_each, END, settings.max_digits + 2,
+                         settings.dpo_answers_each, END, answer_tokens,
                          temperature=settings.temperature, seed=0)
 pairs_found = preference_pairs(task, dpo_problems, sampled.texts)
 right_share = np.mean([[task.is_correct(p, a) for a in answers] for p, answers in zip(dpo_problems, sampled.texts)])
@@ -334,14 +337,13 @@ def pair_rows(pairs):
     """The pairs as (N, 2, T) rows, targets and answer masks, preferred first."""
     prompts = [task.prompt(dpo_problems[index]) for index, _, _ in pairs for _ in (0, 1)]
     answers = [sampled.texts[index][which] for index, chosen, rejected in pairs for which in (chosen, rejected)]
-    rows, targets, prompt_lengths = instruction_rows(tokenizer.encode, prompts, answers, settings.sequence_length, END)
+    rows, targets, prompt_lengths = instruction_rows(tokenizer.encode, prompts, answers, row_length, END)
     mask = keras.ops.convert_to_numpy(answer_mask(targets, prompt_lengths))
     return [array.reshape(len(pairs), 2, -1) for array in (rows, targets, mask.astype("float32"))]
 
 
 def trainer_for(policy):
-    shape = (2, settings.sequence_length)
-    rows, targets, mask = (keras.Input(shape, dtype=kind) for kind in ("int32", "int32", "float32"))
+    rows, targets, mask = (keras.Input((2, row_length), dtype=kind) for kind in ("int32", "int32", "float32"))
     return keras.Model([rows, targets, mask], PairLogProbabilities(policy)(rows, targets, mask))
 
 # %%
@@ -371,7 +373,7 @@ print(f"DPO, {settings.dpo_epochs} epochs over {len(pairs_found):,} pairs ({minu
 def kl_to_reference(model, problems, answers_each=4, seed=11):
     """KL(model || reference) on the model's own samples: mean over answers of log π(y|x) − log π_ref(y|x)."""
     drawn = sample_answers(model, tokenizer.encode, tokenizer.decode, [task.prompt(p) for p in problems], answers_each,
-                           END, settings.max_digits + 2, temperature=settings.temperature, seed=seed)
+                           END, answer_tokens, temperature=settings.temperature, seed=seed)
     mask = answer_mask(drawn.targets, drawn.prompt_lengths)
     scores = [sequence_log_probabilities(target_log_probabilities(m.predict(drawn.inputs, batch_size=128, verbose=0),
                                                                   drawn.targets), mask) for m in (model, reference)]
@@ -443,10 +445,6 @@ class GRPOLoss(keras.losses.Loss):
                          clip_epsilon=self.clip_epsilon, kl_coefficient=self.kl_coefficient).loss
 
 # %%
-largest = 10 ** settings.max_digits - 1  # the longest question, its start token, and the longest answer allowed
-row_length = 1 + len(tokenizer.encode(task.prompt(AdditionProblem(largest, largest)))) + settings.max_digits + 2
-
-
 def padded(array):
     return np.pad(array, ((0, 0), (0, row_length - array.shape[1])))
 
@@ -454,7 +452,7 @@ def padded(array):
 def group_batch(model, problems, seed):
     """Sample G answers to each problem; their rewards (Q, G), rows, targets, answer mask and π's distributions."""
     drawn = sample_answers(model, tokenizer.encode, tokenizer.decode, [task.prompt(p) for p in problems],
-                           settings.grpo_answers_each, END, settings.max_digits + 2,
+                           settings.grpo_answers_each, END, answer_tokens,
                            temperature=settings.temperature, seed=seed)
     rewards = np.array([[float(task.is_correct(p, a)) for a in answers] for p, answers in zip(problems, drawn.texts)])
     rows, targets = padded(drawn.inputs), padded(drawn.targets)

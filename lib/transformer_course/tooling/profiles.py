@@ -307,7 +307,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # The base model: a Llama-style decoder over characters (byte-level, no merges), pre-trained on prose
             # sentences stating sums of training pairs, never in the question/answer format.
             "prose_sentences": 60000,
-            "sequence_length": 96,
+            "sequence_length": 128,  # room for a few-shot prompt: two solved examples and the question
             "model": {"embed_dim": 128, "num_heads": 4, "num_layers": 3},
             "intermediate_dim": 344,
             "num_key_value_heads": 4,
@@ -317,7 +317,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "base_updates": 3000,
             "rounds": 4,
             "held_out_problems": 400,  # every accuracy: the same held-out problems, greedy decoding
-            "shots": 3,
+            "shots": 2,
             # Supervised fine-tuning: the prompt masked or not, at equal updates; and the curve against examples.
             "sft_examples": 2000,
             "sft_epochs": 2,
@@ -528,7 +528,6 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
     },  # compiling costs more than a tiny run saves
     "13": {
         "prose_sentences": 400,
-        "sequence_length": 64,
         "model": {"embed_dim": 16, "num_heads": 2, "num_layers": 1},
         "intermediate_dim": 32,
         "num_key_value_heads": 2,
