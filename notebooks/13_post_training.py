@@ -121,7 +121,7 @@ answer_tokens = settings.max_digits + 3  # a space, the sum's digits (one more t
 largest = 10 ** settings.max_digits - 1  # the longest question, its start token, and the longest answer
 row_length = 1 + len(tokenizer.encode(task.prompt(AdditionProblem(largest, largest)))) + answer_tokens
 
-
+# %%
 def new_model(seed=0):
     """A fresh Llama-style decoder over the characters."""
     keras.utils.set_random_seed(seed)
@@ -214,7 +214,7 @@ print("inputs: ", tokenizer.decode([int(i) for i in sft_inputs[0] if i not in (0
 print("counted:", "".join(tokenizer.decode([int(t)]) if t not in (0, END) else ("·" if t == 0 else "■")
                           for t in answer_only[0][: int((sft_targets[0] != 0).sum())]).replace("\n", "⏎"))
 
-
+# %%
 def fine_tuned(start, rows, targets_of, seed=0):
     """A copy of `start` (or a fresh model for None) fine-tuned on `rows` with the given targets."""
     model = new_model(seed)
@@ -351,6 +351,8 @@ pair_data = pair_rows(pairs_found)
 reference = new_model()
 reference.set_weights(policy_start.get_weights())
 reference_log_p = keras.ops.convert_to_numpy(trainer_for(reference).predict(pair_data, batch_size=64, verbose=0))
+
+# %%
 policy = new_model()
 policy.set_weights(policy_start.get_weights())
 dpo_trainer = trainer_for(policy)
@@ -379,7 +381,7 @@ def kl_to_reference(model, problems, answers_each=4, seed=11):
                                                                   drawn.targets), mask) for m in (model, reference)]
     return float(keras.ops.convert_to_numpy(keras.ops.mean(scores[0] - scores[1])))
 
-
+# %%
 figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained")
 epochs = range(1, settings.dpo_epochs + 1)
 left.plot(epochs, dpo_history.history["loss"], "o-", label="DPO loss")
@@ -431,7 +433,7 @@ class AnswerLogProbabilities(keras.layers.Layer):
     def call(self, rows, targets):
         return target_log_probabilities(self.policy(rows), targets)
 
-
+# %%
 class GRPOLoss(keras.losses.Loss):
     """y_true: (B, T, 4) stacking π_old's and π_ref's log-probabilities, the advantage, the answer mask."""
 
@@ -460,14 +462,20 @@ def group_batch(model, problems, seed):
     return rewards, rows, targets, mask
 
 # %%
-def grpo_run(kl_coefficient, seed=0):
-    """GRPO from the SFT model, the held-out accuracy every `grpo_evaluate_every` updates: (policy, log)."""
-    policy = new_model(seed)
-    policy.set_weights(policy_start.get_weights())
+def grpo_trainer(policy, kl_coefficient):
+    """A Keras model around `policy` giving each answer token's log π, compiled with the GRPO loss."""
     rows, targets = keras.Input((row_length,), dtype="int32"), keras.Input((row_length,), dtype="int32")
     trainer = keras.Model([rows, targets], AnswerLogProbabilities(policy)(rows, targets))
     trainer.compile(optimizer=keras.optimizers.AdamW(settings.grpo_learning_rate, weight_decay=0.0),
                     loss=GRPOLoss(settings.grpo_clip_epsilon, kl_coefficient), jit_compile=settings.jit_compile)
+    return trainer
+
+# %%
+def grpo_run(kl_coefficient, seed=0):
+    """GRPO from the SFT model, the held-out accuracy every `grpo_evaluate_every` updates: (policy, log)."""
+    policy = new_model(seed)
+    policy.set_weights(policy_start.get_weights())
+    trainer = grpo_trainer(policy, kl_coefficient)
     log = {"update": [], "reward": [], "entropy": [], "kl": [], "accuracy": []}
     draw, started = np.random.default_rng(seed), time.perf_counter()
     for update in progress(range(settings.grpo_updates + 1), desc=f"GRPO, KL coefficient {kl_coefficient:g}"):
