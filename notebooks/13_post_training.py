@@ -57,7 +57,7 @@ import numpy as np
 from transformer_course import epoch_progress, progress, report_metric
 from transformer_course.bpe import BytePairEncoding
 from transformer_course.language_model import build_language_model
-from transformer_course.metrics import MaskedCrossEntropy
+from transformer_course.metrics import MaskedCrossEntropy, mean_interval
 from transformer_course.post_training import (
     AdditionProblem,
     AdditionTask,
@@ -202,7 +202,8 @@ for way, scores in base_scores.items():
 # (`answer_mask`); setting every other target to 0 makes the masked cross-entropy skip it.
 #
 # Both arms start from the base model, see the same examples in the same order, and make the same
-# number of updates.
+# number of updates; each seed shuffles the examples its own way, the same for both arms, so each
+# seed gives one paired difference. Seed 0's models go on to the sections after.
 
 # %%
 sft_problems = task.sample(settings.sft_examples, np.random.default_rng(3))
@@ -227,19 +228,28 @@ def fine_tuned(start, rows, targets_of, seed=0):
     return model
 
 # %%
-everything = np.arange(len(sft_problems))
-started = time.perf_counter()
-sft = {"answer only": fine_tuned(base, everything, answer_only),
-       "every token": fine_tuned(base, everything, sft_targets)}
-sft_scores = {arm: accuracy(model, asked["zero-shot"]) for arm, model in sft.items()}
-for arm, scores in sft_scores.items():
-    print(f"SFT, loss on {arm:<11}: zero-shot {shown(scores)}")
-print(f"({(time.perf_counter() - started) / 60:.1f} min for both; the base model few-shot: "
-      f"{shown(base_scores[f'{settings.shots}-shot'])})")
-report_metric("sft_masked_accuracy", sft_scores["answer only"]["all"],
-              "SFT with the prompt masked: held-out accuracy, zero-shot", headline=True)
-report_metric("sft_every_token_accuracy", sft_scores["every token"]["all"],
-              "SFT with the loss on every token: held-out accuracy, zero-shot")
+everything, started = np.arange(len(sft_problems)), time.perf_counter()
+sft_runs = {(arm, seed): fine_tuned(base, everything, arm_targets, seed) for seed in settings.sft_seeds
+            for arm, arm_targets in (("answer only", answer_only), ("every token", sft_targets))}
+sft_seed_scores = {key: accuracy(model, asked["zero-shot"]) for key, model in sft_runs.items()}
+for (arm, seed), scores in sft_seed_scores.items():
+    print(f"SFT, loss on {arm:<11}, seed {seed}: zero-shot {shown(scores)}")
+differences = [100 * (sft_seed_scores["answer only", seed]["all"] - sft_seed_scores["every token", seed]["all"])
+               for seed in settings.sft_seeds]
+mean, low, high = mean_interval(differences)
+print(f"answer only minus every token, per seed {', '.join(f'{d:+.1f}' for d in differences)} points: mean "
+      f"{mean:+.1f}, 95% interval [{low:+.1f}, {high:+.1f}] ({(time.perf_counter() - started) / 60:.1f} min)")
+
+# %%
+sft = {arm: sft_runs[arm, settings.sft_seeds[0]] for arm in ("answer only", "every token")}  # seed 0 goes on
+sft_scores = {arm: sft_seed_scores[arm, settings.sft_seeds[0]] for arm in sft}
+print(f"the base model {settings.shots}-shot: {shown(base_scores[f'{settings.shots}-shot'])}; SFT (answer only, "
+      f"seed {settings.sft_seeds[0]}): {shown(sft_scores['answer only'])}")
+report_metric("sft_masked_accuracy", np.mean([sft_seed_scores["answer only", seed]["all"] for seed in settings.sft_seeds]),
+              f"SFT with the prompt masked: held-out accuracy, zero-shot, mean of {len(settings.sft_seeds)} seeds",
+              headline=True)
+report_metric("sft_masked_minus_every_token", mean / 100, "SFT: the prompt masked minus the loss on every token, "
+              f"mean of {len(settings.sft_seeds)} paired seeds")
 
 # %% [markdown]
 # **What pre-training bought.** The same fine-tuning on fewer examples, from the base model and

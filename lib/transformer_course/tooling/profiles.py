@@ -322,6 +322,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "sft_examples": 2000,
             "sft_epochs": 2,
             "sft_learning_rate": 3e-4,
+            "sft_seeds": (0, 1, 2),  # paired: each seed's order of the examples, the same for both arms
             "sft_curve_examples": (100, 300, 1000),
             # Preferences: answers sampled from the SFT model, labelled by the checker; DPO against the frozen SFT model.
             "dpo_questions": 1500,
@@ -537,6 +538,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "held_out_problems": 8,
         "sft_examples": 32,
         "sft_epochs": 1,
+        "sft_seeds": (0,),
         "sft_curve_examples": (8, 16),
         "dpo_questions": 16,
         "dpo_epochs": 1,
