@@ -56,6 +56,7 @@ import numpy as np
 
 from transformer_course import epoch_progress, progress, report_metric
 from transformer_course.bpe import BytePairEncoding
+from transformer_course.generation import CachedLanguageModel
 from transformer_course.language_model import build_language_model
 from transformer_course.metrics import MaskedCrossEntropy, mean_interval
 from transformer_course.post_training import (
@@ -461,9 +462,9 @@ def padded(array):
     return np.pad(array, ((0, 0), (0, row_length - array.shape[1])))
 
 
-def group_batch(model, problems, seed):
+def group_batch(sampler, problems, seed):
     """Sample G answers to each problem; their rewards (Q, G), rows, targets, answer mask and π's distributions."""
-    drawn = sample_answers(model, tokenizer.encode, tokenizer.decode, [task.prompt(p) for p in problems],
+    drawn = sample_answers(sampler, tokenizer.encode, tokenizer.decode, [task.prompt(p) for p in problems],
                            settings.grpo_answers_each, END, answer_tokens,
                            temperature=settings.temperature, seed=seed)
     rewards = np.array([[float(task.is_correct(p, a)) for a in answers] for p, answers in zip(problems, drawn.texts)])
@@ -485,22 +486,22 @@ def grpo_run(kl_coefficient, seed=0):
     """GRPO from the SFT model, the held-out accuracy every `grpo_evaluate_every` updates: (policy, log)."""
     policy = new_model(seed)
     policy.set_weights(policy_start.get_weights())
-    trainer = grpo_trainer(policy, kl_coefficient)
+    trainer, sampler = grpo_trainer(policy, kl_coefficient), CachedLanguageModel(policy, row_length)  # traced once
     log = {"update": [], "reward": [], "entropy": [], "kl": [], "accuracy": []}
     draw, started = np.random.default_rng(seed), time.perf_counter()
     for update in progress(range(settings.grpo_updates + 1), desc=f"GRPO, KL coefficient {kl_coefficient:g}"):
         if update % settings.grpo_evaluate_every == 0:
-            log["accuracy"].append((update, accuracy(policy, asked["zero-shot"])))
+            log["accuracy"].append((update, accuracy(sampler, asked["zero-shot"])))
         if update == settings.grpo_updates:
             break
-        step(trainer, policy, task.sample(settings.grpo_questions, draw), seed * 100_000 + update, log)
+        step(trainer, policy, sampler, task.sample(settings.grpo_questions, draw), seed * 100_000 + update, log)
     log["minutes"] = (time.perf_counter() - started) / 60
     return policy, log
 
 # %%
-def step(trainer, policy, problems, seed, log):
+def step(trainer, policy, sampler, problems, seed, log):
     """One GRPO update: a group of answers per problem, rewards, advantages, `grpo_steps_each` gradient steps."""
-    rewards, rows, targets, mask = group_batch(policy, problems, seed)
+    rewards, rows, targets, mask = group_batch(sampler, problems, seed)
     advantages = np.repeat(group_advantages(rewards).reshape(-1), row_length).reshape(len(rows), row_length)
     probabilities = policy.predict(rows, batch_size=256, verbose=0)
     old = keras.ops.convert_to_numpy(target_log_probabilities(probabilities, targets))

@@ -226,6 +226,26 @@ def instruction_rows(encode, prompts, answers, length: int, end_id: int):
     return inputs, targets, prompt_lengths
 
 
+
+def _generator(model, longest: int):
+    """``model`` itself when it is a :class:`~transformer_course.generation.CachedLanguageModel` (its traced steps
+    are reused from call to call), else a new one for it; either way able to reach ``longest`` tokens."""
+    from .generation import CachedLanguageModel
+
+    if isinstance(model, CachedLanguageModel):
+        if longest > model.max_length:
+            raise ValueError(
+                f"a prompt and `max_answer_tokens` take {longest} tokens, more than the generator's max_length "
+                f"{model.max_length}."
+            )
+        return model
+    if longest > model.sequence_length:
+        raise ValueError(
+            f"a prompt and `max_answer_tokens` take {longest} tokens, more than the model's sequence_length "
+            f"{model.sequence_length}."
+        )
+    return CachedLanguageModel(model, longest)
+
 class SampledAnswers(NamedTuple):
     """:func:`sample_answers`'s result, for Q prompts and G answers each.
 
@@ -262,7 +282,10 @@ def sample_answers(
     ``end_id``, as :func:`instruction_rows`' rows do.
 
     Args:
-        model: a :class:`~transformer_course.language_model.LanguageModel`.
+        model: a :class:`~transformer_course.language_model.LanguageModel`, or a
+            :class:`~transformer_course.generation.CachedLanguageModel` of one, made once and passed at
+            every call (a policy sampled at every update): its traced steps are then reused, and read
+            the weights as they are at each call.
         encode, decode: the tokenizer's str -> ids and ids -> str.
         prompts: sequence of Q str.
         answers_each: int G >= 1.
@@ -275,25 +298,20 @@ def sample_answers(
         :class:`SampledAnswers`; rows are ``1 + prompt + max_answer_tokens`` long at most, padded.
 
     Raises:
-        ValueError: for a prompt that leaves no room in the model's ``sequence_length``.
+        ValueError: for a prompt that leaves no room in the model's ``sequence_length`` (or the
+            generator's ``max_length``).
     """
     from .decoding import sample_decode
-    from .generation import CachedLanguageModel
 
     answers_each = check_integer("answers_each", answers_each)
     encoded = [[end_id, *encode(prompt)] for prompt in prompts]
     longest = max(len(ids) for ids in encoded) + max_answer_tokens
-    if longest > model.sequence_length:
-        raise ValueError(
-            f"a prompt and `max_answer_tokens` take {longest} tokens, more than the model's sequence_length "
-            f"{model.sequence_length}."
-        )
+    cached = _generator(model, longest)
     texts = [[""] * answers_each for _ in prompts]
     sequences: list = [None] * len(prompts)
     by_length: dict[int, list[int]] = {}
     for index, ids in enumerate(encoded):
         by_length.setdefault(len(ids), []).append(index)
-    cached = CachedLanguageModel(model, longest)
     for batch_number, (_, indices) in enumerate(sorted(by_length.items())):
         batch = np.repeat(np.array([encoded[index] for index in indices], "int32"), answers_each, axis=0)
         drawn = sample_decode(cached.next_token_function(batch), batch, end_id=end_id, max_length=max_answer_tokens,
@@ -327,7 +345,10 @@ def greedy_answers(model, encode, decode, prompts, end_id: int, max_answer_token
     :meth:`AdditionTask.is_correct` of these answers.
 
     Args:
-        model: a :class:`~transformer_course.language_model.LanguageModel`.
+        model: a :class:`~transformer_course.language_model.LanguageModel`, or a
+            :class:`~transformer_course.generation.CachedLanguageModel` of one, made once and passed at
+            every call (a policy sampled at every update): its traced steps are then reused, and read
+            the weights as they are at each call.
         encode, decode: the tokenizer's str -> ids and ids -> str.
         prompts: sequence of str.
         end_id: int, the end-of-text id (it ends an answer).
@@ -337,7 +358,8 @@ def greedy_answers(model, encode, decode, prompts, end_id: int, max_answer_token
         list of str, one answer per prompt, decoded up to (not including) its end id.
 
     Raises:
-        ValueError: for a prompt that leaves no room in the model's ``sequence_length``.
+        ValueError: for a prompt that leaves no room in the model's ``sequence_length`` (or the
+            generator's ``max_length``).
 
     Example:
         >>> from transformer_course.language_model import build_language_model
@@ -348,20 +370,14 @@ def greedy_answers(model, encode, decode, prompts, end_id: int, max_answer_token
         (2, True)
     """
     from .decoding import greedy_decode
-    from .generation import CachedLanguageModel
 
     max_answer_tokens = check_integer("max_answer_tokens", max_answer_tokens)
     encoded = [[end_id, *encode(prompt)] for prompt in prompts]
     longest = max(len(ids) for ids in encoded) + max_answer_tokens
-    if longest > model.sequence_length:
-        raise ValueError(
-            f"a prompt and `max_answer_tokens` take {longest} tokens, more than the model's sequence_length "
-            f"{model.sequence_length}."
-        )
     by_length: dict[int, list[int]] = {}
     for index, ids in enumerate(encoded):
         by_length.setdefault(len(ids), []).append(index)
-    cached, answers = CachedLanguageModel(model, longest), [""] * len(prompts)
+    cached, answers = _generator(model, longest), [""] * len(prompts)
     for length, indices in by_length.items():
         batch = np.array([encoded[index] for index in indices], "int32")
         decoded = greedy_decode(cached.next_token_function(batch), batch, end_id, max_answer_tokens)
