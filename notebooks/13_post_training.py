@@ -297,6 +297,9 @@ sampled = sample_answers(policy_start, tokenizer.encode, tokenizer.decode, [task
                          settings.dpo_answers_each, END, answer_tokens,
                          temperature=settings.temperature, seed=0)
 pairs_found = preference_pairs(task, dpo_problems, sampled.texts)
+if not pairs_found:  # a model that answers nothing right (the smoke profile's): two wrong answers stand in
+    pairs_found = [(0, 0, 1)]
+    print("no question had both a right and a wrong answer: a pair of two wrong answers stands in")
 right_share = np.mean([[task.is_correct(p, a) for a in answers] for p, answers in zip(dpo_problems, sampled.texts)])
 print(f"{len(dpo_problems):,} questions x {settings.dpo_answers_each} sampled answers: {right_share:.1%} right; "
       f"{len(pairs_found):,} questions with a right and a wrong answer -> pairs")
@@ -345,11 +348,12 @@ def reward_margin(y_true, y_pred):
 
 # %%
 def pair_rows(pairs):
-    """The pairs as (N, 2, T) rows, targets and answer masks, preferred first."""
-    prompts = [task.prompt(dpo_problems[index]) for index, _, _ in pairs for _ in (0, 1)]
-    answers = [sampled.texts[index][which] for index, chosen, rejected in pairs for which in (chosen, rejected)]
-    rows, targets, prompt_lengths = instruction_rows(tokenizer.encode, prompts, answers, row_length, END)
-    mask = keras.ops.convert_to_numpy(answer_mask(targets, prompt_lengths))
+    """The pairs as (N, 2, T) rows, targets and answer masks, preferred first: the sampled tokens themselves."""
+    picked = [index * settings.dpo_answers_each + which
+              for index, chosen, rejected in pairs for which in (chosen, rejected)]
+    rows, targets = (np.pad(array[picked], ((0, 0), (0, row_length - array.shape[1])))
+                     for array in (sampled.inputs, sampled.targets))
+    mask = keras.ops.convert_to_numpy(answer_mask(targets, sampled.prompt_lengths[picked]))
     return [array.reshape(len(pairs), 2, -1) for array in (rows, targets, mask.astype("float32"))]
 
 
