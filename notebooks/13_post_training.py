@@ -16,6 +16,8 @@
 # %% [markdown]
 # # 13 — After pre-training: instruction tuning, preferences (DPO) and verifiable rewards (GRPO)
 #
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/13_post_training.ipynb)
+#
 # **Run time:** full profile about 40 min on a 2-core CPU, smoke profile about 50 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples): the accuracies, losses, curves and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
@@ -92,7 +94,7 @@ from transformer_course.training import RowBatches, WarmupCosineDecay, encode_ru
 # %%
 task = AdditionTask(max_digits=settings.max_digits, held_out_share=settings.held_out_share)
 rng = np.random.default_rng(0)
-example = task.sample(1, rng)[0]
+example = next(problem for problem in task.sample(50, rng) if problem.carries)  # one with a carry
 print(f"question:  {task.prompt(example)!r}\nanswer:    {task.answer(example)!r}   (carries: {example.carries})")
 print("prose:    ", " | ".join(task.prose(example, rng) for _ in range(4)))
 pairs = [(a, b) for a in range(10 ** settings.max_digits) for b in range(10 ** settings.max_digits)]
@@ -117,7 +119,7 @@ inputs, targets = encode_running_text(tokenizer.encode, corpus, settings.sequenc
 split = len(inputs) * 9 // 10
 print(f"{len(corpus):,} sentences -> {len(inputs):,} rows of {settings.sequence_length} characters "
       f"(validation: the last {len(inputs) - split:,}); vocabulary {vocabulary_size}")
-print(tokenizer.decode([int(i) for i in inputs[0] if i != END])[:120])
+print(tokenizer.decode([int(i) for i in inputs[0]])[:150])
 answer_tokens = settings.max_digits + 3  # a space, the sum's digits (one more than an operand's), one to spare
 largest = 10 ** settings.max_digits - 1  # the longest question, its start token, and the longest answer
 row_length = 1 + len(tokenizer.encode(task.prompt(AdditionProblem(largest, largest)))) + answer_tokens
@@ -168,8 +170,10 @@ report_metric("base_validation_loss", min(history.history["val_loss"]), "the bas
 # %% [markdown]
 # **Does the base model know the sums, and does it answer?** Three ways to ask it the same
 # held-out problems, each answer checked: the prose it was trained on ("47 plus 38 makes");
-# the question/answer format, **zero-shot**; and the same with three solved examples first
-# (**few-shot**, the way GPT-3 was used: Brown et al., 2020).
+# the question/answer format ("Question: What is 47 plus 38?", a line break, "Answer:"),
+# **zero-shot**; and the same with two solved examples first (**few-shot**, the way GPT-3 was
+# used: Brown et al., 2020). The question uses the prose's own word, "plus": what is new to the
+# model is the format, not the words.
 
 # %%
 def accuracy(model, prompts, problems=held_out):
@@ -188,8 +192,9 @@ few_shot = "".join(f"{task.prompt(shot)}{task.answer(shot)}\n" for shot in shots
 asked = {"prose": [f"{p.a} plus {p.b} makes" for p in held_out], "zero-shot": [task.prompt(p) for p in held_out],
          f"{settings.shots}-shot": [few_shot + task.prompt(p) for p in held_out]}
 base_scores = {way: accuracy(base, prompts) for way, prompts in asked.items()}
-for way, scores in base_scores.items():
-    print(f"{way:>9}: {shown(scores)}")
+for way, scores in base_scores.items():  # and what it writes after the first held-out prompt
+    first = greedy_answers(base, tokenizer.encode, tokenizer.decode, asked[way][:1], END, answer_tokens)[0]
+    print(f"{way:>9}: {shown(scores)}; {held_out[0].a} + {held_out[0].b} -> {first!r}")
 
 # %% [markdown]
 # ## 2. Supervised fine-tuning: teaching the format
@@ -222,8 +227,10 @@ def fine_tuned(start, rows, targets_of, seed=0):
     model = new_model(seed)
     if start is not None:
         model.set_weights(start.get_weights())
-    model.compile(optimizer=keras.optimizers.AdamW(settings.sft_learning_rate, weight_decay=0.01),
-                  loss=MaskedCrossEntropy(), jit_compile=settings.jit_compile)
+    updates = -(-len(rows) // settings.batch_size) * settings.sft_epochs  # warm-up for a tenth, then a cosine decay
+    schedule = WarmupCosineDecay(settings.sft_learning_rate, updates // 10, updates)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=MaskedCrossEntropy(),
+                  jit_compile=settings.jit_compile)
     model.fit(sft_inputs[rows], targets_of[rows], batch_size=settings.batch_size, epochs=settings.sft_epochs,
               shuffle=True, verbose=0)
     return model
@@ -246,7 +253,8 @@ sft = {arm: sft_runs[arm, settings.sft_seeds[0]] for arm in ("answer only", "eve
 sft_scores = {arm: sft_seed_scores[arm, settings.sft_seeds[0]] for arm in sft}
 print(f"the base model {settings.shots}-shot: {shown(base_scores[f'{settings.shots}-shot'])}; SFT (answer only, "
       f"seed {settings.sft_seeds[0]}): {shown(sft_scores['answer only'])}")
-report_metric("sft_masked_accuracy", np.mean([sft_seed_scores["answer only", seed]["all"] for seed in settings.sft_seeds]),
+masked_mean = np.mean([sft_seed_scores["answer only", seed]["all"] for seed in settings.sft_seeds])
+report_metric("sft_masked_accuracy", masked_mean,
               f"SFT with the prompt masked: held-out accuracy, zero-shot, mean of {len(settings.sft_seeds)} seeds",
               headline=True)
 report_metric("sft_masked_minus_every_token", mean / 100, "SFT: the prompt masked minus the loss on every token, "
@@ -254,14 +262,16 @@ report_metric("sft_masked_minus_every_token", mean / 100, "SFT: the prompt maske
 
 # %% [markdown]
 # **What pre-training bought.** The same fine-tuning on fewer examples, from the base model and
-# from a freshly initialised one (prompt masked, the same updates per example).
+# from a freshly initialised one (prompt masked, seed 0, the same epochs: updates in proportion to
+# the examples). The point at every example, from the base model, is seed 0's run above.
 
 # %%
 curve = {"from the base model": [], "from a random start": []}
 for count in progress(settings.sft_curve_examples, desc="examples"):
-    rows = everything[:count]
-    curve["from the base model"].append(accuracy(fine_tuned(base, rows, answer_only), asked["zero-shot"])["all"])
-    curve["from a random start"].append(accuracy(fine_tuned(None, rows, answer_only), asked["zero-shot"])["all"])
+    rows, seed = everything[:count], settings.sft_seeds[0]
+    curve["from the base model"].append(sft_seed_scores["answer only", seed]["all"] if count == len(everything) else
+                                        accuracy(fine_tuned(base, rows, answer_only, seed), asked["zero-shot"])["all"])
+    curve["from a random start"].append(accuracy(fine_tuned(None, rows, answer_only, seed), asked["zero-shot"])["all"])
 figure, axis = plt.subplots(figsize=(6, 3.4))
 for label, values in curve.items():
     axis.plot(settings.sft_curve_examples, values, "o-", label=label)
@@ -367,24 +377,11 @@ reference = new_model()
 reference.set_weights(policy_start.get_weights())
 reference_log_p = keras.ops.convert_to_numpy(trainer_for(reference).predict(pair_data, batch_size=64, verbose=0))
 
-# %%
-policy = new_model()
-policy.set_weights(policy_start.get_weights())
-dpo_trainer = trainer_for(policy)
-dpo_trainer.compile(optimizer=keras.optimizers.AdamW(settings.dpo_learning_rate, weight_decay=0.0),
-                    loss=DPOLoss(settings.dpo_beta), metrics=[reward_accuracy, reward_margin],
-                    jit_compile=settings.jit_compile)
-started = time.perf_counter()
-dpo_history = dpo_trainer.fit(pair_data, reference_log_p, batch_size=settings.batch_size, epochs=settings.dpo_epochs,
-                              shuffle=True, verbose=0, callbacks=[epoch_progress()])
-dpo_scores = accuracy(policy, asked["zero-shot"])
-minutes = (time.perf_counter() - started) / 60
-print(f"DPO, {settings.dpo_epochs} epochs over {len(pairs_found):,} pairs ({minutes:.1f} min): held-out "
-      f"{shown(dpo_scores)}; SFT before it {shown(sft_scores['answer only'])}")
-
 # %% [markdown]
-# How far did the policy move from its reference? The KL divergence KL(π ‖ π_ref), estimated on
-# answers the *policy* samples: the mean of log π − log π_ref over them (per answer, in nats).
+# While it trains, two things are watched after every epoch: the held-out accuracy, and how far
+# the policy has moved from its reference — the KL divergence KL(π ‖ π_ref), estimated on answers
+# the *policy* samples to 100 training questions: the mean of log π − log π_ref over them (per
+# answer, in nats; 0 at the start, where π = π_ref).
 
 # %%
 def kl_to_reference(model, problems, answers_each=4, seed=11):
@@ -397,19 +394,50 @@ def kl_to_reference(model, problems, answers_each=4, seed=11):
     return float(keras.ops.convert_to_numpy(keras.ops.mean(scores[0] - scores[1])))
 
 # %%
-figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained")
+class Watch(keras.callbacks.Callback):
+    """After every epoch: the policy's held-out accuracy and its KL to the reference, kept in `self.log`."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.policy, self.problems = policy, task.sample(100, np.random.default_rng(5))
+        self.log = {"accuracy": [accuracy(policy, asked["zero-shot"])["all"]], "kl": [0.0]}
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.log["accuracy"].append(accuracy(self.policy, asked["zero-shot"])["all"])
+        self.log["kl"].append(kl_to_reference(self.policy, self.problems))
+
+# %%
+policy = new_model()
+policy.set_weights(policy_start.get_weights())
+dpo_trainer = trainer_for(policy)
+dpo_trainer.compile(optimizer=keras.optimizers.AdamW(settings.dpo_learning_rate, weight_decay=0.0),
+                    loss=DPOLoss(settings.dpo_beta), metrics=[reward_accuracy, reward_margin],
+                    jit_compile=settings.jit_compile)
+started = time.perf_counter()
+dpo_history = dpo_trainer.fit(pair_data, reference_log_p, batch_size=settings.batch_size, epochs=settings.dpo_epochs,
+                              shuffle=True, verbose=0, callbacks=[epoch_progress(), watch := Watch(policy)])
+dpo_scores = accuracy(policy, asked["zero-shot"])
+minutes = (time.perf_counter() - started) / 60
+print(f"DPO, {settings.dpo_epochs} epochs over {len(pairs_found):,} pairs ({minutes:.1f} min): held-out "
+      f"{shown(dpo_scores)}; SFT before it {shown(sft_scores['answer only'])}")
+print("after each epoch: held-out accuracy " + ", ".join(f"{value:.1%}" for value in watch.log["accuracy"])
+      + "; KL " + ", ".join(f"{value:.3f}" for value in watch.log["kl"]) + " nats an answer")
+
+# %%
+figure, axes = plt.subplots(1, 3, figsize=(13, 3.4), layout="constrained")
 epochs = range(1, settings.dpo_epochs + 1)
-left.plot(epochs, dpo_history.history["loss"], "o-", label="DPO loss")
-left.axhline(np.log(2), color="grey", linestyle=":", label="log 2: the policy equals its reference")
-left.set(xlabel="epoch", ylabel="nats", title="DPO loss (training pairs)")
-left.legend()
-right.plot(epochs, dpo_history.history["reward_accuracy"], "o-", label="reward accuracy")
-right.plot(epochs, dpo_history.history["reward_margin"], "s-", label="reward margin (nats)")
-right.set(xlabel="epoch", title="implicit rewards")
-right.legend()
+axes[0].plot(epochs, dpo_history.history["loss"], "o-", label="DPO loss")
+axes[0].axhline(np.log(2), color="grey", linestyle=":", label="log 2: the policy equals its reference")
+axes[0].set(xlabel="epoch", ylabel="nats", title="DPO loss (training pairs, mean over each epoch)")
+axes[1].plot(epochs, dpo_history.history["reward_accuracy"], "o-", label="reward accuracy")
+axes[1].plot(epochs, dpo_history.history["reward_margin"], "s-", label="reward margin (nats)")
+axes[1].set(xlabel="epoch", title="implicit rewards (training pairs)")
+axes[2].plot(range(settings.dpo_epochs + 1), watch.log["accuracy"], "o-", label="held-out accuracy")
+axes[2].plot(range(settings.dpo_epochs + 1), watch.log["kl"], "s-", label="KL(policy || reference), nats")
+axes[2].set(xlabel="epoch (0: the SFT start)", title="after each epoch")
+for axis in axes:
+    axis.legend()
 plt.show()
-dpo_kl = kl_to_reference(policy, task.sample(100, np.random.default_rng(5)))
-print(f"KL(policy || SFT reference) after DPO: {dpo_kl:.3f} nats an answer")
 
 # %% [markdown]
 # ## 4. Verifiable rewards: GRPO
@@ -434,7 +462,7 @@ print(f"KL(policy || SFT reference) after DPO: {dpo_kl:.3f} nats an answer")
 #
 # **Hypotheses**, set before the run: (1) SFT with the prompt masked reaches at least 10 points
 # more held-out accuracy than the base model few-shot; (2) GRPO raises held-out accuracy by at
-# least 5 points over its SFT start within `grpo_updates` updates (about 10 minutes here), most
+# least 5 points over its SFT start within `grpo_updates` updates (under 10 minutes here), most
 # on the problems with a carry; (3) without the KL term, the entropy falls faster.
 
 # %%

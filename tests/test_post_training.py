@@ -63,7 +63,7 @@ def test_the_prose_states_the_fact_and_never_uses_the_instruction_format():
     sentences = {AdditionTask.prose(problem, rng) for _ in range(200)}
     assert len(sentences) == 6
     assert all("12" in s and "345" in s and "357" in s and "Question" not in s and "Answer" not in s for s in sentences)
-    assert AdditionTask.prompt(problem) + AdditionTask.answer(problem) == "Question: What is 12 + 345?\nAnswer: 357"
+    assert AdditionTask.prompt(problem) + AdditionTask.answer(problem) == "Question: What is 12 plus 345?\nAnswer: 357"
 
 
 def test_the_answer_mask_starts_at_the_answers_first_target_and_leaves_padding_out():
@@ -150,7 +150,7 @@ def test_instruction_rows_put_the_answer_after_the_prompt_and_mask_only_it():
     assert lengths[0] == 1 + len(task.prompt(problem)) and not inputs[0, len(tokens) - 1 :].any()
     answer = targets[0][numpy(answer_mask(targets, lengths))[0]]
     assert answer.tolist() == [*encode(" 5"), 1]  # the answer and the end id: the model learns to stop
-    with pytest.raises(ValueError, match="example 0 holds 36 tokens, more than `length` \\+ 1 = 31"):
+    with pytest.raises(ValueError, match="example 0 holds 39 tokens, more than `length` \\+ 1 = 31"):
         instruction_rows(encode, [task.prompt(problem)], [task.answer(problem)], 30, 1)
     with pytest.raises(ValueError, match="must pair up; received 1 and 2"):
         instruction_rows(encode, ["a"], ["b", "c"], 30, 1)

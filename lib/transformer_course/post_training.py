@@ -107,7 +107,7 @@ class AdditionTask:
         >>> task = AdditionTask(max_digits=2)
         >>> problem = AdditionProblem(47, 38)
         >>> task.prompt(problem), task.answer(problem), problem.carries
-        ('Question: What is 47 + 38?\\nAnswer:', ' 85', 1)
+        ('Question: What is 47 plus 38?\\nAnswer:', ' 85', 1)
         >>> task.is_correct(problem, " 85\\n"), task.is_correct(problem, " 84"), task.is_correct(problem, " 850")
         (True, False, False)
         >>> task.held_out(AdditionProblem(47, 38)) == task.held_out(AdditionProblem(38, 47))
@@ -156,7 +156,7 @@ class AdditionTask:
     @staticmethod
     def prompt(problem: AdditionProblem) -> str:
         """The instruction format's question, up to where the answer starts."""
-        return f"Question: What is {problem.a} + {problem.b}?\nAnswer:"
+        return f"Question: What is {problem.a} plus {problem.b}?\nAnswer:"
 
     @staticmethod
     def answer(problem: AdditionProblem) -> str:
