@@ -226,7 +226,6 @@ def instruction_rows(encode, prompts, answers, length: int, end_id: int):
     return inputs, targets, prompt_lengths
 
 
-
 def _generator(model, longest: int):
     """``model`` itself when it is a :class:`~transformer_course.generation.CachedLanguageModel` (its traced steps
     are reused from call to call), else a new one for it; either way able to reach ``longest`` tokens."""
@@ -245,6 +244,7 @@ def _generator(model, longest: int):
             f"{model.sequence_length}."
         )
     return CachedLanguageModel(model, longest)
+
 
 class SampledAnswers(NamedTuple):
     """:func:`sample_answers`'s result, for Q prompts and G answers each.
