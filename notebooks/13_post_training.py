@@ -490,9 +490,9 @@ plt.show()
 # epoch, then 45.8% and 42.2%, while the KL to the reference rose to 1.310, 1.570 and 1.737 nats
 # an answer. A growing margin can come from both answers' probabilities falling, the rejected
 # one's faster: a known failure of DPO, worst when the two answers differ in a few tokens, as
-# these do (Pal et al., 2024, *Smaug*); this run did not measure it. This is a statement about this configuration: the rate (1e-4), β
-# (0.1) and the epochs were not tuned, and the rate — GRPO's below is five times smaller — is the
-# first thing to check.
+# these do (Pal et al., 2024, *Smaug*); this run did not measure it. This is a statement about
+# this configuration: the rate (1e-4), β (0.1) and the epochs were not tuned, and the rate —
+# GRPO's below is five times smaller — is the first thing to check.
 
 # %% [markdown]
 # ## 4. Verifiable rewards: GRPO
@@ -664,8 +664,8 @@ print(f"(3) entropy fall (first update minus the mean of the last fifth): with t
 # 3. **Not supported**, whatever the printed verdict says. The code calls it met because one
 #    number exceeds the other, but both are −0.014 nats at the printed precision, and negative:
 #    in both runs the entropy over the last fifth of the updates was slightly *above* its first
-#    value. Nothing fell
-#    faster; the comparison needs a margin, and a run in which the policy moves.
+#    value. Nothing fell faster; the comparison needs a margin, and a run in which the policy
+#    moves.
 
 # %%
 report_metric("sft_minus_base_few_shot", sft_gain, f"SFT (prompt masked) minus the base model {settings.shots}-shot, "
