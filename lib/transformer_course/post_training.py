@@ -246,6 +246,24 @@ def _generator(model, longest: int):
     return CachedLanguageModel(model, longest)
 
 
+def _prompt_batches(model, encode, prompts, end_id: int, max_answer_tokens: int):
+    """The prompts' ids (each after ``end_id``), the generator able to reach the longest answer, and the
+    prompts' indices grouped by their length in tokens, shortest first (cached generation decodes a batch of
+    equal lengths)."""
+    encoded = [[end_id, *encode(prompt)] for prompt in prompts]
+    cached = _generator(model, max(len(ids) for ids in encoded) + max_answer_tokens)
+    by_length: dict[int, list[int]] = {}
+    for index, ids in enumerate(encoded):
+        by_length.setdefault(len(ids), []).append(index)
+    return encoded, cached, sorted(by_length.items())
+
+
+def _answer_text(row, start: int, end_id: int, decode) -> str:
+    """A decoded row's answer: its tokens from ``start`` on, padding dropped, up to (not including) ``end_id``."""
+    generated = [int(i) for i in row[start:] if i != 0]
+    return decode(generated[: generated.index(end_id) if end_id in generated else len(generated)])
+
+
 class SampledAnswers(NamedTuple):
     """:func:`sample_answers`'s result, for Q prompts and G answers each.
 
@@ -304,27 +322,18 @@ def sample_answers(
     from .decoding import sample_decode
 
     answers_each = check_integer("answers_each", answers_each)
-    encoded = [[end_id, *encode(prompt)] for prompt in prompts]
-    longest = max(len(ids) for ids in encoded) + max_answer_tokens
-    cached = _generator(model, longest)
+    encoded, cached, groups = _prompt_batches(model, encode, prompts, end_id, max_answer_tokens)
     texts = [[""] * answers_each for _ in prompts]
     sequences: list = [None] * len(prompts)
-    by_length: dict[int, list[int]] = {}
-    for index, ids in enumerate(encoded):
-        by_length.setdefault(len(ids), []).append(index)
-    for batch_number, (_, indices) in enumerate(sorted(by_length.items())):
+    for batch_number, (length, indices) in enumerate(groups):
         batch = np.repeat(np.array([encoded[index] for index in indices], "int32"), answers_each, axis=0)
         drawn = sample_decode(cached.next_token_function(batch), batch, end_id=end_id, max_length=max_answer_tokens,
                               temperature=temperature, seed=None if seed is None else seed + batch_number)  # fmt: skip
         for position, index in enumerate(indices):
-            rows = drawn[position * answers_each : (position + 1) * answers_each]
-            sequences[index] = rows
-            for answer, row in enumerate(rows):
-                generated = [int(i) for i in row[len(encoded[index]) :] if i != 0]
-                ended = generated.index(end_id) if end_id in generated else len(generated)
-                texts[index][answer] = decode(generated[:ended])
-    length = longest
-    inputs = np.zeros((len(prompts) * answers_each, length), "int32")
+            sequences[index] = drawn[position * answers_each : (position + 1) * answers_each]
+            texts[index] = [_answer_text(row, length, end_id, decode) for row in sequences[index]]
+    longest = max(len(ids) for ids in encoded) + max_answer_tokens
+    inputs = np.zeros((len(prompts) * answers_each, longest), "int32")
     targets = np.zeros_like(inputs)
     for index, rows in enumerate(sequences):
         for answer, row in enumerate(rows):
@@ -372,19 +381,13 @@ def greedy_answers(model, encode, decode, prompts, end_id: int, max_answer_token
     from .decoding import greedy_decode
 
     max_answer_tokens = check_integer("max_answer_tokens", max_answer_tokens)
-    encoded = [[end_id, *encode(prompt)] for prompt in prompts]
-    longest = max(len(ids) for ids in encoded) + max_answer_tokens
-    by_length: dict[int, list[int]] = {}
-    for index, ids in enumerate(encoded):
-        by_length.setdefault(len(ids), []).append(index)
-    cached, answers = _generator(model, longest), [""] * len(prompts)
-    for length, indices in by_length.items():
+    encoded, cached, groups = _prompt_batches(model, encode, prompts, end_id, max_answer_tokens)
+    answers = [""] * len(prompts)
+    for length, indices in groups:
         batch = np.array([encoded[index] for index in indices], "int32")
         decoded = greedy_decode(cached.next_token_function(batch), batch, end_id, max_answer_tokens)
         for index, row in zip(indices, decoded):
-            generated = [int(i) for i in row[length:] if i != 0]
-            ended = generated.index(end_id) if end_id in generated else len(generated)
-            answers[index] = decode(generated[:ended])
+            answers[index] = _answer_text(row, length, end_id, decode)
     return answers
 
 
