@@ -314,9 +314,10 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "batch_size": 32,
             "base_learning_rate": 3e-3,
             "warmup_steps": 100,
-            "base_updates": 3000,
+            "base_updates": 2400,
             "rounds": 4,
             "held_out_problems": 400,  # every accuracy: the same held-out problems, greedy decoding
+            "validation_problems": 200,  # held-out problems too, no pair shared with those: the rates are chosen here
             "shots": 2,
             # Supervised fine-tuning: the prompt masked or not, at equal updates; and the curve against examples.
             "sft_examples": 8000,
@@ -325,10 +326,10 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "sft_seeds": (0, 1, 2),  # paired: each seed's order of the examples, the same for both arms
             "sft_curve_examples": (250, 1000, 3000, 8000),  # the last, from the base model: seed 0's run, reused
             # Preferences: answers sampled from the SFT model, labelled by the checker; DPO against the frozen SFT one.
-            "dpo_questions": 1500,
+            "dpo_questions": 1000,
             "dpo_answers_each": 4,
             "dpo_beta": 0.1,
-            "dpo_learning_rate": 1e-4,
+            "dpo_learning_rates": (1e-5, 3e-5, 1e-4),  # each run in full, the one best on validation kept
             "dpo_epochs": 3,
             "temperature": 1.0,
             # GRPO: G answers to each of Q questions an update, the checker's reward; with the KL term and without.
@@ -536,11 +537,13 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "rounds": 2,
         "warmup_steps": 2,
         "held_out_problems": 8,
+        "validation_problems": 8,
         "sft_examples": 32,
         "sft_epochs": 1,
         "sft_seeds": (0,),
         "sft_curve_examples": (8, 32),
         "dpo_questions": 16,
+        "dpo_learning_rates": (1e-5, 1e-4),
         "dpo_epochs": 1,
         "grpo_updates": 2,
         "grpo_questions": 2,
