@@ -63,24 +63,27 @@ def test_every_notebook_carries_its_catalogued_exercises_with_check_cells():
 
 def _without_lesson_cells(path: Path, out: Path, release: Path, keep_setup: bool = True) -> None:
     """A copy of a notebook whose code is its setup cell (unless ``keep_setup`` is False), its exercise and check
-    cells, and the cells its graded functions need (their imports, found as the grader finds them:
-    :func:`.slicing.program_for`)."""
+    cells, and, of its other cells, the statements its graded functions need (their imports, found as the grader
+    finds them: :func:`.slicing.program_for`), each in the cell it came from."""
     import nbformat
 
     from transformer_course_grader import grader
 
     notebook = nbformat.read(path, as_version=4)
     exercises = grader._exercises_of(nbformat.read(release, as_version=4))
-    needed = {unit.cell for program in grader._programs(notebook, exercises).values() for unit in program.units}
+    needed: dict[int, set] = {}
+    for program in grader._programs(notebook, exercises).values():
+        for unit in program.units:
+            needed.setdefault(unit.cell, set()).add((unit.line, unit.text))
     first_code = next(cell for cell in notebook.cells if cell.cell_type == "code")
-    notebook.cells = [
-        cell
-        for index, cell in enumerate(notebook.cells)
-        if cell.cell_type != "code"
-        or (keep_setup and cell is first_code)
-        or cell.metadata.get("nbgrader")
-        or index in needed
-    ]
+    kept = []
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code" or (keep_setup and cell is first_code) or cell.metadata.get("nbgrader"):
+            kept.append(cell)
+        elif index in needed:  # a lesson cell: only what a graded function needs of it (an import of Keras is not)
+            cell.source = "\n".join(text for _, text in sorted(needed[index]))
+            kept.append(cell)
+    notebook.cells = kept
     nbformat.write(notebook, out)
 
 
@@ -91,9 +94,11 @@ def graded(tmp_path_factory):
     Both are graded without their lesson cells, keeping the exercise and check cells and the cells the
     graded functions need (their imports): the grader neither locks nor inspects the lesson, so what it
     says of the copy is what it says of the notebook, and the lessons run in full elsewhere (nbval runs
-    each source notebook, tests/test_release_reruns.py each release). The instructor's copies keep the
-    setup cell too, so that it is seen to run in the sandbox; the untouched ones do not (it imports Keras,
-    about 6 s of a core each, and nothing of an untouched release needs it)."""
+    each source notebook, tests/test_release_reruns.py a release). The first notebook's instructor copy keeps
+    its setup cell, so that it is seen to run in the sandbox (it imports Keras); the other copies keep no setup
+    cell and, of a lesson cell, only the statements a graded function needs. The setup cells differ only in
+    the notebook's number, and each import of Keras costs about 5 s of a core: twelve of them were a fifth
+    of this fixture's time, and no graded function needs Keras."""
     root = tmp_path_factory.mktemp("course")
     release = root / "release"
     release.mkdir()
@@ -103,7 +108,10 @@ def graded(tmp_path_factory):
         released = next((ROOT / "release").glob(f"{notebook}_*.ipynb"))
         shutil.copy(released, release)
         _without_lesson_cells(
-            ROOT / "notebooks" / released.name, root / "submissions" / "instructor" / released.name, released
+            ROOT / "notebooks" / released.name,
+            root / "submissions" / "instructor" / released.name,
+            released,
+            keep_setup=notebook == WITH_EXERCISES[0],
         )
         _without_lesson_cells(released, root / "submissions" / "untouched" / released.name, released, keep_setup=False)
     results = grade_folder(
