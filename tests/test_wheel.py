@@ -31,7 +31,7 @@ import pytest
 pytestmark = pytest.mark.tensorflow  # Keras on TensorFlow: no jax/torch backend session collects it
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK = "04_self_attention.ipynb"
+NOTEBOOK = "05_transformer_encoder.ipynb"  # the released notebook whose smoke run is shortest
 
 
 def _run(*command, cwd, timeout=600):
@@ -136,7 +136,7 @@ def test_the_students_install_checks_runs_a_released_notebook_and_sends_grading_
     table = _run(
         command,
         "run",
-        "04",
+        "05",
         "--profile",
         "smoke",
         "--quiet",
@@ -166,7 +166,7 @@ def test_the_grader_wheel_installs_beside_the_course_releases_and_grades(install
     (work / "notebooks").mkdir()
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / "notebooks" / NOTEBOOK)
     _run(command, "release", "--notebooks-dir", "notebooks", "--out", "release", cwd=work)
-    assert 'NotImplementedError(\\"Exercise 04.1\\")' in (work / "release" / NOTEBOOK).read_text(encoding="utf-8")
+    assert 'NotImplementedError(\\"Exercise 05.1\\")' in (work / "release" / NOTEBOOK).read_text(encoding="utf-8")
     # The instructor's own notebook, graded as a submission: full marks, with the grader's references in the
     # site-packages the sandbox's kernels read (mounted over by a copy holding only the protocol).
     (work / "submissions" / "instructor").mkdir(parents=True)
