@@ -56,7 +56,7 @@ SMOKE_NOTEBOOKS = [
     "notebooks/07_transformer_translation.ipynb",
     "notebooks/08_bert_pretraining.ipynb",
 ]
-# Unit tests only: the notebooks, the release and grading of all ten are the default suite's job.
+# Unit tests only: the notebooks, the release and grading of all thirteen are the default suite's job.
 UNIT_TESTS = [
     "tests",
     "grader/tests",

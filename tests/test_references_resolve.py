@@ -8,7 +8,8 @@ A function that moves leaves its old dotted name behind in docstrings and guides
   the guides (``docs/*.md``, the README) resolves, by import and attribute, and a function or
   class it names is defined in the module named, or listed in that module's ``__all__`` (a name
   that only passes through a module's imports is not that module's);
-* the counts of notebooks, exercises and points that the guides state equal the catalog's.
+* the counts of notebooks, exercises and points that the guides state equal the catalog's, and so do
+  the counts of notebooks in the workflows', nox sessions' and CI script's comments.
 """
 
 import ast
@@ -78,23 +79,49 @@ def test_the_check_catches_a_moved_name():
     assert _resolves("transformer_course.training.fit_best") == ""
 
 
+COUNTED = [
+    "README.md",
+    "grader/README.md",
+    "docs/*.md",
+    ".github/workflows/*.yml",
+    "noxfile.py",
+    "pyproject.toml",
+    ".ci/run",
+]
+NUMBER_WORDS = {10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen"}
+_COUNT = r"(\d+|" + "|".join(NUMBER_WORDS.values()) + r")"
+
+
+def _number(count):
+    return int(count) if count.isdigit() else {word: number for number, word in NUMBER_WORDS.items()}[count.lower()]
+
+
 def test_the_guides_counts_of_notebooks_exercises_and_points_are_the_catalogs():
+    # The guides, and the comments of the workflows, nox sessions and CI script that count the notebooks.
     from transformer_course.exercises import EXERCISES
 
     notebooks = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
     exercises, points = len(EXERCISES), sum(exercise.points for exercise in EXERCISES.values())
-    words = {10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen"}
-    for path in sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "grader" / "README.md"]:
+    for path in sorted({path for pattern in COUNTED for path in ROOT.glob(pattern)}):
         text = " ".join(path.read_text(encoding="utf-8").split())
         for count in re.findall(r"\b(\d+) (?:graded )?exercises\b", text):
             assert int(count) == exercises, f"{path.name} says {count} exercises; the catalog holds {exercises}"
         for count in re.findall(r"\b(\d+) exercises, (\d+) points\b", text):
             assert int(count[1]) == points, f"{path.name} says {count[1]} points; the catalog's sum is {points}"
-        for count in re.findall(
-            r"(?<!Keras )\b(\d+|ten|eleven|twelve|thirteen) notebooks\b", text, flags=re.IGNORECASE
-        ):
-            said = int(count) if count.isdigit() else {word: number for number, word in words.items()}[count.lower()]
-            assert said == notebooks, f"{path.name} says {count} notebooks; there are {notebooks}"
+        for pattern in (rf"(?<!Keras )\b{_COUNT} notebooks\b", rf"\bof all {_COUNT}\b"):
+            for count in re.findall(pattern, text, flags=re.IGNORECASE):
+                assert _number(count) == notebooks, f"{path.name} says {count} notebooks; there are {notebooks}"
+
+
+def test_the_count_check_reads_the_workflows_phrasing():
+    text = "the release and the grading of all eleven run in the full suite; 500 students x 10 notebooks"
+    found = [re.findall(pattern, text) for pattern in (rf"\b{_COUNT} notebooks\b", rf"\bof all {_COUNT}\b")]
+    assert [_number(count) for counts in found for count in counts] == [10, 11]
+    assert {path.name for pattern in COUNTED for path in ROOT.glob(pattern)} >= {
+        "checks.yml",
+        "grade.yml",
+        "noxfile.py",
+    }
 
 
 @pytest.mark.parametrize(
