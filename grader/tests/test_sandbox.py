@@ -44,10 +44,17 @@ def _run_cells(*sources, sandbox=True, **limits):
 # 400 MiB held by the kernel (about 470 MiB with Python and NumPy), then children that share it:
 # each page counts once, so 800 MiB is enough, where summing resident sizes gave twice and more.
 HOLD_MEMORY = "import os, time\nimport numpy as np\nheld = np.ones(400 * 2**20 // 8)"
+# The children hold what they have for `hold` seconds and the kernel waits for them: a child's own memory
+# stays there until the watchdog sees it (it stops the kernel at its first look past the limit), so the
+# test does not depend on a poll landing in a short window when the machine is loaded.
 FORKED_CHILDREN = (
+    "children = []\n"
     "for _ in range(2):  # multiprocessing's fork: children that share the memory copy-on-write\n"
-    "    if os.fork() == 0:\n        {work}time.sleep(1)\n        os._exit(0)\ntime.sleep(1.5)"
+    "    if (child := os.fork()) == 0:\n        {work}time.sleep({hold})\n        os._exit(0)\n"
+    "    children.append(child)\n"
+    "for child in children:\n    os.waitpid(child, 0)"
 )
+OWN_MEMORY = "mine = np.ones(300 * 2**20 // 8)\n        "  # a child's own 300 MiB (its work, above)
 SHARED_ADDRESS_SPACE = (
     "import ctypes\n"
     "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -64,11 +71,15 @@ SHARED_ADDRESS_SPACE = (
 
 def test_memory_shared_with_forked_children_counts_once():
     problems, stopped = _run_cells(
-        HOLD_MEMORY, FORKED_CHILDREN.format(work=""), "raise ValueError('after')", sandbox=SANDBOX, memory_mb=800
+        HOLD_MEMORY,
+        FORKED_CHILDREN.format(work="", hold=1),
+        "raise ValueError('after')",
+        sandbox=SANDBOX,
+        memory_mb=800,
     )
     assert stopped is None and problems == ["cell 3 raised ValueError: after"]
     # What a child holds of its own still counts: 2 x 300 MiB more.
-    own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
+    own = FORKED_CHILDREN.format(work=OWN_MEMORY, hold=15)  # within the 20 s cell limit: until the watchdog looks
     problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
     assert stopped.startswith(
         ("the kernel used more than 800 MiB of memory", "the sandbox used more than 800 MiB of memory")
@@ -95,7 +106,7 @@ def test_an_out_of_memory_kill_the_watchdog_never_saw_is_reported(monkeypatch):
     from transformer_course_grader import watchdog
 
     monkeypatch.setattr(watchdog.Watchdog, "_poll_until_done", lambda self: self.done.wait())  # it never looks
-    own = FORKED_CHILDREN.format(work="mine = np.ones(300 * 2**20 // 8)\n        ")
+    own = FORKED_CHILDREN.format(work=OWN_MEMORY, hold=1)  # the kernel's memory control group kills on allocation
     problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
     assert stopped is not None and stopped.startswith("the sandbox used more than 800 MiB of memory"), (
         problems,
