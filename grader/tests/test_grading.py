@@ -218,22 +218,24 @@ def graded(tmp_path_factory):
                 "    return np.asarray(masks.causal_mask(length))"
             ),
         ),
-        # The package's own code, reached every way a determined student tried: each earns nothing for 07.1.
+        # The package's or the grader's own code, reached every way a determined student tried: each earns nothing for
+        # 07.1. (The grader's NumPy reference where the route allows it: its import costs no TensorFlow start-up.)
         "resolve_name": with_cell(
             solved,
             2,
             (
                 "import pkgutil\n"
                 "def causal_mask(length):\n"
-                "    return np.asarray(pkgutil.resolve_name('transformer_' + 'course.masks:causal_mask')(length))"
+                "    name = 'transformer_' + 'course_grader.references:_causal_reference'\n"
+                "    return np.asarray(pkgutil.resolve_name(name)(length))"
             ),
         ),
         "builtins_import": with_cell(
             solved,
             2,
             (
-                "causal_mask = getattr(vars()['__builtins__'], '__imp' + 'ort__')('transformer_course.masks', "
-                "fromlist=['causal_mask']).causal_mask"
+                "causal_mask = getattr(vars()['__builtins__'], '__imp' + 'ort__')("
+                "'transformer_course_grader.references', fromlist=['_causal_reference'])._causal_reference"
             ),
         ),
         "unpickled_reference": with_cell(
@@ -241,7 +243,8 @@ def graded(tmp_path_factory):
             2,
             (
                 "import pickle\n"
-                "causal_mask = pickle.loads(b'\\x80\\x04c' + b'transformer_course.masks\\ncausal_mask\\n.')"
+                "causal_mask = pickle.loads(\n"
+                "    b'\\x80\\x04c' + b'transformer_course_grader.references\\n_causal_reference\\n.')"
             ),
         ),
         "source_run_from_tmp": with_cell(
@@ -259,16 +262,17 @@ def graded(tmp_path_factory):
             2,
             (
                 "def answered_by_the_package(function):\n"
-                "    from transformer_course import masks\n"
-                "    return lambda length: np.asarray(masks.causal_mask(length))"
+                "    from transformer_course_grader import references\n"
+                "    return lambda length: np.asarray(references._causal_reference(length))"
             ),
         ),
         "code_object_copy": with_cell(
             solved,
             2,
             (
-                "import types, transformer_course.masks as m\n"
-                "causal_mask = types.FunctionType(m.causal_mask.__code__, m.causal_mask.__globals__, 'causal_mask')"
+                "import types, transformer_course_grader.references as m\n"
+                "reference = m._causal_reference\n"
+                "causal_mask = types.FunctionType(reference.__code__, reference.__globals__, 'causal_mask')"
             ),
         ),
         "relabelled_module": with_cell(
@@ -363,8 +367,8 @@ def graded(tmp_path_factory):
             solved,
             2,
             (
-                "import transformer_course.masks as masks\n"
-                "TABLE = {n: np.asarray(masks.causal_mask(n)) for n in range(1, 40)}\n"
+                "import transformer_course_grader.references as references\n"
+                "TABLE = {n: np.asarray(references._causal_reference(n)) for n in range(1, 40)}\n"
                 "def causal_mask(length):\n"
                 "    return TABLE[length]"
             ),
@@ -874,12 +878,12 @@ IMPORTS_THE_PACKAGE = "needs cell 3, which imports the course package or its gra
     "student, seen",
     [
         # A statement the function needs imports the package: refused before anything runs.
-        ("decorator_elsewhere", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
-        ("code_object_copy", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
+        ("decorator_elsewhere", IMPORTS_THE_PACKAGE + "(transformer_course_grader.references)"),
+        ("code_object_copy", IMPORTS_THE_PACKAGE + "(transformer_course_grader.references)"),
         ("relabelled_module", IMPORTS_THE_PACKAGE + "(transformer_course.masks.causal_mask)"),
         ("ipython_syntax", IMPORTS_THE_PACKAGE + "(transformer_course.masks.causal_mask)"),
         ("source_run_from_tmp", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
-        ("table_from_the_package", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
+        ("table_from_the_package", IMPORTS_THE_PACKAGE + "(transformer_course_grader.references)"),
         # A module loaded by a computed name, code built from data: refused from the source, before it runs
         # (the graded kernel's audit hook, behind it, would refuse them too).
         ("resolve_name", "imports pkgutil"),
