@@ -88,12 +88,19 @@ COUNTED = [
     "pyproject.toml",
     ".ci/run",
 ]
-NUMBER_WORDS = {10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen"}
-_COUNT = r"(\d+|" + "|".join(NUMBER_WORDS.values()) + r")"
+NUMBER_WORDS = {"ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15}
+_COUNT = r"(\d+|" + "|".join(NUMBER_WORDS) + r")"
+NOTEBOOK_COUNTS = (rf"(?<!Keras )\b{_COUNT} notebooks\b", rf"\bof all {_COUNT}\b")  # "13 notebooks", "of all ten"
 
 
-def _number(count):
-    return int(count) if count.isdigit() else {word: number for number, word in NUMBER_WORDS.items()}[count.lower()]
+def _counted_paths():
+    return sorted({path for pattern in COUNTED for path in ROOT.glob(pattern)})
+
+
+def _notebook_counts(text):
+    """Every count of notebooks `text` states ("thirteen notebooks", "of all ten"), as numbers."""
+    found = [count for pattern in NOTEBOOK_COUNTS for count in re.findall(pattern, text, flags=re.IGNORECASE)]
+    return [int(count) if count.isdigit() else NUMBER_WORDS[count.lower()] for count in found]
 
 
 def test_the_guides_counts_of_notebooks_exercises_and_points_are_the_catalogs():
@@ -102,26 +109,20 @@ def test_the_guides_counts_of_notebooks_exercises_and_points_are_the_catalogs():
 
     notebooks = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
     exercises, points = len(EXERCISES), sum(exercise.points for exercise in EXERCISES.values())
-    for path in sorted({path for pattern in COUNTED for path in ROOT.glob(pattern)}):
+    for path in _counted_paths():
         text = " ".join(path.read_text(encoding="utf-8").split())
         for count in re.findall(r"\b(\d+) (?:graded )?exercises\b", text):
             assert int(count) == exercises, f"{path.name} says {count} exercises; the catalog holds {exercises}"
         for count in re.findall(r"\b(\d+) exercises, (\d+) points\b", text):
             assert int(count[1]) == points, f"{path.name} says {count[1]} points; the catalog's sum is {points}"
-        for pattern in (rf"(?<!Keras )\b{_COUNT} notebooks\b", rf"\bof all {_COUNT}\b"):
-            for count in re.findall(pattern, text, flags=re.IGNORECASE):
-                assert _number(count) == notebooks, f"{path.name} says {count} notebooks; there are {notebooks}"
+        for count in _notebook_counts(text):
+            assert count == notebooks, f"{path.name} says {count} notebooks; there are {notebooks}"
 
 
 def test_the_count_check_reads_the_workflows_phrasing():
-    text = "the release and the grading of all eleven run in the full suite; 500 students x 10 notebooks"
-    found = [re.findall(pattern, text) for pattern in (rf"\b{_COUNT} notebooks\b", rf"\bof all {_COUNT}\b")]
-    assert [_number(count) for counts in found for count in counts] == [10, 11]
-    assert {path.name for pattern in COUNTED for path in ROOT.glob(pattern)} >= {
-        "checks.yml",
-        "grade.yml",
-        "noxfile.py",
-    }
+    text = "The release and the grading of all Eleven run in the full suite; 500 students x 10 notebooks"
+    assert _notebook_counts(text) == [10, 11]
+    assert {path.name for path in _counted_paths()} >= {"checks.yml", "grade.yml", "noxfile.py"}
 
 
 @pytest.mark.parametrize(
