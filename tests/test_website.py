@@ -226,6 +226,14 @@ def address(site):
     server.shutdown()
 
 
+# True once every formula on the page (Sphinx writes each as an element of classes "math notranslate") holds
+# MathJax's output and MathJax has nothing left to do; at once on a page without formulas, which loads no MathJax.
+TYPESET = (
+    "[...document.querySelectorAll('.math.notranslate')].every(formula => formula.querySelector('.MathJax'))"
+    " && (!window.MathJax || !MathJax.Hub || MathJax.Hub.queue.pending === 0)"
+)
+
+
 def _open(browser, address, page_name, width, height, problems):
     """Open a page of the site; what the console reports as an error or a script throws goes into `problems`.
 
@@ -241,7 +249,10 @@ def _open(browser, address, page_name, width, height, problems):
         "console", lambda message: problems.append(f"{page_name}: {message.text}") if message.type == "error" else None
     )
     page.on("pageerror", lambda error: problems.append(f"{page_name}: {error}"))
-    page.goto(address + page_name, wait_until="networkidle")
+    page.goto(address + page_name, wait_until="load")
+    # MathJax typesets after the load event: the page is read once every formula holds its typeset output (waiting
+    # for the network to stay idle half a second instead cost as much again: 54 s against 33 s for every page).
+    page.wait_for_function(TYPESET, timeout=60_000)
     return page
 
 
