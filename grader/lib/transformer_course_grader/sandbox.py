@@ -294,12 +294,8 @@ def _connect_once(manager: KernelManager) -> None:
     then would be resolved by the grader, with the grader's rights. So every connection is made
     before the first cell runs, and a connection the kernel drops stays dropped (the kernel then
     stops answering, and its notebook is stopped) instead of being made again by path.
-
-    A send on a dropped connection (a kernel gone) finds no peer and would wait for ever: it gives up after
-    SEND_SECONDS (``zmq.Again``), as on the client's channels.
     """
     manager.context.setsockopt(zmq.RECONNECT_IVL, -1)  # the manager's own context: its sockets from now on
-    manager.context.setsockopt(zmq.SNDTIMEO, SEND_SECONDS * 1000)
     manager._close_control_socket()  # start_kernel connected it to the path the kernel sees
     manager._connect_control_socket()
 
