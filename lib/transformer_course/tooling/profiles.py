@@ -409,12 +409,14 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "sweep_epochs": 1,
         "sweep_patience": 1,
     },
-    "03": {"imdb_reviews": 1000, "bpe_merges": 300, "word_vector_reviews": 30},
+    "03": {"imdb_reviews": 1000, "bpe_merges": 300, "word_vector_reviews": 10},
     "04": {"scaling_samples": 200},
     "05": {},
     "06": {
         "train_reviews": 800,
         "test_reviews": 400,
+        "sequence_length": 128,  # attention's cost grows with the square of the length
+        "bucket_boundaries": (64, 129),
         "model": {"embed_dim": 32, "intermediate_dim": 16},
         "epochs": 1,
         "patience": 1,
@@ -557,6 +559,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "model": {"embed_dim": 16, "num_heads": 2, "intermediate_dim": 32, "num_layers": 1},
         "warmup_epochs": 1,
         "epochs": 2,
+        "compared_patch_sizes": (4,),  # 1×1 patches (65 tokens) cost most; tests/test_vision.py builds them
         "comparison_epochs": 2,
         "cnn_epochs": 2,
         "patience": 1,
