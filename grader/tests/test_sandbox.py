@@ -10,6 +10,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -124,6 +125,48 @@ def test_a_watchdog_that_fails_stops_the_kernel(monkeypatch):
     monkeypatch.setattr(watchdog, "process_tree", broken)
     problems, stopped = _run_cells("import time\ntime.sleep(10)", sandbox=SANDBOX, cell_seconds=8)
     assert stopped == "the grader's watchdog failed (RuntimeError), so the kernel was stopped", (problems, stopped)
+
+
+def test_a_request_to_a_kernel_gone_after_the_connection_gives_up(monkeypatch, tmp_path):
+    """The grader connects to a kernel once, with reconnection off; a kernel that dies after that (the watchdog
+    stopped it as it started) leaves a connection with no peer, where a send waited for ever and held the batch.
+    The send gives up after SEND_SECONDS."""
+    import tempfile
+    import threading
+
+    import zmq
+    from jupyter_client import KernelManager
+
+    from transformer_course_grader import sandbox
+
+    monkeypatch.setattr(sandbox, "SEND_SECONDS", 1)
+    folder = tempfile.mkdtemp(prefix="gone-", dir="/tmp")  # a socket's path must be short (108 bytes)
+    manager = KernelManager(transport="ipc", ip=f"{folder}/kernel", connection_file=str(tmp_path / "kernel.json"))
+    manager.write_connection_file()
+    kernel = zmq.Context()
+    control = kernel.socket(zmq.ROUTER)
+    control.bind(f"ipc://{folder}/kernel-{manager.control_port}")
+    sandbox._connect_once(manager)
+    manager.session.send(manager._control_socket, manager.session.msg("kernel_info_request"))
+    assert control.poll(10_000), "the control connection was never made"
+    control.close(linger=0)  # the kernel is gone
+    time.sleep(0.5)
+    outcome = []
+
+    def round_trip():
+        try:
+            sandbox._control_round_trip(manager, 2)
+        except (zmq.Again, RuntimeError) as error:
+            outcome.append(type(error).__name__)
+
+    thread = threading.Thread(target=round_trip, daemon=True)
+    thread.start()
+    thread.join(30)
+    manager._close_control_socket()
+    kernel.term()
+    shutil.rmtree(folder, ignore_errors=True)
+    assert not thread.is_alive(), "the request to a kernel that is gone waited for ever"
+    assert outcome
 
 
 @pytest.mark.skipif(platform.machine() not in _KCMP_SYSCALL, reason="kcmp(2) is not known for this machine")
@@ -298,7 +341,8 @@ def test_limits_must_be_positive_numbers(name, value):
 def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path):
     # A fresh process, so that its peak resident memory is the grading alone. The kernel prints
     # 100 MiB in one message (the grader never receives it, and goes on), then raises an exception
-    # whose text is 100 MiB (its reply never arrives either: the kernel is stopped with the reason).
+    # whose text is 100 MiB (its reply never arrives either: ZeroMQ drops the shell channel's
+    # connection, and the kernel is stopped then, with the reason, not at the cell limit).
     # Received whole, either would add at least twice its size to the grader's memory. The cell limit
     # leaves the kernel time to build and send the 100 MiB reply on a loaded machine (over 5 s was seen).
     script = tmp_path / "grade_one.py"
@@ -320,10 +364,16 @@ def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path)
     assert stopped == (
         "the kernel stopped answering: it sent a message larger than 32 MiB, which the grader never receives"
     ), completed
-    assert problems == str(
-        ["cell 2 raised ValueError: the kernel goes on", "cell 3 ran past the 20 s cell limit and was interrupted"]
-    )
+    assert problems == str(["cell 2 raised ValueError: the kernel goes on"])
     assert int(added) < 32, f"grading raised the grader's peak resident memory by {added} MiB"
+
+
+def test_a_kernel_that_exits_is_reported_dead_not_silent():
+    """A kernel gone mid-cell drops its connections too: the report says it died, and nothing after it runs.
+
+    (A dropped connection alone, the kernel still running, is the test above: a message too large.)"""
+    problems, stopped = _run_cells("x = 1", "import os\nos._exit(3)", "raise ValueError('never run')", sandbox=SANDBOX)
+    assert stopped == "the kernel died (it crashed or was killed)" and problems == [], (problems, stopped)
 
 
 def _control_groups_here() -> bool:

@@ -33,8 +33,9 @@ unprivileged user namespaces from the host. Inside it the kernel has:
   ``keyctl``) unavailable: each fails with ENOSYS; the kernel starts in a session keyring of its
   own, never the grader's;
 * connections to the kernel's sockets made once, before the submission's first cell, and never
-  made again (a dropped one stays dropped), so no path the kernel could have replaced by a link
-  is ever resolved by the grader;
+  made again (a dropped one stays dropped; when the request channel's drops, the kernel is
+  stopped at once), so no path the kernel could have replaced by a link is ever resolved by the
+  grader;
 * an environment built from an allow-list (nothing of the grader's own environment, so no
   secret in it reaches student code).
 
@@ -163,6 +164,34 @@ class _KernelStopped(Exception):
     pass
 
 
+class _ConnectionDropped(Exception):
+    """The request (shell) channel's connection is gone: with reconnection off, no reply can come."""
+
+
+class _DropWatch:
+    """Tells when ZeroMQ drops a socket's connection (its ``EVENT_DISCONNECTED``).
+
+    A message over MAX_MESSAGE_MB drops the connection that carried it at once, and with
+    reconnection off (:func:`_connect_once`) it stays dropped: on the shell channel no reply can
+    come after that, so the kernel is stopped then, instead of at the cell limit and a send's
+    SEND_SECONDS after it.
+    """
+
+    def __init__(self, socket):
+        self.socket = socket
+        self.monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+
+    def dropped(self) -> bool:
+        return bool(self.monitor.poll(0))
+
+    def close(self) -> None:
+        try:
+            self.socket.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        self.monitor.close(linger=0)
+
+
 # After the shell channel's execute_reply, iopub is read until it reports idle or stays quiet for
 # this long: an idle message can be lost, the reply cannot (nbclient does the same).
 _IOPUB_DRAIN_SECONDS = 1.0
@@ -200,7 +229,7 @@ class _ReplyLines:
         return "\n".join(lines)
 
 
-def _execute(manager, client, code: str, timeout: float, nonce: str | None = None):
+def _execute(manager, client, code: str, timeout: float, nonce: str | None = None, watch: _DropWatch | None = None):
     """Run ``code``; return (the reply lines for ``nonce``, (error name, value) or None, timed out?).
 
     Done when the shell channel's ``execute_reply`` to this request has come and iopub has said
@@ -209,7 +238,10 @@ def _execute(manager, client, code: str, timeout: float, nonce: str | None = Non
 
     Raises:
         _KernelStopped: if the kernel died (crashed, or was killed by the watchdog).
+        _ConnectionDropped: if ``watch`` (the shell channel's) saw its connection dropped.
     """
+    if watch is not None and watch.dropped():
+        raise _ConnectionDropped()
     msg_id = client.execute(code, store_history=False, allow_stdin=False)
     deadline, collected, error = time.monotonic() + timeout, _ReplyLines(nonce), None
     replied_at, idle = None, False
@@ -234,6 +266,8 @@ def _execute(manager, client, code: str, timeout: float, nonce: str | None = Non
         except queue.Empty:
             if not manager.is_alive():
                 raise _KernelStopped() from None
+            if watch is not None and replied_at is None and watch.dropped():
+                raise _ConnectionDropped() from None
             continue
         if message.get("parent_header", {}).get("msg_id") != msg_id:
             continue
@@ -248,13 +282,13 @@ def _execute(manager, client, code: str, timeout: float, nonce: str | None = Non
                 return collected.text(), error, False
 
 
-def _run(manager, client, code, limits, result, label, nonce=None):
+def _run(manager, client, code, limits, result, label, nonce=None, watch=None):
     """Run one cell or graded call; interrupt it at the cell limit. None if the kernel stopped answering."""
-    text, error, timed_out = _execute(manager, client, code, limits.cell_seconds, nonce)
+    text, error, timed_out = _execute(manager, client, code, limits.cell_seconds, nonce, watch)
     if timed_out:
         result.problems.append(f"{label} ran past the {limits.cell_seconds:.0f} s cell limit and was interrupted")
         manager.interrupt_kernel()
-        _, _, still_running = _execute(manager, client, "pass", limits.cell_seconds)
+        _, _, still_running = _execute(manager, client, "pass", limits.cell_seconds, watch=watch)
         if still_running:
             result.stopped = f"{label} ran past the {limits.cell_seconds:.0f} s cell limit and ignored the interrupt"
             return None
@@ -294,10 +328,14 @@ def _connect_once(manager: KernelManager) -> None:
     then would be resolved by the grader, with the grader's rights. So every connection is made
     before the first cell runs, and a connection the kernel drops stays dropped (the kernel then
     stops answering, and its notebook is stopped) instead of being made again by path.
+
+    A send on a dropped connection (a kernel gone) finds no peer and would wait for ever: on the
+    control socket it gives up after SEND_SECONDS (``zmq.Again``), as on the client's channels.
     """
     manager.context.setsockopt(zmq.RECONNECT_IVL, -1)  # the manager's own context: its sockets from now on
     manager._close_control_socket()  # start_kernel connected it to the path the kernel sees
     manager._connect_control_socket()
+    manager._control_socket.setsockopt(zmq.SNDTIMEO, SEND_SECONDS * 1000)
 
 
 def _control_round_trip(manager: KernelManager, seconds: float) -> None:
@@ -403,7 +441,7 @@ def run_submission(
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
             env["PYTHONPATH"] = kernel_python_path(package)
             manager.launch_prefix = launcher(limits)
-        watchdog, client = Watchdog(manager, limits, deadline, group), None
+        watchdog, client, watch = Watchdog(manager, limits, deadline, group), None, None
         try:
             # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
             # grader's: replies come through the kernel protocol.
@@ -422,20 +460,24 @@ def run_submission(
             client.iopub_channel  # noqa: B018 - made now, so that only its queue is this short
             context.setsockopt(zmq.RCVHWM, 1000)  # ZeroMQ's default for the request channels
             client.start_channels(hb=False)  # the heartbeat channel reconnects by path; the watchdog sees a death
+            watch = _DropWatch(client.shell_channel.socket)
             client.wait_for_ready(timeout=limits.cell_seconds)
             _control_round_trip(manager, limits.cell_seconds)
-            _run_all(manager, client, notebook, requests, limits, result)
-        except _KernelStopped:
-            result.stopped = watchdog.reason or (
-                out_of_memory_reason(limits, group)
-                if group is not None and group.out_of_memory()
-                else "the kernel died (it crashed or was killed)"
-            )
-        except zmq.Again:
-            result.stopped = watchdog.reason or (
-                f"the kernel stopped answering: it sent a message larger than "
-                f"{MAX_MESSAGE_MB} MiB, which the grader never receives"
-            )
+            _run_all(manager, client, notebook, requests, limits, result, watch)
+        except (_KernelStopped, _ConnectionDropped, zmq.Again) as stop:
+            if not isinstance(stop, _KernelStopped):  # a kernel that dies also drops its connections
+                _wait_for_exit(manager, seconds=1.0)
+            if isinstance(stop, _KernelStopped) or not manager.is_alive():
+                result.stopped = watchdog.reason or (
+                    out_of_memory_reason(limits, group)
+                    if group is not None and group.out_of_memory()
+                    else "the kernel died (it crashed or was killed)"
+                )
+            else:
+                result.stopped = watchdog.reason or (
+                    f"the kernel stopped answering: it sent a message larger than "
+                    f"{MAX_MESSAGE_MB} MiB, which the grader never receives"
+                )
         except Exception as error:  # noqa: BLE001 - a submission must never crash the batch
             result.stopped = (
                 watchdog.reason or f"the kernel could not run the notebook ({type(error).__name__}: {error})"
@@ -450,6 +492,8 @@ def run_submission(
                 # The out-of-memory killer stopped a process of the sandbox (a child: the kernel went on)
                 # after the watchdog's last poll: the limit was broken all the same, and the report says so.
                 result.stopped = out_of_memory_reason(limits, group)
+            if watch is not None:
+                watch.close()
             if client is not None:
                 client.stop_channels()
             try:
@@ -461,11 +505,18 @@ def run_submission(
     return result
 
 
-def _run_all(manager, client, notebook, requests, limits, result) -> None:
+def _wait_for_exit(manager, seconds: float) -> None:
+    """Wait up to ``seconds`` for a kernel that may be exiting (its connections drop before it is gone)."""
+    deadline = time.monotonic() + seconds
+    while manager.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _run_all(manager, client, notebook, requests, limits, result, watch=None) -> None:
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
-        outcome = _run(manager, client, cell.source, limits, result, f"cell {index + 1}")
+        outcome = _run(manager, client, cell.source, limits, result, f"cell {index + 1}", watch=watch)
         if outcome is None:
             return
         if outcome[1] is not None and not outcome[2]:
@@ -475,7 +526,7 @@ def _run_all(manager, client, notebook, requests, limits, result) -> None:
         exercise = key.split("#")[0]
         if exercise in skipped:  # one endless call is enough: skip that exercise's other cases
             continue
-        outcome = _run(manager, client, code, limits, result, f"the graded call {key}", nonce)
+        outcome = _run(manager, client, code, limits, result, f"the graded call {key}", nonce, watch)
         if outcome is None:
             return
         if outcome[2]:
