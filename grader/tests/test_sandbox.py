@@ -463,15 +463,16 @@ def test_each_sandbox_runs_as_a_user_of_its_own_outside():
 
 @needs_sandbox
 def test_a_flood_of_messages_under_the_size_limit_is_held_in_bounded_memory(tmp_path):
-    # Each message is under the size limit, but ZeroMQ queues a number of messages, not bytes: 1.5 GiB
-    # of 1 MiB messages, sent faster than the grader reads them, once raised the grader's memory by
-    # about 900 MiB. The grader's queue of the kernel's output now holds a few messages.
+    # Each message is under the size limit, but ZeroMQ queues a number of messages, not bytes: 512 MiB
+    # of 1 MiB messages, sent faster than the grader reads them, raise the grader's memory by 290 MiB
+    # with ZeroMQ's default queue of 1,000 messages (measured; 786 MiB for 1.5 GiB). The grader's queue
+    # of the kernel's output holds a few messages (IOPUB_QUEUE_MESSAGES): about 20 MiB.
     script = tmp_path / "grade_flood.py"
     script.write_text(
         "import resource, nbformat\n"
         "from transformer_course_grader.sandbox import Limits, run_submission\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        'cells = [\'import sys\\nchunk = "x" * 2**20\\nfor _ in range(1536):\\n'
+        'cells = [\'import sys\\nchunk = "x" * 2**20\\nfor _ in range(512):\\n'
         "    sys.stdout.write(chunk)\\n    sys.stdout.flush()', 'print(1)']\n"
         "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
         "result = run_submission(notebook, {}, Limits(cell_seconds=60, notebook_seconds=120, memory_mb=2000))\n"
