@@ -614,6 +614,34 @@ def test_untouched_release_scores_zero_not_attempted(graded):
     assert scores == {"07.1": (0, "not attempted"), "07.2": (0, "not attempted")}
 
 
+def test_an_untouched_stub_is_not_called_and_a_stub_rebound_later_is(graded, monkeypatch):
+    """An exercise whose program is exactly the release's (the stub) is "not attempted" without its graded
+    calls, so an untouched notebook needs no second kernel; a stub whose name a later cell binds to an answer is
+    the student's program, and it is called."""
+    from transformer_course_grader import grader
+
+    kernels, start_kernel = [], grader.run_submission
+    monkeypatch.setattr(grader, "run_submission", lambda *a, **k: kernels.append(a[1]) or start_kernel(*a, **k))
+    release_path = graded["release_dir"] / "07_tiny.ipynb"
+    untouched = grader.grade_notebook("release", release_path, release_path, LIMITS, seed=SEED, sandbox=SANDBOX)
+    assert [x.status for x in untouched.exercises] == ["not attempted", "not attempted"], untouched.exercises
+    assert kernels == [{}], "an untouched notebook started a kernel for graded calls"
+    rebound = inserted(
+        nbformat.read(release_path, as_version=4),
+        3,
+        "def lower(length):\n    return np.tril(np.ones((length, length), dtype=bool))\ncausal_mask = lower",
+    )
+    path = graded["root"] / "rebound" / "07_tiny.ipynb"
+    path.parent.mkdir()
+    nbformat.write(rebound, path)
+    result = grader.grade_notebook("rebound", path, release_path, LIMITS, seed=SEED, sandbox=SANDBOX)
+    assert [(x.exercise, x.points, x.status) for x in result.exercises] == [
+        ("07.1", 1, "passed"),
+        ("07.2", 0, "not attempted"),
+    ]
+    assert len(kernels) == 3 and kernels[-1] and all(key.startswith("07.1#") for key in kernels[-1]), kernels[-1]
+
+
 def test_one_wrong_exercise_gives_the_exact_partial_score(graded):
     scores, result = outcome(graded, "one_wrong")
     assert scores == {"07.1": (0, "failed"), "07.2": (3, "passed")}

@@ -306,11 +306,15 @@ class ReleaseFacts:
         exercise_ids: ids of the exercises it asks for, in the catalogue's order (:func:`_exercises_of`).
         questions: its written questions (:func:`.written.questions_of`).
         stubs: exercise id -> the normalised tokens of the release's own program (the untouched stub).
+        stub_programs: exercise id -> the release's own program, statement by statement
+            (:func:`_program_statements`): a submission whose program is exactly this one calls the
+            release's stub, so its graded calls are not made (:func:`grade_notebook`).
     """
 
     exercise_ids: tuple
     questions: tuple
     stubs: dict
+    stub_programs: dict = field(default_factory=dict)
 
     @property
     def exercises(self) -> list:
@@ -327,11 +331,19 @@ def release_facts(release) -> ReleaseFacts:
     """:class:`ReleaseFacts` of a released notebook (an ``nbformat`` notebook or its dict)."""
     release = nbformat.from_dict(release)
     exercises = _exercises_of(release)
+    programs = _programs(release, exercises)
     return ReleaseFacts(
         tuple(exercise.id for exercise in exercises),
         tuple(written.questions_of(release)),
-        _normalised_solutions(_programs(release, exercises), {}),
+        _normalised_solutions(programs, {}),
+        {exercise_id: _program_statements(program) for exercise_id, program in programs.items()},
     )
+
+
+def _program_statements(program) -> tuple:
+    """What a :class:`.slicing.Program` runs in the graded kernel: its statements' text, a written module's
+    body with each; equal tuples run the same code."""
+    return tuple((unit.text, unit.writes_module, unit.writes_body) for unit in program.units)
 
 
 def _cases(exercise, seed: int, student: str = "") -> list:
@@ -540,6 +552,9 @@ def credited_points(
     return points_sum([points * secret_passed / (secret_total + public_failed)])
 
 
+NOT_ATTEMPTED = "not attempted (the stub still raises NotImplementedError)"
+
+
 def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_seconds=0.0) -> ExerciseResult:
     result = partial(_verdict, exercise)
 
@@ -572,7 +587,7 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
                 f"graded calls: {value or 'its definition did not run'}",
             )
         if kind == "not-attempted":
-            return result("not attempted", "not attempted (the stub still raises NotImplementedError)")
+            return result("not attempted", NOT_ATTEMPTED)
         if kind == "forged":
             return result(
                 "failed",
@@ -722,6 +737,11 @@ def grade_notebook(
         return outcome
     outcome.solutions = _normalised_solutions(programs, facts.stubs)
     refused = {exercise.id: why for exercise in exercises if (why := _not_graded(exercise, programs[exercise.id]))}
+    for exercise in exercises:  # the release's own stub, untouched: its calls would only raise NotImplementedError
+        if exercise.id not in refused and _program_statements(programs[exercise.id]) == facts.stub_programs.get(
+            exercise.id
+        ):
+            refused[exercise.id] = ("not attempted", NOT_ATTEMPTED)
     written_modules = {name: text for program in programs.values() for name, text in program.writefiles().items()}
 
     env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
