@@ -75,6 +75,21 @@ def pytest_ignore_collect(collection_path: Path, config):
     return None
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The tests in the order of their files in ``testpaths`` (pyproject.toml: the longest first), each
+    file's in the order collected. pytest collects a directory tree in its own order, whatever the order
+    of ``testpaths``; pytest-xdist hands out the files in the order collected (``--no-loadscope-reorder``)."""
+    listed = [Path(config.rootpath, entry) for entry in config.getini("testpaths")]
+
+    def place(item) -> int:
+        return next(
+            (index for index, path in enumerate(listed) if item.path == path or path in item.path.parents),
+            len(listed),
+        )
+
+    items.sort(key=place)  # stable: a file's tests keep their order
+
+
 def _imports(path: Path, root: Path, top_level_only: bool = False) -> list[tuple[str, list[str]]]:
     """(module, imported names) of every import statement of ``path``, a module of the package at ``root``
     (whose folder name is the package's), relative imports resolved inside it; with ``top_level_only``,

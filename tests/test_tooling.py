@@ -120,3 +120,29 @@ def test_no_two_modules_of_the_package_import_each_other_in_a_circle(import_grap
     meaning depend on import order; the package has none, imports inside functions included."""
     assert import_graph.circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c"]
     assert import_graph.circles(import_graph.module_graph(PACKAGE)) == []
+
+
+def test_the_suite_runs_its_files_in_the_order_pyproject_lists_them(pytestconfig):
+    """Longest first, so that the workers end together: a file listed by name comes before the folder that
+    holds it, and a file's tests keep their order."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("root_conftest", root / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    listed = pytestconfig.getini("testpaths")
+    assert listed[0] == "grader/tests/test_grading.py" and listed[-3:] == ["notebooks", "tests", "grader/tests"]
+    names = ["tests/test_masks.py", "grader/tests/test_grading.py", "notebooks/08_bert_pretraining.ipynb",
+             "notebooks/04_self_attention.ipynb", "tests/test_masks.py", "elsewhere/test_x.py"]  # fmt: skip
+    items = [SimpleNamespace(path=root / name, order=index) for index, name in enumerate(names)]
+    module.pytest_collection_modifyitems(None, SimpleNamespace(rootpath=root, getini=lambda name: listed), items)
+    assert [(str(item.path.relative_to(root)), item.order) for item in items] == [
+        ("grader/tests/test_grading.py", 1),
+        ("notebooks/08_bert_pretraining.ipynb", 2),
+        ("notebooks/04_self_attention.ipynb", 3),
+        ("tests/test_masks.py", 0),
+        ("tests/test_masks.py", 4),
+        ("elsewhere/test_x.py", 5),
+    ]
