@@ -368,6 +368,55 @@ def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path)
     assert int(added) < 32, f"grading raised the grader's peak resident memory by {added} MiB"
 
 
+def test_output_that_came_while_the_grader_was_paused_is_read(monkeypatch):
+    """A call's output can reach the grader just after its reply, and the grader's own process can be paused
+    then (a loaded machine): what has come is read before the grader stops waiting, so the reply is not lost."""
+    import queue
+    import secrets
+    import time
+
+    from transformer_course_grader import sandbox
+
+    start_client = sandbox._SandboxedKernelManager.client
+
+    def client(self, **options):
+        kernel_client, state = start_client(self, **options), {"replied": False, "paused": False}
+        get_shell, get_iopub, execute = kernel_client.get_shell_msg, kernel_client.get_iopub_msg, kernel_client.execute
+
+        def shell_message(*args, **kwargs):
+            message = get_shell(*args, **kwargs)
+            state["replied"] |= message.get("msg_type") == "execute_reply"
+            return message
+
+        def iopub_message(*args, **kwargs):
+            if not state["replied"]:  # the request's output comes after its reply
+                time.sleep(kwargs.get("timeout") or 0)
+                raise queue.Empty
+            if not state["paused"]:  # and the grader's process is paused just then
+                state["paused"] = True
+                time.sleep(1.5)
+                raise queue.Empty
+            return get_iopub(*args, **kwargs)
+
+        def request(*args, **kwargs):
+            state["replied"] = state["paused"] = False
+            return execute(*args, **kwargs)
+
+        kernel_client.get_shell_msg, kernel_client.get_iopub_msg = shell_message, iopub_message
+        kernel_client.execute = request
+        return kernel_client
+
+    monkeypatch.setattr(sandbox._SandboxedKernelManager, "client", client)
+    nonce = secrets.token_hex(16)
+    result = run_submission(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]),
+        {"07.1#0": (f"print({nonce!r} + ' ok')", nonce)},
+        Limits(cell_seconds=20, notebook_seconds=60, memory_mb=1200),
+        sandbox=SANDBOX,
+    )
+    assert result.replies == {"07.1#0": f"{nonce} ok"} and not result.problems and result.stopped is None, result
+
+
 def test_a_kernel_that_exits_is_reported_dead_not_silent():
     """A kernel gone mid-cell drops its connections too: the report says it died, and nothing after it runs.
 

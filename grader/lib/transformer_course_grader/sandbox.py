@@ -193,8 +193,11 @@ class _DropWatch:
 
 
 # After the shell channel's execute_reply, iopub is read until it reports idle or stays quiet for
-# this long: an idle message can be lost, the reply cannot (nbclient does the same).
+# this long: an idle message can be lost, the reply cannot (nbclient does the same). Past it, what
+# already waits is still read, at most _LATE_MESSAGES of it (a kernel that floods iopub never ends
+# it): the grader's own process, paused on a loaded machine, must not lose output that had come.
 _IOPUB_DRAIN_SECONDS = 1.0
+_LATE_MESSAGES = 4 * IOPUB_QUEUE_MESSAGES
 
 
 class _ReplyLines:
@@ -233,8 +236,10 @@ def _execute(manager, client, code: str, timeout: float, nonce: str | None = Non
     """Run ``code``; return (the reply lines for ``nonce``, (error name, value) or None, timed out?).
 
     Done when the shell channel's ``execute_reply`` to this request has come and iopub has said
-    idle or stayed quiet for ``_IOPUB_DRAIN_SECONDS``. Reads only messages whose parent is this
-    request, so output from an earlier, interrupted request can never be mistaken for this one's.
+    idle, or, ``_IOPUB_DRAIN_SECONDS`` after the reply, holds nothing more that has already come
+    (a reply that came is never left unread because the grader looked late). Reads only messages
+    whose parent is this request, so output from an earlier, interrupted request can never be
+    mistaken for this one's.
 
     Raises:
         _KernelStopped: if the kernel died (crashed, or was killed by the watchdog).
@@ -244,12 +249,11 @@ def _execute(manager, client, code: str, timeout: float, nonce: str | None = Non
         raise _ConnectionDropped()
     msg_id = client.execute(code, store_history=False, allow_stdin=False)
     deadline, collected, error = time.monotonic() + timeout, _ReplyLines(nonce), None
-    replied_at, idle = None, False
+    replied_at, idle, late = None, False, 0
     while True:
-        now = time.monotonic()
-        if now > deadline:
-            return collected.text(), error, True
         if replied_at is None:
+            if time.monotonic() > deadline:
+                return collected.text(), error, True
             try:
                 shell = client.get_shell_msg(timeout=0.01)
             except queue.Empty:
@@ -259,11 +263,17 @@ def _execute(manager, client, code: str, timeout: float, nonce: str | None = Non
                 content = shell.get("content", {})
                 if content.get("status") == "error" and error is None:
                     error = (content.get("ename"), content.get("evalue"))
-        if replied_at is not None and (idle or time.monotonic() - replied_at > _IOPUB_DRAIN_SECONDS):
+        if replied_at is not None and idle:
+            return collected.text(), error, False
+        drained = replied_at is not None and time.monotonic() - replied_at > _IOPUB_DRAIN_SECONDS
+        late += drained
+        if late > _LATE_MESSAGES:
             return collected.text(), error, False
         try:
-            message = client.get_iopub_msg(timeout=0.05)
+            message = client.get_iopub_msg(timeout=0 if drained else 0.05)
         except queue.Empty:
+            if drained:  # nothing more has come
+                return collected.text(), error, False
             if not manager.is_alive():
                 raise _KernelStopped() from None
             if watch is not None and replied_at is None and watch.dropped():
