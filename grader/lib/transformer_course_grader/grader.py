@@ -314,7 +314,7 @@ class ReleaseFacts:
     exercise_ids: tuple
     questions: tuple
     stubs: dict
-    stub_programs: dict = field(default_factory=dict)
+    stub_programs: dict
 
     @property
     def exercises(self) -> list:
@@ -436,11 +436,14 @@ def _programs(submission, exercises, budget_seconds: float | None = None) -> dic
     return programs
 
 
-def _not_graded(exercise, program) -> tuple[str, str] | None:
-    """(status, message) of an exercise whose function cannot be graded as written, else None."""
+def _not_graded(exercise, program, stub: tuple | None = None) -> tuple[str, str] | None:
+    """(status, message) of an exercise whose function cannot be graded as written, or needs no call (its
+    program is ``stub``, the release's own: :func:`_program_statements`), else None."""
     name = f"`{exercise.function_name}`"
     if program.missing:
         return "not attempted", program.missing
+    if _program_statements(program) == stub:  # the untouched stub: its calls would only raise NotImplementedError
+        return "not attempted", NOT_ATTEMPTED
     if program.package_import:
         cell, module = program.package_import
         return "failed", (
@@ -736,12 +739,11 @@ def grade_notebook(
         ]
         return outcome
     outcome.solutions = _normalised_solutions(programs, facts.stubs)
-    refused = {exercise.id: why for exercise in exercises if (why := _not_graded(exercise, programs[exercise.id]))}
-    for exercise in exercises:  # the release's own stub, untouched: its calls would only raise NotImplementedError
-        if exercise.id not in refused and _program_statements(programs[exercise.id]) == facts.stub_programs.get(
-            exercise.id
-        ):
-            refused[exercise.id] = ("not attempted", NOT_ATTEMPTED)
+    refused = {
+        exercise.id: why
+        for exercise in exercises
+        if (why := _not_graded(exercise, programs[exercise.id], facts.stub_programs[exercise.id]))
+    }
     written_modules = {name: text for program in programs.values() for name, text in program.writefiles().items()}
 
     env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}

@@ -475,9 +475,8 @@ def run_submission(
             _control_round_trip(manager, limits.cell_seconds)
             _run_all(manager, client, notebook, requests, limits, result, watch)
         except (_KernelStopped, _ConnectionDropped, zmq.Again) as stop:
-            if not isinstance(stop, _KernelStopped):  # a kernel that dies also drops its connections
-                _wait_for_exit(manager, seconds=1.0)
-            if isinstance(stop, _KernelStopped) or not manager.is_alive():
+            # A kernel that dies also drops its connections: a drop is a death if the kernel is gone soon after.
+            if isinstance(stop, _KernelStopped) or _exits_within(manager, seconds=1.0):
                 result.stopped = watchdog.reason or (
                     out_of_memory_reason(limits, group)
                     if group is not None and group.out_of_memory()
@@ -515,11 +514,12 @@ def run_submission(
     return result
 
 
-def _wait_for_exit(manager, seconds: float) -> None:
-    """Wait up to ``seconds`` for a kernel that may be exiting (its connections drop before it is gone)."""
+def _exits_within(manager, seconds: float) -> bool:
+    """Whether the kernel is gone within ``seconds`` (one that is exiting drops its connections first)."""
     deadline = time.monotonic() + seconds
     while manager.is_alive() and time.monotonic() < deadline:
         time.sleep(0.05)
+    return not manager.is_alive()
 
 
 def _run_all(manager, client, notebook, requests, limits, result, watch=None) -> None:
