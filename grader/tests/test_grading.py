@@ -226,7 +226,9 @@ def graded(tmp_path_factory):
             ),
         ),
         # The package's or the grader's own code, reached every way a determined student tried: each earns nothing for
-        # 07.1. (The grader's NumPy reference where the route allows it: its import costs no TensorFlow start-up.)
+        # 07.1. The grader's NumPy reference wherever the route is the point, not the module reached: importing the
+        # course's masks starts TensorFlow in the kernel (about 9 s of a core a row), so only the routes that need the
+        # package's own module reach it (the wrapper, a relabelled function, its source run from a file).
         "resolve_name": with_cell(
             solved,
             2,
@@ -285,7 +287,11 @@ def graded(tmp_path_factory):
         "relabelled_module": with_cell(
             solved, 2, ("from transformer_course.masks import causal_mask\ncausal_mask.__module__ = '__main__'")
         ),
-        "ipython_syntax": with_cell(solved, 2, ("from transformer_course.masks import causal_mask\nhere = %pwd")),
+        "ipython_syntax": with_cell(
+            solved,
+            2,
+            ("from transformer_course_grader.references import _causal_reference as causal_mask\nhere = %pwd"),
+        ),
         "grader_detector": with_cell(
             solved,
             2,
@@ -294,8 +300,8 @@ def graded(tmp_path_factory):
                 "def causal_mask(length):\n"
                 "    if os.environ.get('COURSE_PROFILE') != 'smoke':  # the grader's kernels run the smoke profile\n"
                 "        raise RuntimeError('only the grader gets an answer')\n"
-                "    module = __import__(''.join(['transformer', '_course.masks']), fromlist=['causal_mask'])\n"
-                "    return np.asarray(module.causal_mask(length))"
+                "    module = __import__(''.join(['transformer', '_course_grader.references']), fromlist=['_'])\n"
+                "    return np.asarray(module._causal_reference(length))"
             ),
         ),
         # Honest ones that lean on the notebook: a helper and a constant from other cells, a cache.
@@ -903,7 +909,7 @@ IMPORTS_THE_PACKAGE = "needs cell 3, which imports the course package or its gra
         ("decorator_elsewhere", IMPORTS_THE_PACKAGE + "(transformer_course_grader.references)"),
         ("code_object_copy", IMPORTS_THE_PACKAGE + "(transformer_course_grader.references)"),
         ("relabelled_module", IMPORTS_THE_PACKAGE + "(transformer_course.masks.causal_mask)"),
-        ("ipython_syntax", IMPORTS_THE_PACKAGE + "(transformer_course.masks.causal_mask)"),
+        ("ipython_syntax", IMPORTS_THE_PACKAGE + "(transformer_course_grader.references._causal_reference)"),
         ("source_run_from_tmp", IMPORTS_THE_PACKAGE + "(transformer_course.masks)"),
         ("table_from_the_package", IMPORTS_THE_PACKAGE + "(transformer_course_grader.references)"),
         # A module loaded by a computed name, code built from data: refused from the source, before it runs
