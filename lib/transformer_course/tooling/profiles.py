@@ -444,7 +444,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "validation_reviews": 100,
         "word_vocabulary_size": 1000,
         "vocabulary_size": 600,
-        "vocab_sample": 300,
+        "vocab_sample": 100,
         "sequence_length": 48,
         "max_predictions": 8,
         "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
