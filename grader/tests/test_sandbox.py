@@ -198,6 +198,15 @@ def test_memory_no_process_size_shows_cannot_be_made():
     ]
 
 
+def test_a_graded_kernel_has_no_debugger():
+    """Nothing in grading asks a kernel for a debugger, and a debugger is one more way into a running kernel."""
+    problems, stopped = _run_cells(
+        "import debugpy", "from ipykernel.debugger import _is_debugpy_available\nassert not _is_debugpy_available"
+    )
+    assert stopped is None
+    assert problems == ["cell 1 raised ModuleNotFoundError: import of debugpy halted; None in sys.modules"]
+
+
 @needs_sandbox
 def test_the_sandbox_runs_as_nobody_and_shows_no_secret_of_etc():
     problems, stopped = _run_cells(

@@ -195,9 +195,12 @@ OPEN_FILES = 1024
 # session keyring in place of the grader's (keyctl KEYCTL_JOIN_SESSION_KEYRING = 1 with no name;
 # where keyrings are unavailable there is none to leave); then the filter (prctl
 # PR_SET_NO_NEW_PRIVS = 38, then PR_SET_SECCOMP = 22 with SECCOMP_MODE_FILTER = 2), which refuses
-# every key call after it; then ipykernel.
+# every key call after it; then ipykernel, with no debugger: nothing in grading asks for one, and a
+# debugger is one more way into a running kernel (ipykernel turns it off when debugpy cannot be
+# imported; its import was a tenth of a kernel's start).
 _LAUNCH = """\
 import resource, runpy, sys
+sys.modules["debugpy"] = None
 resource.setrlimit(resource.RLIMIT_NPROC, ({processes}, {processes}))
 resource.setrlimit(resource.RLIMIT_FSIZE, ({files}, {files}))
 resource.setrlimit(resource.RLIMIT_NOFILE, ({open_files}, {open_files}))
