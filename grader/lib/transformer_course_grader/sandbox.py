@@ -317,10 +317,14 @@ def _wait_for_sockets(manager: KernelManager, seconds: float) -> None:
     """Wait until the kernel has bound its five sockets: each path a socket file itself, never a link.
 
     Raises:
+        _KernelStopped: the kernel's process ended first (the watchdog stopped it, or it crashed as it
+            started): no socket will come, and the cell limit is not waited out.
         RuntimeError: the sockets were not all there within ``seconds``.
     """
-    deadline = time.monotonic() + seconds
+    process, deadline = manager.provisioner.process, time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise _KernelStopped("the kernel ended before it opened its sockets")
         try:
             if all(stat.S_ISSOCK(os.lstat(path).st_mode) for path in _kernel_socket_paths(manager)):
                 return
