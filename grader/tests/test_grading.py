@@ -1314,19 +1314,19 @@ def test_graded_calls_import_only_the_protocol(tmp_path):
 def test_one_notebook_limit_covers_both_kernels(graded, tmp_path):
     """The notebook's own cells use most of its limit; its graded calls get what is left, not a limit of their own.
 
-    Each kernel alone stays well inside the limit (the notebook about 12 s, the calls about 8 s of 18), so
+    Each kernel alone stays well inside the limit (the notebook about 6.5 s, the calls about 4 s of 9), so
     before one limit covered both, both exercises passed."""
     solved = nbformat.read(graded["submissions"] / "full" / "07_tiny.ipynb", as_version=4)
     slow = with_cell(
         solved,
         2,
-        "import time\ntime.sleep(10)\n"
-        + CAUSAL.replace("def causal_mask(length):\n", "def causal_mask(length):\n    time.sleep(1)\n"),
+        "import time\ntime.sleep(4)\n"
+        + CAUSAL.replace("def causal_mask(length):\n", "def causal_mask(length):\n    time.sleep(0.5)\n"),
     )
     (tmp_path / "class" / "slow").mkdir(parents=True)
     nbformat.write(slow, tmp_path / "class" / "slow" / "07_tiny.ipynb")
-    limits = Limits(cell_seconds=20, notebook_seconds=18, memory_mb=1200)
+    limits = Limits(cell_seconds=10, notebook_seconds=9, memory_mb=1200)
     [result] = grade_folder(
         tmp_path / "class", tmp_path / "out", graded["release_dir"], limits, progress=False, seed=SEED, sandbox=SANDBOX
     )
-    assert result.exercises[0].status == "error" and "18 s limit" in result.exercises[0].message, result.exercises
+    assert result.exercises[0].status == "error" and "9 s limit" in result.exercises[0].message, result.exercises
