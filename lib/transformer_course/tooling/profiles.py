@@ -457,7 +457,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "seed_counts": (1,),
         "electra_label_sizes": (60,),
         "all_labels": 240,
-        # None, as in the full profile: a run with every label scores all 25,000 test reviews, about
+        # No arm, as in the full profile: a run with every label scores all 25,000 test reviews, about
         # 25 s of the suite's 08 for an arm the recorded run leaves out.
         "all_labels_arms": (),
         "label_validation_reviews": 100,
