@@ -24,7 +24,21 @@ from types import SimpleNamespace
 
 import pytest
 
-from transformer_course.datasets import pin_data_directory
+# Each test worker (pytest-xdist) and the notebook kernels it starts share the machine's cores with the
+# other workers: the thread pools of TensorFlow, OpenBLAS (NumPy's and SciPy's matrix products) and OpenMP
+# (scikit-learn), each as wide as the machine by default, are narrowed to each worker's share. On 2 cores
+# with 2 workers, notebooks 07 and 10 ran in 0.91 of the time with one TensorFlow thread each; with one
+# OpenBLAS and OpenMP thread as well, notebooks 03, 06, 08 and 10 took 145 core-seconds of user time
+# against 168 (notebook 10's logistic regressions, two OpenBLAS threads waiting on each other). Set before
+# NumPy and TensorFlow start (the import below loads NumPy); a value already in the environment is kept.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _SHARE = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    for _VARIABLE in ("TF_NUM_INTRAOP_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(_VARIABLE, _SHARE)
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
+from transformer_course.datasets import pin_data_directory  # noqa: E402 - after the thread settings
 
 # Set before any kernel starts: nbval's kernels inherit this environment.
 os.environ["COURSE_PROFILE"] = "smoke"
@@ -42,15 +56,6 @@ tempfile.tempdir = _TEMPORARY_FOLDER
 def pytest_unconfigure(config):
     shutil.rmtree(_TEMPORARY_FOLDER, ignore_errors=True)
 
-
-# Each test worker (pytest-xdist) and the notebook kernels it starts share the machine's cores with the
-# other workers: TensorFlow's thread pools, as wide as the machine by default, are narrowed to each
-# worker's share (on 2 cores with 2 workers, notebooks 07 and 10 ran in 0.91 of the time with one
-# thread each). Set before TensorFlow starts; a value already in the environment is kept.
-_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-if _WORKERS > 1:
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
-    os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 TENSORFLOW_INSTALLED = importlib.util.find_spec("tensorflow") is not None
 
