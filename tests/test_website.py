@@ -234,12 +234,14 @@ TYPESET = (
 )
 
 
-def _open(browser, address, page_name, width, height, problems):
-    """Open a page of the site; what the console reports as an error or a script throws goes into `problems`.
+def _open(context, address, page_name, width, height, problems):
+    """Open a page of the site in a new tab of the browser `context`; what the console reports as an error or a
+    script throws goes into `problems`.
 
     The test machine has no network: requests to other hosts (the Colab badge's image) are answered
     with an empty badge, so that every error left is the site's own."""
-    page = browser.new_page(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": height})
     badge = '<svg xmlns="http://www.w3.org/2000/svg" width="117" height="20"/>'
     page.route(
         lambda url: not url.startswith(address),
@@ -261,6 +263,8 @@ def test_the_site_in_a_browser(browser, address):
     screen, no console error anywhere."""
     setting, problems = publication(ROOT), []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    # One context for every page, as one reader's browser: the theme's scripts and MathJax's files are fetched once.
+    browser = browser.new_context()
 
     home = _open(browser, address, "index.html", 1280, 900, problems)
     links = home.eval_on_selector_all("article a", "anchors => anchors.map(a => a.getAttribute('href'))")
