@@ -264,15 +264,15 @@ def test_the_site_in_a_browser(browser, address):
     setting, problems = publication(ROOT), []
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     # One context for every page, as one reader's browser: the theme's scripts and MathJax's files are fetched once.
-    browser = browser.new_context()
+    context = browser.new_context()
 
-    home = _open(browser, address, "index.html", 1280, 900, problems)
+    home = _open(context, address, "index.html", 1280, 900, problems)
     links = home.eval_on_selector_all("article a", "anchors => anchors.map(a => a.getAttribute('href'))")
     assert {f"{name}.html" for name in (*NOTEBOOKS, *SITE_PAGES[1:])} <= set(links)
     assert {setting.colab_link(f"{name}.ipynb") for name in NOTEBOOKS} <= set(links)
     home.screenshot(path=SCREENSHOTS / "home-desktop.png")
 
-    lesson = _open(browser, address, "04_self_attention.html", 1280, 900, problems)  # read once typeset (TYPESET)
+    lesson = _open(context, address, "04_self_attention.html", 1280, 900, problems)  # read once typeset (TYPESET)
     formulas = lesson.eval_on_selector_all(".math.notranslate", "nodes => nodes.length")
     typeset = lesson.eval_on_selector_all(".math.notranslate .MathJax", "nodes => nodes.length")
     assert formulas > 0 and typeset == formulas, f"{typeset} of {formulas} formulas typeset"
@@ -287,7 +287,7 @@ def test_the_site_in_a_browser(browser, address):
     lesson.close()
     shots = {"index.html": "home-phone.png", "04_self_attention.html": "notebook-phone.png"}
     for page_name in [f"{name}.html" for name in (*SITE_PAGES, *NOTEBOOKS)]:
-        page = _open(browser, address, page_name, 390, 844, problems)  # laid out for a phone from the start
+        page = _open(context, address, page_name, 390, 844, problems)  # laid out for a phone from the start
         assert page.evaluate("document.documentElement.scrollWidth") <= 390, f"{page_name} scrolls sideways"
         if page_name in shots:
             page.screenshot(path=SCREENSHOTS / shots[page_name])
