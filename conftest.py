@@ -29,8 +29,9 @@ import pytest
 # (scikit-learn), each as wide as the machine by default, are narrowed to each worker's share. On 2 cores
 # with 2 workers, notebooks 07 and 10 ran in 0.91 of the time with one TensorFlow thread each; with one
 # OpenBLAS and OpenMP thread as well, notebooks 03, 06, 08 and 10 took 145 core-seconds of user time
-# against 168 (notebook 10's logistic regressions, two OpenBLAS threads waiting on each other). Set before
-# NumPy and TensorFlow start (the import below loads NumPy); a value already in the environment is kept.
+# against 168 (one of notebook 10's logistic regressions alone: 6.5 core-seconds with two OpenBLAS threads,
+# 0.2 with one). Set before NumPy and TensorFlow start (the import below loads NumPy); a value already in the
+# environment is kept.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     _SHARE = str(max(1, (os.cpu_count() or 1) // _WORKERS))
