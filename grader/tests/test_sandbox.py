@@ -349,18 +349,19 @@ def test_limits_must_be_positive_numbers(name, value):
 @needs_sandbox
 def test_a_huge_message_from_a_kernel_never_reaches_the_graders_memory(tmp_path):
     # A fresh process, so that its peak resident memory is the grading alone. The kernel prints
-    # 100 MiB in one message (the grader never receives it, and goes on), then raises an exception
-    # whose text is 100 MiB (its reply never arrives either: ZeroMQ drops the shell channel's
-    # connection, and the kernel is stopped then, with the reason, not at the cell limit).
-    # Received whole, either would add at least twice its size to the grader's memory. The cell limit
-    # leaves the kernel time to build and send the 100 MiB reply on a loaded machine (over 5 s was seen).
+    # 40 MiB in one message (over the 32 MiB limit: the grader never receives it, and goes on), then
+    # raises an exception whose text is 40 MiB (its reply never arrives either: ZeroMQ drops the shell
+    # channel's connection, and the kernel is stopped then, with the reason, not at the cell limit).
+    # Received whole, either would add at least twice its size, 80 MiB, to the grader's memory. The cell
+    # limit leaves the kernel time to build and send the reply on a loaded machine (over 5 s was seen for
+    # 100 MiB, which cost 6.1 core-seconds here against 3.5 for 40).
     script = tmp_path / "grade_one.py"
     script.write_text(
         "import resource, sys, nbformat\n"
         "from transformer_course_grader.sandbox import Limits, run_submission\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "cells = ['import sys\\nsys.stdout.write(\"x\" * 100 * 2**20)\\nsys.stdout.flush()',\n"
-        "         'raise ValueError(\"the kernel goes on\")', 'raise ValueError(\"y\" * 100 * 2**20)', 'print(1)']\n"
+        "cells = ['import sys\\nsys.stdout.write(\"x\" * 40 * 2**20)\\nsys.stdout.flush()',\n"
+        "         'raise ValueError(\"the kernel goes on\")', 'raise ValueError(\"y\" * 40 * 2**20)', 'print(1)']\n"
         "notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell) for cell in cells])\n"
         "result = run_submission(notebook, {},\n"
         "                        Limits(cell_seconds=20, notebook_seconds=90, memory_mb=2000, file_mb=64))\n"
