@@ -450,7 +450,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
         "warmup_steps": 4,
         "pretraining_minutes": 0.01,
-        "timing_steps": 2,
+        "timing_steps": 1,
         "rounds": 2,
         "validation_segments": 64,
         "label_sizes": (60,),
@@ -469,7 +469,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "fine_tune_patience": 1,
         "test_sample": 200,
         "probe_reviews": 200,
-        "head_sentences": 200,
+        "head_sentences": 64,  # 2 eager updates a head (5 at 200)
         "head_epochs": 1,
         "jit_compile": False,
     },  # compiling costs more than a tiny run saves
