@@ -540,7 +540,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "model": {"embed_dim": 16, "num_heads": 2, "num_layers": 1},
         "intermediate_dim": 32,
         "num_key_value_heads": 2,
-        "base_updates": 8,
+        "base_updates": 4,
         "rounds": 2,
         "warmup_steps": 2,
         "held_out_problems": 8,
@@ -555,7 +555,7 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "grpo_updates": 2,
         "grpo_questions": 2,
         "grpo_answers_each": 4,
-        "grpo_evaluate_every": 1,
+        "grpo_evaluate_every": 2,  # at updates 0 and 2: each held-out score is about 1 s of eager decoding
         "jit_compile": False,
     },  # compiling costs more than a tiny run saves
     "10": {
