@@ -26,8 +26,8 @@ needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap c
 SANDBOX = sandbox_available()  # without bubblewrap the limits the watchdog polls are still tested, unconfined
 
 
-def _run_cells(*sources, sandbox=True, **limits):
-    """Run code cells in one (sandboxed) kernel with small limits: (problems, why it was stopped)."""
+def _run_cells(*sources, sandbox=SANDBOX, **limits):
+    """Run code cells in one kernel, sandboxed where bubblewrap runs, with small limits: (problems, why stopped)."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
     settings = {
         "cell_seconds": 20,
@@ -75,13 +75,12 @@ def test_memory_shared_with_forked_children_counts_once():
         HOLD_MEMORY,
         FORKED_CHILDREN.format(work="", hold=1),
         "raise ValueError('after')",
-        sandbox=SANDBOX,
         memory_mb=800,
     )
     assert stopped is None and problems == ["cell 3 raised ValueError: after"]
     # What a child holds of its own still counts: 2 x 300 MiB more.
     own = FORKED_CHILDREN.format(work=OWN_MEMORY, hold=15)  # within the 20 s cell limit: until the watchdog looks
-    problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
+    problems, stopped = _run_cells(HOLD_MEMORY, own, memory_mb=800)
     assert stopped.startswith(
         ("the kernel used more than 800 MiB of memory", "the sandbox used more than 800 MiB of memory")
     ), (problems, stopped)
@@ -108,7 +107,7 @@ def test_an_out_of_memory_kill_the_watchdog_never_saw_is_reported(monkeypatch):
 
     monkeypatch.setattr(watchdog.Watchdog, "_poll_until_done", lambda self: self.done.wait())  # it never looks
     own = FORKED_CHILDREN.format(work=OWN_MEMORY, hold=1)  # the kernel's memory control group kills on allocation
-    problems, stopped = _run_cells(HOLD_MEMORY, own, sandbox=SANDBOX, memory_mb=800)
+    problems, stopped = _run_cells(HOLD_MEMORY, own, memory_mb=800)
     assert stopped is not None and stopped.startswith("the sandbox used more than 800 MiB of memory"), (
         problems,
         stopped,
@@ -123,7 +122,7 @@ def test_a_watchdog_that_fails_stops_the_kernel(monkeypatch):
         raise RuntimeError("/proc could not be read")
 
     monkeypatch.setattr(watchdog, "process_tree", broken)
-    problems, stopped = _run_cells("import time\ntime.sleep(10)", sandbox=SANDBOX, cell_seconds=8)
+    problems, stopped = _run_cells("import time\ntime.sleep(10)", cell_seconds=8)
     assert stopped == "the grader's watchdog failed (RuntimeError), so the kernel was stopped", (problems, stopped)
 
 
@@ -171,9 +170,7 @@ def test_a_request_to_a_kernel_gone_after_the_connection_gives_up(monkeypatch, t
 
 @pytest.mark.skipif(platform.machine() not in _KCMP_SYSCALL, reason="kcmp(2) is not known for this machine")
 def test_a_child_sharing_the_kernels_address_space_counts_once():
-    problems, stopped = _run_cells(
-        HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')", sandbox=SANDBOX, memory_mb=800
-    )
+    problems, stopped = _run_cells(HOLD_MEMORY, SHARED_ADDRESS_SPACE, "raise ValueError('after')", memory_mb=800)
     assert stopped is None and problems == ["cell 3 raised ValueError: after"]
 
 
@@ -189,7 +186,6 @@ def test_memory_no_process_size_shows_cannot_be_made():
         call.format("shmget", "200 * 2**20, "),
         call.format("msgget", ""),
         "raise ValueError('the kernel goes on')",
-        sandbox=SANDBOX,
     )
     assert stopped is None
     assert problems == [
@@ -431,7 +427,7 @@ def test_a_kernel_that_exits_is_reported_dead_not_silent():
     """A kernel gone mid-cell drops its connections too: the report says it died, and nothing after it runs.
 
     (A dropped connection alone, the kernel still running, is the test above: a message too large.)"""
-    problems, stopped = _run_cells("x = 1", "import os\nos._exit(3)", "raise ValueError('never run')", sandbox=SANDBOX)
+    problems, stopped = _run_cells("x = 1", "import os\nos._exit(3)", "raise ValueError('never run')")
     assert stopped == "the kernel died (it crashed or was killed)" and problems == [], (problems, stopped)
 
 
@@ -598,7 +594,7 @@ def test_no_keyring_of_the_grader_is_readable():
             "libc.syscall(ctypes.c_long({keyctl}), 11, found, buffer, 64)\n"
             "print(buffer.value)"
         ).format(request=numbers["request_key"], keyctl=numbers["keyctl"])
-        problems, stopped = _run_cells(read, "raise ValueError('the kernel goes on')", sandbox=SANDBOX)
+        problems, stopped = _run_cells(read, "raise ValueError('the kernel goes on')")
     finally:
         libc.syscall(ctypes.c_long(numbers["keyctl"]), 21, planted)  # KEYCTL_INVALIDATE
     assert stopped is None
