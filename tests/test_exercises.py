@@ -1,5 +1,6 @@
 """Student-facing checks: every verdict a student can get, and that none of them is a traceback."""
 
+import math
 from pathlib import Path
 
 import keras
@@ -859,6 +860,41 @@ def test_right_bert_corruption_answers_pass_at_any_seed(seed):
     from transformer_course_grader import evaluate_hidden
 
     assert evaluate_hidden("08.3", _reference("08.3"), seed=seed).passed
+
+
+def _masking_of(rows, randomised):
+    """`rows` rows of 20 ordinary tokens, the first 3 of each chosen (15%): the first `randomised` of those
+    replaced by another id, the rest by [MASK] (id 1)."""
+    token_ids = np.tile(np.arange(10, 30), (rows, 1))
+    labels = np.where(np.arange(20) < 3, token_ids, 0)
+    corrupted = np.where(np.arange(20) < 3, 1, token_ids)
+    corrupted[:, :randomised] = 500
+    arguments = {"token_ids": token_ids, "vocabulary_size": 1000, "mask_token_id": 1, "special_ids": [1, 2, 3]}
+    return arguments, (corrupted, labels)
+
+
+def test_a_rare_draw_of_a_right_answer_passes_and_the_same_rates_of_many_tokens_fail():
+    """Every chosen token randomised: a right answer draws it for 3 chosen tokens once in a thousand (a band of
+    5 standard deviations refused it), and for 3,000 never."""
+    from transformer_course.exercises.catalog import _bert_corruption_properties
+
+    expected = {"selection": 0.15, "mask": 0.8, "random": 0.1}  # what the reference gives
+    assert _bert_corruption_properties(*_masking_of(1, randomised=3), expected) is None
+    message = _bert_corruption_properties(*_masking_of(1000, randomised=3), expected)
+    assert message.startswith("0.00% of the chosen tokens were replaced by [MASK] (0 of 3,000); expected 80%: a right")
+
+
+@pytest.mark.parametrize("total, target", [(3, 0.1), (18, 0.15), (300, 0.8), (2_000, 0.1), (13_000, 0.8)])
+def test_a_right_answer_falls_outside_the_accepted_rates_less_than_once_in_a_billion(total, target):
+    """The accepted rates against SciPy's exact binomial tails, on each side."""
+    from scipy.stats import binom
+
+    from transformer_course.exercises.catalog import _plausible_rates
+
+    lowest, highest = _plausible_rates(total, target)
+    assert lowest < target < highest
+    assert binom.cdf(math.ceil(lowest * total) - 1, total, target) < 1e-9  # a count below the lowest rate
+    assert binom.sf(math.floor(highest * total), total, target) < 1e-9  # a count above the highest
 
 
 def _equal(first, second) -> bool:
