@@ -1232,7 +1232,7 @@ assert evaluate_hidden("08.1", masked_lm_loss, seed=7).passed
 # check judges what every right answer shows: nothing forbidden chosen, labels at the chosen
 # positions only, every other token unchanged, and the rates — 15% chosen, 80% / 10% of those
 # masked / randomised — where a right answer's draws land but for one time in a billion (checked
-# on about 100,000 tokens, and on a few).
+# on about 100,000 tokens and on two short rows).
 
 # %% nbgrader={"grade": false, "grade_id": "exercise_08_3", "locked": false, "schema_version": 3, "solution": true}
 def bert_corruption(token_ids, seed, vocabulary_size, mask_token_id, special_ids):
