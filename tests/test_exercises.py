@@ -910,15 +910,18 @@ def test_a_rare_draw_of_a_right_answer_passes_and_the_same_rates_of_many_tokens_
 
 @pytest.mark.parametrize("total, target", [(3, 0.1), (18, 0.15), (300, 0.8), (2_000, 0.1), (13_000, 0.8)])
 def test_a_right_answer_falls_outside_the_accepted_rates_less_than_once_in_a_billion(total, target):
-    """The accepted rates against SciPy's exact binomial tails, on each side."""
+    """The accepted rates against SciPy's exact binomial tails, on each side: the counts refused are rarer than
+    one in a billion for a right answer, and (where a side refuses any) not needlessly rarer than 1e-12."""
     from scipy.stats import binom
 
     from transformer_course.exercises.catalog import _plausible_rates
 
     lowest, highest = _plausible_rates(total, target)
-    assert lowest < target < highest
-    assert binom.cdf(math.ceil(lowest * total) - 1, total, target) < 1e-9  # a count below the lowest rate
-    assert binom.sf(math.floor(highest * total), total, target) < 1e-9  # a count above the highest
+    below = binom.cdf(math.ceil(lowest * total) - 1, total, target)  # a count below the lowest rate
+    above = binom.sf(math.floor(highest * total), total, target)  # a count above the highest
+    assert lowest < target < highest and below < 1e-9 and above < 1e-9
+    assert lowest == 0 or below > 1e-12
+    assert highest == 1 or above > 1e-12
 
 
 def _equal(first, second) -> bool:
