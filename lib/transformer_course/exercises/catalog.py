@@ -261,9 +261,11 @@ def _first_index(where) -> str:
 _RATE_ODDS = 1e-9
 
 
-def _bernoulli_divergence(rate: float, target: float) -> float:
-    """KL(Bernoulli(rate) || Bernoulli(target)) in nats, for 0 <= rate <= 1 and 0 < target < 1."""
-    return sum(p * math.log(p / q) for p, q in ((rate, target), (1 - rate, 1 - target)) if p > 0)
+def _plausible(rate: float, total: int, target: float, odds: float = _RATE_ODDS) -> bool:
+    """Whether total * KL(Bernoulli(rate) || Bernoulli(target)) <= log(1 / odds): Chernoff's bound on a right
+    answer's chance of a rate this far from `target` in `total` draws is then at least `odds`."""
+    divergence = sum(p * math.log(p / q) for p, q in ((rate, target), (1 - rate, 1 - target)) if p > 0)
+    return total * divergence <= math.log(1 / odds)
 
 
 def _plausible_rates(total: int, target: float, odds: float = _RATE_ODDS) -> tuple[float, float]:
@@ -284,14 +286,13 @@ def _plausible_rates(total: int, target: float, odds: float = _RATE_ODDS) -> tup
         >>> [round(rate, 3) for rate in _plausible_rates(3, 0.1)]  # 3 of 3 randomised passes
         [0.0, 1.0]
     """
-    limit = math.log(1 / odds) / total
 
     def edge(inside: float, outside: float) -> float:
-        if _bernoulli_divergence(outside, target) <= limit:
+        if _plausible(outside, total, target, odds):
             return outside
         while abs(outside - inside) > 1e-12:  # bisection: the divergence grows away from the target
             middle = (inside + outside) / 2
-            inside, outside = (middle, outside) if _bernoulli_divergence(middle, target) <= limit else (inside, middle)
+            inside, outside = (middle, outside) if _plausible(middle, total, target, odds) else (inside, middle)
         return inside
 
     return edge(target, 0.0), edge(target, 1.0)
@@ -329,7 +330,7 @@ def _bert_corruption_properties(arguments, received, expected):
         ("replaced by a random token", randomised[chosen].sum(), chosen.sum(), expected["random"]),
     )
     for what, count, total, target in rates:
-        if total and total * _bernoulli_divergence(count / total, target) > math.log(1 / _RATE_ODDS):
+        if total and not _plausible(count / total, total, target):
             among = "tokens that may be chosen" if what == "chosen" else "chosen tokens"
             lowest, highest = _plausible_rates(int(total), target)
             return (
