@@ -26,7 +26,7 @@ needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap c
 SANDBOX = sandbox_available()  # without bubblewrap the limits the watchdog polls are still tested, unconfined
 
 
-def _run_cells(*sources, sandbox=SANDBOX, **limits):
+def _run_cells(*sources, **limits):
     """Run code cells in one kernel, sandboxed where bubblewrap runs, with small limits: (problems, why stopped)."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
     settings = {
@@ -38,7 +38,7 @@ def _run_cells(*sources, sandbox=SANDBOX, **limits):
         "file_mb": 64,
         **limits,
     }
-    result = run_submission(notebook, {}, Limits(**settings), sandbox=sandbox)
+    result = run_submission(notebook, {}, Limits(**settings), sandbox=SANDBOX)
     return result.problems, result.stopped
 
 
