@@ -51,6 +51,8 @@ pin_data_directory()
 
 _TEMPORARY_FOLDER = tempfile.mkdtemp(prefix="transformer-course-tests-")
 os.environ["TMPDIR"] = _TEMPORARY_FOLDER
+# Kept stages of resumable runs (transformer_course.tooling.stages): the tests' own, never a user's, and gone after.
+os.environ["COURSE_RUNS_DIR"] = os.path.join(_TEMPORARY_FOLDER, "runs")
 tempfile.tempdir = _TEMPORARY_FOLDER
 
 

@@ -256,7 +256,8 @@ model.summary(line_length=100)
 #   at the last planned epoch (`WarmupCosineDecay`).
 #
 # `fit_best`, the course's training helper, keeps the epoch with the lowest validation loss,
-# stops after `patience` epochs without one, or before an epoch that would end past the budget.
+# and stops after `patience` epochs without one; how long it trains is a number of epochs, the same on
+# every machine (a slower one takes longer, and learns the same).
 # After every epoch it also measures what we care about — greedy BLEU on a fixed sample of
 # validation sentences — so the curve below shows what each minute of training bought.
 
@@ -276,7 +277,7 @@ def validation_bleu():
 # %%
 model, history, facts = fit_best(
     model, batches["train"], batches["validation"], epochs=settings.epochs, patience=settings.patience,
-    checkpoint=checkpoint_path("english_to_spanish"), budget_minutes=settings.max_training_minutes,
+    checkpoint=checkpoint_path("english_to_spanish"),
     callbacks=[EpochScores(validation_bleu=validation_bleu), epoch_progress()])
 print(f"best epoch {facts['best_epoch']} of {facts['epochs']} (stopped by: {facts['stopped_by']}); "
       f"{facts['seconds_to_best'] / 60:.1f} min to reach it, {facts['seconds'] / 60:.1f} min in all")

@@ -102,7 +102,7 @@ from transformer_course.pretraining import (
     split_sentences,
 )
 from transformer_course.text import standardize_review
-from transformer_course.training import WarmupCosineDecay, WarmupLinearDecay, WindowMeans, fit_best
+from transformer_course.training import WarmupCosineDecay, WarmupLinearDecay, WindowMeans, equal_cost_updates, fit_best
 
 # %% [markdown]
 # ## 1. Text without labels, and the vocabulary
@@ -268,12 +268,15 @@ for first, second, label in (("the man went to the store", "he bought a gallon o
 # **token-embedding matrix** itself (the notes: "multiplying the output vectors by the embedding
 # matrix") plus a bias, softmax.
 #
-# The recipe, sized for two CPU cores: AdamW, batches of 64 inputs, and a budget in **minutes**
-# (`pretraining_minutes`), not updates, because section 5 pre-trains a second objective for the
-# same minutes: each objective's update is timed first (the median of `timing_steps` updates after
-# compiling, the two objectives' updates interleaved so that a moment when the machine is busy slows
-# both alike), and the budget divided by that time gives the number of updates, cut into four rounds
-# with a held-out score and a checkpoint after each. The learning rate warms up over 300 updates to
+# The recipe, sized for two CPU cores: AdamW, batches of 64 inputs, and a budget in **updates**,
+# the same on every machine: `pretraining_updates` = 5,824 for the masked LM, what 16 minutes of its
+# update gave on the machine that recorded the course. Section 5 pre-trains a second objective at
+# the **same compute**: its updates are the masked LM's divided by what one of its updates costs in
+# masked-LM updates (`electra_update_cost`), measured once on that machine and stored in the
+# profile. The cell below times both updates on *this* machine (the median of `timing_steps`
+# updates after compiling, interleaved so that a busy moment slows both alike) and says how long
+# the budget takes here: a slower machine trains the same amounts, only for longer. Each
+# objective's updates are cut into four rounds with a held-out score and a checkpoint after each. The learning rate warms up over 300 updates to
 # 10⁻³, **stays there**,
 # and decays along a cosine over the last 15% of the updates only ("warm-up, stable, decay", Hu et
 # al., 2024, *MiniCPM*): a masked LM first sits on a plateau (the curve below shows it), and a rate
@@ -355,11 +358,11 @@ for index in range(1, settings.timing_steps + 1):  # interleaved, so that a busy
         times[objective].append(time.perf_counter() - started)
 step_seconds = {objective: float(np.median(values)) for objective, values in times.items()}  # median: one slow step
 rounds = settings.rounds
-per_round = {objective: max(1, int(settings.pretraining_minutes * 60 / seconds) // rounds)
-             for objective, seconds in step_seconds.items()}
+per_round = equal_cost_updates(settings.pretraining_updates, {"masked LM": 1.0,
+                               "ELECTRA": settings.electra_update_cost}, rounds)  # the profile's, on any machine
 for objective, seconds in step_seconds.items():
     print(f"{objective:<9} {seconds:.3f} s an update -> {per_round[objective] * rounds:,} updates in "
-          f"{settings.pretraining_minutes:g} min")
+          f"{per_round[objective] * rounds * seconds / 60:.0f} min")
 
 # %%
 updates = per_round["masked LM"] * rounds
@@ -371,7 +374,6 @@ save_round = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: (
 pretrainer = compiled(pretrainer, "masked LM", updates)
 pretrainer, history, facts = fit_best(pretrainer, batches_for("masked LM", per_round["masked LM"]), held_out_blanks,
                                       epochs=rounds, patience=rounds, validation_batch_size=256,
-                                      budget_minutes=2 * settings.pretraining_minutes + 5,  # a safety net
                                       callbacks=[epoch_progress(), trace, save_round])
 print(f"{facts['epochs']} rounds ({trace.updates:,} updates, {trace.updates * settings.batch_size / len(segments):.2f} "
       f"passes over the inputs), {facts['seconds'] / 60:.1f} min, best round {facts['best_epoch']}")
@@ -430,8 +432,9 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 # `transformer_course.electra.ElectraPretrainer` builds both; its discriminator has the masked
 # LM's encoder exactly (same sizes, same layers), so section 6 fine-tunes it the same way. It
 # pre-trains on the same inputs, with the same schedule and peak rate (chosen for the masked LM,
-# which can only favour the masked LM), for the **same minutes** — the updates its own timed step
-# allows. Its chosen positions are all `[MASK]` in the generator's input (§2), and the held-out
+# which can only favour the masked LM), for the **same compute** — the masked LM's updates divided
+# by its update's measured cost (1.216 masked-LM updates; the same 16 minutes on the recording
+# machine). Its chosen positions are all `[MASK]` in the generator's input (§2), and the held-out
 # inputs are the masked LM's, with the same positions chosen.
 #
 # **The hypothesis**, set before the run: at equal pre-training minutes, ELECTRA's gain over
@@ -445,7 +448,7 @@ electra = compiled(new_electra(), "ELECTRA", per_round["ELECTRA"] * rounds)
 detection = WindowMeans("discriminator_loss", every=max(1, min(100, per_round["ELECTRA"] // 10)))
 electra, electra_history, electra_facts = fit_best(
     electra, batches_for("ELECTRA", per_round["ELECTRA"]), held_out_electra, epochs=rounds, patience=rounds,
-    budget_minutes=2 * settings.pretraining_minutes + 5, validation_batch_size=256,
+    validation_batch_size=256,
     callbacks=[epoch_progress(), detection])
 electra.save(checkpoint_path("electra"))
 print(f"{electra_facts['epochs']} rounds ({detection.updates:,} updates), {electra_facts['seconds'] / 60:.1f} min, "
@@ -1276,8 +1279,8 @@ assert evaluate_hidden("08.3", bert_corruption, seed=7).passed
 # how far below the mean does it land, and does pre-training still lead? Then pre-train with
 # next-sentence prediction (above), which trains the pooler: does `[CLS]` catch up with the mean?
 #
-# With a GPU (or a night on a CPU), give both objectives more minutes
-# (`settings.pretraining_minutes`) and watch the held-out accuracies and the fine-tuning accuracy of
+# With a GPU (or a night on a CPU), give both objectives more updates
+# (`settings.pretraining_updates`) and watch the held-out accuracies and the fine-tuning accuracy of
 # the progress plot: does the downstream gain keep growing, and does ELECTRA's lead (or lag) at
 # equal minutes hold?
 

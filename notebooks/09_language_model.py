@@ -69,7 +69,7 @@ import keras
 import matplotlib.pyplot as plt
 import numpy as np
 
-from transformer_course import checkpoint_path, epoch_progress, report_metric
+from transformer_course import RunStages, checkpoint_path, epoch_progress, report_metric
 from transformer_course.bpe import BytePairEncoding
 from transformer_course.datasets import distinct_texts, load_imdb, load_imdb_unlabelled
 from transformer_course.decoding import (
@@ -282,11 +282,13 @@ print("positions 0-19 unchanged when later tokens change:", np.allclose(before[0
 #
 # The loss is the cross-entropy over real target tokens (`MaskedCrossEntropy`; padding, which
 # only the last row has, is never counted), AdamW with a warm-up and a cosine decay, and
-# `fit_best`: the weights of the best validation round, and a time budget of
-# `max_training_minutes`. There is more text than this CPU can read in that budget, so training
-# is counted in **updates**, not passes: `training_updates` batches of `batch_size` rows, cut
-# into `rounds` rounds (`RowBatches`: each round goes on where the last one ended), with the
-# validation text scored after each. With `jit_compile` Keras compiles the training step with
+# `fit_best`: the weights of the best validation round. There is more text than a CPU reads in
+# a sitting, so training is counted in **updates**, not passes: a schedule of `training_updates`
+# batches of `batch_size` rows, cut into `rounds` rounds (`RowBatches`: each round goes on where
+# the last one ended), with the validation text scored after each; the profile trains the first
+# `rounds_trained` of them. Counts, not minutes: every machine trains the same rounds, a slower
+# one for longer. Each finished round is kept (`RunStages`), so a run stopped midway (a closed
+# tab, a killed kernel) goes on from its last round when the cell is run again. With `jit_compile` Keras compiles the training step with
 # XLA; on a CPU it is off unless asked for, and here it about doubles the speed. Most of the
 # work is in the output layer: every position scores all `vocabulary_size` tokens.
 
@@ -296,14 +298,16 @@ schedule = WarmupCosineDecay(settings.learning_rate, settings.warmup_steps, per_
 model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=MaskedCrossEntropy(),
               metrics=[masked_accuracy], jit_compile=settings.jit_compile)
 batches = RowBatches(train_inputs, train_targets, settings.batch_size, batches_per_epoch=per_round, seed=0)
-model, history, facts = fit_best(model, batches, (validation_inputs, validation_targets), epochs=settings.rounds,
-                                 patience=settings.rounds, checkpoint=checkpoint_path("imdb_language_model"),
-                                 budget_minutes=settings.max_training_minutes, validation_batch_size=64,
-                                 callbacks=[epoch_progress()])
+stages = RunStages("09", settings)  # this run's kept rounds, in the course's cache
+model, history, facts = fit_best(model, batches, (validation_inputs, validation_targets),
+                                 epochs=settings.rounds_trained, patience=settings.rounds_trained,
+                                 checkpoint=checkpoint_path("imdb_language_model"), validation_batch_size=64,
+                                 callbacks=[epoch_progress()], resume_folder=stages.folder_for("training"))
+stages.report()
 trained_tokens = facts["epochs"] * per_round * settings.batch_size * settings.chunk_length
 print(f"{facts['epochs']} rounds, {trained_tokens:,} tokens ({trained_tokens / (train_targets != 0).sum():.2f} "
-      f"passes over the training text) in {facts['seconds'] / 60:.1f} min (stopped by {facts['stopped_by']}); "
-      f"best round {facts['best_epoch']}")
+      f"passes over the training text) in {facts['seconds'] / 60:.1f} min ({facts['epochs']} of the schedule's "
+      f"{settings.rounds} rounds); best round {facts['best_epoch']}")
 
 # %%
 validation_characters = sum(len(text) + 1 for text in validation_texts)
@@ -354,9 +358,9 @@ axis.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
-# **Reading the numbers** (the stored run). The budget stopped training after three of its twelve
-# rounds: on the machine that recorded this run a round took 5.7 minutes, and a fourth would have
-# ended past the 20-minute budget. Three rounds are 3.4 million tokens, 0.14 of a pass over the
+# **Reading the numbers** (the stored run). The profile trains three of the schedule's twelve
+# rounds (`rounds_trained`): what a 20-minute budget allowed on the machine that recorded this run,
+# at 5.7 minutes a round, and now a count, so that every machine trains the same three. Three rounds are 3.4 million tokens, 0.14 of a pass over the
 # training text, in 17.1 minutes, a quarter of the way through the learning-rate schedule: this
 # model is early in training, and its best round was its last. On the 3,224,826 characters of
 # the 2,500 test reviews:
@@ -376,8 +380,8 @@ plt.show()
 # table beats it: the Kneser-Ney bigram, 1.776, which counted every one of the 24 million training
 # tokens where the Transformer read 3.4 million once. This is the floor doing its job: a network
 # that has not passed its simplest count-based rival is not yet trained, and the table says so
-# before any sample does. (All twelve rounds, 13.5 million tokens, on a machine fast enough to read
-# them within the budget, is what the profile plans.)
+# before any sample does. (All twelve rounds, 13.5 million tokens, are what the schedule plans: about
+# 38 minutes of training on the recording machine.)
 # The compressors see the test text once, as it comes; the language models learned from the
 # training text first.
 #

@@ -241,7 +241,7 @@ def test_progress_bars_are_stored_as_their_last_drawing():
 
 
 @pytest.mark.parametrize(
-    "profile, flags, expected", [("full", [], 7200), ("smoke", [], 900), ("full", ["--timeout", "60"], 60)]
+    "profile, flags, expected", [("full", [], 14400), ("smoke", [], 900), ("full", ["--timeout", "60"], 60)]
 )
 def test_a_full_profile_cell_may_train_for_an_hour_and_a_smoke_cell_may_not_hang(
     project, monkeypatch, profile, flags, expected
@@ -256,7 +256,8 @@ def test_a_full_profile_cell_may_train_for_an_hour_and_a_smoke_cell_may_not_hang
     monkeypatch.setattr(cli, "summary_table", lambda runs: "")
     cli.main(["run", "01", "--profile", profile, "--notebooks-dir", str(project / "notebooks"), *flags])
     assert received["timeout"] == expected
-    from transformer_course import profile
+    from transformer_course import load_record
 
-    budget = profile("full").notebook("07").max_training_minutes
-    assert cli.CELL_TIMEOUTS["full"] > budget * 60  # notebook 07's training budget fits in one cell
+    # Notebook 07's training cell fits where TensorFlow's steps are 4.4 times slower than on the recording machine.
+    recorded = load_record("07_transformer_translation")["metrics"]["training_minutes"]["value"]
+    assert cli.CELL_TIMEOUTS["full"] > 4.4 * recorded * 60

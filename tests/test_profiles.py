@@ -116,3 +116,46 @@ def test_notebook_12s_base_trains_at_the_rate_notebook_11s_ablation_chose():
     assert record is not None, "results/11_modern_decoders.json is missing"
     chosen = record["metrics"]["rotary_peak_learning_rate"]["value"]
     assert _SETTINGS["full"]["12"]["base_learning_rate"] == chosen
+
+
+# A setting named for a clock: these words in a key, alone or as a part (``pretraining_minutes``, ``budget_seconds``).
+_CLOCK_WORDS = ("minute", "second", "hour", "budget")
+
+
+def _setting_paths(values, prefix=""):
+    for key, value in values.items():
+        yield prefix + key
+        if isinstance(value, dict):
+            yield from _setting_paths(value, f"{prefix}{key}.")
+
+
+def _clock_settings(table):
+    """The settings of ``table`` (notebook -> settings) whose names speak of a clock, less the guards."""
+    return [
+        f"{notebook_id}: {path}"
+        for notebook_id, values in table.items()
+        for path in _setting_paths(values)
+        if any(word in path.rsplit(".", 1)[-1] for word in _CLOCK_WORDS) and not path.endswith("time_limit_minutes")
+    ]
+
+
+@pytest.mark.parametrize("profile_name", PROFILE_NAMES)
+def test_no_setting_in_minutes_or_seconds_decides_how_much_a_model_trains(profile_name):
+    # Training amounts are epochs, rounds and updates, so every machine trains the same; a wall-clock setting may
+    # exist only as a guard that fails a run loudly (fit_best's `time_limit_minutes`), and none is needed yet.
+    assert _clock_settings(_SETTINGS[profile_name]) == []
+
+
+def test_the_clock_check_finds_a_budget_in_minutes_and_spares_a_guard():
+    table = {"09": {"max_training_minutes": 20, "model": {"budget_seconds": 5}, "time_limit_minutes": 90}}
+    assert _clock_settings(table) == ["09: max_training_minutes", "09: model.budget_seconds"]
+
+
+def test_no_notebook_sizes_training_by_a_clock():
+    # The notebooks' own code: no training cut by a budget in minutes, no updates counted from a timed step.
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.py")):
+        source = path.read_text(encoding="utf-8")
+        for forbidden in ("budget_minutes", "equal_minute_budgets(", "max_training_minutes", "_minutes * 60 /"):
+            assert forbidden not in source, f"{path.name} sizes training by the clock: {forbidden!r}"

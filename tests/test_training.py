@@ -1,4 +1,4 @@
-"""fit_best: the best validation epoch kept whatever stops training; patience, budget, timings."""
+"""fit_best: the best validation epoch kept whatever stops training; patience, a loud time limit, resuming."""
 
 import itertools
 import math
@@ -51,25 +51,111 @@ def test_a_checkpoint_is_written_and_reloaded(tmp_path):
     assert _validation_loss(model) == pytest.approx(min(history.history["val_loss"]), rel=1e-5)
 
 
-def test_the_budget_stops_before_an_epoch_that_would_end_past_it():
+def test_a_time_limit_never_cuts_training_quietly_it_fails_the_run_loudly():
     ticks = itertools.count(0, 10)  # every epoch takes 10 s on this clock
     clock = lambda: float(next(ticks))  # noqa: E731
-    # 30 s budget: epochs end at 10, 20, 30; a fourth would end at 40, so training stops after three.
+    # A 25 s limit: the third epoch ends at 30 s, past it, with epochs still to run: an error, not a shorter run.
+    with pytest.raises(
+        training.TrainingTimeLimitError, match="time limit of 0.416667 minutes .* after 3 of 20"
+    ) as error:
+        fit_best(
+            _model(), TRAIN, VALIDATION, epochs=20, patience=20, time_limit_minutes=25 / 60, clock=clock, batch_size=16
+        )
+    assert error.value.epochs_done == 3 and error.value.seconds == 30.0
+
+
+def test_a_run_that_ends_within_its_time_limit_reports_its_epochs():
+    ticks = itertools.count(0, 10)
+    clock = lambda: float(next(ticks))  # noqa: E731
+    # Three epochs planned, a 25 s limit passed by the last one: it was the last, so the run is complete.
     _, _, facts = fit_best(
-        _model(), TRAIN, VALIDATION, epochs=20, patience=20, budget_minutes=0.5, clock=clock, batch_size=16
+        _model(), TRAIN, VALIDATION, epochs=3, patience=3, time_limit_minutes=25 / 60, clock=clock, batch_size=16
     )
-    assert facts["epochs"] == 3 and facts["stopped_by"] == "budget"
+    assert facts["epochs"] == 3 and facts["stopped_by"] == "epochs"
     assert facts["epoch_seconds"] == [10.0, 10.0, 10.0] and facts["seconds"] == 30.0
 
 
-def test_the_last_planned_epoch_is_reported_as_the_end_not_as_the_budget_or_patience():
-    ticks = itertools.count(0, 10)
-    clock = lambda: float(next(ticks))  # noqa: E731
-    # Three epochs planned, 30 s budget: after the third a fourth would not fit, but none was planned.
+def _rows_model(dropout):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((6,), dtype="int32")
+    hidden = keras.layers.Embedding(20, 8)(inputs)
+    hidden = keras.layers.Dropout(dropout)(hidden)
+    model = keras.Model(inputs, keras.layers.Dense(20)(hidden))
+    model.compile(optimizer=keras.optimizers.AdamW(3e-3), loss=keras.losses.SparseCategoricalCrossentropy(True))
+    return model
+
+
+ROWS = np.random.default_rng(1).integers(1, 20, size=(50, 7)).astype("int32")
+
+
+def _interrupted_after(epochs_done):
+    """A callback that raises after ``epochs_done`` epochs have been saved: a kernel killed there."""
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch + 1 == epochs_done:
+                raise KeyboardInterrupt
+
+    return Interrupt()
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_run_interrupted_anywhere_and_resumed_equals_the_run_never_interrupted(tmp_path, checkpoint):
+    # Rounds of 3 batches (RowBatches carries its order across rounds), dropout (a random-seed state), AdamW (an
+    # optimizer state), a WindowMeans trace (a callback's state): all must resume where they stood.
+    def run(folder, callbacks=()):
+        trace = training.WindowMeans("loss", every=2)
+        batches = training.RowBatches(ROWS[:, :-1], ROWS[:, 1:], batch_size=8, batches_per_epoch=3, seed=3)
+        best = folder / "best.keras" if checkpoint else None
+        model, history, facts = fit_best(
+            _rows_model(0.2),
+            batches,
+            (ROWS[:10, :-1], ROWS[:10, 1:]),
+            epochs=5,
+            patience=5,
+            checkpoint=best,
+            resume_folder=folder / "state",
+            callbacks=[trace, *callbacks],
+        )
+        return model, history, facts, trace
+
+    whole, whole_history, whole_facts, whole_trace = run(tmp_path / "whole")
+    for stop in (1, 3):
+        folder = tmp_path / f"stopped after {stop}"
+        with pytest.raises(KeyboardInterrupt):
+            run(folder, [_interrupted_after(stop)])
+        model, history, facts, trace = run(folder)
+        assert facts["resumed_epochs"] == stop and facts["epochs"] == 5 and len(facts["epoch_seconds"]) == 5
+        # Tolerance: the same operations on the same CPU; 1e-6 relative allows for a different thread order.
+        np.testing.assert_allclose(history.history["val_loss"], whole_history.history["val_loss"], rtol=1e-6)
+        np.testing.assert_allclose(history.history["loss"], whole_history.history["loss"], rtol=1e-6)
+        assert facts["best_epoch"] == whole_facts["best_epoch"]
+        assert trace.updates == whole_trace.updates == 15 and len(trace.points) == len(whole_trace.points)
+        for resumed, uninterrupted in zip(model.get_weights(), whole.get_weights()):
+            np.testing.assert_allclose(resumed, uninterrupted, rtol=1e-5, atol=1e-7)
+    # A finished run, called again, trains nothing and returns the same model.
+    again, history, facts, _ = run(tmp_path / "whole")
+    assert facts["resumed_epochs"] == 5 and history.history["val_loss"] == whole_history.history["val_loss"]
+    np.testing.assert_allclose(again.get_weights()[0], whole.get_weights()[0], rtol=1e-6)
+
+
+def test_resuming_refuses_data_whose_order_it_cannot_keep(tmp_path):
+    with pytest.raises(ValueError, match="arrays that Keras shuffles"):
+        fit_best(_model(), TRAIN, VALIDATION, epochs=2, patience=2, resume_folder=tmp_path)
     _, _, facts = fit_best(
-        _model(), TRAIN, VALIDATION, epochs=3, patience=2, budget_minutes=0.5, clock=clock, batch_size=16
+        _model(), TRAIN, VALIDATION, epochs=2, patience=2, resume_folder=tmp_path, shuffle=False, batch_size=16
     )
-    assert facts["epochs"] == 3 and facts["stopped_by"] == "epochs"
+    assert facts["epochs"] == 2
+    with pytest.raises(ValueError, match="has 2 epochs, more than `epochs` \\(1\\)"):
+        fit_best(_model(), TRAIN, VALIDATION, epochs=1, patience=2, resume_folder=tmp_path, shuffle=False)
+
+
+def test_a_saved_state_of_another_model_is_refused_with_the_folder_to_clear(tmp_path):
+    fit_best(_model(), TRAIN, VALIDATION, epochs=1, patience=1, resume_folder=tmp_path, shuffle=False, batch_size=16)
+    wider = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
+    wider.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    with pytest.raises(ValueError, match="Clear the folder"):
+        fit_best(wider, TRAIN, VALIDATION, epochs=2, patience=2, resume_folder=tmp_path, shuffle=False)
 
 
 def test_checkpoints_of_the_two_profiles_never_share_a_file(tmp_path):
@@ -85,7 +171,7 @@ def test_checkpoints_of_the_two_profiles_never_share_a_file(tmp_path):
     [
         ({"epochs": 0}, "`epochs` must be an integer >= 1; received 0"),
         ({"patience": 1.5}, "`patience` must be an integer >= 1; received 1.5"),
-        ({"budget_minutes": 0}, "`budget_minutes` must be a positive number"),
+        ({"time_limit_minutes": 0}, "`time_limit_minutes` must be a positive number"),
         ({"start_from_epoch": -1}, "`start_from_epoch` must be an integer >= 0; received -1"),
     ],
 )

@@ -37,6 +37,7 @@ _NOTEBOOK_HELPERS = {
     "epoch_progress": "tooling.runtime",
     "profile": "tooling.profiles",
     "checkpoint_path": "tooling.profiles",
+    "RunStages": "tooling.stages",
     "PROFILE_NAMES": "tooling.profiles",
     "Profile": "tooling.profiles",
     "Settings": "tooling.profiles",

@@ -1,21 +1,26 @@
-"""Training with the best validation epoch kept: early stopping, a time budget, epoch times.
+"""Training with the best validation epoch kept: early stopping, epoch times, runs that resume.
 
 One helper for every notebook that trains a model::
 
     model, history, facts = fit_best(model, train, validation, epochs=30, patience=3,
-                                     checkpoint=checkpoint_path("classifier"), budget_minutes=40)
+                                     checkpoint=checkpoint_path("classifier"), resume_folder=folder)
 
 ``facts`` says how it went: epochs run, the best epoch, seconds in all and to the best epoch,
 each epoch's seconds and what stopped training. The returned model holds the weights of the epoch
-with the lowest validation loss, whatever stopped training.
+with the lowest validation loss, whatever stopped training. How much a model trains is always a
+number of epochs (or of updates a round): no clock decides it. A time limit only stops a run that
+overruns it, loudly (:class:`TrainingTimeLimitError`), and with a ``resume_folder`` the same call
+run again continues from the last finished epoch.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import NamedTuple
 
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
@@ -24,11 +29,13 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 import numpy as np
 
+from ._files import atomic_output, write_text_atomically
 from ._ids import PADDING_ID
 from ._validation import check_integer, check_positive
 
 __all__ = [
     "fit_best",
+    "TrainingTimeLimitError",
     "EpochScores",
     "WindowMeans",
     "WarmupCosineDecay",
@@ -40,6 +47,7 @@ __all__ = [
     "UpdateBudget",
     "interleaved_timings",
     "equal_minute_budgets",
+    "equal_cost_updates",
     "best_on_validation",
     "gradient_of",
 ]
@@ -88,6 +96,15 @@ class RoundOrder:
         while self.batches_per_epoch is not None and len(self.order) < first + self.batch_size:
             self.order = np.concatenate([self.order, self.rng.permutation(self.rows)])  # the next pass
         return self.order[first : first + self.batch_size]
+
+    def get_state(self) -> dict:
+        """Where the order stands, as JSON-able data: the generator's state, the drawn order, the start."""
+        return {"rng": self.rng.bit_generator.state, "order": self.order.tolist(), "start": int(self.start)}
+
+    def set_state(self, state: dict) -> None:
+        """Continue from ``state``, as :meth:`get_state` gave it: the same batches follow."""
+        self.rng.bit_generator.state = state["rng"]
+        self.order, self.start = np.asarray(state["order"], dtype="int64"), int(state["start"])
 
     def end_epoch(self) -> None:
         """A new order for the next pass, or (in rounds) move on to where this epoch ended."""
@@ -151,6 +168,14 @@ class RowBatches(keras.utils.PyDataset):
 
     def on_epoch_end(self):
         self.rounds.end_epoch()
+
+    def get_state(self) -> dict:
+        """The order's state (JSON-able): :func:`fit_best` keeps it so that a resumed run takes the same batches."""
+        return self.rounds.get_state()
+
+    def set_state(self, state: dict) -> None:
+        """Continue from a state :meth:`get_state` gave."""
+        self.rounds.set_state(state)
 
 
 def running_text_chunks(token_ids, chunk_length: int, separator_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -330,6 +355,41 @@ def equal_minute_budgets(
         per_round = max(1, int(minutes * 60 / max(seconds, 1e-9)) // rounds)
         budgets[name] = UpdateBudget(seconds, per_round, per_round * rounds)
     return budgets
+
+
+def equal_cost_updates(reference_updates: int, relative_costs: Mapping[str, float], rounds: int) -> dict[str, int]:
+    """Updates per round for every arm of an equal-compute comparison, from costs measured once.
+
+    Equal compute without a clock in the run: the reference arm (cost 1) makes ``reference_updates``
+    updates, and an arm whose update costs ``c`` reference updates makes ``reference_updates / c``,
+    rounded down to ``rounds`` equal rounds. The costs are measured once, on the machine that records
+    the course (:func:`interleaved_timings`, ``benchmarks/update_costs.py``), and stored in the
+    profile: every machine then trains the same amounts, and a slower one only takes longer.
+
+    Args:
+        reference_updates: int >= 1, the reference arm's updates.
+        relative_costs: dict of arm name -> float > 0, an update's cost in reference updates (the
+            reference arm's is 1).
+        rounds: int >= 1, validations in a run.
+
+    Returns:
+        dict of arm name -> int >= 1, updates a round, in the order of ``relative_costs``.
+
+    Raises:
+        ValueError: for no arms, a non-positive cost, or a non-positive ``reference_updates`` or ``rounds``.
+
+    Example:
+        >>> equal_cost_updates(5824, {"masked LM": 1.0, "ELECTRA": 1.216}, rounds=4)
+        {'masked LM': 1456, 'ELECTRA': 1197}
+    """
+    if not relative_costs:
+        raise ValueError("`relative_costs` must name at least one arm; received none.")
+    reference_updates, rounds = check_integer("reference_updates", reference_updates), check_integer("rounds", rounds)
+    per_round = {}
+    for name, cost in relative_costs.items():
+        check_positive(f"relative_costs[{name!r}]", cost)
+        per_round[name] = max(1, int(reference_updates / cost) // rounds)
+    return per_round
 
 
 def best_on_validation(grid: Iterable, score: Callable[[object], float], *, higher_is_better: bool, description=None):
@@ -546,6 +606,14 @@ class WindowMeans(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._last = (0, 0.0)  # (batches, running mean) at the previous point of this epoch
 
+    def get_state(self) -> dict:
+        """The updates and points so far (JSON-able): :func:`fit_best` keeps them for a resumed run."""
+        return {"updates": self.updates, "points": [list(point) for point in self.points]}
+
+    def set_state(self, state: dict) -> None:
+        """Continue from a state :meth:`get_state` gave."""
+        self.updates, self.points = int(state["updates"]), [tuple(point) for point in state["points"]]
+
     def on_train_batch_end(self, batch, logs=None):
         self.updates += 1
         if (batch + 1) % self.every == 0:
@@ -554,47 +622,161 @@ class WindowMeans(keras.callbacks.Callback):
             self._last = (seen, mean)
 
 
+class TrainingTimeLimitError(RuntimeError):
+    """Training ran past its time limit: raised by :func:`fit_best`, never a silent cut.
+
+    How much a model learns is set in epochs and updates; a time limit is only a guard for a run on a
+    machine far slower than planned. With a ``resume_folder``, the epochs finished so far are kept, and the
+    same call run again (with a longer limit, or none) continues from them.
+
+    Attributes:
+        epochs_done: int, epochs finished when the limit was passed.
+        seconds: float, seconds of training in this call.
+    """
+
+    def __init__(self, message: str, epochs_done: int, seconds: float):
+        super().__init__(message)
+        self.epochs_done, self.seconds = epochs_done, seconds
+
+
+_STATE_FILE = "state.json"
+
+
 class _BestEpoch(keras.callbacks.Callback):
-    """Times epochs, keeps the best validation loss, and stops on patience or on the budget."""
+    """Times epochs, keeps the best validation loss, stops on patience, guards the time limit, saves for resuming."""
 
     def __init__(
         self,
         patience: int,
-        budget_seconds: float | None,
+        limit_seconds: float | None,
         checkpoint: Path | None,
         clock: Callable,
         start_from_epoch: int = 0,
+        resume_folder: Path | None = None,
+        resumable: Mapping[str, object] = MappingProxyType({}),
+        resumed: dict | None = None,
     ):
         super().__init__()
-        self.patience, self.budget_seconds, self.checkpoint, self.clock = patience, budget_seconds, checkpoint, clock
-        self.start_from_epoch = start_from_epoch
+        self.patience, self.limit_seconds, self.checkpoint, self.clock = patience, limit_seconds, checkpoint, clock
+        self.start_from_epoch, self.resume_folder, self.resumable = start_from_epoch, resume_folder, resumable
         self.best_loss, self.best_epoch, self.best_weights = math.inf, None, None
-        self.ends, self.stopped_by = [], "epochs"
+        self.durations, self.stopped_by, self.logged = [], "epochs", {}
+        self.resumed, self.finished = resumed, False
+        if resumed is not None:
+            self.best_loss, self.best_epoch = resumed["best_loss"], resumed["best_epoch"]
+            self.durations, self.stopped_by = list(resumed["epoch_seconds"]), resumed["stopped_by"]
+            self.logged = {key: list(values) for key, values in resumed["history"].items()}
+            self.finished = resumed["finished"]
 
     def on_train_begin(self, logs=None):
         self.start = self.clock()
+        if self.resumed is not None:  # after Keras has built the model and its optimizer, and reset the data
+            _restore_variables(self.model, self.resume_folder / self.resumed["variables"])
+            if self.checkpoint is None:
+                with np.load(self.resume_folder / self.resumed["best"]) as best:
+                    self.best_weights = [best[f"arr_{index}"] for index in range(len(best.files))]
+            for name, thing in self.resumable.items():
+                thing.set_state(self.resumed["resumable"][name])
 
     def on_epoch_end(self, epoch, logs=None):
-        self.ends.append(self.clock())
-        loss = (logs or {}).get("val_loss")
+        now = self.clock()
+        self.durations.append(now - (self.start if len(self.durations) == self._first_epoch else self._last_end))
+        self._last_end = now
+        logs = logs or {}
+        loss = logs.get("val_loss")
         if loss is None:
             raise ValueError(
                 "fit_best needs a validation loss each epoch (`validation` data); `val_loss` was not logged."
             )
+        for key, value in logs.items():
+            self.logged.setdefault(key, []).append(float(value))
         if loss < self.best_loss:
             self.best_loss, self.best_epoch = float(loss), epoch
             if self.checkpoint is not None:
                 self.model.save(self.checkpoint)
             else:
                 self.best_weights = self.model.get_weights()
-        if epoch + 1 >= self.params.get("epochs", math.inf):
-            return  # the last planned epoch: training ends by its number of epochs, whatever else holds
-        if epoch - max(self.best_epoch, self.start_from_epoch - 1) >= self.patience:  # counted after the first ones
-            self.stopped_by, self.model.stop_training = "patience", True
-        if self.budget_seconds is not None and not self.model.stop_training:
-            last = self.ends[-1] - (self.ends[-2] if len(self.ends) > 1 else self.start)
-            if self.ends[-1] + last - self.start > self.budget_seconds:  # the next epoch would end past it
-                self.stopped_by, self.model.stop_training = "budget", True
+        last_planned = epoch + 1 >= self.params.get("epochs", math.inf)  # ends training by its number of epochs
+        if not last_planned and epoch - max(self.best_epoch, self.start_from_epoch - 1) >= self.patience:
+            self.stopped_by, self.model.stop_training = "patience", True  # patience counted after the first ones
+        self.finished = last_planned or self.model.stop_training
+        if self.resume_folder is not None:
+            self._save(epoch)
+        seconds = now - self.start
+        if self.limit_seconds is not None and seconds > self.limit_seconds and not self.finished:
+            kept = (
+                f" Its {epoch + 1} finished epochs are kept in {self.resume_folder}: run the same call again (with a "
+                "longer `time_limit_minutes`, or None) to continue from them."
+                if self.resume_folder is not None
+                else " Nothing is kept (no `resume_folder`)."
+            )
+            raise TrainingTimeLimitError(
+                f"Training passed its time limit of {self.limit_seconds / 60:g} minutes ({seconds / 60:.1f} minutes "
+                f"after {epoch + 1} of {self.params.get('epochs')} epochs): this machine is slower than the run was "
+                f"sized for.{kept}",
+                epoch + 1,
+                seconds,
+            )
+
+    def _save(self, epoch: int) -> None:
+        """The state after ``epoch``: variables (model, optimizer), the best weights, then the JSON naming them."""
+        folder = self.resume_folder
+        previous = _read_state(folder)
+        names = {"variables": f"variables-{epoch + 1}.npz", "best": f"best-{epoch + 1}.npz"}
+        with atomic_output(folder / names["variables"]) as temporary, open(temporary, "wb") as handle:
+            np.savez(handle, *[keras.ops.convert_to_numpy(v) for v in _all_variables(self.model)])
+        if self.checkpoint is None:
+            with atomic_output(folder / names["best"]) as temporary, open(temporary, "wb") as handle:
+                np.savez(handle, *self.best_weights)
+        state = {
+            "epochs_done": epoch + 1,
+            "finished": self.finished,
+            "best_loss": self.best_loss,
+            "best_epoch": self.best_epoch,
+            "epoch_seconds": self.durations,
+            "stopped_by": self.stopped_by,
+            "history": self.logged,
+            "resumable": {name: thing.get_state() for name, thing in self.resumable.items()},
+            **names,
+        }
+        write_text_atomically(folder / _STATE_FILE, json.dumps(state))
+        if previous is not None:  # the files of the epoch before, now replaced
+            for key in ("variables", "best"):
+                if previous.get(key) != names[key]:
+                    (folder / previous[key]).unlink(missing_ok=True)
+
+
+def _all_variables(model) -> list:
+    """Every variable a resumed run needs: the model's (weights and random-seed states) and its optimizer's."""
+    optimizer = getattr(model, "optimizer", None)
+    return [*model.variables, *(optimizer.variables if optimizer is not None else [])]
+
+
+def _restore_variables(model, path: Path) -> None:
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and not optimizer.built:  # Keras builds it at the first update: too late here
+        optimizer.build(model.trainable_variables)
+    variables = _all_variables(model)
+    with np.load(path) as saved:
+        if len(saved.files) != len(variables):
+            raise ValueError(
+                f"The saved state {path} holds {len(saved.files)} variables but the model and its optimizer have "
+                f"{len(variables)}: it was saved from another model. Clear the folder {path.parent} to start afresh."
+            )
+        for index, variable in enumerate(variables):
+            value = saved[f"arr_{index}"]
+            if tuple(value.shape) != tuple(variable.shape):
+                raise ValueError(
+                    f"The saved state {path} does not fit this model (variable {variable.path}: shape "
+                    f"{tuple(value.shape)} saved, {tuple(variable.shape)} here). Clear the folder {path.parent} "
+                    "to start afresh."
+                )
+            variable.assign(value)
+
+
+def _read_state(folder: Path) -> dict | None:
+    path = folder / _STATE_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
 def fit_best(
@@ -604,48 +786,73 @@ def fit_best(
     epochs: int,
     patience: int,
     checkpoint: str | Path | None = None,
-    budget_minutes: float | None = None,
+    time_limit_minutes: float | None = None,
     callbacks=(),
     clock: Callable = time.perf_counter,
     start_from_epoch: int = 0,
+    resume_folder: str | Path | None = None,
     **fit_arguments,
 ):
     """Fit ``model`` and return it with the weights of its best validation-loss epoch.
 
-    Training stops after ``epochs``, after ``patience`` epochs without a lower validation loss, or
-    before an epoch that would end past ``budget_minutes`` (judged by the last epoch's length),
-    whichever comes first. Patience counts only the epochs after the first ``start_from_epoch``
-    (a learning-rate warm-up: a run cannot stop before its rate has reached its peak), as Keras'
+    Training stops after ``epochs`` or after ``patience`` epochs without a lower validation loss,
+    whichever comes first: the amount of training never depends on the machine's speed. Patience
+    counts only the epochs after the first ``start_from_epoch`` (a learning-rate warm-up: a run
+    cannot stop before its rate has reached its peak), as Keras'
     ``EarlyStopping(start_from_epoch=...)``; the best epoch is looked for from the first.
+
+    **Resuming.** With ``resume_folder``, the state after every epoch is saved there (the model's
+    and the optimizer's variables, random-seed states included; the best epoch and its weights; the
+    logs so far; and the state of ``train`` and of each callback that has ``get_state`` and
+    ``set_state``, as :class:`RowBatches` and :class:`WindowMeans` have). Run the same call again
+    after an interruption (a closed tab, a killed kernel) and training continues from the last
+    finished epoch, on the same batches; a finished run returns at once. Keras'
+    ``BackupAndRestore`` does the first half of this; it keeps neither the data's order nor the
+    best epoch. The folder must belong to this one run: clear it when a setting changes
+    (:class:`~transformer_course.tooling.stages.RunStages` gives a folder keyed by the settings).
 
     Args:
         model: a compiled ``keras.Model``.
         train: training data as ``model.fit`` takes it: a ``tf.data.Dataset`` of batches, a
-            ``keras.utils.PyDataset``, or a tuple ``(x, y)`` of arrays.
+            ``keras.utils.PyDataset``, or a tuple ``(x, y)`` of arrays. To resume, a source
+            with ``get_state``/``set_state`` (:class:`RowBatches`, or fixed batches with
+            ``shuffle=False``).
         validation: validation data as ``model.fit``'s ``validation_data`` takes it.
         epochs: int >= 1, the most epochs to run.
         patience: int >= 1, epochs without a lower validation loss before stopping.
         checkpoint: path of a ``.keras`` file to save the best epoch to and reload from (see
             :func:`transformer_course.checkpoint_path`); None keeps the best weights in memory instead.
-        budget_minutes: float > 0, wall-clock minutes training may take; None for no budget.
+        time_limit_minutes: float > 0, a guard: if an epoch ends past this many wall-clock minutes
+            (counted in this call) before training is done, :class:`TrainingTimeLimitError` is
+            raised, never a quiet stop. None (the default) for no limit.
         callbacks: more Keras callbacks (a progress bar, a learning-rate schedule).
         clock: the clock in seconds (tests pass a fake one).
         start_from_epoch: int >= 0, epochs that patience does not count (0: every epoch counts).
+        resume_folder: a folder for the state after each epoch (created), or None to keep none.
         **fit_arguments: passed to ``model.fit`` (``batch_size``, ``verbose``...; ``verbose``
             defaults to 0).
 
     Returns:
         ``(model, history, facts)``: the model with its best weights (reloaded from
-        ``checkpoint`` when one is given), the Keras ``History``, and a dict with ``epochs`` (int,
-        epochs run), ``best_epoch`` (int, 1-based), ``best_val_loss`` (float), ``seconds`` and
+        ``checkpoint`` when one is given), a Keras ``History`` holding every epoch's logs (those
+        of a resumed run's earlier calls too), and a dict with ``epochs`` (int, epochs run),
+        ``best_epoch`` (int, 1-based), ``best_val_loss`` (float), ``seconds`` and
         ``seconds_to_best`` (float, wall-clock from the start of training to the end of the last
-        and of the best epoch; the first epoch includes compiling the model), ``epoch_seconds``
-        (list of float) and ``stopped_by`` (``"epochs"``, ``"patience"`` or ``"budget"``).
+        and of the best epoch, summed over the calls of a resumed run; the first epoch includes
+        compiling the model), ``epoch_seconds`` (list of float), ``stopped_by`` (``"epochs"`` or
+        ``"patience"``) and ``resumed_epochs`` (int, epochs taken from ``resume_folder``, 0 for a
+        fresh run).
 
     Raises:
         ValueError: naming the argument, for a model that is not compiled, ``epochs`` or
-            ``patience`` below 1, a negative ``start_from_epoch``, or a ``budget_minutes`` that is not
-            positive; or when no validation loss is logged.
+            ``patience`` below 1, a negative ``start_from_epoch``, a ``time_limit_minutes`` that
+            is not positive, or a ``resume_folder`` with training data that cannot resume;
+            when no validation loss is logged; or when the saved state does not fit the model.
+        TrainingTimeLimitError: when training passes ``time_limit_minutes``.
+
+    Example:
+        >>> model, history, facts = fit_best(model, RowBatches(x, y, 32, batches_per_epoch=100), (vx, vy),
+        ...                                  epochs=12, patience=12, resume_folder="runs/09/training")  # doctest: +SKIP
     """
     if not getattr(model, "compiled", False):
         raise ValueError("`model` must be compiled before fit_best (model.compile(optimizer=..., loss=...)).")
@@ -654,28 +861,81 @@ def fit_best(
             raise ValueError(f"`{name}` must be an integer >= 1; received {value!r}.")
     if isinstance(start_from_epoch, bool) or not isinstance(start_from_epoch, int) or start_from_epoch < 0:
         raise ValueError(f"`start_from_epoch` must be an integer >= 0; received {start_from_epoch!r}.")
-    if budget_minutes is not None and not (isinstance(budget_minutes, (int, float)) and budget_minutes > 0):
-        raise ValueError(f"`budget_minutes` must be a positive number of minutes or None; received {budget_minutes!r}.")
+    if time_limit_minutes is not None and not (
+        isinstance(time_limit_minutes, (int, float))
+        and not isinstance(time_limit_minutes, bool)
+        and time_limit_minutes > 0
+    ):
+        raise ValueError(
+            f"`time_limit_minutes` must be a positive number of minutes or None; received {time_limit_minutes!r}."
+        )
     checkpoint = None if checkpoint is None else Path(checkpoint)
-    best = _BestEpoch(
-        patience, None if budget_minutes is None else 60.0 * budget_minutes, checkpoint, clock, start_from_epoch
-    )
     x, y = train if isinstance(train, tuple) else (train, None)
+    resumable, resumed = {}, None
+    if resume_folder is not None:
+        resume_folder = Path(resume_folder)
+        resume_folder.mkdir(parents=True, exist_ok=True)
+        if hasattr(x, "get_state") and hasattr(x, "set_state"):
+            resumable["train"] = x
+            # The source draws its own order; Keras would also shuffle the order of each epoch's batches with
+            # Python's global `random`, whose state a resumed run does not share.
+            fit_arguments.setdefault("shuffle", False)
+        elif isinstance(train, tuple) and fit_arguments.get("shuffle", True):
+            raise ValueError(
+                "`resume_folder` needs training data that resumes on the same batches: a source with get_state and "
+                "set_state (RowBatches), or arrays with shuffle=False; received arrays that Keras shuffles."
+            )
+        elif not isinstance(train, tuple):
+            raise ValueError(
+                f"`resume_folder` needs training data with get_state and set_state (RowBatches); received "
+                f"{type(x).__name__}, whose place in its order cannot be saved."
+            )
+        for index, callback in enumerate(callbacks):
+            if hasattr(callback, "get_state") and hasattr(callback, "set_state"):
+                resumable[f"callback {index}"] = callback
+        resumed = _read_state(resume_folder)
+        if resumed is not None and resumed["epochs_done"] > epochs:
+            raise ValueError(
+                f"The saved state in {resume_folder} has {resumed['epochs_done']} epochs, more than `epochs` "
+                f"({epochs}): it belongs to another run. Clear the folder to start afresh."
+            )
+    done = 0 if resumed is None else resumed["epochs_done"]
+    best = _BestEpoch(
+        patience,
+        None if time_limit_minutes is None else 60.0 * time_limit_minutes,
+        checkpoint,
+        clock,
+        start_from_epoch,
+        resume_folder,
+        resumable,
+        resumed,
+    )
+    best._first_epoch = done
     fit_arguments.setdefault("verbose", 0)
-    history = model.fit(x, y, validation_data=validation, epochs=epochs, callbacks=[best, *callbacks], **fit_arguments)
+    history = model.fit(
+        x,
+        y,
+        validation_data=validation,
+        epochs=done if best.finished else epochs,
+        initial_epoch=done,
+        callbacks=[best, *callbacks],
+        **fit_arguments,
+    )
+    history.history, history.epoch = best.logged, list(range(len(best.durations)))
     if checkpoint is not None:
         model = keras.models.load_model(checkpoint)
     else:
         model.set_weights(best.best_weights)
-    starts = [best.start, *best.ends[:-1]]
+    ends = np.cumsum(best.durations).tolist()
     facts = {
-        "epochs": len(best.ends),
+        "epochs": len(best.durations),
         "best_epoch": best.best_epoch + 1,
         "best_val_loss": best.best_loss,
-        "seconds": best.ends[-1] - best.start,
-        "seconds_to_best": best.ends[best.best_epoch] - best.start,
-        "epoch_seconds": [end - begin for begin, end in zip(starts, best.ends)],
+        "seconds": ends[-1],
+        "seconds_to_best": ends[best.best_epoch],
+        "epoch_seconds": list(best.durations),
         "stopped_by": best.stopped_by,
+        "resumed_epochs": done,
     }
     return model, history, facts
 
