@@ -75,8 +75,8 @@ def test_runs_are_kept_where_course_runs_dir_says_and_cleared_by_notebook(tmp_pa
 
 
 # A run as a notebook makes one: a training run of four rounds (fit_best keeps each), then three sweep points (each
-# a stage). KILL_AT names the event (a round's end, or a stage's end) after which the process kills itself with
-# SIGKILL: no clean-up, no Python exit handlers, as a killed kernel.
+# a stage). KILL_AT names the event (the start of a round after the first, or a stage's end) at which the process
+# kills itself with SIGKILL: no clean-up, no Python exit handlers, as a killed kernel.
 _SCRIPT = textwrap.dedent(
     """
     import json, os, signal, sys
@@ -92,8 +92,9 @@ _SCRIPT = textwrap.dedent(
             os.kill(os.getpid(), signal.SIGKILL)
 
     class Killer(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            event()
+        def on_epoch_begin(self, epoch, logs=None):  # the rounds before it are done and kept
+            if epoch:
+                event()
 
     def model(width):
         inputs = keras.Input((6,), dtype="int32")

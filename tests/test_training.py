@@ -89,11 +89,11 @@ ROWS = np.random.default_rng(1).integers(1, 20, size=(50, 7)).astype("int32")
 
 
 def _interrupted_after(epochs_done):
-    """A callback that raises after ``epochs_done`` epochs have been saved: a kernel killed there."""
+    """A callback that raises once ``epochs_done`` epochs have been saved: a kernel killed there."""
 
     class Interrupt(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch + 1 == epochs_done:
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == epochs_done:
                 raise KeyboardInterrupt
 
     return Interrupt()
@@ -137,6 +137,16 @@ def test_a_run_interrupted_anywhere_and_resumed_equals_the_run_never_interrupted
     again, history, facts, _ = run(tmp_path / "whole")
     assert facts["resumed_epochs"] == 5 and history.history["val_loss"] == whole_history.history["val_loss"]
     np.testing.assert_allclose(again.get_weights()[0], whole.get_weights()[0], rtol=1e-6)
+
+
+def test_scores_a_callback_adds_are_in_the_history_and_kept_for_a_resumed_run(tmp_path):
+    counted = iter(range(100))
+    scores = training.EpochScores(count=lambda: float(next(counted)))
+    arguments = dict(epochs=3, patience=3, resume_folder=tmp_path, shuffle=False, batch_size=16)
+    _, history, _ = fit_best(_model(), TRAIN, VALIDATION, callbacks=[scores], **arguments)
+    assert history.history["count"] == [0.0, 1.0, 2.0]
+    _, again, facts = fit_best(_model(), TRAIN, VALIDATION, callbacks=[scores], **arguments)
+    assert facts["resumed_epochs"] == 3 and again.history["count"] == [0.0, 1.0, 2.0]
 
 
 def test_resuming_refuses_data_whose_order_it_cannot_keep(tmp_path):

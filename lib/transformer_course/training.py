@@ -688,8 +688,6 @@ class _BestEpoch(keras.callbacks.Callback):
             raise ValueError(
                 "fit_best needs a validation loss each epoch (`validation` data); `val_loss` was not logged."
             )
-        for key, value in logs.items():
-            self.logged.setdefault(key, []).append(float(value))
         if loss < self.best_loss:
             self.best_loss, self.best_epoch = float(loss), epoch
             if self.checkpoint is not None:
@@ -700,9 +698,14 @@ class _BestEpoch(keras.callbacks.Callback):
         if not last_planned and epoch - max(self.best_epoch, self.start_from_epoch - 1) >= self.patience:
             self.stopped_by, self.model.stop_training = "patience", True  # patience counted after the first ones
         self.finished = last_planned or self.model.stop_training
+
+    def after_callbacks(self, epoch: int, logs: dict) -> None:
+        """After every other callback's ``on_epoch_end`` (their scores are in ``logs``): log, save, check the limit."""
+        for key, value in logs.items():
+            self.logged.setdefault(key, []).append(float(value))
         if self.resume_folder is not None:
             self._save(epoch)
-        seconds = now - self.start
+        seconds = self._last_end - self.start
         if self.limit_seconds is not None and seconds > self.limit_seconds and not self.finished:
             kept = (
                 f" Its {epoch + 1} finished epochs are kept in {self.resume_folder}: run the same call again (with a "
@@ -744,6 +747,17 @@ class _BestEpoch(keras.callbacks.Callback):
             for key in ("variables", "best"):
                 if previous.get(key) != names[key]:
                     (folder / previous[key]).unlink(missing_ok=True)
+
+
+class _AfterCallbacks(keras.callbacks.Callback):
+    """The last callback of an epoch: hands the epoch's complete logs to :class:`_BestEpoch`."""
+
+    def __init__(self, best: _BestEpoch):
+        super().__init__()
+        self.best = best
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.best.after_callbacks(epoch, logs or {})
 
 
 def _all_variables(model) -> list:
@@ -918,7 +932,7 @@ def fit_best(
         validation_data=validation,
         epochs=done if best.finished else epochs,
         initial_epoch=done,
-        callbacks=[best, *callbacks],
+        callbacks=[best, *callbacks, _AfterCallbacks(best)],
         **fit_arguments,
     )
     history.history, history.epoch = best.logged, list(range(len(best.durations)))
