@@ -433,8 +433,8 @@ report_metric("pretraining_mlm_accuracy", mlm_accuracy, "masked-LM accuracy on h
 # LM's encoder exactly (same sizes, same layers), so section 6 fine-tunes it the same way. It
 # pre-trains on the same inputs, with the same schedule and peak rate (chosen for the masked LM,
 # which can only favour the masked LM), for the **same compute** — the masked LM's updates divided
-# by its update's measured cost (1.216 masked-LM updates; the same 16 minutes on the recording
-# machine). Its chosen positions are all `[MASK]` in the generator's input (§2), and the held-out
+# by its update's cost in masked-LM updates (`electra_update_cost`, measured on the recording
+# machine: the same 16 minutes there). Its chosen positions are all `[MASK]` in the generator's input (§2), and the held-out
 # inputs are the masked LM's, with the same positions chosen.
 #
 # **The hypothesis**, set before the run: at equal pre-training minutes, ELECTRA's gain over
