@@ -639,21 +639,21 @@ def _judged(exercise_id, wrong):
 
 
 def test_a_function_wrong_on_some_secret_cases_gets_their_share_with_every_failure_listed():
-    result = _judged("03.2", wrong={7, 9})  # 5 public cases, then 5 secret ones; 2 points
-    assert (result.points, result.status) == (1.2, "partial credit"), result
+    result = _judged("04.1", wrong={7, 9})  # 5 public cases, then 5 secret ones; 3 points
+    assert (result.points, result.status) == (1.8, "partial credit"), result
     assert result.message.startswith("2 of 10 cases wrong (3 of 5 secret cases right): secret case 7 ")
     assert "secret case 9 " in result.message and "an edge case" not in result.message  # no secret text shown
-    assert _judged("03.2", wrong=set()).points == 2
+    assert _judged("04.1", wrong=set()).points == 3
 
 
 def test_passing_only_the_public_cases_earns_nothing_and_a_wrong_public_case_costs_its_share():
-    assert (_judged("03.2", wrong={6, 7, 8, 9, 10}).points, _judged("03.2", wrong={6, 7, 8, 9, 10}).status) == (
+    assert (_judged("04.1", wrong={6, 7, 8, 9, 10}).points, _judged("04.1", wrong={6, 7, 8, 9, 10}).status) == (
         0,
         "error",
     )
-    assert _judged("03.2", wrong={1}).points == 1.67  # 2 points x 5 secret right / (5 secret + 1 public wrong)
+    assert _judged("04.1", wrong={1}).points == 2.5  # 3 points x 5 secret right / (5 secret + 1 public wrong)
 
 
 def test_an_exercise_kept_all_or_nothing_or_with_two_secret_cases_scores_zero_on_one_wrong_case():
-    assert _judged("07.1", wrong={6}).points == 0  # the catalogue keeps the causal mask all or nothing
+    assert _judged("07.1", wrong={5}).points == 0  # the catalogue keeps the causal mask all or nothing
     assert _judged("02.1", wrong={4}).points == 0  # two secret cases: a share of them says little

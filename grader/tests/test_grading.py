@@ -999,7 +999,7 @@ def test_feedback_on_a_secret_case_names_the_case_and_the_kind_of_error_only():
 
     exercise = EXERCISES["07.1"]
     raised = _case_verdict(exercise, 3, "random length", {"length": 17}, "raised", "ValueError: length=17", True)
-    assert raised.message == "secret case 3 (random length) raised ValueError" and "17" not in raised.message
+    assert raised.message == "secret case 3 (random length) raised an exception" and "17" not in raised.message
     assert raised.detail == "case 3 (random length) raised ValueError: length=17"
     wrong = _case_verdict(
         exercise, 4, "random length", {"length": 17}, "ok", ("__main__", __import__("numpy").eye(17)), True

@@ -48,6 +48,7 @@ import nbformat
 import numpy as np
 
 from transformer_course.exercises import EXERCISES
+from transformer_course.exercises.values import encode
 from transformer_course.tooling import write_text_atomically
 
 from . import inspection, policy, protocol, references, slicing, written
@@ -348,11 +349,16 @@ def _program_statements(program) -> tuple:
 
 def _cases(exercise, seed: int, student: str = "") -> list:
     """``[(label, arguments, secret), ...]``: the public cases (seed 0, the ones students check with), then this
-    student's secret ones of this run (:func:`secret_case_seed`)."""
+    student's secret ones of this run (:func:`secret_case_seed`).
+
+    A generator's fixed cases (a worked example, an edge case) come out at every seed: among the secret ones they
+    are dropped, so that no secret case is one a student has seen, and a table of the public outputs earns no
+    partial credit."""
     public = references.cases(exercise.id, np.random.default_rng(0))
+    seen = {encode(arguments) for _, arguments in public}
     secret = references.cases(exercise.id, np.random.default_rng(secret_case_seed(seed, student, exercise.id)))
     return [(label, arguments, False) for label, arguments in public] + [
-        (label, arguments, True) for label, arguments in secret
+        (label, arguments, True) for label, arguments in secret if encode(arguments) not in seen
     ]
 
 
@@ -596,6 +602,12 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
                 "failed",
                 f"case {number} ({label}): the kernel printed the grader's request tag more than once — a forged reply",
             )
+        if kind == "unencodable" and secret:  # the type's name is the student's to choose: kept for the instructor
+            return result(
+                "failed",
+                f"secret case {number} ({label}): returned something that is not numbers, strings or arrays",
+                detail=f"case {number} ({label}): returned a {value}",
+            )
         if kind == "unencodable":
             return result("failed", f"case {number} ({label}): returned a {value}, not numbers, strings or arrays")
     if not failures:
@@ -631,8 +643,9 @@ def _case_verdict(exercise, number, label, arguments, kind, value, secret: bool)
     if kind == "raised":
         if not secret:
             return _verdict(exercise, "error", f"{case} raised {value}")
-        error_type = str(value).split(":", 1)[0].strip()[:100] or "an exception"
-        return _verdict(exercise, "error", f"secret {case} raised {error_type}", detail=f"{case} raised {value}")
+        # Not even the exception's class: a student's code names it (type(name, (ValueError,), {})), and could spell
+        # the case's arguments in it.
+        return _verdict(exercise, "error", f"secret {case} raised an exception", detail=f"{case} raised {value}")
     _, received = value
     problem = exercise.judge(arguments, received, references.expected(exercise.id, arguments))
     if not problem:
