@@ -64,6 +64,7 @@ settings = tc.start_notebook("09", seed=42)
 # %%
 import os
 import time
+from functools import partial
 
 import keras
 import matplotlib.pyplot as plt
@@ -82,7 +83,12 @@ from transformer_course.decoding import (
 )
 from transformer_course.generation import CachedLanguageModel
 from transformer_course.gpt2_checkpoints import PresetUnavailableError, load_gpt2_preset
-from transformer_course.language_model import build_language_model, forward_weights
+from transformer_course.language_model import (
+    build_language_model,
+    compute_parameters,
+    forward_weights,
+    training_flops_per_token,
+)
 from transformer_course.metrics import (
     MaskedCrossEntropy,
     bits_per_character,
@@ -278,49 +284,148 @@ after = keras.ops.convert_to_numpy(model(row))
 print("positions 0-19 unchanged when later tokens change:", np.allclose(before[0, :20], after[0, :20], atol=1e-6))
 
 # %% [markdown]
-# ## 5. Training
+# ## 5. Training: how large a model for the compute we have?
 #
 # The loss is the cross-entropy over real target tokens (`MaskedCrossEntropy`; padding, which
-# only the last row has, is never counted), AdamW with a warm-up and a cosine decay, and
-# `fit_best`: the weights of the best validation round. There is more text than a CPU reads in
-# a sitting, so training is counted in **updates**, not passes: a schedule of `training_updates`
-# batches of `batch_size` rows, cut into `rounds` rounds (`RowBatches`: each round goes on where
-# the last one ended), with the validation text scored after each; the profile trains the first
-# `rounds_trained` of them. Counts, not minutes: every machine trains the same rounds, a slower
-# one for longer. Each finished round is kept (`RunStages`), so a run stopped midway (a closed
-# tab, a killed kernel) goes on from its last round when the cell is run again. With `jit_compile` Keras compiles the training step with
-# XLA; on a CPU it is off unless asked for, and here it about doubles the speed. Most of the
-# work is in the output layer: every position scores all `vocabulary_size` tokens.
+# only the last row has, is never counted), AdamW with a warm-up over a tenth of the updates and a
+# cosine decay to the end, and `fit_best`. There is more text than a CPU reads in a sitting, so
+# training is counted in **updates** of `batch_size` rows, not passes, and the budget is
+# **compute**: floating-point operations, the same on every machine (a slower one takes longer and
+# learns the same). A token costs a forward and a backward pass, about 6 operations per weight it
+# meets plus attention's share (Kaplan et al., 2020, §2.1; `training_flops_per_token`, which counts
+# the output layer's product with the embedding matrix, most of the work at these sizes). With
+# `jit_compile` Keras compiles the training step with XLA; on a CPU it is off unless asked for,
+# and here it about doubles the speed.
+#
+# Section 4's model has 3.8 million parameters. Is that the right size? For a fixed compute a
+# larger model sees fewer tokens, a smaller one more; Hoffmann et al. (2022, *Training
+# Compute-Optimal Large Language Models*, §3.2) trained many sizes at each of several budgets,
+# "IsoFLOP profiles", and found the loss a valley in the model size, its floor moving to larger
+# models as the compute grows, parameters and tokens growing alike (N_opt ∝ C^0.5), about 20 tokens
+# a parameter. Here, in small: section 4's block at `sweep_embed_dims` widths (the feed-forward
+# four times as wide), each trained for the same `sweep_compute` at two peak learning rates (each
+# size's better one chosen on the validation text), a parabola fitted to the valley in log
+# parameters, and its floor moved to the final run's compute, `final_compute` (8 times the
+# sweep's), by Hoffmann et al.'s exponent; the sweep's width nearest it is trained there, to the
+# end of its schedule. Every run is a stage kept in the course's cache (`RunStages`), and the
+# final run keeps each of its rounds, so a run stopped midway goes on where it stood.
+#
+# **The hypothesis**, set before the run: the model chosen this way writes the test reviews in at
+# most 1.60 bits per character, at least 0.15 below the Kneser-Ney bigram's on the same text.
 
 # %%
-per_round = settings.training_updates // settings.rounds
-schedule = WarmupCosineDecay(settings.learning_rate, settings.warmup_steps, per_round * settings.rounds)
-model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=MaskedCrossEntropy(),
-              metrics=[masked_accuracy], jit_compile=settings.jit_compile)
-batches = RowBatches(train_inputs, train_targets, settings.batch_size, batches_per_epoch=per_round, seed=0)
-stages = RunStages("09", settings)  # this run's kept rounds, in the course's cache
-model, history, facts = fit_best(model, batches, (validation_inputs, validation_targets),
-                                 epochs=settings.rounds_trained, patience=settings.rounds_trained,
-                                 checkpoint=checkpoint_path("imdb_language_model"), validation_batch_size=64,
-                                 callbacks=[epoch_progress()], resume_folder=stages.folder_for("training"))
-stages.report()
-trained_tokens = facts["epochs"] * per_round * settings.batch_size * settings.chunk_length
-print(f"{facts['epochs']} rounds, {trained_tokens:,} tokens ({trained_tokens / (train_targets != 0).sum():.2f} "
-      f"passes over the training text) in {facts['seconds'] / 60:.1f} min ({facts['epochs']} of the schedule's "
-      f"{settings.rounds} rounds); best round {facts['best_epoch']}")
-
-# %%
+stages = RunStages("09", settings)  # this run's kept stages, in the course's cache
 validation_characters = sum(len(text) + 1 for text in validation_texts)
 to_bits = int((validation_targets != 0).sum()) / np.log(2) / validation_characters  # mean nats a token -> bpc
-minutes = np.cumsum(facts["epoch_seconds"]) / 60
+
+
+def architecture(width):
+    """Section 4's model at `width`: the feed-forward four times as wide, the same heads and blocks."""
+    return {**settings.model, "embed_dim": width, "intermediate_dim": 4 * width}
+
+
+def sizes_of(width):
+    """(weights a token meets, training operations an update) of the model at `width`."""
+    shape = architecture(width)
+    weights = compute_parameters(vocabulary_size, width, shape["intermediate_dim"], shape["num_layers"])
+    per_token = training_flops_per_token(vocabulary_size, settings.chunk_length, width, shape["intermediate_dim"],
+                                         shape["num_layers"])
+    return weights, per_token * settings.batch_size * settings.chunk_length
+
+# %%
+def train(width, peak, compute, rounds, name, checkpoint=None):
+    """A fresh model at `width`, trained for `compute` operations at peak rate `peak` -> (model, history, facts,
+    updates)."""
+    per_round = max(1, round(compute / sizes_of(width)[1] / rounds))
+    keras.utils.set_random_seed(0)  # every run starts from the same draw of its size
+    trained = build_language_model(vocabulary_size, settings.chunk_length, **architecture(width))
+    schedule = WarmupCosineDecay(peak, int(settings.warmup_fraction * per_round * rounds), per_round * rounds)
+    trained.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=MaskedCrossEntropy(),
+                    metrics=[masked_accuracy], jit_compile=settings.jit_compile)
+    batches = RowBatches(train_inputs, train_targets, settings.batch_size, batches_per_epoch=per_round, seed=0)
+    return (*fit_best(trained, batches, (validation_inputs, validation_targets), epochs=rounds, patience=rounds,
+                      checkpoint=checkpoint, validation_batch_size=64, callbacks=[epoch_progress()],
+                      resume_folder=stages.folder_for(name)), per_round * rounds)
+
+# %%
+print(f"{'width':>5}{'weights a token meets':>23}{'operations an update':>22}{'updates':>9}{'tokens':>12}"
+      f"{'tokens a weight':>17}   (each at the sweep's {settings.sweep_compute:.1e} operations)")
+for width in settings.sweep_embed_dims:
+    weights, per_update = sizes_of(width)
+    updates = max(1, round(settings.sweep_compute / per_update))
+    tokens = updates * settings.batch_size * settings.chunk_length
+    print(f"{width:>5}{weights:>23,}{per_update:>22.3e}{updates:>9,}{tokens:>12,}{tokens / weights:>17.1f}")
+
+# %%
+def sweep_point(width, peak):
+    """One run of the sweep: its validation bits per character, updates and seconds."""
+    _, _, point, updates = train(width, peak, settings.sweep_compute, 1, f"sweep width {width} rate {peak:g}")
+    return {"bits": point["best_val_loss"] * to_bits, "updates": updates, "seconds": point["seconds"]}
+
+
+sweep = {(width, peak): stages.stage(f"sweep width {width} rate {peak:g}", partial(sweep_point, width, peak))
+         for width in settings.sweep_embed_dims for peak in settings.sweep_learning_rates}
+print(f"{'width':>5}{'peak rate':>11}{'updates':>9}{'validation bits per character':>31}{'minutes here':>14}")
+for (width, peak), point in sweep.items():
+    print(f"{width:>5}{peak:>11g}{point['updates']:>9,}{point['bits']:>31.4f}{point['seconds'] / 60:>14.1f}")
+best_rate = {width: min(settings.sweep_learning_rates, key=lambda peak: sweep[width, peak]["bits"])
+             for width in settings.sweep_embed_dims}
+stages.report()
+
+# %%
+widths, weights = list(settings.sweep_embed_dims), np.array([sizes_of(w)[0] for w in settings.sweep_embed_dims], "f8")
+valley = np.array([sweep[width, best_rate[width]]["bits"] for width in widths])
+curve = np.polyfit(np.log10(weights), valley, min(2, len(widths) - 1))  # a parabola in log weights (Hoffmann et al.)
+curve = np.concatenate([np.zeros(3 - len(curve)), curve])  # (a line where the sweep has two widths)
+floor = -curve[1] / (2 * curve[0]) if curve[0] > 0 else np.inf
+inside = np.log10(weights).min() <= floor <= np.log10(weights).max()
+sweep_optimum = 10**floor if inside else weights[np.argmin(valley)]
+target = sweep_optimum * (settings.final_compute / settings.sweep_compute) ** settings.scaling_exponent
+final_width = widths[int(np.argmin(np.abs(np.log(weights / target))))]
+print(f"the valley's floor at the sweep's compute: {sweep_optimum:,.0f} weights"
+      + ("" if inside else " (the parabola's floor lies outside the sweep: its best width taken)")
+      + f"\nmoved to {settings.final_compute / settings.sweep_compute:g} times the compute (N_opt ∝ C^"
+      f"{settings.scaling_exponent}): {target:,.0f} weights -> the sweep's nearest width, {final_width} "
+      f"({sizes_of(final_width)[0]:,} weights), at its rate {best_rate[final_width]:g}\nChinchilla's rule (about 20 "
+      f"tokens a weight, C ≈ 6·N·D) at the final compute: {np.sqrt(settings.final_compute / 120):,.0f} weights")
+
+# %%
 figure, axis = plt.subplots(figsize=(7, 4))
-axis.plot(minutes, np.array(history.history["val_loss"]) * to_bits, "o-", label="Transformer, validation text")
+for peak, marker in zip(settings.sweep_learning_rates, "os"):
+    axis.plot(weights, [sweep[width, peak]["bits"] for width in widths], marker + ":", label=f"peak rate {peak:g}")
+grid = np.linspace(np.log10(weights).min() - 0.1, np.log10(weights).max() + 0.1, 100)
+axis.plot(10**grid, np.polyval(curve, grid), "k-", alpha=0.4, label="parabola in log weights (best rates)")
+axis.axvline(sweep_optimum, color="C2", linestyle="--", label="the valley's floor")
+axis.axhline(baselines["bigram"], color="C1", linestyle=":", label="Kneser-Ney bigram (test text)")
+for width, weight in zip(widths, weights):
+    axis.annotate(f"width {width}", (weight, valley[widths.index(width)]), textcoords="offset points",
+                  xytext=(4, 6), fontsize=8)
+axis.set(xscale="log", xlabel="weights a token meets (log scale)", ylabel="validation bits per character",
+         title=f"IsoFLOP sweep: every size for {settings.sweep_compute:.1e} operations")
+axis.legend(fontsize="small")
+plt.show()
+
+# %%
+model, history, facts, updates = train(final_width, best_rate[final_width], settings.final_compute, settings.rounds,
+                                       "final run", checkpoint=checkpoint_path("imdb_language_model"))
+stages.report()
+trained_tokens = updates * settings.batch_size * settings.chunk_length
+final_weights = sizes_of(final_width)[0]
+print(f"width {final_width}: {model.count_params():,} parameters, {updates:,} updates, {trained_tokens:,} tokens "
+      f"({trained_tokens / (train_targets != 0).sum():.2f} passes over the training text, "
+      f"{trained_tokens / final_weights:.1f} tokens a weight) in {facts['seconds'] / 60:.1f} min here; best round "
+      f"{facts['best_epoch']} of {facts['epochs']}")
+
+# %%
+tokens_seen = np.arange(1, facts["epochs"] + 1) * trained_tokens / settings.rounds / 1e6
+figure, axis = plt.subplots(figsize=(7, 4))
+axis.plot(tokens_seen, np.array(history.history["val_loss"]) * to_bits, "o-", label="Transformer, validation text")
 for name, value in {**compressors, "unigram (counts)": baselines["unigram"], "Kneser-Ney bigram (counts)":
                     baselines["bigram"]}.items():
     axis.axhline(value, linestyle=":", color="gray" if name in compressors else "C1")
-    axis.annotate(f"{name} (test text)", (minutes[0], value), textcoords="offset points", xytext=(0, 3), fontsize=8)
-axis.set(xlabel="training minutes (this CPU; the first round includes compiling)", ylabel="bits per character",
-         title="the language model as a compressor")
+    axis.annotate(f"{name} (test text)", (tokens_seen[0], value), textcoords="offset points", xytext=(0, 3),
+                  fontsize=8)
+axis.set(xlabel="training tokens (millions)", ylabel="bits per character", title="the language model as a compressor")
 axis.legend()
 plt.show()
 
@@ -335,6 +440,16 @@ table = {**compressors, "unigram (counts)": baselines["unigram"], "Kneser-Ney bi
          "Transformer (this notebook)": transformer_bits}
 for name, value in sorted(table.items(), key=lambda item: -item[1]):
     print(f"{name:<28} {value:5.3f} bits per character")
+
+# %%
+below_bigram = baselines["bigram"] - transformer_bits
+report_metric("bits_below_bigram", below_bigram, "the Kneser-Ney bigram's test bits per character minus the "
+              "Transformer's", read_against="bigram_bits_per_character")
+report_metric("final_width", final_width, f"the width the IsoFLOP sweep chose for {settings.final_compute:.1e} "
+              "training operations")
+met = transformer_bits <= 1.60 and below_bigram >= 0.15
+print(f"the hypothesis (at most 1.60 bits per character, at least 0.15 below the bigram): {transformer_bits:.3f}, "
+      f"{below_bigram:.3f} below: {'met' if met else 'not met'}")
 
 # %% [markdown]
 # What does the context buy? Every row of the test text is scored at positions 1 to
@@ -956,6 +1071,26 @@ smaller = 1 - len(packed) / general["xz -9e"]["bytes"]
 report_metric("arithmetic_coder_smaller_than_xz", smaller, "the model's compressed file, 1 minus its size over "
               "xz -9e's, on the same test reviews")
 
+# %% [markdown]
+# A count table is a language model too, and the coder takes any next-token distribution: the
+# Kneser-Ney bigram of section 3 (`BigramModel.next_token_probabilities`: the whole distribution
+# after a token) drives the very same coder on the very same reviews. Beating `xz` is a claim the
+# bigram could make as well; beating the bigram's own file is a claim only a model that uses more
+# than one token of context can make.
+
+# %%
+started = time.perf_counter()
+table_packed = compress(reviews_text, bigram, lines, streams=settings.compression_streams)
+table_seconds = time.perf_counter() - started
+assert decompress(table_packed, bigram, lines) == reviews_text
+versus_table = 1 - len(packed) / len(table_packed)
+print(f"the Kneser-Ney bigram through the same coder: {len(table_packed):,} bytes, "
+      f"{8 * len(table_packed) / characters:.4f} bits per character ({characters / table_seconds:,.0f} characters a "
+      f"second; {1 - len(table_packed) / general['xz -9e']['bytes']:.1%} smaller than xz -9e's file)")
+print(f"the Transformer's file: {len(packed):,} bytes, {versus_table:.1%} smaller than the bigram's")
+report_metric("arithmetic_coder_smaller_than_bigram", versus_table, "the model's compressed file, 1 minus its size "
+              "over the Kneser-Ney bigram's through the same coder, on the same test reviews")
+
 # %%
 sample_inputs, sample_targets = chunks(chosen, "encoding the sample")
 scored = reviews_text[len(tokenizer.decode(sample_inputs[0][:1])):]
@@ -965,7 +1100,8 @@ print(f"section 5's measure on this sample: {section_5:.4f} bits per character (
       f"{model_bits:.4f})")
 parameters_bytes = 4 * model.count_params()
 print(f"the decoder needs the model: {model.count_params():,} parameters, {parameters_bytes / 1e6:.1f} MB as "
-      f"float32, {parameters_bytes / len(packed):,.0f} times the compressed file")
+      f"float32, {parameters_bytes / len(packed):,.0f} times the compressed file; counted with it, "
+      f"{8 * (len(packed) + parameters_bytes) / characters:.2f} bits per character of this text")
 
 # %% [markdown]
 # **The hypothesis** (set before the run): on the held-out reviews the model's file is at least

@@ -232,3 +232,38 @@ def test_the_general_purpose_compressors_round_trip_and_shrink_repetitive_text()
     assert all(0 < entry["bytes"] < len(data) / 5 and entry["compress_seconds"] >= 0 for entry in sizes.values())
     with pytest.raises(ValueError, match="`data` must not be empty"):
         general_purpose_compressors(b"")
+
+
+@pytest.mark.parametrize("streams", [1, 3])
+def test_a_count_table_drives_the_same_coder_to_its_own_code_length(model_and_tokenizer, streams):
+    from transformer_course.ngram import BigramModel
+
+    _, tokenizer = model_and_tokenizer
+    end = tokenizer.special_ids["<|endoftext|>"]
+    training = np.array([[end, *tokenizer.encode(text)] for text in TEXTS[:2]], dtype=object)
+    rows = np.zeros((2, max(len(row) for row in training)), "int64")
+    for index, row in enumerate(training):
+        rows[index, : len(row)] = row
+    bigram = BigramModel(tokenizer.vocabulary_size).fit(rows)
+    text = "the film was great, with a good plot"
+    data, statistics = compress(text, bigram, tokenizer, streams=streams, statistics=True)
+    assert decompress(data, bigram, tokenizer) == text and statistics["restarts"] == 0
+    # One stream: the model's bits are the table's own -log2 P(token | the token before), from <|endoftext|> on.
+    if streams == 1:
+        ids = [end, *tokenizer.encode(text)]
+        expected = -np.sum(bigram.log_probability(np.array(ids[:-1]), np.array(ids[1:]))) / np.log(2)
+        assert statistics["model_bits"] == pytest.approx(expected, rel=1e-4)
+    with pytest.raises(CompressedDataError, match="context length"):
+        decompress(data, model_and_tokenizer[0], tokenizer)  # coded by the table, not the network
+
+
+def test_a_count_table_gives_whole_distributions_equal_to_its_pair_probabilities():
+    from transformer_course.ngram import BigramModel
+
+    bigram = BigramModel(6).fit(np.array([[1, 2, 3, 1, 2, 4, 0], [2, 2, 5, 1, 3, 0, 0]]))
+    rows = bigram.next_token_probabilities(np.array([1, 2, 5, 4]))
+    np.testing.assert_allclose(rows.sum(axis=1), 1.0, rtol=1e-12)
+    for row, previous in zip(rows, [1, 2, 5, 4]):
+        expected = np.exp(bigram.log_probability(np.full(5, previous), np.arange(1, 6)))
+        np.testing.assert_allclose(row[1:], expected, rtol=1e-12)
+        assert row[0] == 0.0

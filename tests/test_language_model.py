@@ -255,3 +255,17 @@ def test_a_name_that_moved_out_of_the_language_model_still_imports_with_a_warnin
     assert old is getattr(new_home, name) and name in new_home.__all__
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         language_model.no_such_name  # noqa: B018
+
+
+def test_compute_parameters_are_the_blocks_matrices_and_the_tied_output_product():
+    from transformer_course.language_model import compute_parameters, training_flops_per_token
+
+    # Worked by hand: V=10, E=4, F=8, one block: 4·16 (attention) + 2·4·8 (feed-forward) + 10·4 (output) = 168.
+    assert compute_parameters(10, 4, 8, 1) == 168
+    assert training_flops_per_token(10, 5, 4, 8, 1) == 3 * (2 * 168 + 4 * 1 * 5 * 4) == 1248
+    # The same count read off a built model: every kernel of its blocks, and the token-embedding table.
+    model = build_language_model(10, 5, embed_dim=4, intermediate_dim=8, num_heads=2, num_layers=2)
+    kernels = sum(int(np.prod(w.shape)) for w in model.weights if w.path.endswith("kernel") and "decoder" in w.path)
+    assert kernels + 10 * 4 == compute_parameters(10, 4, 8, 2)
+    with pytest.raises(ValueError, match="`embed_dim`"):
+        compute_parameters(10, 0, 8, 1)

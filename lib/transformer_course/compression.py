@@ -322,13 +322,21 @@ class _Context:
     def __init__(self, model, start_id: int, rows: int):
         from .generation import CachedLanguageModel
 
+        self.history = np.full((rows, 1), int(start_id), dtype="int32")
+        self.restarts = 0
+        self._table = model if _is_count_table(model) else None
+        if self._table is not None:  # P(next | the last token): no cache, no window to restart
+            self._probabilities = self._table_probabilities()
+            return
         self.window = int(model.sequence_length)
         if self.window < 2:
             raise ValueError(f"the model's sequence length must be at least 2; received {self.window}.")
         self._generator = CachedLanguageModel(model, self.window)
-        self.history = np.full((rows, 1), int(start_id), dtype="int32")
-        self.restarts = 0
         self._restart(self.history)
+
+    def _table_probabilities(self) -> np.ndarray:
+        # float32, as a language model's: the same rounding to integer frequencies on both sides
+        return self._table.next_token_probabilities(self.history[:, -1]).astype("float32")
 
     def _restart(self, prompt: np.ndarray) -> None:
         self._next = self._generator.next_token_function(prompt)
@@ -342,6 +350,10 @@ class _Context:
     def append(self, token_ids) -> None:
         """Feed each stream its next token: ints ``(B,)``."""
         column = np.asarray(token_ids, dtype="int32")[:, None]
+        if self._table is not None:
+            self.history = column
+            self._probabilities = self._table_probabilities()
+            return
         self.history = np.concatenate([self.history[:, -self.window :], column], axis=1)
         if self._fed.shape[1] == self.window:  # the cache is full: restart from the last half of the window
             self.restarts += 1
@@ -380,13 +392,25 @@ def _read_varint(data: bytes, position: int, what: str) -> tuple[int, int]:
             raise CompressedDataError(f"the header's {what} is malformed: this is not the format of `compress`.")
 
 
+def _is_count_table(model) -> bool:
+    """A next-token model given by counts (:class:`~transformer_course.ngram.BigramModel`): it gives the
+    distribution after a token, ``next_token_probabilities(previous) -> (B, V)``, and has no cache."""
+    return callable(getattr(model, "next_token_probabilities", None)) and hasattr(model, "vocabulary_size")
+
+
+def _context_length(model) -> int:
+    """What the header records of the model's context: a language model's window, 1 for a count table."""
+    return 1 if _is_count_table(model) else int(model.sequence_length)
+
+
 def _check_model(model, tokenizer):
-    for name in ("sequence_length", "call_with_cache", "initial_caches"):
-        if not hasattr(model, name):
-            raise TypeError(
-                f"`model` must be a LanguageModel (with a key/value cache); received "
-                f"{type(model).__name__}, which has no `{name}`."
-            )
+    if not _is_count_table(model):
+        for name in ("sequence_length", "call_with_cache", "initial_caches"):
+            if not hasattr(model, name):
+                raise TypeError(
+                    f"`model` must be a LanguageModel (with a key/value cache) or a fitted count table "
+                    f"(BigramModel); received {type(model).__name__}, which has no `{name}`."
+                )
     for name in ("encode", "decode"):
         if not callable(getattr(tokenizer, name, None)):
             raise TypeError(
@@ -461,7 +485,9 @@ def compress(
 
     Args:
         text: str, any text the tokenizer encodes (a byte-level BPE: every string but lone surrogates).
-        model: a :class:`~transformer_course.language_model.LanguageModel` (inference mode: no dropout).
+        model: a :class:`~transformer_course.language_model.LanguageModel` (inference mode: no dropout),
+            or a fitted count table with ``next_token_probabilities`` (:class:`~transformer_course.ngram.BigramModel`,
+            whose context is the last token: the coder takes any next-token distribution).
         tokenizer: its tokenizer, with ``encode(str) -> list[int]`` (the model's ids, 0 never used)
             and ``decode(ids) -> str``, such as :class:`~transformer_course.bpe.BytePairEncoding`.
         start_id: int, the id read before the text; None: the tokenizer's ``<|endoftext|>`` (a text
@@ -527,7 +553,7 @@ def compress(
         MAGIC
         + bytes([FORMAT_VERSION])
         + _varint(vocabulary_size)
-        + _varint(int(model.sequence_length))
+        + _varint(_context_length(model))
         + _varint(len(parts))
         + b"".join(_varint(len(part)) + _varint(len(payload)) for part, payload in zip(parts, payloads))
         + checksum.to_bytes(4, "big")
@@ -615,10 +641,10 @@ def decompress(data: bytes, model, tokenizer, *, start_id: int | None = None, pr
     data = bytes(data)
     _check_model(model, tokenizer)
     vocabulary_size, window, streams, checksum, payloads = _read_header(data)
-    if vocabulary_size != int(model.vocabulary_size) or window != int(model.sequence_length):
+    if vocabulary_size != int(model.vocabulary_size) or window != _context_length(model):
         raise CompressedDataError(
             f"the data was coded with a model of vocabulary size {vocabulary_size:,} and context length "
-            f"{window:,}; this model has {int(model.vocabulary_size):,} and {int(model.sequence_length):,}: "
+            f"{window:,}; this model has {int(model.vocabulary_size):,} and {_context_length(model):,}: "
             "decompress with the model that compressed it."
         )
     start_id = _start_id(tokenizer, start_id)

@@ -39,7 +39,14 @@ ARCHITECTURES = ("gpt", "llama")
 POSITIONS = ("rotary", "learned")  # how a "llama" model sees positions
 LLAMA_ROTARY_MAX_WAVELENGTH = 10_000.0  # Touvron et al., 2023, as RoFormer (Su et al., 2021, §3.4.2)
 
-__all__ = ["LanguageModel", "build_language_model", "language_model_classifier", "forward_weights"]
+__all__ = [
+    "LanguageModel",
+    "build_language_model",
+    "language_model_classifier",
+    "forward_weights",
+    "compute_parameters",
+    "training_flops_per_token",
+]
 
 # Names that moved to the module of their kind: still importable from here, with a DeprecationWarning.
 MOVED = {
@@ -369,6 +376,74 @@ def build_language_model(
         True
     """
     return LanguageModel(vocabulary_size, sequence_length, **options)
+
+
+def compute_parameters(vocabulary_size: int, embed_dim: int, intermediate_dim: int, num_layers: int) -> int:
+    """The weights a token's forward pass multiplies by, in a GPT-style model with a tied output layer.
+
+    Each block's attention projects to queries, keys, values and back (4·E² weights) and its
+    feed-forward network has two matrices (2·E·F); the output layer multiplies by the token-embedding
+    matrix (V·E). Biases, norms and the position table are left out (a few thousand weights), and so
+    is the embedding *lookup*, which multiplies nothing. Kaplan et al. (2020, §2.1) count only the
+    blocks ("non-embedding parameters"); at the sizes a CPU trains, the product with a vocabulary
+    of thousands is most of the work, so it is counted here, as Hoffmann et al. (2022) count every
+    parameter.
+
+    Args:
+        vocabulary_size: int V >= 1.
+        embed_dim: int E >= 1.
+        intermediate_dim: int F >= 1, the feed-forward width.
+        num_layers: int >= 1, blocks.
+
+    Returns:
+        int, ``num_layers · (4·E² + 2·E·F) + V·E``.
+
+    Raises:
+        ValueError: naming the argument, for a size below 1.
+
+    Example:
+        >>> compute_parameters(8258, 256, 1024, 2)  # notebook 09's first model: 1.6 M in the blocks, 2.1 M output
+        3686912
+    """
+    vocabulary_size, embed_dim = (
+        check_integer("vocabulary_size", vocabulary_size),
+        check_integer("embed_dim", embed_dim),
+    )
+    intermediate_dim, num_layers = (
+        check_integer("intermediate_dim", intermediate_dim),
+        check_integer("num_layers", num_layers),
+    )
+    return num_layers * (4 * embed_dim**2 + 2 * embed_dim * intermediate_dim) + vocabulary_size * embed_dim
+
+
+def training_flops_per_token(
+    vocabulary_size: int, sequence_length: int, embed_dim: int, intermediate_dim: int, num_layers: int
+) -> int:
+    """Floating-point operations one training token costs a GPT-style model: forward and backward.
+
+    A forward pass multiplies each token's vector by every weight once (a multiply and an add: 2·N
+    operations, N from :func:`compute_parameters`) and scores it against the sequence_length keys
+    and values of each block (2·2·L·E); the backward pass costs twice the forward (Kaplan et al.,
+    2020, §2.1, Table 1: C ≈ 6N per token, plus attention's share). The compute of a training run is
+    this times its tokens (updates × batch rows × sequence_length): the x axis of an IsoFLOP sweep
+    (Hoffmann et al., 2022, §3.2), the same on every machine.
+
+    Args:
+        vocabulary_size, sequence_length, embed_dim, intermediate_dim, num_layers: ints >= 1.
+
+    Returns:
+        int, ``3 · (2·N + 4·num_layers·sequence_length·embed_dim)``.
+
+    Raises:
+        ValueError: naming the argument, for a size below 1.
+
+    Example:
+        >>> training_flops_per_token(8258, 256, 256, 1024, 2)  # 6 x 3,686,912 + 12 x 2 x 256 x 256
+        23694336
+    """
+    parameters = compute_parameters(vocabulary_size, embed_dim, intermediate_dim, num_layers)
+    sequence_length = check_integer("sequence_length", sequence_length)
+    return 3 * (2 * parameters + 4 * num_layers * sequence_length * embed_dim)
 
 
 CLASSIFIER_POOLINGS = ("last", "mean")  # what a language-model classifier reads: the last real token, or all of them

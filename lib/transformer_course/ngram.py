@@ -166,6 +166,42 @@ class BigramModel:
         """exp(mean negative log-likelihood) over :func:`scored_pairs` of int ``(N, T)`` ``token_ids``."""
         return _perplexity(self, token_ids)
 
+    def next_token_probabilities(self, previous) -> np.ndarray:
+        """The whole distribution of the token after each of ``previous``: what an arithmetic coder needs.
+
+        Row b is ``P(w | previous[b])`` for every id w (0, padding, gets 0), the probabilities
+        :meth:`log_probability` gives one pair at a time, so a count table drives
+        :func:`~transformer_course.compression.compress` as a language model does.
+
+        Args:
+            previous: int ``(B,)``, each row's last token.
+
+        Returns:
+            float64 ``(B, V)``, rows summing to 1.
+
+        Raises:
+            ValueError: before :meth:`fit`.
+
+        Example:
+            >>> model = BigramModel(4).fit(np.array([[1, 2, 3, 1, 2]]))
+            >>> model.next_token_probabilities(np.array([1])).round(3).tolist()
+            [[0.0, 0.083, 0.833, 0.083]]
+        """
+        if self.codes is None:
+            raise ValueError("the model is not fitted yet: call fit(token_ids) first.")
+        previous = np.asarray(previous, dtype="int64").reshape(-1)
+        size = self.vocabulary_size
+        rows = np.zeros((len(previous), size))
+        for row, context in enumerate(previous):
+            seen = self.context_counts[context]
+            if seen <= 0:  # a context never seen: the continuation probabilities alone
+                rows[row] = self.continuation
+                continue
+            rows[row] = self.discount * self.followers[context] / seen * self.continuation
+            first, last = np.searchsorted(self.codes, [context * size, (context + 1) * size])
+            rows[row, self.codes[first:last] % size] += np.maximum(self.counts[first:last] - self.discount, 0.0) / seen
+        return rows
+
 
 def _perplexity(model, token_ids) -> float:
     previous, following = scored_pairs(token_ids, model.vocabulary_size)

@@ -205,17 +205,23 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "merges": 8000,
             "chunk_length": 256,
             # dropout: less than one pass over the text: nothing is seen twice, nothing to regularise
-            # The architecture: the model builder's keyword arguments (settings.model).
+            # The architecture: the model builder's keyword arguments (settings.model): section 4's model, and the
+            # shape of every width the sweep trains (the feed-forward four times the width).
             "model": {"embed_dim": 256, "num_heads": 4, "intermediate_dim": 1024, "num_layers": 2, "dropout": 0.0},
             "batch_size": 32,
-            "learning_rate": 1e-3,  # AdamW, the peak of a warm-up + cosine schedule
-            "warmup_steps": 200,
-            "training_updates": 1650,  # batches of 32 x 256 tokens, the schedule's length (13.5 M tokens; 1.4 to
-            # 3.8 s an update with XLA on the 2-core machines that recorded runs: 38 to 105 min)
-            "rounds": 12,  # validation (and a checkpoint) after each twelfth of the updates
-            # Rounds trained of the schedule's twelve: the recorded run's three (what a 20-minute budget allowed on the
-            # machine that recorded it), a count so that every machine trains the same.
-            "rounds_trained": 3,
+            # Training sized by compute (training_flops_per_token x tokens), the same on every machine. The IsoFLOP
+            # sweep: each width for sweep_compute operations at each peak rate (AdamW, warm-up over warmup_fraction
+            # of the updates, cosine decay); 64 to 256 wide: 0.45 to 1.39 s an update with XLA on the AVX-512 machine
+            # that records the course, about 14 minutes for the eight runs there.
+            "sweep_embed_dims": (64, 96, 128, 256),
+            "sweep_learning_rates": (2e-3, 6e-3),
+            "sweep_compute": 1.0e13,
+            # The final run: 8 times the sweep's compute, at the width the sweep's valley moves to (N_opt ∝ C^0.5,
+            # Hoffmann et al., 2022), in rounds with a validation and a kept state after each (12 to 18 minutes).
+            "final_compute": 8.0e13,
+            "scaling_exponent": 0.5,
+            "warmup_fraction": 0.1,
+            "rounds": 6,
             "jit_compile": True,  # XLA: about twice the training speed on a CPU for this model
             "compressor_reference_reviews": None,  # the compressors also on this many test reviews (None = all)
             "gpt2_sequence_length": 256,  # GPT-2 (where it can be downloaded): rows and cache of this length
@@ -483,10 +489,11 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "merges": 300,
         "chunk_length": 32,
         "model": {"embed_dim": 32, "num_heads": 2, "intermediate_dim": 64, "num_layers": 1},
-        "warmup_steps": 4,
-        "training_updates": 6,  # eager updates, about 0.5 s each here
+        "sweep_embed_dims": (16, 32),
+        "sweep_learning_rates": (2e-3,),
+        "sweep_compute": 1.0e8,  # 1 eager update a width (the model at width 32: 2.0e8 operations an update)
+        "final_compute": 8.0e8,  # 4 eager updates at width 32
         "rounds": 2,
-        "rounds_trained": 2,
         "gpt2_test_reviews": 4,
         "compressor_reference_reviews": 300,
         "generation_length": 8,
