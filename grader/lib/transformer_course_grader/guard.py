@@ -39,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 
@@ -279,6 +280,9 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             return
         if event in ("compile", "exec") and frame.f_code.co_filename in class_factories:
             return  # the standard library's class factories (a @dataclass's __init__, a namedtuple's __new__)
+        if event == "compile" and frame.f_code is ast_parse:
+            return  # ast.parse builds a syntax tree, never code (NumPy's np.load reads its header so); compiling the
+            # tree into code is a compile of its own, decided here
         # The import system loading an installed module: decided without walking the stack or reading the file.
         if event == "marshal.loads" and frame.f_code.co_name == "_compile_bytecode" and stock_import_read(frame):
             return
@@ -303,4 +307,5 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             "written in the notebook's cells, as written"
         )
 
+    ast_parse = ast.parse.__code__  # the standard library's: it compiles with PyCF_ONLY_AST, a tree and no code
     sys.addaudithook(hook)
