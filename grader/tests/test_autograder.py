@@ -38,10 +38,17 @@ def autograder(tmp_path_factory):
     return folder, names, modes
 
 
-def _run(folder, submission_files):
+def _run(folder, submission_files, user=1234):
     root = folder / f"run_{len(list(folder.glob('run_*')))}"
     (root / "submission").mkdir(parents=True)
     (root / "results").mkdir()
+    if user is not None:  # Gradescope's submission_metadata.json, as it writes it (the fields read here)
+        metadata = {
+            "id": 99,
+            "users": [{"id": user, "name": "Ada", "email": "ada@example.org"}],
+            "assignment": {"id": 5},
+        }
+        (root / "submission_metadata.json").write_text(json.dumps(metadata))
     (root / "source").symlink_to(folder / "source")
     for name, path in submission_files.items():
         (root / "submission" / name).write_bytes(path.read_bytes())
@@ -77,6 +84,26 @@ def test_a_solved_submission_gets_every_point_and_an_empty_one_a_reason(autograd
     assert all(test["status"] == "passed" and test["score"] == test["max_score"] for test in solved["tests"])
     empty = _run(folder, {})
     assert empty["score"] == 0 and "no notebook (.ipynb) was submitted" in empty["output"]
+    anonymous = _run(folder, {"05_transformer_encoder.ipynb": ROOT / "notebooks" / "05_transformer_encoder.ipynb"},
+                     user=None)  # fmt: skip
+    assert anonymous["score"] == 0 and "submission_metadata.json could not be read" in anonymous["output"]
+
+
+def test_each_gradescope_student_gets_secret_cases_of_their_own_and_a_regrade_the_same():
+    from transformer_course_grader import grader
+    from transformer_course_grader.autograder import student_key
+
+    def metadata(*users, assignment=5):
+        return {"users": [{"id": user} for user in users], "assignment": {"id": assignment}}
+
+    keys = [student_key(metadata(1)), student_key(metadata(2)), student_key(metadata(1, assignment=6))]
+    assert len(set(keys)) == 3 and student_key(metadata(2, 1)) == student_key(metadata(1, 2)) == "user-1+2-assignment-5"
+    exercise = EXERCISES["04.1"]
+    secret = [str(grader._cases(exercise, 7, key)[5:]) for key in keys]
+    assert len(set(secret)) == 3 and secret[0] == str(grader._cases(exercise, 7, keys[0])[5:])
+    for broken in ({}, {"users": [], "assignment": {"id": 5}}, metadata(1, assignment=None)):
+        with pytest.raises(ValueError, match="no user id or no assignment id"):
+            student_key(broken)
 
 
 def test_bad_arguments_are_named(tmp_path):

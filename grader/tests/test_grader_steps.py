@@ -203,7 +203,10 @@ FROZEN_REFUSED = "ImportError Frozen object named 'runpy' is invalid"
         # NumPy reads a saved array's header with ast.literal_eval: a syntax tree, no code.
         ("import numpy as np\nnp.save('w.npy', np.arange(3))\nassert np.load('w.npy').sum() == 3", "ran"),
         ("import ast\nast.literal_eval('{1: (2, 3)}')", "ran"),
-        ("import ast\ntree = ast.parse('x = 1')\nexec(compile(tree, 'built', 'exec'))", "may not build code at run time (compile"),
+        (
+            "import ast\ntree = ast.parse('x = 1')\nexec(compile(tree, 'built', 'exec'))",
+            "may not build code at run time (compile",
+        ),
     ],
 )
 def test_the_graded_kernels_hook_refuses_code_built_at_run_time_and_nothing_honest(tmp_path, statement, outcome):

@@ -14,7 +14,8 @@ way otter-grader serves Gradescope courses, this grader does the grading itself:
 * :func:`main`, run by ``run_autograder``, grades the submission with
   :func:`~transformer_course_grader.grader.grade_folder` exactly as ``transformer-course-grader grade``
   does (the same limits, the notebook run whole in the smoke profile, hidden cases drawn from a
-  seed fixed in the zip, so a regrade gives the same cases) and writes ``results.json`` with
+  seed fixed in the zip and the student's Gradescope user id (:func:`student_key`), so each student
+  gets cases of their own and a regrade the same ones) and writes ``results.json`` with
   :func:`~transformer_course_grader.exports.gradescope_results`. A submission that cannot be
   graded gets a score of 0 and the reason as its output, never a crash without a result.
 
@@ -35,7 +36,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-__all__ = ["write_gradescope_autograder", "main", "SANDBOX_CHOICES"]
+__all__ = ["write_gradescope_autograder", "main", "student_key", "SANDBOX_CHOICES"]
 
 SANDBOX_CHOICES = ("auto", "always", "never")
 
@@ -87,8 +88,9 @@ def write_gradescope_autograder(
         project_root: the course's checkout (its ``lib/``, ``pyproject.toml``, ``requirements.txt``, and
             the grader's ``grader/``).
         release_dir: the released notebooks; None: ``project_root/release``.
-        seed: int, the secret seed of the hidden cases: every submission, and every regrade, is
-            judged on the same cases. Keep the zip private (it holds the references).
+        seed: int, the secret seed of the hidden cases, keyed with each student's Gradescope user id:
+            every student gets cases of their own, and a regrade the same ones. Keep the zip private (it
+            holds the references).
         cell_timeout, notebook_timeout: seconds per cell and per notebook, as ``grade``'s options.
         sandbox: ``"auto"`` (bubblewrap where the container allows it), ``"always"`` (a submission is
             not graded without it) or ``"never"`` (the container alone).
@@ -148,6 +150,40 @@ def write_gradescope_autograder(
     return out
 
 
+def student_key(metadata: dict) -> str:
+    """The name a Gradescope submission is graded under: its students' user ids and the assignment's id.
+
+    The secret cases are drawn per student (a keyed hash of this name and the exercise), so every
+    student of a Gradescope course gets cases of their own, and a regrade the same ones; a group's
+    members share theirs. Read from Gradescope's ``submission_metadata.json``, never from a folder name
+    (every upload arrives as ``/autograder/submission``).
+
+    Args:
+        metadata: the parsed ``submission_metadata.json`` (``users``: a list with each student's ``id``;
+            ``assignment``: with its ``id``).
+
+    Returns:
+        str such as ``"user-1234-assignment-56"`` (ids sorted, joined with ``+`` for a group).
+
+    Raises:
+        ValueError: for metadata without a user id or an assignment id.
+
+    Example:
+        >>> student_key({"users": [{"id": 1234, "name": "Ada"}], "assignment": {"id": 56}})
+        'user-1234-assignment-56'
+    """
+    users = metadata.get("users") if isinstance(metadata, dict) else None
+    ids = sorted(str(user.get("id")) for user in users or [] if isinstance(user, dict) and user.get("id") is not None)
+    assignment = (metadata.get("assignment") or {}).get("id") if isinstance(metadata, dict) else None
+    if not ids or assignment is None:
+        raise ValueError(
+            "submission_metadata.json names no user id or no assignment id: the secret cases are drawn for each "
+            "student from them."
+        )
+    key = f"user-{'+'.join(ids)}-assignment-{assignment}"
+    return "".join(character if character.isalnum() or character in "+-_" else "_" for character in key)
+
+
 def _failed(results_dir: Path, reason: str) -> None:
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "results.json").write_text(
@@ -195,9 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     if not submitted:
         _failed(results_dir, "no notebook (.ipynb) was submitted; upload the notebook of this assignment.")
         return 0
+    try:
+        name = student_key(json.loads((root / "submission_metadata.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError) as error:
+        _failed(results_dir, f"Gradescope's submission_metadata.json could not be read ({error}).")
+        return 0
     limits = Limits(settings["cell_timeout"], settings["notebook_timeout"])
     with tempfile.TemporaryDirectory() as work:
-        student = Path(work) / "submissions" / "submission"
+        student = Path(work) / "submissions" / name
         student.mkdir(parents=True)
         for path in submitted:
             shutil.copy2(path, student / path.name)
@@ -221,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"was not available in it ({error})."
                 )
                 grade_folder(student.parent, report, root / "source" / "release", sandbox=False, **arguments)
-            results = gradescope_results(report, "submission", notebooks=settings["notebooks"])
+            results = gradescope_results(report, name, notebooks=settings["notebooks"])
         except Exception as error:  # noqa: BLE001 (any failure becomes the student's visible reason)
             _failed(results_dir, f"{type(error).__name__}: {error}")
             return 0
