@@ -26,8 +26,9 @@ needs_sandbox = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap c
 SANDBOX = sandbox_available()  # without bubblewrap the limits the watchdog polls are still tested, unconfined
 
 
-def _run_cells(*sources, **limits):
-    """Run code cells in one kernel, sandboxed where bubblewrap runs, with small limits: (problems, why stopped)."""
+def _run_cells(*sources, programs=True, **limits):
+    """Run code cells in one kernel, sandboxed where bubblewrap runs, with small limits: (problems, why stopped).
+    ``programs`` False: the graded calls' kernel, which may start no program."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
     settings = {
         "cell_seconds": 20,
@@ -38,8 +39,37 @@ def _run_cells(*sources, **limits):
         "file_mb": 64,
         **limits,
     }
-    result = run_submission(notebook, {}, Limits(**settings), sandbox=SANDBOX)
+    result = run_submission(notebook, {}, Limits(**settings), sandbox=SANDBOX, programs=programs)
     return result.problems, result.stopped
+
+
+# Every way a cell might start a program: a child interpreter (which no audit hook would watch), the shell,
+# posix_spawn, and a detached process that outlives the cell.
+START_PROGRAMS = """import os, subprocess, sys
+outcomes = []
+for name, start in [
+    ("child", lambda: subprocess.run([sys.executable, "-c", "pass"], check=True)),
+    ("spawn", lambda: os.waitpid(os.posix_spawn("/bin/true", ["true"], {}), 0)),
+    ("detached", lambda: subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                          start_new_session=True)),
+]:
+    try:
+        start()
+        outcomes.append(f"{name} started")
+    except OSError as error:
+        outcomes.append(f"{name}: errno {error.errno}")
+outcomes.append(f"system: {os.system('true') >> 8}")
+raise ValueError(", ".join(outcomes))
+"""
+
+
+def test_the_graded_calls_kernel_starts_no_program_and_the_first_kernel_may():
+    problems, stopped = _run_cells(START_PROGRAMS, programs=False)
+    assert stopped is None
+    # ENOSYS (38) from the seccomp filter; the shell's child cannot exec the shell: exit status 127.
+    assert problems == ["cell 1 raised ValueError: child: errno 38, spawn: errno 38, detached: errno 38, system: 127"]
+    problems, _ = _run_cells(START_PROGRAMS)
+    assert problems == ["cell 1 raised ValueError: child started, spawn started, detached started, system: 0"]
 
 
 # 400 MiB held by the kernel (about 470 MiB with Python and NumPy), then children that share it:

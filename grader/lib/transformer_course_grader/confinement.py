@@ -149,6 +149,15 @@ def _readonly_paths() -> list[str]:
 # system call is allowed. Per machine: its audit architecture and the calls' numbers (x86-64;
 # the generic table of arm64 and riscv64).
 _GENERIC_DENIED = {"shmget": 194, "msgget": 186, "memfd_create": 279, "add_key": 217, "request_key": 218, "keyctl": 219}
+# Starting a program: refused in the kernel of the graded calls, whose functions need none. A child interpreter
+# would run code no audit hook sees; ``fork`` stays (libraries' worker processes run this same, hooked
+# interpreter). Per machine, as above.
+_EXECUTE = {
+    "x86_64": {"execve": 59, "execveat": 322},
+    "aarch64": {"execve": 221, "execveat": 281},
+    "arm64": {"execve": 221, "execveat": 281},
+    "riscv64": {"execve": 221, "execveat": 281},
+}
 _SECCOMP_DENIED = {
     "x86_64": (
         0xC000003E,
@@ -160,17 +169,20 @@ _SECCOMP_DENIED = {
 }
 
 
-def _seccomp_program(machine: str | None = None) -> bytes | None:
+def _seccomp_program(machine: str | None = None, programs: bool = True) -> bytes | None:
     """The sandbox's seccomp filter, as classic BPF (``struct sock_filter`` entries); None for an unknown machine.
 
     It kills a process that makes a system call of another architecture (a 32-bit program),
     fails the calls of :data:`_SECCOMP_DENIED` (and, on x86-64, every x32 call) with ENOSYS and
-    allows the rest.
+    allows the rest; with ``programs`` False, also ``execve`` and ``execveat`` (:data:`_EXECUTE`):
+    no process of the kernel can start a program, not even the interpreter again.
     """
     machine = machine or platform.machine()
     if machine not in _SECCOMP_DENIED:
         return None
     architecture, numbers = _SECCOMP_DENIED[machine]
+    if not programs:
+        numbers = {**numbers, **_EXECUTE[machine]}
     load, equal, at_least, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
     kill, allow, no_such_call = 0x80000000, 0x7FFF0000, 0x00050000 | 38  # SECCOMP_RET_*, ERRNO(ENOSYS)
     denied = sorted(numbers.values())
@@ -221,12 +233,15 @@ runpy.run_module("ipykernel_launcher", run_name="__main__")
 """
 
 
-def launcher(limits: Limits) -> list[str]:
+def launcher(limits: Limits, programs: bool = True) -> list[str]:
     """Python, with the process and file-size caps and the seccomp filter set, starting ``ipykernel``.
 
-    A filter that cannot be installed stops the launch: the kernel never runs without it.
+    A filter that cannot be installed stops the launch: the kernel never runs without it. With
+    ``programs`` False the filter also refuses ``execve`` and ``execveat``: the kernel of the graded
+    calls starts no program (``os.system``, ``subprocess``, ``posix_spawn`` fail; a forked child can
+    only go on running this interpreter).
     """
-    program = _seccomp_program() or b""
+    program = _seccomp_program(programs=programs) or b""
     keyctl = _SECCOMP_DENIED.get(platform.machine(), (0, {"keyctl": -1}))[1]["keyctl"]
     code = _LAUNCH.format(
         processes=int(limits.processes),
@@ -247,7 +262,11 @@ SOCKETS_BYTES = 64 * 2**10
 
 
 def sandbox_command(
-    workdir: str, environment: dict, mounts: list[tuple[Path, Path]], limits: Limits | None = None
+    workdir: str,
+    environment: dict,
+    mounts: list[tuple[Path, Path]],
+    limits: Limits | None = None,
+    programs: bool = True,
 ) -> list[str]:
     """The ``bwrap`` command line that starts a kernel in the sandbox (see the module docstring).
 
@@ -258,6 +277,7 @@ def sandbox_command(
             stands in for (the package snapshots of :mod:`.snapshot`).
         limits: :class:`Limits` (the default limits when None): the tmpfs sizes and the caps
             set before the kernel starts.
+        programs: bool, whether the kernel may start programs (``execve``); False for the graded calls'.
 
     Returns:
         list of str, ending with the Python command that starts ``ipykernel``.
@@ -313,7 +333,7 @@ def sandbox_command(
     command += ["--remount-ro", "/dev", "--remount-ro", "/"]
     for key, value in environment.items():
         command += ["--setenv", key, value]
-    return [*command, "--", *launcher(limits)]
+    return [*command, "--", *launcher(limits, programs)]
 
 
 def kernel_environment(home: str, extra: dict | None) -> dict:

@@ -795,6 +795,7 @@ def grade_notebook(
                 sandbox=sandbox,
                 package=graded_snapshot(),
                 deadline=deadline,
+                programs=False,
             )
             if requests
             else SandboxResult(isolated=run.isolated)

@@ -415,6 +415,7 @@ def run_submission(
     sandbox: bool = True,
     package: Path | None = None,
     deadline: float | None = None,
+    programs: bool = True,
 ) -> SandboxResult:
     """Run a submitted notebook top to bottom in a sandboxed kernel, then the grader's requests.
 
@@ -435,6 +436,9 @@ def run_submission(
         deadline: optional ``time.monotonic()`` value by which the notebook must be done, when
             its limit (``limits.notebook_seconds``) began before this kernel, as for the second
             kernel of one submission; by default the limit starts now.
+        programs: bool, whether the kernel may start programs; False (the graded calls' kernel) refuses
+            ``execve`` and ``execveat`` in its seccomp filter, sandboxed or not: a child interpreter would
+            run code that no audit hook sees.
 
     Returns:
         :class:`SandboxResult`; never raises for anything the submission does.
@@ -448,13 +452,13 @@ def run_submission(
         if sandbox:
             user = sandbox_user()
             manager.launch_prefix = prelude(group, user, workdir) + sandbox_command(
-                workdir, env, kernel_mounts(package), limits
+                workdir, env, kernel_mounts(package), limits, programs
             )
             result.accounting = group.kind if group else "watchdog"
         else:  # unconfined: the same allow-listed environment, the private folder as home and /tmp
             env["TMPDIR"], env["MPLCONFIGDIR"] = workdir, workdir
             env["PYTHONPATH"] = kernel_python_path(package)
-            manager.launch_prefix = launcher(limits)
+            manager.launch_prefix = launcher(limits, programs)
         watchdog, client, watch = Watchdog(manager, limits, deadline, group), None, None
         try:
             # The kernel's own stdout and stderr (its start-up banner, crash output) are not the
