@@ -196,54 +196,83 @@ def strip_no_ops(source: str) -> str:
             return x + 1
     """
     import ast
+    from collections import Counter
 
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return source
 
-    def read_names(function) -> set:
-        return {node.id for node in ast.walk(function) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    def loads(node) -> Counter:
+        return Counter(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
 
-    def no_op(statement, read) -> bool:
-        if isinstance(statement, ast.Pass):
-            return True
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, (ast.Constant, ast.Name)):
-            return True
+    def assigned(statement) -> list:
+        """The names a simple assignment binds, or [] for anything else (a target that is not a plain name)."""
         targets = (
             statement.targets
             if isinstance(statement, ast.Assign)
             else ([statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else [])
         )
-        return bool(targets) and all(isinstance(target, ast.Name) and target.id not in read for target in targets)
+        return [target.id for target in targets] if targets and all(isinstance(t, ast.Name) for t in targets) else []
 
-    def prune(body, read) -> list:
-        kept = []
-        for statement in body:
-            for field_name in ("body", "orelse", "finalbody"):
-                inner = getattr(statement, field_name, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    setattr(statement, field_name, prune(inner, read) or [ast.Pass()])
-            if isinstance(statement, ast.Try):
-                for handler in statement.handlers:
-                    handler.body = prune(handler.body, read) or [ast.Pass()]
-            if not no_op(statement, read):
-                kept.append(statement)
-        return kept
+    def bodies(statement):
+        """The statement lists inside a statement, as the pruning walks them."""
+        for field_name in ("body", "orelse", "finalbody"):
+            inner = getattr(statement, field_name, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                yield inner
+        if isinstance(statement, ast.Try):
+            yield from (handler.body for handler in statement.handlers)
+
+    def strip(function) -> None:
+        """Remove, at once, every statement that repeated passes would remove: a worklist over how often each
+        name is read, in time linear in the function's size (a chain of unused assignments is one pass)."""
+        kept_names = {name for n in ast.walk(function) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+        reads, statements, waiting = loads(function), [], [function.body]
+        while waiting:
+            for statement in waiting.pop():
+                statements.append(statement)
+                waiting.extend(bodies(statement))
+        binders: dict = {}
+        for statement in statements:
+            for name in assigned(statement):
+                binders.setdefault(name, []).append(statement)
+
+        def dead(statement) -> bool:
+            if isinstance(statement, ast.Pass):
+                return True
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, (ast.Constant, ast.Name)):
+                return True
+            names = assigned(statement)
+            return bool(names) and all(reads[name] <= 0 and name not in kept_names for name in names)
+
+        removed, queue = set(), [statement for statement in statements if dead(statement)]
+        while queue:
+            statement = queue.pop()
+            if id(statement) in removed:
+                continue
+            removed.add(id(statement))
+            for name, count in loads(statement).items():
+                reads[name] -= count
+                if reads[name] <= 0:
+                    queue.extend(other for other in binders.get(name, ()) if id(other) not in removed and dead(other))
+
+        def prune(body) -> list:
+            for statement in body:
+                for field_name in ("body", "orelse", "finalbody"):
+                    inner = getattr(statement, field_name, None)
+                    if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                        setattr(statement, field_name, prune(inner) or [ast.Pass()])
+                if isinstance(statement, ast.Try):
+                    for handler in statement.handlers:
+                        handler.body = prune(handler.body) or [ast.Pass()]
+            return [statement for statement in body if id(statement) not in removed]
+
+        function.body = prune(function.body) or [ast.Pass()]
 
     try:
         for function in [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]:
-            while True:
-                before = ast.dump(function)
-                globals_declared = {
-                    name
-                    for node in ast.walk(function)
-                    if isinstance(node, (ast.Global, ast.Nonlocal))
-                    for name in node.names
-                }
-                function.body = prune(function.body, read_names(function) | globals_declared) or [ast.Pass()]
-                if ast.dump(function) == before:
-                    break
+            strip(function)
         return ast.unparse(tree)
     except (RecursionError, ValueError):
         return source

@@ -316,22 +316,42 @@ def _python_body(source: str) -> tuple[str, int]:
     return source, offset
 
 
-def _units(index: int, source: str) -> list[Unit]:
-    """The top-level statements of one cell; raises SyntaxError if it does not parse."""
+def _segment(lines: list, statement: ast.stmt) -> str:
+    """The statement's own text (``ast.get_source_segment``, without splitting the whole text again for each
+    statement: a cell of thousands of ``a = 1; b = 2`` statements stays linear). ``lines``: the text's lines
+    as UTF-8 bytes (the offsets are in bytes)."""
+    first, last = statement.lineno - 1, statement.end_lineno - 1
+    if first == last:
+        return lines[first][statement.col_offset : statement.end_col_offset].decode("utf-8")
+    return b"".join(
+        [lines[first][statement.col_offset :], *lines[first + 1 : last], lines[last][: statement.end_col_offset]]
+    ).decode("utf-8")
+
+
+def _units(index: int, source: str, deadline: float | None = None, room: int | None = None) -> list[Unit]:
+    """The top-level statements of one cell; raises SyntaxError if it does not parse, and
+    :class:`SlicingTooLong` past ``deadline`` (a ``time.monotonic()`` value) or past ``room`` statements."""
     body, offset = _python_body(source)
     text = "\n" * offset + _python(body)  # line numbers stay those of the cell
     tree = ast.parse(text)
+    if room is not None and len(tree.body) > room:
+        raise SlicingTooLong(
+            f"the notebook has more than {MAX_STATEMENTS:,} top-level statements (at cell {index + 1})"
+        )
     lines = text.splitlines(keepends=True)
+    encoded = [line.encode("utf-8") for line in lines]
     units = []
     starts = [statement.lineno for statement in tree.body]
     ends = [statement.end_lineno for statement in tree.body]
     for number, statement in enumerate(tree.body):
+        if deadline is not None and time.monotonic() >= deadline:  # checked inside the cell, not only between cells
+            raise SlicingTooLong(f"reading the notebook's code took too long (stopped inside cell {index + 1})")
         first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
         statement_text = "".join(lines[first - 1 : statement.end_lineno]).rstrip()
         if (number and ends[number - 1] == statement.lineno) or (
             number + 1 < len(starts) and starts[number + 1] == statement.end_lineno
         ):
-            statement_text = ast.get_source_segment(text, statement)  # `a = 1; b = 2`: one line, two statements
+            statement_text = _segment(encoded, statement)  # `a = 1; b = 2`: one line, two statements
         early, late = _read_names(statement_text)
         modules = {
             alias.name.split(".")[0]
@@ -405,7 +425,9 @@ def parse_cells(cells: list[str], budget_seconds: float | None = None) -> Parsed
                 f"reading the notebook's code took more than {budget_seconds:g} s (stopped at cell {index + 1})"
             )
         try:
-            units.extend(_units(index, source))
+            units.extend(_units(index, source, deadline, MAX_STATEMENTS - len(units)))
+        except SlicingTooLong:
+            raise
         except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
             unparsable[index] = f"{type(error).__name__}: {getattr(error, 'msg', error)}"
         if len(units) > MAX_STATEMENTS:
