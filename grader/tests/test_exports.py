@@ -107,6 +107,20 @@ def test_canvas_gradebook_has_canvas_columns_a_points_row_and_reports_unmatched_
     assert unmatched == ["=cy", "dee"]
 
 
+def test_a_roster_saved_by_excel_with_a_byte_order_mark_and_its_columns_in_another_order_is_read(tmp_path):
+    merge_grades(_shards(tmp_path, _results()), tmp_path / "out")
+    roster = tmp_path / "roster.csv"
+    roster.write_bytes(
+        "\ufeffStudent,Section,folder,ID,SIS Login ID,SIS User ID\r\nLovelace Ada,Monday,ada,101,ada,s101\r\n".encode()
+    )
+    text, _ = canvas_gradebook(tmp_path / "out", roster, "Transformer course", "4242")
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[2] == ["Lovelace Ada", "101", "s101", "ada", "Monday", "4"]
+    roster.write_text("folder,Student,ID,Section\nada,Ada,101,Monday\n")
+    with pytest.raises(OverrideError, match=r"must name the columns .* \(in any order\)"):
+        canvas_gradebook(tmp_path / "out", roster, "Transformer course", "4242")
+
+
 def test_gradescope_results_hold_the_documented_fields(tmp_path):
     overrides = read_overrides(_overrides(tmp_path, [("bob", "07.1", 1, "regraded by hand")]))
     merge_grades(_shards(tmp_path, _results()), tmp_path / "out", overrides)

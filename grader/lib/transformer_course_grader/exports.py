@@ -173,12 +173,16 @@ def canvas_gradebook(
         student: next((item["late_share"] for item in items if item.get("late_share") is not None), 1.0)
         for student, items in report["students"].items()
     }  # a late submission's credited share
-    with open(roster_path, encoding="utf-8", newline="") as handle:
+    # utf-8-sig: Excel writes a byte-order mark before the header of a CSV it saves as UTF-8.
+    with open(roster_path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
-        if reader.fieldnames != ROSTER_COLUMNS:
+        received = [name.strip() for name in reader.fieldnames or []]
+        if sorted(received) != sorted(ROSTER_COLUMNS):  # the columns in any order
             raise OverrideError(
-                f"{roster_path}: the header must be {','.join(ROSTER_COLUMNS)}; received {reader.fieldnames}"
+                f"{roster_path}: the header must name the columns {','.join(ROSTER_COLUMNS)} (in any order); "
+                f"received {reader.fieldnames}"
             )
+        reader.fieldnames = received
         roster = list(reader)
     folders = [row["folder"] for row in roster]
     if len(set(folders)) != len(folders):
