@@ -113,3 +113,11 @@ def test_bad_arguments_are_named(tmp_path):
         write_gradescope_autograder(tmp_path / "a.zip", ["04"], ROOT, sandbox="maybe")
     with pytest.raises(FileNotFoundError, match="is not a checkout of the course"):
         write_gradescope_autograder(tmp_path / "a.zip", ["04"], tmp_path)
+
+
+def test_an_autograder_written_without_a_seed_gets_a_fresh_secret_one(tmp_path):
+    seeds = set()
+    for name in ("a", "b"):
+        with zipfile.ZipFile(write_gradescope_autograder(tmp_path / f"{name}.zip", ["05"], ROOT)) as archive:
+            seeds.add(json.loads(archive.read("settings.json"))["seed"])
+    assert len(seeds) == 2 and min(seeds) > 2**64  # 128 random bits, not 0 (one chance in 2**64 to fail)

@@ -75,7 +75,7 @@ def write_gradescope_autograder(
     notebooks: list[str],
     project_root=".",
     release_dir=None,
-    seed: int = 0,
+    seed: int | None = None,
     cell_timeout: float = 60,
     notebook_timeout: float = 600,
     sandbox: str = "auto",
@@ -88,7 +88,9 @@ def write_gradescope_autograder(
         project_root: the course's checkout (its ``lib/``, ``pyproject.toml``, ``requirements.txt``, and
             the grader's ``grader/``).
         release_dir: the released notebooks; None: ``project_root/release``.
-        seed: int, the secret seed of the hidden cases, keyed with each student's Gradescope user id:
+        seed: int, the secret seed of the hidden cases (None, the default: a fresh one of 128 random bits,
+            :func:`~transformer_course_grader.grader.draw_seed`; never a guessable 0), keyed with each
+            student's Gradescope user id:
             every student gets cases of their own, and a regrade the same ones. Keep the zip private (it
             holds the references).
         cell_timeout, notebook_timeout: seconds per cell and per notebook, as ``grade``'s options.
@@ -124,6 +126,10 @@ def write_gradescope_autograder(
                 f"no released notebook {number} in {str(release)!r} (run `transformer-course-grader release`)."
             )
         released[number] = found[0]
+    if seed is None:
+        from .grader import draw_seed
+
+        seed = draw_seed()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     settings = {

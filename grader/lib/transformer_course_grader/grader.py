@@ -665,7 +665,7 @@ def grade_notebook(
     path,
     release_path,
     limits: Limits,
-    seed: int = 0,
+    seed: int | None = None,
     environment: dict | None = None,
     sandbox: bool = True,
     release=None,
@@ -678,7 +678,7 @@ def grade_notebook(
         path: the submitted ``.ipynb`` (it may be missing or invalid).
         release_path: the released notebook it should be a completed copy of.
         limits: :class:`~.sandbox.Limits`.
-        seed: int, the grading run's secret seed (:func:`draw_seed`).
+        seed: int, the grading run's secret seed; None (the default) draws a fresh one (:func:`draw_seed`).
         environment: values for the kernel's allow-listed variables (``COURSE_PROFILE`` defaults to smoke).
         sandbox: bool, run the kernel in the bubblewrap sandbox (:mod:`.sandbox`); False only for
             code the instructor trusts.
@@ -689,6 +689,7 @@ def grade_notebook(
         :class:`NotebookResult`.
     """
     start = time.perf_counter()
+    seed = draw_seed() if seed is None else seed
     path, release_path = Path(path), Path(release_path)
     release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
     facts = release_facts(release) if facts is None else facts
