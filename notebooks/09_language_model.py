@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/09_language_model.ipynb)
 #
-# **Run time:** full profile about 25 min on a 2-core CPU, smoke profile about 50 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 38 min on a 2-core CPU, smoke profile about 25 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - a **language model** as the chain rule, $p(w_1 \dots w_n) = \prod_t p(w_t \mid w_{<t})$:
@@ -405,6 +405,25 @@ axis.set(xscale="log", xlabel="weights a token meets (log scale)", ylabel="valid
 axis.legend(fontsize="small")
 plt.show()
 
+# %% [markdown]
+# **Reading the sweep** (the stored run). At 1.0·10¹³ operations one run of the eight left the
+# plateau every model first sits on, where it predicts each token from how often tokens occur and
+# nothing of their order: width 64 at the lower peak rate, 2.1834 bits per character on the
+# validation text after its 294 updates. The seven others ended between 2.5237 and 2.5353, the
+# unigram table's level (2.536 on the test text). The wider the model, the fewer updates the same
+# compute buys (294 at width 64, 52 at width 256), and at this compute no width but the narrowest
+# got enough of them to leave the plateau; the higher rate kept even width 64 on it. So there is no
+# valley to fit: the parabola's floor lies outside the sweep, and its narrowest width (626,816
+# weights) is taken as the floor. That is a statement about this compute, not a scaling law:
+# Hoffmann et al.'s smallest budget gave every size thousands of updates, where ours gave 52 to
+# 294, and a sweep that finds the valley needs each width past its plateau (a few hundred
+# updates for the widest, several times this compute). What the sweep does show is their point in
+# small: at a fixed compute the largest model is not the best. Section 4's model, 3,767,362
+# parameters, would have read 0.1 tokens a weight here; Chinchilla's 20 tokens a weight at the
+# final compute asks for about 816,497 weights. Moved to eight times the compute by
+# N_opt ∝ C^0.5, the floor becomes 1,772,903 weights, and the nearest width is 128 (1,450,240
+# weights), trained below at its better rate, 0.002.
+
 # %%
 model, history, facts, updates = train(final_width, best_rate[final_width], settings.final_compute, settings.rounds,
                                        "final run", checkpoint=checkpoint_path("imdb_language_model"))
@@ -473,12 +492,11 @@ axis.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
-# **Reading the numbers** (the stored run). The profile trains three of the schedule's twelve
-# rounds (`rounds_trained`): what a 20-minute budget allowed on the machine that recorded this run,
-# at 5.7 minutes a round, and now a count, so that every machine trains the same three. Three rounds are 3.4 million tokens, 0.14 of a pass over the
-# training text, in 17.1 minutes, a quarter of the way through the learning-rate schedule: this
-# model is early in training, and its best round was its last. On the 3,224,826 characters of
-# the 2,500 test reviews:
+# **Reading the numbers** (the stored run). The final run trained width 128 (1,494,594
+# parameters) for 1,032 updates: 8,454,144 tokens, 0.35 of a pass over the training text and 5.8
+# tokens a weight, to the end of its schedule, in 15.4 minutes on the machine that recorded it.
+# Every round lowered the validation loss and the last was the best, by less each time (the curve
+# below). On the 3,224,826 characters of the 2,500 test reviews:
 #
 # | model | bits per character |
 # |---|---|
@@ -486,32 +504,34 @@ plt.show()
 # | unigram (counts) | 2.536 |
 # | `xz -9e` | 2.458 |
 # | `bz2 -9` | 2.394 |
-# | Transformer, 2 blocks, 3.8 million parameters, 3 rounds (17 minutes) | 1.909 |
+# | Transformer, 2 blocks of width 128, 1.5 million parameters, 8.5 million tokens | 1.779 |
 # | Kneser-Ney bigram (counts) | **1.776** |
 #
-# The Transformer writes the test text in 1.91 bits a character: under a quarter of the 8 bits of
-# plain ASCII and 22% fewer bits than `xz` on the same text (12% fewer than `xz` on all 25,000 test
-# reviews, 2.181, where the compressor has ten times as much text to learn from). But the count
-# table beats it: the Kneser-Ney bigram, 1.776, which counted every one of the 24 million training
-# tokens where the Transformer read 3.4 million once. This is the floor doing its job: a network
-# that has not passed its simplest count-based rival is not yet trained, and the table says so
-# before any sample does. (All twelve rounds, 13.5 million tokens, are what the schedule plans: about
-# 38 minutes of training on the recording machine.)
+# **The hypothesis is not met.** The model writes the test text in 1.779 bits a character, not at
+# most 1.60, and 0.003 *above* the Kneser-Ney bigram's 1.776 rather than 0.15 below it: it draws
+# level with the count table and does not pass it. It writes the text in under a quarter of plain
+# ASCII's 8 bits and 28% fewer bits than `xz` on the same text (18% fewer than `xz` on all 25,000
+# test reviews, 2.181, where the compressor has ten times as much text to learn from); but the
+# bigram counted every one of the 24 million training tokens, where the Transformer read 8.5
+# million once. This is the floor doing its job: a network that has not passed its simplest
+# count-based rival is not yet better than counting, and the table says so before any sample
+# does. What would move it is compute, not architecture: the loss was still falling at the end,
+# and the sweep says a model of this size wants about three times the tokens it read (20 a weight).
 # The compressors see the test text once, as it comes; the language models learned from the
 # training text first.
 #
-# The **perplexity** per token, 194.2 here (the bigram's 134.6, the unigram's 1,097), belongs
+# The **perplexity** per token, 135.8 here (the bigram's 134.6, the unigram's 1,097), belongs
 # to these 8,258 BPE tokens of raw text: with another tokeniser the same model would have another
 # perplexity, which is why bits per character is the number to compare.
 
 # %% [markdown]
 # In the stored run the unigram model spends about 10.1 bits a token wherever the token sits, and
-# the bigram about 7.1. The Transformer starts *worse* than the bigram at position 1 (7.93 bits:
-# with one token of context it is a bigram model trained on a seventh of a pass over the text, where
-# the bigram counted all of it), is still behind at position 2 (7.75 against 6.97), falls as the
-# context grows, and ends at 7.61 bits a token over the second half of the row, 0.53 *above* the
-# bigram. The fall with position is what attention over the context adds; a quarter of the way
-# through its schedule it has not yet made up for the bigram's head start in counting.
+# the bigram about 7.1. The Transformer starts *worse* than the bigram at position 1 (7.72 bits:
+# with one token of context it is a bigram model trained on a third of a pass over the text, where
+# the bigram counted all of it), is still behind at position 2 (7.32 against 6.97), falls as the
+# context grows, and ends at 7.09 bits a token over the second half of the row, level with the
+# bigram's 7.08. The fall with position is what attention over the context adds; at this compute
+# it does no more than make up for the bigram's head start in counting.
 #
 # ### Scoring sentences
 #
@@ -536,8 +556,8 @@ for text in ("This movie was one of the best I have ever seen.",
 
 # %% [markdown]
 # In the stored run each original sentence is far more probable than its shuffled words under
-# the Transformer: by 54 nats for the first (a factor of about $e^{54}$) and by 38.5 for the second.
-# The unigram model, which knows nothing of order, also scores them apart, by 5 and 9 nats — only
+# the Transformer: by 53.8 nats for the first (a factor of about $e^{54}$) and by 45.0 for the second.
+# The unigram model, which knows nothing of order, also scores them apart, by 4.9 and 8.8 nats — only
 # because byte-pair encoding cuts the shuffled words into other tokens (a "This" in mid-sentence
 # is not the token that starts one, and the second shuffle spells 12 tokens against 11). What
 # tells the two orders apart is the Transformer's context.
@@ -650,10 +670,10 @@ print(f"Total: {np.log(ranked[0]):.2f} logprob on 1 tokens ({100 * ranked[:5].su
       f"in top 5 logits); as bits: {-np.log2(ranked[0]):.2f}")
 
 # %% [markdown]
-# In the stored run: $-1.91$, the 14.8% of " a", and 31.54% in the top five, against GPT-3's 50.48%
-# on its list. Our distribution is flatter: a small model early in training, on a prompt that many
-# words could continue. The two numbers are the same reading as section 3's bits: $-\log_2$ of the
-# chosen token's probability, 2.76 bits here, is what coding that token costs.
+# In the stored run: $-1.77$, the 17.1% of " a", and 34.57% in the top five, against GPT-3's 50.48%
+# on its list. Our distribution is flatter: a small model trained on 8.5 million tokens, on a prompt
+# that many words could continue. The two numbers are the same reading as section 3's bits: $-\log_2$
+# of the chosen token's probability, 2.55 bits here, is what coding that token costs.
 
 # %% [markdown]
 # ### What the knobs do, measured
@@ -730,10 +750,10 @@ report_metric("top_p_0_9_repetition_rate", nucleus["repetition"],
 
 # %% [markdown]
 # In the stored run every knob moves the three measures the same way. Distinct-2 (of BPE tokens)
-# rises with the temperature from 0.11 at $T = 0.2$ (near-greedy decoding sends different prompts
-# down the same phrases) to 0.97 at $T = 1.2$ and 0.998 at 1.5; with top-k from 0.06 at $k = 1$
-# (greedy) to 0.91 at $k = 1{,}000$; with top-p likewise (the plot). Greedy decoding repeats 42% of
-# its 4-grams within a text; sampling with top-p 0.9 almost none (0.001 to three decimals).
+# rises with the temperature from 0.147 at $T = 0.2$ (near-greedy decoding sends different prompts
+# down the same phrases) to 0.954 at $T = 1.2$ and 0.981 at 1.5; with top-k from 0.071 at $k = 1$
+# (greedy) to 0.921 at $k = 1{,}000$; with top-p likewise (the plot). Greedy decoding repeats 46%
+# of its 4-grams within a text; sampling with top-p 0.9 almost none (0.001 to three decimals).
 #
 # Variety is not quality. One opening, continued at a low, the model's own and two high
 # temperatures (the same seed):
@@ -746,11 +766,11 @@ for temperature in (0.5, 1.0, 1.2, 1.5):
     print(f"T = {temperature}: {tokenizer.decode(ids[0][ids[0] != 0])!r}")
 
 # %% [markdown]
-# In the stored run the continuation at $T = 0.5$ is short and generic, review words without a
-# sentence ("I was more than I'm so many times, but the end."); at $T = 1$ it drifts ("scratchure
-# bat, name Weace from any Mer monster!"); at 1.2 and 1.5 words break into pieces that are no words
-# ("blahoned", "filmmatchd", "scenarioonelool"). The high distinct-2 of the highest temperatures is
-# variety of noise.
+# In the stored run the continuation at $T = 0.5$ is review sentences that say nothing ("It's not a
+# lot of the movie, and it's not a touching action movie."); at $T = 1$ it drifts into names and
+# capitals that are no names ("Cheiss", "DeREERSERE Lucas FORONODEN"); at 1.2 and 1.5 words break
+# into pieces that are no words ("hlockwalkers", "swoly", "twcked", "Warcome"). The high
+# distinct-2 of the highest temperatures is variety of noise.
 
 # %% [markdown]
 # ### The notes' setting
@@ -770,11 +790,11 @@ print("greedy:", tokenizer.decode(greedy_story[0, 1:][greedy_story[0, 1:] != 0])
 
 # %% [markdown]
 # In the stored run the sampled continuations are fluent for a few words and aimless beyond: they
-# turn to films at once (seed 1: "and cinematography, many of the lines and this is just good."; seed
-# 2: "The main character (the film) and one of the most part of the narrative"), and nothing links
-# back to the brothers. The greedy continuation falls into the loop that section 7 described ("I
-# was a good movie. I have been a movie. I was a good movie."). The text is raw: capitals,
-# apostrophes and punctuation come out as the model read them. A two-block model trained on 3.4 million tokens of
+# turn to films at once (seed 0: "of the film, but she was never seen by his turd"; seed 1: "The
+# movie is better and that makes us about it. I loved it."), and nothing links back to the
+# brothers. The greedy continuation falls into the loop that section 7 described ("It's a good
+# movie. It's a good movie. It's a good movie."). The text is raw: capitals, apostrophes and
+# punctuation come out as the model read them. A two-block model trained on 8.5 million tokens of
 # film reviews writes like a film review, and not yet a good one.
 
 # %% [markdown]
@@ -801,8 +821,10 @@ print(f"tokens per parameter: ours {ours_tokens / ours_parameters:.1f}, GPT-3 {3
       "training (Hoffmann et al., 2022, the Chinchilla paper) is about 20")
 
 # %% [markdown]
-# Our run read 0.9 tokens per parameter, about a twenty-second of the compute-optimal 20 of Hoffmann
-# et al. (2022): a model of this size would want about 75 million tokens, where it read 3.4 million.
+# Our run read 5.7 tokens per parameter, under a third of the compute-optimal 20 of Hoffmann et al.
+# (2022): a model of this size would want about 30 million tokens, where it read 8.5 million.
+# Section 5's sweep chose the size for the compute; the compute itself is what a 2-core CPU gives a
+# notebook in a sitting.
 #
 # The architecture is the same idea — a stack of causal decoder blocks and a softmax over the
 # vocabulary, trained to predict the next token; GPT-3 has 96 blocks of width 12,288 and reads
@@ -921,8 +943,8 @@ for name, text in notes_prompts.items():
 
 # %% [markdown]
 # In the stored run none of the six continuations answers, writes an op-ed or reasons. Each goes on
-# as a film review would: the model has only ever seen reviews, and it continues text the way
-# reviews go on. GPT-3's op-ed needed both more than a base model and more than one sample: the
+# as a film review would, or drifts into nonsense ("a belly song in the world"): the model has only
+# ever seen reviews, and it continues text the way reviews go on. GPT-3's op-ed needed both more than a base model and more than one sample: the
 # *Guardian* ran eight of its outputs and edited the best parts together (its editor's note), and
 # PaLM's answer came after it was shown worked examples of the same form (chain-of-thought
 # prompting; Wei et al., 2022) — a prompt, not an instruction-following model.
@@ -1048,11 +1070,11 @@ report_metric("arithmetic_coder_overhead", coded_bits / model_bits - 1, "the com
               "own -log2 p of the tokens, minus 1")
 
 # %% [markdown]
-# In the stored run the coder wrote 77 test reviews (99,799 characters) in 23,958 bytes: 1.9205
-# bits per character, 0.213% more than the model's own $-\sum \log_2 p$ of the same tokens (the
+# In the stored run the coder wrote 77 test reviews (99,799 characters) in 22,269 bytes: 1.7851
+# bits per character, 0.226% more than the model's own $-\sum \log_2 p$ of the same tokens (the
 # goal was within 0.5%). The difference is the 46-byte header, the few bits that end each of the
 # 8 streams, and the rounding of each distribution to integer frequencies. Decompressing gave
-# back every byte. 91% of the time went into the model, not the coder's arithmetic.
+# back every byte. 92% of the time went into the model, not the coder's arithmetic.
 #
 # The same bytes through four general-purpose compressors, with their speeds, beside the file the
 # model wrote; and section 5's measure (rows of 256 tokens, no context carried across rows) on
@@ -1105,18 +1127,24 @@ print(f"the decoder needs the model: {model.count_params():,} parameters, {param
 
 # %% [markdown]
 # **The hypothesis** (set before the run): on the held-out reviews the model's file is at least
-# 25% smaller than `xz -9e`'s. Measured: 37.5% smaller (23,958 bytes against 38,312), and smaller
-# than bzip2's, the best general compressor on this short text, by a third. Supported — by a
-# model that trained a quarter of its planned schedule. On 100 KB, `xz` has little to match against:
-# on all 25,000 test reviews (section 5) it reaches 2.181 bits per character.
+# 25% smaller than `xz -9e`'s. Measured: 41.9% smaller (22,269 bytes against 38,312), and smaller
+# than bzip2's (35,471), the best general compressor on this short text, by 37%. Supported — and
+# empty: the Kneser-Ney bigram through the same coder wrote the same reviews in 22,316 bytes, 41.8%
+# smaller than `xz`'s too, and the Transformer's file is only 0.2% (47 bytes) smaller than the
+# table's. Beating `xz` on 100 KB is what any model of the language does, because `xz` has little
+# to match against there (on all 25,000 test reviews, section 5, it reaches 2.181 bits per
+# character); the claim that only context can earn — a file clearly smaller than the best count
+# table's — is not earned at this compute, as section 5 found.
 #
-# What the comparison leaves out. **Speed**: the model codes about 1,800 characters a second, each
-# way; `xz` compresses about 770 times faster and decompresses twenty thousand times faster,
-# because the model runs once per token in both directions. **The model**: the decoder needs its
-# 3,767,362 parameters, 15.1 MB as float32, 629 times the compressed file. Counted with its
-# model, this compressor pays off only past the text whose savings, about 0.14 bytes a character
-# over `xz` here, add up to 15 MB: on the order of a hundred million characters (Delétang et al.,
-# 2024, make the same accounting for large models).
+# What the comparison leaves out. **Speed**: the model codes about 4,600 characters a second
+# compressing and 4,900 decompressing; `xz` compresses 360 times faster and decompresses about
+# twelve thousand times faster, because the model runs once per token in both directions (the
+# bigram table, a row of counts a token, codes about 49,000 characters a second). **The model**:
+# the decoder needs its 1,494,594 parameters, 6.0 MB as float32, 268 times the compressed file;
+# counted with them, the file costs 481.02 bits a character of these 100 KB, where `xz`'s costs
+# 3.0711. The rate that counts the model's own size (Delétang et al., 2024, *Language Modeling Is
+# Compression*) says when a learned compressor pays: only past the text whose savings, about 0.16
+# bytes a character over `xz` here, add up to its 6 MB, on the order of forty million characters.
 #
 # The model learned IMDB reviews, not English. Two texts of other kinds, coded the same way: English
 # sentences from Tatoeba (the corpus of notebooks 01, 02 and 07: short everyday sentences, no film
@@ -1139,10 +1167,10 @@ for name, text in others.items():
           f"{sizes['bzip2 -9']:>8.3f}   {8 * len(data) / len(text) / sizes['xz -9e']:.2f}")
 
 # %% [markdown]
-# In the stored run the advantage holds on Tatoeba's sentences (the model's file 0.64 of `xz`'s,
-# 2.190 bits per character against 1.921 on reviews): everyday English shares most of its words
+# In the stored run the advantage holds on Tatoeba's sentences (the model's file 0.61 of `xz`'s,
+# 2.079 bits per character against 1.785 on reviews): everyday English shares most of its words
 # and short-range statistics with reviews, and 15,000 characters give `xz` little to match. On
-# Python source it reverses: 4.416 bits per character, 1.52 times `xz`'s file. Code is not in the
+# Python source it reverses: 4.419 bits per character, 1.52 times `xz`'s file. Code is not in the
 # model's data; its BPE cuts identifiers into many short tokens, and the source repeats itself
 # (names, `keras.ops`, docstring phrases), which is exactly what `xz`'s matches exploit and what a
 # model that never saw this text cannot. The hypothesis's second half — the advantage shrinks or
