@@ -6,7 +6,8 @@ at its full-profile sizes, on random token ids of its shapes, compiled as the no
 times its update (Keras' ``train_on_batch``): one untimed call to compile, then ``--repeats`` timed
 calls of every step interleaved, so that a busy moment slows all alike; the median of each is kept.
 
-* 07  the English-to-Spanish encoder-decoder (batches of 128 pairs, source 20 and target 22 tokens);
+* 07  the English-to-Spanish encoder-decoder (batches of 128 pairs at the longest bucket, source 20 and
+      target 22 tokens: an upper bound, where the notebook's batches grouped by length average about 8);
 * 08  the masked LM and ELECTRA (batches of 64 inputs of 128 pieces; XLA);
 * 09  the decoder at each width of the IsoFLOP sweep (batches of 32 rows of 256 BPE tokens; XLA);
 * 11  the Llama-style decoder with rotary positions (batches of 32 rows of 256; XLA), also 12's base;
