@@ -373,6 +373,27 @@ def test_a_copy_padded_with_statements_that_change_nothing_or_carrying_extra_hel
     assert _similarity_to_the_package(["import numpy as np", greedy.replace(name, "greedy_decode")], "07.2") >= 0.9
 
 
+def test_a_copy_whose_every_name_read_passes_through_an_identity_helper_is_still_a_copy():
+    import ast
+    import inspect
+
+    from transformer_course_grader import references
+
+    source = inspect.getsource(references._causal_reference).replace("_causal_reference", "causal_mask")
+
+    class Wrap(ast.NodeTransformer):  # every name read becomes same(name)
+        def visit_Name(self, node):
+            if isinstance(node.ctx, ast.Load) and node.id not in ("np", "range", "len"):
+                return ast.Call(ast.Name("same", ast.Load()), [node], [])
+            return node
+
+    wrapped = ast.unparse(ast.fix_missing_locations(Wrap().visit(ast.parse(source))))
+    assert wrapped.count("same(") >= 3
+    helper = 'def same(value):\n    """The value itself."""\n    return value'
+    assert _similarity_to_the_package(["import numpy as np", helper, wrapped], "07.1") >= 0.99
+    assert _similarity_to_the_package(["import numpy as np", "same = lambda value: value", wrapped], "07.1") >= 0.99
+
+
 def test_copies_of_the_package_are_listed_however_they_are_spread_or_renamed():
     """A copy pasted below the untouched stub, one under other names and import aliases, and one with its
     helpers in other cells: each is as close to the package's own implementation as the package itself."""

@@ -17,7 +17,8 @@ program is as close to it as to the closer of the two.
 
 Before a program is normalised, statements that change nothing are **dropped** (:func:`strip_no_ops`):
 ``pass``, a bare constant or name, and an assignment in a function to a local name that nothing in
-it reads — padding that would dilute a copy.
+it reads — padding that would dilute a copy; and the program's own identity helpers are inlined (a
+function that returns its one argument, through which a copy may pass every name it reads).
 
 Every exercise is compared with **known answers** (:func:`known_answers`): the package's
 implementation where there is one (its ``twin`` in the grader's registry,
@@ -271,11 +272,79 @@ def strip_no_ops(source: str) -> str:
         function.body = prune(function.body) or [ast.Pass()]
 
     try:
+        tree = _inline_identities(tree)
         for function in [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]:
             strip(function)
         return ast.unparse(tree)
     except (RecursionError, ValueError):
         return source
+
+
+def _inline_identities(tree):
+    """``tree`` with the program's own identity helpers inlined: a function bound once that returns its one
+    argument unchanged (``def same(v): return v``, ``same = lambda v: v``) has each call ``same(x)`` replaced by
+    ``x`` and its definition dropped. A copy whose every name read passes through such a helper reads again as
+    the copy it is; nothing an honest program computes changes."""
+    import ast
+
+    def returns_its_argument(arguments, body) -> bool:
+        plain = arguments.args + arguments.posonlyargs
+        if len(plain) != 1 or arguments.kwonlyargs or arguments.vararg or arguments.kwarg or arguments.defaults:
+            return False
+        return isinstance(body, ast.Name) and body.id == plain[0].arg
+
+    bindings: dict = {}
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names = [node.id]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [(alias.asname or alias.name).split(".")[0] for alias in node.names]
+        for name in names:
+            bindings[name] = bindings.get(name, 0) + 1
+    identities, definitions = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and not node.decorator_list:
+            body = [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and returns_its_argument(node.args, body[0].value):
+                identities.add(node.name)
+                definitions.add(id(node))
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Lambda)
+            and returns_its_argument(node.value.args, node.value.body)
+        ):
+            identities.add(node.targets[0].id)
+            definitions.add(id(node))
+    identities = {name for name in identities if bindings.get(name) == 1}  # bound once: no other meaning
+    if not identities:
+        return tree
+
+    class Inline(ast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if (
+                isinstance(node.func, ast.Name)
+                and node.func.id in identities
+                and len(node.args) == 1
+                and not node.keywords
+                and not isinstance(node.args[0], ast.Starred)
+            ):
+                return node.args[0]
+            return node
+
+        def generic_visit(self, node):
+            for field_name, value in ast.iter_fields(node):
+                if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                    kept = [statement for statement in value if id(statement) not in definitions]
+                    setattr(node, field_name, kept or [ast.Pass()])
+            return super().generic_visit(node)
+
+    return ast.fix_missing_locations(Inline().visit(tree))
 
 
 def package_twin(exercise_id: str) -> str | None:
