@@ -8,11 +8,13 @@ in the model (its cached step) against the coder (the integer frequencies and th
 * compress without the cache: the model recomputes the whole window (up to its 256 tokens) at
   every step — what the cache saves.
 
-The model has notebook 09's size and tokenizer (8,000 merges) with random weights: its tokens cost
-more bits than a trained model's (about 13 a token against 6), so the coder does more work a token
-than in the notebook, and its share here is an upper bound.
+The model has the size notebook 09's recorded run chose (its record's ``final_width``; section 4's
+width without a record) and its tokenizer (8,000 merges), with random weights: its tokens cost more
+bits than a trained model's (about 13 a token against 6), so the coder does more work a token than
+in the notebook, and its share here is an upper bound.
 
-    .venv/bin/python benchmarks/arithmetic_coder.py [--characters 6000] [--repeats 3] [--streams 8]
+    .venv/bin/python benchmarks/arithmetic_coder.py [--characters 6000] [--repeats 3] [--streams 8] [--width W]
+        [--no-uncached]
 """
 
 import argparse
@@ -28,6 +30,7 @@ from transformer_course.compression import ArithmeticEncoder, compress, decompre
 from transformer_course.datasets import load_imdb
 from transformer_course.language_model import build_language_model
 from transformer_course.tooling.profiles import profile
+from transformer_course.tooling.results import load_record
 from transformer_course.tooling.runtime import hardware
 
 
@@ -50,15 +53,20 @@ def main() -> None:
     parser.add_argument("--characters", type=int, default=6000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--width", type=int, default=None, help="the model's width (default: 09's recorded choice)")
+    parser.add_argument("--no-uncached", action="store_true", help="leave out the arm without the cache (slow)")
     arguments = parser.parse_args()
     settings = profile("full").notebook("09")
+    record = load_record("09_language_model") or {}
+    width = arguments.width or int(record.get("metrics", {}).get("final_width", {}).get("value", 0)) or None
+    architecture = {**settings.model, **({"embed_dim": width, "intermediate_dim": 4 * width} if width else {})}
     train, test = load_imdb()
     learned = BytePairEncoding.train(train.texts[:3000], settings.merges, special_tokens=["<|endoftext|>"])
     tokenizer = BytePairEncoding.from_vocabulary_and_merges(
         *learned.vocabulary_and_merges(), special_tokens=["<|endoftext|>"], id_offset=1
     )
     keras.utils.set_random_seed(0)
-    model = build_language_model(tokenizer.vocabulary_size, settings.chunk_length, **settings.model)
+    model = build_language_model(tokenizer.vocabulary_size, settings.chunk_length, **architecture)
     text = ""
     for review in test.texts:
         if len(text) + len(review) > arguments.characters:
@@ -87,7 +95,8 @@ def main() -> None:
 
         arms[f"compress, cache, {streams} stream{'s' * (streams > 1)}"] = coded
         arms[f"decompress, cache, {streams} stream{'s' * (streams > 1)}"] = decoded
-    arms["compress, no cache, 1 stream"] = lambda: uncached_compress_seconds(text, model, tokenizer, end)
+    if not arguments.no_uncached:
+        arms["compress, no cache, 1 stream"] = lambda: uncached_compress_seconds(text, model, tokenizer, end)
     for name in arms:
         seconds[name] = []
     for _ in range(arguments.repeats):
