@@ -15,6 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from transformer_course.exercises import EXERCISES
@@ -38,7 +39,7 @@ def autograder(tmp_path_factory):
     return folder, names, modes
 
 
-def _run(folder, submission_files, user=1234):
+def _run(folder, submission_files, user=1234, path_first=None):
     root = folder / f"run_{len(list(folder.glob('run_*')))}"
     (root / "submission").mkdir(parents=True)
     (root / "results").mkdir()
@@ -53,6 +54,8 @@ def _run(folder, submission_files, user=1234):
     for name, path in submission_files.items():
         (root / "submission" / name).write_bytes(path.read_bytes())
     environment = {**os.environ, "AUTOGRADER_ROOT": str(root), "COURSE_PYTHON": sys.executable}
+    if path_first is not None:
+        environment["PATH"] = f"{path_first}{os.pathsep}{environment['PATH']}"
     subprocess.run(["bash", str(folder / "source" / "run_autograder")], env=environment, check=True, timeout=900)
     return json.loads((root / "results" / "results.json").read_text())
 
@@ -121,3 +124,18 @@ def test_an_autograder_written_without_a_seed_gets_a_fresh_secret_one(tmp_path):
         with zipfile.ZipFile(write_gradescope_autograder(tmp_path / f"{name}.zip", ["05"], ROOT)) as archive:
             seeds.add(json.loads(archive.read("settings.json"))["seed"])
     assert len(seeds) == 2 and min(seeds) > 2**64  # 128 random bits, not 0 (one chance in 2**64 to fail)
+
+
+def test_where_bubblewrap_cannot_run_a_submission_gets_the_reason_and_is_never_run_unconfined(autograder, tmp_path):
+    # Gradescope's usual container: no user namespaces, so bwrap fails. A failing `bwrap` first on PATH stands in.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    marker = tmp_path / "ran-unconfined"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"open({str(marker)!r}, 'w').write('x')")])
+    submitted = tmp_path / "05_transformer_encoder.ipynb"
+    nbformat.write(notebook, submitted)
+    results = _run(autograder[0], {"05_transformer_encoder.ipynb": submitted}, path_first=fake)
+    assert results["score"] == 0 and "never graded unconfined" in results["output"] and results["tests"] == []
+    assert not marker.exists()  # none of the submission's code ran

@@ -20,9 +20,12 @@ way otter-grader serves Gradescope courses, this grader does the grading itself:
   graded gets a score of 0 and the reason as its output, never a crash without a result.
 
 Gradescope runs each submission in its own container, which already separates students from each
-other; the bubblewrap sandbox is used where the container allows it (``sandbox="auto"``, the
-default), and where it does not (unprivileged user namespaces are often off inside Docker) the
-output says the notebook ran confined by the container alone.
+other, but not a submission from the autograder: unconfined, the notebook would run as the grader,
+read the seed and the references, and could rewrite ``results.json`` after it was written. So every
+submission runs in the bubblewrap sandbox (``sandbox="auto"`` and ``"always"``, alike now), and where
+bubblewrap cannot run in the container (unprivileged user namespaces are often off inside Docker)
+the submission gets 0 with that reason, for the course staff to fix; ``"never"`` runs it
+unconfined, only for testing the autograder with notebooks you trust.
 
 Use Gradescope's Ubuntu 24.04 base image: the course needs Python 3.11 or newer.
 """
@@ -94,8 +97,8 @@ def write_gradescope_autograder(
             every student gets cases of their own, and a regrade the same ones. Keep the zip private (it
             holds the references).
         cell_timeout, notebook_timeout: seconds per cell and per notebook, as ``grade``'s options.
-        sandbox: ``"auto"`` (bubblewrap where the container allows it), ``"always"`` (a submission is
-            not graded without it) or ``"never"`` (the container alone).
+        sandbox: ``"auto"`` or ``"always"`` (bubblewrap; where it cannot run, a submission gets 0 and the
+            reason, never graded unconfined) or ``"never"`` (unconfined: only for notebooks you trust).
 
     Returns:
         the path written.
@@ -249,7 +252,6 @@ def main(argv: list[str] | None = None) -> int:
         for path in submitted:
             shutil.copy2(path, student / path.name)
         report = Path(work) / "report"
-        note = ""
         arguments = {"limits": limits, "seed": settings["seed"], "progress": False, "notebooks": settings["notebooks"]}
         try:
             try:
@@ -261,18 +263,20 @@ def main(argv: list[str] | None = None) -> int:
                     **arguments,
                 )
             except SandboxUnavailable as error:
-                if settings["sandbox"] == "always":
-                    raise
-                note = (
-                    f" The notebook ran confined by this submission's own container; the bubblewrap sandbox "
-                    f"was not available in it ({error})."
+                # Never the container alone: unconfined, a submission runs as the grader, reads the seed and the
+                # references in /autograder/source, and can rewrite results.json after it is written.
+                print(f"autograder: the bubblewrap sandbox cannot run in this container: {error}", file=sys.stderr)
+                _failed(
+                    results_dir,
+                    "the bubblewrap sandbox cannot run in this autograder's container, and a submission is never "
+                    "graded unconfined (it could read the autograder's secrets and rewrite its own score). This is "
+                    "for your course staff to fix: the image needs unprivileged user namespaces for bubblewrap.",
                 )
-                grade_folder(student.parent, report, root / "source" / "release", sandbox=False, **arguments)
+                return 0
             results = gradescope_results(report, name, notebooks=settings["notebooks"])
         except Exception as error:  # noqa: BLE001 (any failure becomes the student's visible reason)
             _failed(results_dir, f"{type(error).__name__}: {error}")
             return 0
-    results["output"] = results.get("output", "") + note
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -476,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         "--sandbox",
         choices=("auto", "always", "never"),
         default="auto",
-        help="bubblewrap inside Gradescope's container: where it runs (auto), or required, or never (default: auto)",
+        help="bubblewrap inside Gradescope's container: auto and always grade only in it (without it: 0 and the "
+        "reason); never runs unconfined, only for notebooks you trust (default: auto)",
     )
     autograder.set_defaults(handler=_command_gradescope_autograder)
     grade.set_defaults(handler=_command_grade)
