@@ -1193,3 +1193,16 @@ def test_post_training_answers_in_float32_pass_and_the_package_agrees_with_the_r
     answer = POST_TRAINING_IN_FLOAT32[exercise_id]
     assert evaluate(exercise_id, answer).status == "passed", evaluate(exercise_id, answer).message
     assert all(evaluate_hidden(exercise_id, answer, seed=seed).passed for seed in range(5))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "float32", "float64"])
+def test_absmax_integers_in_any_numeric_dtype_the_statement_allows_pass_public_and_secret_cases(dtype):
+
+    def absmax_int8(weights):
+        weights = np.asarray(weights, dtype="float64")
+        largest = np.abs(weights).max(axis=1)
+        scales = np.where(largest > 0, largest / 127, 1.0)
+        integers = np.round(weights / scales[:, None]).astype(dtype)
+        return integers, scales, integers * scales[:, None]
+
+    assert evaluate("12.1", absmax_int8).passed and evaluate_hidden("12.1", absmax_int8, seed=5).passed

@@ -52,6 +52,9 @@ class Exercise:
         compared: optional callable ``(arguments) -> bool array`` over the output's leading axes:
             only those entries are compared (a language model's logits at real tokens, not at
             padding); the shapes must still match.
+        whole_numbers: indices of the returned tuple's items that hold whole numbers and may come in any
+            numeric dtype, as the statement allows (12.1's integers: int8 or float): an integer array
+            there is compared as the floats it holds.
         partial_credit: bool, whether the grader gives the share of the secret cases passed when
             some fail (it does only where an exercise has three secret cases or more); False keeps
             the exercise all or nothing, for one whose cases are one idea tried several times.
@@ -68,6 +71,7 @@ class Exercise:
     properties: Callable | None = None
     compared: Callable | None = None
     partial_credit: bool = True
+    whole_numbers: tuple[int, ...] = ()
 
     @property
     def notebook(self) -> str:
@@ -83,6 +87,13 @@ class Exercise:
             received = plain_value(received)
         except ValueError as error:
             return f"the result cannot be read: {error}."
+        if self.whole_numbers and isinstance(received, (tuple, list)):
+            received = tuple(
+                np.asarray(item, dtype="float64")
+                if index in self.whole_numbers and np.asarray(item).dtype.kind in "iu"
+                else item
+                for index, item in enumerate(received)
+            )
         if self.extra_check is not None:
             problem = self.extra_check(arguments, received)
             if problem:
@@ -989,6 +1000,7 @@ EXERCISES: dict[str, Exercise] = {
             2,
             output_names=("the integers", "the scales", "the dequantized weights"),
             hint=_absmax_hint,
+            whole_numbers=(0,),  # "float or int (R, C)", as the statement says
         ),
         Exercise(
             "12.2",
