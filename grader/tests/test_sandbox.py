@@ -650,3 +650,32 @@ def test_no_namespace_of_its_own_and_a_bounded_number_of_open_files():
         "cell 2 raised OSError: [Errno 24] Too many open files",
         "cell 3 raised ValueError: the kernel goes on",
     ], problems
+
+
+def _processes_holding(marker: str) -> list[int]:
+    """Pids of this machine's processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.skipif(not SANDBOX, reason="the sandbox's process namespace needs bubblewrap")
+def test_no_process_of_the_sandbox_outlives_its_kernel():
+    # A detached process (its own session, its output closed) that would sleep a minute: when the kernel ends, the
+    # sandbox's process namespace ends with it, before the grader reads anything back or writes a report.
+    marker = f"outlives-the-kernel-{os.getpid()}-{time.monotonic_ns()}"
+    started = (
+        "import subprocess, sys\n"
+        f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}],\n"
+        "                         start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "raise ValueError(f'started {child.pid}')"
+    )
+    problems, _ = _run_cells(started)
+    assert problems and problems[0].startswith("cell 1 raised ValueError: started")
+    assert _processes_holding(marker) == []
