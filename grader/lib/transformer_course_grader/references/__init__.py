@@ -475,10 +475,11 @@ def _self_attention_mask_reference(token_ids, causal):
 
 
 def _self_attention_mask_cases(rng):
-    def padded_batch(size, length):  # each row: 1 to `length` real tokens, then padding (id 0)
+    def padded_batch(size, length):  # each row: 1 to `length` real tokens, then padding (id 0); the first row
+        # at least 2, so that a causal mask and a full one differ in every batch (a mistake ignoring `causal` fails)
         ids = rng.integers(1, 50, size=(size, length)).astype("int32")
-        for row in ids:
-            row[int(rng.integers(1, length + 1)) :] = 0
+        for index, row in enumerate(ids):
+            row[int(rng.integers(2 if index == 0 else 1, length + 1)) :] = 0
         return ids
 
     causal_first = bool(rng.integers(2))
@@ -1535,10 +1536,10 @@ def _sequence_log_probability_reference(logits, targets, mask):
 
 
 def _sequence_log_probability_cases(rng):
-    def case(rows, length, vocabulary):
+    def case(rows, length, vocabulary, offset=0.0):
         _, targets, prompt_lengths = _instruction_batch(rng, rows, length, vocabulary)
         return {
-            "logits": rng.normal(0, 3, size=(rows, length, vocabulary)),
+            "logits": rng.normal(0, 3, size=(rows, length, vocabulary)) + offset,
             "targets": targets,
             "mask": _answer_positions(targets, prompt_lengths),
         }
@@ -1553,7 +1554,8 @@ def _sequence_log_probability_cases(rng):
             },
         ),
         ("2 rows of 6, vocabulary 4", case(2, 6, 4)),
-        ("4 rows of 10, vocabulary 9, logits far from 0", case(4, 10, 9)),
+        # exp(800) overflows: a log-softmax without its maximum taken out first returns inf or nan here.
+        ("4 rows of 10, vocabulary 9, logits far from 0 (about 800)", case(4, 10, 9, offset=800.0)),
     ]
 
 
@@ -1564,6 +1566,11 @@ def _dpo_reference(policy_chosen, policy_rejected, reference_chosen, reference_r
 
 
 def _dpo_cases(rng):
+    def wide_margins(arguments):  # pairs 1 and 3: the rejected answer far less likely; pair 2: the chosen one
+        arguments["policy_rejected"] = arguments["policy_rejected"] * np.array([0.0, 1.0, 0.0]) + [-400.0, 0.0, -500.0]
+        arguments["policy_chosen"] = arguments["policy_chosen"] * np.array([1.0, 0.0, 1.0]) + [0.0, -600.0, 0.0]
+        return arguments
+
     def case(pairs, beta):
         reference = rng.normal(-20, 6, size=(2, pairs))
         return {
@@ -1587,10 +1594,8 @@ def _dpo_cases(rng):
         ),
         ("4 pairs, beta 0.1", case(4, 0.1)),
         ("6 pairs, beta 0.5", case(6, 0.5)),
-        (
-            "a margin of hundreds of nats, beta 2",
-            {**case(3, 2.0), "policy_rejected": np.array([-400.0, -350.0, -500.0])},
-        ),
+        # Either way: -log sigmoid of a margin of minus hundreds overflows unless written stably.
+        ("margins of hundreds of nats, for and against the chosen answer, beta 2", wide_margins(case(3, 2.0))),
     ]
 
 
