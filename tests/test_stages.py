@@ -127,7 +127,9 @@ _SCRIPT = textwrap.dedent(
 
 
 def _run(script, folder, kill_at=None):
-    environment = {**os.environ, "KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}
+    import keras
+
+    environment = {**os.environ, "KERAS_BACKEND": keras.backend.backend(), "CUDA_VISIBLE_DEVICES": ""}
     if kill_at is not None:
         environment["KILL_AT"] = str(kill_at)
     return subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, env=environment,
