@@ -1,6 +1,7 @@
 """Due dates, late credit and extensions: the timeline's arithmetic, its refusals, and a graded class's reports."""
 
 import csv
+import datetime
 
 import pytest
 from test_written import course  # noqa: F401 - the written-answers course, graded once for both files
@@ -35,6 +36,9 @@ def test_the_timeline_keeps_its_share_by_hours_late_after_each_students_extensio
     assert deadline.credit("cy") == (0.0, 1.0)
     assert deadline.credit("di")[1] == 0.0
     assert Deadline(parse_time(DUE), (), times, {}).credit("ada") == (1.02, 0.0)  # no steps: nothing once late
+    # Ten seconds late is late: at least 0.01 hours, never "0.0" beside the share it loses.
+    just_late = {"ed": parse_time(DUE) + datetime.timedelta(seconds=10)}
+    assert Deadline(parse_time(DUE), parse_late_credit("24h:0.9"), just_late, {}).credit("ed") == (0.01, 0.9)
 
 
 @pytest.mark.parametrize(

@@ -138,9 +138,12 @@ class Deadline:
         return sorted(student for student in students if student not in self.submitted)
 
     def credit(self, student: str) -> tuple[float, float]:
-        """``(hours late, rounded to 2 decimals; 0 when on time, share of the points kept)`` for ``student``."""
+        """``(hours late, rounded to 2 decimals; 0 when on time, share of the points kept)`` for ``student``.
+
+        Late by any amount is at least 0.01 hours late: a submission 10 s past the due time is not shown as on time
+        beside the share it loses."""
         late = (self.submitted[student] - self.due).total_seconds() / 3600 - self.extra_hours.get(student, 0.0)
         if late <= 0:
             return 0.0, 1.0
         share = next((kept for hours, kept in self.steps if late <= hours), 0.0)
-        return round(late, 2), share
+        return max(0.01, round(late, 2)), share

@@ -152,7 +152,7 @@ def report_texts(
         total = totals[student]
         lateness = (
             ""
-            if late[student] is None or not late[student][0]
+            if late[student] is None or (not late[student][0] and late[student][1] >= 1)
             else (f"; credited {credited[student]} ({late[student][0]:g} hours late, {late[student][1]:.0%} kept)")
         )
         lines += [
