@@ -642,6 +642,29 @@ def test_a_notebook_under_a_near_name_is_graded_and_named(tmp_path):
     assert locate_submission(tmp_path / "missing" / release_name) == (None, [])
 
 
+def test_a_notebook_under_a_name_of_the_students_own_is_graded_when_it_holds_the_releases_cells(tmp_path):
+    from transformer_course_grader.grader import locate_submission
+
+    release_name = "04_self_attention.ipynb"
+    folder = tmp_path / "ada"
+    folder.mkdir()
+    (folder / "my attention homework.ipynb").write_text(
+        '{"cells": [{"metadata": {"nbgrader": {"grade_id": "check_04_2"}}}]}'
+    )
+    (folder / "05_transformer_encoder.ipynb").write_text(
+        '{"cells": [{"metadata": {"nbgrader": {"grade_id": "check_05_1"}}}]}'
+    )
+    path, notes = locate_submission(folder / release_name, frozenset({"check_04_1", "check_04_2"}))
+    assert path == folder / "my attention homework.ipynb"
+    assert notes == [
+        "graded my attention homework.ipynb, a name of the student's own: it holds the cells of the release "
+        + release_name
+    ]
+    # Without the release's cells in it, a notebook of another name is not this release's: not submitted, as before.
+    path, notes = locate_submission(folder / release_name, frozenset({"check_04_9"}))
+    assert path is None and "none of them 04_self_attention.ipynb" in notes[0]
+
+
 def test_a_stray_byte_that_is_not_utf8_costs_nothing_else():
     assert grader.decode_submission("Jos\u00e9".encode("latin-1")) == ("Jos\ufffd", 1)
     assert grader.decode_submission("\u00e9\u00e9".encode("utf-8")) == ("\u00e9\u00e9", 0)

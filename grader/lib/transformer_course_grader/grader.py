@@ -157,13 +157,14 @@ def _release_stem(name: str) -> str:
     return (match.group("stem") if match else stem).strip().lower()
 
 
-def locate_submission(path) -> tuple[Path | None, list[str]]:
+def locate_submission(path, grade_ids=frozenset()) -> tuple[Path | None, list[str]]:
     """``(the notebook to grade, notes for the instructor)`` for the released name ``path`` in a student's folder.
 
     The exact name when it is there (a near-named twin beside it is noted); else the one notebook whose name
     is the release's under a browser's, Jupyter's or Colab's copy name (``(1)``, ``-Copy1``, ``Copy of``),
-    named in the notes; of several such, the most recently changed, the others named. None, with the
-    folder's notebooks named, when there is none.
+    named in the notes; of several such, the most recently changed, the others named; else a notebook under a
+    name of the student's own that holds one of the release's locked cells (``grade_ids``: a check cell's id,
+    ``check_04_1``), named in the notes. None, with the folder's notebooks named, when there is none.
 
     Example:
         >>> locate_submission(Path("/nonexistent/alice/04_self_attention.ipynb"))
@@ -174,7 +175,7 @@ def locate_submission(path) -> tuple[Path | None, list[str]]:
         entries = [entry for entry in os.scandir(path.parent) if entry.name.lower().endswith(".ipynb")]
     except OSError:
         return (path if path.exists() or path.is_symlink() else None), []
-    wanted = _release_stem(path.name)
+    wanted, own_name = _release_stem(path.name), False
     twins = sorted(entry.name for entry in entries if entry.name != path.name and _release_stem(entry.name) == wanted)
     if any(entry.name == path.name for entry in entries):
         return path, (
@@ -182,6 +183,20 @@ def locate_submission(path) -> tuple[Path | None, list[str]]:
             if twins
             else []
         )
+    if not twins and grade_ids:  # a name of the student's own: the release's own cells say which notebook it is
+        marks = [f'"{grade_id}"'.encode() for grade_id in sorted(grade_ids)]
+
+        def holds_the_release(name) -> bool:
+            try:
+                data = read_submission_bytes(path.parent / name)
+            except (OSError, SubmissionError):
+                return False
+            return any(mark in data for mark in marks)
+
+        owned = sorted(entry.name for entry in entries if holds_the_release(entry.name))
+        if owned:
+            twins = owned
+            own_name = True
     if not twins:
         others = sorted(display_name(entry.name) for entry in entries)
         return None, (
@@ -197,7 +212,11 @@ def locate_submission(path) -> tuple[Path | None, list[str]]:
             return 0.0
 
     chosen = max(twins, key=lambda name: (changed(name), name))
-    note = f"graded {display_name(chosen)}, under the release's name {path.name}"
+    note = (
+        f"graded {display_name(chosen)}, a name of the student's own: it holds the cells of the release {path.name}"
+        if own_name
+        else f"graded {display_name(chosen)}, under the release's name {path.name}"
+    )
     if len(twins) > 1:
         note += (
             f"; two or more candidates, the most recently changed graded (also: "
@@ -695,7 +714,7 @@ def grade_notebook(
     facts = release_facts(release) if facts is None else facts
     exercises, questions = list(facts.exercises), list(facts.questions)
     outcome = NotebookResult(student, release_path.name)
-    path, notes = locate_submission(path)
+    path, notes = locate_submission(path, frozenset(locked_cells(release)))
     outcome.flags += notes
     if path is None:
         return _zero(
