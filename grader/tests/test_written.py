@@ -7,6 +7,7 @@ import shutil
 import nbformat
 import pytest
 
+from transformer_course.exercises import EXERCISES
 from transformer_course_grader.exports import canvas_gradebook, gradescope_results
 from transformer_course_grader.grader import grade_folder, score_written
 from transformer_course_grader.markup import MarkupError, release_folder
@@ -140,6 +141,11 @@ def test_scores_come_back_into_the_totals_and_both_exports(course, tmp_path):
     assert lines[1].endswith(",5") and lines[2] == "Ada,1,,,,2" and unmatched == []
     tests = gradescope_results(tmp_path / "scored", "ada")["tests"]
     assert tests[0]["name"] == "Written answer 11.w1 (graded by hand)" and tests[0]["score"] == 2.0
+    # In the autograder a written answer is a question Gradescope grades by hand: no test, not in its total.
+    autograded = gradescope_results(course["root"] / "report", "ada", written=False)
+    assert all(test["number"] in EXERCISES for test in autograded["tests"])
+    assert autograded["score"] == sum(test["score"] for test in autograded["tests"])
+    assert "the written answers (11.w1, 11.w2) are graded by hand" in autograded["output"]
 
 
 @pytest.mark.parametrize(

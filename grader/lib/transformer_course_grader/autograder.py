@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                     "for your course staff to fix: the image needs unprivileged user namespaces for bubblewrap.",
                 )
                 return 0
-            results = gradescope_results(report, name, notebooks=settings["notebooks"])
+            results = gradescope_results(report, name, notebooks=settings["notebooks"], written=False)
         except Exception as error:  # noqa: BLE001 (any failure becomes the student's visible reason)
             _failed(results_dir, f"{type(error).__name__}: {error}")
             return 0

@@ -206,13 +206,16 @@ def canvas_gradebook(
     return table.getvalue(), unmatched
 
 
-def gradescope_results(report, student: str, notebooks: list[str] | None = None) -> dict:
+def gradescope_results(report, student: str, notebooks: list[str] | None = None, written: bool = True) -> dict:
     """Gradescope's autograder ``results.json`` for ``student``: one test per exercise.
 
     Args:
         report: a report folder (holding ``grades.json``) or the loaded ``grades.json`` dict.
         student: the name as the report shows it.
         notebooks: the notebooks of one assignment (``["04", "05"]``); None: every notebook.
+        written: bool, whether written answers are tests too (their points as scored by hand,
+            ``score-written``); False for the autograder, where each is a manually graded question of
+            Gradescope's own, never a failed test inside the autograder's total.
 
     Returns:
         dict with ``score`` (float, the total), ``output`` (one line), ``output_format``
@@ -227,9 +230,12 @@ def gradescope_results(report, student: str, notebooks: list[str] | None = None)
     """
     report = _report(report)
     items = [item for item in report["students"][student] if notebooks is None or item["notebook"][:2] in notebooks]
-    tests = []
+    tests, by_hand = [], []
     for item in items:
         for x in item["exercises"]:
+            if not written and x["exercise"] not in EXERCISES:
+                by_hand.append(x["exercise"])
+                continue
             output = f"{x['status']}: {x['message']}"
             if x.get("override"):
                 output += f" — set by hand from {x.get('automatic_points')} to {x['points']}: {x['override']}"
@@ -255,7 +261,12 @@ def gradescope_results(report, student: str, notebooks: list[str] | None = None)
         test["output_format"] = "text"
     return {
         "score": score,
-        "output": f"{score:g} / {maximum:g} points over {len(tests)} exercises",
+        "output": f"{score:g} / {maximum:g} points over {len(tests)} exercises"
+        + (
+            f"; the written answers ({', '.join(by_hand)}) are graded by hand, as questions of their own"
+            if by_hand
+            else ""
+        ),
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
