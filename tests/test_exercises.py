@@ -1206,3 +1206,11 @@ def test_absmax_integers_in_any_numeric_dtype_the_statement_allows_pass_public_a
         return integers, scales, integers * scales[:, None]
 
     assert evaluate("12.1", absmax_int8).passed and evaluate_hidden("12.1", absmax_int8, seed=5).passed
+
+
+def test_a_hint_never_names_a_mistake_that_changes_nothing_on_the_case():
+    # The lesson's batch of 04.6 pads only at the end: with a causal mask, masking the padded keys changes nothing
+    # there, so a right mask of another dtype (int) must not be told "mask the columns of padding positions".
+    right = references.REGISTRY["04.6"].reference
+    verdict = evaluate("04.6", lambda token_ids, causal: np.asarray(right(token_ids, causal)).astype("int32"))
+    assert "should hold bool values" in verdict.message and "Hint" not in verdict.message

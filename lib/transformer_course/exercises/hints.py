@@ -38,13 +38,17 @@ def _same(received, candidate, atol=1e-6) -> bool:
     return received.shape == candidate.shape and bool(np.allclose(received, candidate, atol=atol))
 
 
-def _first_match(received, variants, atol=1e-6, where=None):
+def _first_match(received, variants, atol=1e-6, where=None, expected=None):
     """The message of the first ``(message, output)`` variant equal to ``received`` (at ``where`` only).
 
-    A variant whose output is None does not apply to these arguments and is skipped.
+    A variant whose output is None does not apply to these arguments and is skipped, and so is one whose
+    output equals ``expected`` (the right answer): on these arguments that mistake changes nothing, so it
+    cannot be what went wrong (an answer right in value but of another dtype would otherwise be told it).
     """
     for message, candidate in variants:
         if candidate is None:
+            continue
+        if expected is not None and _first_match(expected, [(message, candidate)], atol, where) is not None:
             continue
         if where is not None:
             try:
@@ -184,6 +188,7 @@ def sinusoidal_hint(arguments, received, expected):
             ),
         ],
         atol=1e-5,
+        expected=expected,
     )
 
 
@@ -234,7 +239,9 @@ def _attention_variants(query, value, weights, mask):
 def multi_head_attention_hint(arguments, received, expected):
     query, value = (np.asarray(arguments[name], dtype="float64") for name in ("query", "value"))
     variants = _attention_variants(query, value, arguments["weights"], arguments["mask"])
-    return _first_match(received, variants if arguments["mask"] is not None else variants[:3], atol=1e-5)
+    return _first_match(
+        received, variants if arguments["mask"] is not None else variants[:3], atol=1e-5, expected=expected
+    )
 
 
 # --- 04.6: the self-attention mask of a padded batch -------------------------------------------
@@ -277,6 +284,7 @@ def self_attention_mask_hint(arguments, received, expected):
                 queries & keys & (np.ones_like(lower) if arguments["causal"] else lower),
             ),
         ],
+        expected=expected,
     )
 
 
@@ -344,7 +352,7 @@ def encoder_block_hint(arguments, received, expected):
         ),
     ]
     if mask is None:
-        return _first_match(received, variants, atol=1e-5)
+        return _first_match(received, variants, atol=1e-5, expected=expected)
     unmasked = _block(x, weights, None, first)
     variants.append(
         (
@@ -356,7 +364,7 @@ def encoder_block_hint(arguments, received, expected):
     # Equal to attention over every key at the real positions only: the mask went on the queries (rows), which
     # changes nothing but the padding positions' own outputs.
     real = np.broadcast_to(np.asarray(mask, dtype=bool)[:, :, None], x.shape)
-    return _first_match(received, variants, atol=1e-5) or _first_match(
+    return _first_match(received, variants, atol=1e-5, expected=expected) or _first_match(
         received,
         [
             (
@@ -369,6 +377,7 @@ def encoder_block_hint(arguments, received, expected):
         ],
         atol=1e-5,
         where=real,
+        expected=expected,
     )
 
 
@@ -421,7 +430,7 @@ def gpt_forward_hint(arguments, received, expected):
                 _gpt(token_ids, weights, config, final_norm=False),
             )
         )
-    return _first_match(received, variants, atol=1e-4, where=real)
+    return _first_match(received, variants, atol=1e-4, where=real, expected=expected)
 
 
 # --- 09.3 and 09.4: the key/value cache, perplexity and bits per character --------------------
@@ -469,7 +478,10 @@ def cached_attention_step_hint(arguments, received, expected):
         ),
     ]
     return _first_match(
-        received[0], [(message, output) for message, output in variants if output is not None], atol=1e-5
+        received[0],
+        [(message, output) for message, output in variants if output is not None],
+        atol=1e-5,
+        expected=expected[0],
     )
 
 
@@ -637,6 +649,7 @@ def warmup_cosine_hint(arguments, received, expected):
             ),
         ],
         atol=1e-9,
+        expected=expected,
     )
 
 
@@ -686,4 +699,5 @@ def adamw_step_hint(arguments, received, expected):
             ),
         ],
         atol=1e-6,
+        expected=expected[0],
     )
