@@ -50,7 +50,7 @@ outcomes = []
 for name, start in [
     ("child", lambda: subprocess.run([sys.executable, "-c", "pass"], check=True)),
     ("spawn", lambda: os.waitpid(os.posix_spawn("/bin/true", ["true"], {}), 0)),
-    ("detached", lambda: subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+    ("detached", lambda: subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"],
                                           start_new_session=True)),
 ]:
     try:
