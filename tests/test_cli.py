@@ -261,3 +261,16 @@ def test_a_full_profile_cell_may_train_for_an_hour_and_a_smoke_cell_may_not_hang
     # Notebook 07's training cell fits where TensorFlow's steps are 4.4 times slower than on the recording machine.
     recorded = load_record("07_transformer_translation")["metrics"]["training_minutes"]["value"]
     assert cli.CELL_TIMEOUTS["full"] > 4.4 * recorded * 60
+
+
+def test_runs_where_and_clear_name_and_remove_the_kept_stages(tmp_path, monkeypatch, capsys):
+    from transformer_course import RunStages
+
+    monkeypatch.setenv("COURSE_RUNS_DIR", str(tmp_path / "kept"))
+    for notebook in ("08", "09"):
+        RunStages(notebook, {"rounds": 1}, "full").stage("a", lambda: 1)
+    assert cli.main(["runs", "where"]) == 0 and capsys.readouterr().out.strip() == str(tmp_path / "kept")
+    assert cli.main(["runs", "clear", "09"]) == 0 and "removed" in capsys.readouterr().out
+    assert not (tmp_path / "kept" / "09").exists() and (tmp_path / "kept" / "08").exists()
+    assert cli.main(["runs", "clear"]) == 0 and not (tmp_path / "kept" / "08").exists()
+    assert cli.main(["runs", "clear"]) == 0 and "no kept stages" in capsys.readouterr().out

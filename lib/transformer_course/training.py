@@ -661,15 +661,16 @@ class _BestEpoch(keras.callbacks.Callback):
         self.start_from_epoch, self.resume_folder, self.resumable = start_from_epoch, resume_folder, resumable
         self.best_loss, self.best_epoch, self.best_weights = math.inf, None, None
         self.durations, self.stopped_by, self.logged = [], "epochs", {}
-        self.resumed, self.finished = resumed, False
+        self.resumed, self.finished, self.saved_files = resumed, False, None
         if resumed is not None:
             self.best_loss, self.best_epoch = resumed["best_loss"], resumed["best_epoch"]
             self.durations, self.stopped_by = list(resumed["epoch_seconds"]), resumed["stopped_by"]
             self.logged = {key: list(values) for key, values in resumed["history"].items()}
             self.finished = resumed["finished"]
+            self.saved_files = {key: resumed[key] for key in ("variables", "best")}
 
     def on_train_begin(self, logs=None):
-        self.start = self.clock()
+        self.start = self.last_end = self.clock()
         if self.resumed is not None:  # after Keras has built the model and its optimizer, and reset the data
             _restore_variables(self.model, self.resume_folder / self.resumed["variables"])
             if self.checkpoint is None:
@@ -680,8 +681,8 @@ class _BestEpoch(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         now = self.clock()
-        self.durations.append(now - (self.start if len(self.durations) == self._first_epoch else self._last_end))
-        self._last_end = now
+        self.durations.append(now - self.last_end)
+        self.last_end = now
         logs = logs or {}
         loss = logs.get("val_loss")
         if loss is None:
@@ -705,7 +706,7 @@ class _BestEpoch(keras.callbacks.Callback):
             self.logged.setdefault(key, []).append(float(value))
         if self.resume_folder is not None:
             self._save(epoch)
-        seconds = self._last_end - self.start
+        seconds = self.last_end - self.start
         if self.limit_seconds is not None and seconds > self.limit_seconds and not self.finished:
             kept = (
                 f" Its {epoch + 1} finished epochs are kept in {self.resume_folder}: run the same call again (with a "
@@ -723,8 +724,7 @@ class _BestEpoch(keras.callbacks.Callback):
 
     def _save(self, epoch: int) -> None:
         """The state after ``epoch``: variables (model, optimizer), the best weights, then the JSON naming them."""
-        folder = self.resume_folder
-        previous = _read_state(folder)
+        folder, previous = self.resume_folder, self.saved_files
         names = {"variables": f"variables-{epoch + 1}.npz", "best": f"best-{epoch + 1}.npz"}
         with atomic_output(folder / names["variables"]) as temporary, open(temporary, "wb") as handle:
             np.savez(handle, *[keras.ops.convert_to_numpy(v) for v in _all_variables(self.model)])
@@ -745,8 +745,9 @@ class _BestEpoch(keras.callbacks.Callback):
         write_text_atomically(folder / _STATE_FILE, json.dumps(state))
         if previous is not None:  # the files of the epoch before, now replaced
             for key in ("variables", "best"):
-                if previous.get(key) != names[key]:
+                if previous[key] != names[key]:
                     (folder / previous[key]).unlink(missing_ok=True)
+        self.saved_files = names
 
 
 class _AfterCallbacks(keras.callbacks.Callback):
@@ -924,7 +925,6 @@ def fit_best(
         resumable,
         resumed,
     )
-    best._first_epoch = done
     fit_arguments.setdefault("verbose", 0)
     history = model.fit(
         x,

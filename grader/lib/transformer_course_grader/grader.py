@@ -41,7 +41,7 @@ import secrets
 import stat
 import time
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 import nbformat
@@ -366,6 +366,14 @@ def _program_statements(program) -> tuple:
     return tuple((unit.text, unit.writes_module, unit.writes_body) for unit in program.units)
 
 
+@cache
+def _public_cases(exercise_id: str) -> tuple[list, frozenset]:
+    """The public cases of ``exercise_id`` (seed 0) and their arguments encoded: drawn once a process, not once a
+    student."""
+    public = references.cases(exercise_id, np.random.default_rng(0))
+    return public, frozenset(encode(arguments) for _, arguments in public)
+
+
 def _cases(exercise, seed: int, student: str = "") -> list:
     """``[(label, arguments, secret), ...]``: the public cases (seed 0, the ones students check with), then this
     student's secret ones of this run (:func:`secret_case_seed`).
@@ -373,8 +381,7 @@ def _cases(exercise, seed: int, student: str = "") -> list:
     A generator's fixed cases (a worked example, an edge case) come out at every seed: among the secret ones they
     are dropped, so that no secret case is one a student has seen, and a table of the public outputs earns no
     partial credit."""
-    public = references.cases(exercise.id, np.random.default_rng(0))
-    seen = {encode(arguments) for _, arguments in public}
+    public, seen = _public_cases(exercise.id)
     secret = references.cases(exercise.id, np.random.default_rng(secret_case_seed(seed, student, exercise.id)))
     return [(label, arguments, False) for label, arguments in public] + [
         (label, arguments, True) for label, arguments in secret if encode(arguments) not in seen

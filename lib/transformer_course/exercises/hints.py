@@ -38,6 +38,18 @@ def _same(received, candidate, atol=1e-6) -> bool:
     return received.shape == candidate.shape and bool(np.allclose(received, candidate, atol=atol))
 
 
+def _equal_at(value, candidate, atol, where):
+    """Whether ``value`` equals ``candidate`` (at ``where`` only, when given); None when ``value`` is no array of
+    numbers to compare there."""
+    if where is None:
+        return _same(value, candidate, atol)
+    try:
+        value, candidate = np.asarray(value, dtype="float64"), np.asarray(candidate)
+    except (TypeError, ValueError):
+        return None
+    return value.shape == candidate.shape and _same(value[where], candidate[where], atol)
+
+
 def _first_match(received, variants, atol=1e-6, where=None, expected=None):
     """The message of the first ``(message, output)`` variant equal to ``received`` (at ``where`` only).
 
@@ -46,20 +58,12 @@ def _first_match(received, variants, atol=1e-6, where=None, expected=None):
     cannot be what went wrong (an answer right in value but of another dtype would otherwise be told it).
     """
     for message, candidate in variants:
-        if candidate is None:
+        if candidate is None or (expected is not None and _equal_at(expected, candidate, atol, where)):
             continue
-        if expected is not None and _first_match(expected, [(message, candidate)], atol, where) is not None:
-            continue
-        if where is not None:
-            try:
-                received_array, candidate = np.asarray(received, dtype="float64"), np.asarray(candidate)
-            except (TypeError, ValueError):
-                return None
-            if received_array.shape != candidate.shape:
-                continue
-            if _same(received_array[where], candidate[where], atol):
-                return message
-        elif _same(received, candidate, atol):
+        equal = _equal_at(received, candidate, atol, where)
+        if equal is None:
+            return None
+        if equal:
             return message
     return None
 

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
+@cache
 def _package_fingerprint() -> str:
     """A hash of the course package's own source files (``*.py``), in a fixed order."""
     digest = hashlib.sha256()
