@@ -78,13 +78,25 @@ def test_the_zip_holds_what_gradescope_runs(autograder):
     assert json.loads((autograder[0] / "source" / "settings.json").read_text())["seed"] == 7
 
 
-def test_a_solved_submission_gets_every_point_and_an_empty_one_a_reason(autograder):
+def test_a_solved_submission_gets_every_point_and_an_empty_one_a_reason(autograder, tmp_path):
     folder = autograder[0]
-    solved = _run(folder, {"05_transformer_encoder.ipynb": ROOT / "notebooks" / "05_transformer_encoder.ipynb"})
+    # A solved notebook whose 05.2 also tries to read the zip's seed and raise it into its feedback.
+    notebook = nbformat.read(ROOT / "notebooks" / "05_transformer_encoder.ipynb", as_version=4)
+    settings = folder / "source" / "settings.json"  # Gradescope's /autograder/source/settings.json
+    feed_forward = next(cell for cell in notebook.cells if cell.source.startswith("def feed_forward("))
+    feed_forward.source = feed_forward.source.replace(
+        '"""\n', f'"""\n    raise ValueError(open({str(settings)!r}).read())\n', 1
+    )
+    nbformat.write(notebook, tmp_path / "05_transformer_encoder.ipynb")
+    solved = _run(folder, {"05_transformer_encoder.ipynb": tmp_path / "05_transformer_encoder.ipynb"})
     points = sum(exercise.points for exercise in EXERCISES.values() if exercise.id.startswith("05."))
+    tests = {test["number"]: test for test in solved["tests"]}
+    # The file is not there in the sandbox: 05.2 (and 05.3, which calls it) raise FileNotFoundError, and no seed
+    # reaches the feedback.
+    assert solved["score"] == tests["05.1"]["max_score"] and tests["05.1"]["status"] == "passed", solved
+    assert settings.exists() and '"seed"' not in json.dumps(solved) and "FileNotFoundError" in tests["05.2"]["output"]
+    solved = _run(folder, {"05_transformer_encoder.ipynb": ROOT / "notebooks" / "05_transformer_encoder.ipynb"})
     assert solved["score"] == points, solved
-    assert {test["number"] for test in solved["tests"]} == {key for key in EXERCISES if key.startswith("05.")}
-    assert all(test["status"] == "passed" and test["score"] == test["max_score"] for test in solved["tests"])
     empty = _run(folder, {})
     assert empty["score"] == 0 and "no notebook (.ipynb) was submitted" in empty["output"]
     anonymous = _run(folder, {"05_transformer_encoder.ipynb": ROOT / "notebooks" / "05_transformer_encoder.ipynb"},

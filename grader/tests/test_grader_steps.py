@@ -582,12 +582,81 @@ def test_the_source_policy_refuses_what_builds_code_or_reaches_internals(source,
         "if __name__ == '__main__':\n    print('run')",
         "with open('notes.txt', 'w') as file:\n    file.write('scratch')",
         "print(getattr(model, 'name', None))",
+        # Honest code the allow-list must know: the protocol's special names, a frozen dataclass's own setter, a
+        # literal format template, a parameter named like a refused built-in, the allowed libraries' public names.
+        "class Refused(Exception):\n    def __init__(self, message):\n        super().__init__(message)",
+        "from dataclasses import dataclass\n@dataclass(frozen=True)\nclass Pair:\n    left: int\n"
+        "    def __post_init__(self):\n        object.__setattr__(self, 'right', self.left + 1)",
+        "ROW = '{:>5} {:.3f}'\ndef f(x):\n    return ROW.format(x.shape[0], x.mean()) + '{}'.format(type(x).__name__)",
+        "def f(input, vars=None):\n    return input + 1",
+        "import numpy as np\ndef f(x):\n    return np.linalg.norm(np.random.default_rng(0).random(3)) + np.sum(x)",
+        "import numpy.linalg as linear\nfrom numpy.random import default_rng\ndef f(x):\n"
+        "    return linear.norm(x) + default_rng(0).random()",
+        "import re, string\nWORD = re.compile(r'\\w+')\ndef f(text):\n"
+        "    return WORD.findall(text.translate(str.maketrans('', '', string.punctuation)))",
+        "from scipy.special import logsumexp\nimport scipy.stats as stats\ndef f(x):\n"
+        "    return logsumexp(x) + stats.norm.cdf(0.0)",
+        "class Key:\n    __slots__ = ('a',)\n    __hash__ = None",
+        "def f(xs):\n    return [y for x in xs if (y := 2 * x)]",
+        "best = lambda xs, k=3: sorted(xs, key=lambda v: -v)[:k]",
+        "import numpy as np\nWEIGHTS = np.load('weights.npy')",
+        "from collections import Counter\nfrom heapq import nlargest\ndef f(words):\n"
+        "    return nlargest(2, Counter(words).items(), key=lambda item: item[1])",
     ],
 )
 def test_the_source_policy_lets_every_honest_style_through(source):
     from transformer_course_grader.policy import problems_in
 
     assert problems_in(source) == []
+
+
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        # Reached through an allowed module's non-public names, or a module outside the list.
+        ("import os\nmodules = os.sys.modules", "imports os, which graded code may not use"),
+        ("import dataclasses\ndataclasses.builtins.exec('1')", "uses dataclasses.builtins: the module builtins"),
+        ("from numpy import *\nconvert = ctypeslib.as_ctypes", "uses numpy.ctypeslib.as_ctypes: the module"),
+        ("from numpy import ctypeslib", "imports numpy.ctypeslib, which loads files or code"),
+        ("import numpy as np\nW = np.load('w.npy', allow_pickle=True)", "calls numpy.load with pickles allowed"),
+        ("import typing\nhints = typing.get_type_hints(f)", "uses typing.get_type_hints, which loads"),
+        # Attributes read by a computed name, however it is spelled.
+        ("import operator\nget = operator.attrgetter('tb_' + 'frame')", "uses operator.attrgetter"),
+        ("def f():\n    pass\nobject.__setattr__(f, '__co' + 'de__', f)", "calls .__setattr__() with a name computed"),
+        ("import functools\nread = functools.partial(getattr, 1)", "uses getattr without calling it"),
+        ("def f(x):\n    return '{0.__class__}'.format(x)", "holds a format template whose field reads a private"),
+        ("T = '{0'\nT += '.x}'\ndef f(x):\n    return T.format(x)", "formats a template that is not a literal"),
+        # A library module handed around as a value, where its names can no longer be read.
+        ("import numpy as np\ndef helper(module):\n    return module.lib\nhelper(np)", "uses the module np as a value"),
+        ("import numpy as np\nalias = np", "uses the module np as a value"),
+        # Built-ins outside the list, the interpreter's internals as names and attributes.
+        ("answer = input()", "uses input, a built-in which graded code may not use"),
+        ("x = __graded_functions__", "uses __graded_functions__, the interpreter's internals"),
+        ("def g():\n    yield 1\nframe = g().gi_frame", "reads .gi_frame, the interpreter's internals"),
+        ("def f(x):\n    return x._secret", "reads x._secret, a private name your code does not define"),
+        # A name is the program's own only in the scopes where Python binds it.
+        ("def g():\n    eval = len\ndef f():\n    return eval('1')", "calls eval(), which runs code built from data"),
+        ("class A:\n    exec = len\n    def m(self):\n        return exec('1')", "calls exec()"),
+    ],
+)
+def test_the_allow_list_refuses_what_a_word_list_let_through(source, reason):
+    from transformer_course_grader.policy import problems_in
+
+    problems = problems_in(source)
+    assert any(problem.reason.startswith(reason) for problem in problems), problems
+
+
+def test_the_allow_list_reads_a_program_as_a_whole():
+    """A name one statement binds is the program's own in the others: an alias from another cell still stands
+    for its module, a function's private attribute set in another cell is the student's own."""
+    from transformer_course_grader.policy import program_problems
+
+    imports, uses = "import numpy as np", "def f():\n    return np.ctypeslib"
+    assert program_problems([imports, uses])[1][0].reason.startswith("uses numpy.ctypeslib, which loads")
+    assert program_problems([imports, "def f(x):\n    return np.tril(x)"]) == [[], []]
+    cache = "class Table:\n    def __init__(self):\n        self._rows = {}"
+    assert program_problems([cache, "def rows(table):\n    return table._rows"]) == [[], []]
+    assert program_problems(["import mine", "def f():\n    return mine._helper()"], written={"mine"}) == [[], []]
 
 
 def test_every_instructors_solution_passes_the_source_policy():

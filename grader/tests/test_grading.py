@@ -112,6 +112,26 @@ def inserted(notebook, index, source):
     return notebook
 
 
+# Ways past a list of refused words (each passed the policy before it was an allow-list): (prelude, the line in
+# causal_mask that reaches past it), and the reason the allow-list gives.
+ALLOW_LIST_BREAKS = {
+    "os_sys_modules": ("import os\n", "os.sys.modules.get('transformer_course_grader.guard')"),
+    "dataclasses_builtins": ("import dataclasses\n", "dataclasses.builtins.exec('1')"),
+    "attrgetter_frames": ("import operator\n", "operator.attrgetter('tb_' + 'frame')"),
+    "setattr_code": ("def helper():\n    pass\n", "object.__setattr__(helper, '__co' + 'de__', helper)"),
+    "getattr_module": ("", "getattr(np, 'ctypes' + 'lib')"),
+    "module_as_value": ("def helper(module):\n    return module.lib\n", "helper(np)"),
+}
+ALLOW_LIST_REASONS = {
+    "os_sys_modules": "imports os, which graded code may not use",
+    "dataclasses_builtins": "uses dataclasses.builtins: the module builtins, which graded code may not use",
+    "attrgetter_frames": "uses operator.attrgetter, which loads files or code or reads attributes by a computed name",
+    "setattr_code": "calls .__setattr__() with a name computed at run time",
+    "getattr_module": "calls getattr() with a name computed at run time",
+    "module_as_value": "uses the module np as a value",
+}
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
@@ -175,15 +195,9 @@ def graded(tmp_path_factory):
                 ".replace('### BEGIN SOLUTION', '').replace('### END SOLUTION', ''))"
             ),
         ),
-        "uses_network": with_cell(
-            solved,
-            2,
-            (
-                "import socket\n"
-                "def causal_mask(length):\n"
-                f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
-                "    return np.tril(np.ones((length, length), dtype=bool))"
-            ),
+        # The network tried from a lesson cell: the graded kernel's policy refuses `socket` before anything runs.
+        "uses_network": inserted(
+            solved, 2, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).close()"
         ),
         "library_copy": with_cell(
             release, 2, "from transformer_course_grader.references import _causal_reference as causal_mask"
@@ -523,13 +537,22 @@ def graded(tmp_path_factory):
             solved,
             2,
             (
-                "import zlib\n"
                 f"PACKED = {bytes(range(256)) * 20!r}\n"
                 "def causal_mask(length):\n"
-                "    zlib.decompress(PACKED)\n"
+                "    len(PACKED)\n"
                 "    return np.tril(np.ones((length, length), dtype=bool))"
             ),
         ),
+        # What a word list of refused constructs let through: each refused by the allow-list.
+        **{
+            student: with_cell(
+                solved,
+                2,
+                f"{prelude}def causal_mask(length):\n    {reach}\n"
+                "    return np.tril(np.ones((length, length), dtype=bool))",
+            )
+            for student, (prelude, reach) in ALLOW_LIST_BREAKS.items()
+        },
         # Escapes from the sandbox.
         "reads_the_repository": inserted(
             solved, 2, (f"open({str(ROOT / 'notebooks' / '04_self_attention.ipynb')!r}).read()")
@@ -707,8 +730,8 @@ def test_reading_the_instructors_files_fails(graded):
 @needs_sandbox
 def test_the_kernel_has_no_network(graded):
     scores, result = outcome(graded, "uses_network")
-    assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}, (result.isolated, result.problems, result.flags)
-    assert "Connection" in result.exercises[0].message or "unreachable" in result.exercises[0].message
+    assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}, (result.isolated, result.problems, result.flags)
+    assert any("Connection" in problem or "unreachable" in problem for problem in result.problems), result.problems
 
 
 def test_the_librarys_own_function_is_not_the_students_work(graded):
@@ -731,7 +754,9 @@ def test_corrupt_and_missing_notebooks_score_zero_and_the_batch_goes_on(graded):
     assert scores == {"07.1": (0, "error"), "07.2": (0, "error")}
     assert "not a valid notebook" in result.exercises[0].message
     assert outcome(graded, "missing")[0] == {"07.1": (0, "not submitted"), "07.2": (0, "not submitted")}
-    assert len(graded["results"]) == 62  # every folder, the linked one too (a row with the reason)
+    assert len(graded["results"]) == 62 + len(
+        ALLOW_LIST_BREAKS
+    )  # every folder, the linked one too (a row with the reason)
 
 
 def test_reports(graded):
@@ -881,6 +906,7 @@ POLICY = "graded code is run as the notebook shows it, and may not build code or
         ("builtins_swap", "imports builtins"),
         ("meta_path_finder", "uses sys.meta_path"),
         ("compressed_carrier", "holds a constant of 5,120 characters"),
+        *ALLOW_LIST_REASONS.items(),
     ],
 )
 def test_a_program_that_reaches_the_interpreters_internals_is_refused_from_its_source(graded, student, seen):
@@ -933,7 +959,7 @@ def test_the_packages_own_code_earns_nothing_however_it_is_reached(graded, stude
 def test_a_reply_forged_from_the_stack_is_refused_and_flagged(graded):
     """Reading the grader's nonce needs the caller's frame: the source is refused, and the instructor told."""
     scores, result = outcome(graded, "forged_reply")
-    assert scores["07.1"] == (0, "failed") and "uses sys._getframe" in result.exercises[0].message
+    assert scores["07.1"] == (0, "failed") and "sys._getframe, a private name" in result.exercises[0].message
     assert any("stack frames" in flag for flag in result.flags)
 
 

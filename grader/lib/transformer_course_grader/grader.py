@@ -487,21 +487,26 @@ def _not_graded(exercise, program, stub: tuple | None = None) -> tuple[str, str]
             f"the code {name} needs is larger than {slicing.MAX_PROGRAM_CHARACTERS // 2**20} MiB "
             f"({program.characters:,} characters)"
         )
-    for unit in program.units:  # what the function is made of, decided from its source before anything runs
-        if unit.writes_module:
-            problems = policy.problems_in(unit.writes_body)
-            where = f"the module {unit.writes_module}.py that cell {unit.cell + 1} writes, line {{line}}"
-        else:
-            problems = policy.problems_in(unit.text)
-            where = f"cell {unit.cell + 1}, line {{line}}"
-        if problems:
-            problem = problems[0]
-            line = problem.line if unit.writes_module else unit.line + problem.line - 1
-            return "failed", (
-                f"{name} needs {where.format(line=line)}, which {problem.reason}: graded code is run "
-                "as the notebook shows it, and may not build code or reach the interpreter's "
-                "internals (see the course's grading rules)"
-            )
+    # What the function is made of, decided from its source before anything runs: every statement and written
+    # module read together, so that a name one binds is the program's own in the others.
+    texts = [unit.writes_body if unit.writes_module else unit.text for unit in program.units]
+    written = {unit.writes_module for unit in program.units if unit.writes_module}
+    found = {}  # each reason once, where it first occurs, three at most
+    for unit, problems in zip(program.units, policy.program_problems(texts, written)):
+        for problem in problems:
+            if problem.reason not in found and len(found) < 3:
+                if unit.writes_module:
+                    found[problem.reason] = f"the module {unit.writes_module}.py that cell {unit.cell + 1} writes"
+                    found[problem.reason] += f", line {problem.line}"
+                else:
+                    found[problem.reason] = f"cell {unit.cell + 1}, line {unit.line + problem.line - 1}"
+    if found:
+        said = "; and ".join(f"{where}, which {reason}" for reason, where in found.items())
+        return "failed", (
+            f"{name} needs {said}: graded code is run as the notebook shows it, and may not build code or reach "
+            "the interpreter's internals; it may use its own names and the built-ins and modules the course's "
+            "grading rules list"
+        )
     return None
 
 
