@@ -37,6 +37,22 @@ PACKAGE_GREEDY = "import numpy as np\n" + "\n\n".join(
     for function in (decoding._probabilities, decoding._start, decoding._decode, decoding.greedy_decode)
 )
 IMPORT, HEADER, BODY = CAUSAL.split("\n", 2)
+# 03.1's reference with its helper; and that copy's comprehensions written as loops, two independent
+# statements swapped and its names changed (the rewrites a copy may go through mechanically).
+VECTORIZE = (
+    "import re\nimport numpy as np\n\n"
+    + inspect.getsource(references._standardize)
+    + "\n\n"
+    + inspect.getsource(references.REGISTRY["03.1"].reference).replace(
+        references.REGISTRY["03.1"].reference.__name__, "vectorize"
+    )
+)
+VECTORIZE_LOOPS = VECTORIZE[: VECTORIZE.index("def vectorize")] + (
+    "def vectorize(text, vocabulary):\n    ids = []\n    lookup = {}\n"
+    "    for place, token in enumerate(vocabulary):\n        lookup[token] = place\n"
+    "    for token in _standardize(text).split():\n        ids.append(lookup.get(token, 1))\n"
+    '    return np.array(ids, dtype="int64")\n'
+)
 
 CASES = [
     # (name, is a copy, the answer, the student's program)
@@ -66,6 +82,8 @@ CASES = [
         PACKAGE_GREEDY,
         PACKAGE_GREEDY.replace("decoded", "ids").replace("finished", "done"),
     ),
+    ("vectorize: verbatim", True, VECTORIZE, VECTORIZE),
+    ("vectorize: comprehensions as loops, statements reordered, renamed", True, VECTORIZE, VECTORIZE_LOOPS),
     (
         "causal: honest, a loop",
         False,

@@ -5,7 +5,7 @@ statements each graded function needs — and the honest styles the grader's tes
 (each a way past a list of refused words that a submission tried, with a harmless payload). Each is
 given to three policies, and the verdict is "refused" or "runs":
 
-* the grader's allow-list (:func:`transformer_course_grader.policy.program_problems`), decided from the
+* the grader's allow-list (:func:`transformer_course.exercises.policy.program_problems`), decided from the
   source before anything runs;
 * RestrictedPython (``compile_restricted_exec``, then run with its ``safe_builtins``, its
   ``safer_getattr`` guard on every attribute, its write and iteration guards, and an ``__import__`` that
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import nbformat
 
+from transformer_course.exercises.policy import ALLOWED_MODULES, program_problems
 from transformer_course_grader import grader
-from transformer_course_grader.policy import ALLOWED_MODULES, program_problems
 
 ROOT = Path(__file__).resolve().parents[1]
 

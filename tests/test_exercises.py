@@ -1,6 +1,8 @@
 """Student-facing checks: every verdict a student can get, and that none of them is a traceback."""
 
+import contextlib
 import math
+import types
 from pathlib import Path
 
 import keras
@@ -1214,3 +1216,42 @@ def test_a_hint_never_names_a_mistake_that_changes_nothing_on_the_case():
     right = references.REGISTRY["04.6"].reference
     verdict = evaluate("04.6", lambda token_ids, causal: np.asarray(right(token_ids, causal)).astype("int32"))
     assert "should hold bool values" in verdict.message and "Hint" not in verdict.message
+
+
+def test_the_check_says_what_the_grader_would_refuse_as_the_cells_ran():
+    """A right function whose code the grader's source policy refuses is not told ✓: the check reads the
+    cells as this kernel ran them (In [n]) the way the grader reads the notebook, and names what it refuses."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        cells = [
+            "import os\nimport numpy as np",
+            "def causal_mask(length):\n    os.getpid()\n    return np.tril(np.ones((length, length), dtype=bool))",
+            "from transformer_course.exercises import check\ncheck('07.1', causal_mask)",
+        ]
+        outputs = []
+        for cell in cells:
+            with capture_output() as captured:
+                shell.run_cell(cell, store_history=True)
+            outputs.append(captured.stdout)
+        assert outputs[-1].startswith("✗ Exercise 07.1: the public cases match, but the grader would not run this")
+        assert "which imports os, which graded code may not use" in outputs[-1], outputs[-1]
+        with capture_output() as captured:  # the same function without os: ✓
+            shell.run_cell("def causal_mask(length):\n    return np.tril(np.ones((length, length), dtype=bool))",
+                           store_history=True)  # fmt: skip
+            shell.run_cell("check('07.1', causal_mask)", store_history=True)
+        assert captured.stdout.startswith("✓ Exercise 07.1"), captured.stdout
+    finally:
+        InteractiveShell.clear_instance()
+
+
+@contextlib.contextmanager
+def capture_output():
+    """stdout of the statements inside, as ``.stdout``."""
+    import io
+
+    buffer, holder = io.StringIO(), types.SimpleNamespace(stdout="")
+    with contextlib.redirect_stdout(buffer):
+        yield holder
+    holder.stdout = buffer.getvalue()

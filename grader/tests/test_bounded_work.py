@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from transformer_course_grader import slicing
+from transformer_course.exercises import slicing
 from transformer_course_grader.similarity import strip_no_ops
 
 

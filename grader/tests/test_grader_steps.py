@@ -89,7 +89,7 @@ def test_locked_cells_edited_deleted_or_copied_are_restored_and_flagged(release)
 
 
 def test_the_program_of_a_function_is_what_it_needs_as_its_check_cell_sees_it(release):
-    from transformer_course_grader.slicing import program_for
+    from transformer_course.exercises.slicing import program_for
 
     cells = [
         "import numpy as np\nimport transformer_course as tc\nsettings = tc.start_notebook('07')",
@@ -337,8 +337,8 @@ def test_every_package_twin_in_the_registry_is_readable_by_the_similarity_sectio
 
 def _similarity_to_the_package(cells: list, exercise_id: str) -> float:
     """How much of the closest known answer to ``exercise_id`` the program of ``cells`` holds."""
+    from transformer_course.exercises.slicing import program_for
     from transformer_course_grader.similarity import containment, known_answers, normalise, program_text, strip_no_ops
-    from transformer_course_grader.slicing import program_for
 
     program = program_for([*cells, "check()"], len(cells), EXERCISES[exercise_id].function_name)
     tokens = normalise(strip_no_ops(program_text(program)))
@@ -394,6 +394,36 @@ def test_a_copy_whose_every_name_read_passes_through_an_identity_helper_is_still
     assert _similarity_to_the_package(["import numpy as np", "same = lambda value: value", wrapped], "07.1") >= 0.99
 
 
+def test_a_copy_whose_comprehensions_became_loops_and_statements_moved_is_still_a_copy():
+    """03.1's reference with its comprehensions written as loops is still the whole answer (0.66 before
+    comprehensions read as loops), and listed with two independent statements swapped too; an honest answer
+    stays below the threshold."""
+    import inspect
+
+    from transformer_course_grader import references
+    from transformer_course_grader.similarity import SIMILARITY_THRESHOLD
+
+    helper = inspect.getsource(references._standardize)
+    loops = (
+        "def vectorize(text, vocabulary):\n    lookup = {}\n"
+        "    for place, token in enumerate(vocabulary):\n        lookup[token] = place\n"
+        "    ids = []\n    for token in _standardize(text).split():\n        ids.append(lookup.get(token, 1))\n"
+        "    return np.array(ids, dtype='int64')"
+    )
+    imports = "import string\nimport numpy as np"
+    assert _similarity_to_the_package([imports, helper, loops], "03.1") >= 0.99
+    reordered = loops.replace("    lookup = {}\n", "    ids = []\n    lookup = {}\n", 1).replace(
+        "    ids = []\n    for token", "    for token"
+    )
+    assert reordered != loops
+    assert _similarity_to_the_package([imports, helper, reordered], "03.1") >= SIMILARITY_THRESHOLD
+    honest = (
+        "def vectorize(text, vocabulary):\n    words = text.lower().split()\n"
+        "    return np.array([vocabulary.index(w) if w in vocabulary else 1 for w in words])"
+    )
+    assert _similarity_to_the_package(["import numpy as np", honest], "03.1") < SIMILARITY_THRESHOLD
+
+
 def test_copies_of_the_package_are_listed_however_they_are_spread_or_renamed():
     """A copy pasted below the untouched stub, one under other names and import aliases, and one with its
     helpers in other cells: each is as close to the package's own implementation as the package itself."""
@@ -433,7 +463,7 @@ def test_copies_of_the_package_are_listed_however_they_are_spread_or_renamed():
 
 
 def _program_texts(cells, function_name="f"):
-    from transformer_course_grader.slicing import program_for
+    from transformer_course.exercises.slicing import program_for
 
     program = program_for([*cells, "check()"], len(cells), function_name)
     assert program.missing is None and program.package_import is None, (program.missing, program.package_import)
@@ -458,7 +488,7 @@ def test_a_star_import_comes_with_a_function_that_reads_a_name_it_may_bind():
         ["import numpy as np", "from transformer_course.plots import *", "def f(n):\n    return np.eye(n)"]
     ) == ["import numpy as np", "def f(n):\n    return np.eye(n)"]
     # ...and one that binds the name the function reads is the package's code.
-    from transformer_course_grader.slicing import program_for
+    from transformer_course.exercises.slicing import program_for
 
     program = program_for(
         ["from transformer_course.masks import *", "def f(n):\n    return causal_mask(n)", "c"], 2, "f"
@@ -468,7 +498,7 @@ def test_a_star_import_comes_with_a_function_that_reads_a_name_it_may_bind():
 
 @pytest.mark.parametrize("magics", ["%%time\n", "%%capture output\n", "%%capture\n%%time\n", "%%timeit -n1 -r1\n"])
 def test_a_cell_magic_that_runs_its_body_as_python_is_read_as_that_body(magics):
-    from transformer_course_grader.slicing import parse_cells
+    from transformer_course.exercises.slicing import parse_cells
 
     cell = magics + "import numpy as np\ndef f(n):\n    return np.eye(n)"
     assert _program_texts([cell]) == ["import numpy as np", "def f(n):\n    return np.eye(n)"]
@@ -488,7 +518,7 @@ def test_a_cell_magic_that_runs_its_body_as_python_is_read_as_that_body(magics):
     ],
 )
 def test_a_module_written_with_open_comes_with_the_function_that_imports_it(writer):
-    from transformer_course_grader.slicing import program_for
+    from transformer_course.exercises.slicing import program_for
 
     text = "import numpy as np\ndef lower(n):\n    return np.tril(np.ones((n, n), dtype=bool))\n"
     cells = [writer.format(text=text), "import helpers\ndef f(n):\n    return helpers.lower(n)", "check()"]
@@ -508,7 +538,7 @@ def test_a_global_counter_keeps_its_initial_value():
 def test_the_slicer_is_bounded_in_statements_and_time():
     """20,000 statements read in a few seconds (it was 83 s: each name's binding was searched linearly); more
     are refused with the reason; a budget stops a long reading."""
-    from transformer_course_grader.slicing import MAX_STATEMENTS, SlicingTooLong, parse_cells, program_for
+    from transformer_course.exercises.slicing import MAX_STATEMENTS, SlicingTooLong, parse_cells, program_for
 
     many = "\n".join(f"x{number} = x{number - 1} + 1" if number else "x0 = 0" for number in range(MAX_STATEMENTS - 1))
     parsed = parse_cells([many, "def f(n):\n    return n + x100"])
@@ -557,7 +587,7 @@ def test_the_slicer_is_bounded_in_statements_and_time():
     ],
 )
 def test_the_source_policy_refuses_what_builds_code_or_reaches_internals(source, reason):
-    from transformer_course_grader.policy import problems_in
+    from transformer_course.exercises.policy import problems_in
 
     problems = problems_in(source)
     assert any(problem.reason.startswith(reason) for problem in problems), problems
@@ -605,7 +635,7 @@ def test_the_source_policy_refuses_what_builds_code_or_reaches_internals(source,
     ],
 )
 def test_the_source_policy_lets_every_honest_style_through(source):
-    from transformer_course_grader.policy import problems_in
+    from transformer_course.exercises.policy import problems_in
 
     assert problems_in(source) == []
 
@@ -640,7 +670,7 @@ def test_the_source_policy_lets_every_honest_style_through(source):
     ],
 )
 def test_the_allow_list_refuses_what_a_word_list_let_through(source, reason):
-    from transformer_course_grader.policy import problems_in
+    from transformer_course.exercises.policy import problems_in
 
     problems = problems_in(source)
     assert any(problem.reason.startswith(reason) for problem in problems), problems
@@ -649,7 +679,7 @@ def test_the_allow_list_refuses_what_a_word_list_let_through(source, reason):
 def test_the_allow_list_reads_a_program_as_a_whole():
     """A name one statement binds is the program's own in the others: an alias from another cell still stands
     for its module, a function's private attribute set in another cell is the student's own."""
-    from transformer_course_grader.policy import program_problems
+    from transformer_course.exercises.policy import program_problems
 
     imports, uses = "import numpy as np", "def f():\n    return np.ctypeslib"
     assert program_problems([imports, uses])[1][0].reason.startswith("uses numpy.ctypeslib, which loads")

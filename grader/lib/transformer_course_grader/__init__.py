@@ -8,8 +8,10 @@ and ``gradescope-autograder`` (:mod:`.cli`).
 * :mod:`.markup` — nbgrader's cell metadata and markers in the source notebooks: solution regions,
   hidden-test regions, locked cells with checksums; :func:`.markup.release_notebook` makes the
   student version.
-* :mod:`.slicing` — reads a submission's cells, never running them: the statements each graded
-  function needs (its definition, the helpers, constants and imports it uses).
+* :mod:`transformer_course.exercises.slicing` and :mod:`transformer_course.exercises.policy` (in the
+  course package, so that a student's ``check`` reads the code as the grader does) — read a
+  submission's cells, never running them: the statements each graded function needs (its
+  definition, the helpers, constants and imports it uses), and whether they may run (an allow-list).
 * :mod:`.protocol` — the wire format between the grader and the kernels: values never as
   pickles; graded functions as the source of those statements; and the one conversion of
   results (tensors to arrays) that ``check`` shares.

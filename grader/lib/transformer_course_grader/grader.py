@@ -7,7 +7,7 @@ release. For every student and released notebook the grader
 2. compares every locked cell with the release by nbgrader checksum; an edited or deleted one is
    restored from the release and the report says so;
 3. reads, for each exercise, the top-level statements its function needs as the check cell sees
-   it (:mod:`.slicing`: its last definition before the check, the helpers, constants and imports
+   it (``exercises.slicing``: its last definition before the check, the helpers, constants and imports
    it uses); a function that needs a statement importing the course package scores 0;
 4. runs the notebook in a sandboxed kernel (:mod:`.sandbox`), as the student did (its errors are
    reported; nothing is taken from it);
@@ -47,11 +47,11 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from transformer_course.exercises import EXERCISES
+from transformer_course.exercises import EXERCISES, policy, slicing
 from transformer_course.exercises.values import encode
 from transformer_course.tooling import write_text_atomically
 
-from . import inspection, policy, protocol, references, slicing, written
+from . import inspection, protocol, references, written
 from .markup import exercise_id_of, locked_cells
 from .reports import points_sum, report_texts
 from .safe_text import display_name
@@ -79,7 +79,7 @@ __all__ = [
 # code and text a student wrote — may hold at most MAX_SOURCE_BYTES, far more than any honest work.
 MAX_SUBMISSION_BYTES = 200 * 2**20
 MAX_SOURCE_BYTES = 8 * 2**20
-SLICING_SHARE = 0.25  # the share of the notebook's limit that reading its code (:mod:`.slicing`) may take
+SLICING_SHARE = 0.25  # the share of the notebook's limit that reading its code (``exercises.slicing``) may take
 
 
 class SubmissionError(ValueError):
@@ -361,7 +361,7 @@ def release_facts(release) -> ReleaseFacts:
 
 
 def _program_statements(program) -> tuple:
-    """What a :class:`.slicing.Program` runs in the graded kernel: its statements' text, a written module's
+    """What a ``exercises.slicing.Program`` runs in the graded kernel: its statements' text, a written module's
     body with each; equal tuples run the same code."""
     return tuple((unit.text, unit.writes_module, unit.writes_body) for unit in program.units)
 
@@ -444,7 +444,7 @@ def _flag_reaches(submission, release, flags: list) -> None:
 
 
 def _programs(submission, exercises, budget_seconds: float | None = None) -> dict:
-    """exercise id -> the :class:`.slicing.Program` of its function, read from the submission's cells.
+    """exercise id -> the ``exercises.slicing.Program`` of its function, read from the submission's cells.
 
     Raises:
         slicing.SlicingTooLong: past the slicer's statement cap or ``budget_seconds``.
@@ -487,26 +487,9 @@ def _not_graded(exercise, program, stub: tuple | None = None) -> tuple[str, str]
             f"the code {name} needs is larger than {slicing.MAX_PROGRAM_CHARACTERS // 2**20} MiB "
             f"({program.characters:,} characters)"
         )
-    # What the function is made of, decided from its source before anything runs: every statement and written
-    # module read together, so that a name one binds is the program's own in the others.
-    texts = [unit.writes_body if unit.writes_module else unit.text for unit in program.units]
-    written = {unit.writes_module for unit in program.units if unit.writes_module}
-    found = {}  # each reason once, where it first occurs, three at most
-    for unit, problems in zip(program.units, policy.program_problems(texts, written)):
-        for problem in problems:
-            if problem.reason not in found and len(found) < 3:
-                if unit.writes_module:
-                    found[problem.reason] = f"the module {unit.writes_module}.py that cell {unit.cell + 1} writes"
-                    found[problem.reason] += f", line {problem.line}"
-                else:
-                    found[problem.reason] = f"cell {unit.cell + 1}, line {unit.line + problem.line - 1}"
-    if found:
-        said = "; and ".join(f"{where}, which {reason}" for reason, where in found.items())
-        return "failed", (
-            f"{name} needs {said}: graded code is run as the notebook shows it, and may not build code or reach "
-            "the interpreter's internals; it may use its own names and the built-ins and modules the course's "
-            "grading rules list"
-        )
+    refused = policy.refusal(program, exercise.function_name)  # decided from its source before anything runs
+    if refused:
+        return "failed", refused
     return None
 
 

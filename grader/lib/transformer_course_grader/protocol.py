@@ -5,7 +5,7 @@ an object the student's runtime produced:
 
 1. The student's kernel runs the notebook, as the student did; nothing is taken from it.
 2. The grader reads the submission's cells and finds, for each exercise, the top-level statements
-   its function needs (:mod:`.slicing`). A second kernel, whose copy of the package holds only this
+   its function needs (``exercises.slicing``). A second kernel, whose copy of the package holds only this
    module, the audit hook of :mod:`.guard`, the value format and the exercises' ``NextTokenTable``
    (:func:`.sandbox.graded_snapshot`), runs those statements (:func:`program_code`) and calls the
    function on the grader's cases (:func:`request_code`). A statement or a call that names any
@@ -45,7 +45,7 @@ def program_code(exercise_id: str, function_name: str, statements: list, written
         exercise_id: str, ``"NN.k"``.
         function_name: str, the graded function.
         statements: list of ``(cell index, first line, text)``, in notebook order
-            (:func:`.slicing.program_for`).
+            (``exercises.slicing.program_for``).
         written: {file name: text} of every module the notebook writes with ``%%writefile``.
 
     The kernel compiles the statements (file ``<cell N>``), installs the audit hook of

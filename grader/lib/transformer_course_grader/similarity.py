@@ -3,7 +3,7 @@
 A heuristic, for the instructor to read, never a score. A copy with the names changed and the
 comments rewritten is still a copy. What is compared for an exercise is its **program**: the graded
 function and the statements it needs — its helpers (in other cells, or in a module the notebook
-wrote), constants and imports (:mod:`.slicing`) — not whole cells, so an answer spread over cells
+wrote), constants and imports (``exercises.slicing``) — not whole cells, so an answer spread over cells
 and a copy pasted below the untouched stub are compared whole, and nothing else dilutes them. A
 program is **normalised** with Python's own tokenizer: comments, docstrings and blank lines are
 dropped, every local name becomes ``N``, every number ``0`` and every string ``S``; keywords,
@@ -11,14 +11,17 @@ operators, attribute names (``.tril``) and builtins (``range``) are kept, becaus
 solution *does*, and an imported name is **resolved** to what it imports (``np.tril``,
 ``numpy.tril`` and ``tril`` after ``from numpy import tril`` read alike). Two programs are compared
 by the **Jaccard similarity** of their sets of 5-token sequences (shingles): 1.0 for the same code
-under other names, near 0 for unrelated code. The package's implementation is read two ways, its
+under other names, near 0 for unrelated code; independent statements in another order break only the
+sequences that cross their edges. The package's implementation is read two ways, its
 function alone and its function with the helpers and imports of its module that it uses, and a
 program is as close to it as to the closer of the two.
 
 Before a program is normalised, statements that change nothing are **dropped** (:func:`strip_no_ops`):
 ``pass``, a bare constant or name, and an assignment in a function to a local name that nothing in
-it reads — padding that would dilute a copy; and the program's own identity helpers are inlined (a
-function that returns its one argument, through which a copy may pass every name it reads).
+it reads — padding that would dilute a copy; the program's own identity helpers are inlined (a
+function that returns its one argument, through which a copy may pass every name it reads); and each
+list, set or dict comprehension is written as the loop it stands for, so that a copy whose loops
+became comprehensions (or the other way round) reads as the copy it is.
 
 Every exercise is compared with **known answers** (:func:`known_answers`): the package's
 implementation where there is one (its ``twin`` in the grader's registry,
@@ -181,13 +184,14 @@ def containment(answer, program) -> float:
 
 
 def program_text(program) -> str:
-    """The code of a :class:`.slicing.Program`: its statements, a written module's text in place of the magic."""
+    """The code of a ``exercises.slicing.Program``: its statements, a written module's text in place of the magic."""
     return "\n".join(unit.writes_body if unit.writes_module else unit.text for unit in program.units)
 
 
 def strip_no_ops(source: str) -> str:
     """``source`` without the statements that change nothing: ``pass``, a bare constant or name, and, in a
-    function, an assignment to a local name that nothing in the function reads (repeated until none is left).
+    function, an assignment to a local name that nothing in the function reads (repeated until none is left);
+    its identity helpers inlined and its comprehensions written as loops (the normal form compared).
 
     Returns ``source`` unchanged where it does not parse.
 
@@ -272,12 +276,87 @@ def strip_no_ops(source: str) -> str:
         function.body = prune(function.body) or [ast.Pass()]
 
     try:
-        tree = _inline_identities(tree)
+        tree = _comprehensions_as_loops(_inline_identities(tree))
         for function in [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]:
             strip(function)
         return ast.unparse(tree)
     except (RecursionError, ValueError):
         return source
+
+
+def _comprehensions_as_loops(tree):
+    """``tree`` with each list, set and dict comprehension of a simple statement written as the loop it stands
+    for: ``x = [f(a) for a in b if c]`` reads as ``x = []``, ``for a in b:``, ``if c:``, ``x.append(f(a))``,
+    and one inside an expression (``return np.array([... for ...])``) as such a loop into a list of its own,
+    just before its statement. A copy whose loops became comprehensions, or the other way round, reads as
+    the copy it is; honest programs are only read, never run, so nothing they compute changes."""
+    import ast
+
+    simple = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)
+    comprehensions = (ast.ListComp, ast.SetComp, ast.DictComp)
+    counter = iter(range(1 << 30))
+
+    def outermost(statement) -> list:
+        """The comprehensions of a simple statement's own expressions, not those nested in another or a lambda."""
+        found, stack = [], [statement]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, comprehensions):
+                found.append(node)
+            elif not isinstance(node, (ast.Lambda, ast.GeneratorExp)):
+                stack.extend(ast.iter_child_nodes(node))
+        return found
+
+    def as_loop(comprehension, name: str) -> list:
+        target = ast.Name(name, ast.Load())
+        if isinstance(comprehension, ast.DictComp):
+            empty = ast.Dict([], [])
+            inner = ast.Assign([ast.Subscript(target, comprehension.key, ast.Store())], comprehension.value)
+        else:
+            add = "append" if isinstance(comprehension, ast.ListComp) else "add"
+            empty = ast.List([], ast.Load()) if add == "append" else ast.Call(ast.Name("set", ast.Load()), [], [])
+            inner = ast.Expr(ast.Call(ast.Attribute(target, add, ast.Load()), [comprehension.elt], []))
+        for generator in reversed(comprehension.generators):
+            for condition in reversed(generator.ifs):
+                inner = ast.If(condition, [inner], [])
+            inner = ast.For(generator.target, generator.iter, [inner], [])
+        return [ast.Assign([ast.Name(name, ast.Store())], empty), inner]
+
+    def rewrite(body: list) -> list:
+        written = []
+        for statement in body:
+            for field_name in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, field_name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(statement, field_name, rewrite(inner))
+            if isinstance(statement, ast.Try):
+                for handler in statement.handlers:
+                    handler.body = rewrite(handler.body)
+            if not isinstance(statement, simple):
+                written.append(statement)
+                continue
+            if (
+                isinstance(statement, ast.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and isinstance(statement.value, comprehensions)
+            ):
+                written += as_loop(statement.value, statement.targets[0].id)  # x = [...]: the loop fills x
+                continue
+            for comprehension in outermost(statement):
+                name = f"comprehension_{next(counter)}"
+                written += as_loop(comprehension, name)
+                for parent in ast.walk(statement):  # the comprehension's place now reads its list
+                    for field_name, value in ast.iter_fields(parent):
+                        if value is comprehension:
+                            setattr(parent, field_name, ast.Name(name, ast.Load()))
+                        elif isinstance(value, list):
+                            value[:] = [ast.Name(name, ast.Load()) if item is comprehension else item for item in value]
+            written.append(statement)
+        return written
+
+    tree.body = rewrite(tree.body)
+    return ast.fix_missing_locations(tree)
 
 
 def _inline_identities(tree):
@@ -370,7 +449,7 @@ def known_answers(exercise_id: str) -> tuple:
     reference = registration.reference if registration else None
     name = getattr(reference, "__name__", "")
     if name.isidentifier():
-        from .slicing import program_for
+        from transformer_course.exercises.slicing import program_for
 
         program = program_for(_parsed_references(), 1, name)
         if not program.missing:
@@ -386,7 +465,7 @@ def _source_notebook(path):
     """A source notebook and its cells read by the slicer, once for all of its exercises."""
     import nbformat
 
-    from .slicing import parse_cells
+    from transformer_course.exercises.slicing import parse_cells
 
     notebook = nbformat.read(path, as_version=4)
     return notebook, parse_cells([cell.source if cell.cell_type == "code" else "" for cell in notebook.cells])
@@ -395,8 +474,9 @@ def _source_notebook(path):
 @cache
 def _parsed_references():
     """The grader's references module, read once by the slicer for every exercise's known answer."""
+    from transformer_course.exercises.slicing import parse_cells
+
     from . import references
-    from .slicing import parse_cells
 
     return parse_cells([inspect.getsource(references)])
 
@@ -411,9 +491,9 @@ def _instructors_solution(exercise_id: str) -> tuple:
         return ()
     try:
         from transformer_course.exercises import EXERCISES
+        from transformer_course.exercises.slicing import program_for
 
         from .markup import exercise_id_of
-        from .slicing import program_for
 
         notebook, parsed = _source_notebook(paths[0])
         check = next(
@@ -471,7 +551,7 @@ def _package_source(module_name: str, qualified: str) -> tuple[str, str]:
 def _package_tokens(exercise_id: str) -> tuple:
     """The package's implementation of an exercise, read two ways: its function alone, and as a program
     (the function with its module's helpers and imports). Empty where there is none."""
-    from .slicing import program_for
+    from transformer_course.exercises.slicing import program_for
 
     target = package_twin(exercise_id)
     if target is None:

@@ -32,6 +32,7 @@ from .compare import compare_outputs
 
 __all__ = [
     "check",
+    "refused_as_run",
     "evaluate",
     "show_case",
     "Verdict",
@@ -156,14 +157,61 @@ def check(exercise_id: str, candidate) -> None:
         … Exercise 04.2: expected a function ...
     """
     verdict = evaluate(exercise_id, candidate)
-    if verdict.passed:
+    refused = refused_as_run(exercise_id) if verdict.status != "not attempted" else None
+    if verdict.passed and refused is None:
         count = len(public_cases(exercise_id))
         print(
             f"✓ Exercise {exercise_id}: {EXERCISES[exercise_id].title} — all {count} public cases match. "
             f"Graded on new cases of the same kind ({verdict.max_points} points)."
         )
+    elif verdict.passed:
+        print(f"✗ Exercise {exercise_id}: the public cases match, but the grader would not run this code (0 points): "
+              f"{refused}")  # fmt: skip
     else:
         print(verdict)
+        if refused is not None:
+            print(f"  The grader would not run this code either: {refused}")
+
+
+def refused_as_run(exercise_id: str, cells: list | None = None) -> str | None:
+    """Why the grader would refuse the code of exercise ``exercise_id``'s function, read from the cells as run.
+
+    The grader reads the statements the function needs from the submitted notebook and runs them only if
+    they pass its source policy (:mod:`.policy`); this reads the same statements from the cells this
+    kernel ran (IPython's input history, ``In [n]``), so a student meets the refusal at the check, not
+    in the grade.
+
+    Args:
+        exercise_id: str, e.g. ``"04.1"``.
+        cells: the cells' sources in the order they ran, the check cell last; default: IPython's history
+            (outside IPython: nothing to read, None).
+
+    Returns:
+        str or None: the grader's reason, naming the cells as ``In [n]``; None when it would run the code,
+        or the history cannot be read (this never raises).
+
+    Example:
+        >>> cells = ["", "import os", "def causal_mask(n):\\n    return os.getpid()", "check('07.1', causal_mask)"]
+        >>> print(refused_as_run("07.1", cells))  # doctest: +ELLIPSIS
+        `causal_mask` needs In [1], line 1, which imports os, which graded code may not use ...
+    """
+    from . import policy, slicing
+
+    try:
+        if cells is None:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            if shell is None:
+                return None
+            cells = list(shell.history_manager.input_hist_raw)  # In [n] is cells[n]; the running cell last
+        name = EXERCISES[exercise_id].function_name
+        program = slicing.program_for(slicing.parse_cells(cells, budget_seconds=2.0), len(cells) - 1, name)
+        if program.missing:
+            return None
+        return policy.refusal(program, name, place=lambda cell: f"In [{cell}]")
+    except Exception:  # noqa: BLE001 - the check's own verdict stands whatever the history holds
+        return None
 
 
 def _shown(value, indent="    ", full=True) -> str:

@@ -51,6 +51,7 @@ __all__ = [
     "Problem",
     "problems_in",
     "program_problems",
+    "refusal",
     "MAX_CONSTANT_CHARACTERS",
     "ALLOWED_BUILTINS",
     "ALLOWED_MODULES",
@@ -723,3 +724,37 @@ def problems_in(text: str) -> list[Problem]:
         list of :class:`Problem` (:func:`program_problems` of that one text).
     """
     return program_problems([text])[0]
+
+
+def refusal(program, function_name: str, place=lambda cell: f"cell {cell + 1}") -> str | None:
+    """Why the grader refuses to run a graded function's program, in words a student can act on; None if it runs.
+
+    Args:
+        program: the :class:`.slicing.Program` of the function (its statements and the modules they write).
+        function_name: str, the graded function's name.
+        place: cell index -> how the message names that cell (the grader: ``cell 3``; a student's check,
+            which reads the cells as they were run: ``In [7]``).
+
+    Returns:
+        str or None: up to three reasons, each with its cell and line, then what graded code may use.
+    """
+    texts = [unit.writes_body if unit.writes_module else unit.text for unit in program.units]
+    written = {unit.writes_module for unit in program.units if unit.writes_module}
+    found = {}  # each reason once, where it first occurs, three at most
+    for unit, problems in zip(program.units, program_problems(texts, written)):
+        for problem in problems:
+            if problem.reason not in found and len(found) < 3:
+                if unit.writes_module:
+                    found[problem.reason] = (
+                        f"the module {unit.writes_module}.py that {place(unit.cell)} writes, line {problem.line}"
+                    )
+                else:
+                    found[problem.reason] = f"{place(unit.cell)}, line {unit.line + problem.line - 1}"
+    if not found:
+        return None
+    said = "; and ".join(f"{where}, which {reason}" for reason, where in found.items())
+    return (
+        f"`{function_name}` needs {said}: graded code is run as the notebook shows it, and may not build code or "
+        "reach the interpreter's internals; it may use its own names and the built-ins and modules the course's "
+        "grading rules list"
+    )
