@@ -594,8 +594,17 @@ def graded(tmp_path_factory):
     out = root / "report"
     os.environ["GRADER_SECRET"] = "s3cr3t-token"  # in the grader's environment, never in a kernel's
     try:
+        # With the whole notebooks run too (--run-notebooks), so that what that run reports is tested.
         results = grade_folder(
-            submissions, out, release_dir, LIMITS, workers=2, progress=False, seed=SEED, sandbox=SANDBOX
+            submissions,
+            out,
+            release_dir,
+            LIMITS,
+            workers=2,
+            progress=False,
+            seed=SEED,
+            sandbox=SANDBOX,
+            run_notebooks=True,
         )
     finally:
         del os.environ["GRADER_SECRET"]
@@ -645,7 +654,7 @@ def test_untouched_release_scores_zero_not_attempted(graded):
 
 def test_an_untouched_stub_is_not_called_and_a_stub_rebound_later_is(graded, monkeypatch):
     """An exercise whose program is exactly the release's (the stub) is "not attempted" without its graded
-    calls, so an untouched notebook needs no second kernel; a stub whose name a later cell binds to an answer is
+    calls, so an untouched notebook needs no kernel at all; a stub whose name a later cell binds to an answer is
     the student's program, and it is called."""
     from transformer_course_grader import grader
 
@@ -654,7 +663,7 @@ def test_an_untouched_stub_is_not_called_and_a_stub_rebound_later_is(graded, mon
     release_path = graded["release_dir"] / "07_tiny.ipynb"
     untouched = grader.grade_notebook("release", release_path, release_path, LIMITS, seed=SEED, sandbox=SANDBOX)
     assert [x.status for x in untouched.exercises] == ["not attempted", "not attempted"], untouched.exercises
-    assert kernels == [{}], "an untouched notebook started a kernel for graded calls"
+    assert kernels == [], "an untouched notebook started a kernel"
     rebound = inserted(
         nbformat.read(release_path, as_version=4),
         3,
@@ -668,7 +677,7 @@ def test_an_untouched_stub_is_not_called_and_a_stub_rebound_later_is(graded, mon
         ("07.1", 1, "passed"),
         ("07.2", 0, "not attempted"),
     ]
-    assert len(kernels) == 3 and kernels[-1] and all(key.startswith("07.1#") for key in kernels[-1]), kernels[-1]
+    assert len(kernels) == 1 and kernels[-1] and all(key.startswith("07.1#") for key in kernels[-1]), kernels[-1]
 
 
 def test_one_wrong_exercise_gives_the_exact_partial_score(graded):
@@ -700,6 +709,32 @@ def test_endless_loop_is_stopped_and_the_rest_graded(graded, tmp_path):
     scores = {x.exercise: (x.points, x.status) for x in result.exercises}
     assert scores == {"07.1": (0, "error"), "07.2": (3, "passed")}
     assert "past the 5 s limit" in result.exercises[0].message, result.exercises[0].message
+
+
+def test_the_score_never_waits_on_the_lessons(graded, tmp_path):
+    """A lesson cell that runs past every limit costs no point: the graded kernel alone decides the score, within
+    the notebook's limit; the whole notebook runs only when asked, after it, and its stop is a flag."""
+    solved = nbformat.read(graded["submissions"] / "full" / "07_tiny.ipynb", as_version=4)
+    (tmp_path / "class" / "long_lessons").mkdir(parents=True)
+    nbformat.write(
+        inserted(solved, 2, "import time\ntime.sleep(3600)"), tmp_path / "class" / "long_lessons" / "07_tiny.ipynb"
+    )
+    for run_notebooks in (False, True):
+        [result] = grade_folder(
+            tmp_path / "class",
+            tmp_path / f"out_{run_notebooks}",
+            graded["release_dir"],
+            ENDLESS_LOOP_LIMITS,
+            progress=False,
+            seed=SEED,
+            sandbox=SANDBOX,
+            run_notebooks=run_notebooks,
+        )
+        scores = {x.exercise: (x.points, x.status) for x in result.exercises}
+        assert scores == {"07.1": (1, "passed"), "07.2": (3, "passed")}, (run_notebooks, result.exercises)
+        # Only the whole notebook's run meets the lesson cell, and reports it: its points are untouched.
+        interrupted = ["cell 3 ran past the 5 s cell limit and was interrupted"]
+        assert result.problems == (interrupted if run_notebooks else []), result.problems
 
 
 def test_memory_hog_is_stopped_with_the_reason(graded):
@@ -1337,17 +1372,15 @@ def test_graded_calls_import_only_the_protocol(tmp_path):
     assert "line 3" in run.stderr  # the protocol and the value format imported; the subject did not
 
 
-def test_one_notebook_limit_covers_both_kernels(graded, tmp_path):
-    """The notebook's own cells use most of its limit; its graded calls get what is left, not a limit of their own.
-
-    Each kernel alone stays well inside the limit (the notebook about 6.5 s, the calls about 4 s of 9), so
-    before one limit covered both, both exercises passed."""
+def test_the_graded_calls_are_held_to_the_notebooks_limit(graded, tmp_path):
+    """Each graded call stays inside the cell limit (0.5 s of 10), but together they pass the notebook's 9 s: the
+    calls left when it runs out score "error" with the reason, whatever the lesson cells take (they do not run)."""
     solved = nbformat.read(graded["submissions"] / "full" / "07_tiny.ipynb", as_version=4)
     slow = with_cell(
         solved,
         2,
-        "import time\ntime.sleep(4)\n"
-        + CAUSAL.replace("def causal_mask(length):\n", "def causal_mask(length):\n    time.sleep(0.5)\n"),
+        "import time\n"
+        + CAUSAL.replace("def causal_mask(length):\n", "def causal_mask(length):\n    time.sleep(2.5)\n"),
     )
     (tmp_path / "class" / "slow").mkdir(parents=True)
     nbformat.write(slow, tmp_path / "class" / "slow" / "07_tiny.ipynb")

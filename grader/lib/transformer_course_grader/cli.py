@@ -159,6 +159,7 @@ def _command_grade(arguments) -> int:
             written_scores=written_scores,
             notebooks=arguments.notebooks,
             deadline=_deadline(arguments),
+            run_notebooks=arguments.run_notebooks,
         )
     except (
         FileNotFoundError,
@@ -367,7 +368,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     grade.add_argument("--workers", type=int, default=1, help="notebooks graded at once (default: 1)")
     grade.add_argument("--cell-timeout", type=float, default=60, help="seconds per cell or graded call (default: 60)")
-    grade.add_argument("--notebook-timeout", type=float, default=600, help="seconds per notebook (default: 600)")
+    grade.add_argument(
+        "--notebook-timeout",
+        type=float,
+        default=600,
+        help="seconds per notebook for reading its code and calling its graded functions, and, with "
+        "--run-notebooks, for the whole notebook's run (default: 600)",
+    )
+    grade.add_argument(
+        "--run-notebooks",
+        action="store_true",
+        help="also run each submission's whole notebook, after its graded functions, to report which cells "
+        "raise or time out (flags only: no score depends on it; a class takes several times longer)",
+    )
     grade.add_argument(
         "--memory-mb",
         type=int,

@@ -684,8 +684,14 @@ def grade_notebook(
     sandbox: bool = True,
     release=None,
     facts: ReleaseFacts | None = None,
+    run_notebook: bool = False,
 ) -> NotebookResult:
     """Grade one submitted notebook against its released version; never raises for the submission.
+
+    The score comes from one kernel alone, the graded one: it runs the statements each graded function
+    needs and calls it on the cases, within the notebook's limit (the reading of its code included). The
+    whole notebook, lesson cells and all, runs only with ``run_notebook``, after the graded kernel and under
+    a limit of its own: its errors and stops are reported and flagged, and never cost a point.
 
     Args:
         student: str, the student's name (their folder).
@@ -698,6 +704,8 @@ def grade_notebook(
             code the instructor trusts.
         release: the released notebook, already read (else it is read from ``release_path``).
         facts: :func:`release_facts` of it, already worked out (else worked out here).
+        run_notebook: bool, also run the whole notebook in a kernel of its own, as the student did, to
+            report its errors (which cells raise, whether it runs to the end); no score depends on it.
 
     Returns:
         :class:`NotebookResult`.
@@ -756,7 +764,7 @@ def grade_notebook(
     }
     _flag_reaches(submission, release, outcome.flags)
     _restore_locked_cells(submission, release, outcome.flags)
-    deadline = time.monotonic() + limits.notebook_seconds  # one notebook limit: the reading and both kernels
+    deadline = time.monotonic() + limits.notebook_seconds  # one limit: the reading and the graded kernel
     try:
         programs = _programs(submission, exercises, budget_seconds=limits.notebook_seconds * SLICING_SHARE)
     except slicing.SlicingTooLong as error:  # the written answers, collected above, are still listed
@@ -775,10 +783,8 @@ def grade_notebook(
     written_modules = {name: text for program in programs.values() for name, text in program.writefiles().items()}
 
     env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
-    # 1. The student's kernel runs the notebook, as the student did (its errors are reported).
-    run = run_submission(submission, {}, limits, env, sandbox=sandbox)
-    # 2. A second kernel, where the package holds only the protocol, runs the statements each graded
-    #    function needs (its source, never an object of the first kernel) and calls it on the cases.
+    # 1. A kernel where the package holds only the protocol runs the statements each graded function needs
+    #    (its source, never an object of another kernel) and calls it on the cases: it alone decides the score.
     cases, requests = {}, {}
     for exercise in exercises:
         cases[exercise.id] = []
@@ -796,29 +802,33 @@ def grade_notebook(
     left = deadline - time.monotonic()
     if requests and left < 1:
         graded = SandboxResult(
-            isolated=run.isolated,
-            stopped=f"the notebook used its {limits.notebook_seconds:.0f} s "
-            "limit before its graded functions were called",
+            isolated=sandbox,
+            stopped=f"reading the notebook's code used its {limits.notebook_seconds:.0f} s limit before its "
+            "graded functions were called",
+        )
+    elif requests:
+        graded = run_submission(
+            nbformat.v4.new_notebook(),
+            requests,
+            limits,
+            env,
+            sandbox=sandbox,
+            package=graded_snapshot(),
+            deadline=deadline,
+            programs=False,
         )
     else:
-        graded = (
-            run_submission(
-                nbformat.v4.new_notebook(),
-                requests,
-                limits,
-                env,
-                sandbox=sandbox,
-                package=graded_snapshot(),
-                deadline=deadline,
-                programs=False,
-            )
-            if requests
-            else SandboxResult(isolated=run.isolated)
-        )
-    outcome.problems, outcome.isolated = run.problems + graded.problems, run.isolated and graded.isolated
-    outcome.accounting = run.accounting if run.isolated else None
-    if run.stopped:
-        outcome.flags.append(f"stopped: {run.stopped}")
+        graded = None  # nothing to call: no kernel
+    # 2. Only when asked: the student's kernel runs the whole notebook, as the student did, under a limit of its
+    #    own (its errors are reported; nothing is taken from it, and no score depends on it).
+    run = run_submission(submission, {}, limits, env, sandbox=sandbox) if run_notebook else None
+    kernels = [result for result in (graded, run) if result is not None]
+    outcome.problems = [problem for result in kernels for problem in result.problems]
+    outcome.isolated = all(result.isolated for result in kernels) if kernels else None
+    outcome.accounting = next((result.accounting for result in kernels if result.isolated), None)
+    graded = graded or SandboxResult(isolated=True)
+    if run is not None and run.stopped:
+        outcome.flags.append(f"stopped while running the whole notebook (reported only, no point lost): {run.stopped}")
     if graded.stopped:
         outcome.flags.append(f"stopped while calling the graded functions: {graded.stopped}")
     outcome.exercises = [
@@ -837,7 +847,7 @@ def grade_notebook(
 
 def _grade_job(arguments):
     """Grade one notebook; whatever goes wrong becomes that student's row, never the batch's end."""
-    student, path, release_path, limits, seed, environment, sandbox, release, facts = arguments
+    student, path, release_path, limits, seed, environment, sandbox, release, facts, run_notebook = arguments
     try:
         result = grade_notebook(
             student,
@@ -849,6 +859,7 @@ def _grade_job(arguments):
             sandbox=sandbox,
             release=release,
             facts=facts,
+            run_notebook=run_notebook,
         )
     except BaseException as error:  # RecursionError, MemoryError... one submission, one row
         if isinstance(error, KeyboardInterrupt):
@@ -882,6 +893,7 @@ def grade_folder(
     written_scores: list | None = None,
     notebooks: list[str] | None = None,
     deadline=None,
+    run_notebooks: bool = False,
 ) -> list:
     """Grade every student's notebooks; write ``grades.csv``, ``grades.json``, ``report.md`` to ``out_dir``.
 
@@ -909,6 +921,8 @@ def grade_folder(
             every released notebook. The reports hold only these notebooks' exercises.
         deadline: a :class:`.deadlines.Deadline`: each student's hours late and the share of the
             points kept are recorded, and the reports show the credited total beside the raw one.
+        run_notebooks: bool, also run each submission's whole notebook after its graded functions, under
+            a limit of its own, to report its errors (:func:`grade_notebook`); no score depends on it.
 
     Returns:
         list of :class:`NotebookResult`, sorted by student then notebook.
@@ -976,6 +990,7 @@ def grade_folder(
             sandbox,
             loaded[release.name],
             facts[release.name],
+            run_notebooks,
         )
         for student in students
         for release in releases
