@@ -9,13 +9,13 @@ release. For every student and released notebook the grader
 3. reads, for each exercise, the top-level statements its function needs as the check cell sees
    it (``exercises.slicing``: its last definition before the check, the helpers, constants and imports
    it uses); a function that needs a statement importing the course package scores 0;
-4. runs the notebook in a sandboxed kernel (:mod:`.sandbox`), as the student did (its errors are
-   reported; nothing is taken from it);
-5. runs those statements — their source, never an object of the first kernel — in a second
-   sandboxed kernel where the package holds only the grading protocol
-   (:func:`.sandbox.graded_snapshot`) and an audit hook refuses code built at run time
-   (:mod:`.guard`), and calls the functions there on cases drawn here, at grading time;
-6. compares those outputs with the reference **in this process**, which never runs student code.
+4. runs those statements — their source — in a sandboxed kernel (:mod:`.sandbox`) where the package
+   holds only the grading protocol (:func:`.sandbox.graded_snapshot`) and an audit hook refuses code
+   built at run time (:mod:`.guard`), and calls the functions there on cases drawn here, at grading
+   time: this kernel alone decides the score, within the notebook's limit;
+5. compares those outputs with the reference **in this process**, which never runs student code;
+6. only when asked (``run_notebooks``), runs the whole notebook in a kernel of its own, as the
+   student did, under a limit of its own: its errors are reported, and no score depends on it.
 
 An exercise whose function fails some cases scores the share of its **secret** cases it passes
 (:func:`credited_points`; public cases earn nothing, since they are known in advance, and a wrong
