@@ -932,7 +932,6 @@ def grade_folder(
         SandboxUnavailable: if ``sandbox`` is True and bubblewrap cannot run here (nothing is graded).
         OverrideError, WrittenScoreError: an override or a written score that does not apply
             (the reports are not written).
-        DeadlineError: a student of the class with no submission time (nothing is graded).
     """
     from tqdm.auto import tqdm
 
@@ -962,13 +961,8 @@ def grade_folder(
         from .exports import check_students
 
         check_students(overrides, [display_name(student) for student in everyone])
-    undated = [] if deadline is None else deadline.missing(display_name(student) for student in mine)
-    if undated:
-        from .deadlines import DeadlineError
-
-        raise DeadlineError(
-            f"no submission time for {', '.join(undated)}: the submission-times file must list every student graded"
-        )
+    # A student with no submission time is graded, and their row says so: no late credit is guessed for them.
+    undated = set() if deadline is None else set(deadline.missing(display_name(student) for student in mine))
     if sandbox and not sandbox_available():
         raise SandboxUnavailable(
             "the grading sandbox needs bubblewrap (`bwrap`; Debian/Ubuntu: apt-get install bubblewrap) and "
@@ -1018,7 +1012,13 @@ def grade_folder(
             results.append(row)
     if deadline is not None:
         for result in results:
-            result.hours_late, result.late_share = deadline.credit(result.student)
+            if result.student in undated:
+                result.flags.append(
+                    "no submission time for this student in the submission-times file: graded, with no late credit "
+                    "applied (add their time and grade again)"
+                )
+            else:
+                result.hours_late, result.late_share = deadline.credit(result.student)
     exercise_ids = [item.id for release in releases for item in facts[release.name].items]
     _write_reports(
         results,
