@@ -13,6 +13,7 @@ import transformer_course.exercises as exercises
 from transformer_course import post_training
 from transformer_course.exercises import EXERCISES, check, evaluate
 from transformer_course_grader import evaluate_hidden, references
+from transformer_course_grader.grader import score_in_process
 
 
 def _reference(exercise_id):
@@ -60,6 +61,9 @@ def test_a_right_answer_in_single_precision_passes_the_cases_of_fresh_grading_se
     for seed in range(1000, 1020):
         verdict = evaluate_hidden(exercise_id, answer, seed=seed)
         assert verdict.passed, (seed, verdict.message)
+    for seed in range(3):  # and as grading credits it: every point
+        scored = score_in_process(exercise_id, answer, seed, student="float32")
+        assert scored.points == EXERCISES[exercise_id].points, (seed, scored.message)
 
 
 @pytest.mark.parametrize("exercise_id", list(EXERCISES))
@@ -1148,6 +1152,14 @@ POST_TRAINING_MISTAKES = [
     ("13.4", _grpo("clipped only"), "clipped term alone"),
     ("13.4", _grpo("one mean"), "one mean"),
 ]
+
+
+@pytest.mark.parametrize("exercise_id, mistake, words", USUAL_MISTAKES + POST_TRAINING_MISTAKES)
+def test_a_usual_mistake_keeps_at_most_a_tenth_of_the_points_on_average_over_seeds(exercise_id, mistake, words):
+    """Partial credit only from cases that can show a mistake: the cases a usual mistake gets right are those
+    where it changes nothing (before this rule 28 of 74 kept more than a tenth, 5 a third or more)."""
+    kept = [score_in_process(exercise_id, mistake, seed, student="s").points for seed in range(5)]
+    assert np.mean(kept) <= 0.1 * EXERCISES[exercise_id].points, (words, kept)
 
 
 @pytest.mark.parametrize("exercise_id, mistake, words", POST_TRAINING_MISTAKES)

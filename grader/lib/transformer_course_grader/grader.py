@@ -629,7 +629,15 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
     secret_total = sum(1 for case in cases if case[4])
     secret_passed = secret_total - sum(1 for secret, _ in failures if secret)
     public_failed = sum(1 for secret, _ in failures if not secret)
-    points = credited_points(exercise.points, secret_passed, secret_total, exercise.partial_credit, public_failed)
+    # Partial credit only from cases that can show the mistake: where every wrong case is one usual mistake (its
+    # hint names it on each), the cases passed are those where that mistake changes nothing, and earn nothing.
+    mistakes = {_hint_of(v.detail or v.message) for _, v in failures}
+    one_mistake = None not in mistakes and len(mistakes) == 1
+    points = (
+        0
+        if one_mistake
+        else credited_points(exercise.points, secret_passed, secret_total, exercise.partial_credit, public_failed)
+    )
     if len(failures) == 1 and not points:
         return failures[0][1]
     status = "partial credit" if points else failures[0][1].status
@@ -637,8 +645,51 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
         f"{len(failures)} of {len(cases)} cases wrong ({secret_passed} of {secret_total} secret cases "
         "right): " + "; ".join(v.message for _, v in failures)
     )
+    if one_mistake:
+        message = (
+            f"every wrong case shows one usual mistake (a hint names it), and the cases right are those where it "
+            f"changes nothing, so they earn no partial credit; {message}"
+        )
     detail = "; ".join(v.detail or v.message for _, v in failures)
     return ExerciseResult(exercise.id, points, exercise.points, status, capped(message), detail=capped(detail))
+
+
+def score_in_process(exercise_id: str, candidate, seed: int, student: str = "") -> ExerciseResult:
+    """What grading gives ``candidate`` on exercise ``exercise_id``: the same cases (the public ones and the
+    secret ones drawn for ``student`` from ``seed``), the same judge, the same partial credit.
+
+    For measuring the grading rules on known functions (the references, the usual mistakes): ``candidate`` is
+    called here, in this process, so it must be code you trust; submissions are only ever called in a sandbox.
+
+    Returns:
+        :class:`ExerciseResult` (``points`` the credited points).
+
+    Example:
+        >>> import numpy as np
+        >>> score_in_process("07.1", lambda length: np.tril(np.ones((length, length), bool)), seed=1).points
+        1
+    """
+    exercise = EXERCISES[exercise_id]
+    cases, replies = [], {}
+    for number, (label, arguments, secret) in enumerate(_cases(exercise, seed, student)):
+        key, nonce = f"{exercise_id}#{number}", secrets.token_hex(16)
+        cases.append((label, arguments, nonce, key, secret))
+        try:
+            with np.errstate(all="ignore"):
+                value = candidate(**copy.deepcopy(arguments))
+            replies[key] = f"{nonce} ok __main__ {protocol.encode(protocol.plain_value(value))}"
+        except NotImplementedError:
+            replies[key] = f"{nonce} not-attempted"
+        except Exception as error:  # noqa: BLE001 - a case that raises is judged as grading judges it
+            replies[key] = f"{nonce} raised {type(error).__name__}: {str(error)[:200]}".replace("\n", " ")
+    return _judge(exercise, cases, replies, stopped=None)
+
+
+def _hint_of(text: str) -> str | None:
+    """The usual mistake a case's verdict names (the text after "Hint:", its numbers, which are the case's, read
+    as #), or None where no hint named one."""
+    _, found, hint = str(text).partition("Hint:")
+    return re.sub(r"\d+(?:\.\d+)?", "#", hint).strip() or None if found else None
 
 
 def _library_module(value) -> bool:
