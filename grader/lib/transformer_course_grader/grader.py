@@ -762,29 +762,96 @@ def grade_notebook(
         :class:`NotebookResult`.
     """
     start = time.perf_counter()
-    seed = draw_seed() if seed is None else seed
-    path, release_path = Path(path), Path(release_path)
+    release_path = Path(release_path)
     release = nbformat.read(release_path, as_version=4) if release is None else nbformat.from_dict(release)
-    facts = release_facts(release) if facts is None else facts
-    exercises, questions = list(facts.exercises), list(facts.questions)
-    outcome = NotebookResult(student, release_path.name)
-    path, notes = locate_submission(path, frozenset(locked_cells(release)))
-    outcome.flags += notes
+    grading = _Grading(
+        student=student,
+        path=Path(path),
+        release=release,
+        facts=release_facts(release) if facts is None else facts,
+        limits=limits,
+        seed=draw_seed() if seed is None else seed,
+        environment={
+            "COURSE_PROFILE": "smoke",
+            "TF_CPP_MIN_LOG_LEVEL": "3",
+            "MPLBACKEND": "Agg",
+            **(environment or {}),
+        },
+        sandbox=sandbox,
+        run_notebook=run_notebook,
+        outcome=NotebookResult(student, release_path.name),
+    )
+    for step in GRADING_STEPS:
+        step(grading)
+        if grading.done:
+            break
+    grading.outcome.seconds = round(time.perf_counter() - start, 1)
+    return grading.outcome
+
+
+@dataclass
+class _Grading:
+    """One notebook's grading as it goes: what each of :data:`GRADING_STEPS` reads, and leaves for the next."""
+
+    student: str
+    path: Path
+    release: object
+    facts: ReleaseFacts
+    limits: Limits
+    seed: int
+    environment: dict
+    sandbox: bool
+    run_notebook: bool
+    outcome: NotebookResult
+    submission: object = None
+    deadline: float = 0.0  # the notebook's limit on reading its code and calling its graded functions
+    programs: dict = field(default_factory=dict)  # exercise id -> its slicing.Program
+    refused: dict = field(default_factory=dict)  # exercise id -> (status, message), not called
+    cases: dict = field(default_factory=dict)  # exercise id -> [(label, arguments, nonce, key, secret)]
+    graded: SandboxResult | None = None  # the graded kernel's result (None: no call to make)
+    run: SandboxResult | None = None  # the whole notebook's run (None: not asked for)
+    done: bool = False  # a step settled the outcome: the steps after it do not run
+
+    @property
+    def exercises(self) -> list:
+        return list(self.facts.exercises)
+
+    @property
+    def items(self) -> list:
+        return list(self.facts.exercises) + list(self.facts.questions)
+
+    def stop(self, status: str, message: str) -> None:
+        """Every exercise and question scores 0 with ``status`` and ``message``; nothing more is done."""
+        _zero(self.outcome, self.items, status, message)
+        self.done = True
+
+    def written_statuses(self) -> list:
+        return [
+            ExerciseResult(question.id, 0, question.points, *written.status_of(self.outcome.answers[question.id]))
+            for question in self.facts.questions
+        ]
+
+
+def _find_the_notebook(grading: _Grading) -> None:
+    """The submitted notebook under the release's name, or a near one (flagged); "not submitted" without it."""
+    path, notes = locate_submission(grading.path, frozenset(locked_cells(grading.release)))
+    grading.outcome.flags += notes
+    grading.path = path
     if path is None:
-        return _zero(
-            outcome,
-            exercises + questions,
-            "not submitted",
-            "no such notebook in the submission" + (f" ({notes[0]})" if notes else ""),
-        )
+        grading.stop("not submitted", "no such notebook in the submission" + (f" ({notes[0]})" if notes else ""))
+
+
+def _read_the_notebook(grading: _Grading) -> None:
+    """Its bytes as UTF-8 (what is not, flagged), parsed and validated, outputs dropped; 0 with the reason for a
+    file that is not a notebook or is too large."""
     try:
-        text, not_utf8 = decode_submission(read_submission_bytes(path))
+        text, not_utf8 = decode_submission(read_submission_bytes(grading.path))
     except FileNotFoundError:
-        return _zero(outcome, exercises + questions, "not submitted", "no such notebook in the submission")
+        return grading.stop("not submitted", "no such notebook in the submission")
     except SubmissionError as error:
-        return _zero(outcome, exercises + questions, "error", str(error))
+        return grading.stop("error", str(error))
     if not_utf8:
-        outcome.flags.append(
+        grading.outcome.flags.append(
             f"the notebook holds {not_utf8:,} byte{'s' * (not_utf8 != 1)} that "
             f"{'is' if not_utf8 == 1 else 'are'} not UTF-8, read as U+FFFD (�); the rest was graded "
             "as it is"
@@ -800,79 +867,103 @@ def grade_notebook(
         nbformat.validate(submission)
     except Exception as error:  # noqa: BLE001 - any unreadable file scores 0 with the reason
         # Named by type only: a validation message would quote the submission's own bytes.
-        return _zero(outcome, exercises + questions, "error", f"not a valid notebook ({type(error).__name__})")
+        return grading.stop("error", f"not a valid notebook ({type(error).__name__})")
     size = sum(len(str(cell.get("source", "")).encode("utf-8", "surrogatepass")) for cell in submission.cells)
     if size > MAX_SOURCE_BYTES:
-        return _zero(
-            outcome,
-            exercises + questions,
-            "error",
-            f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB",
+        return grading.stop(
+            "error", f"the notebook's code and text (outputs aside) are larger than {MAX_SOURCE_BYTES // 2**20} MiB"
         )
-    outcome.answers = {
-        question: None if answer is None else written.capped_answer(answer)
-        for question, answer in written.answers_of(submission, questions, release).items()
-    }
-    _flag_reaches(submission, release, outcome.flags)
-    _restore_locked_cells(submission, release, outcome.flags)
-    deadline = time.monotonic() + limits.notebook_seconds  # one limit: the reading and the graded kernel
-    try:
-        programs = _programs(submission, exercises, budget_seconds=limits.notebook_seconds * SLICING_SHARE)
-    except slicing.SlicingTooLong as error:  # the written answers, collected above, are still listed
-        _zero(outcome, exercises, "error", f"the notebook's code was not read: {error}")
-        outcome.exercises += [
-            ExerciseResult(question.id, 0, question.points, *written.status_of(outcome.answers[question.id]))
-            for question in questions
-        ]
-        return outcome
-    outcome.solutions = _normalised_solutions(programs, facts.stubs)
-    refused = {
-        exercise.id: why
-        for exercise in exercises
-        if (why := _not_graded(exercise, programs[exercise.id], facts.stub_programs[exercise.id]))
-    }
-    written_modules = {name: text for program in programs.values() for name, text in program.writefiles().items()}
+    grading.submission = submission
 
-    env = {"COURSE_PROFILE": "smoke", "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg", **(environment or {})}
-    # 1. A kernel where the package holds only the protocol runs the statements each graded function needs
-    #    (its source, never an object of another kernel) and calls it on the cases: it alone decides the score.
-    cases, requests = {}, {}
-    for exercise in exercises:
-        cases[exercise.id] = []
-        if exercise.id in refused:
+
+def _collect_the_written_answers(grading: _Grading) -> None:
+    """Each written question's answer, capped, for the instructor to score by hand."""
+    grading.outcome.answers = {
+        question: None if answer is None else written.capped_answer(answer)
+        for question, answer in written.answers_of(grading.submission, grading.facts.questions, grading.release).items()
+    }
+
+
+def _check_the_locked_cells(grading: _Grading) -> None:
+    """Flag cells that reach into the package or the grader; restore edited or deleted locked cells (flagged)."""
+    _flag_reaches(grading.submission, grading.release, grading.outcome.flags)
+    _restore_locked_cells(grading.submission, grading.release, grading.outcome.flags)
+
+
+def _read_the_graded_programs(grading: _Grading) -> None:
+    """The statements each graded function needs (within a share of the notebook's limit), their normalised form
+    for the similarity section, and the exercises refused before anything runs (the source policy, a stub)."""
+    grading.deadline = time.monotonic() + grading.limits.notebook_seconds  # the reading and the graded kernel
+    budget = grading.limits.notebook_seconds * SLICING_SHARE
+    try:
+        grading.programs = _programs(grading.submission, grading.exercises, budget_seconds=budget)
+    except slicing.SlicingTooLong as error:  # the written answers, collected above, are still listed
+        _zero(grading.outcome, grading.exercises, "error", f"the notebook's code was not read: {error}")
+        grading.outcome.exercises += grading.written_statuses()
+        grading.done = True
+        return
+    grading.outcome.solutions = _normalised_solutions(grading.programs, grading.facts.stubs)
+    grading.refused = {
+        exercise.id: why
+        for exercise in grading.exercises
+        if (why := _not_graded(exercise, grading.programs[exercise.id], grading.facts.stub_programs[exercise.id]))
+    }
+
+
+def _call_the_graded_functions(grading: _Grading) -> None:
+    """A kernel where the package holds only the protocol runs the statements each graded function needs (their
+    source, never an object of another kernel) and calls it on the cases: it alone decides the score."""
+    written_modules = {
+        name: text for program in grading.programs.values() for name, text in program.writefiles().items()
+    }
+    requests = {}
+    for exercise in grading.exercises:
+        grading.cases[exercise.id] = []
+        if exercise.id in grading.refused:
             continue
-        statements = [(unit.cell, unit.line, unit.text) for unit in programs[exercise.id].units]
+        statements = [(unit.cell, unit.line, unit.text) for unit in grading.programs[exercise.id].units]
         requests[f"{exercise.id}#load"] = (
             protocol.program_code(exercise.id, exercise.function_name, statements, written_modules),
             None,
         )
-        for number, (label, arguments, secret) in enumerate(_cases(exercise, seed, student)):
+        for number, (label, arguments, secret) in enumerate(_cases(exercise, grading.seed, grading.student)):
             key, nonce = f"{exercise.id}#{number}", secrets.token_hex(16)
-            cases[exercise.id].append((label, arguments, nonce, key, secret))
+            grading.cases[exercise.id].append((label, arguments, nonce, key, secret))
             requests[key] = (protocol.request_code(exercise.id, exercise.function_name, arguments, nonce), nonce)
-    left = deadline - time.monotonic()
-    if requests and left < 1:
-        graded = SandboxResult(
-            isolated=sandbox,
-            stopped=f"reading the notebook's code used its {limits.notebook_seconds:.0f} s limit before its "
-            "graded functions were called",
+    if not requests:
+        return  # nothing to call: no kernel
+    if grading.deadline - time.monotonic() < 1:
+        grading.graded = SandboxResult(
+            isolated=grading.sandbox,
+            stopped=f"reading the notebook's code used its {grading.limits.notebook_seconds:.0f} s limit before "
+            "its graded functions were called",
         )
-    elif requests:
-        graded = run_submission(
-            nbformat.v4.new_notebook(),
-            requests,
-            limits,
-            env,
-            sandbox=sandbox,
-            package=graded_snapshot(),
-            deadline=deadline,
-            programs=False,
+        return
+    grading.graded = run_submission(
+        nbformat.v4.new_notebook(),
+        requests,
+        grading.limits,
+        grading.environment,
+        sandbox=grading.sandbox,
+        package=graded_snapshot(),
+        deadline=grading.deadline,
+        programs=False,
+    )
+
+
+def _run_the_whole_notebook(grading: _Grading) -> None:
+    """Only when asked: the student's kernel runs the whole notebook, as the student did, under a limit of its own
+    (its errors are reported; nothing is taken from it, and no score depends on it)."""
+    if grading.run_notebook:
+        grading.run = run_submission(
+            grading.submission, {}, grading.limits, grading.environment, sandbox=grading.sandbox
         )
-    else:
-        graded = None  # nothing to call: no kernel
-    # 2. Only when asked: the student's kernel runs the whole notebook, as the student did, under a limit of its
-    #    own (its errors are reported; nothing is taken from it, and no score depends on it).
-    run = run_submission(submission, {}, limits, env, sandbox=sandbox) if run_notebook else None
+
+
+def _judge_the_exercises(grading: _Grading) -> None:
+    """Each exercise's verdict from the graded kernel's replies (or its refusal), the kernels' notes and flags, and
+    the written questions' status."""
+    outcome, graded, run = grading.outcome, grading.graded, grading.run
     kernels = [result for result in (graded, run) if result is not None]
     outcome.problems = [problem for result in kernels for problem in result.problems]
     outcome.isolated = all(result.isolated for result in kernels) if kernels else None
@@ -882,18 +973,30 @@ def grade_notebook(
         outcome.flags.append(f"stopped while running the whole notebook (reported only, no point lost): {run.stopped}")
     if graded.stopped:
         outcome.flags.append(f"stopped while calling the graded functions: {graded.stopped}")
+    cell_seconds = grading.limits.cell_seconds
     outcome.exercises = [
-        _verdict(exercise, *refused[exercise.id])
-        if exercise.id in refused
-        else _judge(exercise, cases[exercise.id], graded.replies, graded.stopped, graded.timed_out, limits.cell_seconds)
-        for exercise in exercises
+        _verdict(exercise, *grading.refused[exercise.id])
+        if exercise.id in grading.refused
+        else _judge(
+            exercise, grading.cases[exercise.id], graded.replies, graded.stopped, graded.timed_out, cell_seconds
+        )
+        for exercise in grading.exercises
     ]
-    outcome.exercises += [
-        ExerciseResult(question.id, 0, question.points, *written.status_of(outcome.answers[question.id]))
-        for question in questions
-    ]
-    outcome.seconds = round(time.perf_counter() - start, 1)
-    return outcome
+    outcome.exercises += grading.written_statuses()
+
+
+# What grading one notebook does, in order (as nbgrader's autograde lists its preprocessors); a step that settles
+# the outcome (a missing or unreadable notebook, code too long to read) ends it.
+GRADING_STEPS = (
+    _find_the_notebook,
+    _read_the_notebook,
+    _collect_the_written_answers,
+    _check_the_locked_cells,
+    _read_the_graded_programs,
+    _call_the_graded_functions,
+    _run_the_whole_notebook,
+    _judge_the_exercises,
+)
 
 
 def _grade_job(arguments):

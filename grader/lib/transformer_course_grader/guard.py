@@ -99,15 +99,21 @@ def install(trusted: tuple, written: dict, home: str) -> None:
     _installed = True
     trusted = tuple(sorted({os.path.normpath(folder).rstrip(os.sep) + os.sep for folder in trusted if folder}))
     written_paths = frozenset(os.path.join(home, name) for name in written if type(name) is str)
-    written = frozenset(text for text in written.values() if type(text) is str)
-    written_stripped = frozenset(text.rstrip("\n") for text in written)
-    getframe, normpath = sys._getframe, os.path.normpath
-    standard_library = {os.path.dirname(os.__file__), os.path.realpath(os.path.dirname(os.__file__))}
-    runner_files = frozenset(
-        os.path.join(folder, f"{name}.py") for folder in standard_library for name in _RUNNER_MODULES
+    written_texts = frozenset(text for text in written.values() if type(text) is str)
+    is_trusted, same_file = _installed_files(trusted)
+    stock_import_read, frozen_import_read = _import_system_reads(is_trusted)
+    is_written, is_submission = _submission_code(written_paths, written_texts)
+    asked_by = _who_asked(trusted, is_trusted, is_submission)
+    verified_import_step = _verified_import_step(same_file, is_trusted, is_written, written_paths)
+    sys.addaudithook(
+        _hook(asked_by, is_trusted, stock_import_read, frozen_import_read, verified_import_step, sys._getframe)
     )
-    runner_folders = tuple(os.path.join(folder, package) + os.sep for folder in trusted for package in _RUNNER_PACKAGES)
-    class_factories = frozenset(os.path.join(folder, name) for folder in standard_library for name in _CLASS_FACTORIES)
+
+
+def _installed_files(trusted: tuple):
+    """(is_trusted(filename), same_file(path, data, offset)): a file of the environment, and data that is exactly
+    an installed file's bytes."""
+    normpath = os.path.normpath
 
     def is_trusted(filename) -> bool:
         if type(filename) is not str:
@@ -129,6 +135,12 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             return False
         return content == (data.encode("utf-8") if type(data) is str else data)
 
+    return is_trusted, same_file
+
+
+def _import_system_reads(is_trusted):
+    """(stock_import_read(frame), frozen_import_read(frame)): the import system itself reading an installed
+    module's .pyc, or a frozen standard-library module."""
     from importlib import machinery
 
     stock_readers = {kind: kind.get_data for kind in (machinery.SourceFileLoader, machinery.SourcelessFileLoader)}
@@ -172,6 +184,14 @@ def install(trusted: tuple, written: dict, home: str) -> None:
         local = frame.f_locals
         return local.get("f") is get_frozen_object and len(local.get("args", ())) == 1 and not local.get("kwds")
 
+    return stock_import_read, frozen_import_read
+
+
+def _submission_code(written_paths: frozenset, written: frozenset):
+    """(is_written(data), is_submission(filename)): a module text the notebook wrote, and a file name of the
+    submission's own code."""
+    written_stripped = frozenset(text.rstrip("\n") for text in written)
+
     def is_written(data) -> bool:
         if type(data) is bytes:
             try:
@@ -187,6 +207,16 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             or (filename.startswith("<cell ") and filename.endswith(">") and filename[6:-1].isdigit())
         )
 
+    return is_written, is_submission
+
+
+def _who_asked(trusted: tuple, is_trusted, is_submission):
+    """asked_by(frame): who raised an event, read from the stack below it (see the returned function)."""
+    standard_library = {os.path.dirname(os.__file__), os.path.realpath(os.path.dirname(os.__file__))}
+    runner_files = frozenset(
+        os.path.join(folder, f"{name}.py") for folder in standard_library for name in _RUNNER_MODULES
+    )
+    runner_folders = tuple(os.path.join(folder, package) + os.sep for folder in trusted for package in _RUNNER_PACKAGES)
     # What the stack holds below a frame, remembered per frame: an import runs thousands of events
     # (``typing``'s forward references are compiled one by one) over the same frames, and reading a frame's
     # code is itself an audited event. A frame's callers never change while it runs, so its answer holds
@@ -240,9 +270,14 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             return "submission"
         return "import" if importing else "library"
 
+    return asked_by
+
+
+def _verified_import_step(same_file, is_trusted, is_written, written_paths: frozenset):
+    """verified_import_step(event, arguments, frame): an import compiling or loading the text of an installed
+    module's file, or of a module the notebook wrote, or running the code so obtained."""
+
     def verified_import_step(event, arguments, frame) -> bool:
-        """An import compiling or loading the text of an installed module's file, or of a module the
-        notebook wrote, or running the code so obtained."""
         if event in ("marshal.loads", "marshal.load"):
             if frame.f_code.co_name != "_compile_bytecode":
                 return False
@@ -256,6 +291,15 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             filename = getattr(arguments[0], "co_filename", None)
             return is_trusted(filename) or filename in written_paths
         return False
+
+    return verified_import_step
+
+
+def _hook(asked_by, is_trusted, stock_import_read, frozen_import_read, verified_import_step, getframe):
+    """The audit hook itself: refuses what the module says, deciding the common events first and cheaply."""
+    standard_library = {os.path.dirname(os.__file__), os.path.realpath(os.path.dirname(os.__file__))}
+    class_factories = frozenset(os.path.join(folder, name) for folder in standard_library for name in _CLASS_FACTORIES)
+    ast_parse = ast.parse.__code__  # the standard library's: it compiles with PyCF_ONLY_AST, a tree and no code
 
     def hook(event, arguments):
         if (
@@ -307,5 +351,4 @@ def install(trusted: tuple, written: dict, home: str) -> None:
             "written in the notebook's cells, as written"
         )
 
-    ast_parse = ast.parse.__code__  # the standard library's: it compiles with PyCF_ONLY_AST, a tree and no code
-    sys.addaudithook(hook)
+    return hook
