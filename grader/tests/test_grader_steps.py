@@ -394,6 +394,23 @@ def test_a_copy_whose_every_name_read_passes_through_an_identity_helper_is_still
     assert _similarity_to_the_package(["import numpy as np", "same = lambda value: value", wrapped], "07.1") >= 0.99
 
 
+@pytest.mark.parametrize("exercise_id", ["04.5", "05.3", "09.5"])
+def test_a_copy_of_a_hints_simulation_of_the_answer_is_listed(exercise_id):
+    """The hints in every student's install recompute three whole answers to simulate the usual mistakes: a copy
+    of one, renamed, is a copy of the answer."""
+    import inspect
+
+    from transformer_course.exercises import hints
+    from transformer_course_grader.similarity import HINT_SIMULATIONS
+
+    source = inspect.getsource(hints)
+    name = EXERCISES[exercise_id].function_name
+    helpers = [inspect.getsource(getattr(hints, helper)) for helper in ("_norm", "_block", "_attention", "_gpt")]
+    copied = [text.replace(f"def {HINT_SIMULATIONS[exercise_id]}(", f"def {name}(") for text in helpers]
+    assert "import numpy as np" in source
+    assert _similarity_to_the_package(["import math\nimport numpy as np", *copied], exercise_id) >= 0.99
+
+
 def test_a_copy_whose_comprehensions_became_loops_and_statements_moved_is_still_a_copy():
     """03.1's reference with its comprehensions written as loops is still the whole answer (0.66 before
     comprehensions read as loops), and listed with two independent statements swapped too; an honest answer
