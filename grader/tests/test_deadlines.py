@@ -87,32 +87,21 @@ def test_a_class_graded_with_a_due_time_shows_raw_and_credited_side_by_side(cour
         "cy": parse_time("2026-12-04T12:00+01:00"),
     }
     deadline = Deadline(parse_time(DUE), parse_late_credit("24h:0.5"), times, {"cy": 72.0})
+
+    def graded(out, deadline):
+        return grade_folder(
+            root / "class", tmp_path / out, root / "release", workers=1, seed=3, progress=False, sandbox=False,
+            deadline=deadline,
+        )  # fmt: skip
+
     # Students with no submission time are graded, each row saying so; the dated one is credited as usual.
-    partly = grade_folder(
-        root / "class",
-        tmp_path / "partly",
-        root / "release",
-        workers=1,
-        seed=3,
-        progress=False,
-        sandbox=False,
-        deadline=Deadline(deadline.due, deadline.steps, {"ada": times["ada"]}, {}),
-    )
+    partly = graded("partly", Deadline(deadline.due, deadline.steps, {"ada": times["ada"]}, {}))
     for result in partly:
         undated = [flag for flag in result.flags if flag.startswith("no submission time for this student")]
         assert bool(undated) == (result.student != "ada") and (result.late_share is None) == bool(undated), result
     rows = {row[0]: row for row in csv.reader((tmp_path / "partly" / "grades.csv").open(newline=""))}
     assert rows["ada"][-2:] == ["12.02", "0"] and rows["bo"][-2:] == ["", ""]  # nothing scored by hand yet
-    grade_folder(
-        root / "class",
-        tmp_path / "report",
-        root / "release",
-        workers=1,
-        seed=3,
-        progress=False,
-        sandbox=False,
-        deadline=deadline,
-    )
+    graded("report", deadline)
     scores = tmp_path / "scores.csv"
     scores.write_text("student,question,points,comment\nada,11.w1,2,\nbo,11.w1,2,\n", encoding="utf-8")
     score_written(tmp_path / "report", tmp_path / "report", read_written_scores(scores))  # the dates survive it

@@ -601,6 +601,31 @@ def test_the_slicer_is_bounded_in_statements_and_time():
         ("class Point:\n    __annotations__ = {'x=print(1)#': int}", "uses __annotations__"),
         ("import subprocess", "imports subprocess"),
         ("import os\nos.system('python -c 1')", "uses os.system"),
+        # What a list of refused words let through, refused by the allow-list:
+        # Reached through an allowed module's non-public names, or a module outside the list.
+        ("import os\nmodules = os.sys.modules", "imports os, which graded code may not use"),
+        ("import dataclasses\ndataclasses.builtins.exec('1')", "uses dataclasses.builtins: the module builtins"),
+        ("from numpy import *\nconvert = ctypeslib.as_ctypes", "uses numpy.ctypeslib.as_ctypes: the module"),
+        ("from numpy import ctypeslib", "imports numpy.ctypeslib, which loads files or code"),
+        ("import numpy as np\nW = np.load('w.npy', allow_pickle=True)", "calls numpy.load with pickles allowed"),
+        ("import typing\nhints = typing.get_type_hints(f)", "uses typing.get_type_hints, which loads"),
+        # Attributes read by a computed name, however it is spelled.
+        ("import operator\nget = operator.attrgetter('tb_' + 'frame')", "uses operator.attrgetter"),
+        ("def f():\n    pass\nobject.__setattr__(f, '__co' + 'de__', f)", "calls .__setattr__() with a name computed"),
+        ("import functools\nread = functools.partial(getattr, 1)", "uses getattr without calling it"),
+        ("def f(x):\n    return '{0.__class__}'.format(x)", "holds a format template whose field reads a private"),
+        ("T = '{0'\nT += '.x}'\ndef f(x):\n    return T.format(x)", "formats a template that is not a literal"),
+        # A library module handed around as a value, where its names can no longer be read.
+        ("import numpy as np\ndef helper(module):\n    return module.lib\nhelper(np)", "uses the module np as a value"),
+        ("import numpy as np\nalias = np", "uses the module np as a value"),
+        # Built-ins outside the list, the interpreter's internals as names and attributes.
+        ("answer = input()", "uses input, a built-in which graded code may not use"),
+        ("x = __graded_functions__", "uses __graded_functions__, the interpreter's internals"),
+        ("def g():\n    yield 1\nframe = g().gi_frame", "reads .gi_frame, the interpreter's internals"),
+        ("def f(x):\n    return x._secret", "reads x._secret, a private name your code does not define"),
+        # A name is the program's own only in the scopes where Python binds it.
+        ("def g():\n    eval = len\ndef f():\n    return eval('1')", "calls eval(), which runs code built from data"),
+        ("class A:\n    exec = len\n    def m(self):\n        return exec('1')", "calls exec()"),
     ],
 )
 def test_the_source_policy_refuses_what_builds_code_or_reaches_internals(source, reason):
@@ -655,42 +680,6 @@ def test_the_source_policy_lets_every_honest_style_through(source):
     from transformer_course.exercises.policy import problems_in
 
     assert problems_in(source) == []
-
-
-@pytest.mark.parametrize(
-    "source, reason",
-    [
-        # Reached through an allowed module's non-public names, or a module outside the list.
-        ("import os\nmodules = os.sys.modules", "imports os, which graded code may not use"),
-        ("import dataclasses\ndataclasses.builtins.exec('1')", "uses dataclasses.builtins: the module builtins"),
-        ("from numpy import *\nconvert = ctypeslib.as_ctypes", "uses numpy.ctypeslib.as_ctypes: the module"),
-        ("from numpy import ctypeslib", "imports numpy.ctypeslib, which loads files or code"),
-        ("import numpy as np\nW = np.load('w.npy', allow_pickle=True)", "calls numpy.load with pickles allowed"),
-        ("import typing\nhints = typing.get_type_hints(f)", "uses typing.get_type_hints, which loads"),
-        # Attributes read by a computed name, however it is spelled.
-        ("import operator\nget = operator.attrgetter('tb_' + 'frame')", "uses operator.attrgetter"),
-        ("def f():\n    pass\nobject.__setattr__(f, '__co' + 'de__', f)", "calls .__setattr__() with a name computed"),
-        ("import functools\nread = functools.partial(getattr, 1)", "uses getattr without calling it"),
-        ("def f(x):\n    return '{0.__class__}'.format(x)", "holds a format template whose field reads a private"),
-        ("T = '{0'\nT += '.x}'\ndef f(x):\n    return T.format(x)", "formats a template that is not a literal"),
-        # A library module handed around as a value, where its names can no longer be read.
-        ("import numpy as np\ndef helper(module):\n    return module.lib\nhelper(np)", "uses the module np as a value"),
-        ("import numpy as np\nalias = np", "uses the module np as a value"),
-        # Built-ins outside the list, the interpreter's internals as names and attributes.
-        ("answer = input()", "uses input, a built-in which graded code may not use"),
-        ("x = __graded_functions__", "uses __graded_functions__, the interpreter's internals"),
-        ("def g():\n    yield 1\nframe = g().gi_frame", "reads .gi_frame, the interpreter's internals"),
-        ("def f(x):\n    return x._secret", "reads x._secret, a private name your code does not define"),
-        # A name is the program's own only in the scopes where Python binds it.
-        ("def g():\n    eval = len\ndef f():\n    return eval('1')", "calls eval(), which runs code built from data"),
-        ("class A:\n    exec = len\n    def m(self):\n        return exec('1')", "calls exec()"),
-    ],
-)
-def test_the_allow_list_refuses_what_a_word_list_let_through(source, reason):
-    from transformer_course.exercises.policy import problems_in
-
-    problems = problems_in(source)
-    assert any(problem.reason.startswith(reason) for problem in problems), problems
 
 
 def test_the_allow_list_reads_a_program_as_a_whole():
