@@ -625,8 +625,8 @@ def _absmax_with(divisor=127, cut=False, multiplier=False):
     return quantize
 
 
-def _shard_gradients(x, y, w, devices, divide_by_batch=False, total=False):
-    shards = [2 / (len(y) if divide_by_batch else len(rows_y)) * rows_x.T @ (rows_x @ w - rows_y)
+def _shard_gradients(x, y, w, devices, divide_by_batch=False, total=False, two=True):
+    shards = [(2 if two else 1) / (len(y) if divide_by_batch else len(rows_y)) * rows_x.T @ (rows_x @ w - rows_y)
               for rows_x, rows_y in zip(np.split(x, devices), np.split(y, devices))]  # fmt: skip
     return np.array(shards), np.sum(shards, axis=0) if total else np.mean(shards, axis=0)
 
@@ -712,6 +712,8 @@ USUAL_MISTAKES = [
     ("12.2", lambda kernel, a, b, alpha: kernel + alpha * a @ b, "scaled by α"),
     ("12.3", lambda x, y, w, devices: _shard_gradients(x, y, w, devices, total=True), "added up"),
     ("12.3", lambda x, y, w, devices: _shard_gradients(x, y, w, devices, divide_by_batch=True), "whole batch's B"),
+    ("12.3", lambda x, y, w, devices: _shard_gradients(x, y, w, devices, two=False), "factor 2"),
+    ("12.2", lambda kernel, a, b, alpha: kernel + alpha / a.shape[0] * a @ b, "first axis"),
 ]
 
 
@@ -1136,6 +1138,7 @@ POST_TRAINING_MISTAKES = [
     ("13.1", _prompt_masked(lambda position, start, real: (position >= start) & real), "one target late"),
     ("13.1", _prompt_masked(lambda position, start, real: position >= start - 1), "padding"),
     ("13.1", _prompt_masked(lambda position, start, real: (position >= start - 1) & real, reduce="sum"), "sum"),
+    ("13.1", _prompt_masked(lambda position, start, real: np.ones_like(real)), "the padding's too"),
     ("13.2", _sequence("raw logits"), "log softmax"),
     ("13.2", _sequence("probabilities"), "their logs"),
     ("13.2", _sequence("every position"), "every position"),

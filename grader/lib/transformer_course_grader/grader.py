@@ -631,8 +631,8 @@ def _judge(exercise, cases, replies, stopped, timed_out=frozenset(), cell_second
     public_failed = sum(1 for secret, _ in failures if not secret)
     # Partial credit only from cases that can show the mistake: where every wrong case is one usual mistake (its
     # hint names it on each), the cases passed are those where that mistake changes nothing, and earn nothing.
-    mistakes = {_hint_of(v.detail or v.message) for _, v in failures}
-    one_mistake = None not in mistakes and len(mistakes) == 1
+    mistakes = [_hint_of(v.detail or v.message) for _, v in failures]  # each case: the mistakes it may show
+    one_mistake = None not in mistakes and bool(frozenset.intersection(*mistakes))
     points = (
         0
         if one_mistake
@@ -685,11 +685,15 @@ def score_in_process(exercise_id: str, candidate, seed: int, student: str = "") 
     return _judge(exercise, cases, replies, stopped=None)
 
 
-def _hint_of(text: str) -> str | None:
-    """The usual mistake a case's verdict names (the text after "Hint:", its numbers, which are the case's, read
-    as #), or None where no hint named one."""
+def _hint_of(text: str) -> frozenset | None:
+    """The usual mistakes a case's verdict names (after "Hint:", one or several the case cannot tell apart; their
+    numbers, which are the case's, read as #), or None where no hint named one."""
+    from transformer_course.exercises.catalog import HINT_ALTERNATIVE
+
     _, found, hint = str(text).partition("Hint:")
-    return re.sub(r"\d+(?:\.\d+)?", "#", hint).strip() or None if found else None
+    if not found or not hint.strip():
+        return None
+    return frozenset(re.sub(r"\d+(?:\.\d+)?", "#", part).strip() for part in hint.split(HINT_ALTERNATIVE.strip()))
 
 
 def _library_module(value) -> bool:

@@ -605,6 +605,10 @@ def _prompt_masked_hint(arguments, received, expected):
             (positions >= starts) & real,
         ),
         ("padding (target 0) was counted: leave it out.", positions >= starts - 1),
+        (
+            "every target counted, the prompt's and the padding's too: the loss is on the answer's real tokens only.",
+            np.ones_like(real),
+        ),
     ):
         if not _same(mean_over(where), expected) and _same(received, mean_over(where)):
             return message
@@ -693,19 +697,33 @@ def _grpo_group_hint(arguments, received, expected):
     return None
 
 
+HINT_ALTERNATIVE = " Or: "  # between the usual mistakes a case cannot tell apart (they give the same output)
+
+
+def either(messages: list) -> str | None:
+    """One hint naming every usual mistake that gives the received output (on this case they coincide), or None."""
+    return HINT_ALTERNATIVE.join(messages) or None
+
+
 def _merge_lora_hint(arguments, received, expected):
     kernel, a, b = (np.asarray(arguments[name], dtype="float64") for name in ("kernel", "a", "b"))
     alpha, rank = float(arguments["alpha"]), a.shape[1]
     change = a @ b
-    for message, variant in (
-        ("the change AB was added without its scale α / r.", kernel + change),
-        ("the change was scaled by α: the scale is α / r (r = A's second axis).", kernel + alpha * change),
-        ("the scale is upside down: α / r, not r / α.", kernel + rank / alpha * change),
-        ("W itself was left out: the merged kernel is W + (α / r) A B.", alpha / rank * change),
-    ):
-        if not _same(variant, expected) and _same(received, variant):
-            return message
-    return None
+    found = [
+        message
+        for message, variant in (
+            ("the change AB was added without its scale α / r.", kernel + change),
+            ("the change was scaled by α: the scale is α / r (r = A's second axis).", kernel + alpha * change),
+            ("the scale is upside down: α / r, not r / α.", kernel + rank / alpha * change),
+            ("W itself was left out: the merged kernel is W + (α / r) A B.", alpha / rank * change),
+            (
+                "the rank was read from A's first axis (d): r is its second, A is (d, r).",
+                kernel + alpha / a.shape[0] * change,
+            ),
+        )
+        if not _same(variant, expected) and _same(received, variant)
+    ]
+    return either(found)
 
 
 def _data_parallel_hint(arguments, received, expected):
@@ -719,11 +737,12 @@ def _data_parallel_hint(arguments, received, expected):
     rows = len(y) // devices
     if _same(received[1], 2 / rows * shards.sum(axis=0)):
         return "the shards' gradients were added up: DataParallel averages them (divide the sum by D)."
+    found = []  # with D = 2 devices these two give the same numbers: both are named
     if _same(received[0], 2 / len(y) * shards):
-        return "each shard divided by the whole batch's B: a shard's loss is the mean over its own B / D rows."
+        found.append("each shard divided by the whole batch's B: a shard's loss is the mean over its own B / D rows.")
     if _same(received[0], shards / rows) or _same(received[1], shards.mean(axis=0) / rows):
-        return "the factor 2 of the squared error's derivative is missing: ∇(u²) = 2u ∇u."
-    return None
+        found.append("the factor 2 of the squared error's derivative is missing: ∇(u²) = 2u ∇u.")
+    return either(found)
 
 
 def _skipgram_pairs_hint(arguments, received, expected):
