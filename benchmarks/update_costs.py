@@ -23,7 +23,6 @@ its vector extensions (AVX-512 or AVX2 only), one block a machine: with the upda
 import argparse
 import datetime
 import os
-import platform
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -43,21 +42,16 @@ from transformer_course.electra import (
 from transformer_course.language_model import build_language_model
 from transformer_course.metrics import MaskedCrossEntropy
 from transformer_course.pretraining import PretrainingBatches
+from transformer_course.tooling.runtime import hardware, vector_extensions
 from transformer_course.translation import build_translation_model
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "benchmarks" / "update_costs.txt"
 
 
 def cpu_description() -> str:
-    """The CPU's model name and whether it has AVX-512 (Linux's /proc/cpuinfo; the platform's name elsewhere)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or "unknown CPU"
-    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    vectors = "AVX-512" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2"
-    return f"{name}, {vectors}, {os.cpu_count()} cores"
+    """The CPU's model name, its class by vector extensions (AVX-512 or AVX2 only) and its cores."""
+    name = hardware()["processor"]
+    return f"{name}, {vector_extensions() or 'vector extensions unknown'}, {os.cpu_count()} cores"
 
 
 def _ids(rng, rows, length, vocabulary):

@@ -64,6 +64,19 @@ def test_record_and_table(tmp_path):
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
     table = results.results_table(results.load_records(tmp_path))
     assert "| 01_example | test accuracy | 0.9812 | full | CPU (2 cores) | 2.1 min | aaaaaaaaaa |" in table
+    # A record that says which class of CPU made it (its vector extensions set TensorFlow's speed) shows it.
+    results.write_record(
+        tmp_path,
+        "02_example",
+        profile="full",
+        metrics={"acc": {"value": 0.5, "description": "test accuracy", "headline": True}},
+        seconds=60.0,
+        hardware={"accelerator": None, "cpu_count": 2, "vectors": "AVX2, no AVX-512"},
+        versions={"keras": "3.15.1"},
+        commit={"commit": "b" * 40, "dirty": False},
+    )
+    table = results.results_table(results.load_records(tmp_path))
+    assert "| 02_example | test accuracy | 0.50 | full | CPU (2 cores, AVX2, no AVX-512) | 1.0 min |" in table
 
 
 def test_update_readme_table_needs_markers(tmp_path):

@@ -229,7 +229,8 @@ def results_table(records: list[dict], for_students: bool = False) -> str:
             value = f"{value} vs {format_value(other['value'])} ({other.get('description') or against})"
         name = name.replace("|", "\\|")  # a sacreBLEU signature holds "|", which would split the table row
         hardware = record["hardware"]
-        machine = hardware.get("accelerator") or f"CPU ({hardware.get('cpu_count')} cores)"
+        vectors = f", {hardware['vectors']}" if hardware.get("vectors") else ""  # recorded since 2026-12-07
+        machine = hardware.get("accelerator") or f"CPU ({hardware.get('cpu_count')} cores{vectors})"
         commit = (record.get("commit") or "unknown")[:10]
         if for_students:
             lines.append(f"| {record['notebook']} | {name} | {value} | {record['seconds'] / 60:.1f} min |")
