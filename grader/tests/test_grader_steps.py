@@ -607,6 +607,8 @@ def test_the_slicer_is_bounded_in_statements_and_time():
         ("import dataclasses\ndataclasses.builtins.exec('1')", "uses dataclasses.builtins: the module builtins"),
         ("from numpy import *\nconvert = ctypeslib.as_ctypes", "uses numpy.ctypeslib.as_ctypes: the module"),
         ("from numpy import ctypeslib", "imports numpy.ctypeslib, which loads files or code"),
+        ("import numpy as np\nview = np.lib.npyio", "uses numpy.lib.npyio: the module numpy.lib"),
+        ("import numpy as np\nview = np.lib.stride_tricks.as_strided", "uses numpy.lib.stride_tricks.as_strided"),
         ("import numpy as np\nW = np.load('w.npy', allow_pickle=True)", "calls numpy.load with pickles allowed"),
         ("import typing\nhints = typing.get_type_hints(f)", "uses typing.get_type_hints, which loads"),
         # Attributes read by a computed name, however it is spelled.
@@ -672,6 +674,8 @@ def test_the_source_policy_refuses_what_builds_code_or_reaches_internals(source,
         "def f(xs):\n    return [y for x in xs if (y := 2 * x)]",
         "best = lambda xs, k=3: sorted(xs, key=lambda v: -v)[:k]",
         "import numpy as np\nWEIGHTS = np.load('weights.npy')",
+        "import numpy as np\nfrom numpy.lib.stride_tricks import sliding_window_view\ndef f(x):\n"
+        "    return np.lib.stride_tricks.sliding_window_view(x, 2) + sliding_window_view(x, 2)",
         "from collections import Counter\nfrom heapq import nlargest\ndef f(words):\n"
         "    return nlargest(2, Counter(words).items(), key=lambda item: item[1])",
     ],
