@@ -3,11 +3,11 @@
 Each worker count is timed in the bubblewrap sandbox and unconfined (``--unsafe-no-sandbox``),
 side by side in one run, so the sandbox's cost is a ratio measured on the same machine and load.
 
-The class holds two submissions of each notebook with exercises (01-10; or ``--notebook NN`` for
+The class holds two submissions of each notebook with exercises (01-13; or ``--notebook NN`` for
 one notebook only): one the instructor's solved notebook, one the untouched release, so both full
 runs and "not attempted" runs are timed, and the rate is what a class handing in every notebook
-sees. Each submission runs in its own sandboxed kernel in
-the smoke profile, exactly as ``transformer-course-grader grade`` runs it. Prints submissions/minute for
+sees. Each submission is graded exactly as ``transformer-course-grader grade`` grades it (its graded
+functions in a sandboxed kernel; whole notebooks run only with ``--run-notebooks``). Prints submissions/minute for
 each worker count, and the time of one submission of every notebook that has exercises (the
 target is at most 60 s each). Needs ``COURSE_DATA_DIR`` pointing at a filled data cache.
 
