@@ -716,7 +716,9 @@ def _case_verdict(exercise, number, label, arguments, kind, value, secret: bool)
         # the case's arguments in it.
         return _verdict(exercise, "error", f"secret {case} raised an exception", detail=f"{case} raised {value}")
     _, received = value
-    problem = exercise.judge(arguments, received, references.expected(exercise.id, arguments))
+    problem = exercise.judge(
+        arguments, received, references.expected(exercise.id, arguments), references.mistakes(exercise.id, arguments)
+    )
     if not problem:
         return None
     if not secret:

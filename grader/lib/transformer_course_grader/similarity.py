@@ -27,9 +27,7 @@ Every exercise is compared with **known answers** (:func:`known_answers`): the p
 implementation where there is one (its ``twin`` in the grader's registry,
 :data:`.references.REGISTRY`), the grader's reference (with
 the helpers of its module it uses), the instructor's solution in the course's source notebooks
-where the checkout holds them, and, for 04.5, 05.3 and 09.5, the exercise hints' own simulation of
-the whole answer (:data:`HINT_SIMULATIONS`), which every student's install holds. A student's program
-is listed beside a known answer when it
+where the checkout holds them. A student's program is listed beside a known answer when it
 *contains* that much of it — the share of the answer's 5-token sequences found in the program — so
 a copy that carries extra helpers or padding is still a copy.
 
@@ -459,31 +457,7 @@ def known_answers(exercise_id: str) -> tuple:
     solution = _instructors_solution(exercise_id)
     if solution:
         found.append(("the instructor's solution", solution))
-    if exercise_id in HINT_SIMULATIONS:  # a hint's own copy of the whole answer, in every student's install
-        from transformer_course.exercises.slicing import program_for
-
-        program = program_for(_parsed_hints(), 1, HINT_SIMULATIONS[exercise_id])
-        if not program.missing:
-            found.append(
-                ("the exercise hints' simulation of it", tuple(normalise(strip_no_ops(program_text(program)))))
-            )
     return tuple((where, tokens) for where, tokens in found if len(_shingles(tokens)) >= MIN_SHINGLES)
-
-
-# Exercises whose hints (transformer_course.exercises.hints, in every student's install) recompute the whole answer
-# to simulate the usual mistakes around it: a copy of that function is a copy of the answer.
-HINT_SIMULATIONS = {"04.5": "_attention", "05.3": "_block", "09.5": "_gpt"}
-
-
-@cache
-def _parsed_hints():
-    """The exercises' hints module, read once by the slicer."""
-    import inspect
-
-    from transformer_course.exercises import hints
-    from transformer_course.exercises.slicing import parse_cells
-
-    return parse_cells([inspect.getsource(hints)])
 
 
 @cache

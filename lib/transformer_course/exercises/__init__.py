@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .catalog import EXERCISES, Exercise, catalogue_table, public_cases
+from .catalog import EXERCISES, Exercise, catalogue_table, public_cases, public_mistakes
 from .compare import compare_outputs
 
 __all__ = [
@@ -124,8 +124,9 @@ def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
         return verdict(
             "not attempted", f"expected a function `{exercise.function_name}`; received {type(candidate).__name__}."
         )
+    mistakes = public_mistakes(exercise_id) if cases is None else [()] * len(cases)
     cases = public_cases(exercise_id) if cases is None else cases
-    for number, (label, arguments, expected) in enumerate(cases, start=1):
+    for number, ((label, arguments, expected), usual) in enumerate(zip(cases, mistakes), start=1):
         try:
             with _time_limit(_TIME_LIMIT_SECONDS), np.errstate(all="ignore"):
                 received = candidate(**arguments)
@@ -139,7 +140,7 @@ def evaluate(exercise_id: str, candidate, cases=None) -> Verdict:
             )
         except Exception as error:  # noqa: BLE001 - report, never re-raise, the student's error
             return verdict("error", f"case {number} ({label}) raised {type(error).__name__[:100]}: {str(error)[:200]}")
-        problem = exercise.judge(arguments, received, expected)
+        problem = exercise.judge(arguments, received, expected, usual)
         if problem:
             return verdict("failed", f"case {number} ({label}): {problem}")
     return verdict("passed", f"{exercise.title} — all {len(cases)} cases match.")

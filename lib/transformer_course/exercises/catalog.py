@@ -21,7 +21,7 @@ import numpy as np
 
 from . import hints
 from .compare import compare_outputs
-from .hints import _same
+from .hints import _equal_at, _same
 from .values import decode, plain_value
 
 __all__ = ["Exercise", "EXERCISES", "STUDY_MINUTES", "public_cases", "catalogue_table"]
@@ -77,11 +77,14 @@ class Exercise:
     def notebook(self) -> str:
         return self.id.split(".")[0]
 
-    def judge(self, arguments: dict, received, expected) -> str | None:
+    def judge(self, arguments: dict, received, expected, mistakes=()) -> str | None:
         """None if ``received`` equals ``expected`` (the reference output on ``arguments``), else what is wrong.
 
         ``received`` goes through :func:`~transformer_course.exercises.values.plain_value` first,
-        as the grader's replies do, so a tensor is judged like the array it holds.
+        as the grader's replies do, so a tensor is judged like the array it holds. ``mistakes`` are the
+        case's usual mistakes as data, ``[(message, output, compared where or None, tolerance), ...]`` (a
+        public case's from ``public_cases.json``, :func:`public_mistakes`; the grader's own on a secret
+        case): a wrong result equal to one of them gets its message as the hint.
         """
         try:
             received = plain_value(received)
@@ -113,6 +116,14 @@ class Exercise:
                     hint = self.hint(arguments, received, expected)
             except Exception:  # noqa: BLE001 - a hint is a bonus; a student's odd output must not break it
                 hint = None
+            if hint:
+                problem = f"{problem} Hint: {hint}"
+        elif problem and mistakes:
+            with np.errstate(all="ignore"):
+                hint = next(
+                    (message for message, output, where, atol in mistakes if _equal_at(received, output, atol, where)),
+                    None,
+                )
             if hint:
                 problem = f"{problem} Hint: {hint}"
         return problem
@@ -149,7 +160,19 @@ def public_cases(exercise_id: str) -> list:
     Raises:
         KeyError: for an unknown exercise id.
     """
-    return [(label, decode(arguments), decode(expected)) for label, arguments, expected in _public_table()[exercise_id]]
+    return [
+        (label, decode(arguments), decode(expected)) for label, arguments, expected, *_ in _public_table()[exercise_id]
+    ]
+
+
+def public_mistakes(exercise_id: str) -> list:
+    """Each public case's usual mistakes as data (in the order of :func:`public_cases`): ``[[(message, output,
+    compared where or None, tolerance), ...], ...]``; empty lists for an exercise whose hints are judges of their own.
+
+    Raises:
+        KeyError: for an unknown exercise id.
+    """
+    return [[tuple(m) for m in decode(row[3])] if len(row) > 3 else [] for row in _public_table()[exercise_id]]
 
 
 # --- properties checked beside the comparison ---------------------------------------------
@@ -847,7 +870,6 @@ EXERCISES: dict[str, Exercise] = {
             3,
             atol=1e-5,
             output_names=("the output",),
-            hint=hints.multi_head_attention_hint,
         ),
         Exercise(
             "04.6",
@@ -866,7 +888,6 @@ EXERCISES: dict[str, Exercise] = {
             3,
             atol=1e-5,
             output_names=("the block's output",),
-            hint=hints.encoder_block_hint,
         ),
         Exercise(
             "06.1",
@@ -978,7 +999,6 @@ EXERCISES: dict[str, Exercise] = {
             5,
             atol=1e-4,
             output_names=("the logits",),
-            hint=hints.gpt_forward_hint,
             compared=lambda arguments: np.asarray(arguments["token_ids"]) != 0,
         ),
         Exercise(

@@ -412,8 +412,11 @@ def _softmax_rows(scores):
     return np.where(total > 0, weights / np.where(total > 0, total, 1.0), 0.0)
 
 
-def _multi_head_attention_reference(query, value, weights, mask=None, scale_width=None, project=True):
-    """``scale_width`` and ``project`` exist for the hints' usual mistakes; the exercise passes neither."""
+def _multi_head_attention_reference(
+    query, value, weights, mask=None, scale_width=None, project=True, merge_unmoved=False
+):
+    """``scale_width``, ``project`` and ``merge_unmoved`` make the usual mistakes (:data:`MISTAKES`); the exercise
+    passes none."""
     q = np.einsum("bte,enh->bnth", query, weights["query_kernel"]) + weights["query_bias"][None, :, None, :]
     k = np.einsum("bse,enh->bnsh", value, weights["key_kernel"]) + weights["key_bias"][None, :, None, :]
     v = np.einsum("bse,enh->bnsh", value, weights["value_kernel"]) + weights["value_bias"][None, :, None, :]
@@ -421,6 +424,10 @@ def _multi_head_attention_reference(query, value, weights, mask=None, scale_widt
     if mask is not None:
         scores = np.where(np.asarray(mask, dtype=bool)[:, None], scores, -np.inf)
     context = _softmax_rows(scores) @ v  # (B, N, T, H)
+    if merge_unmoved:  # (B, N, T, H) flattened to (B, T, N·H) without moving the head axis first
+        batch, heads, length, width = context.shape
+        merged = context.reshape(batch, length, heads * width)
+        return merged @ weights["output_kernel"].reshape(heads * width, -1) + weights["output_bias"]
     if not project:
         return context.transpose(0, 2, 1, 3).reshape(context.shape[0], context.shape[2], -1)
     return np.einsum("bnth,nhe->bte", context, weights["output_kernel"]) + weights["output_bias"]
@@ -563,10 +570,12 @@ def _activation(name):
     return lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))  # gelu_approximate
 
 
-def _block_reference(x, weights, attention_mask, normalize_first, activation="relu", epsilon=1e-5, residual=True):
+def _block_reference(
+    x, weights, attention_mask, normalize_first, activation="relu", epsilon=1e-5, residual=True, norm_output=False
+):
     """One Transformer block (self-attention, then the feed-forward network), post- or pre-norm.
 
-    ``attention_mask`` is (B, T, T) or None; ``residual`` exists for a hint's usual mistake.
+    ``attention_mask`` is (B, T, T) or None; ``residual`` and ``norm_output`` make usual mistakes (:data:`MISTAKES`).
     """
 
     def norm(values, parameters):
@@ -586,7 +595,9 @@ def _block_reference(x, weights, attention_mask, normalize_first, activation="re
         ),
         (feedforward, weights["feedforward_norm"]),
     ):
-        if normalize_first:
+        if norm_output:  # x + LayerNorm(F(x)): the sub-layer's output normalised, not its input
+            x = (x if residual else 0) + norm(sublayer(x), norm_weights)
+        elif normalize_first:
             x = (x if residual else 0) + sublayer(norm(x, norm_weights))
         else:
             x = norm((x if residual else 0) + sublayer(x), norm_weights)
@@ -1708,6 +1719,162 @@ REGISTRY = {
 }
 
 
+# --- the usual mistakes, as data for the students' checks -----------------------------------------------------
+
+
+def _attention_mistakes(query, value, weights, mask):
+    """04.5's usual mistakes on these arguments: ``(message, output, compared where)`` each."""
+    width = np.shape(query)[-1]
+    found = [
+        (
+            "the scores were divided by √E, the model's width: divide by √H, the width of one head "
+            f"(√{np.shape(weights['query_kernel'])[-1]}).",
+            _multi_head_attention_reference(query, value, weights, mask, scale_width=width),
+            None,
+        ),
+        (
+            "the heads were concatenated but not projected: multiply by the output kernel W_O (N, H, E) and add "
+            "its bias.",
+            _multi_head_attention_reference(query, value, weights, mask, project=False),
+            None,
+        ),
+        (
+            "the heads were flattened in the wrong order: (B, N, T, H) reshaped straight to (B, T, N·H) mixes "
+            "positions and heads; move the head axis first, (B, T, N, H), then flatten (or contract with W_O "
+            "(N, H, E) over both axes).",
+            _multi_head_attention_reference(query, value, weights, mask, merge_unmoved=True),
+            None,
+        ),
+    ]
+    if mask is not None:
+        found.append(
+            (
+                "the mask was ignored: where it is False, the score must become -inf before the softmax.",
+                _multi_head_attention_reference(query, value, weights, None),
+                None,
+            )
+        )
+    return found
+
+
+def _encoder_block_mistakes(x, weights, mask=None, normalize_first=False):
+    """05.3's usual mistakes on these arguments."""
+    x = np.asarray(x, dtype="float64")
+    key_mask = (
+        None
+        if mask is None
+        else np.broadcast_to(np.asarray(mask, dtype=bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
+    )
+    found = [
+        (
+            (
+                "post-norm was computed where `normalize_first` is True: a pre-norm block normalises each "
+                "sub-layer's input, x + F(LayerNorm(x))."
+            )
+            if normalize_first
+            else (
+                "pre-norm was computed where `normalize_first` is False: a post-norm block normalises after the "
+                "residual sum, LayerNorm(x + F(x))."
+            ),
+            _block_reference(x, weights, key_mask, not normalize_first),
+            None,
+        ),
+        (
+            "the residual connections are missing: add each sub-layer's input to its output.",
+            _block_reference(x, weights, key_mask, normalize_first, residual=False),
+            None,
+        ),
+        (
+            "the LayerNorm was applied to the sub-layer's output, x + LayerNorm(F(x)): pre-norm normalises the "
+            "sub-layer's input, x + F(LayerNorm(x)); post-norm the sum, LayerNorm(x + F(x)).",
+            _block_reference(x, weights, key_mask, normalize_first, norm_output=True),
+            None,
+        ),
+    ]
+    if mask is not None:
+        unmasked = _block_reference(x, weights, None, normalize_first)
+        found.append(
+            (
+                "padding took part in attention: build the attention mask (B, T, T) from `mask`, so no "
+                "query attends to a padding key.",
+                unmasked,
+                None,
+            )
+        )
+        # Equal to attention over every key at the real positions only: the mask went on the queries (rows), which
+        # changes nothing but the padding positions' own outputs.
+        found.append(
+            (
+                "the mask was applied to the queries, not the keys: at the real positions every query still attends "
+                "to the padding keys. Mask the key axis, mask[:, None, :] broadcast to (B, T, T), so no query "
+                "attends to a padding key.",
+                unmasked,
+                np.broadcast_to(np.asarray(mask, dtype=bool)[:, :, None], x.shape),
+            )
+        )
+    return found
+
+
+def _gpt_mistakes(token_ids, weights, config):
+    """09.5's usual mistakes on these arguments (compared at the real positions)."""
+    real = np.asarray(token_ids) != 0
+    first = config["normalize_first"]
+    found = [
+        (
+            "position 0 sees the future: without the causal mask every position attends to later tokens. "
+            "Position t may attend to positions 0 … t only.",
+            _gpt_reference(token_ids, weights, config, causal=False),
+        ),
+        (
+            "the position embeddings were added after the blocks: add them to the token embeddings, before "
+            "the first block.",
+            _gpt_reference(token_ids, weights, config, positions_after_blocks=True),
+        ),
+        (
+            ("post-norm blocks were computed where the config says pre-norm (`normalize_first`): x + F(LayerNorm(x)).")
+            if first
+            else "pre-norm blocks were computed where the config says post-norm: LayerNorm(x + F(x)).",
+            _gpt_reference(token_ids, weights, config, normalize_first=not first),
+        ),
+    ]
+    if "final_norm" in weights:
+        found.append(
+            (
+                "the final LayerNorm (weights['final_norm']) was skipped: apply it after the last block, "
+                "before the tied output.",
+                _gpt_reference(token_ids, weights, config, final_norm=False),
+            )
+        )
+    return [(message, output, real) for message, output in found]
+
+
+# Each exercise whose usual mistakes are the reference with a switch: (the mistakes on given arguments, the
+# tolerance they are told apart with). Students' checks get their outputs on the public cases as data
+# (public_cases.json); the grader computes them on the secret cases. No copy of these answers is in the
+# students' install.
+MISTAKES = {
+    "04.5": (_attention_mistakes, 1e-5),
+    "05.3": (_encoder_block_mistakes, 1e-5),
+    "09.5": (_gpt_mistakes, 1e-4),
+}
+
+
+def mistakes(exercise_id: str, arguments: dict) -> list:
+    """The usual mistakes of ``exercise_id`` that change the output on ``arguments``: ``[(message, output, compared
+    where or None, tolerance), ...]`` ([] for an exercise without such a table)."""
+    from transformer_course.exercises.hints import _equal_at
+
+    if exercise_id not in MISTAKES:
+        return []
+    function, atol = MISTAKES[exercise_id]
+    right = expected(exercise_id, arguments)
+    return [
+        (message, output, where, atol)
+        for message, output, where in function(**arguments)
+        if not _equal_at(output, right, atol, where)
+    ]
+
+
 def answer(exercise_id: str, arguments: dict):
     """A right answer's output on ``arguments``: the reference output, or for an exercise judged by
     its properties (its outputs are random) one independently written right answer."""
@@ -1733,7 +1900,8 @@ def public_cases() -> str:
     """The public cases (seed 0) of every exercise with their expected outputs, as JSON text.
 
     Format: ``{exercise id: [[label, encoded arguments, encoded expected output], ...]}``, values
-    encoded with :func:`~transformer_course.exercises.values.encode`.
+    encoded with :func:`~transformer_course.exercises.values.encode`; an exercise of :data:`MISTAKES` adds to
+    each case its usual mistakes, encoded: ``[[message, output, compared where or None, tolerance], ...]``.
     """
     import json
 
@@ -1741,6 +1909,11 @@ def public_cases() -> str:
     for exercise_id in REGISTRY:
         table[exercise_id] = [
             [label, encode(arguments), encode(expected(exercise_id, arguments))]
+            + (
+                [encode([list(mistake) for mistake in mistakes(exercise_id, arguments)])]
+                if exercise_id in MISTAKES
+                else []
+            )
             for label, arguments in cases(exercise_id, np.random.default_rng(0))
         ]
     return json.dumps(table, indent=1, sort_keys=True) + "\n"
