@@ -21,7 +21,7 @@ import numpy as np
 
 from . import hints
 from .compare import compare_outputs
-from .hints import _equal_at, _same
+from .hints import _same, equal_at
 from .values import decode, plain_value
 
 __all__ = ["Exercise", "EXERCISES", "STUDY_MINUTES", "public_cases", "catalogue_table"]
@@ -121,7 +121,7 @@ class Exercise:
         elif problem and mistakes:
             with np.errstate(all="ignore"):
                 hint = next(
-                    (message for message, output, where, atol in mistakes if _equal_at(received, output, atol, where)),
+                    (message for message, output, where, atol in mistakes if equal_at(received, output, atol, where)),
                     None,
                 )
             if hint:

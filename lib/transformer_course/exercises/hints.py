@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 __all__ = [
+    "equal_at",
     "lstm_step_hint",
     "encode_word_hint",
     "sinusoidal_hint",
@@ -37,9 +38,15 @@ def _same(received, candidate, atol=1e-6) -> bool:
     return received.shape == candidate.shape and bool(np.allclose(received, candidate, atol=atol))
 
 
-def _equal_at(value, candidate, atol, where):
-    """Whether ``value`` equals ``candidate`` (at ``where`` only, when given); None when ``value`` is no array of
-    numbers to compare there."""
+def equal_at(value, candidate, atol, where):
+    """Whether ``value`` equals ``candidate`` within ``atol`` (at ``where`` only, when given: a bool array over the
+    leading axes); None when ``value`` is no array of numbers to compare there. A usual mistake's output is told
+    apart with it, here and where the mistakes come as data (``public_cases.json``).
+
+    Example:
+        >>> bool(equal_at([1.0, 2.0], [1.0, 2.5], 1e-6, [True, False]))
+        True
+    """
     if where is None:
         return _same(value, candidate, atol)
     try:
@@ -57,9 +64,9 @@ def _first_match(received, variants, atol=1e-6, where=None, expected=None):
     cannot be what went wrong (an answer right in value but of another dtype would otherwise be told it).
     """
     for message, candidate in variants:
-        if candidate is None or (expected is not None and _equal_at(expected, candidate, atol, where)):
+        if candidate is None or (expected is not None and equal_at(expected, candidate, atol, where)):
             continue
-        equal = _equal_at(received, candidate, atol, where)
+        equal = equal_at(received, candidate, atol, where)
         if equal is None:
             return None
         if equal:

@@ -1862,7 +1862,7 @@ MISTAKES = {
 def mistakes(exercise_id: str, arguments: dict) -> list:
     """The usual mistakes of ``exercise_id`` that change the output on ``arguments``: ``[(message, output, compared
     where or None, tolerance), ...]`` ([] for an exercise without such a table)."""
-    from transformer_course.exercises.hints import _equal_at
+    from transformer_course.exercises.hints import equal_at
 
     if exercise_id not in MISTAKES:
         return []
@@ -1871,7 +1871,7 @@ def mistakes(exercise_id: str, arguments: dict) -> list:
     return [
         (message, output, where, atol)
         for message, output, where in function(**arguments)
-        if not _equal_at(output, right, atol, where)
+        if not equal_at(output, right, atol, where)
     ]
 
 
