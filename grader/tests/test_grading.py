@@ -1211,12 +1211,14 @@ def test_nothing_a_submission_starts_outlives_its_sandbox(graded):
     import time
 
     time.sleep(1)
-    alive = [
-        entry
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit() and MARKER in (entry / "cmdline").read_bytes().decode("utf-8", "replace")
-        if (entry / "cmdline").exists()
-    ]
+
+    def command_line(entry) -> str:
+        try:  # a process of another test may end between the listing and the reading
+            return (entry / "cmdline").read_bytes().decode("utf-8", "replace")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return ""
+
+    alive = [entry for entry in Path("/proc").iterdir() if entry.name.isdigit() and MARKER in command_line(entry)]
     assert not alive
 
 
