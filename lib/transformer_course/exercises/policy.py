@@ -556,16 +556,14 @@ class _Reader:
             elif function.attr in ("write_text", "write_bytes"):
                 self.refuse(node, f"writes a file with .{function.attr}() (a module the notebook writes is graded "
                             "from its constant text only)")  # fmt: skip
+        # numpy.load, however it is named (np.load, or load after `from numpy import load`), never with pickles
+        if isinstance(function, ast.Attribute):
             member = self.resolve_member(function)
-            if member == ("numpy", "load"):
-                pickles = next((k.value for k in node.keywords if k.arg == "allow_pickle"), None)
-                if pickles is not None and not (isinstance(pickles, ast.Constant) and pickles.value is False):
-                    self.refuse(node, "calls numpy.load with pickles allowed, which loads code")
-        if isinstance(function, ast.Name) and function.id in self.program.members and self.own(function.id):
-            if self.program.members[function.id] == ("numpy", "load") and any(
-                k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
-                for k in node.keywords
-            ):
+        else:
+            member = self.program.members.get(function.id) if isinstance(function, ast.Name) else None
+        pickles = next((k.value for k in node.keywords if k.arg == "allow_pickle"), None)
+        if member == ("numpy", "load") and pickles is not None:
+            if not (isinstance(pickles, ast.Constant) and pickles.value is False):
                 self.refuse(node, "calls numpy.load with pickles allowed, which loads code")
 
     def resolve_member(self, function: ast.Attribute) -> tuple | None:

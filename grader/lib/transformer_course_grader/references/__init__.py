@@ -604,13 +604,15 @@ def _block_reference(
     return x
 
 
+def _key_mask(x, mask):
+    """A padding mask (B, T), or None, as the attention mask (B, T, T) that keeps every query off padding keys."""
+    if mask is None:
+        return None
+    return np.broadcast_to(np.asarray(mask, dtype=bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
+
+
 def _encoder_block_reference(x, weights, mask=None, normalize_first=False):
-    attention_mask = (
-        None
-        if mask is None
-        else np.broadcast_to(np.asarray(mask, dtype=bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
-    )
-    return _block_reference(np.asarray(x, dtype="float64"), weights, attention_mask, normalize_first)
+    return _block_reference(np.asarray(x, dtype="float64"), weights, _key_mask(x, mask), normalize_first)
 
 
 def _encoder_block_cases(rng):
@@ -1760,11 +1762,7 @@ def _attention_mistakes(query, value, weights, mask):
 def _encoder_block_mistakes(x, weights, mask=None, normalize_first=False):
     """05.3's usual mistakes on these arguments."""
     x = np.asarray(x, dtype="float64")
-    key_mask = (
-        None
-        if mask is None
-        else np.broadcast_to(np.asarray(mask, dtype=bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
-    )
+    key_mask = _key_mask(x, mask)
     found = [
         (
             (
