@@ -394,34 +394,56 @@ def test_a_copy_whose_every_name_read_passes_through_an_identity_helper_is_still
     assert _similarity_to_the_package(["import numpy as np", "same = lambda value: value", wrapped], "07.1") >= 0.99
 
 
-@pytest.mark.parametrize("exercise_id", ["04.5", "05.3", "09.5"])
-def test_the_students_exercises_module_holds_no_copy_of_a_whole_layers_answer(exercise_id):
-    """The usual mistakes of 04.5, 05.3 and 09.5 come to the check as data: no function of the students'
-    exercises package (its hints, its catalogue) called on a public case gives the expected output."""
+@pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
+def test_no_function_of_the_students_exercises_package_computes_an_answer(exercise_id):
+    """The students' exercises package holds data and judges only: no function of any of its modules, called on a
+    public case's arguments, gives an output the exercise accepts. The usual mistakes come to the check as data."""
+    import importlib
     import inspect
+    import pkgutil
 
     from transformer_course import exercises
-    from transformer_course.exercises import catalog, hints, public_cases, public_mistakes
+    from transformer_course.exercises import public_cases
 
+    modules = [exercises] + [
+        importlib.import_module(f"{exercises.__name__}.{module.name}")
+        for module in pkgutil.iter_modules(exercises.__path__)
+    ]
     functions = {
         f"{module.__name__}.{name}": function
-        for module in (exercises, catalog, hints)
+        for module in modules
         for name, function in vars(module).items()
         if inspect.isfunction(function) and function.__module__ == module.__name__
     }
-    label, arguments, expected = public_cases(exercise_id)[0]
-    for name, function in functions.items():
-        try:
-            inspect.signature(function).bind(**arguments)
-        except TypeError:
-            continue  # it does not take these arguments
-        try:
-            with np.errstate(all="ignore"):
-                received = function(**arguments)
-        except Exception:  # noqa: BLE001 - a function that cannot take them computes nothing here
-            continue
-        assert EXERCISES[exercise_id].judge(arguments, received, expected) is not None, name
-    assert public_mistakes(exercise_id)[0], "the public case carries its usual mistakes' outputs"
+    assert len(modules) >= 7 and len(functions) > 50
+    for label, arguments, expected in public_cases(exercise_id):
+        for name, function in functions.items():
+            try:
+                inspect.signature(function).bind(**arguments)
+            except TypeError:
+                continue  # it does not take these arguments
+            try:
+                with np.errstate(all="ignore"):
+                    received = function(**arguments)
+            except Exception:  # noqa: BLE001 - a function that cannot take them computes nothing here
+                continue
+            assert EXERCISES[exercise_id].judge(arguments, received, expected) is not None, (name, label)
+
+
+def test_every_exercise_with_usual_mistakes_carries_their_outputs_on_the_public_cases():
+    """Each exercise the grader knows usual mistakes of has, on some public case, the outputs of each as data, and
+    none of those outputs is the right answer there."""
+    from transformer_course.exercises import public_cases, public_mistakes
+    from transformer_course.exercises.hints import equal_at
+    from transformer_course_grader.references import MISTAKES
+
+    assert len(MISTAKES) >= 35
+    for exercise_id in MISTAKES:
+        stored = public_mistakes(exercise_id)
+        assert any(stored), exercise_id
+        for (_, _, expected), mistakes in zip(public_cases(exercise_id), stored):
+            for message, output, where, atol in mistakes:
+                assert not equal_at(expected, output, atol, where), (exercise_id, message)
 
 
 def test_a_copy_whose_comprehensions_became_loops_and_statements_moved_is_still_a_copy():

@@ -64,12 +64,14 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
-def _lstm_step_reference(x, h, c, kernel, recurrent_kernel, bias):
+def _lstm_step_reference(x, h, c, kernel, recurrent_kernel, bias, order=(0, 1, 2, 3), tanh_of_cell=True):
+    """``order`` (the gates read from the kernel's blocks in another order) and ``tanh_of_cell`` make usual
+    mistakes (:mod:`.usual_mistakes`)."""
     units = h.shape[-1]
     z = x @ kernel + h @ recurrent_kernel + bias  # (B, 4U): the gates i, f, candidate, o, in Keras' order
-    gates = [z[:, index * units : (index + 1) * units] for index in range(4)]
+    gates = [z[:, index * units : (index + 1) * units] for index in order]
     c = _sigmoid(gates[1]) * c + _sigmoid(gates[0]) * np.tanh(gates[2])
-    return _sigmoid(gates[3]) * np.tanh(c), c
+    return _sigmoid(gates[3]) * (np.tanh(c) if tanh_of_cell else c), c
 
 
 def _lstm_step_cases(rng):
@@ -230,27 +232,29 @@ def _merge_word(symbols, pair):
     return merged
 
 
-def _encode_word_reference(word, merges):
+def _encode_word_reference(word, merges, leftmost=False, at_most=None):
+    """``leftmost`` (the leftmost pair that is a merge at all, whatever its rank, one occurrence at a time) and
+    ``at_most`` (how many merges are applied) make usual mistakes (:mod:`.usual_mistakes`)."""
     ranks = {tuple(merge.split(" ")): rank for rank, merge in enumerate(merges)}
-    symbols = list(word)
-    while len(symbols) > 1:
-        rank, pair = min((ranks.get(pair, math.inf), pair) for pair in zip(symbols, symbols[1:]))
-        if rank == math.inf:
-            break
-        symbols = _merge_word(symbols, pair)
+    symbols, applied = list(word), 0
+    while len(symbols) > 1 and (at_most is None or applied < at_most):
+        if leftmost:
+            index = next((i for i, pair in enumerate(zip(symbols, symbols[1:])) if pair in ranks), None)
+            if index is None:
+                break
+            symbols = symbols[:index] + [symbols[index] + symbols[index + 1]] + symbols[index + 2 :]
+        else:
+            rank, pair = min((ranks.get(pair, math.inf), pair) for pair in zip(symbols, symbols[1:]))
+            if rank == math.inf:
+                break
+            symbols = _merge_word(symbols, pair)
+        applied += 1
     return symbols
 
 
 def _encode_left_to_right(word, merges):
     """A usual mistake: merge the leftmost pair that is a merge at all, whatever its rank."""
-    known = {tuple(merge.split(" ")) for merge in merges}
-    symbols = list(word)
-    while True:
-        found = next((pair for pair in zip(symbols, symbols[1:]) if pair in known), None)
-        if found is None:
-            return symbols
-        index = next(i for i, pair in enumerate(zip(symbols, symbols[1:])) if pair == found)
-        symbols = symbols[:index] + [found[0] + found[1]] + symbols[index + 2 :]
+    return _encode_word_reference(word, merges, leftmost=True)
 
 
 def _encode_last_rank_first(word, merges):
@@ -809,14 +813,22 @@ def _beam_step_cases(rng):
     ]
 
 
-def _warmup_cosine_reference(steps, peak, warmup_steps, decay_steps, final_fraction):
+def _warmup_cosine_reference(
+    steps, peak, warmup_steps, decay_steps, final_fraction, first_step=1, floor=None, decay_from=None, warmup_end=None
+):
+    """``first_step`` (the warm-up's count at step 0), ``floor`` (the cosine's end, else ``final_fraction``),
+    ``decay_from`` (where the cosine's progress starts) and ``warmup_end`` (the first step of the cosine) make usual
+    mistakes (:mod:`.usual_mistakes`)."""
+    floor = final_fraction if floor is None else floor
+    decay_from = warmup_steps if decay_from is None else decay_from
+    warmup_end = warmup_steps if warmup_end is None else warmup_end
     rates = []
     for step in np.asarray(steps).ravel():
-        if step < warmup_steps:
-            rates.append(peak * (step + 1) / warmup_steps)
+        if step < warmup_end:
+            rates.append(peak * (step + first_step) / warmup_steps)
         else:
-            progress = min(max((step - warmup_steps) / (decay_steps - warmup_steps), 0.0), 1.0)
-            rates.append(peak * (final_fraction + (1 - final_fraction) * (1 + math.cos(math.pi * progress)) / 2))
+            progress = min(max((step - decay_from) / (decay_steps - decay_from), 0.0), 1.0)
+            rates.append(peak * (floor + (1 - floor) * (1 + math.cos(math.pi * progress)) / 2))
     return np.array(rates, dtype="float64").reshape(np.shape(steps))
 
 
@@ -851,13 +863,34 @@ def _warmup_cosine_cases(rng):
     ]
 
 
-def _adamw_step_reference(parameters, gradients, m, v, step, learning_rate, beta_1, beta_2, epsilon, weight_decay):
+def _adamw_step_reference(
+    parameters,
+    gradients,
+    m,
+    v,
+    step,
+    learning_rate,
+    beta_1,
+    beta_2,
+    epsilon,
+    weight_decay,
+    decay="decoupled",
+    corrected=True,
+    epsilon_inside=False,
+):
+    """``decay`` ("decoupled"; "l2": through the gradient; "without rate": a factor 1 - λ; "after": on the updated
+    parameters), ``corrected`` and ``epsilon_inside`` make usual mistakes (:mod:`.usual_mistakes`)."""
     parameters, gradients = np.asarray(parameters, dtype="float64"), np.asarray(gradients, dtype="float64")
+    if decay == "l2":
+        gradients = gradients + weight_decay * parameters
     m = beta_1 * np.asarray(m, dtype="float64") + (1 - beta_1) * gradients
     v = beta_2 * np.asarray(v, dtype="float64") + (1 - beta_2) * gradients**2
-    decayed = parameters - learning_rate * weight_decay * parameters  # decoupled: never through the moments
-    corrected = learning_rate * math.sqrt(1 - beta_2**step) / (1 - beta_1**step)  # Keras' form of the correction
-    return decayed - corrected * m / (np.sqrt(v) + epsilon), m, v
+    factor = {"decoupled": 1 - learning_rate * weight_decay, "without rate": 1 - weight_decay}.get(decay, 1.0)
+    decayed = parameters * factor  # decoupled: never through the moments
+    scale = learning_rate * math.sqrt(1 - beta_2**step) / (1 - beta_1**step)  # Keras' form of the correction
+    scale = scale if corrected else learning_rate
+    updated = decayed - scale * m / (np.sqrt(v + epsilon) if epsilon_inside else np.sqrt(v) + epsilon)
+    return updated * (1 - learning_rate * weight_decay) if decay == "after" else updated, m, v
 
 
 def _adamw_step_cases(rng):
@@ -1035,11 +1068,19 @@ def _nucleus_cases(rng):
     ]
 
 
-def _cached_attention_step_reference(query, key, value, key_cache, value_cache, index):
+def _cached_attention_step_reference(
+    query, key, value, key_cache, value_cache, index, written_at=None, attended=None, attend_before_writing=False
+):
+    """``written_at`` (the position the new key and value go to, else ``index``), ``attended`` (how many positions
+    the query reads, else index + 1) and ``attend_before_writing`` make usual mistakes (:mod:`.usual_mistakes`)."""
     key_cache, value_cache = np.array(key_cache, dtype="float64"), np.array(value_cache, dtype="float64")
-    key_cache[:, :, index] = key[:, :, 0]
-    value_cache[:, :, index] = value[:, :, 0]
-    keys, values = key_cache[:, :, : index + 1], value_cache[:, :, : index + 1]  # positions 0 ... t
+    before = key_cache.copy(), value_cache.copy()
+    written_at = index if written_at is None else written_at
+    key_cache[:, :, written_at] = key[:, :, 0]
+    value_cache[:, :, written_at] = value[:, :, 0]
+    read = before if attend_before_writing else (key_cache, value_cache)
+    attended = index + 1 if attended is None else attended
+    keys, values = read[0][:, :, :attended], read[1][:, :, :attended]  # positions 0 ... t
     scores = query @ np.swapaxes(keys, -1, -2) / math.sqrt(query.shape[-1])  # (B, N, 1, t + 1)
     return _softmax_rows(scores) @ values, key_cache, value_cache
 
@@ -1248,16 +1289,18 @@ def _patchify_cases(rng):
     ]
 
 
-def _rollout_reference(attention_weights):
+def _rollout_reference(attention_weights, last_on_left=True, identity=True, renormalised=True):
+    """``last_on_left``, ``identity`` and ``renormalised`` make usual mistakes (:mod:`.usual_mistakes`)."""
     weights = np.asarray(attention_weights, dtype="float64")
     layers, batch, _, tokens, _ = weights.shape
     result = np.zeros((batch, tokens, tokens))
     for example in range(batch):
         combined = np.eye(tokens)
         for layer in range(layers):
-            mixed = weights[layer, example].mean(axis=0) + np.eye(tokens)
-            mixed = mixed / mixed.sum(axis=1, keepdims=True)
-            combined = mixed @ combined  # the later layer acts on what the earlier ones produced
+            mixed = weights[layer, example].mean(axis=0) + (np.eye(tokens) if identity else 0.0)
+            mixed = mixed / mixed.sum(axis=1, keepdims=True) if renormalised else mixed
+            # the later layer acts on what the earlier ones produced
+            combined = mixed @ combined if last_on_left else combined @ mixed
         result[example] = combined
     return result
 
@@ -1277,17 +1320,20 @@ def _rollout_cases(rng):
 # --- 11: today's decoders ------------------------------------------------------------------
 
 
-def _rotate_reference(x, start_index):
+def _rotate_reference(x, start_index, interleaved=False, direction=1):
+    """``interleaved`` (feature i paired with i + 1) and ``direction`` (-1 turns the other way) make usual mistakes
+    (:mod:`.usual_mistakes`)."""
     x = np.asarray(x, dtype="float64")
     batch, length, heads, width = x.shape
     result = np.empty_like(x)
     for t in range(length):  # one pair at a time, as the formula reads
         position = start_index + t
         for i in range(width // 2):
-            angle = position * 10000.0 ** (-2.0 * i / width)
-            first, second = x[:, t, :, i], x[:, t, :, i + width // 2]
-            result[:, t, :, i] = first * np.cos(angle) - second * np.sin(angle)
-            result[:, t, :, i + width // 2] = second * np.cos(angle) + first * np.sin(angle)
+            angle = direction * position * 10000.0 ** (-2.0 * i / width)
+            pair = (2 * i, 2 * i + 1) if interleaved else (i, i + width // 2)
+            first, second = x[:, t, :, pair[0]], x[:, t, :, pair[1]]
+            result[:, t, :, pair[0]] = first * np.cos(angle) - second * np.sin(angle)
+            result[:, t, :, pair[1]] = second * np.cos(angle) + first * np.sin(angle)
     return result
 
 
@@ -1333,16 +1379,18 @@ def _rms_norm_cases(rng):
     ]
 
 
-def _grouped_attention_reference(query, key, value):
+def _grouped_attention_reference(query, key, value, tiled=False, scaled=True, softmax_axis=-1):
+    """``tiled`` (head n reads group n % G), ``scaled`` and ``softmax_axis`` make usual mistakes
+    (:mod:`.usual_mistakes`)."""
     query, key, value = (np.asarray(array, dtype="float64") for array in (query, key, value))
     batch, length, heads, width = query.shape
     groups = key.shape[2]
     output = np.zeros_like(query)
     for head in range(heads):
-        group = head * groups // heads  # heads 0 .. N/G - 1 read group 0, and so on
-        scores = np.einsum("bth,bsh->bts", query[:, :, head], key[:, :, group]) / math.sqrt(width)
-        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        weights /= weights.sum(axis=-1, keepdims=True)
+        group = head % groups if tiled else head * groups // heads  # heads 0 .. N/G - 1 read group 0, and so on
+        scores = np.einsum("bth,bsh->bts", query[:, :, head], key[:, :, group]) / (math.sqrt(width) if scaled else 1)
+        weights = np.exp(scores - scores.max(axis=softmax_axis, keepdims=True))
+        weights /= weights.sum(axis=softmax_axis, keepdims=True)
         output[:, :, head] = np.einsum("bts,bsh->bth", weights, value[:, :, group])
     return output
 
@@ -1846,30 +1894,38 @@ def _gpt_mistakes(token_ids, weights, config):
     return [(message, output, real) for message, output in found]
 
 
-# Each exercise whose usual mistakes are the reference with a switch: (the mistakes on given arguments, the
-# tolerance they are told apart with). Students' checks get their outputs on the public cases as data
-# (public_cases.json); the grader computes them on the secret cases. No copy of these answers is in the
-# students' install.
+from .usual_mistakes import USUAL_MISTAKES  # noqa: E402 - it calls the references of REGISTRY, above
+
+# Each exercise's usual mistakes: (the mistakes on a case, ``(arguments, right) -> [(message, output, compared where),
+# ...]``, the tolerance they are told apart with; 0 compares exactly). Students' checks get their outputs on the
+# public cases as data (public_cases.json); the grader computes them on the secret cases. No copy of these answers
+# is in the students' install. The mistakes of whole layers and models are the references with a switch (above);
+# the others are recomputed in :mod:`.usual_mistakes`.
 MISTAKES = {
-    "04.5": (_attention_mistakes, 1e-5),
-    "05.3": (_encoder_block_mistakes, 1e-5),
-    "09.5": (_gpt_mistakes, 1e-4),
+    **USUAL_MISTAKES,
+    "04.5": (lambda arguments, right: _attention_mistakes(**arguments), 1e-5),
+    "05.3": (lambda arguments, right: _encoder_block_mistakes(**arguments), 1e-5),
+    "09.5": (lambda arguments, right: _gpt_mistakes(**arguments), 1e-4),
 }
 
 
 def mistakes(exercise_id: str, arguments: dict) -> list:
     """The usual mistakes of ``exercise_id`` that change the output on ``arguments``: ``[(message, output, compared
-    where or None, tolerance), ...]`` ([] for an exercise without such a table)."""
+    where or None, tolerance), ...]`` ([] for an exercise without such a table). A mistake that does not apply to
+    these arguments (its output None), or whose output equals the right one where it is compared, is left out:
+    on this case it changes nothing, so it cannot be what went wrong."""
     from transformer_course.exercises.hints import equal_at
 
     if exercise_id not in MISTAKES:
         return []
     function, atol = MISTAKES[exercise_id]
     right = expected(exercise_id, arguments)
+    with np.errstate(all="ignore"):
+        found = function(arguments, right)
     return [
         (message, output, where, atol)
-        for message, output, where in function(**arguments)
-        if not equal_at(output, right, atol, where)
+        for message, output, where in found
+        if output is not None and not equal_at(right, output, atol, where)
     ]
 
 
