@@ -716,11 +716,11 @@ def _case_verdict(exercise, number, label, arguments, kind, value, secret: bool)
         # the case's arguments in it.
         return _verdict(exercise, "error", f"secret {case} raised an exception", detail=f"{case} raised {value}")
     _, received = value
-    problem = exercise.judge(
-        arguments, received, references.expected(exercise.id, arguments), references.mistakes(exercise.id, arguments)
-    )
-    if not problem:
+    right = references.expected(exercise.id, arguments)
+    if not exercise.judge(arguments, received, right):
         return None
+    # Wrong: judged again with the case's usual mistakes, computed only now (most cases are right).
+    problem = exercise.judge(arguments, received, right, references.mistakes(exercise.id, arguments))
     if not secret:
         return _verdict(exercise, "failed", f"{case}: {problem}")
     return _verdict(
