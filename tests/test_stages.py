@@ -29,8 +29,9 @@ def test_a_finished_stage_is_read_back_and_not_computed_again(tmp_path, capsys):
     assert again.folder == first.folder
     assert again.stage("size 128", compute) == {"bits": 1.5, "sizes": [1, 2]} and len(calls) == 1
     assert again.skipped == ["size 128"] and not again.done("size 256")
-    line = again.report()
-    assert "size 128" in line and "earlier sitting" in capsys.readouterr().out
+    assert again.report() is None  # a cell ending with it shows the line once, printed
+    printed = capsys.readouterr().out
+    assert printed == again.summary() + "\n" and "size 128" in printed and "earlier sitting" in printed
 
 
 def test_a_changed_setting_profile_or_notebook_starts_afresh(tmp_path):

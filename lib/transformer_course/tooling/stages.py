@@ -169,15 +169,16 @@ class RunStages:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    def report(self) -> str:
-        """One line on which stages were taken from an earlier sitting and which ran now; printed and returned."""
+    def summary(self) -> str:
+        """One line on which stages were taken from an earlier sitting and which ran now."""
         if self.skipped:
-            line = (f"Stages taken from an earlier sitting ({self.folder}): {', '.join(self.skipped)}; "
+            return (f"Stages taken from an earlier sitting ({self.folder}): {', '.join(self.skipped)}; "
                     f"run now: {', '.join(self.ran) or 'none'}.")  # fmt: skip
-        else:
-            line = f"Every stage ran in this sitting ({len(self.ran)}); each is kept in {self.folder}."
-        print(line)
-        return line
+        return f"Every stage ran in this sitting ({len(self.ran)}); each is kept in {self.folder}."
+
+    def report(self) -> None:
+        """Print :meth:`summary`. It returns nothing, so a notebook cell that ends with it shows the line once."""
+        print(self.summary())
 
 
 def clear_runs(notebook_id: str | None = None, directory: str | os.PathLike | None = None) -> list[Path]:
