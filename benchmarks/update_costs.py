@@ -154,13 +154,6 @@ def steps() -> dict:
             rng, vocabulary, settings.chunk_length, settings.batch_size, settings.jit_compile, **architecture
         )
 
-    settings = full.notebook("11")
-    built["11 Llama, rotary"] = _language_model_step(
-        rng, 256 + settings.merges + 2, settings.chunk_length, settings.batch_size, settings.jit_compile,
-        architecture="llama", intermediate_dim=settings.intermediate_dim,
-        num_key_value_heads=settings.num_key_value_heads, **settings.model,
-    )  # fmt: skip
-
     settings = full.notebook("10")
     keras.utils.set_random_seed(0)
     vit = VisionTransformer(image_size=8, channels=1, patch_size=settings.patch_size, num_classes=10, **settings.model)
@@ -172,6 +165,13 @@ def steps() -> dict:
     images = rng.random((settings.batch_size, 8, 8, 1)).astype("float32")
     digits = rng.integers(0, 10, size=settings.batch_size)
     built["10 ViT"] = lambda: vit.train_on_batch(images, digits)
+
+    settings = full.notebook("11")
+    built["11 Llama, rotary"] = _language_model_step(
+        rng, 256 + settings.merges + 2, settings.chunk_length, settings.batch_size, settings.jit_compile,
+        architecture="llama", intermediate_dim=settings.intermediate_dim,
+        num_key_value_heads=settings.num_key_value_heads, **settings.model,
+    )  # fmt: skip
 
     settings = full.notebook("13")
     built["13 Llama, characters"] = _language_model_step(
