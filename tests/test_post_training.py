@@ -1,6 +1,7 @@
 """Post-training's pieces against hand-worked cases: the addition task and its checker, the answer mask,
 sequence log-probabilities, DPO's loss, GRPO's advantages and clipped objective."""
 
+import itertools
 import math
 
 import numpy as np
@@ -15,6 +16,8 @@ from transformer_course.post_training import (
     group_advantages,
     grpo_loss,
     instruction_rows,
+    majority_vote,
+    pass_at_k,
     preference_pairs,
     sample_answers,
     sequence_log_probabilities,
@@ -188,3 +191,38 @@ def test_target_log_probabilities_pick_each_target_and_never_give_minus_infinity
     values = numpy(target_log_probabilities(probabilities, np.array([[1, 2]])))
     np.testing.assert_allclose(values, [[math.log(0.8), math.log(0.25)]], rtol=1e-6)
     assert np.isfinite(numpy(target_log_probabilities(probabilities, np.array([[2, 0]])))).all()
+
+
+def _pass_at_k_by_enumeration(samples, correct, k):
+    """The share of all k-subsets of n answers (c of them right) that hold a right one: the definition itself."""
+    answers = [True] * correct + [False] * (samples - correct)
+    subsets = list(itertools.combinations(range(samples), k))
+    return sum(any(answers[i] for i in subset) for subset in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("samples, correct, k", [(5, 2, 2), (8, 1, 3), (6, 0, 2), (6, 6, 4), (10, 3, 1), (7, 5, 3)])
+def test_pass_at_k_is_the_share_of_k_subsets_holding_a_right_answer(samples, correct, k):
+    assert float(pass_at_k(samples, correct, k)) == pytest.approx(_pass_at_k_by_enumeration(samples, correct, k))
+    assert float(pass_at_k(samples, correct, k)) == pytest.approx(
+        1 - math.comb(samples - correct, k) / math.comb(samples, k)
+    )
+
+
+def test_pass_at_k_stays_exact_where_the_binomial_coefficients_are_huge_and_checks_its_counts():
+    # C(2000, 100) overflows a float; the product form does not: 1 - C(1999, 100) / C(2000, 100) = 100 / 2000.
+    assert float(pass_at_k(2000, 1, 100)) == pytest.approx(0.05)
+    assert pass_at_k(np.array([16, 16]), np.array([0, 16]), 16).tolist() == [0.0, 1.0]
+    for samples, correct, k in [(3, 1, 4), (5, 6, 1), (5, -1, 1), (5, 1, 0)]:
+        with pytest.raises(ValueError):
+            pass_at_k(samples, correct, k)
+    with pytest.raises(ValueError, match="whole numbers"):
+        pass_at_k(5.0, 2, 1)
+
+
+def test_majority_vote_counts_parsed_answers_and_breaks_ties_by_the_first_seen():
+    completions = [" 85\n", " 84", "eighty", " 85.", " 84", " 8 5"]
+    parsed = [AdditionTask.parsed(text) for text in completions]
+    assert parsed == [85, 84, None, 85, 84, None]
+    assert majority_vote(parsed) == 85  # 85 and 84 tie at two: 85 came first
+    assert majority_vote([None, None]) is None and majority_vote([]) is None
+    assert AdditionTask.is_correct(AdditionProblem(40, 45), completions[3])

@@ -49,6 +49,8 @@ __all__ = [
     "group_advantages",
     "grpo_loss",
     "GRPOTerms",
+    "pass_at_k",
+    "majority_vote",
 ]
 
 _TEMPLATES = (  # the facts in free-form prose for the base model's corpus: never the question/answer format
@@ -170,15 +172,26 @@ class AdditionTask:
         return template.format(a=problem.a, b=problem.b, total=problem.total)
 
     @staticmethod
-    def is_correct(problem: AdditionProblem, completion: str) -> bool:
+    def parsed(completion: str) -> int | None:
+        """The number a completion answers: its first line, stripped (and one final full stop), if that is a whole
+        number written in digits; else None. What :meth:`is_correct` checks and :func:`majority_vote` counts.
+
+        Example:
+            >>> AdditionTask.parsed(" 85.\\nQuestion:"), AdditionTask.parsed(" 8 5"), AdditionTask.parsed("")
+            (85, None, None)
+        """
+        line = completion.split("\n", 1)[0].strip()
+        line = line[:-1] if line.endswith(".") else line
+        return int(line) if re.fullmatch(r"\d+", line) else None
+
+    @classmethod
+    def is_correct(cls, problem: AdditionProblem, completion: str) -> bool:
         """The checker: the completion's first line, stripped (and one final full stop), is the sum exactly.
 
         Strict on purpose: a reward a model can earn without the answer (a number with the
         sum inside it, several guesses) is a reward it learns to exploit.
         """
-        line = completion.split("\n", 1)[0].strip()
-        line = line[:-1] if line.endswith(".") else line
-        return re.fullmatch(r"\d+", line) is not None and int(line) == problem.total
+        return cls.parsed(completion) == problem.total
 
 
 def instruction_rows(encode, prompts, answers, length: int, end_id: int):
@@ -655,3 +668,69 @@ def grpo_loss(
     answer_tokens = ops.sum(weights)
     clipped = ops.cast(ops.greater(ops.abs(ratio - 1), clip_epsilon), dtype) * weights
     return GRPOTerms(-objective, ops.sum(kl * weights) / answer_tokens, ops.sum(clipped) / answer_tokens)
+
+
+def pass_at_k(samples, correct, k: int):
+    """The unbiased estimate of pass@k: the chance that at least one of k answers, drawn without replacement
+    from a problem's ``samples`` sampled answers of which ``correct`` are right, is right.
+
+    pass@k = 1 − C(n − c, k) / C(n, k), computed as 1 − ∏_{i = n − c + 1}^{n} (1 − k / i), which never
+    forms the large binomial coefficients. Sampling n ≥ k answers and using this estimate has less
+    variance than drawing exactly k (pass@1 is c / n, the sampled accuracy). Averaged over problems it
+    is what a verifier could convert: the headroom of best-of-k with a perfect checker.
+
+    Args:
+        samples: int or int array, n, the answers sampled per problem (>= k).
+        correct: int or int array of the same shape, c, how many of them the checker accepts (0 .. n).
+        k: int >= 1.
+
+    Returns:
+        float64 array of the shape of ``correct`` (a 0-d array for ints), each problem's estimate in [0, 1].
+
+    Raises:
+        ValueError: for k < 1, a count of samples below k, or a count of right answers outside 0 .. n.
+
+    Source: Chen et al., 2021, *Evaluating Large Language Models Trained on Code*, §2.1, eq. 1 and Fig. 3.
+
+    Example:
+        >>> float(pass_at_k(5, 2, 2))  # 1 - C(3, 2) / C(5, 2) = 1 - 3/10
+        0.7
+        >>> pass_at_k([10, 10, 10], [0, 3, 10], 1)  # pass@1 is c / n
+        array([0. , 0.3, 1. ])
+    """
+    k = check_integer("k", k)
+    samples, correct = np.broadcast_arrays(np.asarray(samples), np.asarray(correct))
+    if samples.dtype.kind not in "iu" or correct.dtype.kind not in "iu":
+        raise ValueError("`samples` and `correct` must be whole numbers (counts).")
+    if np.any(samples < k):
+        raise ValueError(f"every problem needs at least k = {k} samples; received {samples.min()}.")
+    if np.any((correct < 0) | (correct > samples)):
+        raise ValueError("`correct` must be between 0 and `samples` for every problem.")
+    result = np.empty(samples.shape, dtype="float64")
+    for index in np.ndindex(samples.shape):
+        n, c = int(samples[index]), int(correct[index])
+        result[index] = 1.0 if n - c < k else 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    return result
+
+
+def majority_vote(answers):
+    """The answer most of ``answers`` give (maj@k's pick), None where none is given; ties go to the one seen first.
+
+    Args:
+        answers: a sequence of hashable answers, None for a completion that gives none (an unparsable one,
+            :meth:`AdditionTask.parsed`): Nones never win.
+
+    Returns:
+        The winning answer, or None when every answer is None (or there are none).
+
+    Source: self-consistency, Wang et al., 2023, *Self-Consistency Improves Chain of Thought Reasoning*, §2.
+
+    Example:
+        >>> majority_vote([85, None, 84, 85, None, None]), majority_vote([7, 8]), majority_vote([None])
+        (85, 7, None)
+    """
+    counts: dict = {}
+    for answer in answers:
+        if answer is not None:
+            counts[answer] = counts.get(answer, 0) + 1
+    return max(counts, key=counts.get) if counts else None  # max keeps the first of equal counts
