@@ -129,7 +129,7 @@ def main() -> int:
                 ratio, low, high = ratio_interval(taken, seconds[length, heads, grouped])
                 compared = "" if key_value_heads == heads else f"   {ratio:.2f} [{low:.2f}, {high:.2f}]"
                 milliseconds = 1000 * np.median(taken) / TOKENS_A_ROUND
-                how = "by group, no repeat" if grouped else "the layer (repeated)"
+                how = "by group, no repeat" if grouped else "the layer"
                 print(f"{length:>8,} {key_value_heads:>3} {megabytes:>9.2f} {how:<22} {milliseconds:>11.3f}{compared}")
     longest, shortest, grouped = max(arguments.lengths), min(arguments.lengths), settings.num_key_value_heads
     ratio, low, high = ratio_interval(seconds[longest, grouped, False], seconds[longest, heads, False])

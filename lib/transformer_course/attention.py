@@ -118,6 +118,34 @@ def _attend(q, k, v, head_mask, dropout_layer, training, return_weights):
     return ops.transpose(ops.matmul(read, v), (0, 2, 1, 3)), weights
 
 
+def _attend_by_group(q, k, v, head_mask):
+    """Scaled dot-product attention of N query heads over G < N key/value heads, without repeating them.
+
+    The queries are grouped, ``(B, T, G, N/G, H)``, and each group's heads score the group's one key head, so
+    the keys and values are read once (a decoding step with a cache of L positions reads ``2 · L · G · H``
+    numbers, not ``2 · L · N · H``: ``benchmarks/grouped_query_decoding.py``). As in the fused kernel, a query
+    with nothing to attend to gets uniform weights; its output is not used downstream.
+
+    Args:
+        q: float ``(B, T, N, H)``; k: ``(B, S, G, H)``; v: ``(B, S, G, H_v)``.
+        head_mask: bool ``(B, 1, T, S)`` or None (:func:`_heads_mask`).
+
+    Returns:
+        float ``(B, T, N, H_v)``.
+    """
+    batch, length = ops.shape(q)[0], ops.shape(q)[1]
+    heads, width, groups = q.shape[2], q.shape[3], k.shape[2]
+    grouped = ops.reshape(q, (batch, length, groups, heads // groups, width))
+    scores = ops.einsum("btgrh,bsgh->bgrts", grouped, k) / math.sqrt(width)  # (B, G, N/G, T, S)
+    dtype, scores = scores.dtype, ops.cast(scores, "float32")
+    if head_mask is not None:
+        scores = ops.where(ops.expand_dims(head_mask, 1), scores, ops.full_like(scores, -1e9))
+    exponentials = ops.exp(scores - ops.max(scores, axis=-1, keepdims=True))  # written out: S may be 1 (one token)
+    weights = ops.cast(exponentials / ops.sum(exponentials, axis=-1, keepdims=True), dtype)
+    output = ops.einsum("bgrts,bsgh->btgrh", weights, v)  # (B, T, G, N/G, H_v)
+    return ops.reshape(output, (batch, length, heads, v.shape[-1]))
+
+
 @keras.saving.register_keras_serializable(package="transformer_course")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention, written out; same call signature and weights as Keras' layer.
@@ -396,9 +424,11 @@ class GroupedQueryAttention(keras.layers.Layer):
     Returns:
         float ``(B, T, E)``, then the weights if ``return_attention_scores``, then the updated
         cache when ``cache`` is given. Without weights and dropout the backend's fused
-        ``ops.dot_product_attention`` computes it, as in Keras' layer; a query with nothing
-        to attend to (a padded query) then gets uniform weights, and its output is not used
-        downstream.
+        ``ops.dot_product_attention`` computes it, as in Keras' layer, after repeating the keys
+        and values to N heads; a decoding step (one query with a cache) instead attends by
+        group, reading each key/value head once for its N/G query heads, so its cost falls with
+        G (``benchmarks/grouped_query_decoding.py``). A query with nothing to attend to (a
+        padded query) gets uniform weights either way, and its output is not used downstream.
 
     Raises:
         ValueError: for non-positive sizes, G not dividing N, a ``dropout`` outside [0, 1), or
@@ -506,8 +536,6 @@ class GroupedQueryAttention(keras.layers.Layer):
                 v = ops.slice_update(cache[:, 1], offset, ops.cast(v, cache.dtype))
             cache = ops.stack([k, v], axis=1)
             value_mask = key_mask = None  # padding masks describe the inputs, not the cache
-        repeats = self.num_query_heads // self.num_key_value_heads
-        k, v = ops.repeat(k, repeats, axis=2), ops.repeat(v, repeats, axis=2)  # each group's heads share them
         head_mask = _heads_mask(
             q,
             ops.shape(k)[1],
@@ -517,7 +545,19 @@ class GroupedQueryAttention(keras.layers.Layer):
             use_causal_mask,
             start,
         )  # (B, 1, T, S)
-        output, weights = _attend(q, k, v, head_mask, self.dropout_layer, training, return_attention_scores)
+        repeats = self.num_query_heads // self.num_key_value_heads
+        one_cached_token = cache is not None and q.shape[1] == 1  # a decoding step: the cache's read is its cost
+        if (
+            repeats > 1
+            and one_cached_token
+            and not (return_attention_scores or (self.dropout_layer.rate > 0 and training))
+        ):
+            # By group: each key/value head is read once for its N/G query heads, never copied N/G times. Over many
+            # queries (training, a prompt) the repeat and the fused kernel are faster (benchmarks/multi_head_attention).
+            output, weights = _attend_by_group(q, k, v, head_mask), None
+        else:
+            k, v = ops.repeat(k, repeats, axis=2), ops.repeat(v, repeats, axis=2)  # each group's heads share them
+            output, weights = _attend(q, k, v, head_mask, self.dropout_layer, training, return_attention_scores)
         output = self.output_dense(output)  # (B, T, N, H) -> (B, T, E)
         results = (output, weights) if return_attention_scores else (output,)
         results = results if cache is None else (*results, cache)
