@@ -674,14 +674,8 @@ def score_in_process(exercise_id: str, candidate, seed: int, student: str = "") 
     for number, (label, arguments, secret) in enumerate(_cases(exercise, seed, student)):
         key, nonce = f"{exercise_id}#{number}", secrets.token_hex(16)
         cases.append((label, arguments, nonce, key, secret))
-        try:
-            with np.errstate(all="ignore"):
-                value = candidate(**copy.deepcopy(arguments))
-            replies[key] = f"{nonce} ok __main__ {protocol.encode(protocol.plain_value(value))}"
-        except NotImplementedError:
-            replies[key] = f"{nonce} not-attempted"
-        except Exception as error:  # noqa: BLE001 - a case that raises is judged as grading judges it
-            replies[key] = f"{nonce} raised {type(error).__name__}: {str(error)[:200]}".replace("\n", " ")
+        with np.errstate(all="ignore"):
+            replies[key] = protocol.reply_line(candidate, copy.deepcopy(arguments), nonce)  # as a kernel replies
     return _judge(exercise, cases, replies, stopped=None)
 
 

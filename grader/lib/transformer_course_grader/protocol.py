@@ -143,23 +143,30 @@ def _serve(namespace: dict, exercise_id: str, function_name: str, payload: str, 
             " / ".join(namespace.get(FAILURES, {}).get(exercise_id, []))[:600].replace("\n", " "),
         )
         return
+    failed = namespace.get(FAILURES, {}).get(exercise_id, [])
+    # On a line of its own, whatever the function printed without a final newline.
+    print("\n" + reply_line(function, decode(payload), nonce, failed))
+
+
+def reply_line(function, arguments: dict, nonce: str, failed=()) -> str:
+    """Call ``function(**arguments)`` and give the line a graded call replies with, tagged ``nonce``.
+
+    ``<nonce> ok <module> <encoded result>``, ``<nonce> not-attempted`` (it raised NotImplementedError),
+    ``<nonce> raised <type>: <message>`` or ``<nonce> unencodable <type>``: what :func:`parse_reply` reads.
+    ``failed`` are the graded run's failures for this exercise; a NameError names the first.
+    """
     try:
-        result = function(**decode(payload))
+        result = function(**arguments)
     except NotImplementedError:
-        print("\n" + nonce, "not-attempted")
-        return
+        return f"{nonce} not-attempted"
     except Exception as error:  # noqa: BLE001 - reported to the grader as text
-        failed = namespace.get(FAILURES, {}).get(exercise_id, []) if isinstance(error, NameError) else []
-        because = f" (in the graded run, {failed[0][:300]})" if failed else ""
-        print("\n" + nonce, "raised", f"{type(error).__name__[:100]}: {str(error)[:200]}{because}".replace("\n", " "))
-        return
+        because = f" (in the graded run, {failed[0][:300]})" if failed and isinstance(error, NameError) else ""
+        return f"{nonce} raised " + f"{type(error).__name__[:100]}: {str(error)[:200]}{because}".replace("\n", " ")
     module = str(getattr(function, "__module__", None) or "?").replace(" ", "_")
     try:
-        reply = f"{nonce} ok {module} {encode(plain_value(result))}"
+        return f"{nonce} ok {module} {encode(plain_value(result))}"
     except (TypeError, ValueError, RecursionError):
-        reply = f"{nonce} unencodable {type(result).__name__}"
-    # On a line of its own, whatever the function printed without a final newline.
-    print("\n" + reply)
+        return f"{nonce} unencodable {type(result).__name__}"
 
 
 def parse_reply(text: str, nonce: str) -> tuple[str, object]:
