@@ -12,8 +12,10 @@ still raises ``NotImplementedError``. It never shows a traceback, runs offline i
 second, and never raises (whatever the student's function does).
 
 Each exercise runs the student's function on its public cases and compares the results with the
-expected outputs stored beside them (``public_cases.json``); the references themselves, and the
-secret cases a grader draws, are not in what students can import. :func:`evaluate` returns the
+expected outputs stored beside them (``public_cases.json``), and names a usual mistake by comparing
+with its output, stored there too; the references, the code of the usual mistakes and the secret
+cases a grader draws are not in what students can import (a test calls every function here on every
+public case: none gives an accepted answer). :func:`evaluate` returns the
 verdict as an object instead of printing it; :func:`show_case` prints a public case, its inputs
 and the output expected, before a student writes a line.
 """

@@ -2,9 +2,11 @@
 
 Every exercise is a plain NumPy/Python function, so a check runs in milliseconds with no model,
 no download and no GPU. A student's instant check runs the function on the exercise's public
-cases, stored with their expected outputs in ``public_cases.json`` beside this file. The
-references and the generators of the secret grading cases are not here: they live only in the
-grader (:mod:`transformer_course_grader.references`).
+cases, stored with their expected outputs (and each usual mistake's output and message) in
+``public_cases.json`` beside this file. The references, the usual mistakes' code and the generators
+of the secret grading cases are not here: they live only in the grader
+(:mod:`transformer_course_grader.references`). What is here judges: the comparison, the properties
+of 08.3's random answers, and the few hints that read a property of the received value.
 """
 
 from __future__ import annotations
