@@ -639,7 +639,8 @@ def test_the_slicer_is_bounded_in_statements_and_time():
         # What a list of refused words let through, refused by the allow-list:
         # Reached through an allowed module's non-public names, or a module outside the list.
         ("import os\nmodules = os.sys.modules", "imports os, which graded code may not use"),
-        ("import dataclasses\ndataclasses.builtins.exec('1')", "uses dataclasses.builtins: the module builtins"),
+        # Refused as a module on Python 3.11 and 3.12 (dataclasses imports builtins), as not public on 3.13.
+        ("import dataclasses\ndataclasses.builtins.exec('1')", "uses dataclasses.builtins: "),
         ("from numpy import *\nconvert = ctypeslib.as_ctypes", "uses numpy.ctypeslib.as_ctypes: the module"),
         ("from numpy import ctypeslib", "imports numpy.ctypeslib, which loads files or code"),
         ("import numpy as np\nview = np.lib.npyio", "uses numpy.lib.npyio: the module numpy.lib"),

@@ -761,6 +761,23 @@ class _AfterCallbacks(keras.callbacks.Callback):
         self.best.after_callbacks(epoch, logs or {})
 
 
+class _TorchRandomState:
+    """PyTorch's global random state, which Keras' layers draw from on that backend when they were given no seed
+    (``Dropout()``): kept with a resumed run's state, as the layers' own seed states are (in their variables)."""
+
+    @staticmethod
+    def get_state() -> list:
+        import torch
+
+        return torch.get_rng_state().tolist()
+
+    @staticmethod
+    def set_state(state: list) -> None:
+        import torch
+
+        torch.set_rng_state(torch.tensor(state, dtype=torch.uint8))
+
+
 def _all_variables(model) -> list:
     """Every variable a resumed run needs: the model's (weights and random-seed states) and its optimizer's."""
     optimizer = getattr(model, "optimizer", None)
@@ -908,6 +925,8 @@ def fit_best(
         for index, callback in enumerate(callbacks):
             if hasattr(callback, "get_state") and hasattr(callback, "set_state"):
                 resumable[f"callback {index}"] = callback
+        if keras.backend.backend() == "torch":
+            resumable["torch random state"] = _TorchRandomState()
         resumed = _read_state(resume_folder)
         if resumed is not None and resumed["epochs_done"] > epochs:
             raise ValueError(
