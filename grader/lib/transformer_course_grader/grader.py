@@ -48,6 +48,7 @@ import nbformat
 import numpy as np
 
 from transformer_course.exercises import EXERCISES, policy, slicing
+from transformer_course.exercises.catalog import HINT_ALTERNATIVE
 from transformer_course.exercises.values import encode
 from transformer_course.tooling import write_text_atomically
 
@@ -682,8 +683,6 @@ def score_in_process(exercise_id: str, candidate, seed: int, student: str = "") 
 def _hint_of(text: str) -> frozenset | None:
     """The usual mistakes a case's verdict names (after "Hint:", one or several the case cannot tell apart; their
     numbers, which are the case's, read as #), or None where no hint named one."""
-    from transformer_course.exercises.catalog import HINT_ALTERNATIVE
-
     _, found, hint = str(text).partition("Hint:")
     if not found or not hint.strip():
         return None
@@ -710,11 +709,11 @@ def _case_verdict(exercise, number, label, arguments, kind, value, secret: bool)
         # the case's arguments in it.
         return _verdict(exercise, "error", f"secret {case} raised an exception", detail=f"{case} raised {value}")
     _, received = value
-    right = references.expected(exercise.id, arguments)
-    if not exercise.judge(arguments, received, right):
+    # The case's usual mistakes are computed only if the result is wrong (most are right).
+    usual = partial(references.mistakes, exercise.id, arguments)
+    problem = exercise.judge(arguments, received, references.expected(exercise.id, arguments), usual)
+    if not problem:
         return None
-    # Wrong: judged again with the case's usual mistakes, computed only now (most cases are right).
-    problem = exercise.judge(arguments, received, right, references.mistakes(exercise.id, arguments))
     if not secret:
         return _verdict(exercise, "failed", f"{case}: {problem}")
     return _verdict(

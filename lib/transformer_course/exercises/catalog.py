@@ -86,8 +86,9 @@ class Exercise:
         as the grader's replies do, so a tensor is judged like the array it holds. ``mistakes`` are the
         case's usual mistakes as data, ``[(message, output, compared where or None, tolerance), ...]`` (a
         public case's from ``public_cases.json``, :func:`public_mistakes`; the grader's own on a secret
-        case): a wrong result equal to one of them gets its message as the hint (several, where they coincide on
-        the case). A hint of the exercise's own (a property of the received value) comes first.
+        case; or a callable giving them, called only for a wrong result): a wrong result equal to one of them gets
+        its message as the hint (several, where they coincide on the case). A hint of the exercise's own (a
+        property of the received value) comes first.
         """
         try:
             received = plain_value(received)
@@ -124,9 +125,8 @@ class Exercise:
                 hint = None
         if not hint and mistakes:
             with np.errstate(all="ignore"):
-                named = [
-                    message for message, output, where, atol in mistakes if equal_at(received, output, atol, where)
-                ]
+                usual = mistakes() if callable(mistakes) else mistakes
+                named = [message for message, output, where, atol in usual if equal_at(received, output, atol, where)]
             hint = either(list(dict.fromkeys(named)))  # mistakes that coincide on this case are all named, once each
         return f"{problem} Hint: {hint}" if hint else problem
         return problem

@@ -25,6 +25,7 @@ import numpy as np
 
 from transformer_course.decoding import NextTokenTable
 from transformer_course.exercises import values as exercise_values
+from transformer_course.exercises.hints import equal_at
 from transformer_course.exercises.values import encode
 
 __all__ = [
@@ -615,8 +616,10 @@ def _key_mask(x, mask):
     return np.broadcast_to(np.asarray(mask, dtype=bool)[:, None, :], (x.shape[0], x.shape[1], x.shape[1]))
 
 
-def _encoder_block_reference(x, weights, mask=None, normalize_first=False):
-    return _block_reference(np.asarray(x, dtype="float64"), weights, _key_mask(x, mask), normalize_first)
+def _encoder_block_reference(x, weights, mask=None, normalize_first=False, residual=True, norm_output=False):
+    """``residual`` and ``norm_output`` make usual mistakes (:mod:`.usual_mistakes`)."""
+    x = np.asarray(x, dtype="float64")
+    return _block_reference(x, weights, _key_mask(x, mask), normalize_first, residual=residual, norm_output=norm_output)
 
 
 def _encoder_block_cases(rng):
@@ -1771,142 +1774,11 @@ REGISTRY = {
 
 # --- the usual mistakes, as data for the students' checks -----------------------------------------------------
 
-
-def _attention_mistakes(query, value, weights, mask):
-    """04.5's usual mistakes on these arguments: ``(message, output, compared where)`` each."""
-    width = np.shape(query)[-1]
-    found = [
-        (
-            "the scores were divided by √E, the model's width: divide by √H, the width of one head "
-            f"(√{np.shape(weights['query_kernel'])[-1]}).",
-            _multi_head_attention_reference(query, value, weights, mask, scale_width=width),
-            None,
-        ),
-        (
-            "the heads were concatenated but not projected: multiply by the output kernel W_O (N, H, E) and add "
-            "its bias.",
-            _multi_head_attention_reference(query, value, weights, mask, project=False),
-            None,
-        ),
-        (
-            "the heads were flattened in the wrong order: (B, N, T, H) reshaped straight to (B, T, N·H) mixes "
-            "positions and heads; move the head axis first, (B, T, N, H), then flatten (or contract with W_O "
-            "(N, H, E) over both axes).",
-            _multi_head_attention_reference(query, value, weights, mask, merge_unmoved=True),
-            None,
-        ),
-    ]
-    if mask is not None:
-        found.append(
-            (
-                "the mask was ignored: where it is False, the score must become -inf before the softmax.",
-                _multi_head_attention_reference(query, value, weights, None),
-                None,
-            )
-        )
-    return found
-
-
-def _encoder_block_mistakes(x, weights, mask=None, normalize_first=False):
-    """05.3's usual mistakes on these arguments."""
-    x = np.asarray(x, dtype="float64")
-    key_mask = _key_mask(x, mask)
-    found = [
-        (
-            (
-                "post-norm was computed where `normalize_first` is True: a pre-norm block normalises each "
-                "sub-layer's input, x + F(LayerNorm(x))."
-            )
-            if normalize_first
-            else (
-                "pre-norm was computed where `normalize_first` is False: a post-norm block normalises after the "
-                "residual sum, LayerNorm(x + F(x))."
-            ),
-            _block_reference(x, weights, key_mask, not normalize_first),
-            None,
-        ),
-        (
-            "the residual connections are missing: add each sub-layer's input to its output.",
-            _block_reference(x, weights, key_mask, normalize_first, residual=False),
-            None,
-        ),
-        (
-            "the LayerNorm was applied to the sub-layer's output, x + LayerNorm(F(x)): pre-norm normalises the "
-            "sub-layer's input, x + F(LayerNorm(x)); post-norm the sum, LayerNorm(x + F(x)).",
-            _block_reference(x, weights, key_mask, normalize_first, norm_output=True),
-            None,
-        ),
-    ]
-    if mask is not None:
-        unmasked = _block_reference(x, weights, None, normalize_first)
-        found.append(
-            (
-                "padding took part in attention: build the attention mask (B, T, T) from `mask`, so no "
-                "query attends to a padding key.",
-                unmasked,
-                None,
-            )
-        )
-        # Equal to attention over every key at the real positions only: the mask went on the queries (rows), which
-        # changes nothing but the padding positions' own outputs.
-        found.append(
-            (
-                "the mask was applied to the queries, not the keys: at the real positions every query still attends "
-                "to the padding keys. Mask the key axis, mask[:, None, :] broadcast to (B, T, T), so no query "
-                "attends to a padding key.",
-                unmasked,
-                np.broadcast_to(np.asarray(mask, dtype=bool)[:, :, None], x.shape),
-            )
-        )
-    return found
-
-
-def _gpt_mistakes(token_ids, weights, config):
-    """09.5's usual mistakes on these arguments (compared at the real positions)."""
-    real = np.asarray(token_ids) != 0
-    first = config["normalize_first"]
-    found = [
-        (
-            "position 0 sees the future: without the causal mask every position attends to later tokens. "
-            "Position t may attend to positions 0 … t only.",
-            _gpt_reference(token_ids, weights, config, causal=False),
-        ),
-        (
-            "the position embeddings were added after the blocks: add them to the token embeddings, before "
-            "the first block.",
-            _gpt_reference(token_ids, weights, config, positions_after_blocks=True),
-        ),
-        (
-            ("post-norm blocks were computed where the config says pre-norm (`normalize_first`): x + F(LayerNorm(x)).")
-            if first
-            else "pre-norm blocks were computed where the config says post-norm: LayerNorm(x + F(x)).",
-            _gpt_reference(token_ids, weights, config, normalize_first=not first),
-        ),
-    ]
-    if "final_norm" in weights:
-        found.append(
-            (
-                "the final LayerNorm (weights['final_norm']) was skipped: apply it after the last block, "
-                "before the tied output.",
-                _gpt_reference(token_ids, weights, config, final_norm=False),
-            )
-        )
-    return [(message, output, real) for message, output in found]
-
-
-from .usual_mistakes import USUAL_MISTAKES  # noqa: E402 - it calls the references of REGISTRY, above
-
 # Each exercise's usual mistakes: (the mistakes on a case, ``(arguments, right) -> [(message, output, compared where),
-# ...]``, the tolerance they are told apart with; 0 compares exactly). Students' checks get their outputs on the
-# public cases as data (public_cases.json); the grader computes them on the secret cases. No copy of these answers
-# is in the students' install. The mistakes of whole layers and models are the references with a switch (above);
-# the others are recomputed in :mod:`.usual_mistakes`.
-MISTAKES = {
-    **USUAL_MISTAKES,
-    "04.5": (lambda arguments, right: _attention_mistakes(**arguments), 1e-5),
-    "05.3": (lambda arguments, right: _encoder_block_mistakes(**arguments), 1e-5),
-    "09.5": (lambda arguments, right: _gpt_mistakes(**arguments), 1e-4),
-}
+# ...]``, the tolerance they are told apart with; 0 compares exactly), from :mod:`.usual_mistakes`. Students' checks
+# get their outputs on the public cases as data (public_cases.json); the grader computes them on the secret cases.
+# No copy of these answers is in the students' install.
+from .usual_mistakes import MISTAKES  # noqa: E402 - it calls the references of REGISTRY, above
 
 
 def mistakes(exercise_id: str, arguments: dict) -> list:
@@ -1914,8 +1786,6 @@ def mistakes(exercise_id: str, arguments: dict) -> list:
     where or None, tolerance), ...]`` ([] for an exercise without such a table). A mistake that does not apply to
     these arguments (its output None), or whose output equals the right one where it is compared, is left out:
     on this case it changes nothing, so it cannot be what went wrong."""
-    from transformer_course.exercises.hints import equal_at
-
     if exercise_id not in MISTAKES:
         return []
     function, atol = MISTAKES[exercise_id]

@@ -7,7 +7,7 @@ An output that is a tuple may hold None in place of the items the mistake is not
 compared). ``compared where`` is None (the whole output) or a bool array over the leading axes.
 
 These recompute answers one slip away, so they live in the grader only, and where a mistake is the reference with
-a switch (01.2, 07.5, 07.6, 09.3, 10.2, 11.1, 11.3) they call the reference. The students'
+a switch (01.2, 03.3, 04.5, 05.3, 07.5, 07.6, 09.3, 09.5, 10.2, 11.1, 11.3) they call the reference. The students'
 checks get their outputs on the public cases as data, written into ``public_cases.json`` by
 :func:`~transformer_course_grader.references.public_cases`; the grader computes them on the secret cases
 (:func:`~transformer_course_grader.references.mistakes`). A hint that is a property of the received value, not
@@ -23,21 +23,16 @@ import numpy as np
 
 from . import REGISTRY
 
+__all__ = ["MISTAKES"]
+
 
 def _reference(exercise_id):
     """The reference of ``exercise_id``, whose keyword switches make its usual mistakes."""
     return REGISTRY[exercise_id].reference
 
 
-__all__ = ["USUAL_MISTAKES"]
-
-
 def _floats(*arrays):
     return tuple(np.asarray(array, dtype="float64") for array in arrays)
-
-
-def _as_floats(arguments):
-    return {name: np.asarray(value, dtype="float64") for name, value in arguments.items()}
 
 
 # --- 01 to 03 -----------------------------------------------------------------------------------------------
@@ -45,7 +40,7 @@ def _as_floats(arguments):
 
 def _lstm_step(arguments, right):
     def step(**switches):
-        return _reference("01.2")(**_as_floats(arguments), **switches)
+        return _reference("01.2")(**arguments, **switches)
 
     return [
         (
@@ -852,9 +847,119 @@ def _grpo_group(arguments, right):
     ]
 
 
-# Each exercise's usual mistakes, recomputed on a case; (function, tolerance they are told apart with: 0 compares
-# exactly). 04.5, 05.3 and 09.5, whose mistakes are their references with a switch, are added beside the references.
-USUAL_MISTAKES = {
+# --- 04.5, 05.3, 09.5: whole layers and models, their references with a switch -----------------------------------
+
+
+def _multi_head_attention(arguments, right):
+    attend = _reference("04.5")
+    weights = arguments["weights"]
+    found = [
+        (
+            "the scores were divided by √E, the model's width: divide by √H, the width of one head "
+            f"(√{np.shape(weights['query_kernel'])[-1]}).",
+            attend(**arguments, scale_width=np.shape(arguments["query"])[-1]),
+            None,
+        ),
+        (
+            "the heads were concatenated but not projected: multiply by the output kernel W_O (N, H, E) and add "
+            "its bias.",
+            attend(**arguments, project=False),
+            None,
+        ),
+        (
+            "the heads were flattened in the wrong order: (B, N, T, H) reshaped straight to (B, T, N·H) mixes "
+            "positions and heads; move the head axis first, (B, T, N, H), then flatten (or contract with W_O "
+            "(N, H, E) over both axes).",
+            attend(**arguments, merge_unmoved=True),
+            None,
+        ),
+        (
+            "the mask was ignored: where it is False, the score must become -inf before the softmax.",
+            attend(**{**arguments, "mask": None}) if arguments["mask"] is not None else None,
+            None,
+        ),
+    ]
+    return found
+
+
+def _encoder_block(arguments, right):
+    block, mask, first = _reference("05.3"), arguments.get("mask"), arguments.get("normalize_first", False)
+    unmasked = block(**{**arguments, "mask": None}) if mask is not None else None
+    return [
+        (
+            (
+                "post-norm was computed where `normalize_first` is True: a pre-norm block normalises each "
+                "sub-layer's input, x + F(LayerNorm(x))."
+            )
+            if first
+            else (
+                "pre-norm was computed where `normalize_first` is False: a post-norm block normalises after the "
+                "residual sum, LayerNorm(x + F(x))."
+            ),
+            block(**{**arguments, "normalize_first": not first}),
+            None,
+        ),
+        (
+            "the residual connections are missing: add each sub-layer's input to its output.",
+            block(**arguments, residual=False),
+            None,
+        ),
+        (
+            "the LayerNorm was applied to the sub-layer's output, x + LayerNorm(F(x)): pre-norm normalises the "
+            "sub-layer's input, x + F(LayerNorm(x)); post-norm the sum, LayerNorm(x + F(x)).",
+            block(**arguments, norm_output=True),
+            None,
+        ),
+        (
+            "padding took part in attention: build the attention mask (B, T, T) from `mask`, so no query attends "
+            "to a padding key.",
+            unmasked,
+            None,
+        ),
+        # Equal to attention over every key at the real positions only: the mask went on the queries (rows), which
+        # changes nothing but the padding positions' own outputs.
+        (
+            "the mask was applied to the queries, not the keys: at the real positions every query still attends to "
+            "the padding keys. Mask the key axis, mask[:, None, :] broadcast to (B, T, T), so no query attends to a "
+            "padding key.",
+            unmasked,
+            None if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool)[:, :, None], np.shape(right)),
+        ),
+    ]
+
+
+def _gpt(arguments, right):
+    forward, config = _reference("09.5"), arguments["config"]
+    first, real = config["normalize_first"], np.asarray(arguments["token_ids"]) != 0
+    found = [
+        (
+            "position 0 sees the future: without the causal mask every position attends to later tokens. "
+            "Position t may attend to positions 0 … t only.",
+            forward(**arguments, causal=False),
+        ),
+        (
+            "the position embeddings were added after the blocks: add them to the token embeddings, before the "
+            "first block.",
+            forward(**arguments, positions_after_blocks=True),
+        ),
+        (
+            "post-norm blocks were computed where the config says pre-norm (`normalize_first`): x + F(LayerNorm(x))."
+            if first
+            else "pre-norm blocks were computed where the config says post-norm: LayerNorm(x + F(x)).",
+            forward(**arguments, normalize_first=not first),
+        ),
+        (
+            "the final LayerNorm (weights['final_norm']) was skipped: apply it after the last block, before the "
+            "tied output.",
+            forward(**arguments, final_norm=False) if "final_norm" in arguments["weights"] else None,
+        ),
+    ]
+    return [(message, output, real) for message, output in found]
+
+
+# Each exercise's usual mistakes, recomputed on a case, and the tolerance they are told apart with (0 compares
+# exactly).
+MISTAKES = {
     "01.2": (_lstm_step, 1e-6),
     "02.1": (_luong_general, 1e-6),
     "03.3": (_encode_word, 0),
@@ -863,7 +968,9 @@ USUAL_MISTAKES = {
     "04.2": (_split_heads, 1e-6),
     "04.3": (_merge_heads, 1e-6),
     "04.4": (_sinusoidal, 1e-5),
+    "04.5": (_multi_head_attention, 1e-5),
     "04.6": (_self_attention_mask, 0),
+    "05.3": (_encoder_block, 1e-5),
     "06.1": (_masked_max, 1e-6),
     "06.2": (_masked_mean, 1e-6),
     "07.3": (_teacher_forcing_loss, 1e-6),
@@ -875,6 +982,7 @@ USUAL_MISTAKES = {
     "09.2": (_nucleus, 1e-6),
     "09.3": (_cached_attention_step, 1e-5),
     "09.4": (_perplexity_and_bits, 1e-6),
+    "09.5": (_gpt, 1e-4),
     "09.6": (_narrow_interval, 0),
     "10.1": (_patchify, 1e-6),
     "10.2": (_rollout, 1e-6),
