@@ -22,6 +22,7 @@ from transformer_course import (
     lora,
     pooling,
     positional,
+    post_training,
     seq2seq,
     seq2seq_attention,
     transformer,
@@ -44,6 +45,13 @@ def _projection():
     layer = keras.layers.EinsumDense("bte,enh->btnh", (T, 2, 4), bias_axes="nh")
     layer.build((None, T, E))
     return layer
+
+
+def _small_policy():
+    """A small Llama-style language model, the policy the post-training layers wrap."""
+    return language_model.build_language_model(
+        V, T, architecture="llama", embed_dim=E, num_heads=2, intermediate_dim=12, num_layers=1, dropout=0.0
+    )
 
 
 # class -> (make the layer, positional inputs, call keyword arguments)
@@ -71,6 +79,20 @@ EXAMPLES = {
     positional.SegmentEmbedding: (lambda: positional.SegmentEmbedding(2, E), (FEATURES, (IDS > 2).astype("int32")), {}),
     pooling.GatherPositions: (pooling.GatherPositions, ((FEATURES, np.array([[0, 2], [1, 4]], "int32")),), {}),
     bert.SpanHead: (bert.SpanHead, (FEATURES,), {}),
+    post_training.AnswerLogProbabilities: (
+        lambda: post_training.AnswerLogProbabilities(_small_policy()),
+        (IDS, np.roll(IDS, -1, axis=1)),
+        {},
+    ),
+    post_training.PairLogProbabilities: (
+        lambda: post_training.PairLogProbabilities(_small_policy()),
+        (
+            np.stack([IDS, IDS[::-1]], axis=1),
+            np.stack([np.roll(IDS, -1, axis=1)] * 2, axis=1),
+            np.stack([IDS > 0, IDS > 2], axis=1),
+        ),
+        {},
+    ),
     seq2seq.LSTMDecoder: (lambda: seq2seq.LSTMDecoder(units=E, n_features=V, output_length=3), (STATES,), {}),
     seq2seq.AttentionLSTMDecoder: (
         lambda: seq2seq.AttentionLSTMDecoder(units=E, n_features=V, output_length=3),

@@ -1,29 +1,36 @@
 """Post-training's pieces against hand-worked cases: the addition task and its checker, the answer mask,
-sequence log-probabilities, DPO's loss, GRPO's advantages and clipped objective."""
+sequence log-probabilities, DPO's loss, GRPO's advantages and clipped objective, the KL estimators, the Keras
+losses and layers the notebook trains with, and supervised fine-tuning's seed."""
 
 import itertools
 import math
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
 
+from transformer_course.language_model import build_language_model
 from transformer_course.post_training import (
     AdditionProblem,
     AdditionTask,
+    DPOLoss,
+    GRPOLoss,
     answer_mask,
     dpo_loss,
     group_advantages,
     grpo_loss,
     instruction_rows,
+    kl_estimates,
     majority_vote,
     pass_at_k,
     preference_pairs,
     sample_answers,
     sequence_log_probabilities,
+    supervised_fine_tune,
     target_log_probabilities,
 )
-from transformer_course.training import gradient_of
+from transformer_course.training import RowBatches, gradient_of
 
 
 def numpy(x):
@@ -226,3 +233,67 @@ def test_majority_vote_counts_parsed_answers_and_breaks_ties_by_the_first_seen()
     assert majority_vote(parsed) == 85  # 85 and 84 tie at two: 85 came first
     assert majority_vote([None, None]) is None and majority_vote([]) is None
     assert AdditionTask.is_correct(AdditionProblem(40, 45), completions[3])
+
+
+def test_k1_and_k3_are_unbiased_k3_never_negative_and_k2_close_for_near_distributions():
+    """The expectations over q, computed exactly by weighting every outcome by q, against KL(q || p)."""
+    q, p = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])
+    exact = float(np.sum(q * np.log(q / p)))
+    k1, k2, k3 = kl_estimates(np.log(q), np.log(p))
+    assert math.isclose(float(q @ k1), exact, rel_tol=1e-12) and math.isclose(float(q @ k3), exact, rel_tol=1e-12)
+    assert k1.min() < 0 <= k3.min() and float(q @ k2) != pytest.approx(exact, rel=0.05)  # k2 biased when far
+    near = p + 0.01 * (q - p)
+    exact_near = float(np.sum(near * np.log(near / p)))
+    _, k2_near, _ = kl_estimates(np.log(near), np.log(p))
+    assert math.isclose(float(near @ k2_near), exact_near, rel_tol=0.05)  # close for nearby q and p
+    with pytest.raises(ValueError, match="must have one shape; received \\(3,\\) and \\(2,\\)"):
+        kl_estimates(np.log(q), np.log(p[:2]))
+
+
+def test_the_dpo_loss_class_is_dpo_loss_and_its_nll_term_is_the_preferred_answers_cross_entropy_a_token():
+    y_true = np.array([[-2.0, -2.0, 4.0], [-5.0, -3.0, 2.0]], "float32")
+    y_pred = np.array([[-1.0, -3.0], [-4.0, -6.0]], "float32")
+    plain = numpy(dpo_loss(y_pred[:, 0], y_pred[:, 1], y_true[:, 0], y_true[:, 1], beta=0.5).loss).mean()
+    assert math.isclose(float(DPOLoss(beta=0.5)(y_true, y_pred)), plain, rel_tol=1e-6)
+    with_nll = float(DPOLoss(beta=0.5, nll_coefficient=2.0)(y_true, y_pred))
+    assert math.isclose(with_nll, plain + 2.0 * np.mean([1.0 / 4.0, 4.0 / 2.0]), rel_tol=1e-6)
+    restored = DPOLoss.from_config(DPOLoss(beta=0.3, nll_coefficient=1.0).get_config())
+    assert (restored.beta, restored.nll_coefficient) == (0.3, 1.0)
+    with pytest.raises(ValueError, match="`nll_coefficient` must be a number >= 0; received -1"):
+        DPOLoss(nll_coefficient=-1)
+
+
+def test_the_grpo_loss_class_reads_its_four_stacked_targets_as_grpo_loss_does():
+    rng = np.random.default_rng(0)
+    old, reference = np.log(rng.uniform(0.1, 0.9, (3, 4))), np.log(rng.uniform(0.1, 0.9, (3, 4)))
+    new, advantages = old + rng.normal(0, 0.3, (3, 4)), np.array([1.0, -0.5, 0.25])
+    mask = np.array([[1, 1, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0]], "float32")
+    y_true = np.stack([old, reference, np.repeat(advantages[:, None], 4, axis=1), mask], axis=-1).astype("float32")
+    expected = float(grpo_loss(new, old, reference, advantages, mask > 0, clip_epsilon=0.1, kl_coefficient=0.2).loss)
+    assert math.isclose(float(GRPOLoss(0.1, 0.2)(y_true, new.astype("float32"))), expected, rel_tol=1e-5)
+    restored = GRPOLoss.from_config(GRPOLoss(0.1, 0.0).get_config())
+    assert (restored.clip_epsilon, restored.kl_coefficient) == (0.1, 0.0)
+    with pytest.raises(ValueError, match="`kl_coefficient` must be a number >= 0"):
+        GRPOLoss(0.2, -0.1)
+
+
+def test_fine_tuning_seeds_reach_the_order_of_the_examples():
+    """Two seeds, two first batches and two models from the same start; one seed, the same model again."""
+    rng = np.random.default_rng(0)
+    rows = rng.integers(1, 12, size=(24, 6)).astype("int32")
+    targets = np.roll(rows, -1, axis=1)
+    first = [RowBatches(rows, targets, 4, seed=seed)[0][0] for seed in (0, 1)]
+    assert not np.array_equal(*first)
+
+    def tuned(seed):
+        keras.utils.set_random_seed(5)  # the same start for every seed
+        model = build_language_model(12, 6, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1, dropout=0.0)
+        keras.utils.set_random_seed(123 + seed)  # what ran before must not decide the order
+        supervised_fine_tune(
+            model, rows, targets, epochs=1, batch_size=4, learning_rate=1e-2, seed=seed, jit_compile=False
+        )
+        return np.concatenate([weight.ravel() for weight in model.get_weights()])
+
+    zero, one, zero_again = tuned(0), tuned(1), tuned(0)
+    assert np.abs(zero - one).max() > 1e-3
+    np.testing.assert_allclose(zero, zero_again, atol=1e-5)

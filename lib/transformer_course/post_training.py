@@ -8,7 +8,13 @@ A base language model continues text; post-training makes it answer. Three steps
   of a preferred and a rejected answer, against a frozen reference model;
 - **group relative policy optimisation** (:func:`group_advantages`, :func:`grpo_loss`; Shao et
   al., 2024, *DeepSeekMath*, §4.1): several sampled answers per question, each rewarded by a
-  checker, advantages normalised within the group, a clipped ratio objective and a KL penalty.
+  checker, advantages normalised within the group, a clipped ratio objective and a KL penalty,
+  whose three sample estimators :func:`kl_estimates` computes (Schulman, 2020).
+
+The Keras pieces that train with these losses: :class:`AnswerLogProbabilities` and
+:class:`PairLogProbabilities` (a language model's log π of sampled answers, one row or a pair at a
+time), :class:`DPOLoss` (with RPO's optional NLL term) and :class:`GRPOLoss`; and
+:func:`supervised_fine_tune`, whose seed sets the order of the examples.
 
 The task is integer addition written as text (:class:`AdditionTask`): its every answer is checked
 exactly (:meth:`AdditionTask.is_correct`), the number of digits sets the difficulty, carries mark
@@ -28,6 +34,7 @@ from typing import NamedTuple
 from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up log filtered)
 
 # isort: split
+import keras
 import numpy as np
 from keras import ops
 
@@ -51,6 +58,13 @@ __all__ = [
     "GRPOTerms",
     "pass_at_k",
     "majority_vote",
+    "kl_estimates",
+    "KLEstimates",
+    "AnswerLogProbabilities",
+    "PairLogProbabilities",
+    "DPOLoss",
+    "GRPOLoss",
+    "supervised_fine_tune",
 ]
 
 _TEMPLATES = (  # the facts in free-form prose for the base model's corpus: never the question/answer format
@@ -734,3 +748,320 @@ def majority_vote(answers):
         if answer is not None:
             counts[answer] = counts.get(answer, 0) + 1
     return max(counts, key=counts.get) if counts else None  # max keeps the first of equal counts
+
+
+class KLEstimates(NamedTuple):
+    """:func:`kl_estimates`' result, each float ``(...)`` of the inputs' shape (one estimate a sample).
+
+    Attributes:
+        k1: −log r, unbiased, often negative, high variance.
+        k2: ½ (log r)², biased (low when q and p are close), never negative, low variance.
+        k3: (r − 1) − log r, unbiased and never negative.
+    """
+
+    k1: object
+    k2: object
+    k3: object
+
+
+def kl_estimates(sampling_log_probabilities, other_log_probabilities) -> KLEstimates:
+    """The three sample estimators of KL(q ‖ p), from samples x ~ q: k1, k2 and k3 of each sample.
+
+    With r = p(x) / q(x) for a sample x drawn from q:  k1 = −log r,  k2 = ½ (log r)²,
+    k3 = (r − 1) − log r. The means of k1 and k3 over samples are unbiased estimates of
+    KL(q ‖ p) = E_q[log q/p] (E_q[r] = 1, so k3 adds r − 1, whose mean is 0, to k1: a control
+    variate that makes every sample's estimate ≥ 0 because log r ≤ r − 1). k2's mean is biased, but
+    close to KL for nearby q and p, and has low variance. GRPO's KL penalty is k3 per token with q
+    the policy and p the reference (:func:`grpo_loss`); its log of "KL to the reference" should say
+    which estimator it uses.
+
+    Args:
+        sampling_log_probabilities: float array, log q(x) of each sample under the distribution that drew it.
+        other_log_probabilities: float array of the same shape, log p(x) of the same samples.
+
+    Returns:
+        :class:`KLEstimates` of float64 arrays, the inputs' shape: each sample's three estimates.
+
+    Raises:
+        ValueError: for arrays of different shapes.
+
+    Source: J. Schulman, 2020, *Approximating KL Divergence* (blog note): k1, k2 and k3.
+
+    Example:
+        >>> estimates = kl_estimates(np.log([0.5, 0.25]), np.log([0.25, 0.5]))  # r = 1/2 and 2
+        >>> [np.round(value, 4).tolist() for value in estimates]
+        [[0.6931, -0.6931], [0.2402, 0.2402], [0.1931, 0.3069]]
+    """
+    sampling = np.asarray(sampling_log_probabilities, dtype="float64")
+    other = np.asarray(other_log_probabilities, dtype="float64")
+    if sampling.shape != other.shape:
+        raise ValueError(
+            "`sampling_log_probabilities` and `other_log_probabilities` must have one shape; received "
+            f"{sampling.shape} and {other.shape}."
+        )
+    log_ratio = other - sampling
+    return KLEstimates(-log_ratio, 0.5 * log_ratio**2, np.expm1(log_ratio) - log_ratio)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class AnswerLogProbabilities(keras.layers.Layer):
+    """A language model's log-probability of each target token: log π(target_t | tokens ≤ t), differentiable.
+
+    The layer GRPO trains through: wrapped around the policy, its output is what
+    :class:`GRPOLoss` reads, and its gradient reaches the policy's weights.
+
+    Args:
+        policy: a language model (``(B, T)`` int ids → ``(B, T, V)`` next-token probabilities), e.g.
+            :func:`~transformer_course.language_model.build_language_model`'s.
+
+    Call arguments:
+        rows: int ``(B, T)``, the model's inputs (0 = padding).
+        targets: int ``(B, T)``, the next tokens.
+
+    Returns:
+        float ``(B, T)``: natural logs (:func:`target_log_probabilities`); padding's values are
+        whatever the model gives there: mask them (:func:`answer_mask`).
+
+    Raises:
+        ValueError: for a ``policy`` that is not a Keras layer or model.
+
+    Example:
+        >>> from transformer_course.language_model import build_language_model
+        >>> policy = build_language_model(12, 6, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
+        >>> rows = np.array([[11, 3, 4, 5, 0, 0]])
+        >>> tuple(AnswerLogProbabilities(policy)(rows, np.roll(rows, -1, axis=1)).shape)
+        (1, 6)
+    """
+
+    def __init__(self, policy, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(policy, keras.layers.Layer):
+            raise ValueError(f"`policy` must be a Keras layer or model (a language model); received {policy!r}.")
+        self.policy = policy
+
+    def build(self, rows_shape, targets_shape=None):
+        if not self.policy.built:
+            self.policy.build(rows_shape)
+        self.built = True
+
+    def call(self, rows, targets):
+        return target_log_probabilities(self.policy(rows), targets)
+
+    def compute_output_shape(self, rows_shape, targets_shape=None):
+        return tuple(rows_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "policy": keras.saving.serialize_keras_object(self.policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["policy"] = keras.saving.deserialize_keras_object(config["policy"])
+        return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class PairLogProbabilities(AnswerLogProbabilities):
+    """The two sequence log-probabilities of a preference pair, log π(y_w | x) and log π(y_l | x): DPO's inputs.
+
+    Args:
+        policy: a language model, as for :class:`AnswerLogProbabilities`.
+
+    Call arguments:
+        rows: int ``(B, 2, T)``: each pair's two rows, the preferred answer's first.
+        targets: int ``(B, 2, T)``, their next tokens.
+        mask: bool or float ``(B, 2, T)``, the answers' targets (:func:`answer_mask`).
+
+    Returns:
+        float ``(B, 2)``, each answer's sum of log π over its masked targets, in nats
+        (:func:`sequence_log_probabilities`).
+
+    Source: Rafailov et al., 2023, eq. 7 (the log-probabilities the DPO loss compares).
+
+    Example:
+        >>> from transformer_course.language_model import build_language_model
+        >>> policy = build_language_model(12, 4, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
+        >>> rows = np.array([[[11, 3, 4, 0], [11, 3, 5, 0]]])
+        >>> tuple(PairLogProbabilities(policy)(rows, np.roll(rows, -1, axis=2), rows > 0).shape)
+        (1, 2)
+    """
+
+    def build(self, rows_shape, targets_shape=None, mask_shape=None):
+        if not self.policy.built:
+            self.policy.build((None, rows_shape[-1]))
+        self.built = True
+
+    def call(self, rows, targets, mask):
+        length = ops.shape(rows)[-1]
+        flat = super().call(ops.reshape(rows, (-1, length)), ops.reshape(targets, (-1, length)))
+        return ops.reshape(sequence_log_probabilities(flat, ops.reshape(mask, (-1, length))), (-1, 2))
+
+    def compute_output_shape(self, rows_shape, targets_shape=None, mask_shape=None):
+        return (rows_shape[0], 2)
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class DPOLoss(keras.losses.Loss):
+    """The DPO loss of each pair (:func:`dpo_loss`), with RPO's optional NLL term on the preferred answer.
+
+    loss = −log σ(β[(log π(y_w) − log π_ref(y_w)) − (log π(y_l) − log π_ref(y_l))])
+           + α · (−log π(y_w)) / |y_w|,
+
+    α = ``nll_coefficient`` (0: plain DPO). The NLL term, the preferred answer's cross-entropy a
+    token, keeps its likelihood from falling while the margin grows, which plain DPO allows when the
+    two answers share most of their tokens (Pal et al., 2024).
+
+    Call arguments:
+        y_true: float ``(B, 3)``: the reference's log π(y_w) and log π(y_l), and the preferred
+            answer's token count |y_w| (≥ 1; read only where α > 0).
+        y_pred: float ``(B, 2)``: the policy's log π(y_w) and log π(y_l) (:class:`PairLogProbabilities`).
+
+    Returns:
+        float ``(B,)``, each pair's loss in nats (Keras averages them over the batch).
+
+    Raises:
+        ValueError: for a ``beta`` that is not a positive number, or a negative ``nll_coefficient``.
+
+    Source: Rafailov et al., 2023, eq. 7; the NLL term: Pang et al., 2024, *Iterative Reasoning
+    Preference Optimization* (RPO), eq. 1.
+
+    Example:
+        >>> loss = DPOLoss(beta=0.5)
+        >>> round(float(loss(np.array([[-2.0, -2.0, 1.0]]), np.array([[-1.0, -3.0]]))), 5)  # log(1 + e^-1)
+        0.31326
+    """
+
+    def __init__(self, beta: float = 0.1, nll_coefficient: float = 0.0, name: str = "dpo", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.beta = check_positive("beta", beta)
+        if isinstance(nll_coefficient, bool) or not isinstance(nll_coefficient, (int, float)) or nll_coefficient < 0:
+            raise ValueError(f"`nll_coefficient` must be a number >= 0; received {nll_coefficient!r}.")
+        self.nll_coefficient = float(nll_coefficient)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, y_pred.dtype)
+        loss = dpo_loss(y_pred[:, 0], y_pred[:, 1], y_true[:, 0], y_true[:, 1], beta=self.beta).loss
+        if self.nll_coefficient:
+            loss = loss - self.nll_coefficient * y_pred[:, 0] / ops.maximum(y_true[:, 2], 1.0)
+        return loss
+
+    def get_config(self):
+        return {**super().get_config(), "beta": self.beta, "nll_coefficient": self.nll_coefficient}
+
+
+@keras.saving.register_keras_serializable(package="transformer_course")
+class GRPOLoss(keras.losses.Loss):
+    """GRPO's clipped objective with its KL penalty, as a Keras loss (:func:`grpo_loss`).
+
+    Call arguments:
+        y_true: float ``(B, T, 4)`` stacking, for every position of every sampled answer: log π_old
+            (the policy that sampled it), log π_ref (the frozen reference), the answer's advantage
+            (the same at every position of a row) and the answer mask (1 for the answer's tokens).
+        y_pred: float ``(B, T)``, log π under the policy being trained (:class:`AnswerLogProbabilities`).
+
+    Returns:
+        float scalar: the negated objective, to minimise.
+
+    Raises:
+        ValueError: for a ``clip_epsilon`` outside [0, 1) or a negative ``kl_coefficient``.
+
+    Source: Shao et al., 2024, *DeepSeekMath*, §4.1, eq. 3 and 4.
+
+    Example:
+        >>> same = np.log([[0.5, 0.5]])
+        >>> y_true = np.stack([same, same, np.full((1, 2), 2.0), np.ones((1, 2))], axis=-1)
+        >>> round(float(GRPOLoss()(y_true, same)), 4)  # r = 1, KL = 0: the loss is -Â
+        -2.0
+    """
+
+    def __init__(self, clip_epsilon: float = 0.2, kl_coefficient: float = 0.04, name: str = "grpo", **kwargs):
+        super().__init__(name=name, **kwargs)
+        grpo_loss(
+            np.zeros((1, 1)),
+            np.zeros((1, 1)),
+            np.zeros((1, 1)),
+            np.zeros(1),
+            np.ones((1, 1), bool),
+            clip_epsilon=clip_epsilon,
+            kl_coefficient=kl_coefficient,
+        )  # validates both
+        self.clip_epsilon, self.kl_coefficient = float(clip_epsilon), float(kl_coefficient)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, y_pred.dtype)
+        return grpo_loss(
+            y_pred,
+            y_true[..., 0],
+            y_true[..., 1],
+            y_true[..., 2][:, 0],
+            y_true[..., 3] > 0,
+            clip_epsilon=self.clip_epsilon,
+            kl_coefficient=self.kl_coefficient,
+        ).loss
+
+    def get_config(self):
+        return {**super().get_config(), "clip_epsilon": self.clip_epsilon, "kl_coefficient": self.kl_coefficient}
+
+
+def supervised_fine_tune(
+    model,
+    inputs,
+    targets,
+    *,
+    epochs: int,
+    batch_size: int,
+    learning_rate: float,
+    seed: int,
+    warmup_share: float = 0.1,
+    weight_decay: float = 0.01,
+    jit_compile="auto",
+):
+    """Fine-tune ``model`` in place on next-token rows; the seed sets the order of the examples.
+
+    The examples are shuffled by :class:`~transformer_course.training.RowBatches` seeded with
+    ``seed``, one pass an epoch, so two seeds give two orders (and one seed the same order, whatever
+    ran before: Keras' own shuffling draws from a global state that earlier work moves). AdamW with
+    a linear warm-up over ``warmup_share`` of the updates, then a cosine decay
+    (:class:`~transformer_course.training.WarmupCosineDecay`); the loss is
+    :class:`~transformer_course.metrics.MaskedCrossEntropy`, which skips targets of 0 — set the
+    prompt's targets to 0 to train on the answers alone (:func:`answer_mask`).
+
+    Args:
+        model: a language model, compiled here (its earlier compilation is replaced).
+        inputs, targets: int ``(N, T)`` rows (:func:`instruction_rows`).
+        epochs: int >= 1, passes over the rows.
+        batch_size: int >= 1.
+        learning_rate: float > 0, the peak.
+        seed: int >= 0, the order of the examples.
+        warmup_share: float in [0, 1), the share of the updates spent warming up.
+        weight_decay: float >= 0, AdamW's.
+        jit_compile: passed to ``compile``.
+
+    Returns:
+        The Keras ``History`` of the fit (one loss an epoch).
+
+    Raises:
+        ValueError: for rows of different shapes or a setting out of range (named).
+
+    Example:
+        >>> from transformer_course.language_model import build_language_model
+        >>> model = build_language_model(12, 4, embed_dim=8, num_heads=2, intermediate_dim=16, num_layers=1)
+        >>> rows = np.array([[11, 3, 4, 5], [11, 3, 5, 6]])
+        >>> history = supervised_fine_tune(model, rows, np.roll(rows, -1, axis=1), epochs=2, batch_size=2,
+        ...                                learning_rate=1e-3, seed=0)
+        >>> len(history.history["loss"])
+        2
+    """
+    from .metrics import MaskedCrossEntropy
+    from .training import RowBatches, WarmupCosineDecay
+
+    epochs, batch_size = check_integer("epochs", epochs), check_integer("batch_size", batch_size)
+    learning_rate = check_positive("learning_rate", learning_rate)
+    if not 0.0 <= warmup_share < 1.0:
+        raise ValueError(f"`warmup_share` must be in [0, 1); received {warmup_share!r}.")
+    batches = RowBatches(inputs, targets, batch_size, seed=seed)
+    updates = len(batches) * epochs
+    schedule = WarmupCosineDecay(learning_rate, int(updates * warmup_share), updates)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=weight_decay), loss=MaskedCrossEntropy(),
+                  jit_compile=jit_compile)  # fmt: skip
+    return model.fit(batches, epochs=epochs, verbose=0)
