@@ -1133,6 +1133,22 @@ def _grpo(kind):
     return answer
 
 
+def _kl(kind):
+    def answer(q, p, samples):
+        q, p = np.asarray(q, "float64"), np.asarray(p, "float64")
+        drawn = np.arange(len(q)) if kind == "outcomes" else np.asarray(samples)
+        log_ratio = np.log(p[drawn] / q[drawn]) * (-1 if kind == "upside down" else 1)
+        k3 = np.expm1(log_ratio) - log_ratio
+        estimates = np.array([-log_ratio, (1.0 if kind == "no half" else 0.5) * log_ratio**2,
+                              -k3 if kind == "k3 sign" else k3]).mean(axis=1)  # fmt: skip
+        exact = np.sum(p * np.log(p / q)) if kind == "reversed" else np.sum(q * np.log(q / p))
+        if kind == "bits":
+            return float(exact / np.log(2)), estimates / np.log(2)
+        return float(exact), estimates
+
+    return answer
+
+
 POST_TRAINING_MISTAKES = [
     ("13.1", _prompt_masked(lambda position, start, real: real), "prompt's too"),
     ("13.1", _prompt_masked(lambda position, start, real: (position >= start) & real), "one target late"),
@@ -1154,6 +1170,12 @@ POST_TRAINING_MISTAKES = [
     ("13.4", _grpo("max"), "max"),
     ("13.4", _grpo("clipped only"), "clipped term alone"),
     ("13.4", _grpo("one mean"), "one mean"),
+    ("13.5", _kl("upside down"), "upside down"),
+    ("13.5", _kl("reversed"), "other direction"),
+    ("13.5", _kl("no half"), "without its ½"),
+    ("13.5", _kl("k3 sign"), "sign turned"),
+    ("13.5", _kl("bits"), "in bits"),
+    ("13.5", _kl("outcomes"), "over the outcomes"),
 ]
 
 
@@ -1174,6 +1196,12 @@ def test_post_training_mistakes_fail_every_case_and_get_their_hint(exercise_id, 
 
 def _float32(*arrays):
     return [np.asarray(array, "float32") for array in arrays]
+
+
+def _kl_with_the_package(q, p, samples):
+    q, p = np.asarray(q, "float32"), np.asarray(p, "float32")
+    estimates = post_training.kl_estimates(np.log(q[samples]), np.log(p[samples]))
+    return float(np.sum(q * np.log(q / p))), np.array([value.mean() for value in estimates], "float32")
 
 
 POST_TRAINING_IN_FLOAT32 = {  # the package's own functions, in single precision, as a student's Keras answer would be
@@ -1203,6 +1231,7 @@ POST_TRAINING_IN_FLOAT32 = {  # the package's own functions, in single precision
             ).loss
         ),
     ),
+    "13.5": _kl_with_the_package,
 }
 
 

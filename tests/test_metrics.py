@@ -144,3 +144,16 @@ def test_mean_interval_is_the_student_t_interval_worked_by_hand():
         metrics.mean_interval([])
     with pytest.raises(ValueError, match="confidence"):
         metrics.mean_interval([1.0, 2.0], confidence=95)
+
+
+def test_the_bootstrap_interval_of_a_share_is_near_the_binomial_one():
+    values = np.array([1.0] * 240 + [0.0] * 160)  # 60% of 400: the binomial standard error is 0.0245
+    mean, low, high = metrics.bootstrap_interval(values, seed=1)
+    assert mean == pytest.approx(0.6)
+    assert (low, high) == pytest.approx((0.6 - 1.96 * 0.0245, 0.6 + 1.96 * 0.0245), abs=0.006)
+    assert metrics.bootstrap_interval(values, seed=1) == (mean, low, high)  # the same seed, the same interval
+    assert metrics.bootstrap_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
+    with pytest.raises(ValueError, match="`values` must be one-dimensional with at least 2 values"):
+        metrics.bootstrap_interval([1.0])
+    with pytest.raises(ValueError, match="`resamples`"):
+        metrics.bootstrap_interval([0.0, 1.0], resamples=10)

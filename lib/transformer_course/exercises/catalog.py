@@ -641,6 +641,13 @@ EXERCISES: dict[str, Exercise] = {
             3,
             output_names=("the advantages", "the objective"),
         ),
+        Exercise(
+            "13.5",
+            "three estimates of the KL divergence",
+            "kl_estimators",
+            2,
+            output_names=("the divergence", "the three estimates"),
+        ),
     ]
 }
 

@@ -325,9 +325,11 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "warmup_steps": 100,
             "base_updates": 2400,
             "rounds": 4,
-            "held_out_problems": 400,  # every accuracy: the same held-out problems, greedy decoding
+            "held_out_problems": 400,  # every accuracy: the same held-out problems, greedy decoding and sampled
             "validation_problems": 200,  # held-out problems too, no pair shared with those: the rates are chosen here
+            "training_problems": 400,  # pairs the prose stated: what is remembered, against what is computed
             "shots": 2,
+            "evaluation_samples": 8,  # answers sampled (T = 1) per problem: pass@1, maj@8, pass@k
             # Supervised fine-tuning: the prompt masked or not, at equal updates; and the curve against examples.
             "sft_examples": 8000,
             "sft_epochs": 4,  # 1,000 updates: fewer left the seeds far apart
@@ -338,18 +340,22 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "dpo_questions": 1000,
             "dpo_answers_each": 4,
             "dpo_beta": 0.1,
-            "dpo_learning_rates": (1e-5, 3e-5, 1e-4),  # each run in full, the one best on validation kept
+            "dpo_learning_rates": (1e-5, 3e-5, 1e-4),  # each run in full at seed 0, the one best on validation kept
             "dpo_epochs": 3,
+            "dpo_seeds": (0, 1, 2),  # the order of the pairs: DPO, DPO + NLL (RPO) and SFT on the chosen answers
+            "rpo_nll_coefficient": 1.0,  # alpha of the NLL term on the chosen answer (Pang et al., 2024)
             "temperature": 1.0,
-            # GRPO: G answers to each of Q questions an update, the checker's reward; with the KL term and without.
-            "grpo_updates": 160,
+            # GRPO: G answers to each of Q questions an update, the checker's reward; the rate chosen on validation.
+            "grpo_updates": 60,
             "grpo_questions": 16,
             "grpo_answers_each": 8,
             "grpo_steps_each": 2,  # gradient steps on each batch of samples (the first at ratio 1)
-            "grpo_learning_rate": 2e-5,  # 1e-4 took the KL to the reference to 0.03-0.06 nats a token in 20 updates
+            "grpo_learning_rates": (1e-4, 3e-4, 1e-3),  # each in full at seed 0; validation's sampled accuracy picks
+            "grpo_seeds": (0, 1, 2),  # the questions drawn and the answers sampled
             "grpo_clip_epsilon": 0.2,
-            "grpo_kl_coefficient": 0.04,
-            "grpo_evaluate_every": 20,
+            "grpo_kl_coefficient": 0.04,  # the ablation: 0 (no KL term), at the chosen rate, every seed
+            # The control: rejection-sampling fine-tuning on as many samples as a GRPO run draws.
+            "rft_learning_rates": (1e-4, 3e-4, 1e-3),  # one epoch over the accepted answers, chosen as GRPO's is
             "jit_compile": True,
         },
         "10": {
@@ -554,6 +560,8 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "warmup_steps": 2,
         "held_out_problems": 8,
         "validation_problems": 8,
+        "training_problems": 8,
+        "evaluation_samples": 2,
         "sft_examples": 32,
         "sft_epochs": 1,
         "sft_seeds": (0,),
@@ -561,10 +569,13 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "dpo_questions": 16,
         "dpo_learning_rates": (1e-4,),
         "dpo_epochs": 1,
+        "dpo_seeds": (0,),
         "grpo_updates": 2,
         "grpo_questions": 2,
         "grpo_answers_each": 4,
-        "grpo_evaluate_every": 2,  # at updates 0 and 2: each held-out score is about 1 s of eager decoding
+        "grpo_learning_rates": (1e-4,),
+        "grpo_seeds": (0,),
+        "rft_learning_rates": (1e-4,),
         "jit_compile": False,
     },  # compiling costs more than a tiny run saves
     "10": {

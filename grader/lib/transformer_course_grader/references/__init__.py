@@ -1706,6 +1706,32 @@ def _grpo_group_cases(rng):
     ]
 
 
+def _kl_estimators_reference(q, p, samples):
+    q, p = np.asarray(q, "float64"), np.asarray(p, "float64")
+    log_ratio = np.log(p[np.asarray(samples)]) - np.log(q[np.asarray(samples)])  # log r, r = p(x) / q(x), x ~ q
+    estimates = np.array([-log_ratio, 0.5 * log_ratio**2, np.expm1(log_ratio) - log_ratio]).mean(axis=1)
+    return float(np.sum(q * (np.log(q) - np.log(p)))), estimates
+
+
+def _kl_estimators_cases(rng):
+    def case(outcomes, draws, concentration):
+        q, p = rng.dirichlet(np.full(outcomes, concentration)), rng.dirichlet(np.full(outcomes, concentration))
+        q, p = (np.maximum(v, 1e-3) / np.maximum(v, 1e-3).sum() for v in (q, p))  # no outcome almost impossible
+        return {"q": q, "p": p, "samples": rng.choice(outcomes, size=draws, p=q)}
+
+    near = case(5, 40, 2.0)
+    near["p"] = 0.9 * near["q"] + 0.1 * near["p"]  # close to q: k2's bias small
+    same = case(4, 12, 1.0)
+    same["p"] = same["q"].copy()
+    return [
+        ("two outcomes, one sample of each (the worked example)",
+         {"q": np.array([0.5, 0.5]), "p": np.array([0.25, 0.75]), "samples": np.array([0, 1])}),
+        ("6 outcomes, 60 samples from q", case(6, 60, 1.0)),
+        ("5 outcomes, p close to q, 40 samples", near),
+        ("p equals q: every estimate and the divergence 0", same),
+    ]  # fmt: skip
+
+
 REGISTRY = {
     "01.1": Registration(_one_hot_cases, _one_hot_encode_reference, twin="transformer_course.reversal:one_hot_encode"),
     "01.2": Registration(_lstm_step_cases, _lstm_step_reference),
@@ -1769,6 +1795,7 @@ REGISTRY = {
     "13.2": Registration(_sequence_log_probability_cases, _sequence_log_probability_reference),
     "13.3": Registration(_dpo_cases, _dpo_reference, twin="transformer_course.post_training:dpo_loss"),
     "13.4": Registration(_grpo_group_cases, _grpo_group_reference),
+    "13.5": Registration(_kl_estimators_cases, _kl_estimators_reference),
 }
 
 

@@ -801,6 +801,34 @@ def _dpo(arguments, right):
     ]
 
 
+def _kl_estimators(arguments, right):
+    q, p = _floats(arguments["q"], arguments["p"])
+    samples = np.asarray(arguments["samples"])
+
+    def estimates(log_ratio, half=0.5):
+        return np.array([-log_ratio, half * log_ratio**2, np.expm1(log_ratio) - log_ratio]).mean(axis=1)
+
+    log_ratio = np.log(p[samples]) - np.log(q[samples])
+    right_estimates = np.asarray(right[1], "float64")
+    return [
+        (
+            "the ratio upside down: r = p(x) / q(x), the other distribution's probability over the sampler's.",
+            (None, estimates(-log_ratio)),
+            None,
+        ),
+        ("KL(p ‖ q), the other direction: KL(q ‖ p) = Σ_x q(x) log(q(x) / p(x)).",
+         (float(np.sum(p * np.log(p / q))), None), None),
+        ("k2 without its ½: k2 = ½ (log r)².",
+         (None, right_estimates * np.array([1.0, 2.0, 1.0])), None),
+        ("k3 with its sign turned: k3 = (r − 1) − log r, never negative.",
+         (None, right_estimates * np.array([1.0, 1.0, -1.0])), None),
+        ("in bits (log base 2): the estimates and the divergence are in nats (natural logs).",
+         (float(np.sum(q * np.log(q / p))) / np.log(2), right_estimates / np.log(2)), None),
+        ("averaged over the outcomes, not over the samples drawn from q.",
+         (None, estimates(np.log(p) - np.log(q))), None),
+    ]  # fmt: skip
+
+
 def _grpo_group(arguments, right):
     rewards = np.asarray(arguments["rewards"], dtype="float64")
     centred = rewards - rewards.mean()
@@ -996,4 +1024,5 @@ MISTAKES = {
     "13.2": (_sequence_log_probability, 1e-6),
     "13.3": (_dpo, 1e-6),
     "13.4": (_grpo_group, 1e-6),
+    "13.5": (_kl_estimators, 1e-6),
 }
