@@ -340,7 +340,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "dpo_questions": 1000,
             "dpo_answers_each": 4,
             "dpo_beta": 0.1,
-            "dpo_learning_rates": (1e-5, 3e-5, 1e-4),  # each run in full at seed 0, the one best on validation kept
+            "dpo_learning_rates": (3e-6, 1e-5, 3e-5, 1e-4),  # each in full at seed 0, the best on validation kept
             "dpo_epochs": 3,
             "dpo_seeds": (0, 1, 2),  # the order of the pairs: DPO, DPO + NLL (RPO) and SFT on the chosen answers
             "rpo_nll_coefficient": 1.0,  # alpha of the NLL term on the chosen answer (Pang et al., 2024)
@@ -350,7 +350,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "grpo_questions": 16,
             "grpo_answers_each": 8,
             "grpo_steps_each": 2,  # gradient steps on each batch of samples (the first at ratio 1)
-            "grpo_learning_rates": (1e-4, 3e-4, 1e-3),  # each in full at seed 0; validation's sampled accuracy picks
+            "grpo_learning_rates": (1e-5, 3e-5, 1e-4, 3e-4, 1e-3),  # each in full at seed 0; validation reward picks
             "grpo_seeds": (0, 1, 2),  # the questions drawn and the answers sampled
             "grpo_clip_epsilon": 0.2,
             "grpo_kl_coefficient": 0.04,  # the ablation: 0 (no KL term), at the chosen rate, every seed
