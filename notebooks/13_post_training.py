@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/13_post_training.ipynb)
 #
-# **Run time:** full profile about 39 min on a 2-core CPU, smoke profile about 45 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 18 min on a 2-core CPU, smoke profile about 45 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - why a **base model** that "knows" a fact does not answer a question about it, measured zero-shot
@@ -212,7 +212,7 @@ report_metric("base_validation_loss", min(history.history["val_loss"]), "the bas
 
 
 # %% [markdown]
-# **Reading.** The base model ends at 0.4148 nats a character on the validation rows, against
+# **Reading.** The base model ends at 0.4147 nats a character on the validation rows, against
 # 3.1576 for the unigram table: far below the floor. A sentence is mostly template words, which
 # the model predicts almost for free once it has read the first few; the cross-entropy alone does
 # not say whether it can add — the next cell asks.
@@ -252,13 +252,13 @@ print(f"    prose, on training pairs (pairs it read): {shown(base_remembered)}")
 
 
 # %% [markdown]
-# **Reading.** In its own prose the base model gets 13.8% of the held-out sums right (11.7% with
-# a carry, 16.0% without): a few pairs it never read it adds, most it does not (its first answer,
-# 17 plus 12, is wrong: "21."). So the low loss above was earned mostly on the template words,
-# not on the sums. Asked the same problems as questions, it answers none: 0.0% zero-shot and 0.0%
-# with two solved examples. It does not answer at all: after the question it writes " it 3", and
-# after the two examples " it w", the start of more prose; the answers are cut at five
-# characters, the room an answer gets. Two examples did not show this model the format. Few-shot
+# **Reading.** In its own prose the base model gets 6.2% of the held-out sums right (1.9% with a
+# carry, 11.2% without), and only 9.2% of the training pairs, whose sums it read: it has neither
+# learned to add nor remembered most of the facts (its first answer, 17 plus 12, is wrong: "21.").
+# So the low loss above was earned on the template words, not on the sums. Asked the same problems
+# as questions, it answers none: 0.0% zero-shot and 0.0% with two solved examples. It does not
+# answer at all: after the question it writes "The  ", and after the two examples "ut 2 ", the
+# start of more prose; the answers are cut at five characters, the room an answer gets. Two examples did not show this model the format. Few-shot
 # learning grew with model size in GPT-3's measurements (Brown et al., 2020, figure 1.2), whose
 # smallest model had 125 million parameters; this one has 627,074.
 # %% [markdown]
@@ -403,7 +403,17 @@ report_metric("sft_masked_minus_every_token", difference(masked, every)[0] / 100
               f"SFT: the prompt masked minus the loss on every token, mean of {len(settings.sft_seeds)} paired seeds")
 
 # %% [markdown]
-# **Reading.** READING_SFT
+# **Reading.** Fine-tuning on 8,000 question/answer pairs (4 epochs, 1,000 updates) makes the
+# model answer: with the prompt masked, 54.0%, 59.8% and 56.8% of the held-out problems over the
+# three seeds (mean 0.5683). With the loss on every token the same updates reach 33.8%, 41.2% and
+# 45.5%. Every seed favours masking the prompt (+20.2, +18.6 and +11.3 points): +16.7 on average,
+# 95% interval over the seeds [+4.8, +28.5] and over the test problems [+12.8, +20.6], both above
+# zero: **separated**. The seeds now reach the arms: each seed's first batch holds other examples
+# (printed above), and the every-token arm gives three different results, where the edition before
+# printed the same model for two of its seeds (Keras' own shuffling, which earlier work had moved).
+# One plausible reason for the gap, not measured: the every-token loss spends most of each row on
+# the question's characters (a sum's answer is three to five of the 40 or so targets), so at equal
+# updates the answer gets a smaller share of the gradient.
 
 # %% [markdown]
 # **What is remembered, and what is computed.** The same models asked about pairs they read
@@ -425,7 +435,13 @@ print(f"(1) SFT (prompt masked) minus the base model in its prose, held out: {sa
       f"{'met' if min(hypothesis_1[1][0], hypothesis_1[2][0]) >= 20 else 'not met'} (met: both intervals above +20)")
 
 # %% [markdown]
-# **Reading.** READING_KNOWLEDGE
+# **Reading.** The masked SFT models answer 68.4% of the training pairs and 56.8% of the held-out
+# ones: 11.6 points come from having seen the pair (in the prose, or among the 8,000 examples), and
+# most of what they answer they compute — the base model, which read those training pairs in
+# prose, states only 9.2% of them. The every-token arm shows the same shape lower (46.8% and
+# 40.2%). **Hypothesis 1 is met**: SFT with the prompt masked minus the base model in its own
+# prose, on held-out pairs, is +50.6 points, 95% interval over the seeds [+43.4, +57.7] and over
+# the test problems [+46.3, +54.9], both above the +20 asked.
 
 # %% [markdown]
 # **What pre-training bought.** The same fine-tuning on fewer examples, from the base model and
@@ -455,7 +471,12 @@ axis.legend()
 plt.show()
 
 # %% [markdown]
-# **Reading.** READING_CURVE
+# **Reading.** From the base model, seed 0: 0.0% with 250 examples, 2.0% with 1,000, 23.8% with
+# 3,000 and 54.0% with 8,000; from a random start 0.0%, 0.2%, 4.5% and 26.2%. What pre-training
+# bought shows from 3,000 examples on, most at 8,000: 54.0% against 26.2%. Neither curve has
+# levelled off at 8,000 examples. Each point trains 4 epochs, so the small points are also short
+# runs (32 updates at 250 examples, 1,000 at 8,000): this curve measures examples and updates
+# together, on one seed.
 
 # %% [markdown]
 # ## 3. What sampling already finds: the headroom
@@ -494,7 +515,15 @@ print(f"the sampled accuracy's standard error, from its {len(held_out) * setting
       " points (over problems)")
 
 # %% [markdown]
-# **Reading.** READING_HEADROOM
+# **Reading.** The SFT start answers 54.0% of the held-out problems greedily, but a single sample
+# at T = 1 is right only 37.5% of the time (pass@1; its standard error over the problems is about
+# 1.5 points): sampling spends probability on wrong sums that greedy decoding never picks. A vote
+# of 8 samples recovers part of it (maj@8 43.5%, still below greedy). With a checker the picture
+# turns: at least one of 2 samples is right on 53.4% of the problems, one of 4 on 70.4%, one of 8
+# on **85.2%**. That is the headroom: on most problems the right sum is already among the model's
+# samples, and a method that moves probability towards the answers the checker accepts could, in
+# principle, lift pass@1 by up to 48 points and greedy accuracy by up to 31 without teaching the
+# model anything it cannot already produce.
 
 # %% [markdown]
 # ## 4. Preferences: direct preference optimisation
@@ -699,7 +728,34 @@ print(f"(3) plain DPO, log π(y_w) − log π_ref(y_w) after the last epoch: {fa
       f"{'met' if fall_high < 0 and gain_low > 0 else 'not met'} (met: the first below zero, the second above)")
 
 # %% [markdown]
-# **Reading.** READING_DPO
+# **Reading.** The SFT model's samples at temperature 1 are right 43.9% of the time; 560 of the
+# 1,000 questions had both a right and a wrong answer, hence 560 pairs, and the rejected answers
+# are near misses (46 for 45, 80 for 87, 94 for 87). **At every rate of the grid the model got
+# worse on validation**: from 35.0% it fell to 22.0%, 19.0%, 15.0% and 2.5% at 3e-6, 1e-5, 3e-5
+# and 1e-4, while the KL to the reference grew with the rate (0.032 to 1.883 nats an answer). The
+# grid kept its smallest rate, 3e-6 (added after an earlier run kept 1e-5, then its smallest), at
+# which the loss barely left log 2 (0.689 against 0.693): the trend is "less DPO is better", and
+# the grid's edge, not a working regime, decided the rate.
+# (The validation problems are harder than the test problems: the held-out pairs of two one-digit
+# numbers are few and the test set holds them all, so more validation sums carry; the two sets
+# rank the rates alike.)
+#
+# **What the margin hides** (right): at every rate the preferred answers' log-probability *fell*
+# below the reference's (−0.042 nats at 3e-6, −1.241 at 1e-4), and the rejected ones' fell
+# faster, so the margin grew while the right answer became less likely — the failure Pal et al.
+# (2024) describe for pairs that differ in a token or two, as these do. **Hypothesis 3 is met**:
+# over the three seeds of plain DPO at 3e-6 the preferred answer's log-probability ends −0.039
+# nats from the reference's, interval [−0.059, −0.019]; RPO's NLL term keeps it +0.057 higher,
+# interval [+0.037, +0.077] (it rises, +0.018 on every seed).
+#
+# **On the test problems**, against the SFT start's 54.0%: plain DPO −1.8 points (seeds [−2.8,
+# −0.9]; test problems [−5.9, +2.2]), RPO +1.9 (seeds [+1.0, +2.9]; test problems [−0.3, +4.2]),
+# SFT on the preferred answers alone +0.5 (seeds [−1.1, +2.1]; test problems [−1.2, +2.2]). The
+# seed intervals separate DPO below and RPO above their start, but neither survives the test
+# set's own noise: on 400 problems these are readings, not findings. What the run does show is
+# the mechanism — DPO lowered the likelihood of the answers it was told to prefer, and the NLL
+# term reversed that — and that at these rates and epochs none of the three moved accuracy by
+# more than two points.
 
 # %% [markdown]
 # ## 5. Verifiable rewards: GRPO
@@ -907,10 +963,49 @@ print(f"the KL term's effect (with minus without), sampled {said(difference(grpo
       f"{np.mean([run['log']['kl k3'][-1] for run in grpo_arms['GRPO without the KL term']]):.4f} nats a token")
 
 # %% [markdown]
-# **Reading.** READING_GRPO
+# **Reading.** **The rate.** On validation, sampled accuracy went from the SFT start's 21.1% to
+# 22.1%, 21.6%, 18.0%, 12.3% and 1.8% at 1e-5, 3e-5, 1e-4, 3e-4 and 1e-3: the grid kept 1e-5. An
+# earlier run of this edition tried only the upper three rates, each of which made the model
+# worse; the two lower rates were added before a verdict was drawn, and every trial is shown. The vital signs say
+# why the upper ones fail. At 1e-3 the policy left its reference within ten updates (KL 2.1 nats a
+# token over the first ten, 3.4 over the last ten), its samples stopped being right (reward 0.08,
+# then 0.03), nine groups in ten had no right answer and so no signal, and the entropy rose: a
+# collapse into wrong text. At 1e-4 and 3e-4 the KL settled at 0.07 and 0.27 nats a token and the
+# entropy fell from 0.42 to 0.34: the policy sharpened, and on held-out problems it sharpened
+# towards wrong answers as often as right ones. At 1e-5 and 3e-5 the KL stayed at 0.005 and 0.014
+# nats a token, the clipped share near 0: the updates were small.
+#
+# **The training reward misleads.** At 1e-5 the samples' mean reward rose from 0.37 over the first
+# ten updates to 0.50 over the last ten, yet on the fixed held-out problems sampled accuracy
+# moved +0.3 points. Each update draws 16 new training questions, and the reward of ten updates
+# moves by as much from the questions drawn alone (the two seeds at 1e-4 start at 0.34 and 0.48):
+# only fixed problems measure the policy.
+#
+# **Against the controls**, at three seeds each (table above): GRPO at 1e-5 minus its SFT start,
+# sampled accuracy +0.3 points (seeds [−0.3, +0.8]; test problems [−0.4, +0.9]), greedy +0.6
+# ([−1.6, +2.8]; [−1.9, +3.1]); without the KL term +0.4 and −0.0, the same to a tenth of a point
+# (at KL 0.005 nats a token a penalty of 0.04 × KL has nothing to hold back); rejection-sampling
+# fine-tuning on as many samples (3,426 of 7,680 accepted, at seed 0) +0.7 sampled ([−0.5, +2.0];
+# [−0.1, +1.5]) and −0.0 greedy. GRPO minus RFT: −0.5 points ([−1.6, +0.7]; [−1.1, +0.2]). pass@8
+# stayed at 84.8–85.2%: no arm converted the headroom above.
 
 # %% [markdown]
-# **Reading: the hypotheses, in this configuration.** READING_HYPOTHESES
+# **Reading: the hypotheses, in this configuration.**
+# 1. **Met**: SFT with the prompt masked minus the base model in its own prose, on held-out pairs,
+#    +50.6 points, both intervals above +20.
+# 2. **Not met**: GRPO at the rate validation chose moved held-out sampled accuracy +0.3 points
+#    (asked: +10) and greedy +0.6 (asked: +3), neither interval above zero, and it did not beat
+#    rejection-sampling fine-tuning (−0.5, intervals spanning zero). The grid and the logs rule out
+#    one obvious cause — a rate too small to move the model: every rate that moved it (KL ≥ 0.07
+#    nats a token) made it worse, every rate that kept it safe barely moved it. They do not rule out
+#    the budget: 60 updates of 128 samples, 7,680 samples in all, where the headroom table says
+#    the right sum is among 8 samples on 85% of problems. RFT, which only imitates the accepted
+#    samples, gained no more. So this is a statement about this budget and this optimiser (AdamW,
+#    a constant rate, no warm-up), not about GRPO: the next checks are more updates at 1e-5 to
+#    3e-5, a warm-up, and larger groups.
+# 3. **Met**: plain DPO lowered the preferred answers' log-probability below the reference's
+#    (−0.039 nats, interval below zero) and RPO's NLL term kept it +0.057 higher (interval above
+#    zero); on test accuracy the three preference arms differ by readings, not findings.
 
 # %%
 report_metric("sft_minus_base_prose", hypothesis_1[0] / 100,
@@ -941,7 +1036,16 @@ report_metric("grpo_minus_rft_sampled", over_rft[0] / 100, "GRPO minus rejection
 #   reference; its rate is chosen on validation reward, its vital signs watched every update, and
 #   it is judged against rejection-sampling fine-tuning on as many samples.
 #
-# In this run: READING_SUMMARY
+# In this run: the base model answered no question and added 6.2% of the held-out sums in its
+# prose; SFT with the prompt masked answered 56.8% on average over three seeds (+16.7 points over
+# the loss on every token, separated), 11.6 points more on pairs it had seen than on held-out
+# ones. Sampling with a checker found the right sum among 8 samples on 85.2% of the problems,
+# against 54.0% for greedy decoding. DPO made the model worse on validation at every rate of its
+# grid while lowering the likelihood of the answers it preferred, which RPO's NLL term prevented;
+# on the test problems the preference arms stayed within two points of their start. GRPO, at the
+# rate validation reward chose from five, stayed within a point of its start, as did
+# rejection-sampling fine-tuning on as many samples, with or without the KL term; the rates that
+# moved the policy made it worse.
 #
 # ## Graded exercises
 #
@@ -1102,16 +1206,21 @@ assert evaluate_hidden("13.5", kl_estimators, seed=7).passed
 # **Question 13.w1 (2 points).** Here the reward is exact: a program says whether the sum is
 # right. In RLHF the reward is a *learned model* of people's preferences. Name one way policy
 # optimisation can go wrong with a learned reward that it cannot with this checker, and say what
-# in this notebook's setup — the KL term, the clipping, the held-out problems — would or would
-# not guard against it.
+# in this notebook's setup — the KL term, the clipping, the fixed held-out problems — would or
+# would not guard against it. Use this run: what did the KL term change at the chosen rate, and
+# what did the training reward say that the held-out problems did not?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_13_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # ### BEGIN SOLUTION
 # **Rubric (2 points).** 1 point: names reward hacking (over-optimisation): the policy finds
 # outputs the reward model scores highly and people would not (Gao et al., 2023, *Scaling Laws for
 # Reward Model Overoptimization*); a checker cannot be fooled that way. 1 point: says what guards
-# against it here: the KL penalty keeps the policy near the SFT model (it limits drift, it does
-# not prevent it); clipping bounds each update's step, not where the policy ends up; the held-out
-# problems measure true accuracy, which with a learned reward would need people (or a held-out
-# reward model) to check. Full marks for any correct mechanism with a correct guard.
+# against it, with this run's evidence: the KL penalty keeps the policy near the SFT model (it
+# limits drift, it does not prevent it), and in this run it changed nothing, because at 1e-5 the
+# policy stayed within 0.005 nats a token of its reference with or without it; clipping bounds each
+# update's step, not where the policy ends up (the clipped share was near 0 at the chosen rate);
+# the fixed held-out problems are what caught the gap here — the training reward rose from 0.37 to
+# 0.50 while held-out sampled accuracy moved +0.3 points — and with a learned reward that check
+# would need people (or a held-out reward model). Full marks for any correct mechanism with a
+# correct guard, tied to what the run shows.
 # ### END SOLUTION
