@@ -88,6 +88,25 @@ def check_positive(name: str, value) -> float:
     return float(value)
 
 
+def check_non_negative(name: str, value) -> float:
+    """Return ``value`` as a float, or raise a ValueError naming the argument: a real number >= 0 (a coefficient).
+
+    Args:
+        name: str, the argument's name, as the caller spells it.
+        value: what was received.
+
+    Raises:
+        ValueError: if ``value`` is not a real number (bools excluded) at or above 0.
+
+    Example:
+        >>> check_non_negative("kl_coefficient", 0)
+        0.0
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value >= 0:
+        raise ValueError(f"`{name}` must be a number >= 0; received {value!r}.")
+    return float(value)
+
+
 def check_rate(name: str, value) -> float:
     """Return ``value`` as a float, or raise a ValueError naming the argument: a rate in [0, 1) (dropout).
 

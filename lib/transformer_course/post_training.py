@@ -38,7 +38,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from ._validation import check_integer, check_positive, check_rate
+from ._validation import check_integer, check_non_negative, check_positive, check_rate
+from .metrics import MaskedCrossEntropy
+from .training import RowBatches, WarmupCosineDecay
 
 __all__ = [
     "AdditionProblem",
@@ -662,8 +664,7 @@ def grpo_loss(
         [-2.0, 0.0, 0.0]
     """
     clip_epsilon = check_rate("clip_epsilon", clip_epsilon)
-    if isinstance(kl_coefficient, bool) or not isinstance(kl_coefficient, (int, float)) or kl_coefficient < 0:
-        raise ValueError(f"`kl_coefficient` must be a number >= 0; received {kl_coefficient!r}.")
+    kl_coefficient = check_non_negative("kl_coefficient", kl_coefficient)
     log_probabilities = ops.convert_to_tensor(log_probabilities)
     dtype = log_probabilities.dtype
     old, reference, advantage = (
@@ -934,9 +935,7 @@ class DPOLoss(keras.losses.Loss):
     def __init__(self, beta: float = 0.1, nll_coefficient: float = 0.0, name: str = "dpo", **kwargs):
         super().__init__(name=name, **kwargs)
         self.beta = check_positive("beta", beta)
-        if isinstance(nll_coefficient, bool) or not isinstance(nll_coefficient, (int, float)) or nll_coefficient < 0:
-            raise ValueError(f"`nll_coefficient` must be a number >= 0; received {nll_coefficient!r}.")
-        self.nll_coefficient = float(nll_coefficient)
+        self.nll_coefficient = check_non_negative("nll_coefficient", nll_coefficient)
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, y_pred.dtype)
@@ -976,16 +975,8 @@ class GRPOLoss(keras.losses.Loss):
 
     def __init__(self, clip_epsilon: float = 0.2, kl_coefficient: float = 0.04, name: str = "grpo", **kwargs):
         super().__init__(name=name, **kwargs)
-        grpo_loss(
-            np.zeros((1, 1)),
-            np.zeros((1, 1)),
-            np.zeros((1, 1)),
-            np.zeros(1),
-            np.ones((1, 1), bool),
-            clip_epsilon=clip_epsilon,
-            kl_coefficient=kl_coefficient,
-        )  # validates both
-        self.clip_epsilon, self.kl_coefficient = float(clip_epsilon), float(kl_coefficient)
+        self.clip_epsilon = check_rate("clip_epsilon", clip_epsilon)
+        self.kl_coefficient = check_non_negative("kl_coefficient", kl_coefficient)
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, y_pred.dtype)
@@ -1052,9 +1043,6 @@ def supervised_fine_tune(
         >>> len(history.history["loss"])
         2
     """
-    from .metrics import MaskedCrossEntropy
-    from .training import RowBatches, WarmupCosineDecay
-
     epochs, batch_size = check_integer("epochs", epochs), check_integer("batch_size", batch_size)
     learning_rate = check_positive("learning_rate", learning_rate)
     if not 0.0 <= warmup_share < 1.0:

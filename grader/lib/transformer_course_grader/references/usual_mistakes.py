@@ -805,8 +805,8 @@ def _kl_estimators(arguments, right):
     q, p = _floats(arguments["q"], arguments["p"])
     samples = np.asarray(arguments["samples"])
 
-    def estimates(log_ratio, half=0.5):
-        return np.array([-log_ratio, half * log_ratio**2, np.expm1(log_ratio) - log_ratio]).mean(axis=1)
+    def estimates(log_ratio):
+        return np.array([-log_ratio, 0.5 * log_ratio**2, np.expm1(log_ratio) - log_ratio]).mean(axis=1)
 
     log_ratio = np.log(p[samples]) - np.log(q[samples])
     right_estimates = np.asarray(right[1], "float64")
