@@ -112,6 +112,23 @@ def test_an_adapted_language_model_trains_only_its_lora_matrices_and_the_head():
         add_lora(LanguageModel(20, 8, embed_dim=16, intermediate_dim=24, num_heads=4), rank=2)
 
 
+def test_rank_stabilized_lora_scales_by_the_square_root_of_the_rank():
+    # rsLoRA (Kalajdzievski, 2023): α / √r, so at one α the change's scale no longer falls as 1 / r.
+    dense = keras.layers.Dense(5)
+    dense.build((None, 7))
+    assert [LoRA(dense, rank=r, alpha=8, rank_stabilized=True).scale for r in (1, 4, 16)] == [8.0, 4.0, 2.0]
+    assert [LoRA(dense, rank=r, alpha=8).scale for r in (1, 4, 16)] == [8.0, 2.0, 0.5]
+    adapted = LoRA(dense, rank=4, alpha=8, rank_stabilized=True, b_initializer="ones")
+    adapted.build()
+    x = np.random.default_rng(4).normal(size=(3, 7)).astype("float32")
+    plain = numpy(adapted.lora_a) @ numpy(adapted.lora_b)
+    np.testing.assert_allclose(numpy(adapted(x)), x @ (numpy(dense.kernel) + 4.0 * plain) + numpy(dense.bias),
+                               atol=1e-4)  # fmt: skip
+    again = LoRA.from_config(adapted.get_config())
+    assert again.rank_stabilized and again.scale == 4.0
+    assert {adapter.scale for adapter in add_lora(llama(), rank=4, alpha=8.0, rank_stabilized=True)} == {4.0}
+
+
 def test_merging_folds_every_change_into_its_kernel_and_gives_the_same_outputs(tmp_path):
     model = llama()
     adapters = add_lora(model, rank=3, alpha=6.0, feedforward=True, seed=1)

@@ -68,6 +68,10 @@ class LoRA(keras.layers.Layer):
             ``"...in,in out->...out"``, as every projection of the course's attention layers).
         rank: int r >= 1.
         alpha: float > 0, the scale's numerator (None: ``rank``, so α / r = 1, as Keras' default).
+        rank_stabilized: bool, the scale α / √r instead of α / r (**rsLoRA**, Kalajdzievski, 2023,
+            "A Rank Stabilization Scaling Factor for Fine-Tuning with LoRA", §3: with α / r the
+            change's size falls as r grows, so higher ranks learn slower at one rate; α / √r keeps
+            it steady, and a rank sweep at one α then varies the rank alone).
         a_initializer: a Keras initializer for A.
         b_initializer: a Keras initializer for B (zeros, the paper's choice and Keras', by default;
             anything else starts away from the projection, as a test of the layer may want).
@@ -85,7 +89,7 @@ class LoRA(keras.layers.Layer):
             last axes with the kernel's first ones, a quantized one, a non-positive ``rank`` or
             ``alpha``.
 
-    Source: Hu et al., 2021, §4.1 (A random, B zero, the scale α / r).
+    Source: Hu et al., 2021, §4.1 (A random, B zero, the scale α / r); Kalajdzievski, 2023 (α / √r).
 
     Example:
         >>> import numpy as np
@@ -99,7 +103,16 @@ class LoRA(keras.layers.Layer):
         True
     """
 
-    def __init__(self, projection, rank, alpha=None, a_initializer="he_uniform", b_initializer="zeros", **kwargs):
+    def __init__(
+        self,
+        projection,
+        rank,
+        alpha=None,
+        a_initializer="he_uniform",
+        b_initializer="zeros",
+        rank_stabilized=False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.input_axes = _input_axes(projection)
         if not projection.built:
@@ -108,6 +121,7 @@ class LoRA(keras.layers.Layer):
             raise ValueError(f"`projection` must be a float layer; received one in {projection.quantization_mode}.")
         self.rank = check_integer("rank", rank)
         self.alpha = check_positive("alpha", rank if alpha is None else alpha)
+        self.rank_stabilized = bool(rank_stabilized)
         self.a_initializer = keras.initializers.get(a_initializer)
         self.b_initializer = keras.initializers.get(b_initializer)
         self.projection = projection
@@ -121,8 +135,8 @@ class LoRA(keras.layers.Layer):
 
     @property
     def scale(self) -> float:
-        """α / r."""
-        return self.alpha / self.rank
+        """α / r, or α / √r with ``rank_stabilized``."""
+        return self.alpha / (math.sqrt(self.rank) if self.rank_stabilized else self.rank)
 
     def build(self, inputs_shape=None):
         self.lora_a = self.add_weight(
@@ -160,6 +174,7 @@ class LoRA(keras.layers.Layer):
             "projection": keras.layers.serialize(self.projection),
             "rank": self.rank,
             "alpha": self.alpha,
+            "rank_stabilized": self.rank_stabilized,
             "a_initializer": keras.initializers.serialize(self.a_initializer),
             "b_initializer": keras.initializers.serialize(self.b_initializer),
         }
@@ -183,7 +198,9 @@ def _replace(owner, attribute: str, layer) -> None:
         owner._tracker.lock()
 
 
-def add_lora(model, rank: int, alpha=None, feedforward: bool = False, seed: int | None = None) -> list[LoRA]:
+def add_lora(
+    model, rank: int, alpha=None, feedforward: bool = False, seed: int | None = None, rank_stabilized: bool = False
+) -> list[LoRA]:
     """Freeze every weight of a language model and give its projections trainable low-rank changes.
 
     Each decoder block's attention projections (queries, keys, values, output) are wrapped in
@@ -199,6 +216,7 @@ def add_lora(model, rank: int, alpha=None, feedforward: bool = False, seed: int 
         alpha: float > 0 (None: ``rank``).
         feedforward: bool, adapt the feed-forward networks too.
         seed: int, seeds the A matrices (None: Keras' global seed).
+        rank_stabilized: bool, every adapter's scale α / √r (rsLoRA) instead of α / r.
 
     Returns:
         list of the :class:`LoRA` layers added, block by block.
@@ -235,6 +253,7 @@ def add_lora(model, rank: int, alpha=None, feedforward: bool = False, seed: int 
             for attribute in attributes:
                 initializer = "he_uniform" if seed is None else keras.initializers.HeUniform(seed=seed + len(adapters))
                 adapter = LoRA(getattr(owner, attribute), rank, alpha, a_initializer=initializer,
+                               rank_stabilized=rank_stabilized,
                                name=f"lora_{index + 1}_{getattr(owner, attribute).name}")  # fmt: skip
                 adapter.build()
                 _replace(owner, attribute, adapter)
