@@ -1,0 +1,78 @@
+"""Group-wise absmax quantization: equal to Keras' per-row int8, its error bound, packing, and what groups buy."""
+
+import keras
+import numpy as np
+import pytest
+
+from transformer_course.quantization import (
+    absmax_dequantize,
+    absmax_quantize,
+    bits_per_weight,
+    pack_int4,
+    unpack_int4,
+)
+
+rng = np.random.default_rng(0)
+
+
+def test_one_scale_a_row_in_int8_is_keras_absmax_quantization():
+    weights = rng.normal(0.0, 0.02, size=(6, 64)).astype("float32")
+    integers, scales = absmax_quantize(weights, bits=8)
+    theirs, multiplier = (keras.ops.convert_to_numpy(value) for value in keras.quantizers.abs_max_quantize(weights, -1))
+    assert scales.shape == (6, 1) and integers.dtype == np.int8
+    np.testing.assert_allclose(1.0 / scales, multiplier, rtol=1e-5)  # Keras adds an epsilon to the largest |w|
+    # the same integers, but for a weight that falls within rounding of a half step (none here, stated by the count)
+    assert np.mean(integers == theirs) > 0.999
+    np.testing.assert_allclose(absmax_dequantize(integers, scales), theirs / multiplier, atol=1e-6)
+
+
+@pytest.mark.parametrize("bits, group_size", [(8, None), (4, None), (4, 16), (4, 8), (3, 4)])
+def test_every_weight_within_half_a_step_and_the_largest_of_each_group_exact(bits, group_size):
+    weights = rng.normal(size=(5, 32)).astype("float32")
+    integers, scales = absmax_quantize(weights, bits, group_size)
+    largest_integer = 2 ** (bits - 1) - 1
+    assert np.abs(integers).max() <= largest_integer
+    assert scales.shape == (5, 32 // (group_size or 32))
+    restored = absmax_dequantize(integers, scales)
+    steps = np.repeat(scales, group_size or 32, axis=-1)
+    assert np.all(np.abs(restored - weights) <= steps / 2 + 1e-6)
+    grouped = np.abs(weights).reshape(5, -1, group_size or 32)
+    peaks = np.take_along_axis(grouped, grouped.argmax(-1)[..., None], -1)[..., 0]  # each group's largest |w|
+    np.testing.assert_allclose(peaks, scales * largest_integer, rtol=1e-6)
+
+
+def test_groups_keep_an_outlier_from_coarsening_the_whole_row():
+    row = rng.normal(0.0, 0.02, size=(1, 256)).astype("float32")
+    row[0, 0] = 1.0  # one outlier
+    errors = {size: np.abs(absmax_dequantize(*absmax_quantize(row, 4, size)) - row)[0, 128:].mean()
+              for size in (None, 128, 32)}  # fmt: skip
+    assert errors[None] > 5 * errors[32]  # the outlier's group alone pays: the others keep a fine step
+    assert errors[128] == pytest.approx(errors[32], rel=0.5)  # columns 128+: outside the outlier's group for both
+
+
+def test_bits_per_weight_counts_each_groups_scale():
+    assert bits_per_weight(4, 32) == 4.5 and bits_per_weight(4, 128) == 4.125 and bits_per_weight(8, 256, 32) == 8.125
+    with pytest.raises(ValueError, match="`bits` must be an integer from 2 to 8; received 16"):
+        bits_per_weight(16, 32)
+
+
+def test_packing_two_integers_a_byte_round_trips():
+    integers = rng.integers(-8, 8, size=(3, 10)).astype("int8")
+    packed = pack_int4(integers)
+    assert packed.shape == (3, 5) and packed.dtype == np.uint8 and packed.nbytes == integers.nbytes // 2
+    np.testing.assert_array_equal(unpack_int4(packed), integers)
+    with pytest.raises(ValueError, match="must lie in \\[-8, 7\\]; received \\[-9"):
+        pack_int4(np.array([[-9, 0]]))
+    with pytest.raises(ValueError, match="even last axis"):
+        pack_int4(np.array([[1, 2, 3]]))
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="`group_size` must divide the rows' 10 weights; received 4"):
+        absmax_quantize(np.ones((2, 10)), 4, group_size=4)
+    with pytest.raises(ValueError, match="`bits` must be an integer from 2 to 8; received 1"):
+        absmax_quantize(np.ones((2, 10)), bits=1)
+    with pytest.raises(ValueError, match="must have `integers`' leading axes"):
+        absmax_dequantize(np.ones((2, 10)), np.ones((3, 2)))
+    zeros, scales = absmax_quantize(np.zeros((1, 4)), 4)
+    assert zeros.tolist() == [[0, 0, 0, 0]] and scales.tolist() == [[1.0]]  # a group of zeros: scale 1
