@@ -34,7 +34,64 @@ from ._validation import check_integer
 from .language_model import LanguageModel
 from .metrics import MaskedCrossEntropy
 
-__all__ = ["training_losses", "main"]
+__all__ = ["training_memory", "training_losses", "main"]
+
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def training_memory(
+    parameters: int, devices: int = 1, zero_stage: int = 0, bytes_per_number: int = 4, optimizer_states: int = 2
+) -> dict[str, float]:
+    """The bytes one device holds to train a model: its weights, their gradients, the optimizer's states.
+
+    Training with AdamW keeps, for every parameter, the weight, its gradient and two moments (the
+    running mean and mean square of the gradient): four numbers, 16 bytes in float32, before a
+    single activation. Data parallelism replicates all four on every device. ZeRO (Rajbhandari et
+    al., 2020) removes the copies, stage by stage: stage 1 shards the optimizer's states across
+    the D devices (each keeps 1/D and updates that share of the weights), stage 2 the gradients too,
+    stage 3 the weights too (each layer's weights gathered when it runs). Activations, which grow
+    with the batch and the length, are not counted.
+
+    Args:
+        parameters: int >= 1, the model's trainable parameters.
+        devices: int D >= 1, data-parallel devices.
+        zero_stage: 0 (plain data parallelism), 1, 2 or 3.
+        bytes_per_number: int >= 1, 4 for float32 (mixed-precision training keeps 2-byte weights and
+            gradients but 4-byte master weights and moments: ZeRO's own count, §3.1, is 16 bytes a
+            parameter too).
+        optimizer_states: int >= 0, numbers the optimizer keeps a parameter (AdamW 2, SGD with
+            momentum 1, SGD 0).
+
+    Returns:
+        dict of float bytes on one device: ``"weights"``, ``"gradients"``, ``"optimizer states"``
+        and ``"total"``.
+
+    Raises:
+        ValueError: naming the argument, for a size below 1 or an unknown ``zero_stage``.
+
+    Source: Rajbhandari et al., 2020, "ZeRO: Memory Optimizations Toward Training Trillion
+    Parameter Models", §5 and figure 1 (the stages P_os, P_os+g, P_os+g+p).
+
+    Example:
+        >>> memory = training_memory(1_000_000)
+        >>> memory["total"] / 1_000_000  # bytes a parameter: weight, gradient, two moments
+        16.0
+        >>> training_memory(1_000_000, devices=4, zero_stage=3)["total"] / 1_000_000
+        4.0
+    """
+    parameters = check_integer("parameters", parameters)
+    devices = check_integer("devices", devices)
+    bytes_per_number = check_integer("bytes_per_number", bytes_per_number)
+    optimizer_states = check_integer("optimizer_states", optimizer_states, minimum=0)
+    if zero_stage not in ZERO_STAGES:
+        raise ValueError(f"`zero_stage` must be one of {ZERO_STAGES}; received {zero_stage!r}.")
+    each = parameters * bytes_per_number
+
+    def share(sharded_from):  # a copy on every device, or 1/D of it from this stage on
+        return each / devices if zero_stage >= sharded_from else float(each)
+
+    memory = {"weights": share(3), "gradients": share(2), "optimizer states": optimizer_states * share(1)}
+    return memory | {"total": sum(memory.values())}
 
 
 def training_losses(distribution, steps: int, batch_size: int = 16, length: int = 64, seed: int = 0) -> dict:
