@@ -9,6 +9,7 @@ from transformer_course.quantization import (
     absmax_quantize,
     bits_per_weight,
     pack_int4,
+    quantize_model_weights,
     unpack_int4,
 )
 
@@ -50,6 +51,17 @@ def test_groups_keep_an_outlier_from_coarsening_the_whole_row():
     assert errors[128] == pytest.approx(errors[32], rel=0.5)  # columns 128+: outside the outlier's group for both
 
 
+def test_a_row_that_groups_do_not_divide_ends_with_a_shorter_group():
+    weights = rng.normal(size=(3, 10)).astype("float32")  # 688, the SwiGLU width, is no multiple of 32 either
+    integers, scales = absmax_quantize(weights, 4, group_size=4)
+    assert integers.shape == (3, 10) and scales.shape == (3, 3)
+    np.testing.assert_allclose(scales[:, 2] * 7, np.abs(weights[:, 8:]).max(axis=1), rtol=1e-6)  # the last 2 alone
+    restored = absmax_dequantize(integers, scales, group_size=4)
+    assert np.all(np.abs(restored - weights) <= np.repeat(scales, 4, axis=1)[:, :10] / 2 + 1e-6)
+    with pytest.raises(ValueError, match="one scale for each group of `group_size` \\(None\\)"):
+        absmax_dequantize(integers, scales)  # 3 scales do not divide 10: the group size must be given
+
+
 def test_bits_per_weight_counts_each_groups_scale():
     assert bits_per_weight(4, 32) == 4.5 and bits_per_weight(4, 128) == 4.125 and bits_per_weight(8, 256, 32) == 8.125
     with pytest.raises(ValueError, match="`bits` must be an integer from 2 to 8; received 16"):
@@ -68,11 +80,35 @@ def test_packing_two_integers_a_byte_round_trips():
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(ValueError, match="`group_size` must divide the rows' 10 weights; received 4"):
-        absmax_quantize(np.ones((2, 10)), 4, group_size=4)
+    with pytest.raises(ValueError, match="`group_size` must be"):
+        absmax_quantize(np.ones((2, 10)), 4, group_size=0)
     with pytest.raises(ValueError, match="`bits` must be an integer from 2 to 8; received 1"):
         absmax_quantize(np.ones((2, 10)), bits=1)
     with pytest.raises(ValueError, match="must have `integers`' leading axes"):
         absmax_dequantize(np.ones((2, 10)), np.ones((3, 2)))
     zeros, scales = absmax_quantize(np.zeros((1, 4)), 4)
     assert zeros.tolist() == [[0, 0, 0, 0]] and scales.tolist() == [[1.0]]  # a group of zeros: scale 1
+
+
+def test_a_quantized_model_computes_what_its_stored_integers_and_scales_say():
+    from transformer_course.language_model import LanguageModel
+
+    def model():
+        keras.utils.set_random_seed(0)
+        return LanguageModel(40, 8, embed_dim=16, intermediate_dim=24, num_heads=4, architecture="llama")
+
+    ids = np.array([[3, 1, 4, 1, 5, 9, 2, 6]], dtype="int32")
+    original = keras.ops.convert_to_numpy(model()(ids))
+    errors = {}
+    for bits, group_size in ((8, None), (4, None), (4, 8)):
+        quantized = model()
+        stored = quantize_model_weights(quantized, bits, group_size)
+        errors[bits, group_size] = np.abs(keras.ops.convert_to_numpy(quantized(ids)) - original).max()
+        query = "decoder_1/attention/query/kernel"  # (16, 4, 4): 16 inputs, 16 output units
+        integers = stored[query + "/integers"]
+        integers = unpack_int4(integers) if bits <= 4 else integers
+        restored = absmax_dequantize(integers, stored[query + "/scales"], group_size or 16).T.reshape(16, 4, 4)
+        weight = next(w for w in quantized.weights if w.path == query)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(weight), restored, rtol=2e-3)  # float16 scales
+        assert stored["final_norm/scale"].dtype == np.float32  # norms stay float
+    assert errors[8, None] < min(errors[4, 8], errors[4, None]) / 5  # 8 bits: far closer to the float model
