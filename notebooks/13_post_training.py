@@ -123,6 +123,8 @@ print("prose:    ", " | ".join(task.prose(example, rng) for _ in range(4)))
 pairs = [(a, b) for a in range(10 ** settings.max_digits) for b in range(10 ** settings.max_digits)]
 held = np.mean([task.held_out(AdditionProblem(a, b)) for a, b in pairs])
 print(f"{len(pairs):,} ordered pairs; held out {held:.1%}")
+
+# %%
 held_out = task.sample(settings.held_out_problems, np.random.default_rng(1), held_out=True)
 carries = np.array([problem.carries > 0 for problem in held_out])
 print(f"{len(held_out)} held-out problems, {carries.mean():.0%} of them with a carry")
@@ -162,6 +164,7 @@ def new_model(seed=0):
                                 num_key_value_heads=settings.num_key_value_heads, **settings.model)
 
 
+# %%
 def kept_model(name, train, seed=0):
     """The model stage `name` trains: `train(model)` on a fresh one, its weights kept in the stage's folder; a later
     sitting reads them back instead of training again."""
@@ -186,6 +189,7 @@ validation_targets = targets[split:][targets[split:] != 0]
 unigram_loss = float(-np.mean(np.log(np.maximum(unigram[validation_targets], 1e-12))))
 print(f"unigram table: {unigram_loss:.4f} nats a character on the validation rows")
 
+# %%
 base = new_model()
 updates = settings.base_updates
 base.compile(optimizer=keras.optimizers.AdamW(WarmupCosineDecay(settings.base_learning_rate, settings.warmup_steps,
@@ -300,6 +304,7 @@ def evaluation(model, problems, sampled=True, seed=21):
     return scores
 
 
+# %%
 def share(scores, kind="greedy"):
     """The share right: greedy accuracy, or the sampled answers' (pass@1 at T = 1)."""
     values = np.array(scores[kind], "float64")
@@ -318,7 +323,7 @@ def difference(after, before, kind="greedy"):
     mean, low, high = bootstrap_interval((after - before).mean(axis=0))
     return mean, (seed_low, seed_high), (low, high)
 
-
+# %%
 def said(result):
     mean, (seed_low, seed_high), (low, high) = result
     return f"{mean:+.1f} points (seeds [{seed_low:+.1f}, {seed_high:+.1f}]; test problems [{low:+.1f}, {high:+.1f}])"
@@ -358,6 +363,7 @@ print("each seed's first batch starts with the examples", first_rows)
 arm_targets = {"answer only": answer_only, "every token": sft_targets}
 
 
+# %%
 def sft_model(arm, seed, count=None, from_base=True):
     """SFT on the first `count` examples (all for None) from the base model or from a random start, kept."""
     rows = np.arange(count or len(sft_problems))
@@ -372,14 +378,14 @@ def sft_model(arm, seed, count=None, from_base=True):
     name = f"sft {arm} seed {seed}" + (f" {count} examples" if count else "") + ("" if from_base else " random start")
     return kept_model(name, train, seed)
 
-
+# %%
 def sft_record(arm, seed):
     """An SFT arm's scores on the held-out problems (sampled too for the model that goes on) and training pairs."""
-    model = sft_model(arm, seed)
-    return {"held out": evaluation(model, held_out, sampled=arm == "answer only" and seed == settings.sft_seeds[0]),
-            "training": evaluation(model, training_pairs, sampled=False)}
+    generator = CachedLanguageModel(sft_model(arm, seed), row_length)  # traced once for both sets
+    return {"held out": evaluation(generator, held_out, sampled=arm == "answer only" and seed == settings.sft_seeds[0]),
+            "training": evaluation(generator, training_pairs, sampled=False)}
 
-
+# %%
 started = time.perf_counter()
 sft_scores = {}
 for seed in progress(settings.sft_seeds, desc="SFT seeds"):
@@ -460,6 +466,8 @@ for count in progress(settings.sft_curve_examples, desc="examples"):
         stages.stage(f"curve {count} from the base", partial(curve_point, count, True))))
     curve["from a random start"].append(share(
         stages.stage(f"curve {count} from a random start", partial(curve_point, count, False))))
+
+# %%
 figure, axis = plt.subplots(figsize=(6, 3.4))
 for label, values in curve.items():
     axis.plot(settings.sft_curve_examples, values, "o-", label=label)
@@ -553,6 +561,8 @@ pairs_found = preference_pairs(task, dpo_problems, sampled.texts)
 if not pairs_found:  # a model that answers nothing right (the smoke profile's): two wrong answers stand in
     pairs_found = [(0, 0, 1)]
     print("no question had both a right and a wrong answer: a pair of two wrong answers stands in")
+
+# %%
 right_share = np.mean([[task.is_correct(p, a) for a in answers] for p, answers in zip(dpo_problems, sampled.texts)])
 print(f"{len(dpo_problems):,} questions x {settings.dpo_answers_each} sampled answers: {right_share:.1%} right; "
       f"{len(pairs_found):,} questions with a right and a wrong answer -> pairs")
@@ -575,7 +585,7 @@ def reward_accuracy(y_true, y_pred):
 def reward_margin(y_true, y_pred):
     return settings.dpo_beta * ((y_pred[:, 0] - y_true[:, 0]) - (y_pred[:, 1] - y_true[:, 1]))
 
-
+# %%
 def padded(array):
     """Rows of sampled tokens, padded with 0 to `row_length` (so that every batch has one shape)."""
     return np.pad(array, ((0, 0), (0, row_length - array.shape[1])))
@@ -630,34 +640,44 @@ def kl_to_reference(model, generator, problems, answers_each=4, seed=11):
 validation_prompts = [task.prompt(p) for p in validation]
 watched_problems = task.sample(100, np.random.default_rng(5))
 
+# %%
+def dpo_trainer(policy, learning_rate, nll_coefficient):
+    """The pair trainer around `policy`, compiled with the DPO loss (RPO's NLL term beside it) and two metrics."""
+    trainer = trainer_for(policy)
+    trainer.compile(optimizer=keras.optimizers.AdamW(learning_rate, weight_decay=0.0),
+                    loss=DPOLoss(settings.dpo_beta, nll_coefficient), metrics=[reward_accuracy, reward_margin],
+                    jit_compile=settings.jit_compile)
+    return trainer
 
+# %%
+def dpo_epoch(trainer, shuffled, log):
+    """One epoch over the pairs in the order `shuffled`: the loss, the metrics and the moves of log π logged."""
+    history = trainer.fit([array[shuffled] for array in pair_data], pair_targets[shuffled],
+                          batch_size=settings.batch_size, epochs=1, shuffle=False, verbose=0).history
+    for key in ("loss", "reward_accuracy", "reward_margin"):
+        log[key].append(float(history[key][-1]))
+    moved = keras.ops.convert_to_numpy(trainer.predict(pair_data, batch_size=128, verbose=0)) - reference_log_p
+    log["chosen"].append(float(moved[:, 0].mean()))
+    log["rejected"].append(float(moved[:, 1].mean()))
+
+# %%
 def dpo_run(learning_rate, seed=0, nll_coefficient=0.0, watch=False):
     """DPO from the SFT model, the pairs in the seed's order each epoch; the log of every epoch and the test scores."""
     policy = new_model(seed)
     policy.set_weights(start_weights)
-    trainer, generator = trainer_for(policy), CachedLanguageModel(policy, row_length)
-    trainer.compile(optimizer=keras.optimizers.AdamW(learning_rate, weight_decay=0.0),
-                    loss=DPOLoss(settings.dpo_beta, nll_coefficient), metrics=[reward_accuracy, reward_margin],
-                    jit_compile=settings.jit_compile)
+    trainer, generator = dpo_trainer(policy, learning_rate, nll_coefficient), CachedLanguageModel(policy, row_length)
     log = {"loss": [], "reward_accuracy": [], "reward_margin": [], "chosen": [0.0], "rejected": [0.0]}
     if watch:
         log |= {"validation": [share(evaluation(generator, validation, sampled=False))], "kl": [0.0]}
     order = np.random.default_rng(seed)
     for _ in progress(range(settings.dpo_epochs), desc=f"DPO {learning_rate:g}, seed {seed}, NLL {nll_coefficient:g}"):
-        shuffled = order.permutation(len(pair_targets))
-        history = trainer.fit([array[shuffled] for array in pair_data], pair_targets[shuffled],
-                              batch_size=settings.batch_size, epochs=1, shuffle=False, verbose=0).history
-        for key in ("loss", "reward_accuracy", "reward_margin"):
-            log[key].append(float(history[key][-1]))
-        moved = keras.ops.convert_to_numpy(trainer.predict(pair_data, batch_size=128, verbose=0)) - reference_log_p
-        log["chosen"].append(float(moved[:, 0].mean()))
-        log["rejected"].append(float(moved[:, 1].mean()))
+        dpo_epoch(trainer, order.permutation(len(pair_targets)), log)
         if watch:
             log["validation"].append(share(evaluation(generator, validation, sampled=False)))
             log["kl"].append(kl_to_reference(policy, generator, watched_problems))
     return {"log": log, "test": evaluation(generator, held_out, sampled=False)}
 
-
+# %%
 def chosen_sft_run(learning_rate, seed):
     """The control: SFT on the preferred answers alone (prompt masked), at DPO's rate and epochs."""
     targets = np.where(pair_data[2][:, 0] > 0, pair_data[1][:, 0], 0)
@@ -673,6 +693,8 @@ dpo_grid = {rate: stages.stage(f"dpo rate {rate:g} seed 0", partial(dpo_run, rat
             for rate in settings.dpo_learning_rates}
 chosen_rate, _ = best_on_validation(settings.dpo_learning_rates, lambda rate: dpo_grid[rate]["log"]["validation"][-1],
                                     higher_is_better=True)
+
+# %%
 first_seed, other_seeds = settings.dpo_seeds[0], settings.dpo_seeds[1:]
 dpo_arms = {"DPO": [dpo_grid[chosen_rate]] + [stages.stage(f"dpo rate {chosen_rate:g} seed {seed}",
                                                            partial(dpo_run, chosen_rate, seed))
@@ -698,8 +720,12 @@ for arm, runs_of_arm in dpo_arms.items():
           + f"; minus the SFT start {said(difference([run['test'] for run in runs_of_arm], sft_start))}")
 
 # %%
+epochs, watched = range(1, settings.dpo_epochs + 1), range(settings.dpo_epochs + 1)  # the log's x values, 0: the start
+titles = (("nats", "DPO loss (training pairs, mean over each epoch)"), ("accuracy", "validation accuracy (greedy)"),
+          ("nats an answer", "KL(policy || reference), k1"), ("nats", "log π − log π_ref of the pairs' answers"))
+
+# %%
 figure, axes = plt.subplots(1, 4, figsize=(16, 3.4), layout="constrained")
-epochs, watched = range(1, settings.dpo_epochs + 1), range(settings.dpo_epochs + 1)
 for rate, run in dpo_grid.items():
     label, log = f"rate {rate:g}" + (" (chosen)" if rate == chosen_rate else ""), run["log"]
     axes[0].plot(epochs, log["loss"], "o-", label=label)
@@ -709,11 +735,8 @@ for rate, run in dpo_grid.items():
     axes[3].plot(watched, log["rejected"], "s--", color=line.get_color(), label=f"{label}: y_l")
 axes[0].axhline(np.log(2), color="grey", linestyle=":", label="log 2: the policy equals its reference")
 axes[3].axhline(0, color="grey", linestyle=":")
-axes[0].set(xlabel="epoch", ylabel="nats", title="DPO loss (training pairs, mean over each epoch)")
-axes[1].set(xlabel="epoch (0: the SFT start)", ylabel="accuracy", title="validation accuracy (greedy)")
-axes[2].set(xlabel="epoch (0: the SFT start)", ylabel="nats an answer", title="KL(policy || reference), k1")
-axes[3].set(xlabel="epoch (0: the SFT start)", ylabel="nats", title="log π − log π_ref of the pairs' answers")
-for axis in axes:
+for axis, (ylabel, title) in zip(axes, titles):
+    axis.set(xlabel="epoch" if axis is axes[0] else "epoch (0: the SFT start)", ylabel=ylabel, title=title)
     axis.legend(fontsize=7)
 plt.show()
 
@@ -809,7 +832,7 @@ def grpo_trainer(policy, learning_rate, kl_coefficient):
                     jit_compile=settings.jit_compile)
     return trainer
 
-
+# %%
 def group_batch(sampler, problems, seed):
     """Sample G answers to each problem; their rewards (Q, G), rows, targets and answer mask."""
     drawn = sample_answers(sampler, tokenizer.encode, tokenizer.decode, [task.prompt(p) for p in problems],
@@ -820,7 +843,7 @@ def group_batch(sampler, problems, seed):
     mask = keras.ops.convert_to_numpy(answer_mask(targets, drawn.prompt_lengths)).astype("float32")
     return rewards, rows, targets, mask
 
-
+# %%
 def step(trainer, policy, sampler, problems, seed, log):
     """One GRPO update: a group of answers per problem, rewards, advantages, `grpo_steps_each` gradient steps."""
     rewards, rows, targets, mask = group_batch(sampler, problems, seed)
@@ -832,6 +855,11 @@ def step(trainer, policy, sampler, problems, seed, log):
     for _ in range(settings.grpo_steps_each):
         metrics = trainer.train_on_batch([rows, targets], np.stack([old, referenced, advantages, mask], axis=-1),
                                          return_dict=True)
+    vital_signs(log, rewards, probabilities, old, referenced, mask, metrics["clipped_share"])
+
+# %%
+def vital_signs(log, rewards, probabilities, old, referenced, mask, clipped):
+    """The update's vital signs, appended to `log`: reward, groups without signal, KL (k3, k1), entropy, length."""
     k1, _, k3 = kl_estimates(old, referenced)  # samples from the policy (q), the reference as p
     entropy = -(probabilities * np.log(np.maximum(probabilities, 1e-12))).sum(axis=-1)
     log["reward"].append(float(rewards.mean()))
@@ -839,10 +867,10 @@ def step(trainer, policy, sampler, problems, seed, log):
     log["kl k3"].append(float((k3 * mask).sum() / mask.sum()))
     log["kl k1"].append(float((k1 * mask).sum() / mask.sum()))
     log["entropy"].append(float((entropy * mask).sum() / mask.sum()))
-    log["clipped"].append(float(metrics["clipped_share"]))
+    log["clipped"].append(float(clipped))
     log["length"].append(float(mask.sum(axis=1).mean()))
 
-
+# %%
 def grpo_run(learning_rate, seed=0, kl_coefficient=settings.grpo_kl_coefficient):
     """GRPO from the SFT model: the log of every update, and the validation and test scores at the end."""
     policy = new_model(seed)
@@ -872,6 +900,8 @@ grpo_arms = {
                                               partial(grpo_run, grpo_rate, seed, 0.0)) for seed in settings.grpo_seeds],
 }
 print(f"{(time.perf_counter() - started) / 60:.1f} min")
+
+# %%
 start_validation = stages.stage("sft start validation", partial(evaluation, policy_start, validation))
 print(f"validation sampled accuracy: the SFT start {share(start_validation, 'sampled'):.1%}; after GRPO at "
       + ", ".join(f"{rate:g} {score:.1%}" for rate, score in grpo_validation.items()) + f" -> chosen {grpo_rate:g}")
@@ -897,17 +927,19 @@ def accepted_answers(seed):
     masked_targets = np.where(keras.ops.convert_to_numpy(answer_mask(targets, lengths)), targets, 0)
     return rows, masked_targets, len(problems) * settings.grpo_answers_each
 
-
+# %%
 def rft_run(learning_rate, seed):
+    """RFT from the SFT start at this seed: one epoch on the accepted answers; validation and test scores."""
     rows, targets, drawn = accepted_answers(seed)
     model = new_model(seed)
     model.set_weights(start_weights)
     supervised_fine_tune(model, rows, targets, epochs=1, batch_size=settings.batch_size, learning_rate=learning_rate,
                          seed=seed, jit_compile=settings.jit_compile)
-    return {"kept": len(rows), "drawn": drawn, "validation": evaluation(model, validation),
-            "test": evaluation(model, held_out)}
+    generator = CachedLanguageModel(model, row_length)  # traced once for both sets
+    return {"kept": len(rows), "drawn": drawn, "validation": evaluation(generator, validation),
+            "test": evaluation(generator, held_out)}
 
-
+# %%
 rft_grid = {rate: stages.stage(f"rft rate {rate:g} seed {settings.grpo_seeds[0]}",
                                partial(rft_run, rate, settings.grpo_seeds[0])) for rate in settings.rft_learning_rates}
 rft_rate, rft_validation = best_on_validation(
@@ -921,14 +953,16 @@ print(f"RFT kept {rft_grid[rft_rate]['kept']:,} of {rft_grid[rft_rate]['drawn']:
 stages.report()
 
 # %%
+window = max(1, settings.grpo_updates // 10)  # each panel: the mean of `window` updates
+traces = {f"rate {rate:g}, seed 0" + (" (chosen)" if rate == grpo_rate else ""): run["log"]
+          for rate, run in grpo_grid.items()}
+traces[f"rate {grpo_rate:g}, seed 0, no KL term"] = grpo_arms["GRPO without the KL term"][0]["log"]
+
+# %%
 figure, axes = plt.subplots(2, 3, figsize=(14, 6.4), layout="constrained")
 panels = (("reward", "mean reward of the samples"), ("no signal", "groups with equal rewards (share)"),
           ("kl k3", "KL to the reference (k3, nats a token)"), ("entropy", "entropy (nats a token)"),
           ("clipped", "clipped ratios at the 2nd step (share)"), ("length", "answer length (tokens)"))
-window = max(1, settings.grpo_updates // 10)
-traces = {f"rate {rate:g}, seed 0" + (" (chosen)" if rate == grpo_rate else ""): run["log"]
-          for rate, run in grpo_grid.items()}
-traces[f"rate {grpo_rate:g}, seed 0, no KL term"] = grpo_arms["GRPO without the KL term"][0]["log"]
 for axis, (key, title) in zip(axes.flat, panels):
     for label, log in traces.items():
         smooth = np.convolve(log[key], np.ones(window) / window, mode="valid")

@@ -59,23 +59,6 @@ def _counted_lines(source: str) -> list[str]:
 # run splits them (its outputs must come from the code as it ran). Each must still be there and still be long.
 OVER_LONG_UNTIL_THE_NEXT_RUN = {
     "08_bert_pretraining": ("runs = {}",),  # 16 lines: clearing Keras' state per run
-    "13_post_training": (  # its second edition's run: split at the run that brings it within 45 minutes
-        "task = AdditionTask(",
-        "def new_model(seed=0):",
-        "counts = np.bincount(",
-        "def evaluation(model, problems",
-        "arm_targets = {",
-        "def curve_point(",
-        "policy_start = sft_model(",
-        "def reward_accuracy(",
-        "def kl_to_reference(",
-        "started = time.perf_counter()\ndpo_grid",
-        "figure, axes = plt.subplots(1, 4",
-        "def clipped_share(",
-        "started = time.perf_counter()\ngrpo_grid",
-        "def accepted_answers(",
-        "figure, axes = plt.subplots(2, 3",
-    ),
 }
 
 
