@@ -14,7 +14,7 @@
 # ---
 
 # %% [markdown]
-# # 11 — From GPT-2 to today's decoders: rotary positions, RMSNorm, SwiGLU and grouped queries, measured
+# # 11 — From GPT-2 to today's decoders: rotary positions, RMSNorm, SwiGLU and grouped queries
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/11_modern_decoders.ipynb)
 #
@@ -25,11 +25,17 @@
 #   score sees the offset between two tokens and never their absolute positions;
 # - **RMSNorm** and the **SwiGLU** feed-forward network: what each drops or adds against
 #   LayerNorm and GPT-2's GELU network, parameter by parameter;
-# - **grouped-query attention**: N query heads sharing G key/value heads, and what it saves in the
-#   key/value cache of notebook 09;
+# - **grouped-query attention**: N query heads sharing G key/value heads, what it saves in the
+#   key/value cache of notebook 09, and what that saves in a decoding step's time, measured; the
+#   sliding window and DeepSeek's latent cache beside it;
+# - **FlashAttention's idea**: attention over tiles of keys with an online softmax, equal to the
+#   whole softmax, in memory that grows with the text's length instead of its square (exercise 11.4);
 # - **one change at a time**: rotary against learned positions inside the Llama-style block, at
-#   equal updates, three seeds, each arm its own learning rate, with a 95% interval; and both on
-#   texts twice as long as they trained on.
+#   equal updates, three seeds, each arm its own learning rate, with a 95% interval, beside the
+#   floors a table of token counts sets;
+# - **longer than trained**: rotary positions, no positions at all (NoPE) and Position
+#   Interpolation, on texts twice as long as the models trained on, with intervals over seeds and
+#   over the test text.
 #
 # Notebook 12 takes the rotary model further: a classifier from it (its head alone, LoRA and full
 # fine-tuning), the model in int8, and its training on several devices.
@@ -39,8 +45,8 @@
 # Every layer here is the course's own, in `transformer_course`, and each is checked against the
 # library's: `keras_hub.layers.RotaryEmbedding`, `keras.layers.RMSNormalization`,
 # `keras.layers.GroupQueryAttention` and keras-hub's `LlamaTransformerDecoder` (the test suite).
-# Three graded exercises put each new idea in your hands: the rotation, RMSNorm and grouped
-# queries.
+# Four graded exercises put each new idea in your hands: the rotation, RMSNorm, grouped queries
+# and tiled attention.
 #
 # Data: the IMDB Large Movie Review Dataset — Maas et al., 2011, *Learning Word Vectors for
 # Sentiment Analysis*, ACL-HLT, pp. 142–150 (no explicit license; cite the paper): 09's running
@@ -63,6 +69,7 @@ settings = tc.start_notebook("11", seed=42)
 import keras
 import matplotlib.pyplot as plt
 import numpy as np
+import tensorflow as tf  # section 3's decoding step, compiled (XLA)
 
 from transformer_course import epoch_progress, report_metric
 from transformer_course.attention import GroupedQueryAttention
@@ -72,12 +79,21 @@ from transformer_course.language_model import build_language_model
 from transformer_course.metrics import (
     MaskedCrossEntropy,
     bits_per_character,
+    bootstrap_interval,
     mean_interval,
     token_log_probabilities,
 )
+from transformer_course.ngram import BigramModel
 from transformer_course.positional import sinusoidal_encoding
 from transformer_course.rotary import rotary_embedding
-from transformer_course.training import RowBatches, WarmupCosineDecay, best_on_validation, encode_running_text, fit_best
+from transformer_course.training import (
+    RowBatches,
+    WarmupCosineDecay,
+    best_on_validation,
+    encode_running_text,
+    fit_best,
+    interleaved_timings,
+)
 from transformer_course.transformer import LlamaDecoder, RMSNorm, SwiGLUFeedForward
 
 # %% [markdown]
@@ -194,7 +210,7 @@ for k in (1, 7, 50):
 
 # %% [markdown]
 # Two consequences. No position table: the model has no `sequence_length` rows to outgrow (how
-# well it *generalises* to longer texts than it saw is another matter: section 5 measures it).
+# well it *generalises* to longer texts than it saw is another matter: section 6 measures it).
 # And the cache of notebook 09 stores keys already rotated: a new token's key is rotated once, at
 # its own position (`start_index`), and never again. Exercise 11.1 asks you to write the rotation.
 #
@@ -251,6 +267,14 @@ for name, parameters in (
 # The gate costs a third matrix; the 2/3 rule gives it back: 528,384 parameters against the GELU
 # network's 525,568, within 0.6%. Exercise 11.2 asks you to write RMSNorm.
 #
+# **What these two buy is not measured here.** The sources report it: Zhang and Sennrich (2019)
+# find RMSNorm as good as LayerNorm on their tasks and faster per step; Shazeer (2020, Table 1)
+# finds the gated networks, SwiGLU among them, reach a lower perplexity than the ReLU and GELU ones
+# at the same parameters and compute. This notebook spends its training budget on one change,
+# positions (sections 5 and 6): measuring either of these as section 5 measures positions — an arm
+# of its own, three paired seeds, a rate each — would cost as much again. What this notebook does
+# establish about them is what the cells above print: the parameters each costs.
+#
 # ## 3. Grouped-query attention
 #
 # In multi-head attention each of the N heads has its own query, key and value projections. In
@@ -289,19 +313,125 @@ for groups, name in ((4, "multi-head (G = N = 4)"), (2, "grouped (G = 2)"), (1, 
 
 # %% [markdown]
 # Half the key/value heads, half the cache, and fewer parameters in the key and value
-# projections. At the scale of published models, per token (16-bit numbers, 2 bytes each;
-# 2 × layers × G × H × 2 bytes):
+# projections. **Does the smaller cache make a token faster?** Generating a token reads every
+# cached key and value once; everything else a decoding step does costs the same whatever G. So
+# where that read is most of a step — long caches — a step should take less time with fewer
+# key/value heads, and where the projections dominate it should not. Measured: one attention
+# layer of this width at batch 1 writes a new token's key and value at the last position of a
+# cache of L positions and attends over all of them, compiled (XLA), for G = 4, 2 and 1. The arms
+# take turns (`interleaved_timings`: a busy moment of the machine slows all alike), each timing
+# `decoding_tokens` steps; each ratio is the mean of the per-round ratios to multi-head attention's,
+# with a 95% bootstrap interval over the rounds (`bootstrap_interval`).
+
+# %%
+def decoding_step(key_value_heads, length):
+    """`decoding_tokens` compiled decoding steps of a fresh layer, the cache full up to its last position."""
+    keras.utils.set_random_seed(0)
+    heads, width = settings.model["num_heads"], settings.model["embed_dim"] // settings.model["num_heads"]
+    layer = GroupedQueryAttention(width, heads, key_value_heads, use_bias=False)
+    token = keras.random.normal((1, 1, heads * width))
+    cache = keras.random.normal((1, 2, length, key_value_heads, width))
+    layer(token, token)  # builds the weights
+    step = tf.function(lambda cache: layer(token, token, use_causal_mask=True, cache=cache,
+                                           cache_update_index=length - 1)[0], jit_compile=True)
+    return lambda _: [step(cache).numpy() for _ in range(settings.decoding_tokens)]
+
+# %%
+heads = settings.model["num_heads"]
+groups = sorted({heads, settings.num_key_value_heads, 1}, reverse=True)
+timings = interleaved_timings({(length, groups_): decoding_step(groups_, length) for length in settings.decoding_lengths
+                               for groups_ in groups}, settings.decoding_rounds)
+print(f"{'cache L':>8} {'G':>3} {'cache KiB':>10} {'ms a token':>11}   time / multi-head's, 95% interval over rounds")
+for length in settings.decoding_lengths:
+    for groups_ in groups:
+        ratios = np.array(timings[length, groups_]) / np.array(timings[length, heads])  # paired by round
+        _, low, high = bootstrap_interval(ratios) if groups_ != heads else (None, 1.0, 1.0)
+        kib = 2 * length * groups_ * settings.model["embed_dim"] // heads * 4 / 1024
+        milliseconds = 1000 * np.median(timings[length, groups_]) / settings.decoding_tokens
+        print(f"{length:>8,} {groups_:>3} {kib:>10,.0f} {milliseconds:>11.3f}"
+              + ("" if groups_ == heads else f"   {ratios.mean():.2f} [{low:.2f}, {high:.2f}]"))
+
+# %% [markdown]
+# At the scale of published models, per token (16-bit numbers, 2 bytes each;
+# 2 × layers × G × H × 2 bytes), and two designs that go further:
 #
 # | model | layers | query heads N | key/value heads G | head width H | cache a token |
 # |---|---|---|---|---|---|
 # | GPT-2 124M (Radford et al., 2019, Table 2), multi-head | 12 | 12 | 12 | 64 | 36 KiB |
 # | Llama 2 70B (Touvron et al., 2023b, §2.2 and Table 1), grouped | 80 | 64 | 8 | 128 | 320 KiB |
 # | the same 70B with multi-head attention | 80 | 64 | 64 | 128 | 2,560 KiB |
+# | Mistral 7B (Jiang et al., 2023, Table 1), grouped, **sliding window** of 4,096 | 32 | 32 | 8 | 128 | 128 KiB, at most 4,096 tokens |
+# | DeepSeek-V2 (DeepSeek-AI, 2024, §2.1), **multi-head latent attention** | 60 | 128 | one latent of 512 + a rotary key of 64 | 128 | 67.5 KiB |
 #
 # GPT-2's cache for a 1,024-token text is 36 MiB; a multi-head 70B model's for a 4,096-token
 # text would be 10 GiB for one sequence, which is why Llama 2's largest models share 8 key/value
 # heads among 64 query heads. Ainslie et al. report quality close to multi-head attention at
-# 8 groups, at their scale. Exercise 11.3 asks you to write the sharing.
+# 8 groups, at their scale.
+#
+# **A sliding window** (Mistral 7B; Beltagy et al., 2020, *Longformer*, before it) lets each
+# position attend to the last W positions only: a band below the diagonal of the causal mask. The
+# cache then needs W slots, used as a **ring buffer**: position p writes slot p mod W, over the
+# key and value W positions older, which no later query may read. Information from further back
+# still arrives, through the layers: each layer reaches W positions further, so k layers see k·W.
+# **Multi-head latent attention** (DeepSeek-V2) caches, per token and layer, one compressed vector
+# of 512 numbers from which every head's key and value are projected back up, and a 64-number key
+# that carries the rotary position (rotations do not pass through the up-projection): 576 numbers
+# a layer, where multi-head attention with its 128 heads of 128 would cache 32,768. The band and
+# the ring, for W = 3:
+
+# %%
+positions, window = 8, 3
+band = np.tril(np.ones((positions, positions), dtype=bool)) & ~np.tril(np.ones((positions, positions), dtype=bool),
+                                                                       -window)
+print("sliding-window mask (rows: queries, columns: keys; 1 = may attend):")
+print("\n".join(" ".join(str(int(value)) for value in row) for row in band))
+print("ring buffer, the slot each position's key and value is written to:",
+      {position: position % window for position in range(positions)})
+
+# %% [markdown]
+# The cache of one sequence against its length, for each design (the table's arithmetic):
+
+# %%
+def cache_bytes(length, layers, numbers_a_layer, window=None):
+    """The key/value cache of one sequence of `length` tokens at 2 bytes a number."""
+    return (np.minimum(length, window) if window else length) * layers * numbers_a_layer * 2
+
+# %%
+lengths = np.geomspace(256, 131_072, 60)
+designs = {"Llama 2 70B with multi-head attention": (80, 2 * 64 * 128, None),
+           "Llama 2 70B, grouped (G = 8)": (80, 2 * 8 * 128, None),
+           "Mistral 7B, grouped (G = 8), no window": (32, 2 * 8 * 128, None),
+           "Mistral 7B, sliding window of 4,096": (32, 2 * 8 * 128, 4096),
+           "DeepSeek-V2, latent (512 + 64)": (60, 512 + 64, None)}
+figure, axis = plt.subplots(figsize=(7, 4))
+for name, (layers, numbers, window) in designs.items():
+    axis.plot(lengths, cache_bytes(lengths, layers, numbers, window) / 2**30, label=name)
+axis.set(xscale="log", yscale="log", xlabel="tokens in the sequence", ylabel="key/value cache (GiB)",
+         title="one sequence's cache, 16-bit numbers")
+axis.legend(fontsize="small")
+plt.show()
+print(f"at 32,768 tokens: " + "; ".join(f"{name} {cache_bytes(32_768, *design) / 2**30:,.1f} GiB"
+                                       for name, design in designs.items()))
+
+# %% [markdown]
+# Exercise 11.3 asks you to write the sharing.
+#
+# **FlashAttention's idea** (Dao et al., 2022) is about the other memory: the T × T scores. A
+# whole softmax needs a row's maximum and sum before any weight, so naive attention holds every
+# score at once. An **online softmax** (Milakov and Gimelshein, 2018) visits the keys a tile at a
+# time and keeps, for each query, the largest score so far m, the sum so far ℓ of exp(score − m)
+# and the output so far o; when a tile raises the maximum to m′, what was summed is rescaled by
+# exp(m − m′) before the tile's terms are added, and o / ℓ at the end is exactly the softmax's
+# weighted sum. Besides the output, it holds a tile of scores and two numbers a query: memory that
+# grows with T, not T². (FlashAttention also tiles the queries, and keeps the tiles in a GPU's fast
+# on-chip memory; the saving is in reads of the slow memory.) Exercise 11.4 asks you to write it.
+# The extra memory for one head of width 64, float32, tiles of 128 keys:
+
+# %%
+print(f"{'T':>7} {'naive: T × T scores':>22} {'tiled: a tile + m and ℓ':>25}")
+for length in (1024, 4096, 16_384, 65_536):
+    naive, tiled = length * length * 4 / 2**20, (length * 128 + 2 * length) * 4 / 2**20  # MiB
+    print(f"{length:>7,} {naive:>19,.1f} MiB {tiled:>21,.2f} MiB")
 
 # %% [markdown]
 # ## 4. The text: notebook 09's, in its tokens
@@ -367,14 +497,8 @@ print(f"{int((train_targets != 0).sum()):,} training tokens; {len(scored_text):,
 #   run once; the difference between the arms is reported per seed, with its mean and a 95%
 #   Student-t interval over the seeds (n − 1 degrees of freedom).
 #
-# Both models are built for `extrapolation_length` = 2 × `chunk_length` positions and trained on
-# rows of `chunk_length`: the learned arm's table holds rows for positions it never trains (their
-# initial values, shrunk a little by weight decay), and the rotary arm has no table. After
-# training, both read the test text in rows twice as long as any they trained on.
-#
-# **The hypotheses**, set before the run: (1) at the training length, the two arms lie within
-# 0.02 bits per character of each other; (2) on rows twice as long, the learned arm's bits per
-# character rise above its own at the training length, and the rotary arm's do not.
+# **Hypothesis (1)**, set before the run: the two arms lie within 0.02 bits per character of each
+# other on the test text. (Section 6 asks what happens past the training length.)
 
 # %%
 POSITION_ARMS = {"rotary": "rotary positions", "learned": "learned positions"}
@@ -383,7 +507,7 @@ POSITION_ARMS = {"rotary": "rotary positions", "learned": "learned positions"}
 def new_language_model(positions, seed):
     """A fresh, untrained Llama-style model with rotary or learned positions (`seed` sets its initial weights)."""
     keras.utils.set_random_seed(seed)
-    return build_language_model(vocabulary_size, settings.extrapolation_length, architecture="llama",
+    return build_language_model(vocabulary_size, settings.chunk_length, architecture="llama",
                                 positions=positions, intermediate_dim=settings.intermediate_dim,
                                 num_key_value_heads=settings.num_key_value_heads, **settings.model)
 
@@ -429,16 +553,23 @@ runs = {(positions, seed): train_arm(positions, seed, position_rate[positions])
         for seed in settings.seeds for positions in POSITION_ARMS}
 
 # %% [markdown]
-# The floor every curve is drawn against: a **unigram count table** (each token's frequency in
-# the training rows, add-one smoothed), which knows no context at all, scored on the validation
-# text in the same bits per character.
+# The floors every curve is drawn against, two tables of counts scored on the validation text in
+# the same bits per character: a **unigram** table (each token's frequency in the training rows,
+# add-one smoothed), which knows no context at all, and a **bigram** table with interpolated
+# Kneser-Ney smoothing (notebook 09's `BigramModel`: one token of context), fitted on the same
+# training rows in seconds. A model whose curve lies above the bigram table has learned less,
+# so far, than counting pairs of tokens does.
 
 # %%
 counts = np.bincount(train_targets[train_targets != 0], minlength=vocabulary_size + 1)[1:] + 1.0
 unigram = np.log(counts / counts.sum())
 validation_real = validation_targets[validation_targets != 0]
 unigram_bits = -unigram[validation_real - 1].sum() / np.log(2) / validation_characters
-print(f"the unigram count table: {unigram_bits:.4f} bits per character on the validation text")
+bigram = BigramModel(vocabulary_size + 1).fit(train_targets)  # the targets: the running text, its first token less
+previous, following = validation_inputs[validation_targets != 0], validation_real
+bigram_bits = -bigram.log_probability(previous, following).sum() / np.log(2) / validation_characters
+print(f"the unigram count table: {unigram_bits:.4f} bits per character on the validation text; the Kneser-Ney "
+      f"bigram table: {bigram_bits:.4f}")
 
 # %%
 figure, axis = plt.subplots(figsize=(7, 4))
@@ -449,6 +580,7 @@ for (positions, seed), (_, history, facts) in runs.items():
               color="C3" if positions == "rotary" else "C0", alpha=1.0 if seed == settings.seeds[0] else 0.5,
               label=f"{POSITION_ARMS[positions]}, rate {position_rate[positions]:g}, seed {seed}")
 axis.axhline(unigram_bits, color="grey", linestyle=":", label=f"unigram count table ({unigram_bits:.3f})")
+axis.axhline(bigram_bits, color="black", linestyle="--", label=f"Kneser-Ney bigram table ({bigram_bits:.3f})")
 axis.set(xlabel="updates", ylabel="validation bits per character",
          title="one change: how the model sees positions; the same rows in the same order per seed")
 axis.legend(fontsize="small")
@@ -461,14 +593,8 @@ def test_scores(model, inputs, targets):
     return scores, bits_per_character(scores, targets, len(scored_text))
 
 # %%
-long_inputs, long_targets = encode_running_text(tokenizer.encode, test_texts, settings.extrapolation_length, END)
-results, long_results, long_scores = {}, {}, {}
-for positions in POSITION_ARMS:
-    arm = [runs[positions, seed][0] for seed in settings.seeds]
-    results[positions] = np.array([test_scores(model, test_inputs, test_targets)[1] for model in arm])
-    long_scores[positions], long_results[positions] = zip(*(test_scores(model, long_inputs, long_targets)
-                                                            for model in arm))
-    long_results[positions] = np.array(long_results[positions])
+results = {positions: np.array([test_scores(runs[positions, seed][0], test_inputs, test_targets)[1]
+                                for seed in settings.seeds]) for positions in POSITION_ARMS}
 
 # %%
 print(f"{'arm':<18} {'parameters':>10} {'updates':>8} {'minutes':>8}   test bits per character, per seed")
@@ -481,36 +607,6 @@ differences = results["learned"] - results["rotary"]  # paired: the same seed's 
 mean, low, high = mean_interval(differences)
 print(f"learned minus rotary, per seed: {', '.join(f'{value:+.4f}' for value in differences)}; "
       f"mean {mean:+.4f}, 95% interval {low:+.4f} to {high:+.4f} ({len(differences)} seeds)")
-
-# %% [markdown]
-# Rows twice as long as any the models trained on: the same test text, each token scored with up
-# to twice the context. Where a model generalises, more context can only help;
-# where it does not, the positions past 255 cost it. The loss at each position of the long rows,
-# averaged over the rows, shows where:
-
-# %%
-print(f"{'arm':<18} {'rows of ' + str(settings.chunk_length):>12} {'rows of ' + str(settings.extrapolation_length):>12}"
-      "   change, per seed")
-for positions, name in POSITION_ARMS.items():
-    change = long_results[positions] - results[positions]
-    print(f"{name:<18} {results[positions].mean():>12.4f} {long_results[positions].mean():>12.4f}   "
-          + ", ".join(f"{value:+.4f}" for value in change))
-
-# %%
-figure, axis = plt.subplots(figsize=(7, 3.5))
-real = long_targets != 0
-for positions in POSITION_ARMS:
-    scores = long_scores[positions][0]  # seed 0's
-    per_position = -(scores * real).sum(axis=0) / np.maximum(real.sum(axis=0), 1) / np.log(2)
-    window = max(1, settings.extrapolation_length // 64)
-    smoothed = np.convolve(per_position, np.ones(window) / window, mode="valid")
-    axis.plot(np.arange(len(smoothed)) + window // 2, smoothed, color="C3" if positions == "rotary" else "C0",
-              label=f"{POSITION_ARMS[positions]}, seed {settings.seeds[0]}")
-axis.axvline(settings.chunk_length, color="grey", linestyle=":", label="the training rows' length")
-axis.set(xlabel="position in the row", ylabel="bits per token (moving mean)",
-         title=f"the test text in rows of {settings.extrapolation_length} tokens")
-axis.legend(fontsize="small")
-plt.show()
 
 # %%
 report_metric("test_bits_per_character_rotary", float(results["rotary"].mean()),
@@ -527,12 +623,6 @@ report_metric("rotary_peak_learning_rate", position_rate["rotary"],
 # %%
 report_metric("learned_minus_rotary_bits_per_character", float(mean),
               "learned minus rotary positions, test bits per character, mean of the paired seeds")
-report_metric("long_rows_change_rotary", float((long_results["rotary"] - results["rotary"]).mean()),
-              f"rotary positions: test bits per character in rows of {settings.extrapolation_length} minus in "
-              f"rows of {settings.chunk_length}, mean over seeds")
-report_metric("long_rows_change_learned", float((long_results["learned"] - results["learned"]).mean()),
-              f"learned positions: the same change, rows of {settings.extrapolation_length} against "
-              f"{settings.chunk_length}")
 
 # %% [markdown]
 # **Reading the ablation** (the recorded run: three seeds an arm, 641,316 test characters).
@@ -563,6 +653,174 @@ report_metric("long_rows_change_learned", float((long_results["learned"] - resul
 # - **Scale.** 120 updates (about a million tokens) is very early in training, where a ranking
 #   can still change. Su et al. (2021, §4) report the same direction at a far larger scale: their
 #   rotary model's pre-training loss fell faster than BERT's, whose positions are learned.
+
+# %% [markdown]
+# ## 6. Longer than trained: rotary positions, none at all, and Position Interpolation
+#
+# What happens when a model reads a text longer than any it trained on? **The literature's
+# answer for rotary positions is: it breaks.** Press et al. (2022, *ALiBi*, figure 1) trained
+# models on 512 and 1,024 tokens and read longer texts: the rotary model's perplexity rose steeply
+# within a few hundred tokens past its training length, as the sinusoidal one's did — the rotations
+# at offsets never seen in training give scores the model never learned to read. Two answers since:
+# **no positions at all** (NoPE; Kazemnejad et al., 2023): a decoder's causal mask already tells a
+# token how many came before it, and on their tasks decoders without position information
+# generalised to longer inputs better than rotary ones; and **Position Interpolation** (Chen et al.,
+# 2023): read a text s times longer with every position divided by s, so that every angle stays
+# inside the trained range (one argument here: `rotary_scaling_factor=s`). Chen et al. fine-tune
+# briefly (about a thousand steps) after interpolating; here it is scored with no training at all.
+#
+# Section 5's models cannot test this honestly: a model that hardly uses its context loses little
+# when positions past its training length go wrong. So: models that train on **shorter rows for
+# longer** — rows of `context_length` = 64 tokens (section 5's rows cut in four: the same text),
+# `context_updates` = 600 updates of `batch_size` rows — the rotary arm and the NoPE arm (the same
+# block with no positions anywhere), at the rate section 5's rotary arm chose (NoPE gets no grid of
+# its own: a limitation), on two paired seeds (`context_seeds`).
+#
+# **The measurement**, paired token by token. The test text in rows of 128; the second half of each
+# row is scored twice: as a row of its own (positions 0 to 63, the training length) and inside its
+# row of 128 (positions 64 to 127: 64 more tokens of context, at offsets the model never trained
+# on). A model that generalises gains from the longer context (the change is below zero); one that
+# does not, loses. The change is a row's mean over its second half's tokens, in bits a token,
+# averaged over the seeds; its intervals are over the seeds (t) and over the test rows (a bootstrap).
+#
+# **Hypotheses**, set before the run: (2) a precondition — the models use their context: in rows of
+# 64, the last 16 positions' loss lies below the first 8's; (3) rotary positions do not extrapolate:
+# their change lies above zero; (4) NoPE extrapolates better: its change minus rotary's lies below
+# zero; (5) Position Interpolation, untrained, does better than plain rotary: its change minus
+# rotary's lies below zero. Each holds only where both its intervals exclude zero.
+
+# %%
+CONTEXT_ARMS = {"rotary": "rotary positions", "none": "no positions (NoPE)"}
+length = settings.context_length
+
+
+def context_rows(inputs, targets, row_length):
+    """Rows of chunk_length cut into rows of `row_length` (the same running text); rows with no target left out."""
+    inputs, targets = inputs.reshape(-1, row_length), targets.reshape(-1, row_length)
+    kept = (targets != 0).any(axis=1)
+    return inputs[kept], targets[kept]
+
+
+context_train = context_rows(train_inputs, train_targets, length)
+context_validation = context_rows(validation_inputs, validation_targets, length)
+long_inputs, long_targets = context_rows(test_inputs, test_targets, 2 * length)
+print(f"{len(context_train[0]):,} training rows of {length}; {len(long_inputs):,} test rows of {2 * length}")
+
+# %%
+def context_model(positions, seed, scaling_factor=None):
+    """A fresh Llama-style model for rows up to 2 × context_length, rotary or no positions."""
+    keras.utils.set_random_seed(seed)
+    return build_language_model(vocabulary_size, 2 * length, architecture="llama", positions=positions,
+                                rotary_scaling_factor=scaling_factor, intermediate_dim=settings.intermediate_dim,
+                                num_key_value_heads=settings.num_key_value_heads, **settings.model)
+
+# %%
+def train_context_model(positions, seed):
+    """`context_updates` updates on rows of context_length at the rotary arm's rate; (model, history, facts)."""
+    model = context_model(positions, seed)
+    schedule = WarmupCosineDecay(position_rate["rotary"], min(settings.warmup_steps, settings.context_updates // 2),
+                                 settings.context_updates)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01), loss=MaskedCrossEntropy(),
+                  jit_compile=settings.jit_compile)
+    batches = RowBatches(*context_train, settings.batch_size,
+                         batches_per_epoch=settings.context_updates // settings.rounds, seed=seed)
+    return fit_best(model, batches, context_validation, epochs=settings.rounds, patience=settings.rounds,
+                    validation_batch_size=64, callbacks=[epoch_progress()])
+
+# %%
+context_runs = {(positions, seed): train_context_model(positions, seed)
+                for seed in settings.context_seeds for positions in CONTEXT_ARMS}
+for (positions, seed), (_, history, facts) in context_runs.items():
+    print(f"{CONTEXT_ARMS[positions]:<20} seed {seed}: validation bits per character after each round "
+          + ", ".join(f"{loss * to_bits:.4f}" for loss in history.history["val_loss"])
+          + f" ({settings.context_updates} updates, {facts['seconds'] / 60:.1f} min)")
+
+# %%
+def bits_a_token(model, inputs, targets):
+    """Bits each target token costs the model (0 where the target is padding): float64 (rows, length)."""
+    return -token_log_probabilities(model, inputs, targets) / np.log(2)
+
+
+halves = long_inputs[:, length:], long_targets[:, length:]  # each row's second half, as a row of its own
+scored = {}  # (arm, seed) -> (bits of the second halves alone, of the whole rows of 2 × context_length)
+for seed in settings.context_seeds:
+    for arm in CONTEXT_ARMS:
+        model = context_runs[arm, seed][0]
+        scored[arm, seed] = bits_a_token(model, *halves), bits_a_token(model, long_inputs, long_targets)
+    interpolated = context_model("rotary", seed, settings.interpolation_factor)
+    interpolated.set_weights(context_runs["rotary", seed][0].get_weights())  # the same weights, positions / s
+    # alone: the rotary model as it trained; in the long rows: the same weights, every position divided by s
+    scored["interpolated", seed] = scored["rotary", seed][0], bits_a_token(interpolated, long_inputs, long_targets)
+
+# %%
+real = halves[1] != 0
+used = real.any(axis=1)
+early, late = real[:, :8], real[:, -16:]
+for arm in CONTEXT_ARMS:
+    print(f"{CONTEXT_ARMS[arm]:<20} rows of {length}, bits a token at positions 0-7 against the last 16, per seed: "
+          + ", ".join(f"{short[:, :8][early].mean():.3f} -> {short[:, -16:][late].mean():.3f}"
+                      for short, _ in (scored[arm, seed] for seed in settings.context_seeds)))
+
+# %%
+def row_changes(arm):
+    """Per seed, each test row's change: its second half read in its row of 2 × length minus read alone, in bits
+    a token (the mean over the half's real tokens). A list over the seeds of (rows,) arrays."""
+    changes = []
+    for seed in settings.context_seeds:
+        short, long = scored[arm, seed]
+        changes.append(((long[:, length:] - short) * real).sum(axis=1)[used] / real.sum(axis=1)[used])
+    return changes
+
+
+def intervals(changes):
+    """The mean, its t interval over the seeds and its bootstrap interval over the test rows (seeds averaged)."""
+    mean, seed_low, seed_high = mean_interval([change.mean() for change in changes])
+    _, low, high = bootstrap_interval(np.mean(changes, axis=0))
+    return mean, (seed_low, seed_high), (low, high)
+
+# %%
+def said(result):
+    mean, (seed_low, seed_high), (low, high) = result
+    return f"{mean:+.4f} (seeds [{seed_low:+.4f}, {seed_high:+.4f}]; test rows [{low:+.4f}, {high:+.4f}])"
+
+
+def holds(result, below=False):
+    _, seeds, rows = result
+    return "holds" if (max(seeds[1], rows[1]) < 0 if below else min(seeds[0], rows[0]) > 0) else "does not hold"
+
+
+changes = {arm: intervals(row_changes(arm)) for arm in ("rotary", "none", "interpolated")}
+for arm, name in (("rotary", "rotary positions"), ("none", "no positions (NoPE)"),
+                  ("interpolated", f"rotary, interpolated (s = {settings.interpolation_factor:g})")):
+    print(f"{name:<34} change, bits a token: {said(changes[arm])}")
+
+# %%
+nope_minus_rotary = intervals([a - b for a, b in zip(row_changes("none"), row_changes("rotary"))])
+interpolated_minus_rotary = intervals([a - b for a, b in zip(row_changes("interpolated"), row_changes("rotary"))])
+print(f"(3) rotary's change above zero: {said(changes['rotary'])} -> {holds(changes['rotary'])}")
+print(f"(4) NoPE's change minus rotary's below zero: {said(nope_minus_rotary)} -> "
+      f"{holds(nope_minus_rotary, below=True)}")
+print(f"(5) interpolated minus rotary below zero: {said(interpolated_minus_rotary)} -> "
+      f"{holds(interpolated_minus_rotary, below=True)}")
+for arm in ("rotary", "none", "interpolated"):
+    report_metric(f"longer_context_change_{arm}", float(changes[arm][0]),
+                  f"{arm}: the second half of each test row read in rows of {2 * length} minus alone, bits a token, "
+                  f"mean of {len(settings.context_seeds)} seeds (models trained on rows of {length})")
+
+# %%
+figure, axis = plt.subplots(figsize=(7, 3.5))
+window = max(1, length // 16)
+for arm, color in (("rotary", "C3"), ("none", "C2"), ("interpolated", "C1")):
+    whole = scored[arm, settings.context_seeds[0]][1]
+    per_position = (whole * (long_targets != 0)).sum(axis=0) / np.maximum((long_targets != 0).sum(axis=0), 1)
+    smoothed = np.convolve(per_position, np.ones(window) / window, mode="valid")
+    axis.plot(np.arange(len(smoothed)) + window // 2, smoothed, color=color,
+              label=f"{arm}, seed {settings.context_seeds[0]}")
+axis.axvline(length, color="grey", linestyle=":", label="the training rows' length")
+axis.set(xlabel="position in the row", ylabel="bits a token (moving mean)",
+         title=f"the test text in rows of {2 * length}, models trained on rows of {length}")
+axis.legend(fontsize="small")
+plt.show()
 
 # %% [markdown]
 # ## Summary
@@ -674,6 +932,49 @@ assert evaluate_hidden("11.3", grouped_query_attention, seed=7).passed
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# %% [markdown]
+# ### Exercise 11.4 — tiled attention with an online softmax (3 points)
+#
+# Write `tiled_attention(query, key, value, mask, tile_size)`, FlashAttention's forward pass for one
+# head (Dao et al., 2022, Algorithm 1, with all the queries in one block): `query` is float
+# `(T, H)`, `key` and `value` float `(S, H)`, `mask` bool `(T, S)` (True: the query may attend to
+# the key; every query may attend to at least one), `tile_size` an int ≥ 1. Visit the keys in tiles
+# of `tile_size` (the last may be shorter) and never hold more than one tile's scores
+# `(T, tile_size)`. For each query keep the largest score so far m (start at −∞), the running sum ℓ
+# of exp(score − m) (start at 0) and the running output o (start at 0). For each tile: its scores
+# q·k / √H, −∞ where the mask forbids; the new maximum m′ = max(m, the tile's largest); rescale
+# ℓ and o by exp(m − m′), then add the tile's exp(score − m′) to ℓ and their weighted values to o.
+# (A query whose keys so far are all masked has m′ = −∞: use 0 in place of m′ in the exponentials,
+# so that nothing becomes NaN.) Return `(o / ℓ, m + log ℓ)`: the attention output `(T, H)`, equal
+# to the whole softmax's, and each query's log-sum-exp of its scores `(T,)`, which FlashAttention
+# keeps for the backward pass. `show_case("11.4")` shows the first public case.
+
+# %% nbgrader={"grade": false, "grade_id": "exercise_11_4", "locked": false, "schema_version": 3, "solution": true}
+def tiled_attention(query, key, value, mask, tile_size):
+    """query (T, H), key and value (S, H), mask bool (T, S), tile_size int -> (output (T, H), log-sum-exp (T,))."""
+    ### BEGIN SOLUTION
+    query, key, value, mask = (np.asarray(query, "float64"), np.asarray(key, "float64"),
+                               np.asarray(value, "float64"), np.asarray(mask, bool))
+    largest, total = np.full(len(query), -np.inf), np.zeros(len(query))
+    output = np.zeros((len(query), value.shape[1]))
+    for start in range(0, len(key), tile_size):
+        tile = slice(start, start + tile_size)
+        scores = np.where(mask[:, tile], query @ key[tile].T / np.sqrt(query.shape[1]), -np.inf)
+        new_largest = np.maximum(largest, scores.max(axis=1))
+        shift = np.where(np.isfinite(new_largest), new_largest, 0.0)
+        rescale, weights = np.exp(largest - shift), np.exp(scores - shift[:, None])
+        total = total * rescale + weights.sum(axis=1)
+        output = output * rescale[:, None] + weights @ value[tile]
+        largest = new_largest
+    return output / total[:, None], largest + np.log(total)
+    ### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "check_11_4", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+check("11.4", tiled_attention)
+### BEGIN HIDDEN TESTS
+assert evaluate_hidden("11.4", tiled_attention, seed=7).passed
+### END HIDDEN TESTS
+
 # %% [markdown]
 # ## Written questions (graded by your instructor)
 #

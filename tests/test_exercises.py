@@ -614,6 +614,51 @@ def _grouped_attention_with(tile=False, scaled=True):
     return attention
 
 
+def _tiled_attention_with(mistake=None):
+    """A student's tiled attention (one pass over key tiles, an online softmax), with one usual mistake."""
+
+    def attention(query, key, value, mask, tile_size):
+        query, key, value, mask = np.asarray(query), np.asarray(key), np.asarray(value), np.asarray(mask, bool)
+        running_max, running_sum = np.full(len(query), -np.inf), np.zeros(len(query))
+        output = np.zeros((len(query), value.shape[1]))
+        for start in range(0, len(key), tile_size):
+            scale = 1.0 if mistake == "unscaled" else np.sqrt(query.shape[1])
+            scores = query @ key[start : start + tile_size].T / scale
+            if mistake != "unmasked":
+                scores = np.where(mask[:, start : start + tile_size], scores, -np.inf)
+            new_max = np.maximum(running_max, scores.max(axis=1))
+            shift = np.where(np.isinf(new_max), 0.0, new_max)
+            correction = np.exp(running_max - shift)
+            weights = np.exp(scores - shift[:, None])
+            running_sum = running_sum * (1.0 if mistake == "sum kept" else correction) + weights.sum(axis=1)
+            output = output * (1.0 if mistake == "output kept" else correction[:, None])
+            output += weights @ value[start : start + tile_size]
+            running_max = new_max
+        return output / running_sum[:, None], np.log(running_sum) + (0.0 if mistake == "no max" else running_max)
+
+    return attention
+
+
+def _naive_attention(query, key, value, mask, tile_size):
+    scores = np.where(mask, query @ key.T / np.sqrt(query.shape[1]), -np.inf)
+    largest = scores.max(axis=1, keepdims=True)
+    weights = np.exp(scores - largest)
+    return weights @ value / weights.sum(axis=1, keepdims=True), np.log(weights.sum(axis=1)) + largest[:, 0]
+
+
+def test_tiled_attention_equals_naive_attention_on_every_case_and_every_tile_size():
+    """FlashAttention's claim, on the reference and a student's answer: exact (to rounding), whatever the tiles."""
+    for seed in range(3):
+        for _, arguments in references.REGISTRY["11.4"].cases(np.random.default_rng(seed)):
+            for tile_size in (1, 2, 3, len(arguments["key"])):
+                tiled = {**arguments, "tile_size": tile_size}
+                for answer in (references.REGISTRY["11.4"].reference, _tiled_attention_with()):
+                    for got, want in zip(answer(**tiled), _naive_attention(**tiled)):
+                        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+    assert evaluate("11.4", _naive_attention).passed  # the outputs alone are graded: the tiles are the lesson's
+    assert evaluate("11.4", _tiled_attention_with()).passed
+
+
 def _absmax_with(divisor=127, cut=False, multiplier=False):
     def quantize(weights):
         weights = np.asarray(weights, dtype="float64")
@@ -705,6 +750,11 @@ USUAL_MISTAKES = [
     ("09.3", _cache_written_one_later, "the new key was written at position"),
     ("11.3", _grouped_attention_with(tile=True), "np.repeat along the heads' axis"),
     ("11.3", _grouped_attention_with(scaled=False), "not divided by √H"),
+    ("11.4", _tiled_attention_with("output kept"), "output accumulated so far was not rescaled"),
+    ("11.4", _tiled_attention_with("sum kept"), "running sum was not rescaled"),
+    ("11.4", _tiled_attention_with("unscaled"), "not divided by √H"),
+    ("11.4", _tiled_attention_with("unmasked"), "mask was not applied"),
+    ("11.4", _tiled_attention_with("no max"), "left out the maximum"),
     ("12.1", _absmax_with(multiplier=True), "a multiplier"),
     ("12.1", _absmax_with(divisor=255), "divides by 255"),
     ("12.1", _absmax_with(cut=True), "cut, not rounded"),

@@ -25,6 +25,15 @@ def test_rotary_embedding_equals_keras_hubs_and_scores_see_only_offsets():
     reference = keras_hub.layers.RotaryEmbedding(max_wavelength=10_000, sequence_axis=1, feature_axis=-1)
     for start in (0, 5):
         np.testing.assert_allclose(numpy(rotary_embedding(x, start)), numpy(reference(x, start_index=start)), atol=1e-6)
+    # Position Interpolation: keras-hub's scaling_factor divides the positions as ours does
+    interpolated = keras_hub.layers.RotaryEmbedding(
+        max_wavelength=10_000, scaling_factor=2.0, sequence_axis=1, feature_axis=-1
+    )
+    np.testing.assert_allclose(
+        numpy(rotary_embedding(x, 5, scaling_factor=2.0)), numpy(interpolated(x, start_index=5)), atol=1e-6
+    )
+    with pytest.raises(ValueError, match="`scaling_factor` must be a positive number"):
+        rotary_embedding(x, scaling_factor=-1.0)
 
 
 def test_a_rotated_query_and_key_score_by_their_offset_alone():

@@ -18,6 +18,7 @@ from transformer_course.language_model import LanguageModel, forward_weights, la
 from transformer_course.parallel import training_losses
 from transformer_course.pooling import LastTokenPooling
 from transformer_course.positional import PositionalEmbedding, TokenEmbedding
+from transformer_course.rotary import rotary_embedding
 from transformer_course.transformer import LlamaDecoder, RMSNorm
 
 V, T = 40, 12
@@ -32,7 +33,7 @@ def llama(**options):
         embed_dim=16,
         intermediate_dim=24,
         num_heads=4,
-        num_layers=2,
+        num_layers=options.pop("num_layers", 2),
         dropout=0.0,
         architecture="llama",
         num_key_value_heads=options.pop("num_key_value_heads", 2),
@@ -124,12 +125,58 @@ def test_learned_positions_change_only_where_positions_enter(tmp_path):
     step, _ = learned.call_with_cache(IDS[:, 4:5], caches, 4)
     np.testing.assert_allclose(numpy(step)[1, 0], numpy(learned(IDS))[1, 4], atol=1e-5)
     check_model(lambda: llama(positions="learned"), IDS, tmp_path, atol=1e-5)
-    with pytest.raises(ValueError, match="`positions` must be one of \\('rotary', 'learned'\\); received 'alibi'"):
+    with pytest.raises(ValueError, match="`positions` must be one of \\('rotary', 'learned', 'none'\\); received"):
         llama(positions="alibi")
     with pytest.raises(ValueError, match="`rotary_max_wavelength` belongs to rotary positions; received 500000"):
         llama(positions="learned", rotary_max_wavelength=500_000.0)
     with pytest.raises(ValueError, match="`positions` is an option of architecture='llama'"):
         LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, positions="learned")
+
+
+def test_no_positions_leaves_only_the_causal_mask(tmp_path):
+    # NoPE (Kazemnejad et al., 2023): neither a table nor a rotation; the same weights as the rotary model's.
+    none, rotary = llama(positions="none"), llama()
+    assert not isinstance(none.token_embedding, PositionalEmbedding) and none.rotary_max_wavelength is None
+    assert {block.attention.rotary_max_wavelength for block in none.decoder_blocks} == {None}
+    assert none.count_params() == rotary.count_params()
+    none.set_weights(rotary.get_weights())
+    np.testing.assert_allclose(numpy(none(IDS))[:, 0], numpy(rotary(IDS))[:, 0], atol=1e-5)  # position 0: no turn
+    assert not np.allclose(numpy(none(IDS))[:, 1:], numpy(rotary(IDS))[:, 1:], atol=1e-4)
+    # One block without positions reads the set of the tokens before it, not their order; a second block
+    # reads order again, from the causal mask (a prefix's states differ with its order): NoPE's point.
+    swapped = IDS.copy()
+    swapped[:, [0, 1]] = swapped[:, [1, 0]]
+    one_block = llama(positions="none", num_layers=1)
+    np.testing.assert_allclose(numpy(one_block(swapped))[:, 2:], numpy(one_block(IDS))[:, 2:], atol=1e-5)
+    assert not np.allclose(numpy(none(swapped))[:, 2:], numpy(none(IDS))[:, 2:], atol=1e-4)
+    check_model(lambda: llama(positions="none"), IDS, tmp_path, atol=1e-5)
+    with pytest.raises(ValueError, match="`rotary_scaling_factor` belongs to rotary positions; received 2.0"):
+        llama(positions="none", rotary_scaling_factor=2.0)
+
+
+def test_position_interpolation_reads_positions_divided_by_the_factor():
+    # Chen et al., 2023: the trained weights, every position divided by s. At s = 2, position 2p of the
+    # interpolated model turns as position p of the plain one, so rows with every other token doubled agree.
+    plain, interpolated = llama(), llama(rotary_scaling_factor=2.0)
+    interpolated.set_weights(plain.get_weights())
+    assert {block.attention.rotary_scaling_factor for block in interpolated.decoder_blocks} == {2.0}
+    assert LanguageModel.from_config(interpolated.get_config()).decoder_blocks[0].attention.rotary_scaling_factor == 2.0
+    np.testing.assert_allclose(numpy(interpolated(IDS))[:, 0], numpy(plain(IDS))[:, 0], atol=1e-5)
+    assert not np.allclose(numpy(interpolated(IDS))[:, 1:], numpy(plain(IDS))[:, 1:], atol=1e-4)
+    rng = np.random.default_rng(3)
+    queries, keys = rng.normal(size=(2, 1, 6, 2, 8)).astype("float32")
+    plain_scores = np.einsum(
+        "tnh,snh->nts", numpy(rotary_embedding(queries, 0, 1e4))[0], numpy(rotary_embedding(keys, 0, 1e4))[0]
+    )
+    spread = [
+        numpy(rotary_embedding(np.repeat(x, 2, axis=1), 0, 1e4, scaling_factor=2.0))[0, ::2] for x in (queries, keys)
+    ]
+    # each vector at positions 2p (and 2p + 1): at s = 2, position 2p turns as position p does at s = 1
+    np.testing.assert_allclose(np.einsum("tnh,snh->nts", *spread), plain_scores, atol=1e-4)
+    with pytest.raises(ValueError, match="`rotary_scaling_factor` must be a positive number; received 0"):
+        llama(rotary_scaling_factor=0)
+    with pytest.raises(ValueError, match="`rotary_scaling_factor` is an option of architecture='llama'"):
+        LanguageModel(V, T, embed_dim=16, intermediate_dim=24, num_heads=4, rotary_scaling_factor=2.0)
 
 
 def test_options_of_the_other_architecture_are_refused_by_name():

@@ -30,7 +30,7 @@ import keras
 from keras import ops
 
 from . import masks  # as a module: this layer's own arguments are called key_mask and attention_mask
-from ._validation import check_integer, check_rate
+from ._validation import check_integer, check_positive, check_rate
 from .masks import causal_mask, masked_softmax
 from .rotary import rotary_embedding
 
@@ -403,6 +403,8 @@ class GroupedQueryAttention(keras.layers.Layer):
         dropout: float in [0, 1), on the attention weights during training.
         use_bias: bool, biases on the four projections (Llama has none).
         rotary_max_wavelength: optional float: rotate queries and keys (None: no positions here).
+        rotary_scaling_factor: float > 0, the rotation's positions divided by it (1: none; Position
+            Interpolation, :func:`~transformer_course.rotary.rotary_embedding`).
         kernel_initializer, bias_initializer: Keras initializers.
         **kwargs: passed to ``keras.layers.Layer``.
 
@@ -452,6 +454,7 @@ class GroupedQueryAttention(keras.layers.Layer):
         dropout=0.0,
         use_bias=True,
         rotary_max_wavelength=None,
+        rotary_scaling_factor=1.0,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         **kwargs,
@@ -466,6 +469,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             )
         self.dropout = check_rate("dropout", dropout)
         self.use_bias, self.rotary_max_wavelength = use_bias, rotary_max_wavelength
+        self.rotary_scaling_factor = check_positive("rotary_scaling_factor", rotary_scaling_factor)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
@@ -522,13 +526,13 @@ class GroupedQueryAttention(keras.layers.Layer):
         start = 0 if cache_update_index is None else cache_update_index
         q = self.query_dense(query)  # (B, T, N, H)
         if self.rotary_max_wavelength is not None:
-            q = rotary_embedding(q, start, self.rotary_max_wavelength)
+            q = rotary_embedding(q, start, self.rotary_max_wavelength, self.rotary_scaling_factor)
         if cache is not None and cache_update_index is None:
             k, v = cache[:, 0], cache[:, 1]  # the cache as it is: nothing to project
         else:
             k, v = self.key_dense(key), self.value_dense(value)  # (B, S, G, H)
             if self.rotary_max_wavelength is not None:
-                k = rotary_embedding(k, start, self.rotary_max_wavelength)
+                k = rotary_embedding(k, start, self.rotary_max_wavelength, self.rotary_scaling_factor)
         if cache is not None:
             if cache_update_index is not None:
                 offset = (0, cache_update_index, 0, 0)
@@ -581,6 +585,7 @@ class GroupedQueryAttention(keras.layers.Layer):
             dropout=self.dropout,
             use_bias=self.use_bias,
             rotary_max_wavelength=self.rotary_max_wavelength,
+            rotary_scaling_factor=self.rotary_scaling_factor,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             bias_initializer=keras.initializers.serialize(self.bias_initializer),
         )

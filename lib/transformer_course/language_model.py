@@ -36,7 +36,7 @@ from .positional import PositionalEmbedding, TokenEmbedding
 from .transformer import LlamaDecoder, RMSNorm, TiedTokenDistribution, TokenDistribution, TransformerDecoder
 
 ARCHITECTURES = ("gpt", "llama")
-POSITIONS = ("rotary", "learned")  # how a "llama" model sees positions
+POSITIONS = ("rotary", "learned", "none")  # how a "llama" model sees positions
 LLAMA_ROTARY_MAX_WAVELENGTH = 10_000.0  # Touvron et al., 2023, as RoFormer (Su et al., 2021, §3.4.2)
 
 __all__ = [
@@ -113,14 +113,20 @@ class LanguageModel(keras.Model):
             blocks' and must keep their defaults with it.
         num_key_value_heads: int G dividing N, the key/value heads of ``"llama"`` blocks (None:
             G = N, multi-head attention); must stay None with ``"gpt"``.
-        positions: ``"rotary"`` or ``"learned"``, how a ``"llama"`` model sees positions (None:
-            ``"rotary"``): rotated queries and keys inside attention, or GPT's learned table of
+        positions: ``"rotary"``, ``"learned"`` or ``"none"``, how a ``"llama"`` model sees positions
+            (None: ``"rotary"``): rotated queries and keys inside attention; GPT's learned table of
             ``sequence_length`` vectors added to the token embeddings and no rotation (the
-            single-factor ablation of rotary positions: every other part stays Llama's). Must stay
-            None with ``"gpt"``, whose positions are always learned.
+            single-factor ablation of rotary positions: every other part stays Llama's); or
+            nothing at all, the causal mask the only source of order (**NoPE**, Kazemnejad et al.,
+            2023, "The Impact of Positional Encoding on Length Generalization in Transformers").
+            Must stay None with ``"gpt"``, whose positions are always learned.
         rotary_max_wavelength: float > 0, the longest wavelength of the rotary positions of
             ``"llama"`` blocks (None: Llama's 10,000; keras-hub calls it ``rope_max_wavelength``,
-            Llama 3 uses 500,000); must stay None with ``"gpt"`` and with ``positions="learned"``.
+            Llama 3 uses 500,000); must stay None with ``"gpt"`` and without rotary positions.
+        rotary_scaling_factor: float > 0, rotary positions divided by it (None: 1, none):
+            **Position Interpolation** (Chen et al., 2023, §2.2), a model trained on rows of L
+            read at s·L with ``s``; weights are unchanged, so a trained model's weights load into
+            one built with it. Must stay None with ``"gpt"`` and without rotary positions.
         **kwargs: ``name``, ``trainable``, passed to ``keras.Model``.
 
     Call arguments:
@@ -133,9 +139,10 @@ class LanguageModel(keras.Model):
     Raises:
         ValueError: for non-positive sizes, a ``dropout`` outside [0, 1), ``num_heads`` not
             dividing ``embed_dim``, an unknown ``architecture``, or a GPT option given to a
-            ``"llama"`` model (or ``num_key_value_heads``, ``positions`` or ``rotary_max_wavelength``
-            to a ``"gpt"`` one), ``positions`` other than ``"rotary"`` or ``"learned"``, or a
-            ``rotary_max_wavelength`` that is not a positive number or is given with learned positions.
+            ``"llama"`` model (or ``num_key_value_heads``, ``positions``, ``rotary_max_wavelength`` or
+            ``rotary_scaling_factor`` to a ``"gpt"`` one), ``positions`` other than ``"rotary"``,
+            ``"learned"`` or ``"none"``, or a ``rotary_max_wavelength`` or ``rotary_scaling_factor``
+            that is not a positive number or is given without rotary positions.
 
     Example:
         >>> model = LanguageModel(30, 8, embed_dim=16, intermediate_dim=32, num_heads=2, num_layers=2)
@@ -166,6 +173,7 @@ class LanguageModel(keras.Model):
         num_key_value_heads=None,
         rotary_max_wavelength=None,
         positions=None,
+        rotary_scaling_factor=None,
         vocab_size=None,
         **kwargs,
     ):
@@ -183,6 +191,7 @@ class LanguageModel(keras.Model):
             num_key_value_heads,
             rotary_max_wavelength,
             positions,
+            rotary_scaling_factor,
             normalize_first=normalize_first,
             final_norm=final_norm,
             activation=activation,
@@ -193,7 +202,7 @@ class LanguageModel(keras.Model):
             rotary_max_wavelength = LLAMA_ROTARY_MAX_WAVELENGTH
         activation = keras.activations.get(activation)
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        if positions == "rotary":  # positions enter inside attention, none in the embeddings
+        if positions in ("rotary", "none"):  # positions enter inside attention, or nowhere: none in the embeddings
             token_embedding = TokenEmbedding(vocabulary_size, embed_dim, name="token_embedding")
         else:
             token_embedding = PositionalEmbedding(sequence_length, vocabulary_size, embed_dim, name="token_embedding")
@@ -208,6 +217,7 @@ class LanguageModel(keras.Model):
                     dropout=dropout,
                     rotary_max_wavelength=rotary_max_wavelength,
                     layer_norm_epsilon=layer_norm_epsilon,
+                    rotary_scaling_factor=rotary_scaling_factor or 1.0,
                     name=f"decoder_{index + 1}",
                 )
             else:
@@ -247,6 +257,7 @@ class LanguageModel(keras.Model):
         self.activation, self.layer_norm_epsilon = activation, layer_norm_epsilon
         self.architecture, self.num_key_value_heads = architecture, num_key_value_heads
         self.rotary_max_wavelength, self.positions = rotary_max_wavelength, positions
+        self.rotary_scaling_factor = rotary_scaling_factor
 
     def output_distribution(self, hidden):
         """The output layer on decoder states: float ``(B, T, E)`` -> float32 ``(B, T, V)``.
@@ -317,6 +328,7 @@ class LanguageModel(keras.Model):
             "num_key_value_heads": self.num_key_value_heads,
             "rotary_max_wavelength": self.rotary_max_wavelength,
             "positions": self.positions,
+            "rotary_scaling_factor": self.rotary_scaling_factor,
         }
 
     @classmethod
@@ -325,7 +337,9 @@ class LanguageModel(keras.Model):
         return cls(**{**config, "activation": keras.activations.deserialize(config["activation"])})
 
 
-def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength, positions, **gpt_options) -> bool:
+def _check_architecture(
+    architecture, num_key_value_heads, rotary_max_wavelength, positions, rotary_scaling_factor, **gpt_options
+) -> bool:
     """True for a ``"llama"`` model; a ValueError for an unknown architecture or an option it does not take."""
     if architecture not in ARCHITECTURES:
         raise ValueError(f"`architecture` must be one of {ARCHITECTURES}; received {architecture!r}.")
@@ -333,7 +347,8 @@ def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength
         for name, value, what in (
             ("num_key_value_heads", num_key_value_heads, "grouped-query attention"),
             ("rotary_max_wavelength", rotary_max_wavelength, "rotary positions"),
-            ("positions", positions, "rotary or learned positions"),
+            ("positions", positions, "rotary, learned or no positions"),
+            ("rotary_scaling_factor", rotary_scaling_factor, "rotary positions"),
         ):
             if value is not None:
                 raise ValueError(
@@ -345,11 +360,12 @@ def _check_architecture(architecture, num_key_value_heads, rotary_max_wavelength
         check_positive("rotary_max_wavelength", rotary_max_wavelength)
     if positions not in (None, *POSITIONS):
         raise ValueError(f"`positions` must be one of {POSITIONS}; received {positions!r}.")
-    if positions == "learned" and rotary_max_wavelength is not None:
-        raise ValueError(
-            f"`rotary_max_wavelength` belongs to rotary positions; received {rotary_max_wavelength!r} with "
-            "positions='learned'."
-        )
+    if rotary_scaling_factor is not None:
+        check_positive("rotary_scaling_factor", rotary_scaling_factor)
+    rotary_options = {"rotary_max_wavelength": rotary_max_wavelength, "rotary_scaling_factor": rotary_scaling_factor}
+    for name, value in rotary_options.items():
+        if positions in ("learned", "none") and value is not None:
+            raise ValueError(f"`{name}` belongs to rotary positions; received {value!r} with positions={positions!r}.")
     defaults = {"normalize_first": False, "final_norm": False, "activation": "relu"}
     activation = keras.activations.get(gpt_options["activation"])
     gpt_options = {**gpt_options, "activation": getattr(activation, "__name__", activation)}

@@ -28,7 +28,7 @@ from . import _quiet_keras  # noqa: F401  (before Keras: TensorFlow's start-up l
 import keras
 from keras import ops
 
-from ._validation import check_integer, check_rate
+from ._validation import check_integer, check_positive, check_rate
 from .attention import GroupedQueryAttention, MultiHeadAttention
 from .masks import combine_masks, key_mask
 
@@ -776,6 +776,8 @@ class LlamaDecoder(keras.layers.Layer):
         rotary_max_wavelength: float, the rotary embedding's longest wavelength; None rotates
             nothing (positions must then come from the embeddings: the learned-positions arm of
             an ablation).
+        rotary_scaling_factor: float > 0, the rotation's positions divided by it (1: none;
+            Position Interpolation, :func:`~transformer_course.rotary.rotary_embedding`).
         layer_norm_epsilon: float, both RMSNorms' epsilon.
         kernel_initializer: a Keras initializer.
         **kwargs: passed to ``keras.layers.Layer``.
@@ -812,6 +814,7 @@ class LlamaDecoder(keras.layers.Layer):
         rotary_max_wavelength=10_000.0,
         layer_norm_epsilon=1e-6,
         kernel_initializer="glorot_uniform",
+        rotary_scaling_factor=1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -820,6 +823,7 @@ class LlamaDecoder(keras.layers.Layer):
         self.num_key_value_heads = check_integer("num_key_value_heads", num_key_value_heads)
         self.dropout = check_rate("dropout", dropout)
         self.rotary_max_wavelength, self.layer_norm_epsilon = rotary_max_wavelength, layer_norm_epsilon
+        self.rotary_scaling_factor = check_positive("rotary_scaling_factor", rotary_scaling_factor)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 
@@ -836,6 +840,7 @@ class LlamaDecoder(keras.layers.Layer):
             dropout=self.dropout,
             use_bias=False,
             rotary_max_wavelength=self.rotary_max_wavelength,
+            rotary_scaling_factor=self.rotary_scaling_factor,
             kernel_initializer=self.kernel_initializer,
             name="attention",
             **common,
@@ -900,6 +905,7 @@ class LlamaDecoder(keras.layers.Layer):
             "num_key_value_heads": self.num_key_value_heads,
             "dropout": self.dropout,
             "rotary_max_wavelength": self.rotary_max_wavelength,
+            "rotary_scaling_factor": self.rotary_scaling_factor,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }

@@ -591,6 +591,13 @@ EXERCISES: dict[str, Exercise] = {
             output_names=("the attention output",),
         ),
         Exercise(
+            "11.4",
+            "tiled attention with an online softmax (FlashAttention's idea)",
+            "tiled_attention",
+            3,
+            output_names=("the attention output", "each query's log-sum-exp"),
+        ),
+        Exercise(
             "12.1",
             "absmax int8 quantization",
             "absmax_int8",
@@ -664,7 +671,7 @@ STUDY_MINUTES = {
     "08": 45,
     "09": 210,
     "10": 45,
-    "11": 55,
+    "11": 75,
     "12": 45,
     "13": 75,
 }

@@ -256,7 +256,6 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "model": {"embed_dim": 256, "num_heads": 4, "num_layers": 2, "dropout": 0.0},
             "intermediate_dim": 688,  # SwiGLU, three matrices: 2/3 of 1,024, rounded up to a multiple of 8
             "num_key_value_heads": 2,  # grouped queries: 4 query heads share 2 key/value heads
-            "extrapolation_length": 512,  # both models built for 2 x chunk_length positions, trained on chunk_length
             "batch_size": 32,
             # AdamW peaks of 09's warm-up + cosine schedule, chosen per arm on the validation text at seed 0: 4e-3,
             # the rate a Llama-style block of this size chose over 2e-3 and 8e-3 at 320 updates, and twice it.
@@ -265,6 +264,16 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             "ablation_updates": 120,  # every run: the same number of updates of batch_size rows
             "rounds": 4,  # validation after each quarter of a run's updates
             "seeds": (0, 1, 2),  # paired; seed 0 also chooses each arm's learning rate (on the validation text)
+            # Longer than trained: models on rows of context_length (chunk_length's rows cut in four), read at twice
+            # it; rotary and no positions, the same rate (the rotary arm's), context_updates each, two paired seeds.
+            "context_length": 64,
+            "context_updates": 600,
+            "context_seeds": (0, 1),
+            "interpolation_factor": 2.0,  # Position Interpolation: the rotary models' positions divided by it
+            # A decoding step's time with a key/value cache of these lengths, G = 4, 2 and 1 key/value heads.
+            "decoding_lengths": (1024, 2048, 4096),
+            "decoding_rounds": 30,  # interleaved timings of each (length, G)
+            "decoding_tokens": 20,  # steps in one timing, so the timer's own noise is a twentieth of a step's
             "jit_compile": True,
         },
         "12": {
@@ -522,7 +531,12 @@ _SMOKE_OVERRIDES: dict[str, dict[str, Any]] = {
         "chunk_length": 32,
         "model": {"embed_dim": 32, "num_heads": 4, "num_layers": 1},
         "intermediate_dim": 48,
-        "extrapolation_length": 64,
+        "context_length": 16,
+        "context_updates": 4,
+        "context_seeds": (0, 1),
+        "decoding_lengths": (64,),
+        "decoding_rounds": 2,
+        "decoding_tokens": 2,
         "warmup_steps": 2,
         "ablation_updates": 4,
         "rounds": 2,

@@ -1706,6 +1706,57 @@ def _grpo_group_cases(rng):
     ]
 
 
+def _tiled_attention_reference(
+    query, key, value, mask, tile_size, rescale_sum=True, rescale_output=True, scaled=True, masked=True, lse_max=True
+):
+    """Attention over key tiles with an online softmax (FlashAttention's forward pass, Dao et al., 2022, Algorithm 1,
+    one block of queries); the switches make usual mistakes (:mod:`.usual_mistakes`)."""
+    query, key, value = (np.asarray(array, dtype="float64") for array in (query, key, value))
+    mask = np.asarray(mask, dtype=bool)
+    length, width = query.shape
+    running_max, running_sum = np.full(length, -np.inf), np.zeros(length)
+    output = np.zeros((length, value.shape[1]))
+    for start in range(0, key.shape[0], int(tile_size)):
+        tile = slice(start, start + int(tile_size))
+        scores = query @ key[tile].T / (math.sqrt(width) if scaled else 1.0)  # (T, tile)
+        if masked:
+            scores = np.where(mask[:, tile], scores, -np.inf)
+        new_max = np.maximum(running_max, scores.max(axis=1))
+        safe_max = np.where(np.isfinite(new_max), new_max, 0.0)  # a row with nothing seen yet: no rescaling
+        correction = np.exp(running_max - safe_max)  # (T,): earlier tiles' terms, moved to the new maximum
+        weights = np.exp(scores - safe_max[:, None])
+        running_sum = (running_sum * correction if rescale_sum else running_sum) + weights.sum(axis=1)
+        output = (output * correction[:, None] if rescale_output else output) + weights @ value[tile]
+        running_max = new_max
+    return output / running_sum[:, None], np.log(running_sum) + (running_max if lse_max else 0.0)
+
+
+def _tiled_attention_cases(rng):
+    def case(length, keys, width, tile_size, mask, spread=1.0):
+        return {
+            "query": spread * rng.normal(size=(length, width)),
+            "key": rng.normal(size=(keys, width)),
+            "value": rng.normal(size=(keys, width)),
+            "mask": mask,
+            "tile_size": tile_size,
+        }
+
+    def padded(length, keys, real):  # every query may read the first `real` keys (the rest are padding)
+        return np.arange(keys)[None, :].repeat(length, axis=0) < real
+
+    causal = np.tril(np.ones((6, 6), dtype=bool))
+    causal_padded = np.tril(np.ones((7, 7), dtype=bool)) & padded(7, 7, 5)
+    length = int(rng.integers(3, 9))
+    return [
+        ("causal, 6 positions, tiles of 2 keys", case(6, 6, 4, 2, causal)),
+        ("5 queries, 7 keys of which the last 2 are padding, tiles of 3", case(5, 7, 4, 3, padded(5, 7, 5))),
+        ("causal and padded, tiles of 1 key: the maximum moves often", case(7, 7, 8, 1, causal_padded, spread=4.0)),
+        ("large scores (queries × 30): exp without the maximum overflows", case(4, 6, 4, 2, padded(4, 6, 6), 30.0)),
+        ("random sizes, causal", case(length, length, 2 * int(rng.integers(1, 5)), int(rng.integers(1, length + 1)),
+                                     np.tril(np.ones((length, length), dtype=bool)))),
+    ]  # fmt: skip
+
+
 def _kl_estimators_reference(q, p, samples):
     q, p = np.asarray(q, "float64"), np.asarray(p, "float64")
     log_ratio = np.log(p[np.asarray(samples)]) - np.log(q[np.asarray(samples)])  # log r, r = p(x) / q(x), x ~ q
@@ -1788,6 +1839,7 @@ REGISTRY = {
     "11.1": Registration(_rotate_cases, _rotate_reference, twin="transformer_course.rotary:rotary_embedding"),
     "11.2": Registration(_rms_norm_cases, _rms_norm_reference, twin="transformer_course.transformer:RMSNorm.call"),
     "11.3": Registration(_grouped_attention_cases, _grouped_attention_reference),
+    "11.4": Registration(_tiled_attention_cases, _tiled_attention_reference),
     "12.1": Registration(_absmax_cases, _absmax_reference),
     "12.2": Registration(_merge_lora_cases, _merge_lora_reference, twin="transformer_course.lora:LoRA.merged_kernel"),
     "12.3": Registration(_data_parallel_cases, _data_parallel_reference),

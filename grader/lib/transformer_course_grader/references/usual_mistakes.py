@@ -639,6 +639,38 @@ def _grouped_attention(arguments, right):
     ]
 
 
+def _tiled_attention(arguments, right):
+    tiled = _reference("11.4")
+    tiles = -(-np.shape(arguments["key"])[0] // int(arguments["tile_size"]))
+    moved = tiles > 1  # with one tile the running maximum never moves: the rescalings cannot show
+    return [
+        (
+            "the output accumulated so far was not rescaled when the maximum grew: multiply it by "
+            "exp(old maximum − new maximum) before adding the new tile's weighted values.",
+            tiled(**arguments, rescale_output=False) if moved else None,
+            None,
+        ),
+        (
+            "the running sum was not rescaled when the maximum grew: multiply it by exp(old maximum − new maximum) "
+            "before adding the new tile's weights.",
+            tiled(**arguments, rescale_sum=False) if moved else None,
+            None,
+        ),
+        ("the scores were not divided by √H (the head width).", tiled(**arguments, scaled=False), None),
+        (
+            "the mask was not applied: a masked score is −∞ before the maximum and the exponential (its weight 0).",
+            tiled(**arguments, masked=False) if not np.all(arguments["mask"]) else None,
+            None,
+        ),
+        (
+            "the log-sum-exp left out the maximum: log Σ exp(s) = m + log Σ exp(s − m), with m the final running "
+            "maximum and the sum the running one.",
+            (None, tiled(**arguments, lse_max=False)[1]),
+            None,
+        ),
+    ]
+
+
 def _absmax(arguments, right):
     weights = np.asarray(arguments["weights"], dtype="float64")
     largest = np.abs(weights).max(axis=1)
@@ -1017,6 +1049,7 @@ MISTAKES = {
     "11.1": (_rotation, 1e-6),
     "11.2": (_rms_norm, 1e-6),
     "11.3": (_grouped_attention, 1e-6),
+    "11.4": (_tiled_attention, 1e-6),
     "12.1": (_absmax, 1e-6),
     "12.2": (_merge_lora, 1e-6),
     "12.3": (_data_parallel, 1e-6),
