@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/13_post_training.ipynb)
 #
-# **Run time:** full profile about 51 min on a 2-core CPU, smoke profile about 50 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 38 min on a 2-core CPU, smoke profile about 50 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - why a **base model** that "knows" a fact does not answer a question about it, measured zero-shot
@@ -998,46 +998,55 @@ print(f"the KL term's effect (with minus without), sampled {said(difference(grpo
 
 # %% [markdown]
 # **Reading.** **The rate.** On validation, sampled accuracy went from the SFT start's 21.1% to
-# 22.1%, 21.6%, 18.0%, 12.3% and 1.8% at 1e-5, 3e-5, 1e-4, 3e-4 and 1e-3: the grid kept 1e-5. An
-# earlier run of this edition tried only the upper three rates, each of which made the model
-# worse; the two lower rates were added before a verdict was drawn, and every trial is shown.
-# The vital signs (the six panels) say why the upper ones fail. At 1e-3 the KL to the reference
-# leaves the other rates' far behind within the first updates, the samples stop being right (the
-# reward falls towards zero), almost every group has no right answer and so no signal, and the
-# entropy rises: a collapse into wrong text. At 1e-4 and 3e-4 the KL settles well above the lower
-# rates' and the entropy falls: the policy sharpened, and on held-out problems it sharpened towards
-# wrong answers as often as right ones. At 1e-5 and 3e-5 the KL stays lowest (at 1e-5 it ends at
-# 0.0050 nats a token, the mean of the three seeds printed above) and the clipped share near 0:
-# the updates were small.
+# 21.5%, 20.9%, 17.8% and 13.9% after GRPO at 1e-5, 3e-5, 1e-4 and 3e-4: the grid kept 1e-5, its
+# smallest rate, whose lead over 3e-5 is well inside the noise of 200 validation problems. The
+# trend is the one DPO showed: the more a rate moves the policy, the worse it does. The vital signs
+# (the six panels) say how far each rate moved it. At 3e-4 the KL to the reference rises far above
+# every other rate's within the first updates and stays there, its samples are right less often than
+# the lower rates' all along (top left), more of its groups carry no signal, and its entropy runs
+# highest: the policy wandered from the SFT model and got worse at adding. At 1e-4 the KL sits in
+# between and the clipped share stays highest for longest. At 1e-5 and 3e-5 the KL stays near zero
+# (at 1e-5 it ends at 0.0027 nats a token, the mean of the three seeds printed above) and the
+# clipped share near 0: the updates were small. No rate changed the answers' length.
 #
-# **The training reward misleads.** At the chosen rate the samples' mean reward climbs along the
-# run (top left), yet on the fixed held-out problems sampled accuracy moved +0.3 points. Each update
-# draws 16 new training questions, so the reward curve mixes the policy's progress with the
-# questions drawn (and with training pairs the model may have seen): only fixed held-out problems
-# measure the policy.
+# **The training reward misleads.** The four rates' reward curves rise and fall together, update
+# by update (top left): at one seed every rate draws the same 16 training questions at each update,
+# so most of what the curve shows is which questions were drawn, not what the policy learned. The
+# run at 1e-5 ends no higher than it began. Only fixed problems measure the policy, and the
+# held-out ones below do.
 #
 # **Against the controls**, at three seeds each (table above): GRPO at 1e-5 minus its SFT start,
-# sampled accuracy +0.3 points (seeds [−0.3, +0.8]; test problems [−0.4, +0.9]), greedy +0.6
-# ([−1.6, +2.8]; [−1.9, +3.1]); without the KL term +0.4 and −0.0, the same to a tenth of a point
-# (at a KL of 0.0050 nats a token a penalty of 0.04 × KL has nothing to hold back); rejection-sampling
-# fine-tuning on as many samples (3,426 of 7,680 accepted, at seed 0) +0.7 sampled ([−0.5, +2.0];
-# [−0.1, +1.5]) and −0.0 greedy. GRPO minus RFT: −0.5 points ([−1.6, +0.7]; [−1.1, +0.2]). pass@8
-# stayed at 84.8–85.2%: no arm converted the headroom above.
+# sampled accuracy +0.2 points (seeds [−0.5, +0.9]; test problems [−0.4, +0.9]), greedy +0.2
+# ([−2.3, +2.7]; [−1.9, +2.3]); without the KL term +0.2 and −0.1, the same within every interval
+# (the KL term's effect, with minus without, +0.0; at a KL of 0.0027 nats a token a penalty of
+# 0.04 × KL has nothing to hold back); rejection-sampling fine-tuning on as many samples (2,108 of
+# 5,120 accepted, at seed 0) +0.7 sampled ([−0.2, +1.6]; [−0.1, +1.5]) and −1.2 greedy
+# ([−3.5, +1.0]; [−3.9, +1.4]). GRPO minus RFT, sampled: −0.5 points, below zero over the seeds
+# ([−0.7, −0.2]) but not over the test problems ([−1.2, +0.2]): a reading, not a finding. pass@8
+# stayed between 84.2% and 85.4%: no arm converted the headroom above.
+#
+# **What the run cannot say.** Every question GRPO and RFT train on is a training pair, one whose
+# sum the prose stated and SFT's examples drew from; the held-out pairs are what they are scored
+# on. A policy that moved probability towards right answers on pairs it has seen need not move it on
+# pairs it must compute, and this run cannot tell that apart from a budget too small to move
+# anything: it measures neither.
 
 # %% [markdown]
 # **Reading: the hypotheses, in this configuration.**
 # 1. **Met**: SFT with the prompt masked minus the base model in its own prose, on held-out pairs,
 #    +50.6 points, both intervals above +20.
-# 2. **Not met**: GRPO at the rate validation chose moved held-out sampled accuracy +0.3 points
-#    (asked: +10) and greedy +0.6 (asked: +3), neither interval above zero, and it did not beat
-#    rejection-sampling fine-tuning (−0.5, intervals spanning zero). The grid and the logs rule out
-#    one obvious cause — a rate too small to move the model: every rate that moved it made it worse
-#    on validation (18.0%, 12.3% and 1.8% from 21.1%), every rate that kept it safe barely moved it. They do not rule out
-#    the budget: 60 updates of 128 samples, 7,680 samples in all, where the headroom table says
-#    the right sum is among 8 samples on 85% of problems. RFT, which only imitates the accepted
-#    samples, gained no more. So this is a statement about this budget and this optimiser (AdamW,
-#    a constant rate, no warm-up), not about GRPO: the next checks are more updates at 1e-5 to
-#    3e-5, a warm-up, and larger groups.
+# 2. **Not met**: GRPO at the rate validation chose moved held-out sampled accuracy +0.2 points
+#    (asked: +10) and greedy +0.2 (asked: +3), neither interval above zero, and it did not beat
+#    rejection-sampling fine-tuning (−0.5, below zero over the seeds, not over the test problems).
+#    The grid and the logs rule out one obvious cause — a rate too small to move the model: every
+#    rate that moved it made it worse on validation (17.8% and 13.9% from 21.1%), and the rates
+#    that kept it safe barely moved it. They do not rule out the budget: 40 updates of 128
+#    samples, 5,120 samples in all, where the headroom table says the right sum is among 8 samples
+#    on 85% of problems. RFT, which only imitates the accepted samples, gained no more. So this is a
+#    statement about this budget, this optimiser (AdamW, a constant rate, no warm-up) and training
+#    questions drawn from pairs the model has seen, not about GRPO: the next checks are more
+#    updates at 1e-5 to 3e-5, a warm-up, larger groups, and training questions from held-out pairs
+#    that no test or validation problem holds.
 # 3. **Met**: plain DPO lowered the preferred answers' log-probability below the reference's
 #    (−0.039 nats, interval below zero) and RPO's NLL term kept it +0.057 higher (interval above
 #    zero); on test accuracy the three preference arms differ by readings, not findings.
@@ -1078,7 +1087,7 @@ report_metric("grpo_minus_rft_sampled", over_rft[0] / 100, "GRPO minus rejection
 # against 54.0% for greedy decoding. DPO made the model worse on validation at every rate of its
 # grid while lowering the likelihood of the answers it preferred, which RPO's NLL term prevented;
 # on the test problems the preference arms stayed within two points of their start. GRPO, at the
-# rate validation reward chose from five, stayed within a point of its start, as did
+# rate validation reward chose from four, stayed within a point of its start, as did
 # rejection-sampling fine-tuning on as many samples, with or without the KL term; the rates that
 # moved the policy made it worse.
 #
@@ -1252,10 +1261,10 @@ assert evaluate_hidden("13.5", kl_estimators, seed=7).passed
 # Reward Model Overoptimization*); a checker cannot be fooled that way. 1 point: says what guards
 # against it, with this run's evidence: the KL penalty keeps the policy near the SFT model (it
 # limits drift, it does not prevent it), and in this run it changed nothing, because at 1e-5 the
-# policy's KL to its reference ended at 0.0050 nats a token with it and 0.0052 without; clipping bounds each
+# policy's KL to its reference ended at 0.0027 nats a token with it and 0.0029 without; clipping bounds each
 # update's step, not where the policy ends up (the clipped share was near 0 at the chosen rate);
-# the fixed held-out problems are what caught the gap here — the training reward climbed while
-# held-out sampled accuracy moved +0.3 points — and with a learned reward that check
+# the fixed held-out problems are what measured the policy here — the training reward rose and fell
+# with the questions drawn, while held-out sampled accuracy moved +0.2 points — and with a learned reward that check
 # would need people (or a held-out reward model). Full marks for any correct mechanism with a
 # correct guard, tied to what the run shows.
 # ### END SOLUTION
