@@ -64,6 +64,7 @@ if "google.colab" in sys.modules:  # Colab only: install the course package, kee
 import transformer_course as tc
 
 settings = tc.start_notebook("11", seed=42)
+stages = tc.RunStages("11", settings)  # section 6's models are kept as they train: a stopped run resumes them
 
 # %%
 import keras
@@ -725,11 +726,13 @@ def train_context_model(positions, seed):
     batches = RowBatches(*context_train, settings.batch_size,
                          batches_per_epoch=settings.context_updates // settings.rounds, seed=seed)
     return fit_best(model, batches, context_validation, epochs=settings.rounds, patience=settings.rounds,
-                    validation_batch_size=64, callbacks=[epoch_progress()])
+                    validation_batch_size=64, callbacks=[epoch_progress()],
+                    resume_folder=stages.folder_for(f"context {positions} seed {seed}"))
 
 # %%
 context_runs = {(positions, seed): train_context_model(positions, seed)
                 for seed in settings.context_seeds for positions in CONTEXT_ARMS}
+stages.report()
 for (positions, seed), (_, history, facts) in context_runs.items():
     print(f"{CONTEXT_ARMS[positions]:<20} seed {seed}: validation bits per character after each round "
           + ", ".join(f"{loss * to_bits:.4f}" for loss in history.history["val_loss"])
