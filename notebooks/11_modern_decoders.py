@@ -18,7 +18,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/transformer-course/transformer-course/blob/v0.1.0/release/11_modern_decoders.ipynb)
 #
-# **Run time:** full profile about 26 min on a 2-core CPU, smoke profile about 30 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
+# **Run time:** full profile about 36 min on a 2-core CPU, smoke profile about 30 s (recorded runs). The profile comes from the environment variable `COURSE_PROFILE` (`full` or `smoke`): set it before starting Jupyter, or in Colab run `%env COURSE_PROFILE=smoke` before the first code cell. On Colab, a GPU runtime (Runtime, Change runtime type) trains on the GPU; the recorded times are CPU times. The outputs shown come from the recorded full-profile run; running a cell replaces its output with yours. In the smoke profile, run the exercises and their checks, and the cells whose output does not depend on the profile (shapes, worked examples, equalities with Keras): the accuracies, losses, curves, timings and samples it prints come from tiny data and a few steps and mean nothing; read the recorded ones.
 #
 # **What you will learn**
 # - **rotary position embedding** (RoPE): positions as rotations of the queries and keys, so a
@@ -353,6 +353,20 @@ for length in settings.decoding_lengths:
               + ("" if groups_ == heads else f"   {ratios.mean():.2f} [{low:.2f}, {high:.2f}]"))
 
 # %% [markdown]
+# **Reading the timing** (the recorded run, 30 interleaved rounds of 20 steps). Fewer key/value
+# heads make a step faster, and more so the longer the cache. At 1,024 positions a step with G = 2
+# takes 0.77 of multi-head attention's time (95% interval [0.75, 0.79]) and with G = 1 0.66: the
+# projections and the step's fixed costs still weigh, so halving the cache does not halve the time.
+# At 2,048 positions: 0.60 and 0.50. At 4,096: **0.46 [0.45, 0.48] and 0.29 [0.27, 0.30]**, where
+# multi-head attention's step has grown from 0.957 to 2.724 milliseconds: reading the cache is
+# now most of a step, and the time follows the cache's size — a little below it, even (0.46 for
+# half the cache, 0.29 for a quarter). Why below is not measured; our hypothesis: the multi-head
+# cache (8,192 KiB) no longer fits the processor's faster caches, where the smaller ones still
+# partly do. On a GPU the same read is what bounds decoding, which is why it is the cache that
+# grouped queries were made to shrink. `benchmarks/grouped_query_decoding.py` measures the same
+# step with more rounds, and beside it the attention computed by group, without repeating the keys.
+
+# %% [markdown]
 # At the scale of published models, per token (16-bit numbers, 2 bytes each;
 # 2 × layers × G × H × 2 bytes), and two designs that go further:
 #
@@ -415,6 +429,12 @@ print(f"at 32,768 tokens: " + "; ".join(f"{name} {cache_bytes(32_768, *design) /
                                        for name, design in designs.items()))
 
 # %% [markdown]
+# **Reading.** Arithmetic on the published configurations, not a measurement: at 32,768 tokens
+# one sequence's cache takes 80.0 GiB for the 70B model with multi-head attention and 10.0 GiB
+# with its 8 key/value groups; Mistral 7B's window holds it at 0.5 GiB at any length (the flat
+# line), where the same model without the window would need 4.0 GiB; and DeepSeek-V2's latent
+# needs 2.1 GiB for a model of 128 query heads, about half what Mistral 7B without its window
+# caches for 32. What each design costs in quality is the papers' claim, not this notebook's.
 # Exercise 11.3 asks you to write the sharing.
 #
 # **FlashAttention's idea** (Dao et al., 2022) is about the other memory: the T × T scores. A
@@ -627,33 +647,29 @@ report_metric("learned_minus_rotary_bits_per_character", float(mean),
 
 # %% [markdown]
 # **Reading the ablation** (the recorded run: three seeds an arm, 641,316 test characters).
-# **Rotary positions lead: 2.3892 bits per character on the test text against 2.4346, 0.0454
-# fewer, with a 95% interval of +0.0306 to +0.0602 over the three paired seeds**: the interval
-# excludes zero, and each seed's difference is on the same side (+0.0390, +0.0464, +0.0508). At
+# **Rotary positions lead: 2.3892 bits per character on the test text against 2.4344, 0.0452
+# fewer, with a 95% interval of +0.0306 to +0.0598 over the three paired seeds**: the interval
+# excludes zero, and each seed's difference is on the same side (+0.0391, +0.0457, +0.0508). At
 # this budget the lead is separated from the seeds' noise. **Hypothesis (1) is refuted**: the two
-# arms lie more than twice its margin apart. Every curve lies far below the unigram count table's
-# 2.8865, so both models learned to use context.
+# arms lie more than twice its margin apart.
 #
-# **Hypothesis (2) holds, and the effect is small.** On rows of 512 tokens the rotary arm's bits
-# per character fall a little at every seed (by 0.0025 to 0.0050: more context helps it), and the
-# learned arm's rise at every seed (by 0.0027 to 0.0082). The loss by position shows where: the
-# learned arm's curve steps up past position 256, whose table rows never trained, and the rotary
-# arm's does not. Why the step is small is not measured; our hypothesis: the untrained rows are
-# small random vectors (their initial draw, shrunk by weight decay) added to token embeddings
-# that carry the signal, and a table initialised otherwise could break harder.
+# **Against the floors**: every curve lies far below the unigram count table's 2.8865, so both
+# models learned to use some context — and far **above** the Kneser-Ney bigram table's 1.9712.
+# After 120 updates (about a million tokens), both models are still worse than a table of token
+# pairs counted over the whole training text (twelve million tokens): this compares two models
+# early in training, where a ranking can still change.
 #
 # What the comparison holds equal, and what it does not:
 #
 # - **Compute.** 120 updates of 32 rows each for every run; the two arms cost the same per update
-#   (2.8 minutes a run each, with validation). The learned arm has 131,072 more parameters (its
-#   512 × 256 table), which 120 updates at positions 0 to 255 must train from scratch: that is
-#   part of what the lead measures.
+#   (2.6 minutes a run each, with validation). The learned arm has 65,536 more parameters (its
+#   256 × 256 table: 2,097,106 against 2,031,570), which 120 updates must train from scratch:
+#   that is part of what the lead measures.
 # - **Tuning.** Both arms chose the top of their grid, 8·10⁻³, by under a thousandth of a bit per
-#   character over 4·10⁻³ (2.3649 against 2.3651, and 2.4024 against 2.4031): each arm's best rate
+#   character over 4·10⁻³ (2.3649 against 2.3651, and 2.4023 against 2.4031): each arm's best rate
 #   may be higher still, and the comparison is fair only if both sit near their best.
-# - **Scale.** 120 updates (about a million tokens) is very early in training, where a ranking
-#   can still change. Su et al. (2021, §4) report the same direction at a far larger scale: their
-#   rotary model's pre-training loss fell faster than BERT's, whose positions are learned.
+# - **Scale.** Su et al. (2021, §4) report the same direction at a far larger scale: their rotary
+#   model's pre-training loss fell faster than BERT's, whose positions are learned.
 
 # %% [markdown]
 # ## 6. Longer than trained: rotary positions, none at all, and Position Interpolation
@@ -826,6 +842,39 @@ axis.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
+# **Reading: the precondition first** (the recorded run: two seeds an arm, 1,539 test rows of
+# 128). The models read their context, but little of it. In rows of 64, a token among the last 16
+# positions costs the rotary models 6.956 and 6.982 bits against 7.047 and 7.078 at positions 0 to
+# 7, and the NoPE models 7.135 and 7.130 against 7.166 and 7.167: precondition (2) holds at every
+# seed, and the gain from dozens of tokens more context is under a tenth of a bit. The loss by
+# position (above) is flat after the first dozen positions. And after 600 updates every model
+# still scores above the bigram table on validation (2.1237 and 2.1362 bits per character with
+# rotary positions, 2.1747 and 2.1742 without, against 1.9712).
+#
+# **Longer than trained.** Read after the 64 tokens before them, at offsets never seen in
+# training, the second halves cost every model more than read alone: rotary positions +0.0189
+# bits a token (seeds [−0.0120, +0.0497]; test rows [+0.0170, +0.0208]), no positions +0.0209
+# ([+0.0046, +0.0371]; [+0.0192, +0.0226]), Position Interpolation untrained +0.0752
+# ([−0.2073, +0.3577]; [+0.0714, +0.0791]). **(3) does not hold** by the rule set before the run:
+# over the test rows the rotary change lies above zero, but two seeds give a t interval wide enough
+# to hold it. **(4) does not hold**: NoPE's change minus rotary's is +0.0020 ([−0.0126, +0.0166];
+# [−0.0003, +0.0044]): no sign here that no positions extrapolate better. **(5) does not hold**:
+# untrained interpolation costs more than plain rotary (+0.0563; test rows [+0.0526, +0.0601]),
+# and in the plot its curve lies above the rotary one at every position, inside the training
+# length too: dividing the positions by 2 puts neighbouring tokens at half-offsets the model never
+# saw, which Chen et al. fine-tune for.
+#
+# **What this run can say, and what it cannot.** Press et al. found rotary perplexity rising
+# steeply past the training length, in models trained far longer on longer rows. This run agrees
+# in direction — at twice the training length, context at unseen offsets made every model a little
+# worse instead of better — for small models at one length ratio. It cannot say how large the
+# effect is where it matters, nor settle whether no positions generalise better (Kazemnejad et
+# al.'s finding on their tasks): these models use little of their context and are weaker than a
+# bigram table, and a model that hardly reads its context has little to lose past its training
+# length. Testing that needs models that use their context — far more updates than this
+# notebook's budget.
+
+# %% [markdown]
 # ## Summary
 #
 # - **Rotary position embedding** rotates queries and keys by their positions; the score sees
@@ -834,17 +883,24 @@ plt.show()
 # - **RMSNorm** rescales without centring (one vector of parameters); **SwiGLU** gates the
 #   feed-forward network, three matrices at 2/3 of the width.
 # - **Grouped-query attention** shares key/value heads among query heads; the key/value cache
-#   shrinks by N/G.
+#   shrinks by N/G, and with it a decoding step's time where the cache is long (0.46 of
+#   multi-head attention's at 4,096 positions with half the heads, here). A sliding window caps
+#   the cache; DeepSeek's latent attention caches one compressed vector a token.
+# - **FlashAttention's idea**: an online softmax over tiles of keys gives exactly the whole
+#   softmax's output in memory that grows with T, not T².
 # - One change at a time, at equal updates, paired seeds and a rate per arm: **rotary positions
-#   led learned ones by 0.045 bits per character**, separated (95% interval 0.031 to 0.060, three seeds),
-#   early in training; on rows twice as long, rotary gained a little and learned lost a little.
+#   led learned ones by 0.045 bits per character**, separated (95% interval 0.031 to 0.060, three
+#   seeds), early in training — both models still above a bigram table.
+# - **Longer than trained**: at twice the training length, context at unseen offsets cost small
+#   models a little with rotary positions and as much without positions, and untrained Position
+#   Interpolation more; models this small use too little of their context to test it further.
 #
 # ## Graded exercises
 #
 # Complete each function where it says `raise NotImplementedError(...)`, then run the cell after
 # it: `check` tells you at once whether your function is right, and if not, what differs.
-# All are plain NumPy. Three exercises, 8 points; our estimate of the time they take, not a
-# measurement: about 55 minutes.
+# All are plain NumPy. Four exercises, 11 points; our estimate of the time they take, not a
+# measurement: about 75 minutes.
 #
 # ### Exercise 11.1 — rotary position embedding (3 points)
 #
@@ -981,8 +1037,8 @@ assert evaluate_hidden("11.4", tiled_attention, seed=7).passed
 # %% [markdown]
 # ## Written questions (graded by your instructor)
 #
-# **Question 11.w1 (2 points).** In section 5, rotary positions led learned ones by 0.0454 bits
-# per character, 95% interval +0.0306 to +0.0602 over three paired seeds; both arms chose
+# **Question 11.w1 (2 points).** In section 5, rotary positions led learned ones by 0.0452 bits
+# per character, 95% interval +0.0306 to +0.0598 over three paired seeds; both arms chose
 # 8·10⁻³, the top of their two-rate grid, by less than 0.001 bits per character over 4·10⁻³. Is
 # the lead separated from the seeds' noise? What does the choice of the grid's top say about the
 # comparison's fairness, and what runs would you make before calling rotary positions better at
@@ -991,11 +1047,11 @@ assert evaluate_hidden("11.4", tiled_attention, seed=7).passed
 # %% [markdown] nbgrader={"grade": true, "grade_id": "written_11_1", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # ### BEGIN SOLUTION
 # **Rubric (2 points).** 1 point: yes at this budget: the interval excludes zero and all three
-# paired differences are positive (+0.0390, +0.0464, +0.0508); three seeds give a wide t
+# paired differences are positive (+0.0391, +0.0457, +0.0508); three seeds give a wide t
 # multiplier (4.30), so the interval is honest but loose. 1 point: a best rate at the edge of the
 # grid means each arm's optimum may lie above it; if one arm gains more from a higher rate, the
 # order or the size of the lead could change, so extend the grid upward for both arms (1.6·10⁻²,
 # on the validation text at seed 0), rerun the seeds at the new choices, and, since 120 updates
-# is early, repeat at a longer budget: the learned arm's extra 131,072 table parameters may need
-# more updates than the rotary arm needs.
+# is early (both arms are still above the bigram table), repeat at a longer budget: the learned
+# arm's extra 65,536 table parameters may need more updates than the rotary arm needs.
 # ### END SOLUTION
