@@ -425,8 +425,8 @@ axis.set(xscale="log", yscale="log", xlabel="tokens in the sequence", ylabel="ke
          title="one sequence's cache, 16-bit numbers")
 axis.legend(fontsize="small")
 plt.show()
-print(f"at 32,768 tokens: " + "; ".join(f"{name} {cache_bytes(32_768, *design) / 2**30:,.1f} GiB"
-                                       for name, design in designs.items()))
+print("at 32,768 tokens: " + "; ".join(f"{name} {cache_bytes(32_768, *design) / 2**30:,.1f} GiB"
+                                      for name, design in designs.items()))
 
 # %% [markdown]
 # **Reading.** Arithmetic on the published configurations, not a measurement: at 32,768 tokens
