@@ -202,6 +202,7 @@ def quantize_model_weights(model, bits: int, group_size: int | None = None) -> d
     """
     bits = _check_bits(bits)
     quantized, stored = set(), {}
+    # Every nested layer, as Keras' own Model.quantize walks them (Keras has no public recursive list).
     for layer in model._flatten_layers(include_self=False, recursive=True):
         if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
             weight, axes = layer.kernel, _input_axes(layer)
