@@ -139,6 +139,19 @@ def test_a_run_interrupted_anywhere_and_resumed_equals_the_run_never_interrupted
     np.testing.assert_allclose(again.get_weights()[0], whole.get_weights()[0], rtol=1e-6)
 
 
+def test_a_finished_run_resumed_where_its_checkpoint_is_missing_writes_it_from_the_kept_best_weights(tmp_path):
+    # Another clone shares the runs folder (the per-user cache) but not the checkpoint beside its notebook.
+    arguments = dict(epochs=6, patience=2, resume_folder=tmp_path / "state", shuffle=False, batch_size=16)
+    first, _, facts = fit_best(_model(), TRAIN, VALIDATION, checkpoint=tmp_path / "one" / "best.keras", **arguments)
+    assert facts["best_epoch"] == 1 and facts["epochs"] == 3  # the best epoch is not the last: its weights differ
+    elsewhere = tmp_path / "another clone" / "best.keras"
+    again, _, facts = fit_best(_model(), TRAIN, VALIDATION, checkpoint=elsewhere, **arguments)
+    assert facts["resumed_epochs"] == 3 and elsewhere.exists()
+    for resumed, original in zip(again.get_weights(), first.get_weights()):
+        np.testing.assert_allclose(resumed, original, rtol=1e-6)
+    assert _validation_loss(again) == pytest.approx(facts["best_val_loss"], rel=1e-5)
+
+
 def test_scores_a_callback_adds_are_in_the_history_and_kept_for_a_resumed_run(tmp_path):
     counted = iter(range(100))
     scores = training.EpochScores(count=lambda: float(next(counted)))

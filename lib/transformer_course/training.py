@@ -673,8 +673,9 @@ class _BestEpoch(keras.callbacks.Callback):
         self.start = self.last_end = self.clock()
         if self.resumed is not None:  # after Keras has built the model and its optimizer, and reset the data
             _restore_variables(self.model, self.resume_folder / self.resumed["variables"])
-            if self.checkpoint is None:
-                with np.load(self.resume_folder / self.resumed["best"]) as best:
+            best_file = self.resume_folder / self.resumed["best"]
+            if best_file.exists():  # always kept beside the state, so a resumed run needs no checkpoint file
+                with np.load(best_file) as best:
                     self.best_weights = [best[f"arr_{index}"] for index in range(len(best.files))]
             for name, thing in self.resumable.items():
                 thing.set_state(self.resumed["resumable"][name])
@@ -691,10 +692,9 @@ class _BestEpoch(keras.callbacks.Callback):
             )
         if loss < self.best_loss:
             self.best_loss, self.best_epoch = float(loss), epoch
+            self.best_weights = self.model.get_weights()
             if self.checkpoint is not None:
                 self.model.save(self.checkpoint)
-            else:
-                self.best_weights = self.model.get_weights()
         last_planned = epoch + 1 >= self.params.get("epochs", math.inf)  # ends training by its number of epochs
         if not last_planned and epoch - max(self.best_epoch, self.start_from_epoch - 1) >= self.patience:
             self.stopped_by, self.model.stop_training = "patience", True  # patience counted after the first ones
@@ -728,9 +728,8 @@ class _BestEpoch(keras.callbacks.Callback):
         names = {"variables": f"variables-{epoch + 1}.npz", "best": f"best-{epoch + 1}.npz"}
         with atomic_output(folder / names["variables"]) as temporary, open(temporary, "wb") as handle:
             np.savez(handle, *[keras.ops.convert_to_numpy(v) for v in _all_variables(self.model)])
-        if self.checkpoint is None:
-            with atomic_output(folder / names["best"]) as temporary, open(temporary, "wb") as handle:
-                np.savez(handle, *self.best_weights)
+        with atomic_output(folder / names["best"]) as temporary, open(temporary, "wb") as handle:
+            np.savez(handle, *self.best_weights)
         state = {
             "epochs_done": epoch + 1,
             "finished": self.finished,
@@ -853,7 +852,9 @@ def fit_best(
         epochs: int >= 1, the most epochs to run.
         patience: int >= 1, epochs without a lower validation loss before stopping.
         checkpoint: path of a ``.keras`` file to save the best epoch to and reload from (see
-            :func:`transformer_course.checkpoint_path`); None keeps the best weights in memory instead.
+            :func:`transformer_course.checkpoint_path`); None keeps the best weights in memory only. With
+            ``resume_folder`` the best weights are kept there too, so a finished run resumed where its
+            checkpoint file is missing (another clone, a deleted file) writes the checkpoint again from them.
         time_limit_minutes: float > 0, a guard: if an epoch ends past this many wall-clock minutes
             (counted in this call) before training is done, :class:`TrainingTimeLimitError` is
             raised, never a quiet stop. None (the default) for no limit.
@@ -902,6 +903,8 @@ def fit_best(
             f"`time_limit_minutes` must be a positive number of minutes or None; received {time_limit_minutes!r}."
         )
     checkpoint = None if checkpoint is None else Path(checkpoint)
+    if checkpoint is not None:
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
     x, y = train if isinstance(train, tuple) else (train, None)
     resumable, resumed = {}, None
     if resume_folder is not None:
@@ -955,10 +958,17 @@ def fit_best(
         **fit_arguments,
     )
     history.history, history.epoch = best.logged, list(range(len(best.durations)))
-    if checkpoint is not None:
-        model = keras.models.load_model(checkpoint)
-    else:
+    if best.best_weights is not None:
         model.set_weights(best.best_weights)
+    if checkpoint is not None:
+        if not checkpoint.exists():  # a finished run resumed where its checkpoint file was never written
+            if best.best_weights is None:
+                raise ValueError(
+                    f"The best epoch's checkpoint {checkpoint} is missing and {resume_folder} holds no best weights "
+                    "to write it from. Clear the folder (`transformer-course runs clear <notebook>`) to train afresh."
+                )
+            model.save(checkpoint)
+        model = keras.models.load_model(checkpoint)
     ends = np.cumsum(best.durations).tolist()
     facts = {
         "epochs": len(best.durations),
