@@ -170,6 +170,12 @@ def test_row_batches_go_on_where_the_last_epoch_ended_and_cover_every_row_each_p
     assert len(whole) == 3 and sorted(np.concatenate([whole[i][0][:, 0] for i in range(3)])) == list(range(10))
     with pytest.raises(ValueError, match="inputs"):
         RowBatches(inputs, inputs[:5], batch_size=4)
+    # A classifier's rows: one float label a row, kept with its row and as a float.
+    labels = RowBatches(inputs, inputs[:, 0] / 10, batch_size=4, seed=3)
+    x, y = labels[0]
+    assert y.dtype == np.float32 and y.shape == (4,) and np.allclose(y, x[:, 0] / 10)
+    with pytest.raises(ValueError, match=r"\(rows,\)"):
+        RowBatches(inputs, inputs[:5, 0], batch_size=4)
 
 
 def test_the_model_names_its_parts_and_a_gpt2_layout_reloads_as_itself(tmp_path):

@@ -125,18 +125,20 @@ class RowBatches(keras.utils.PyDataset):
     validates (and can stop or checkpoint) several times a pass. Works with every Keras backend.
 
     Args:
-        inputs, targets: int ``(R, L)`` each, e.g. from :func:`running_text_chunks`.
+        inputs, targets: int ``(R, L)`` each, e.g. from :func:`running_text_chunks`; or a
+            classifier's rows, int ``(R, L)`` token ids and ``(R,)`` labels (float labels stay float32).
         batch_size: int >= 1.
         batches_per_epoch: int >= 1, or None for one pass over the rows an epoch (the last batch
             may be smaller).
         seed: int >= 0, seeds the order.
 
     Yields:
-        ``(inputs, targets)``: int32 ``(batch_size, L)`` each.
+        ``(inputs, targets)``: int32 ``(batch_size, L)`` each (labels: ``(batch_size,)``, int32 or
+        float32 as given).
 
     Raises:
-        ValueError: for rows of different shapes, or a non-positive ``batch_size`` or
-            ``batches_per_epoch``.
+        ValueError: for targets that are not one per row or per token, or a non-positive
+            ``batch_size`` or ``batches_per_epoch``.
 
     Example:
         >>> batches = RowBatches(np.ones((10, 4)), np.ones((10, 4)), batch_size=4, batches_per_epoch=2)
@@ -146,11 +148,15 @@ class RowBatches(keras.utils.PyDataset):
 
     def __init__(self, inputs, targets, batch_size: int, batches_per_epoch: int | None = None, seed: int = 0, **kwargs):
         super().__init__(**kwargs)
-        self.inputs, self.targets = np.asarray(inputs, "int32"), np.asarray(targets, "int32")
-        if self.inputs.shape != self.targets.shape or self.inputs.ndim != 2 or not len(self.inputs):
+        self.inputs, targets = np.asarray(inputs, "int32"), np.asarray(targets)
+        self.targets = targets.astype("float32" if np.issubdtype(targets.dtype, np.floating) else "int32")
+        if self.inputs.ndim != 2 or not len(self.inputs) or self.targets.shape not in (
+            self.inputs.shape,
+            self.inputs.shape[:1],
+        ):
             raise ValueError(
-                f"`inputs` and `targets` must both have shape (rows, length), rows >= 1; received "
-                f"{self.inputs.shape} and {self.targets.shape}."
+                f"`inputs` must have shape (rows, length), rows >= 1, and `targets` the same shape or (rows,) (one "
+                f"label a row); received {self.inputs.shape} and {self.targets.shape}."
             )
         self.rounds = RoundOrder(
             len(self.inputs),
