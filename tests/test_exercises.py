@@ -670,6 +670,20 @@ def _absmax_with(divisor=127, cut=False, multiplier=False):
     return quantize
 
 
+def _groupwise_int4_with(divisor=7, whole_row=False, cut=False, multiplier=False, tiled=False):
+    def quantize(weights, group_size):
+        weights = np.asarray(weights, dtype="float64")
+        size = weights.shape[1] if whole_row else group_size
+        groups = weights.reshape(len(weights), -1, size)
+        largest = np.abs(groups).max(axis=2)
+        step = np.where(largest == 0, 1.0, largest / divisor)
+        integers = (np.trunc if cut else np.round)(groups / step[..., None]).reshape(weights.shape)
+        spread = np.tile(step, (1, size)) if tiled else np.repeat(step, size, axis=1)
+        return integers, 1 / step if multiplier else step, integers * spread
+
+    return quantize
+
+
 def _shard_gradients(x, y, w, devices, divide_by_batch=False, total=False, two=True):
     shards = [(2 if two else 1) / (len(y) if divide_by_batch else len(rows_y)) * rows_x.T @ (rows_x @ w - rows_y)
               for rows_x, rows_y in zip(np.split(x, devices), np.split(y, devices))]  # fmt: skip
@@ -758,6 +772,11 @@ USUAL_MISTAKES = [
     ("12.1", _absmax_with(multiplier=True), "a multiplier"),
     ("12.1", _absmax_with(divisor=255), "divides by 255"),
     ("12.1", _absmax_with(cut=True), "cut, not rounded"),
+    ("12.4", _groupwise_int4_with(divisor=8), "divides by 8"),
+    ("12.4", _groupwise_int4_with(whole_row=True), "one scale for the whole row"),
+    ("12.4", _groupwise_int4_with(cut=True), "cut, not rounded"),
+    ("12.4", _groupwise_int4_with(multiplier=True), "a multiplier"),
+    ("12.4", _groupwise_int4_with(tiled=True), "np.tile"),
     ("12.2", lambda kernel, a, b, alpha: kernel + a @ b, "without its scale"),
     ("12.2", lambda kernel, a, b, alpha: kernel + alpha * a @ b, "scaled by α"),
     ("12.3", lambda x, y, w, devices: _shard_gradients(x, y, w, devices, total=True), "added up"),

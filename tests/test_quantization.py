@@ -112,3 +112,18 @@ def test_a_quantized_model_computes_what_its_stored_integers_and_scales_say():
         np.testing.assert_allclose(keras.ops.convert_to_numpy(weight), restored, rtol=2e-3)  # float16 scales
         assert stored["final_norm/scale"].dtype == np.float32  # norms stay float
     assert errors[8, None] < min(errors[4, 8], errors[4, None]) / 5  # 8 bits: far closer to the float model
+
+
+def test_exercise_12_4s_reference_is_the_packages_group_wise_int4_on_its_public_and_secret_cases():
+    # The grader's reference is written independently of the package; on every case they agree (float32 against
+    # float64: the integers exactly, the scales and dequantized weights to float32's rounding).
+    from transformer_course_grader import references
+
+    registration = references.REGISTRY["12.4"]
+    for seed in (0, 7):
+        for _, arguments in registration.cases(np.random.default_rng(seed)):
+            integers, scales, dequantized = registration.reference(**arguments)
+            ours, our_scales = absmax_quantize(arguments["weights"], bits=4, group_size=arguments["group_size"])
+            np.testing.assert_array_equal(integers, ours)
+            np.testing.assert_allclose(scales, our_scales, rtol=1e-6)
+            np.testing.assert_allclose(dequantized, absmax_dequantize(ours, our_scales), rtol=1e-6, atol=1e-7)

@@ -620,6 +620,14 @@ EXERCISES: dict[str, Exercise] = {
             output_names=("the shards' gradients", "their mean"),
         ),
         Exercise(
+            "12.4",
+            "group-wise int4 quantization",
+            "groupwise_int4",
+            3,
+            output_names=("the integers", "the scales", "the dequantized weights"),
+            whole_numbers=(0,),
+        ),
+        Exercise(
             "13.1",
             "the prompt-masked cross-entropy",
             "prompt_masked_cross_entropy",
@@ -672,7 +680,7 @@ STUDY_MINUTES = {
     "09": 210,
     "10": 45,
     "11": 75,
-    "12": 45,
+    "12": 65,
     "13": 75,
 }
 

@@ -1446,6 +1446,37 @@ def _absmax_cases(rng):
     ]
 
 
+def _groupwise_int4_reference(weights, group_size):
+    weights = np.asarray(weights, dtype="float64")
+    rows, columns = weights.shape
+    integers, scales = np.zeros((rows, columns)), np.ones((rows, columns // group_size))
+    for row in range(rows):
+        for group in range(columns // group_size):
+            part = slice(group * group_size, (group + 1) * group_size)
+            largest = max(abs(value) for value in weights[row, part])
+            if largest > 0:
+                scales[row, group] = largest / 7
+            integers[row, part] = np.round(weights[row, part] / scales[row, group])
+    return integers, scales, integers * np.repeat(scales, group_size, axis=1)
+
+
+def _groupwise_int4_cases(rng):
+    outlier = rng.normal(0, 0.02, size=(2, 16))
+    outlier[int(rng.integers(2)), int(rng.integers(16))] = float(rng.choice([-1.0, 1.0]))
+    zeros = rng.normal(0, 0.5, size=(3, 8))
+    zeros[1, :4] = 0.0
+    return [
+        ("the row [0.7, -0.35, 0.14, 0.07] in groups of 2", {"weights": np.array([[0.7, -0.35, 0.14, 0.07]]),
+                                                             "group_size": 2}),
+        ("4 rows of 12, groups of 4, a different spread in each group",
+         {"weights": rng.normal(size=(4, 12)) * rng.uniform(0.01, 3, (4, 3)).repeat(4, axis=1), "group_size": 4}),
+        ("one outlier among small weights, groups of 4", {"weights": outlier, "group_size": 4}),
+        ("a group of zeros beside groups of weights", {"weights": zeros, "group_size": 4}),
+        ("the group is the whole row (one scale a row)", {"weights": rng.normal(size=(3, 6)), "group_size": 6}),
+        ("groups of 1 (every weight its own scale)", {"weights": rng.normal(size=(2, 3)), "group_size": 1}),
+    ]  # fmt: skip
+
+
 def _merge_lora_reference(kernel, a, b, alpha):
     a = np.asarray(a, dtype="float64")
     rank = a.shape[1]
@@ -1843,6 +1874,7 @@ REGISTRY = {
     "12.1": Registration(_absmax_cases, _absmax_reference),
     "12.2": Registration(_merge_lora_cases, _merge_lora_reference, twin="transformer_course.lora:LoRA.merged_kernel"),
     "12.3": Registration(_data_parallel_cases, _data_parallel_reference),
+    "12.4": Registration(_groupwise_int4_cases, _groupwise_int4_reference),
     "13.1": Registration(_prompt_masked_cases, _prompt_masked_reference),
     "13.2": Registration(_sequence_log_probability_cases, _sequence_log_probability_reference),
     "13.3": Registration(_dpo_cases, _dpo_reference, twin="transformer_course.post_training:dpo_loss"),

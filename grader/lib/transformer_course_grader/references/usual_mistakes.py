@@ -708,6 +708,50 @@ def _absmax(arguments, right):
     ]
 
 
+def _groupwise_int4(arguments, right):
+    weights = np.asarray(arguments["weights"], dtype="float64")
+    size = int(arguments["group_size"])
+    rows, columns = weights.shape
+    groups = weights.reshape(rows, columns // size, size)
+    largest = np.abs(groups).max(axis=2)
+    step = np.where(largest == 0, 1.0, largest / 7)
+    row_largest = np.abs(weights).max(axis=1, keepdims=True)
+    row_step = np.where(row_largest == 0, 1.0, row_largest / 7)
+    return [
+        *(
+            (
+                f"the scale divides by {divisor}: int4's symmetric integers run over [-7, 7], so it is max|w| / 7.",
+                (None, np.where(largest == 0, 1.0, largest / divisor), None),
+                None,
+            )
+            for divisor in (8, 15)
+        ),
+        (
+            "one scale for the whole row: each group of group_size consecutive weights of a row gets its own, from "
+            "its own largest |w|.",
+            (np.round(weights / row_step), None, None) if size != columns else None,
+            None,
+        ),
+        (
+            "the integers were cut, not rounded: use np.round(w / scale).",
+            (np.trunc(groups / step[..., None]).reshape(rows, columns), None, None),
+            None,
+        ),
+        (
+            "the scales are 7 / max|w|, a multiplier: return the step max|w| / 7, so that w ≈ integers · scale.",
+            (None, 1 / step, None),
+            None,
+        ),
+        (
+            "each scale served the wrong weights when dequantizing: repeat each group's scale over its group_size "
+            "consecutive weights (np.repeat(scales, group_size, axis=1)), not the scales laid end to end "
+            "(np.tile).",
+            (None, None, right[0] * np.tile(right[1], (1, size))) if size > 1 and columns > size else None,
+            None,
+        ),
+    ]
+
+
 def _merge_lora(arguments, right):
     kernel, a, b = _floats(arguments["kernel"], arguments["a"], arguments["b"])
     alpha, rank = float(arguments["alpha"]), a.shape[1]
@@ -1053,6 +1097,7 @@ MISTAKES = {
     "12.1": (_absmax, 1e-6),
     "12.2": (_merge_lora, 1e-6),
     "12.3": (_data_parallel, 1e-6),
+    "12.4": (_groupwise_int4, 1e-6),
     "13.1": (_prompt_masked, 1e-6),
     "13.2": (_sequence_log_probability, 1e-6),
     "13.3": (_dpo, 1e-6),
