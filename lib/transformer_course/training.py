@@ -150,10 +150,8 @@ class RowBatches(keras.utils.PyDataset):
         super().__init__(**kwargs)
         self.inputs, targets = np.asarray(inputs, "int32"), np.asarray(targets)
         self.targets = targets.astype("float32" if np.issubdtype(targets.dtype, np.floating) else "int32")
-        if self.inputs.ndim != 2 or not len(self.inputs) or self.targets.shape not in (
-            self.inputs.shape,
-            self.inputs.shape[:1],
-        ):
+        one_a_row_or_a_token = (self.inputs.shape, self.inputs.shape[:1])
+        if self.inputs.ndim != 2 or not len(self.inputs) or self.targets.shape not in one_a_row_or_a_token:
             raise ValueError(
                 f"`inputs` must have shape (rows, length), rows >= 1, and `targets` the same shape or (rows,) (one "
                 f"label a row); received {self.inputs.shape} and {self.targets.shape}."
