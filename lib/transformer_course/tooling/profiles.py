@@ -298,9 +298,9 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # LoRA on the attention projections only trains at the rate LoRA on every projection chose; the head on
             # the randomly initialised model (a floor) on the head's grid.
             "fine_tune_learning_rates": {
-                "head": (1e-2, 3e-2, 1e-1, 3e-1),
+                "head": (1e-2, 3e-2, 1e-1, 3e-1, 1.0),
                 "lora_all": (3e-3, 1e-2, 3e-2),
-                "full": (1e-3, 3e-3, 1e-2),
+                "full": (3e-4, 1e-3, 3e-3, 1e-2),
             },
             "lora_rank": 4,
             "lora_alpha": 8.0,  # fixed, so the scale alpha / r falls as the rank grows (Hu et al., 2021, §4.1)
@@ -320,7 +320,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # The bag-of-words floor: logistic regression's inverse regularization strengths, chosen on validation.
             "bag_of_words_strengths": (0.01, 0.1, 1.0, 10.0, 100.0),
             # Bits per character against bits per weight: (bits, weights a scale; None for one scale a row).
-            "quantization_formats": ((8, None), (4, None), (4, 128), (4, 32), (3, 32)),
+            "quantization_formats": ((8, None), (4, None), (4, 128), (4, 32), (3, 32), (2, 32)),
             # Gradient accumulation: one update of fine_tune_batch_size rows made in this many micro-batches.
             "accumulation_steps": 4,
             # int8 and generation speed: medians of timing_repeats interleaved timings each.
