@@ -183,7 +183,7 @@ print(f"the base: rotary positions, seed {settings.seeds[0]}, {settings.base_upd
 #   control: it measures what the pre-trained features carry with nothing adapted. A frozen model
 #   gives each review the same pooled vector at every epoch, so the vectors are computed once and
 #   the head (dropout and the sigmoid unit) trains on them: the same model, at a tiny fraction of
-#   the cost, so the control gets `head_epochs` epochs and a grid of higher rates, its best chance;
+#   the cost, so the control gets `head_epochs` epochs, more patience and a grid of its own, its best chance;
 # - **LoRA on the attention and feed-forward projections**: every pre-trained weight frozen; each
 #   query, key, value and output projection, and each of SwiGLU's three matrices, gains a
 #   trainable change $\tfrac{\alpha}{r} A B$ of its whole matrix (section 2.1; Hu et al., 2021,
@@ -198,7 +198,7 @@ print(f"the base: rotary positions, seed {settings.seeds[0]}, {settings.base_upd
 # first tenth of the updates and a linear decay to 0; dropout `classifier_dropout` on the pooled
 # vector. **Each arm chooses its epochs on the validation reviews, at every seed**: the decay runs
 # over `fine_tune_max_epochs` epochs (the head alone `head_epochs`), training stops after
-# `fine_tune_patience` epochs without a lower validation loss, and the best epoch's weights are
+# `fine_tune_patience` epochs without a lower validation loss (the head `head_patience`), and the best epoch's weights are
 # kept. **Each arm has its own learning-rate grid**, chosen at seed 0 on the validation reviews: LoRA's about 10 times full fine-tuning's, as *LoRA Without Regret* finds,
 # and one step below; LoRA on the attention projections alone trains at the rate LoRA on every
 # projection chose, at seed 0 only (a variant, not a fourth arm). **Three paired seeds** (a seed
@@ -356,7 +356,7 @@ print(f"the frozen models' pooled vectors: {features['head'][0].shape} to learn 
 # Each arm trains with its own rate, chosen at seed 0, and **its own number of epochs, chosen on
 # the validation reviews at every seed**: the linear decay runs over `fine_tune_max_epochs`
 # epochs, training stops after `fine_tune_patience` epochs without a lower validation loss, and
-# the best epoch's weights are kept (the head: `head_epochs` epochs, same patience). Each run of
+# the best epoch's weights are kept (the head: `head_epochs` epochs, patience `head_patience`). Each run of
 # an adapted arm is kept as it trains (`RunStages`): a stopped run resumes at its last epoch.
 
 # %%
@@ -414,11 +414,11 @@ def fine_tune(kind, learning_rate, seed, rank=settings.lora_rank, stabilized=Fal
         probe = None if kind.endswith("head") else fine_tune("head", arm_rate["head"], seed)[0]  # this seed's head
         keras.utils.set_random_seed(seed)
         classifier, inputs, _ = new_classifier(*key, probe)
-        epochs = settings.head_epochs if kind.endswith("head") else settings.fine_tune_max_epochs
+        epochs, patience = ((settings.head_epochs, settings.head_patience) if kind.endswith("head")
+                            else (settings.fine_tune_max_epochs, settings.fine_tune_patience))
         compile_classifier(classifier, learning_rate, epochs)
         train, validation, arguments = training_data(key, inputs)
-        fine_tuning_runs[key] = fit_best(classifier, train, validation, epochs=epochs,
-                                         patience=settings.fine_tune_patience, **arguments)
+        fine_tuning_runs[key] = fit_best(classifier, train, validation, epochs=epochs, patience=patience, **arguments)
     return fine_tuning_runs[key]
 
 # %%
@@ -532,8 +532,9 @@ print(f"{ADAPTATIONS['lora_attention']}, seed {settings.seeds[0]} only, minus ea
 # %% [markdown]
 # **The hypothesis**, set before the run, decided by this rule: LoRA on every projection trains at
 # most 3% of the parameters and its difference from full fine-tuning has **both** intervals'
-# lower ends above −2 points: *holds*; either interval lies wholly below −2: *does not hold*;
-# otherwise this run does not decide it.
+# lower ends above −2 points: *holds*; both intervals lie wholly below −2: *does not hold* (as a
+# difference is separated from zero only where both intervals exclude it); otherwise this run
+# does not decide it.
 
 # %%
 trainable, total = parameter_counts("lora_all", fine_tune("lora_all", arm_rate["lora_all"], settings.seeds[0])[0])
@@ -742,8 +743,10 @@ report_metric("int8_generation_speed_ratio", quantized["int8"][1] / quantized["f
 # `quantize_model_weights(model, bits, group_size)` rounds every projection kernel and the
 # embedding table of a copy in place (a "fake-quantized" model: float arithmetic on rounded
 # values, so the cost of the rounding is measured, not a kernel's speed) and returns the arrays a
-# file would store, 4-bit integers packed two a byte; `np.savez` writes them. Exercise 12.4 asks
-# you to write group-wise int4.
+# file would store, 4-bit integers packed two a byte; `np.savez` writes them. Integers of 3 and 2
+# bits go in the same 4-bit slots here, so their files are int4's: what they show is the cost of
+# the coarser steps (a format that packs 3 bits, as llama.cpp's `Q3_K` does, would also store
+# less). Exercise 12.4 asks you to write group-wise int4.
 
 # %%
 def stored_megabytes(arrays):

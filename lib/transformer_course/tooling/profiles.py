@@ -298,7 +298,7 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # LoRA on the attention projections only trains at the rate LoRA on every projection chose; the head on
             # the randomly initialised model (a floor) on the head's grid.
             "fine_tune_learning_rates": {
-                "head": (1e-2, 3e-2, 1e-1, 3e-1, 1.0),
+                "head": (1e-3, 3e-3, 1e-2, 3e-2, 1e-1),
                 "lora_all": (3e-3, 1e-2, 3e-2),
                 "full": (3e-4, 1e-3, 3e-3, 1e-2),
             },
@@ -312,8 +312,10 @@ _SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
             # schedule's length), stopped after fine_tune_patience epochs without a lower validation loss.
             "fine_tune_max_epochs": 8,
             "fine_tune_patience": 3,
-            # The head alone reads the frozen model's pooled vectors, computed once: an epoch costs almost nothing.
+            # The head alone reads the frozen model's pooled vectors, computed once: an epoch costs almost nothing,
+            # so it gets more epochs and more patience (its validation loss is noisy from epoch to epoch).
             "head_epochs": 30,
+            "head_patience": 10,
             "fine_tune_batch_size": 32,
             # The classifiers without XLA: measured here, it gives a fine-tuning step no speed and slows predicting.
             "fine_tune_jit_compile": False,
